@@ -1,0 +1,359 @@
+package jetstream
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// Storage selects where streams keep their messages.
+type Storage string
+
+// Storage kinds.
+const (
+	FileStorage   Storage = "file"
+	MemoryStorage Storage = "memory"
+)
+
+// Config is what Interlock's streams and bucket are.
+type Config struct {
+	// Prefix of every subject, stream and bucket; default "interlock".
+	Prefix string
+	// Replicas of every stream and the bucket; default 1 (use 3 on a cluster).
+	Replicas int
+	// Storage of every stream; default FileStorage.
+	Storage Storage
+	// MaxAge bounds how long the runs, decisions and dead-letter streams keep
+	// messages; zero keeps them until deleted by hand. The events stream
+	// keeps EventsMaxAge, default forever: it is the audit trail.
+	MaxAge       time.Duration
+	EventsMaxAge time.Duration
+	// DuplicateWindow is how long Nats-Msg-Id deduplication remembers an id;
+	// default 10 minutes. It must outlast a consumer's redelivery delay.
+	DuplicateWindow time.Duration
+	// Timeout bounds each request to the server when the context has no
+	// deadline; default 5 seconds.
+	Timeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Prefix == "" {
+		c.Prefix = subjects.DefaultPrefix
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.Storage == "" {
+		c.Storage = FileStorage
+	}
+	if c.DuplicateWindow == 0 {
+		c.DuplicateWindow = 10 * time.Minute
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 5 * time.Second
+	}
+	return c
+}
+
+// Client is a connection to NATS with Interlock's namespace.
+type Client struct {
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	cfg   Config
+	ns    subjects.Namespace
+	owned bool
+	runs  jetstream.KeyValue
+}
+
+// DialConfig says how to reach a NATS server.
+type DialConfig struct {
+	// URL is one or more comma-separated server URLs; default nats.DefaultURL.
+	URL string
+	// CredsFile is a NATS credentials file (JWT and NKey seed).
+	CredsFile string
+	// TLS, when set, is used for the connection.
+	TLS *tls.Config
+	// Name identifies the connection in server monitoring.
+	Name string
+}
+
+// Dial connects to NATS and returns a Client that closes the connection on
+// Close.
+func Dial(ctx context.Context, dc DialConfig, cfg Config) (*Client, error) {
+	url := dc.URL
+	if url == "" {
+		url = nats.DefaultURL
+	}
+	opts := []nats.Option{nats.Name(dc.Name), nats.MaxReconnects(-1)}
+	if dc.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(dc.CredsFile))
+	}
+	if dc.TLS != nil {
+		opts = append(opts, nats.Secure(dc.TLS))
+	}
+	if d, ok := ctx.Deadline(); ok {
+		opts = append(opts, nats.Timeout(time.Until(d)))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", url, translate(err))
+	}
+	c, err := newClient(nc, cfg)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	c.owned = true
+	return c, nil
+}
+
+func newClient(nc *nats.Conn, cfg Config) (*Client, error) {
+	cfg = cfg.withDefaults()
+	ns, err := subjects.New(cfg.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(cfg.Timeout))
+	if err != nil {
+		return nil, translate(err)
+	}
+	return &Client{nc: nc, js: js, cfg: cfg, ns: ns}, nil
+}
+
+// Namespace returns the client's subjects.
+func (c *Client) Namespace() subjects.Namespace { return c.ns }
+
+// Config returns the client's configuration with defaults filled in.
+func (c *Client) Config() Config { return c.cfg }
+
+// Close closes the connection at once, without draining: messages being
+// handled are not acked and will be redelivered.
+func (c *Client) Close() {
+	if c.owned {
+		c.nc.Close()
+	}
+}
+
+// Drain lets subscriptions finish their buffered messages, then closes.
+func (c *Client) Drain() error {
+	if !c.owned {
+		return nil
+	}
+	return translate(c.nc.Drain())
+}
+
+// Stream is one of Interlock's streams.
+type Stream string
+
+// Interlock's streams.
+const (
+	StreamWork      Stream = "WORK"
+	StreamRuns      Stream = "RUNS"
+	StreamDecisions Stream = "DECISIONS"
+	StreamEvents    Stream = "EVENTS"
+	StreamDLQ       Stream = "DLQ"
+)
+
+// StreamName is the server-side name of s under the client's prefix.
+func (c *Client) StreamName(s Stream) string {
+	return strings.ToUpper(strings.ReplaceAll(c.cfg.Prefix, ".", "_")) + "_" + string(s)
+}
+
+// RunsBucket is the name of the KV bucket of run records.
+func (c *Client) RunsBucket() string {
+	return strings.ReplaceAll(c.cfg.Prefix, ".", "_") + "_runs"
+}
+
+func (c *Client) streamConfigs() []jetstream.StreamConfig {
+	storage := jetstream.FileStorage
+	if c.cfg.Storage == MemoryStorage {
+		storage = jetstream.MemoryStorage
+	}
+	base := func(s Stream, maxAge time.Duration, subjects ...string) jetstream.StreamConfig {
+		return jetstream.StreamConfig{
+			Name:       c.StreamName(s),
+			Subjects:   subjects,
+			Storage:    storage,
+			Replicas:   c.cfg.Replicas,
+			MaxAge:     maxAge,
+			Duplicates: c.cfg.DuplicateWindow,
+			Discard:    jetstream.DiscardOld,
+		}
+	}
+	ns := c.ns
+	work := base(StreamWork, 0, ns.All(subjects.KindWork))
+	work.Retention = jetstream.WorkQueuePolicy
+	return []jetstream.StreamConfig{
+		work,
+		base(StreamRuns, c.cfg.MaxAge, ns.All(subjects.KindSuspended), ns.All(subjects.KindCompleted), ns.All(subjects.KindFailed)),
+		base(StreamDecisions, c.cfg.MaxAge, ns.All(subjects.KindResume)),
+		base(StreamEvents, c.cfg.EventsMaxAge, ns.All(subjects.KindEvents)),
+		base(StreamDLQ, c.cfg.MaxAge, ns.All(subjects.KindDLQ)),
+	}
+}
+
+// Provision creates Interlock's streams and KV bucket, or updates them to the
+// client's Config. It is idempotent: every process may call it at start-up.
+func (c *Client) Provision(ctx context.Context) error {
+	for _, sc := range c.streamConfigs() {
+		if _, err := c.js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("provision stream %s: %w", sc.Name, translate(err))
+		}
+	}
+	storage := jetstream.FileStorage
+	if c.cfg.Storage == MemoryStorage {
+		storage = jetstream.MemoryStorage
+	}
+	kv, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      c.RunsBucket(),
+		Description: "Interlock run records",
+		History:     1,
+		Storage:     storage,
+		Replicas:    c.cfg.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("provision bucket %s: %w", c.RunsBucket(), translate(err))
+	}
+	c.runs = kv
+	return nil
+}
+
+// Header is a message's headers.
+type Header map[string][]string
+
+// Get returns the first value of key, or "".
+func (h Header) Get(key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// Headers Interlock sets on messages.
+const (
+	// HeaderMsgID is JetStream's dedup key.
+	HeaderMsgID = jetstream.MsgIDHeader
+	// HeaderReplyTo asks the coordinator to send the decision's verdict to
+	// this subject as well as to the events stream.
+	HeaderReplyTo = "Interlock-Reply-To"
+	// Dead-letter headers: why the message failed and where it came from.
+	HeaderDLQReason     = "Interlock-Dlq-Reason"
+	HeaderDLQSubject    = "Interlock-Dlq-Subject"
+	HeaderDLQStream     = "Interlock-Dlq-Stream"
+	HeaderDLQSequence   = "Interlock-Dlq-Sequence"
+	HeaderDLQDeliveries = "Interlock-Dlq-Deliveries"
+	HeaderDLQConsumer   = "Interlock-Dlq-Consumer"
+)
+
+// PubAck is the server's acknowledgement of a stored message.
+type PubAck struct {
+	Stream    string
+	Sequence  uint64
+	Duplicate bool
+}
+
+// Publish stores data on subject, deduplicated by msgID when it is not empty,
+// and returns once the server has stored it.
+func (c *Client) Publish(ctx context.Context, subject string, data []byte, msgID string, h Header) (PubAck, error) {
+	m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header(h)}
+	if msgID != "" {
+		if m.Header == nil {
+			m.Header = nats.Header{}
+		}
+		m.Header.Set(HeaderMsgID, msgID)
+	}
+	ack, err := c.js.PublishMsg(ctx, m)
+	if err != nil {
+		return PubAck{}, fmt.Errorf("publish %s: %w", subject, translate(err))
+	}
+	return PubAck{Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}
+
+// Notify sends data on subject without storing it (core NATS); for replies.
+func (c *Client) Notify(subject string, data []byte) error {
+	return translate(c.nc.Publish(subject, data))
+}
+
+// Subscription is a core NATS subscription.
+type Subscription struct{ sub *nats.Subscription }
+
+// Unsubscribe stops the subscription.
+func (s *Subscription) Unsubscribe() { _ = s.sub.Unsubscribe() }
+
+// Subscribe calls fn for every message on subject (core NATS, not stored).
+func (c *Client) Subscribe(subject string, fn func(subject string, data []byte)) (*Subscription, error) {
+	sub, err := c.nc.Subscribe(subject, func(m *nats.Msg) { fn(m.Subject, m.Data) })
+	if err != nil {
+		return nil, translate(err)
+	}
+	if err := c.nc.Flush(); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, translate(err)
+	}
+	return &Subscription{sub: sub}, nil
+}
+
+// NewInbox returns a fresh subject for replies.
+func (c *Client) NewInbox() string { return c.nc.NewInbox() }
+
+// StoredMsg is a message read back from a stream.
+type StoredMsg struct {
+	Subject  string
+	Sequence uint64
+	Header   Header
+	Data     []byte
+	Time     time.Time
+}
+
+// LastMsg returns the last message of stream s on subject, which may contain
+// wildcards. It returns ErrNotFound when there is none.
+func (c *Client) LastMsg(ctx context.Context, s Stream, subject string) (StoredMsg, error) {
+	st, err := c.js.Stream(ctx, c.StreamName(s))
+	if err != nil {
+		return StoredMsg{}, translate(err)
+	}
+	m, err := st.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		return StoredMsg{}, translate(err)
+	}
+	return StoredMsg{Subject: m.Subject, Sequence: m.Sequence, Header: Header(m.Header), Data: m.Data, Time: m.Time}, nil
+}
+
+// Messages returns up to limit messages of stream s on subject, oldest
+// first, starting at sequence from (0 for the first).
+func (c *Client) Messages(ctx context.Context, s Stream, subject string, from uint64, limit int) ([]StoredMsg, error) {
+	st, err := c.js.Stream(ctx, c.StreamName(s))
+	if err != nil {
+		return nil, translate(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		return nil, translate(err)
+	}
+	var out []StoredMsg
+	if info.State.Msgs == 0 {
+		return nil, nil
+	}
+	if from == 0 {
+		from = info.State.FirstSeq
+	}
+	for seq := from; len(out) < limit && seq <= info.State.LastSeq; {
+		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if err != nil {
+			if err = translate(err); isNotFound(err) {
+				break
+			}
+			return out, err
+		}
+		out = append(out, StoredMsg{Subject: m.Subject, Sequence: m.Sequence, Header: Header(m.Header), Data: m.Data, Time: m.Time})
+		seq = m.Sequence + 1
+	}
+	return out, nil
+}

@@ -1,0 +1,287 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Msg is a message delivered by a consumer loop.
+type Msg struct {
+	Subject string
+	Data    []byte
+	Header  Header
+	// Stream and Sequence locate the message in its stream.
+	Stream   string
+	Sequence uint64
+	// Deliveries counts this delivery: 1 the first time.
+	Deliveries uint64
+	Time       time.Time
+}
+
+// Handler handles one message. A nil error acks it; any other error retries
+// it later (see RetryAfter and DeadLetter for the other outcomes).
+type Handler func(ctx context.Context, m *Msg) error
+
+type retryError struct {
+	after time.Duration
+	err   error
+}
+
+func (e *retryError) Error() string { return fmt.Sprintf("retry after %s: %v", e.after, e.err) }
+func (e *retryError) Unwrap() error { return e.err }
+
+// RetryAfter makes a handler's message come back after d, whatever the
+// consumer's backoff says.
+func RetryAfter(d time.Duration, err error) error { return &retryError{after: d, err: err} }
+
+type deadLetterError struct{ err error }
+
+func (e *deadLetterError) Error() string { return e.err.Error() }
+func (e *deadLetterError) Unwrap() error { return e.err }
+
+// DeadLetter makes a handler's message go to the dead-letter stream now, with
+// err as the reason: for input no retry can fix.
+func DeadLetter(err error) error { return &deadLetterError{err: err} }
+
+// ConsumerConfig is what one durable consumer loop is.
+type ConsumerConfig struct {
+	Stream  Stream
+	Durable string
+	// FilterSubjects narrows the stream; empty means every subject.
+	FilterSubjects []string
+	// AckWait is how long the server waits for an ack before redelivering;
+	// default 30s. Handlers that run longer are kept alive with InProgress.
+	AckWait time.Duration
+	// MaxDeliver bounds deliveries; default 10. The last failed attempt
+	// dead-letters the message.
+	MaxDeliver int
+	// BackOff is the delay before each retry after a handler error, indexed
+	// by delivery; the last value repeats. Default 100ms, 1s, 5s, 30s.
+	BackOff []time.Duration
+	// MaxAckPending bounds unacked messages in flight; default 1024.
+	MaxAckPending int
+	// Concurrency is the number of handler goroutines; default 1.
+	Concurrency int
+	// PartitionKey, when set, sends messages with the same key to the same
+	// goroutine, so they are handled one at a time in stream order.
+	PartitionKey func(m *Msg) string
+	// Logger receives retries and dead letters; default slog.Default().
+	Logger *slog.Logger
+}
+
+func (cc ConsumerConfig) withDefaults() ConsumerConfig {
+	if cc.AckWait == 0 {
+		cc.AckWait = 30 * time.Second
+	}
+	if cc.MaxDeliver == 0 {
+		cc.MaxDeliver = 10
+	}
+	if len(cc.BackOff) == 0 {
+		cc.BackOff = []time.Duration{100 * time.Millisecond, time.Second, 5 * time.Second, 30 * time.Second}
+	}
+	if cc.MaxAckPending == 0 {
+		cc.MaxAckPending = 1024
+	}
+	if cc.Concurrency <= 0 {
+		cc.Concurrency = 1
+	}
+	if cc.Logger == nil {
+		cc.Logger = slog.Default()
+	}
+	return cc
+}
+
+// Consumer is a running consumer loop.
+type Consumer struct {
+	cc     ConsumerConfig
+	client *Client
+	cctx   jetstream.ConsumeContext
+	queues []chan jetstream.Msg
+	wg     sync.WaitGroup
+	once   sync.Once
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// Consume creates or updates the durable consumer and runs h on its messages
+// until Stop.
+func (c *Client) Consume(ctx context.Context, cc ConsumerConfig, h Handler) (*Consumer, error) {
+	cc = cc.withDefaults()
+	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.StreamName(cc.Stream), jetstream.ConsumerConfig{
+		Durable:        cc.Durable,
+		FilterSubjects: cc.FilterSubjects,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        cc.AckWait,
+		MaxDeliver:     cc.MaxDeliver,
+		MaxAckPending:  cc.MaxAckPending,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s on %s: %w", cc.Durable, cc.Stream, translate(err))
+	}
+	lctx, cancel := context.WithCancel(context.Background())
+	k := &Consumer{cc: cc, client: c, ctx: lctx, cancel: cancel}
+	k.queues = make([]chan jetstream.Msg, cc.Concurrency)
+	for i := range k.queues {
+		q := make(chan jetstream.Msg, 64)
+		k.queues[i] = q
+		k.wg.Add(1)
+		go func() {
+			defer k.wg.Done()
+			for m := range q {
+				k.handle(h, m)
+			}
+		}()
+	}
+	batch := min(cc.MaxAckPending, 256)
+	k.cctx, err = cons.Consume(k.dispatch, jetstream.PullMaxMessages(batch),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, jetstream.ErrConsumerDeleted) {
+				cc.Logger.Debug("consume", "consumer", cc.Durable, "error", err)
+			}
+		}))
+	if err != nil {
+		k.stopQueues()
+		return nil, fmt.Errorf("consume %s: %w", cc.Durable, translate(err))
+	}
+	return k, nil
+}
+
+func (k *Consumer) dispatch(m jetstream.Msg) {
+	i := 0
+	if k.cc.PartitionKey != nil && len(k.queues) > 1 {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(k.cc.PartitionKey(&Msg{Subject: m.Subject(), Data: m.Data(), Header: Header(m.Headers())})))
+		i = int(h.Sum32() % uint32(len(k.queues)))
+	} else if len(k.queues) > 1 {
+		// Any free goroutine: pick the shortest queue.
+		for j := range k.queues {
+			if len(k.queues[j]) < len(k.queues[i]) {
+				i = j
+			}
+		}
+	}
+	select {
+	case k.queues[i] <- m:
+	case <-k.ctx.Done():
+		_ = m.Nak()
+	}
+}
+
+func (k *Consumer) handle(h Handler, raw jetstream.Msg) {
+	if k.ctx.Err() != nil {
+		_ = raw.Nak()
+		return
+	}
+	meta, err := raw.Metadata()
+	if err != nil {
+		_ = raw.Term()
+		return
+	}
+	m := &Msg{
+		Subject: raw.Subject(), Data: raw.Data(), Header: Header(raw.Headers()),
+		Stream: meta.Stream, Sequence: meta.Sequence.Stream, Deliveries: meta.NumDelivered, Time: meta.Timestamp,
+	}
+	// Keep a long handler's message from being redelivered under it.
+	var alive *time.Timer
+	alive = time.AfterFunc(k.cc.AckWait/2, func() {
+		if raw.InProgress() == nil {
+			alive.Reset(k.cc.AckWait / 2)
+		}
+	})
+	err = runHandler(context.WithoutCancel(k.ctx), h, m)
+	alive.Stop()
+
+	var retry *retryError
+	var dead *deadLetterError
+	switch {
+	case err == nil:
+		_ = raw.Ack()
+	case errors.As(err, &dead):
+		k.deadLetter(raw, m, err)
+	case int(m.Deliveries) >= k.cc.MaxDeliver:
+		k.deadLetter(raw, m, fmt.Errorf("gave up after %d deliveries: %w", m.Deliveries, err))
+	case errors.As(err, &retry):
+		_ = raw.NakWithDelay(retry.after)
+	default:
+		i := min(int(m.Deliveries)-1, len(k.cc.BackOff)-1)
+		k.cc.Logger.Warn("handler failed; will retry", "consumer", k.cc.Durable, "subject", m.Subject,
+			"seq", m.Sequence, "delivery", m.Deliveries, "retry_in", k.cc.BackOff[i], "error", err)
+		_ = raw.NakWithDelay(k.cc.BackOff[i])
+	}
+}
+
+func runHandler(ctx context.Context, h Handler, m *Msg) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("handler panicked: %v", r)
+		}
+	}()
+	return h(ctx, m)
+}
+
+// deadLetter copies the message with its reason to the dead-letter stream,
+// then terminates it. If the copy fails the message is retried instead, so a
+// dead letter is never lost.
+func (k *Consumer) deadLetter(raw jetstream.Msg, m *Msg, reason error) {
+	subject, err := k.client.ns.DeadLetter(k.cc.Durable)
+	if err == nil {
+		h := Header{}
+		for key, v := range m.Header {
+			if key != HeaderMsgID {
+				h[key] = v
+			}
+		}
+		h[HeaderDLQReason] = []string{reason.Error()}
+		h[HeaderDLQSubject] = []string{m.Subject}
+		h[HeaderDLQStream] = []string{m.Stream}
+		h[HeaderDLQSequence] = []string{strconv.FormatUint(m.Sequence, 10)}
+		h[HeaderDLQDeliveries] = []string{strconv.FormatUint(m.Deliveries, 10)}
+		h[HeaderDLQConsumer] = []string{k.cc.Durable}
+		ctx, cancel := context.WithTimeout(context.Background(), k.client.cfg.Timeout)
+		_, err = k.client.Publish(ctx, subject, m.Data, fmt.Sprintf("dlq-%s-%d", m.Stream, m.Sequence), h)
+		cancel()
+	}
+	if err != nil {
+		k.cc.Logger.Error("dead-letter failed; will retry", "consumer", k.cc.Durable, "seq", m.Sequence, "error", err)
+		_ = raw.NakWithDelay(k.cc.BackOff[len(k.cc.BackOff)-1])
+		return
+	}
+	k.cc.Logger.Warn("dead-lettered", "consumer", k.cc.Durable, "subject", m.Subject, "seq", m.Sequence, "reason", reason)
+	_ = raw.TermWithReason(truncate(reason.Error(), 200))
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// Stop stops fetching, lets the handlers finish the messages they hold, and
+// returns when they have. Messages fetched but not started are nak'ed so
+// another process takes them at once.
+func (k *Consumer) Stop() {
+	k.once.Do(func() {
+		k.cancel()
+		k.cctx.Stop()
+		<-k.cctx.Closed()
+		k.stopQueues()
+	})
+}
+
+func (k *Consumer) stopQueues() {
+	for _, q := range k.queues {
+		close(q)
+	}
+	k.wg.Wait()
+}

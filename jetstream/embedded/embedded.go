@@ -1,0 +1,153 @@
+// Package embedded runs a nats-server with JetStream inside the Interlock
+// process: the default for `interlock serve` and `interlock demo`, and what
+// every test runs against.
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Sync says when the server flushes JetStream writes to disk.
+type Sync string
+
+const (
+	// SyncAlways acknowledges a write only after it is fsynced: a power cut
+	// loses nothing that was acknowledged. The default.
+	SyncAlways Sync = "always"
+	// SyncInterval fsyncs every SyncEvery (default 2 minutes, nats-server's
+	// default). Much faster; a power cut or kernel crash can lose writes
+	// acknowledged since the last fsync. A process crash loses nothing: the
+	// operating system still holds the data.
+	SyncInterval Sync = "interval"
+)
+
+// ErrConfig means the server configuration is not usable.
+var ErrConfig = errors.New("embedded server config")
+
+// Config is what the embedded server is.
+type Config struct {
+	// DataDir holds the JetStream file store. Required unless Memory is set.
+	DataDir string
+	// Memory keeps JetStream in memory only (tests and throwaway demos).
+	Memory bool
+	// Host and Port to listen on; default 127.0.0.1:4222. Port -1 picks a
+	// free port.
+	Host string
+	Port int
+	// Sync is the durability mode; default SyncAlways.
+	Sync      Sync
+	SyncEvery time.Duration
+	// Name of the server; default "interlock".
+	Name string
+	// ConfigFile, when set, is a nats-server configuration file loaded
+	// first; the fields above override it where they are set.
+	ConfigFile string
+	// StartTimeout bounds start-up; default 10 seconds.
+	StartTimeout time.Duration
+}
+
+// Server is a running embedded nats-server.
+type Server struct {
+	ns  *server.Server
+	cfg Config
+}
+
+// Start starts the server and waits until it accepts connections.
+func Start(cfg Config) (*Server, error) {
+	opts := &server.Options{}
+	if cfg.ConfigFile != "" {
+		var err error
+		if opts, err = server.ProcessConfigFile(cfg.ConfigFile); err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrConfig, cfg.ConfigFile, err)
+		}
+	}
+	if cfg.Host != "" || opts.Host == "" {
+		opts.Host = orDefault(cfg.Host, "127.0.0.1")
+	}
+	if cfg.Port != 0 || opts.Port == 0 {
+		opts.Port = cfg.Port
+		if cfg.Port == 0 {
+			opts.Port = 4222
+		}
+	}
+	if cfg.Name != "" || opts.ServerName == "" {
+		opts.ServerName = orDefault(cfg.Name, "interlock")
+	}
+	opts.JetStream = true
+	switch {
+	case cfg.Memory:
+		opts.StoreDir = ""
+		opts.JetStreamMaxStore = 0
+	case cfg.DataDir != "":
+		opts.StoreDir = cfg.DataDir
+	case opts.StoreDir == "":
+		return nil, fmt.Errorf("%w: DataDir is required for file storage", ErrConfig)
+	}
+	switch cfg.Sync {
+	case SyncAlways, "":
+		if cfg.ConfigFile == "" || cfg.Sync == SyncAlways {
+			opts.SyncAlways = true
+			opts.SyncInterval = 2 * time.Minute
+		}
+	case SyncInterval:
+		opts.SyncAlways = false
+		opts.SyncInterval = cfg.SyncEvery
+		if opts.SyncInterval == 0 {
+			opts.SyncInterval = 2 * time.Minute
+		}
+	default:
+		return nil, fmt.Errorf("%w: sync %q is not %q or %q", ErrConfig, cfg.Sync, SyncAlways, SyncInterval)
+	}
+	opts.NoSigs = true
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	ns.Start()
+	timeout := cfg.StartTimeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	if !ns.ReadyForConnections(timeout) {
+		ns.Shutdown()
+		return nil, fmt.Errorf("nats-server did not start listening on %s within %s (is the port in use?)",
+			net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)), timeout)
+	}
+	return &Server{ns: ns, cfg: cfg}, nil
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// URL is the client URL to connect to, for example nats://127.0.0.1:4222.
+func (s *Server) URL() string { return s.ns.ClientURL() }
+
+// Port is the port the server listens on.
+func (s *Server) Port() int {
+	u, err := url.Parse(s.URL())
+	if err != nil {
+		return 0
+	}
+	p, _ := strconv.Atoi(u.Port())
+	return p
+}
+
+// Shutdown stops the server and waits until it has.
+func (s *Server) Shutdown() {
+	s.ns.Shutdown()
+	s.ns.WaitForShutdown()
+}
+
+// Running reports whether the server accepts connections.
+func (s *Server) Running() bool { return s.ns.Running() }

@@ -1,0 +1,70 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+var (
+	// ErrNotFound means a key, message or stream does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict means a compare-and-set lost: the record changed since it
+	// was read, or a key to create already exists.
+	ErrConflict = errors.New("revision conflict")
+	// ErrTooLarge means the server refused a message over its size limit.
+	ErrTooLarge = errors.New("message too large for the server")
+	// ErrTimeout means the server did not answer in time.
+	ErrTimeout = errors.New("timed out waiting for NATS")
+	// ErrClosed means the connection is closed.
+	ErrClosed = errors.New("connection closed")
+	// ErrNoStream means no stream captures the subject: the streams are not
+	// provisioned, or the subject is outside Interlock's namespace.
+	ErrNoStream = errors.New("no stream for subject")
+	// ErrPermission means the server refused the operation for this user.
+	ErrPermission = errors.New("permission denied")
+)
+
+// translate maps nats.go errors onto this package's sentinels, keeping the
+// original text.
+func translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	var sentinel error
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrMsgNotFound),
+		errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrConsumerNotFound),
+		errors.Is(err, jetstream.ErrKeyDeleted), errors.Is(err, jetstream.ErrBucketNotFound):
+		sentinel = ErrNotFound
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyExists):
+		sentinel = ErrConflict
+	case errors.Is(err, nats.ErrMaxPayload):
+		sentinel = ErrTooLarge
+	case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		sentinel = ErrTimeout
+	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionDraining):
+		sentinel = ErrClosed
+	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
+		sentinel = ErrNoStream
+	case errors.Is(err, nats.ErrPermissionViolation), errors.Is(err, nats.ErrAuthorization):
+		sentinel = ErrPermission
+	default:
+		var apiErr *jetstream.APIError
+		switch {
+		case !errors.As(err, &apiErr):
+			return fmt.Errorf("nats: %s", err.Error())
+		case apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
+			sentinel = ErrTooLarge
+		case apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence,
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant:
+			sentinel = ErrConflict
+		default:
+			return fmt.Errorf("nats: %s", err.Error())
+		}
+	}
+	return fmt.Errorf("%w: %s", sentinel, err.Error())
+}

@@ -1,0 +1,82 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Entry is one value of the runs bucket with the revision to compare-and-set
+// against.
+type Entry struct {
+	Key      string
+	Value    []byte
+	Revision uint64
+}
+
+func (c *Client) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	if c.runs != nil {
+		return c.runs, nil
+	}
+	kv, err := c.js.KeyValue(ctx, c.RunsBucket())
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", c.RunsBucket(), translate(err))
+	}
+	c.runs = kv
+	return kv, nil
+}
+
+// GetRun returns the run record stored under key, or ErrNotFound.
+func (c *Client) GetRun(ctx context.Context, key string) (Entry, error) {
+	kv, err := c.bucket(ctx)
+	if err != nil {
+		return Entry{}, err
+	}
+	e, err := kv.Get(ctx, key)
+	if err != nil {
+		return Entry{}, fmt.Errorf("get run %s: %w", key, translate(err))
+	}
+	return Entry{Key: key, Value: e.Value(), Revision: e.Revision()}, nil
+}
+
+// PutRun stores value under key if the stored revision is still revision
+// (zero: the key must not exist yet). It returns the new revision, or an
+// error wrapping ErrConflict when another writer got there first.
+func (c *Client) PutRun(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
+	kv, err := c.bucket(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var rev uint64
+	if revision == 0 {
+		rev, err = kv.Create(ctx, key, value)
+	} else {
+		rev, err = kv.Update(ctx, key, value, revision)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("put run %s at revision %d: %w", key, revision, translate(err))
+	}
+	return rev, nil
+}
+
+// RunKeys returns the keys of every run record.
+func (c *Client) RunKeys(ctx context.Context) ([]string, error) {
+	kv, err := c.bucket(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lister, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer func() { _ = lister.Stop() }()
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }

@@ -1,0 +1,293 @@
+package processor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// Client starts runs, decides interrupts and reads run records. It needs no
+// coordinator or worker in the same process.
+type Client struct {
+	c *jetstream.Client
+}
+
+// NewClient returns a client working through c.
+func NewClient(c *jetstream.Client) *Client { return &Client{c: c} }
+
+// StartOption adjusts one Start call.
+type StartOption func(*subjects.Work) error
+
+// WithRunID sets the run id instead of a fresh UUIDv7. It must be a valid
+// subject token.
+func WithRunID(id string) StartOption {
+	return func(w *subjects.Work) error {
+		if err := subjects.ValidateToken("run id", id); err != nil {
+			return err
+		}
+		w.RunID = id
+		return nil
+	}
+}
+
+// WithThreadID groups the run into a conversation thread.
+func WithThreadID(id string) StartOption {
+	return func(w *subjects.Work) error { w.ThreadID = id; return nil }
+}
+
+// Start queues the first pass of a run of agent with input (any value that
+// marshals to JSON) and returns the run id. Starting the same run id twice
+// within the duplicate window queues it once.
+func (cl *Client) Start(ctx context.Context, agent string, input any, opts ...StartOption) (string, error) {
+	w := subjects.Work{Version: subjects.Version, Agent: agent}
+	for _, o := range opts {
+		if err := o(&w); err != nil {
+			return "", err
+		}
+	}
+	if w.RunID == "" {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return "", err
+		}
+		w.RunID = id.String()
+	}
+	if input != nil {
+		raw, err := json.Marshal(input)
+		if err != nil {
+			return "", fmt.Errorf("input: %w", err)
+		}
+		w.Input = raw
+	}
+	data, err := json.Marshal(w)
+	if err != nil {
+		return "", err
+	}
+	if _, err := subjects.DecodeWork(data); err != nil {
+		return "", err
+	}
+	return w.RunID, publishWork(ctx, cl.c, w)
+}
+
+// DecisionRequest is what an approver decides.
+type DecisionRequest struct {
+	RunID       string
+	InterruptID string
+	Status      subjects.Status
+	// Payload is any value that marshals to JSON but null; a json.RawMessage
+	// is sent as is.
+	Payload  any
+	Metadata map[string]any
+	Approver string
+	Comment  string
+	// DecisionID is the dedup key; default a fresh UUIDv7. Send a decision
+	// again with the same id and it is applied once.
+	DecisionID string
+}
+
+// Decide publishes a decision on the resume subject and waits for the
+// coordinator's verdict. A rejected decision returns the verdict and an
+// error matching ErrRejected (a *RejectionError).
+func (cl *Client) Decide(ctx context.Context, req DecisionRequest) (subjects.Verdict, error) {
+	d := subjects.Decision{Version: subjects.Version, DecisionID: req.DecisionID, InterruptID: req.InterruptID,
+		Status: req.Status, Approver: req.Approver, Comment: req.Comment}
+	if d.DecisionID == "" {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return subjects.Verdict{}, err
+		}
+		d.DecisionID = id.String()
+	}
+	if req.Payload != nil {
+		raw, err := json.Marshal(req.Payload)
+		if err != nil {
+			return subjects.Verdict{}, fmt.Errorf("payload: %w", err)
+		}
+		d.Payload = raw
+	}
+	if req.Metadata != nil {
+		raw, err := json.Marshal(req.Metadata)
+		if err != nil {
+			return subjects.Verdict{}, fmt.Errorf("metadata: %w", err)
+		}
+		d.Metadata = raw
+	}
+	subject, err := cl.c.Namespace().Resume(req.RunID)
+	if err != nil {
+		return subjects.Verdict{}, err
+	}
+	data, err := json.Marshal(d)
+	if err != nil {
+		return subjects.Verdict{}, err
+	}
+	if _, err := subjects.DecodeDecision(data); err != nil {
+		return subjects.Verdict{}, err
+	}
+	inbox := cl.c.NewInbox()
+	verdicts := make(chan subjects.Verdict, 1)
+	sub, err := cl.c.Subscribe(inbox, func(_ string, data []byte) {
+		var v subjects.Verdict
+		if json.Unmarshal(data, &v) == nil {
+			select {
+			case verdicts <- v:
+			default:
+			}
+		}
+	})
+	if err != nil {
+		return subjects.Verdict{}, err
+	}
+	defer sub.Unsubscribe()
+	ack, err := cl.c.Publish(ctx, subject, data, d.DecisionID, jetstream.Header{jetstream.HeaderReplyTo: {inbox}})
+	if err != nil {
+		return subjects.Verdict{}, err
+	}
+	if ack.Duplicate {
+		// The stream already holds this decision id; the coordinator saw it
+		// the first time.
+		return subjects.Verdict{Version: subjects.Version, DecisionID: d.DecisionID, RunID: req.RunID,
+			InterruptID: d.InterruptID, Outcome: subjects.OutcomeDuplicate, At: time.Now().UTC(),
+			Detail: "the stream already holds a decision with this id; it is applied once"}, nil
+	}
+	select {
+	case v := <-verdicts:
+		if v.Outcome == subjects.OutcomeRejected {
+			return v, &RejectionError{Verdict: v}
+		}
+		return v, nil
+	case <-ctx.Done():
+		return subjects.Verdict{}, fmt.Errorf("decision %s is stored; no verdict yet (is a coordinator running?): %w",
+			d.DecisionID, ctx.Err())
+	}
+}
+
+// Run returns run's record, or an error matching ErrRunNotFound.
+func (cl *Client) Run(ctx context.Context, run string) (*subjects.Run, error) {
+	if err := subjects.ValidateToken("run id", run); err != nil {
+		return nil, err
+	}
+	e, err := cl.c.GetRun(ctx, run)
+	if errors.Is(err, jetstream.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %s (a run has a record once its first pass ends)", ErrRunNotFound, run)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r subjects.Run
+	if err := json.Unmarshal(e.Value, &r); err != nil {
+		return nil, fmt.Errorf("run record %s: %w", run, err)
+	}
+	return &r, nil
+}
+
+// PendingInterrupt is an interrupt waiting for a decision, with its run.
+type PendingInterrupt struct {
+	RunID    string `json:"runId"`
+	Agent    string `json:"agent"`
+	ThreadID string `json:"threadId,omitempty"`
+	subjects.InterruptState
+	SuspendedAt time.Time `json:"suspendedAt"`
+}
+
+// Pending lists every interrupt waiting for a decision, oldest first.
+func (cl *Client) Pending(ctx context.Context) ([]PendingInterrupt, error) {
+	keys, err := cl.c.RunKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []PendingInterrupt
+	for _, k := range keys {
+		r, err := cl.Run(ctx, k)
+		if errors.Is(err, ErrRunNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, in := range r.Pending() {
+			out = append(out, PendingInterrupt{RunID: r.RunID, Agent: r.Agent, ThreadID: r.ThreadID,
+				InterruptState: in, SuspendedAt: r.UpdatedAt})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].SuspendedAt.Before(out[j].SuspendedAt) })
+	return out, nil
+}
+
+// Events returns run's lifecycle and audit events, oldest first.
+func (cl *Client) Events(ctx context.Context, run string) ([]subjects.Event, error) {
+	filter, err := cl.c.Namespace().RunEvents(run)
+	if err != nil {
+		return nil, err
+	}
+	var out []subjects.Event
+	var from uint64
+	for {
+		msgs, err := cl.c.Messages(ctx, jetstream.StreamEvents, filter, from, 256)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range msgs {
+			var ev subjects.Event
+			if err := json.Unmarshal(m.Data, &ev); err == nil {
+				out = append(out, ev)
+			}
+			from = m.Sequence + 1
+		}
+		if len(msgs) < 256 {
+			return out, nil
+		}
+	}
+}
+
+// Wait returns run's record once done reports true for it, re-reading the
+// record whenever an event of the run is published.
+func (cl *Client) Wait(ctx context.Context, run string, done func(*subjects.Run) bool) (*subjects.Run, error) {
+	filter, err := cl.c.Namespace().RunEvents(run)
+	if err != nil {
+		return nil, err
+	}
+	changed := make(chan struct{}, 1)
+	sub, err := cl.c.Subscribe(filter, func(string, []byte) {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Unsubscribe()
+	// Events are published after the record is written, and a missed event
+	// is covered by the periodic re-read.
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		r, err := cl.Run(ctx, run)
+		if err == nil && done(r) {
+			return r, nil
+		}
+		if err != nil && !errors.Is(err, ErrRunNotFound) {
+			return nil, err
+		}
+		select {
+		case <-changed:
+		case <-tick.C:
+		case <-ctx.Done():
+			return r, ctx.Err()
+		}
+	}
+}
+
+// Finished reports whether r completed or failed; for Wait.
+func Finished(r *subjects.Run) bool { return r.Status.Terminal() }
+
+// Suspended reports whether r waits for decisions; for Wait.
+func Suspended(r *subjects.Run) bool { return r.Status == subjects.RunSuspended }

@@ -1,0 +1,356 @@
+package processor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// CoordinatorConfig is what a coordinator is.
+type CoordinatorConfig struct {
+	// Concurrency is the number of messages handled at once per input
+	// stream; messages of one run are handled in order. Default 4.
+	Concurrency int
+	// AckWait before another coordinator takes over an unacked message;
+	// default 30s.
+	AckWait time.Duration
+	Logger  *slog.Logger
+	// Now is the clock used for expiry; default time.Now.
+	Now func() time.Time
+}
+
+// Coordinator is the only writer of run records. It consumes pass outcomes
+// and decisions, applies the decision rules, schedules replays and publishes
+// an event for every transition and every rejected input. Any number may run
+// against one NATS deployment: records are written with compare-and-set.
+type Coordinator struct {
+	client  *jetstream.Client
+	cfg     CoordinatorConfig
+	ns      subjects.Namespace
+	schemas schemas
+	running []*jetstream.Consumer
+	// fault, in tests, abandons a message at a named point.
+	fault func(point string) bool
+}
+
+// NewCoordinator returns a coordinator working through c.
+func NewCoordinator(c *jetstream.Client, cfg CoordinatorConfig) *Coordinator {
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 4
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Coordinator{client: c, cfg: cfg, ns: c.Namespace()}
+}
+
+// Start consumes outcomes and decisions until Stop.
+func (co *Coordinator) Start(ctx context.Context) error {
+	byRun := func(m *jetstream.Msg) string {
+		a, _ := co.ns.Parse(m.Subject)
+		return a.Run
+	}
+	inputs := []struct {
+		stream  jetstream.Stream
+		durable string
+		handle  jetstream.Handler
+	}{
+		{jetstream.StreamRuns, "coordinator_runs", co.handleOutcome},
+		{jetstream.StreamDecisions, "coordinator_decisions", co.handleDecision},
+	}
+	for _, in := range inputs {
+		cons, err := co.client.Consume(ctx, jetstream.ConsumerConfig{
+			Stream: in.stream, Durable: in.durable, AckWait: co.cfg.AckWait,
+			// Decisions may wait for their suspension to be recorded.
+			MaxDeliver:  50,
+			Concurrency: co.cfg.Concurrency, PartitionKey: byRun, Logger: co.cfg.Logger,
+		}, in.handle)
+		if err != nil {
+			co.Stop()
+			return err
+		}
+		co.running = append(co.running, cons)
+	}
+	return nil
+}
+
+// Stop stops consuming and waits for the messages under way.
+func (co *Coordinator) Stop() {
+	for _, c := range co.running {
+		c.Stop()
+	}
+	co.running = nil
+}
+
+func (co *Coordinator) crash(point string) bool {
+	if co.fault != nil && co.fault(point) {
+		co.client.Close()
+		return true
+	}
+	return false
+}
+
+// maxCASAttempts bounds compare-and-set retries within one delivery.
+const maxCASAttempts = 20
+
+// load returns run's record and revision; a nil record means none exists.
+func (co *Coordinator) load(ctx context.Context, run string) (*subjects.Run, uint64, error) {
+	e, err := co.client.GetRun(ctx, run)
+	if errors.Is(err, jetstream.ErrNotFound) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	var r subjects.Run
+	if err := json.Unmarshal(e.Value, &r); err != nil {
+		return nil, 0, fmt.Errorf("run record %s is corrupt: %w", run, err)
+	}
+	return &r, e.Revision, nil
+}
+
+func (co *Coordinator) store(ctx context.Context, r *subjects.Run, rev uint64) error {
+	r.UpdatedAt = co.now()
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = co.client.PutRun(ctx, r.RunID, data, rev)
+	return err
+}
+
+func (co *Coordinator) now() time.Time { return co.cfg.Now().UTC() }
+
+// event publishes an event once: its message id is derived from what it is
+// about, so publishing it again after a crash is a no-op.
+func (co *Coordinator) event(ctx context.Context, ev subjects.Event, dedup string) error {
+	ev.Version = subjects.Version
+	if ev.At.IsZero() {
+		ev.At = co.now()
+	}
+	run := ev.RunID
+	if subjects.ValidateToken("run id", run) != nil {
+		run = subjects.NoRun
+	}
+	subject, err := co.ns.Events(run, ev.Type)
+	if err != nil {
+		return err
+	}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	_, err = co.client.Publish(ctx, subject, data, run+":"+dedup+":"+string(ev.Type), nil)
+	return err
+}
+
+// ---- pass outcomes ----
+
+type outcome struct {
+	kind    string
+	runID   string
+	agent   string
+	thread  string
+	pass    int
+	input   json.RawMessage
+	journal subjects.Journal
+	susp    *subjects.Suspension
+	result  json.RawMessage
+	failure string
+}
+
+func decodeOutcome(kind string, data []byte) (outcome, error) {
+	switch kind {
+	case subjects.KindSuspended:
+		s, err := subjects.DecodeSuspension(data)
+		return outcome{kind: kind, runID: s.RunID, agent: s.Agent, thread: s.ThreadID, pass: s.Pass,
+			input: s.Input, journal: s.Journal, susp: &s}, err
+	case subjects.KindCompleted:
+		c, err := subjects.DecodeCompletion(data)
+		return outcome{kind: kind, runID: c.RunID, agent: c.Agent, thread: c.ThreadID, pass: c.Pass,
+			input: c.Input, journal: c.Journal, result: c.Result}, err
+	case subjects.KindFailed:
+		f, err := subjects.DecodeFailure(data)
+		return outcome{kind: kind, runID: f.RunID, agent: f.Agent, thread: f.ThreadID, pass: f.Pass,
+			input: f.Input, failure: f.Error}, err
+	}
+	return outcome{}, fmt.Errorf("%w: %s is not a pass outcome", subjects.ErrInvalidSubject, kind)
+}
+
+// rejectInput records bad input on the events subject and dead-letters it:
+// the message and the reason are kept.
+func (co *Coordinator) rejectInput(ctx context.Context, m *jetstream.Msg, run string, err error) error {
+	ev := subjects.Event{Type: subjects.EventInputRejected, RunID: run, Code: subjects.CodeOf(err),
+		Detail: err.Error(), Subject: m.Subject}
+	if errors.Is(err, subjects.ErrInvalidSubject) {
+		ev.Code = subjects.CodeInvalidSubject
+	}
+	if perr := co.event(ctx, ev, "seq"+strconv.FormatUint(m.Sequence, 10)); perr != nil {
+		return perr
+	}
+	co.cfg.Logger.Warn("input rejected", "subject", m.Subject, "code", ev.Code, "error", err)
+	return jetstream.DeadLetter(err)
+}
+
+func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Msg) error {
+	addr, err := co.ns.Parse(m.Subject)
+	if err != nil {
+		return co.rejectInput(ctx, m, subjects.NoRun, err)
+	}
+	o, err := decodeOutcome(addr.Kind, m.Data)
+	if err == nil && (o.runID != addr.Run || o.agent != addr.Agent) {
+		err = fmt.Errorf("%w: subject names agent %q run %q, body names agent %q run %q",
+			subjects.ErrMalformed, addr.Agent, addr.Run, o.agent, o.runID)
+	}
+	if err != nil {
+		return co.rejectInput(ctx, m, addr.Run, err)
+	}
+	for range maxCASAttempts {
+		rec, rev, err := co.load(ctx, o.runID)
+		if err != nil {
+			return err
+		}
+		next, evType, err := co.applyOutcome(rec, o, m)
+		var stale *staleError
+		switch {
+		case errors.As(err, &stale):
+			return co.staleOutcome(ctx, rec, o, m, stale)
+		case err != nil:
+			return co.rejectInput(ctx, m, o.runID, err)
+		}
+		if err := co.store(ctx, next, rev); errors.Is(err, jetstream.ErrConflict) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		if co.crash("outcome-after-record") {
+			return errAbandoned
+		}
+		return co.outcomeEvent(ctx, next, evType)
+	}
+	return fmt.Errorf("run %s: compare-and-set kept losing", o.runID)
+}
+
+type staleError struct{ expected int }
+
+func (e *staleError) Error() string { return fmt.Sprintf("expected pass %d", e.expected) }
+
+// applyOutcome returns rec updated with o, and the event to publish.
+func (co *Coordinator) applyOutcome(rec *subjects.Run, o outcome, m *jetstream.Msg) (*subjects.Run, subjects.EventType, error) {
+	now := co.now()
+	if rec == nil {
+		if o.pass != 0 {
+			return nil, "", fmt.Errorf("%w: pass %d of run %s, which has no record (a first pass is pass 0)",
+				subjects.ErrMalformed, o.pass, o.runID)
+		}
+		rec = &subjects.Run{Version: subjects.Version, RunID: o.runID, Agent: o.agent, ThreadID: o.thread,
+			Input: o.input, CreatedAt: now, Pass: -1, Interrupts: []subjects.InterruptState{}}
+	} else {
+		if rec.Status != subjects.RunResuming || o.pass != rec.Pass+1 {
+			return nil, "", &staleError{expected: expectedPass(rec)}
+		}
+		cp := *rec
+		cp.Interrupts = slices.Clone(rec.Interrupts)
+		cp.History = slices.Clone(rec.History)
+		rec = &cp
+	}
+	rec.Pass = o.pass
+	if len(o.journal) > 0 {
+		j := make(subjects.Journal, len(rec.Journal)+len(o.journal))
+		for k, v := range rec.Journal {
+			j[k] = v
+		}
+		for k, v := range o.journal {
+			j[k] = v
+		}
+		rec.Journal = j
+	}
+	var evType subjects.EventType
+	switch o.kind {
+	case subjects.KindSuspended:
+		for _, in := range o.susp.Interrupts {
+			if i := findInterrupt(rec, in.ID); i >= 0 {
+				return nil, "", fmt.Errorf("%w: interrupt %s was already raised in pass %d; a replay returns its decision instead",
+					subjects.ErrMalformed, in.ID, rec.Interrupts[i].Pass)
+			}
+			rec.Interrupts = append(rec.Interrupts, subjects.InterruptState{Interrupt: in, Pass: o.pass})
+		}
+		rec.Status, evType = subjects.RunSuspended, subjects.EventSuspended
+		rec.SuspensionSeq = m.Sequence
+	case subjects.KindCompleted:
+		rec.Status, evType, rec.Result = subjects.RunCompleted, subjects.EventCompleted, o.result
+	case subjects.KindFailed:
+		rec.Status, evType, rec.Error = subjects.RunFailed, subjects.EventFailed, o.failure
+	}
+	rec.History = append(rec.History, subjects.HistoryEntry{At: now, Type: evType, Pass: o.pass, Detail: o.failure})
+	return rec, evType, nil
+}
+
+func expectedPass(rec *subjects.Run) int {
+	if rec.Status == subjects.RunResuming {
+		return rec.Pass + 1
+	}
+	return rec.Pass
+}
+
+func findInterrupt(rec *subjects.Run, id string) int {
+	for i := range rec.Interrupts {
+		if rec.Interrupts[i].ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// staleOutcome handles an outcome for a pass the record has moved past: a
+// redelivery after a crash (re-publish the pass's event, which dedups), or a
+// repeat of a pass that was run twice (recorded, changes nothing).
+func (co *Coordinator) staleOutcome(ctx context.Context, rec *subjects.Run, o outcome, m *jetstream.Msg, stale *staleError) error {
+	if o.pass == rec.Pass && (rec.Status == subjects.RunSuspended && rec.SuspensionSeq == m.Sequence ||
+		rec.Status.Terminal() && o.kind == statusKind(rec.Status)) {
+		return co.outcomeEvent(ctx, rec, eventOf(rec.Status))
+	}
+	co.cfg.Logger.Info("stale pass outcome ignored", "run", o.runID, "pass", o.pass, "expected", stale.expected)
+	return co.event(ctx, subjects.Event{Type: subjects.EventInputRejected, RunID: o.runID, Agent: o.agent, Pass: o.pass,
+		Code: subjects.CodeStalePass, Subject: m.Subject,
+		Detail: fmt.Sprintf("%s outcome of pass %d ignored: the run is %s at pass %d", o.kind, o.pass, rec.Status, rec.Pass)},
+		"seq"+strconv.FormatUint(m.Sequence, 10))
+}
+
+func statusKind(s subjects.RunStatus) string {
+	if s == subjects.RunCompleted {
+		return subjects.KindCompleted
+	}
+	return subjects.KindFailed
+}
+
+func eventOf(s subjects.RunStatus) subjects.EventType {
+	switch s {
+	case subjects.RunCompleted:
+		return subjects.EventCompleted
+	case subjects.RunFailed:
+		return subjects.EventFailed
+	}
+	return subjects.EventSuspended
+}
+
+func (co *Coordinator) outcomeEvent(ctx context.Context, rec *subjects.Run, t subjects.EventType) error {
+	ev := subjects.Event{Type: t, RunID: rec.RunID, Agent: rec.Agent, Pass: rec.Pass, Detail: rec.Error}
+	if t == subjects.EventSuspended {
+		for _, in := range rec.Pending() {
+			ev.InterruptIDs = append(ev.InterruptIDs, in.ID)
+		}
+	}
+	return co.event(ctx, ev, "pass"+strconv.Itoa(rec.Pass))
+}

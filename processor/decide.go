@@ -1,0 +1,248 @@
+package processor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// rejection is a decision refused by a rule.
+type rejection struct {
+	code   subjects.Code
+	detail string
+}
+
+func (r *rejection) Error() string { return string(r.code) + ": " + r.detail }
+
+func reject(code subjects.Code, format string, args ...any) *rejection {
+	return &rejection{code: code, detail: fmt.Sprintf(format, args...)}
+}
+
+func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Msg) error {
+	replyTo := m.Header.Get(jetstream.HeaderReplyTo)
+	addr, err := co.ns.Parse(m.Subject)
+	if err == nil && addr.Kind != subjects.KindResume {
+		err = fmt.Errorf("%w: %s is not a resume subject", subjects.ErrInvalidSubject, m.Subject)
+	}
+	if err != nil {
+		return co.verdict(ctx, m, replyTo, subjects.Decision{}, subjects.NoRun,
+			reject(subjects.CodeInvalidSubject, "%v", err), false)
+	}
+	d, err := subjects.DecodeDecision(m.Data)
+	if err != nil {
+		return co.verdict(ctx, m, replyTo, d, addr.Run, reject(subjects.CodeOf(err), "%v", err), false)
+	}
+	for range maxCASAttempts {
+		rec, rev, err := co.load(ctx, addr.Run)
+		if err != nil {
+			return err
+		}
+		i, rej := co.check(rec, d)
+		if rej != nil {
+			if rej.code == subjects.CodeUnknownRun || rej.code == subjects.CodeUnknownInterrupt {
+				if wait, err := co.suspensionPending(ctx, addr.Run, rec); err != nil {
+					return err
+				} else if wait {
+					// The suspension this decision answers is in the stream but not
+					// yet recorded: come back once it is.
+					return jetstream.RetryAfter(retryDelay(m.Deliveries), rej)
+				}
+			}
+			return co.verdict(ctx, m, replyTo, d, addr.Run, rej, false)
+		}
+		st := rec.Interrupts[i]
+		if st.Decision != nil {
+			// Same decision id as the accepted one: a no-op. If this is the very
+			// message that was accepted, redelivered after a crash, finish its
+			// side effects and answer as the first time.
+			if st.DecisionSeq == m.Sequence {
+				return co.accepted(ctx, m, replyTo, rec, d)
+			}
+			return co.verdict(ctx, m, replyTo, d, addr.Run, nil, true)
+		}
+		next := co.applyDecision(rec, i, d, m.Sequence)
+		if err := co.store(ctx, next, rev); errors.Is(err, jetstream.ErrConflict) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		if co.crash("decision-after-record") {
+			return errAbandoned
+		}
+		return co.accepted(ctx, m, replyTo, next, d)
+	}
+	return fmt.Errorf("run %s: compare-and-set kept losing", addr.Run)
+}
+
+func retryDelay(deliveries uint64) time.Duration {
+	d := 50 * time.Millisecond << min(deliveries, 6)
+	return min(d, 2*time.Second)
+}
+
+// check applies the decision rules. It returns the interrupt's index, or why
+// the decision is refused. An interrupt decided with the same decision id is
+// not refused: that is a duplicate.
+func (co *Coordinator) check(rec *subjects.Run, d subjects.Decision) (int, *rejection) {
+	if rec == nil {
+		return -1, reject(subjects.CodeUnknownRun, "no run with this id")
+	}
+	i := findInterrupt(rec, d.InterruptID)
+	if i < 0 {
+		return -1, reject(subjects.CodeUnknownInterrupt, "run %s has no interrupt %s", rec.RunID, d.InterruptID)
+	}
+	st := rec.Interrupts[i]
+	if st.Decision != nil {
+		if st.Decision.DecisionID == d.DecisionID {
+			return i, nil
+		}
+		return -1, reject(subjects.CodeAlreadyDecided, "interrupt %s was %s by decision %s",
+			st.ID, st.Decision.Status, st.Decision.DecisionID)
+	}
+	if rec.Status != subjects.RunSuspended || st.Pass != rec.Pass {
+		return -1, reject(subjects.CodeAlreadyDecided, "run %s is %s; interrupt %s no longer waits", rec.RunID, rec.Status, st.ID)
+	}
+	if st.ExpiresAt != nil && !co.now().Before(*st.ExpiresAt) && d.Status == subjects.StatusResolved {
+		return -1, reject(subjects.CodeExpired, "interrupt %s expired at %s; it can still be cancelled",
+			st.ID, st.ExpiresAt.Format(time.RFC3339))
+	}
+	if len(st.Approvers) > 0 && !slices.Contains(st.Approvers, d.Approver) {
+		who := d.Approver
+		if who == "" {
+			who = "an anonymous approver"
+		}
+		return -1, reject(subjects.CodeNotAllowed, "%s may not decide interrupt %s", who, st.ID)
+	}
+	if d.Status == subjects.StatusResolved && len(st.ResponseSchema) > 0 {
+		if len(d.Payload) == 0 {
+			return -1, reject(subjects.CodeSchemaMismatch, "interrupt %s has a responseSchema; a resolve needs a payload", st.ID)
+		}
+		if err := co.schemas.validate(st.ResponseSchema, d.Payload); err != nil {
+			return -1, reject(subjects.CodeSchemaMismatch, "payload does not satisfy responseSchema: %v", err)
+		}
+	}
+	return i, nil
+}
+
+// suspensionPending reports whether the runs stream holds a suspension of
+// run newer than the record knows.
+func (co *Coordinator) suspensionPending(ctx context.Context, run string, rec *subjects.Run) (bool, error) {
+	filter, err := co.ns.RunSuspensions(run)
+	if err != nil {
+		return false, nil
+	}
+	last, err := co.client.LastMsg(ctx, jetstream.StreamRuns, filter)
+	if errors.Is(err, jetstream.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return rec == nil || last.Sequence > rec.SuspensionSeq, nil
+}
+
+func (co *Coordinator) applyDecision(rec *subjects.Run, i int, d subjects.Decision, seq uint64) *subjects.Run {
+	now := co.now()
+	cp := *rec
+	cp.Interrupts = slices.Clone(rec.Interrupts)
+	cp.History = slices.Clone(rec.History)
+	st := &cp.Interrupts[i]
+	st.Decision, st.DecidedAt, st.DecisionSeq = &d, &now, seq
+	cp.History = append(cp.History, subjects.HistoryEntry{At: now, Type: subjects.EventDecisionAccepted, Pass: cp.Pass,
+		InterruptID: d.InterruptID, DecisionID: d.DecisionID, Approver: d.Approver, Detail: string(d.Status)})
+	if len(cp.Pending()) == 0 {
+		cp.Status = subjects.RunResuming
+		cp.History = append(cp.History, subjects.HistoryEntry{At: now, Type: subjects.EventResumed, Pass: cp.Pass + 1})
+	}
+	return &cp
+}
+
+// accepted finishes an accepted decision: the replay work item when it was
+// the last one awaited, the events, the reply. Every publish is deduplicated,
+// so running it again after a crash changes nothing.
+func (co *Coordinator) accepted(ctx context.Context, m *jetstream.Msg, replyTo string, rec *subjects.Run, d subjects.Decision) error {
+	i := findInterrupt(rec, d.InterruptID)
+	replay := rec.Status == subjects.RunResuming && rec.Interrupts[i].Pass == rec.Pass
+	if replay {
+		if err := co.publishReplay(ctx, rec); err != nil {
+			return err
+		}
+		if co.crash("decision-after-work") {
+			return errAbandoned
+		}
+		if err := co.event(ctx, subjects.Event{Type: subjects.EventResumed, RunID: rec.RunID, Agent: rec.Agent,
+			Pass: rec.Pass + 1}, "pass"+strconv.Itoa(rec.Pass+1)); err != nil {
+			return err
+		}
+	}
+	v := subjects.Verdict{Version: subjects.Version, DecisionID: d.DecisionID, RunID: rec.RunID,
+		InterruptID: d.InterruptID, Outcome: subjects.OutcomeAccepted, Replay: replay, At: co.now()}
+	return co.publishVerdict(ctx, m, replyTo, rec.Agent, rec.Pass, v)
+}
+
+func (co *Coordinator) publishReplay(ctx context.Context, rec *subjects.Run) error {
+	w := subjects.Work{Version: subjects.Version, RunID: rec.RunID, Agent: rec.Agent, ThreadID: rec.ThreadID,
+		Pass: rec.Pass + 1, Input: rec.Input, Journal: rec.Journal}
+	for _, in := range rec.Interrupts {
+		if in.Decision != nil {
+			w.Decisions = append(w.Decisions, *in.Decision)
+		}
+	}
+	return publishWork(ctx, co.client, w)
+}
+
+func publishWork(ctx context.Context, c *jetstream.Client, w subjects.Work) error {
+	subject, err := c.Namespace().Work(w.Agent)
+	if err != nil {
+		return err
+	}
+	data, err := json.Marshal(w)
+	if err != nil {
+		return err
+	}
+	_, err = c.Publish(ctx, subject, data, w.RunID+":"+strconv.Itoa(w.Pass)+":work", nil)
+	return err
+}
+
+// verdict answers a decision that changes nothing: a rejection (rej set) or
+// a duplicate.
+func (co *Coordinator) verdict(ctx context.Context, m *jetstream.Msg, replyTo string, d subjects.Decision, run string, rej *rejection, dup bool) error {
+	v := subjects.Verdict{Version: subjects.Version, DecisionID: d.DecisionID, RunID: run,
+		InterruptID: d.InterruptID, At: co.now()}
+	switch {
+	case dup:
+		v.Outcome = subjects.OutcomeDuplicate
+		v.Detail = "this decision was already accepted; nothing changed"
+	default:
+		v.Outcome, v.Code, v.Detail = subjects.OutcomeRejected, rej.code, rej.detail
+		co.cfg.Logger.Info("decision rejected", "run", run, "interrupt", d.InterruptID, "decision", d.DecisionID,
+			"code", rej.code, "detail", rej.detail)
+	}
+	return co.publishVerdict(ctx, m, replyTo, "", 0, v)
+}
+
+func (co *Coordinator) publishVerdict(ctx context.Context, m *jetstream.Msg, replyTo, agent string, pass int, v subjects.Verdict) error {
+	t := map[subjects.Outcome]subjects.EventType{
+		subjects.OutcomeAccepted:  subjects.EventDecisionAccepted,
+		subjects.OutcomeRejected:  subjects.EventDecisionRejected,
+		subjects.OutcomeDuplicate: subjects.EventDecisionDuplicate,
+	}[v.Outcome]
+	// One event per decision message: its stream sequence is the dedup key.
+	if err := co.event(ctx, subjects.Event{Type: t, RunID: v.RunID, Agent: agent, Pass: pass, Verdict: &v,
+		Code: v.Code, Detail: v.Detail, Subject: m.Subject}, "seq"+strconv.FormatUint(m.Sequence, 10)); err != nil {
+		return err
+	}
+	if replyTo != "" {
+		data, _ := json.Marshal(v)
+		if err := co.client.Notify(replyTo, data); err != nil {
+			co.cfg.Logger.Debug("verdict reply failed", "reply_to", replyTo, "error", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,93 @@
+package processor
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/interlockhq/interlock/subjects"
+)
+
+var (
+	// ErrNotInRun means Interrupt, Step or RunOf was called with a context
+	// that does not belong to a pass of a run.
+	ErrNotInRun = errors.New("not inside an Interlock run")
+	// ErrSuspended is matched by the error Interrupt returns on the suspend
+	// pass. Return it (or an error wrapping it) from the agent body.
+	ErrSuspended = errors.New("run suspended on an interrupt")
+	// ErrCancelled is matched by the error Interrupt returns when the
+	// interrupt's decision is "cancelled": a denial, or an expiry.
+	ErrCancelled = errors.New("interrupt cancelled")
+	// ErrToolCallMismatch means a Request names a tool call other than the
+	// one its context is scoped to with WithToolCall.
+	ErrToolCallMismatch = errors.New("request tool call differs from the context's")
+	// ErrInvalidRequest means an interrupt request cannot be published.
+	ErrInvalidRequest = errors.New("invalid interrupt request")
+	// ErrUnknownAgent means no agent of that name is registered.
+	ErrUnknownAgent = errors.New("unknown agent")
+	// ErrRejected is matched by the error Decide returns when the
+	// coordinator rejected the decision.
+	ErrRejected = errors.New("decision rejected")
+	// ErrRunNotFound means no run record exists for the run id.
+	ErrRunNotFound = errors.New("run not found")
+)
+
+// SuspendError is returned by Interrupt on the suspend pass.
+type SuspendError struct {
+	InterruptID string
+}
+
+func (e *SuspendError) Error() string { return "suspended on interrupt " + e.InterruptID }
+
+// Is makes errors.Is(err, ErrSuspended) true.
+func (e *SuspendError) Is(target error) bool { return target == ErrSuspended }
+
+// CancelledError is returned by Interrupt, with the decision, when the
+// interrupt was cancelled. Silence and denial never look like approval.
+type CancelledError struct {
+	InterruptID string
+	// Comment is the approver's comment, if any.
+	Comment string
+	// Approver is who cancelled, when known.
+	Approver string
+}
+
+func (e *CancelledError) Error() string {
+	s := "interrupt " + e.InterruptID + " cancelled"
+	if e.Approver != "" {
+		s += " by " + e.Approver
+	}
+	if e.Comment != "" {
+		s += ": " + e.Comment
+	}
+	return s
+}
+
+// Is makes errors.Is(err, ErrCancelled) true.
+func (e *CancelledError) Is(target error) bool { return target == ErrCancelled }
+
+// RejectionError is returned by Decide when the coordinator rejected a
+// decision; Verdict.Code says why.
+type RejectionError struct {
+	Verdict subjects.Verdict
+}
+
+func (e *RejectionError) Error() string {
+	return fmt.Sprintf("decision rejected: %s: %s", e.Verdict.Code, e.Verdict.Detail)
+}
+
+// Is makes errors.Is(err, ErrRejected) true.
+func (e *RejectionError) Is(target error) bool { return target == ErrRejected }
+
+type retryableError struct{ err error }
+
+func (e *retryableError) Error() string { return e.err.Error() }
+func (e *retryableError) Unwrap() error { return e.err }
+
+// Retryable marks an agent body's error as transient: the pass is run again
+// later instead of failing the run.
+func Retryable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &retryableError{err: err}
+}

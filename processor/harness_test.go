@@ -1,0 +1,184 @@
+package processor
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/jetstream/embedded"
+	"github.com/interlockhq/interlock/jetstream/jstest"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+var quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+
+// harness is one embedded server with a coordinator, a worker and a client,
+// each on its own connection, as separate processes would be.
+type harness struct {
+	t      *testing.T
+	srv    *embedded.Server
+	admin  *jetstream.Client
+	client *Client
+	co     *Coordinator
+	w      *Worker
+	agents map[string]AgentFunc
+}
+
+const testAckWait = time.Second
+
+func newHarness(t *testing.T, agents map[string]AgentFunc) *harness {
+	t.Helper()
+	h := &harness{t: t, srv: jstest.Server(t), agents: agents}
+	h.admin = jstest.Client(t, h.srv)
+	h.client = NewClient(h.admin)
+	h.startCoordinator(nil)
+	h.startWorker(nil)
+	return h
+}
+
+func (h *harness) conn() *jetstream.Client { return jstest.Client(h.t, h.srv) }
+
+func (h *harness) startCoordinator(fault func(string) bool) *Coordinator {
+	co := NewCoordinator(h.conn(), CoordinatorConfig{AckWait: testAckWait, Logger: quiet})
+	co.fault = fault
+	require.NoError(h.t, co.Start(context.Background()))
+	h.t.Cleanup(co.Stop)
+	h.co = co
+	return co
+}
+
+func (h *harness) startWorker(fault func(string) bool) *Worker {
+	w := NewWorker(h.conn(), WorkerConfig{AckWait: testAckWait, Logger: quiet})
+	w.fault = fault
+	for name, fn := range h.agents {
+		require.NoError(h.t, w.Register(name, fn))
+	}
+	require.NoError(h.t, w.Start(context.Background()))
+	h.t.Cleanup(w.Stop)
+	h.w = w
+	return w
+}
+
+func (h *harness) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	h.t.Cleanup(cancel)
+	return ctx
+}
+
+func (h *harness) start(agent string, input any, opts ...StartOption) string {
+	h.t.Helper()
+	id, err := h.client.Start(h.ctx(), agent, input, opts...)
+	require.NoError(h.t, err)
+	return id
+}
+
+func (h *harness) waitFor(run string, done func(*subjects.Run) bool) *subjects.Run {
+	h.t.Helper()
+	r, err := h.client.Wait(h.ctx(), run, done)
+	require.NoError(h.t, err, "waiting for run %s", run)
+	return r
+}
+
+// suspendedAtPass waits until run is suspended at pass.
+func (h *harness) suspendedAtPass(run string, pass int) *subjects.Run {
+	h.t.Helper()
+	return h.waitFor(run, func(r *subjects.Run) bool { return r.Status == subjects.RunSuspended && r.Pass == pass })
+}
+
+func (h *harness) decide(run, interrupt string, status subjects.Status, payload any) subjects.Verdict {
+	h.t.Helper()
+	v, err := h.client.Decide(h.ctx(), DecisionRequest{RunID: run, InterruptID: interrupt, Status: status, Payload: payload})
+	require.NoError(h.t, err)
+	require.Equal(h.t, subjects.OutcomeAccepted, v.Outcome, "verdict %+v", v)
+	return v
+}
+
+func (h *harness) events(run string, t subjects.EventType) []subjects.Event {
+	h.t.Helper()
+	evs, err := h.client.Events(h.ctx(), run)
+	require.NoError(h.t, err)
+	var out []subjects.Event
+	for _, e := range evs {
+		if e.Type == t {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// waitEvents waits until run has n events of type t.
+func (h *harness) waitEvents(run string, t subjects.EventType, n int) []subjects.Event {
+	h.t.Helper()
+	var evs []subjects.Event
+	require.Eventually(h.t, func() bool {
+		evs = h.events(run, t)
+		return len(evs) >= n
+	}, 15*time.Second, 20*time.Millisecond, "waiting for %d %s events of %s", n, t, run)
+	return evs
+}
+
+// counter counts calls, safe for concurrent passes.
+type counter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *counter) inc(k string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[k]++
+}
+
+func (c *counter) get(k string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[k]
+}
+
+// approvalAgent is the canonical agent: a journaled step, then a gated tool
+// call, then the result built from the decision.
+func approvalAgent(calls *counter) AgentFunc {
+	return func(ctx context.Context, input json.RawMessage) (any, error) {
+		calls.inc("body")
+		quote, err := Step(ctx, "quote", func(context.Context) (int, error) {
+			calls.inc("step")
+			return 42, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		tctx := WithToolCall(ctx, "call_refund")
+		d, err := Interrupt(tctx, Request{Message: "refund?", ResponseSchema: json.RawMessage(
+			`{"type":"object","properties":{"amount":{"type":"number"}},"required":["amount"]}`)})
+		if err != nil {
+			return nil, err
+		}
+		var answer struct{ Amount float64 }
+		if err := d.Decode(&answer); err != nil {
+			return nil, err
+		}
+		return map[string]any{"quote": quote, "amount": answer.Amount, "approver": d.Approver}, nil
+	}
+}
+
+// once returns a fault that fires the first time point is reached.
+func once(point string) func(string) bool {
+	var fired atomic.Bool
+	return func(p string) bool { return p == point && fired.CompareAndSwap(false, true) }
+}

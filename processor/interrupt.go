@@ -1,0 +1,272 @@
+package processor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// RunInfo identifies the run and pass a context belongs to.
+type RunInfo struct {
+	RunID    string
+	Agent    string
+	ThreadID string
+	// Pass counts from 0; every replay is one more.
+	Pass int
+}
+
+// pass is the state of one pass of a run, carried in its context.
+type pass struct {
+	info      RunInfo
+	decisions map[string]subjects.Decision
+
+	mu        sync.Mutex
+	journal   subjects.Journal
+	ordinals  map[string]int // next interrupt ordinal, by tool call
+	steps     map[string]int // next step ordinal, by tool call and name
+	pending   []subjects.Interrupt
+	schemas   *schemas
+	firstErrs []error // requests that could not be published
+}
+
+type passKey struct{}
+type toolCallKey struct{}
+
+func newPass(info RunInfo, w subjects.Work, sc *schemas) *pass {
+	p := &pass{
+		info:      info,
+		decisions: make(map[string]subjects.Decision, len(w.Decisions)),
+		journal:   make(subjects.Journal, len(w.Journal)),
+		ordinals:  map[string]int{},
+		steps:     map[string]int{},
+		schemas:   sc,
+	}
+	for _, d := range w.Decisions {
+		p.decisions[d.InterruptID] = d
+	}
+	for k, v := range w.Journal {
+		p.journal[k] = v
+	}
+	return p
+}
+
+func passFrom(ctx context.Context) *pass {
+	p, _ := ctx.Value(passKey{}).(*pass)
+	return p
+}
+
+// RunOf returns the run and pass ctx belongs to.
+func RunOf(ctx context.Context) (RunInfo, bool) {
+	p := passFrom(ctx)
+	if p == nil {
+		return RunInfo{}, false
+	}
+	return p.info, true
+}
+
+// WithToolCall scopes ctx to one tool call. Interrupts and steps are tracked
+// per tool call, so two identical gated calls in one turn (parallel tool
+// calls, each in its own scope) get their own interrupts and decisions.
+// Within one scope, interrupts are matched by the order they are raised in.
+func WithToolCall(ctx context.Context, toolCallID string) context.Context {
+	return context.WithValue(ctx, toolCallKey{}, toolCallID)
+}
+
+func toolCallOf(ctx context.Context) string {
+	s, _ := ctx.Value(toolCallKey{}).(string)
+	return s
+}
+
+// Request is what an agent asks a person for. It is read only on the suspend
+// pass: on the replay pass Interrupt returns the decision without looking at
+// it, so a body that knows it is resuming (IsResuming) need not rebuild it.
+type Request struct {
+	// Reason is open; the core values are subjects.ReasonToolCall,
+	// ReasonInputRequired and ReasonConfirmation. Default: tool_call inside a
+	// tool call scope, confirmation outside.
+	Reason  string
+	Message string
+	// ToolCallID, when set, must equal the scope set with WithToolCall; when
+	// empty, the scope's is used.
+	ToolCallID string
+	// ResponseSchema is a JSON Schema (a json.RawMessage, or any value that
+	// marshals to a JSON object) a resolved payload must satisfy.
+	ResponseSchema any
+	// ExpiresAt, or Timeout from now, is when the interrupt expires: after
+	// it a resolve is refused and a cancel is still accepted.
+	ExpiresAt time.Time
+	Timeout   time.Duration
+	// Metadata is passed through to notifiers and approvers.
+	Metadata map[string]any
+	// Approvers, when set, are the only identities allowed to decide.
+	Approvers []string
+}
+
+// Decision is the answer an interrupt returns on the replay pass.
+type Decision struct {
+	InterruptID string
+	Status      subjects.Status
+	// Payload is the approver's answer; false, 0, "" and {} are answers.
+	// Empty when the approver sent none.
+	Payload  json.RawMessage
+	Metadata json.RawMessage
+	Approver string
+	Comment  string
+}
+
+// Cancelled reports whether the interrupt was cancelled (denied or expired).
+func (d Decision) Cancelled() bool { return d.Status == subjects.StatusCancelled }
+
+// Decode unmarshals the payload into v. It fails when there is no payload.
+func (d Decision) Decode(v any) error {
+	if len(d.Payload) == 0 {
+		return fmt.Errorf("interrupt %s: decision has no payload", d.InterruptID)
+	}
+	return json.Unmarshal(d.Payload, v)
+}
+
+// Interrupt asks a person for a decision.
+//
+// On the suspend pass it records req and returns an error matching
+// ErrSuspended, which the body returns: the pass ends, and every interrupt
+// raised in it is published in one suspension. On the replay pass, when this
+// interrupt's decision is present, it returns the decision without reading
+// req; a cancelled decision comes with an error matching ErrCancelled.
+// Outside a run it returns ErrNotInRun.
+func Interrupt(ctx context.Context, req Request) (Decision, error) {
+	p := passFrom(ctx)
+	if p == nil {
+		return Decision{}, fmt.Errorf("interrupt: %w", ErrNotInRun)
+	}
+	scope := toolCallOf(ctx)
+	p.mu.Lock()
+	ord := p.ordinals[scope]
+	p.ordinals[scope]++
+	p.mu.Unlock()
+	id := InterruptID(p.info.RunID, scope, ord)
+	if d, ok := p.decisions[id]; ok {
+		out := Decision{InterruptID: id, Status: d.Status, Payload: d.Payload, Metadata: d.Metadata,
+			Approver: d.Approver, Comment: d.Comment}
+		if out.Cancelled() {
+			return out, &CancelledError{InterruptID: id, Comment: d.Comment, Approver: d.Approver}
+		}
+		return out, nil
+	}
+	in, err := p.interrupt(id, scope, req)
+	if err != nil {
+		p.mu.Lock()
+		p.firstErrs = append(p.firstErrs, err)
+		p.mu.Unlock()
+		return Decision{}, err
+	}
+	p.mu.Lock()
+	p.pending = append(p.pending, in)
+	p.mu.Unlock()
+	return Decision{}, &SuspendError{InterruptID: id}
+}
+
+func (p *pass) interrupt(id, scope string, req Request) (subjects.Interrupt, error) {
+	if req.ToolCallID != "" && req.ToolCallID != scope {
+		return subjects.Interrupt{}, fmt.Errorf("interrupt %s: %w: request names %q, context has %q (use WithToolCall)",
+			id, ErrToolCallMismatch, req.ToolCallID, scope)
+	}
+	in := subjects.Interrupt{ID: id, Reason: req.Reason, Message: req.Message, ToolCallID: scope, Approvers: req.Approvers}
+	if in.Reason == "" {
+		in.Reason = subjects.ReasonConfirmation
+		if scope != "" {
+			in.Reason = subjects.ReasonToolCall
+		}
+	}
+	if req.ResponseSchema != nil {
+		raw, err := json.Marshal(req.ResponseSchema)
+		if err != nil {
+			return in, fmt.Errorf("%w: responseSchema: %w", ErrInvalidRequest, err)
+		}
+		if _, err := p.schemas.compile(raw); err != nil {
+			return in, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		}
+		in.ResponseSchema = raw
+	}
+	if req.Metadata != nil {
+		raw, err := json.Marshal(req.Metadata)
+		if err != nil {
+			return in, fmt.Errorf("%w: metadata: %w", ErrInvalidRequest, err)
+		}
+		in.Metadata = raw
+	}
+	switch {
+	case !req.ExpiresAt.IsZero():
+		t := req.ExpiresAt.UTC()
+		in.ExpiresAt = &t
+	case req.Timeout > 0:
+		t := time.Now().Add(req.Timeout).UTC()
+		in.ExpiresAt = &t
+	}
+	if err := in.Validate(); err != nil {
+		return in, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	return in, nil
+}
+
+// IsResuming reports whether the next Interrupt call with ctx will return a
+// decision rather than suspend: the predicate Interrupt itself uses. It is
+// false on the first pass, true on a replay once the next interrupt of ctx's
+// tool call is decided, and false outside a run.
+func IsResuming(ctx context.Context) bool {
+	p := passFrom(ctx)
+	if p == nil {
+		return false
+	}
+	scope := toolCallOf(ctx)
+	p.mu.Lock()
+	ord := p.ordinals[scope]
+	p.mu.Unlock()
+	_, ok := p.decisions[InterruptID(p.info.RunID, scope, ord)]
+	return ok
+}
+
+// Step runs fn once per run: the first pass records its result in the
+// journal, and every replay returns the recorded result without calling fn.
+// Steps are keyed by tool call, name and how many times the name was used
+// before in that tool call. A failed fn is not recorded. Outside a run it
+// returns ErrNotInRun.
+//
+// The journal is written with the pass's outcome (the suspension), so a step
+// whose pass crashed before suspending runs again on the retry.
+func Step[T any](ctx context.Context, name string, fn func(context.Context) (T, error)) (T, error) {
+	var zero T
+	p := passFrom(ctx)
+	if p == nil {
+		return zero, fmt.Errorf("step %q: %w", name, ErrNotInRun)
+	}
+	scope := toolCallOf(ctx)
+	p.mu.Lock()
+	n := p.steps[scope+"\x00"+name]
+	p.steps[scope+"\x00"+name]++
+	key := stepKey(scope, name, n)
+	raw, ok := p.journal[key]
+	p.mu.Unlock()
+	if ok {
+		var v T
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return zero, fmt.Errorf("step %q: recorded result does not fit %T: %w", name, v, err)
+		}
+		return v, nil
+	}
+	v, err := fn(ctx)
+	if err != nil {
+		return v, err
+	}
+	raw, err = json.Marshal(v)
+	if err != nil {
+		return v, fmt.Errorf("step %q: result cannot be journaled: %w", name, err)
+	}
+	p.mu.Lock()
+	p.journal[key] = raw
+	p.mu.Unlock()
+	return v, nil
+}

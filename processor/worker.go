@@ -1,0 +1,227 @@
+package processor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// AgentFunc is an agent's body: one pass of a run. It runs again from the top
+// on every replay. It returns the run's result, or an error: one matching
+// ErrSuspended when it raised interrupts, one made with Retryable to run the
+// pass again later, any other to fail the run.
+type AgentFunc func(ctx context.Context, input json.RawMessage) (any, error)
+
+// Typed adapts a body with typed input and output to an AgentFunc.
+func Typed[In, Out any](fn func(ctx context.Context, in In) (Out, error)) AgentFunc {
+	return func(ctx context.Context, input json.RawMessage) (any, error) {
+		var in In
+		if len(input) > 0 {
+			if err := json.Unmarshal(input, &in); err != nil {
+				return nil, fmt.Errorf("input does not fit %T: %w", in, err)
+			}
+		}
+		return fn(ctx, in)
+	}
+}
+
+// WorkerConfig is what a worker is.
+type WorkerConfig struct {
+	// Concurrency is the number of passes run at once per agent; default 4.
+	Concurrency int
+	// AckWait is how long a pass may go without a heartbeat before another
+	// worker takes it; default 30s. Long passes send heartbeats themselves.
+	AckWait time.Duration
+	// MaxDeliver bounds attempts of one pass; default 10.
+	MaxDeliver int
+	Logger     *slog.Logger
+}
+
+// Worker runs the passes of registered agents: it consumes work items,
+// runs the body and publishes the pass's one outcome (suspension, completion
+// or failure). It holds no run state between passes.
+type Worker struct {
+	client  *jetstream.Client
+	cfg     WorkerConfig
+	mu      sync.Mutex
+	agents  map[string]AgentFunc
+	running []*jetstream.Consumer
+	schemas schemas
+	// fault, in tests, abandons a pass at a named point.
+	fault func(point string) bool
+}
+
+// NewWorker returns a worker publishing through c.
+func NewWorker(c *jetstream.Client, cfg WorkerConfig) *Worker {
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 4
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Worker{client: c, cfg: cfg, agents: map[string]AgentFunc{}}
+}
+
+// Register adds an agent. Register before Start.
+func (w *Worker) Register(name string, fn AgentFunc) error {
+	if err := subjects.ValidateToken("agent", name); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.agents[name] = fn
+	return nil
+}
+
+// Start consumes work for every registered agent until Stop.
+func (w *Worker) Start(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for name, fn := range w.agents {
+		subject, err := w.client.Namespace().Work(name)
+		if err != nil {
+			return err
+		}
+		cons, err := w.client.Consume(ctx, jetstream.ConsumerConfig{
+			Stream:         jetstream.StreamWork,
+			Durable:        "worker_" + name,
+			FilterSubjects: []string{subject},
+			AckWait:        w.cfg.AckWait,
+			MaxDeliver:     w.cfg.MaxDeliver,
+			Concurrency:    w.cfg.Concurrency,
+			Logger:         w.cfg.Logger,
+		}, func(ctx context.Context, m *jetstream.Msg) error { return w.handle(ctx, name, fn, m) })
+		if err != nil {
+			w.stopLocked()
+			return err
+		}
+		w.running = append(w.running, cons)
+	}
+	return nil
+}
+
+// Stop stops taking work and waits for the passes under way.
+func (w *Worker) Stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopLocked()
+}
+
+func (w *Worker) stopLocked() {
+	for _, c := range w.running {
+		c.Stop()
+	}
+	w.running = nil
+}
+
+var errAbandoned = errors.New("abandoned by fault injection")
+
+func (w *Worker) crash(point string) bool {
+	if w.fault != nil && w.fault(point) {
+		w.client.Close()
+		return true
+	}
+	return false
+}
+
+func (w *Worker) handle(ctx context.Context, agent string, fn AgentFunc, m *jetstream.Msg) error {
+	work, err := subjects.DecodeWork(m.Data)
+	if err != nil {
+		return jetstream.DeadLetter(fmt.Errorf("work item: %w", err))
+	}
+	if work.Agent != agent {
+		return jetstream.DeadLetter(fmt.Errorf("work item for agent %q arrived on %s", work.Agent, m.Subject))
+	}
+	info := RunInfo{RunID: work.RunID, Agent: agent, ThreadID: work.ThreadID, Pass: work.Pass}
+	log := w.cfg.Logger.With("run", work.RunID, "agent", agent, "pass", work.Pass)
+	p := newPass(info, work, &w.schemas)
+	result, bodyErr := runBody(context.WithValue(ctx, passKey{}, p), fn, work.Input)
+	if w.crash("after-body") {
+		return errAbandoned
+	}
+	var retry *retryableError
+	if len(p.pending) == 0 && errors.As(bodyErr, &retry) {
+		log.Warn("pass will be retried", "error", bodyErr)
+		return bodyErr
+	}
+	subject, data, err := w.outcome(work, p, result, bodyErr)
+	if err != nil {
+		return err
+	}
+	msgID := work.RunID + ":" + strconv.Itoa(work.Pass)
+	if _, err := w.client.Publish(ctx, subject, data, msgID, nil); err != nil {
+		return err
+	}
+	if w.crash("after-outcome") {
+		return errAbandoned
+	}
+	log.Debug("pass done", "outcome", subject)
+	return nil
+}
+
+func runBody(ctx context.Context, fn AgentFunc, input json.RawMessage) (result any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("agent panicked: %v", r)
+		}
+	}()
+	return fn(ctx, input)
+}
+
+// outcome builds the pass's one message. Interrupts raised in the pass make
+// it a suspension whatever the body returned: nothing pending is ever
+// skipped.
+func (w *Worker) outcome(work subjects.Work, p *pass, result any, bodyErr error) (string, []byte, error) {
+	ns := w.client.Namespace()
+	now := time.Now().UTC()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case len(p.firstErrs) > 0:
+		// A request that could not be published fails the run rather than
+		// let the pass end without asking.
+		bodyErr = errors.Join(p.firstErrs...)
+	case len(p.pending) > 0:
+		subject, err := ns.Suspended(work.Agent, work.RunID)
+		if err != nil {
+			return "", nil, err
+		}
+		data, err := json.Marshal(subjects.Suspension{
+			Version: subjects.Version, RunID: work.RunID, Agent: work.Agent, ThreadID: work.ThreadID,
+			Pass: work.Pass, Input: work.Input, Interrupts: p.pending, Journal: p.journal, SuspendedAt: now,
+		})
+		return subject, data, err
+	case bodyErr == nil:
+		raw, err := json.Marshal(result)
+		if err != nil {
+			bodyErr = fmt.Errorf("result cannot be marshalled: %w", err)
+			break
+		}
+		subject, err := ns.Completed(work.Agent, work.RunID)
+		if err != nil {
+			return "", nil, err
+		}
+		data, err := json.Marshal(subjects.Completion{
+			Version: subjects.Version, RunID: work.RunID, Agent: work.Agent, ThreadID: work.ThreadID,
+			Pass: work.Pass, Input: work.Input, Result: raw, Journal: p.journal, CompletedAt: now,
+		})
+		return subject, data, err
+	}
+	subject, err := ns.Failed(work.Agent, work.RunID)
+	if err != nil {
+		return "", nil, err
+	}
+	data, err := json.Marshal(subjects.Failure{
+		Version: subjects.Version, RunID: work.RunID, Agent: work.Agent, ThreadID: work.ThreadID,
+		Pass: work.Pass, Input: work.Input, Error: bodyErr.Error(), FailedAt: now,
+	})
+	return subject, data, err
+}

@@ -1,0 +1,257 @@
+package subjects
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxIDLen bounds interrupt, decision, thread and approver ids.
+const MaxIDLen = 256
+
+// DecodeDecision parses and validates a decision from outside input.
+func DecodeDecision(data []byte) (Decision, error) {
+	var d Decision
+	if err := decode(data, MaxDecisionSize, &d); err != nil {
+		return Decision{}, err
+	}
+	return d, d.Validate()
+}
+
+// Validate checks a decision's fields.
+func (d *Decision) Validate() error {
+	if err := validateID("decisionId", d.DecisionID); err != nil {
+		return err
+	}
+	if err := validateID("interruptId", d.InterruptID); err != nil {
+		return err
+	}
+	switch d.Status {
+	case StatusResolved, StatusCancelled:
+	case "":
+		return malformed("status is required: %q or %q", StatusResolved, StatusCancelled)
+	default:
+		return malformed("status %q is not %q or %q", d.Status, StatusResolved, StatusCancelled)
+	}
+	if isNull(d.Payload) {
+		return malformed("payload is null: omit it to send no payload")
+	}
+	if err := validateObject("metadata", d.Metadata); err != nil {
+		return err
+	}
+	if d.Approver != "" {
+		if err := validateID("approver", d.Approver); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DecodeSuspension parses and validates a suspension.
+func DecodeSuspension(data []byte) (Suspension, error) {
+	var s Suspension
+	if err := decode(data, MaxMessageSize, &s); err != nil {
+		return Suspension{}, err
+	}
+	return s, s.Validate()
+}
+
+// Validate checks a suspension's fields and every interrupt in it.
+func (s *Suspension) Validate() error {
+	if err := validateRunFields(s.RunID, s.Agent, s.ThreadID, s.Pass); err != nil {
+		return err
+	}
+	if len(s.Interrupts) == 0 {
+		return malformed("interrupts is empty: a suspension needs at least one interrupt")
+	}
+	seen := make(map[string]bool, len(s.Interrupts))
+	for i := range s.Interrupts {
+		in := &s.Interrupts[i]
+		if err := in.Validate(); err != nil {
+			return fmt.Errorf("interrupts[%d]: %w", i, err)
+		}
+		if seen[in.ID] {
+			return malformed("interrupts[%d]: id %q appears twice", i, in.ID)
+		}
+		seen[in.ID] = true
+	}
+	return validateJournal(s.Journal)
+}
+
+// Validate checks an interrupt's fields.
+func (in *Interrupt) Validate() error {
+	if err := validateID("id", in.ID); err != nil {
+		return err
+	}
+	if err := validateID("reason", in.Reason); err != nil {
+		return err
+	}
+	if len(in.ResponseSchema) > 0 && !isObject(in.ResponseSchema) {
+		return malformed("responseSchema must be a JSON Schema object")
+	}
+	if err := validateObject("metadata", in.Metadata); err != nil {
+		return err
+	}
+	for i, a := range in.Approvers {
+		if err := validateID(fmt.Sprintf("approvers[%d]", i), a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DecodeCompletion parses and validates a completion.
+func DecodeCompletion(data []byte) (Completion, error) {
+	var c Completion
+	if err := decode(data, MaxMessageSize, &c); err != nil {
+		return Completion{}, err
+	}
+	if err := validateRunFields(c.RunID, c.Agent, c.ThreadID, c.Pass); err != nil {
+		return Completion{}, err
+	}
+	return c, validateJournal(c.Journal)
+}
+
+// DecodeFailure parses and validates a failure.
+func DecodeFailure(data []byte) (Failure, error) {
+	var f Failure
+	if err := decode(data, MaxMessageSize, &f); err != nil {
+		return Failure{}, err
+	}
+	if err := validateRunFields(f.RunID, f.Agent, f.ThreadID, f.Pass); err != nil {
+		return Failure{}, err
+	}
+	if f.Error == "" {
+		return Failure{}, malformed("error is required")
+	}
+	return f, nil
+}
+
+// DecodeWork parses and validates a work item.
+func DecodeWork(data []byte) (Work, error) {
+	var w Work
+	if err := decode(data, MaxMessageSize, &w); err != nil {
+		return Work{}, err
+	}
+	if err := validateRunFields(w.RunID, w.Agent, w.ThreadID, w.Pass); err != nil {
+		return Work{}, err
+	}
+	for i := range w.Decisions {
+		if err := w.Decisions[i].Validate(); err != nil {
+			return Work{}, fmt.Errorf("decisions[%d]: %w", i, err)
+		}
+	}
+	return w, validateJournal(w.Journal)
+}
+
+// decode enforces the size limit, the version and strict field names.
+func decode(data []byte, limit int, v any) error {
+	if len(data) > limit {
+		return &ProtocolError{Code: CodeTooLarge, err: ErrTooLarge,
+			Detail: fmt.Sprintf("%d bytes, the limit is %d", len(data), limit)}
+	}
+	var head struct {
+		Version *json.RawMessage `json:"version"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return malformed("not a JSON object: %s", jsonError(err))
+	}
+	if head.Version == nil {
+		return malformed("version is required (this build speaks version %d)", Version)
+	}
+	if string(*head.Version) != fmt.Sprint(Version) {
+		return &ProtocolError{Code: CodeUnsupportedVersion, err: ErrUnsupportedVersion,
+			Detail: fmt.Sprintf("version %s; this build speaks version %d", *head.Version, Version)}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return malformed("%s", jsonError(err))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return malformed("data after the JSON object")
+	}
+	return nil
+}
+
+// jsonError turns encoding/json errors into a message naming the field.
+func jsonError(err error) string {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		return fmt.Sprintf("field %q: JSON %s cannot be a %s", te.Field, te.Value, te.Type)
+	case errors.As(err, &se):
+		return fmt.Sprintf("invalid JSON at byte %d: %v", se.Offset, se)
+	}
+	return err.Error()
+}
+
+func validateRunFields(run, agent, thread string, pass int) error {
+	if err := ValidateToken("runId", run); err != nil {
+		return &ProtocolError{Code: CodeMalformed, Detail: err.Error(), err: errors.Join(ErrMalformed, err)}
+	}
+	if err := ValidateToken("agent", agent); err != nil {
+		return &ProtocolError{Code: CodeMalformed, Detail: err.Error(), err: errors.Join(ErrMalformed, err)}
+	}
+	if thread != "" {
+		if err := validateID("threadId", thread); err != nil {
+			return err
+		}
+	}
+	if pass < 0 {
+		return malformed("pass %d is negative", pass)
+	}
+	return nil
+}
+
+func validateJournal(j Journal) error {
+	for k, v := range j {
+		if err := validateID("journal key", k); err != nil {
+			return err
+		}
+		if len(v) == 0 || isNull(v) {
+			return malformed("journal %q has no value", k)
+		}
+	}
+	return nil
+}
+
+// validateID checks an id that travels in a body: non-empty, bounded,
+// valid UTF-8, no control characters.
+func validateID(field, s string) error {
+	switch {
+	case s == "":
+		return malformed("%s is required", field)
+	case len(s) > MaxIDLen:
+		return malformed("%s is %d bytes, longer than %d", field, len(s), MaxIDLen)
+	case !utf8.ValidString(s):
+		return malformed("%s is not valid UTF-8", field)
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return malformed("%s has control character %q", field, r)
+		}
+	}
+	return nil
+}
+
+func validateObject(field string, raw json.RawMessage) error {
+	if len(raw) > 0 && !isObject(raw) {
+		return malformed("%s must be a JSON object", field)
+	}
+	return nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	return len(raw) > 0 && string(bytes.TrimSpace(raw)) == "null"
+}
+
+func isObject(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) > 0 && t[0] == '{'
+}

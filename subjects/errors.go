@@ -1,0 +1,47 @@
+package subjects
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrInvalidToken means a value cannot be used as a subject token.
+	ErrInvalidToken = errors.New("invalid subject token")
+	// ErrInvalidSubject means a subject is not one of Interlock's subjects.
+	ErrInvalidSubject = errors.New("invalid subject")
+	// ErrMalformed means a message is not valid JSON or misses required fields.
+	ErrMalformed = errors.New("malformed message")
+	// ErrTooLarge means a message is over its size limit.
+	ErrTooLarge = errors.New("message too large")
+	// ErrUnsupportedVersion means a message carries a protocol version this
+	// build does not speak.
+	ErrUnsupportedVersion = errors.New("unsupported protocol version")
+)
+
+// ProtocolError describes why a message was refused: a stable [Code] for
+// machines and a detail for people. It wraps one of the package sentinels.
+type ProtocolError struct {
+	Code   Code
+	Detail string
+	err    error
+}
+
+func (e *ProtocolError) Error() string { return fmt.Sprintf("%s: %s", e.err, e.Detail) }
+
+// Unwrap returns the sentinel the error belongs to.
+func (e *ProtocolError) Unwrap() error { return e.err }
+
+func malformed(format string, args ...any) error {
+	return &ProtocolError{Code: CodeMalformed, Detail: fmt.Sprintf(format, args...), err: ErrMalformed}
+}
+
+// CodeOf returns the rejection code carried by err, or CodeMalformed when err
+// carries none.
+func CodeOf(err error) Code {
+	var pe *ProtocolError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return CodeMalformed
+}

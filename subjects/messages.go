@@ -1,0 +1,283 @@
+package subjects
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Version is the protocol version this package speaks; every message carries
+// it in its "version" field.
+const Version = 1
+
+// Size limits enforced by the decoders.
+const (
+	// MaxMessageSize bounds suspensions, completions, failures and work items
+	// (the NATS server's default max_payload).
+	MaxMessageSize = 1 << 20
+	// MaxDecisionSize bounds one decision.
+	MaxDecisionSize = 64 << 10
+)
+
+// Core interrupt reasons. Reason is an open string: other values are allowed.
+const (
+	ReasonToolCall      = "tool_call"
+	ReasonInputRequired = "input_required"
+	ReasonConfirmation  = "confirmation"
+)
+
+// Interrupt is one question a run is blocked on. Its shape is the AG-UI 1.0
+// Interrupt plus the approvers allowed to decide it.
+type Interrupt struct {
+	// ID is deterministic for the run, tool call and ordinal, so a replay
+	// finds its decision.
+	ID string `json:"id"`
+	// Reason is open; see ReasonToolCall and friends for the core values.
+	Reason     string `json:"reason"`
+	Message    string `json:"message,omitempty"`
+	ToolCallID string `json:"toolCallId,omitempty"`
+	// ResponseSchema is a JSON Schema object a resolved payload must satisfy.
+	ResponseSchema json.RawMessage `json:"responseSchema,omitempty"`
+	ExpiresAt      *time.Time      `json:"expiresAt,omitempty"`
+	// Metadata is a JSON object, passed through untouched.
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+	// Approvers, when set, are the only identities allowed to decide.
+	Approvers []string `json:"approvers,omitempty"`
+}
+
+// Journal maps a journaled step's key to its recorded JSON result.
+type Journal map[string]json.RawMessage
+
+// Suspension is published once per pass that stops on interrupts, on
+// <prefix>.suspended.<agent>.<run>. It carries every interrupt of the pass.
+type Suspension struct {
+	Version  int    `json:"version"`
+	RunID    string `json:"runId"`
+	Agent    string `json:"agent"`
+	ThreadID string `json:"threadId,omitempty"`
+	// Pass counts the run's passes from 0; the coordinator uses it to drop
+	// repeats of a pass it has already recorded.
+	Pass int `json:"pass"`
+	// Input is the run's input, as the first pass received it.
+	Input       json.RawMessage `json:"input,omitempty"`
+	Interrupts  []Interrupt     `json:"interrupts"`
+	Journal     Journal         `json:"journal,omitempty"`
+	SuspendedAt time.Time       `json:"suspendedAt,omitzero"`
+}
+
+// Completion is published when a pass finishes the run, on
+// <prefix>.completed.<agent>.<run>.
+type Completion struct {
+	Version     int             `json:"version"`
+	RunID       string          `json:"runId"`
+	Agent       string          `json:"agent"`
+	ThreadID    string          `json:"threadId,omitempty"`
+	Pass        int             `json:"pass"`
+	Input       json.RawMessage `json:"input,omitempty"`
+	Result      json.RawMessage `json:"result,omitempty"`
+	Journal     Journal         `json:"journal,omitempty"`
+	CompletedAt time.Time       `json:"completedAt,omitzero"`
+}
+
+// Failure is published when a pass fails the run, on
+// <prefix>.failed.<agent>.<run>.
+type Failure struct {
+	Version  int             `json:"version"`
+	RunID    string          `json:"runId"`
+	Agent    string          `json:"agent"`
+	ThreadID string          `json:"threadId,omitempty"`
+	Pass     int             `json:"pass"`
+	Input    json.RawMessage `json:"input,omitempty"`
+	Error    string          `json:"error"`
+	FailedAt time.Time       `json:"failedAt,omitzero"`
+}
+
+// Status is the status of a decision, as in AG-UI 1.0 resume entries.
+type Status string
+
+// Decision statuses.
+const (
+	StatusResolved  Status = "resolved"
+	StatusCancelled Status = "cancelled"
+)
+
+// Decision is an answer to one interrupt, published on <prefix>.resume.<run>:
+// an AG-UI 1.0 resume entry plus a decision id (the dedup key) and the
+// approver's identity.
+type Decision struct {
+	Version     int    `json:"version"`
+	DecisionID  string `json:"decisionId"`
+	InterruptID string `json:"interruptId"`
+	Status      Status `json:"status"`
+	// Payload is any JSON value but null; absent means "no payload".
+	// false, 0, "" and {} are answers.
+	Payload  json.RawMessage `json:"payload,omitempty"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+	Approver string          `json:"approver,omitempty"`
+	Comment  string          `json:"comment,omitempty"`
+}
+
+// Work is a work item on <prefix>.work.<agent>: run one pass of a run. Pass 0
+// is the first pass; a replay carries every decision and journaled step the
+// run has so far.
+type Work struct {
+	Version   int             `json:"version"`
+	RunID     string          `json:"runId"`
+	Agent     string          `json:"agent"`
+	ThreadID  string          `json:"threadId,omitempty"`
+	Pass      int             `json:"pass"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	Decisions []Decision      `json:"decisions,omitempty"`
+	Journal   Journal         `json:"journal,omitempty"`
+}
+
+// Outcome is the coordinator's verdict on one decision.
+type Outcome string
+
+// Verdict outcomes.
+const (
+	OutcomeAccepted  Outcome = "accepted"
+	OutcomeRejected  Outcome = "rejected"
+	OutcomeDuplicate Outcome = "duplicate"
+)
+
+// Code is a stable reason a decision or an input was rejected.
+type Code string
+
+// Rejection codes.
+const (
+	CodeMalformed          Code = "malformed"
+	CodeUnsupportedVersion Code = "unsupported_version"
+	CodeTooLarge           Code = "too_large"
+	CodeInvalidSubject     Code = "invalid_subject"
+	CodeUnknownRun         Code = "unknown_run"
+	CodeUnknownInterrupt   Code = "unknown_interrupt"
+	CodeAlreadyDecided     Code = "already_decided"
+	CodeExpired            Code = "expired"
+	CodeNotAllowed         Code = "not_allowed"
+	CodeSchemaMismatch     Code = "schema_mismatch"
+	// CodeStalePass: an outcome for a pass the run has already moved past.
+	CodeStalePass Code = "stale_pass"
+)
+
+// Verdict tells a decision's sender what became of it. It is the body of the
+// decision_* events and of the reply sent to the Interlock-Reply-To header.
+type Verdict struct {
+	Version     int     `json:"version"`
+	DecisionID  string  `json:"decisionId,omitempty"`
+	RunID       string  `json:"runId,omitempty"`
+	InterruptID string  `json:"interruptId,omitempty"`
+	Outcome     Outcome `json:"outcome"`
+	Code        Code    `json:"code,omitempty"`
+	Detail      string  `json:"detail,omitempty"`
+	// Replay is true when this decision was the last one the suspension was
+	// waiting for, so a replay pass was scheduled.
+	Replay bool      `json:"replay,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// EventType names a lifecycle or audit event; it is the last subject token.
+type EventType string
+
+// Event types.
+const (
+	EventSuspended         EventType = "suspended"
+	EventResumed           EventType = "resumed"
+	EventCompleted         EventType = "completed"
+	EventFailed            EventType = "failed"
+	EventDecisionAccepted  EventType = "decision_accepted"
+	EventDecisionRejected  EventType = "decision_rejected"
+	EventDecisionDuplicate EventType = "decision_duplicate"
+	EventInputRejected     EventType = "input_rejected"
+)
+
+// Event is published by the coordinator on <prefix>.events.<run>.<type> for
+// every transition of a run and every input it rejects.
+type Event struct {
+	Version int       `json:"version"`
+	Type    EventType `json:"type"`
+	RunID   string    `json:"runId"`
+	Agent   string    `json:"agent,omitempty"`
+	Pass    int       `json:"pass"`
+	At      time.Time `json:"at"`
+	// InterruptIDs are the interrupts a suspension is waiting for.
+	InterruptIDs []string `json:"interruptIds,omitempty"`
+	// Verdict is set on decision_* events.
+	Verdict *Verdict `json:"verdict,omitempty"`
+	// Code and Detail say why an input was rejected, or why a run failed.
+	Code   Code   `json:"code,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	// Subject is the subject of a rejected input.
+	Subject string `json:"subject,omitempty"`
+}
+
+// RunStatus is where a run stands.
+type RunStatus string
+
+// Run statuses.
+const (
+	RunSuspended RunStatus = "suspended"
+	RunResuming  RunStatus = "resuming"
+	RunCompleted RunStatus = "completed"
+	RunFailed    RunStatus = "failed"
+)
+
+// Terminal reports whether no pass will follow.
+func (s RunStatus) Terminal() bool { return s == RunCompleted || s == RunFailed }
+
+// Run is the run record the coordinator keeps in the runs KV bucket, keyed by
+// run id. It is a projection of the streams: only the coordinator writes it.
+type Run struct {
+	Version  int       `json:"version"`
+	RunID    string    `json:"runId"`
+	Agent    string    `json:"agent"`
+	ThreadID string    `json:"threadId,omitempty"`
+	Status   RunStatus `json:"status"`
+	// Pass is the pass of the last outcome recorded.
+	Pass       int              `json:"pass"`
+	Input      json.RawMessage  `json:"input,omitempty"`
+	Interrupts []InterruptState `json:"interrupts"`
+	Journal    Journal          `json:"journal,omitempty"`
+	Result     json.RawMessage  `json:"result,omitempty"`
+	Error      string           `json:"error,omitempty"`
+	History    []HistoryEntry   `json:"history"`
+	CreatedAt  time.Time        `json:"createdAt"`
+	UpdatedAt  time.Time        `json:"updatedAt"`
+	// SuspensionSeq is the stream sequence of the last suspension recorded.
+	SuspensionSeq uint64 `json:"suspensionSeq,omitempty"`
+}
+
+// InterruptState is an interrupt of a run with the pass that raised it and,
+// once decided, its decision.
+type InterruptState struct {
+	Interrupt
+	Pass      int        `json:"pass"`
+	Decision  *Decision  `json:"decision,omitempty"`
+	DecidedAt *time.Time `json:"decidedAt,omitempty"`
+	// DecisionSeq is the decisions-stream sequence of the accepted decision.
+	DecisionSeq uint64 `json:"decisionSeq,omitempty"`
+}
+
+// Pending lists the interrupts of r that wait for a decision.
+func (r *Run) Pending() []InterruptState {
+	var out []InterruptState
+	if r.Status != RunSuspended {
+		return nil
+	}
+	for _, in := range r.Interrupts {
+		if in.Decision == nil {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// HistoryEntry is one transition in a run's history.
+type HistoryEntry struct {
+	At          time.Time `json:"at"`
+	Type        EventType `json:"type"`
+	Pass        int       `json:"pass"`
+	InterruptID string    `json:"interruptId,omitempty"`
+	DecisionID  string    `json:"decisionId,omitempty"`
+	Approver    string    `json:"approver,omitempty"`
+	Detail      string    `json:"detail,omitempty"`
+}

@@ -1,0 +1,189 @@
+package subjects
+
+import (
+	"fmt"
+	"strings"
+)
+
+// DefaultPrefix is the subject prefix used when none is configured.
+const DefaultPrefix = "interlock"
+
+// Subject kinds: the second token of every Interlock subject.
+const (
+	KindWork      = "work"
+	KindSuspended = "suspended"
+	KindCompleted = "completed"
+	KindFailed    = "failed"
+	KindResume    = "resume"
+	KindEvents    = "events"
+	KindDLQ       = "dlq"
+)
+
+// Namespace builds and parses the subjects under one prefix. The zero value
+// is not usable; get one from [New] or [Default].
+type Namespace struct {
+	prefix string
+	tokens int // number of tokens in prefix
+}
+
+// New returns the namespace for prefix: one or more tokens joined by '.',
+// each valid under [ValidateToken].
+func New(prefix string) (Namespace, error) {
+	parts := strings.Split(prefix, ".")
+	for _, p := range parts {
+		if err := ValidateToken("prefix token", p); err != nil {
+			return Namespace{}, err
+		}
+	}
+	return Namespace{prefix: prefix, tokens: len(parts)}, nil
+}
+
+// Default returns the namespace for [DefaultPrefix].
+func Default() Namespace { return Namespace{prefix: DefaultPrefix, tokens: 1} }
+
+// Prefix returns the namespace's prefix.
+func (n Namespace) Prefix() string { return n.prefix }
+
+// Work is the subject of work items (first passes and replays) for agent.
+func (n Namespace) Work(agent string) (string, error) {
+	if err := ValidateToken("agent", agent); err != nil {
+		return "", err
+	}
+	return n.join(KindWork, agent), nil
+}
+
+// Suspended is the subject of run's suspension events.
+func (n Namespace) Suspended(agent, run string) (string, error) { return n.agentRun(KindSuspended, agent, run) }
+
+// Completed is the subject of run's completion.
+func (n Namespace) Completed(agent, run string) (string, error) { return n.agentRun(KindCompleted, agent, run) }
+
+// Failed is the subject of run's failure.
+func (n Namespace) Failed(agent, run string) (string, error) { return n.agentRun(KindFailed, agent, run) }
+
+// Resume is the subject decisions for run are published on.
+func (n Namespace) Resume(run string) (string, error) {
+	if err := ValidateToken("run id", run); err != nil {
+		return "", err
+	}
+	return n.join(KindResume, run), nil
+}
+
+// Events is the subject of run's lifecycle and audit event of type t. Events
+// not tied to a valid run use [NoRun] as the run token.
+func (n Namespace) Events(run string, t EventType) (string, error) {
+	if run != NoRun {
+		if err := ValidateToken("run id", run); err != nil {
+			return "", err
+		}
+	}
+	if err := ValidateToken("event type", string(t)); err != nil {
+		return "", err
+	}
+	return n.join(KindEvents, run, string(t)), nil
+}
+
+// NoRun is the run token of events about input that names no valid run.
+const NoRun = "_"
+
+// DeadLetter is the subject dead letters of source (a consumer name) go to.
+func (n Namespace) DeadLetter(source string) (string, error) {
+	if err := ValidateToken("dead-letter source", source); err != nil {
+		return "", err
+	}
+	return n.join(KindDLQ, source), nil
+}
+
+// All returns the wildcard matching every subject of kind, for example
+// "interlock.suspended.>".
+func (n Namespace) All(kind string) string { return n.join(kind, ">") }
+
+// RunEvents returns the wildcard matching every event of run.
+func (n Namespace) RunEvents(run string) (string, error) {
+	if err := ValidateToken("run id", run); err != nil {
+		return "", err
+	}
+	return n.join(KindEvents, run, "*"), nil
+}
+
+// RunSuspensions returns the wildcard matching run's suspensions, whatever
+// its agent.
+func (n Namespace) RunSuspensions(run string) (string, error) {
+	if err := ValidateToken("run id", run); err != nil {
+		return "", err
+	}
+	return n.join(KindSuspended, "*", run), nil
+}
+
+func (n Namespace) agentRun(kind, agent, run string) (string, error) {
+	if err := ValidateToken("agent", agent); err != nil {
+		return "", err
+	}
+	if err := ValidateToken("run id", run); err != nil {
+		return "", err
+	}
+	return n.join(kind, agent, run), nil
+}
+
+func (n Namespace) join(tokens ...string) string {
+	return n.prefix + "." + strings.Join(tokens, ".")
+}
+
+// Address is a parsed Interlock subject. Fields that the kind does not have
+// are empty.
+type Address struct {
+	Kind   string
+	Agent  string
+	Run    string
+	Event  EventType
+	Source string
+}
+
+// Parse splits subject into its parts, validating every token. The error
+// wraps [ErrInvalidSubject] or [ErrInvalidToken].
+func (n Namespace) Parse(subject string) (Address, error) {
+	rest, ok := strings.CutPrefix(subject, n.prefix+".")
+	if !ok || n.prefix == "" {
+		return Address{}, fmt.Errorf("%w: %q does not start with %q", ErrInvalidSubject, subject, n.prefix+".")
+	}
+	t := strings.Split(rest, ".")
+	want := map[string]int{
+		KindWork: 2, KindSuspended: 3, KindCompleted: 3, KindFailed: 3,
+		KindResume: 2, KindEvents: 3, KindDLQ: 2,
+	}
+	count, known := want[t[0]]
+	if !known {
+		return Address{}, fmt.Errorf("%w: %q has unknown kind %q", ErrInvalidSubject, subject, t[0])
+	}
+	if len(t) != count {
+		return Address{}, fmt.Errorf("%w: %q has %d tokens after the prefix, %s subjects have %d",
+			ErrInvalidSubject, subject, len(t), t[0], count)
+	}
+	a := Address{Kind: t[0]}
+	var err error
+	switch t[0] {
+	case KindWork:
+		a.Agent, err = t[1], ValidateToken("agent", t[1])
+	case KindSuspended, KindCompleted, KindFailed:
+		a.Agent, a.Run = t[1], t[2]
+		if err = ValidateToken("agent", t[1]); err == nil {
+			err = ValidateToken("run id", t[2])
+		}
+	case KindResume:
+		a.Run, err = t[1], ValidateToken("run id", t[1])
+	case KindEvents:
+		a.Run, a.Event = t[1], EventType(t[2])
+		if t[1] != NoRun {
+			err = ValidateToken("run id", t[1])
+		}
+		if err == nil {
+			err = ValidateToken("event type", t[2])
+		}
+	case KindDLQ:
+		a.Source, err = t[1], ValidateToken("dead-letter source", t[1])
+	}
+	if err != nil {
+		return Address{}, fmt.Errorf("%w: %q: %w", ErrInvalidSubject, subject, err)
+	}
+	return a, nil
+}
