@@ -326,6 +326,19 @@ func (c *Client) LastMsg(ctx context.Context, s Stream, subject string) (StoredM
 	return StoredMsg{Subject: m.Subject, Sequence: m.Sequence, Header: Header(m.Header), Data: m.Data, Time: m.Time}, nil
 }
 
+// MsgCount returns how many messages stream s holds.
+func (c *Client) MsgCount(ctx context.Context, s Stream) (uint64, error) {
+	st, err := c.js.Stream(ctx, c.StreamName(s))
+	if err != nil {
+		return 0, translate(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return 0, translate(err)
+	}
+	return info.State.Msgs, nil
+}
+
 // Messages returns up to limit messages of stream s on subject, oldest
 // first, starting at sequence from (0 for the first).
 func (c *Client) Messages(ctx context.Context, s Stream, subject string, from uint64, limit int) ([]StoredMsg, error) {

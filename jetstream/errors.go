@@ -36,6 +36,10 @@ func translate(err error) error {
 	}
 	var sentinel error
 	switch {
+	case errors.Is(err, context.Canceled):
+		return fmt.Errorf("%w: %s", context.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%w: %w: %s", ErrTimeout, context.DeadlineExceeded, err.Error())
 	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrMsgNotFound),
 		errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrConsumerNotFound),
 		errors.Is(err, jetstream.ErrKeyDeleted), errors.Is(err, jetstream.ErrBucketNotFound):
@@ -44,7 +48,7 @@ func translate(err error) error {
 		sentinel = ErrConflict
 	case errors.Is(err, nats.ErrMaxPayload):
 		sentinel = ErrTooLarge
-	case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, nats.ErrTimeout):
 		sentinel = ErrTimeout
 	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionDraining):
 		sentinel = ErrClosed

@@ -204,6 +204,9 @@ func (co *Coordinator) rejectInput(ctx context.Context, m *jetstream.Msg, run st
 }
 
 func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Msg) error {
+	if co.crash("outcome-start") {
+		return errAbandoned
+	}
 	addr, err := co.ns.Parse(m.Subject)
 	if err != nil {
 		return co.rejectInput(ctx, m, subjects.NoRun, err)
@@ -221,7 +224,7 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Msg) erro
 		if err != nil {
 			return err
 		}
-		next, evType, err := co.applyOutcome(rec, o, m)
+		next, err := co.applyOutcome(rec, o, m)
 		var stale *staleError
 		switch {
 		case errors.As(err, &stale):
@@ -237,7 +240,7 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Msg) erro
 		if co.crash("outcome-after-record") {
 			return errAbandoned
 		}
-		return co.outcomeEvent(ctx, next, evType)
+		return co.outcomeEvent(ctx, next, o)
 	}
 	return fmt.Errorf("run %s: compare-and-set kept losing", o.runID)
 }
@@ -246,19 +249,19 @@ type staleError struct{ expected int }
 
 func (e *staleError) Error() string { return fmt.Sprintf("expected pass %d", e.expected) }
 
-// applyOutcome returns rec updated with o, and the event to publish.
-func (co *Coordinator) applyOutcome(rec *subjects.Run, o outcome, m *jetstream.Msg) (*subjects.Run, subjects.EventType, error) {
+// applyOutcome returns rec updated with o.
+func (co *Coordinator) applyOutcome(rec *subjects.Run, o outcome, m *jetstream.Msg) (*subjects.Run, error) {
 	now := co.now()
 	if rec == nil {
 		if o.pass != 0 {
-			return nil, "", fmt.Errorf("%w: pass %d of run %s, which has no record (a first pass is pass 0)",
+			return nil, fmt.Errorf("%w: pass %d of run %s, which has no record (a first pass is pass 0)",
 				subjects.ErrMalformed, o.pass, o.runID)
 		}
 		rec = &subjects.Run{Version: subjects.Version, RunID: o.runID, Agent: o.agent, ThreadID: o.thread,
 			Input: o.input, CreatedAt: now, Pass: -1, Interrupts: []subjects.InterruptState{}}
 	} else {
 		if rec.Status != subjects.RunResuming || o.pass != rec.Pass+1 {
-			return nil, "", &staleError{expected: expectedPass(rec)}
+			return nil, &staleError{expected: expectedPass(rec)}
 		}
 		cp := *rec
 		cp.Interrupts = slices.Clone(rec.Interrupts)
@@ -281,7 +284,7 @@ func (co *Coordinator) applyOutcome(rec *subjects.Run, o outcome, m *jetstream.M
 	case subjects.KindSuspended:
 		for _, in := range o.susp.Interrupts {
 			if i := findInterrupt(rec, in.ID); i >= 0 {
-				return nil, "", fmt.Errorf("%w: interrupt %s was already raised in pass %d; a replay returns its decision instead",
+				return nil, fmt.Errorf("%w: interrupt %s was already raised in pass %d; a replay returns its decision instead",
 					subjects.ErrMalformed, in.ID, rec.Interrupts[i].Pass)
 			}
 			rec.Interrupts = append(rec.Interrupts, subjects.InterruptState{Interrupt: in, Pass: o.pass})
@@ -294,7 +297,7 @@ func (co *Coordinator) applyOutcome(rec *subjects.Run, o outcome, m *jetstream.M
 		rec.Status, evType, rec.Error = subjects.RunFailed, subjects.EventFailed, o.failure
 	}
 	rec.History = append(rec.History, subjects.HistoryEntry{At: now, Type: evType, Pass: o.pass, Detail: o.failure})
-	return rec, evType, nil
+	return rec, nil
 }
 
 func expectedPass(rec *subjects.Run) int {
@@ -317,15 +320,30 @@ func findInterrupt(rec *subjects.Run, id string) int {
 // redelivery after a crash (re-publish the pass's event, which dedups), or a
 // repeat of a pass that was run twice (recorded, changes nothing).
 func (co *Coordinator) staleOutcome(ctx context.Context, rec *subjects.Run, o outcome, m *jetstream.Msg, stale *staleError) error {
-	if o.pass == rec.Pass && (rec.Status == subjects.RunSuspended && rec.SuspensionSeq == m.Sequence ||
-		rec.Status.Terminal() && o.kind == statusKind(rec.Status)) {
-		return co.outcomeEvent(ctx, rec, eventOf(rec.Status))
+	if recorded(rec, o) {
+		return co.outcomeEvent(ctx, rec, o)
 	}
 	co.cfg.Logger.Info("stale pass outcome ignored", "run", o.runID, "pass", o.pass, "expected", stale.expected)
 	return co.event(ctx, subjects.Event{Type: subjects.EventInputRejected, RunID: o.runID, Agent: o.agent, Pass: o.pass,
 		Code: subjects.CodeStalePass, Subject: m.Subject,
 		Detail: fmt.Sprintf("%s outcome of pass %d ignored: the run is %s at pass %d", o.kind, o.pass, rec.Status, rec.Pass)},
 		"seq"+strconv.FormatUint(m.Sequence, 10))
+}
+
+// recorded reports whether rec already holds outcome o: every interrupt of a
+// suspension raised in its pass, or the same terminal outcome.
+func recorded(rec *subjects.Run, o outcome) bool {
+	switch o.kind {
+	case subjects.KindSuspended:
+		for _, in := range o.susp.Interrupts {
+			if i := findInterrupt(rec, in.ID); i < 0 || rec.Interrupts[i].Pass != o.pass {
+				return false
+			}
+		}
+		return true
+	default:
+		return rec.Status.Terminal() && rec.Pass == o.pass && o.kind == statusKind(rec.Status)
+	}
 }
 
 func statusKind(s subjects.RunStatus) string {
@@ -335,22 +353,19 @@ func statusKind(s subjects.RunStatus) string {
 	return subjects.KindFailed
 }
 
-func eventOf(s subjects.RunStatus) subjects.EventType {
-	switch s {
-	case subjects.RunCompleted:
-		return subjects.EventCompleted
-	case subjects.RunFailed:
-		return subjects.EventFailed
-	}
-	return subjects.EventSuspended
-}
-
-func (co *Coordinator) outcomeEvent(ctx context.Context, rec *subjects.Run, t subjects.EventType) error {
-	ev := subjects.Event{Type: t, RunID: rec.RunID, Agent: rec.Agent, Pass: rec.Pass, Detail: rec.Error}
-	if t == subjects.EventSuspended {
-		for _, in := range rec.Pending() {
+// outcomeEvent publishes the event of outcome o, once per pass.
+func (co *Coordinator) outcomeEvent(ctx context.Context, rec *subjects.Run, o outcome) error {
+	ev := subjects.Event{RunID: rec.RunID, Agent: rec.Agent, Pass: o.pass}
+	switch o.kind {
+	case subjects.KindSuspended:
+		ev.Type = subjects.EventSuspended
+		for _, in := range o.susp.Interrupts {
 			ev.InterruptIDs = append(ev.InterruptIDs, in.ID)
 		}
+	case subjects.KindCompleted:
+		ev.Type = subjects.EventCompleted
+	default:
+		ev.Type, ev.Detail = subjects.EventFailed, o.failure
 	}
-	return co.event(ctx, ev, "pass"+strconv.Itoa(rec.Pass))
+	return co.event(ctx, ev, "pass"+strconv.Itoa(o.pass))
 }

@@ -50,6 +50,7 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Msg) err
 				if wait, err := co.suspensionPending(ctx, addr.Run, rec); err != nil {
 					return err
 				} else if wait {
+					co.crash("decision-wait")
 					// The suspension this decision answers is in the stream but not
 					// yet recorded: come back once it is.
 					return jetstream.RetryAfter(retryDelay(m.Deliveries), rej)
@@ -167,23 +168,38 @@ func (co *Coordinator) applyDecision(rec *subjects.Run, i int, d subjects.Decisi
 // the last one awaited, the events, the reply. Every publish is deduplicated,
 // so running it again after a crash changes nothing.
 func (co *Coordinator) accepted(ctx context.Context, m *jetstream.Msg, replyTo string, rec *subjects.Run, d subjects.Decision) error {
-	i := findInterrupt(rec, d.InterruptID)
-	replay := rec.Status == subjects.RunResuming && rec.Interrupts[i].Pass == rec.Pass
+	st := rec.Interrupts[findInterrupt(rec, d.InterruptID)]
+	replay := completesPass(rec, st)
 	if replay {
-		if err := co.publishReplay(ctx, rec); err != nil {
-			return err
+		// The run may have moved on since (this is a redelivery): the work
+		// item is only due while the replay has not reported back.
+		if rec.Status == subjects.RunResuming && rec.Pass == st.Pass {
+			if err := co.publishReplay(ctx, rec); err != nil {
+				return err
+			}
 		}
 		if co.crash("decision-after-work") {
 			return errAbandoned
 		}
 		if err := co.event(ctx, subjects.Event{Type: subjects.EventResumed, RunID: rec.RunID, Agent: rec.Agent,
-			Pass: rec.Pass + 1}, "pass"+strconv.Itoa(rec.Pass+1)); err != nil {
+			Pass: st.Pass + 1}, "pass"+strconv.Itoa(st.Pass+1)); err != nil {
 			return err
 		}
 	}
 	v := subjects.Verdict{Version: subjects.Version, DecisionID: d.DecisionID, RunID: rec.RunID,
 		InterruptID: d.InterruptID, Outcome: subjects.OutcomeAccepted, Replay: replay, At: co.now()}
-	return co.publishVerdict(ctx, m, replyTo, rec.Agent, rec.Pass, v)
+	return co.publishVerdict(ctx, m, replyTo, rec.Agent, st.Pass, v)
+}
+
+// completesPass reports whether st's decision was the last one its pass
+// waited for.
+func completesPass(rec *subjects.Run, st subjects.InterruptState) bool {
+	for _, in := range rec.Interrupts {
+		if in.Pass == st.Pass && (in.Decision == nil || in.DecisionSeq > st.DecisionSeq) {
+			return false
+		}
+	}
+	return true
 }
 
 func (co *Coordinator) publishReplay(ctx context.Context, rec *subjects.Run) error {

@@ -41,11 +41,18 @@ const testAckWait = time.Second
 
 func newHarness(t *testing.T, agents map[string]AgentFunc) *harness {
 	t.Helper()
+	h := newBareHarness(t, agents)
+	h.startCoordinator(nil)
+	h.startWorker(nil)
+	return h
+}
+
+// newBareHarness starts the server and a client, and no coordinator or worker.
+func newBareHarness(t *testing.T, agents map[string]AgentFunc) *harness {
+	t.Helper()
 	h := &harness{t: t, srv: jstest.Server(t), agents: agents}
 	h.admin = jstest.Client(t, h.srv)
 	h.client = NewClient(h.admin)
-	h.startCoordinator(nil)
-	h.startWorker(nil)
 	return h
 }
 

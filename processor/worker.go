@@ -140,11 +140,17 @@ func (w *Worker) handle(ctx context.Context, agent string, fn AgentFunc, m *jets
 	if work.Agent != agent {
 		return jetstream.DeadLetter(fmt.Errorf("work item for agent %q arrived on %s", work.Agent, m.Subject))
 	}
+	if m.Deliveries > 1 {
+		// A redelivery: the pass may have ended before its ack was lost.
+		if done, err := w.passDone(ctx, work); err != nil || done {
+			return err
+		}
+	}
 	info := RunInfo{RunID: work.RunID, Agent: agent, ThreadID: work.ThreadID, Pass: work.Pass}
 	log := w.cfg.Logger.With("run", work.RunID, "agent", agent, "pass", work.Pass)
 	p := newPass(info, work, &w.schemas)
 	result, bodyErr := runBody(context.WithValue(ctx, passKey{}, p), fn, work.Input)
-	if w.crash("after-body") {
+	if w.crash("after-body:" + strconv.Itoa(work.Pass)) {
 		return errAbandoned
 	}
 	var retry *retryableError
@@ -160,11 +166,32 @@ func (w *Worker) handle(ctx context.Context, agent string, fn AgentFunc, m *jets
 	if _, err := w.client.Publish(ctx, subject, data, msgID, nil); err != nil {
 		return err
 	}
-	if w.crash("after-outcome") {
+	if w.crash("after-outcome:" + strconv.Itoa(work.Pass)) {
 		return errAbandoned
 	}
 	log.Debug("pass done", "outcome", subject)
 	return nil
+}
+
+// passDone reports whether the runs stream already holds an outcome of
+// work's pass or a later one.
+func (w *Worker) passDone(ctx context.Context, work subjects.Work) (bool, error) {
+	filter, err := w.client.Namespace().RunOutcomes(work.Agent, work.RunID)
+	if err != nil {
+		return false, err
+	}
+	last, err := w.client.LastMsg(ctx, jetstream.StreamRuns, filter)
+	if errors.Is(err, jetstream.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var head struct{ Pass int }
+	if json.Unmarshal(last.Data, &head) != nil {
+		return false, nil
+	}
+	return head.Pass >= work.Pass, nil
 }
 
 func runBody(ctx context.Context, fn AgentFunc, input json.RawMessage) (result any, err error) {

@@ -115,6 +115,15 @@ func (n Namespace) RunSuspensions(run string) (string, error) {
 	return n.join(KindSuspended, "*", run), nil
 }
 
+// RunOutcomes returns the wildcard matching run's pass outcomes:
+// suspensions, completions and failures.
+func (n Namespace) RunOutcomes(agent, run string) (string, error) {
+	if _, err := n.agentRun(KindSuspended, agent, run); err != nil {
+		return "", err
+	}
+	return n.join("*", agent, run), nil
+}
+
 func (n Namespace) agentRun(kind, agent, run string) (string, error) {
 	if err := ValidateToken("agent", agent); err != nil {
 		return "", err

@@ -1,0 +1,279 @@
+package processor
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// rawVerdict publishes data on subject as any client in any language would,
+// with a reply header, and returns the coordinator's verdict.
+func (h *harness) rawVerdict(subject string, data []byte, msgID string) subjects.Verdict {
+	h.t.Helper()
+	inbox := h.admin.NewInbox()
+	got := make(chan subjects.Verdict, 1)
+	sub, err := h.admin.Subscribe(inbox, func(_ string, b []byte) {
+		var v subjects.Verdict
+		require.NoError(h.t, json.Unmarshal(b, &v))
+		got <- v
+	})
+	require.NoError(h.t, err)
+	defer sub.Unsubscribe()
+	_, err = h.admin.Publish(h.ctx(), subject, data, msgID, jetstream.Header{jetstream.HeaderReplyTo: {inbox}})
+	require.NoError(h.t, err)
+	select {
+	case v := <-got:
+		return v
+	case <-time.After(15 * time.Second):
+		h.t.Fatal("no verdict")
+		return subjects.Verdict{}
+	}
+}
+
+func (h *harness) resumeSubject(run string) string {
+	s, err := h.admin.Namespace().Resume(run)
+	require.NoError(h.t, err)
+	return s
+}
+
+// suspendedRun starts the approval agent and returns its run record once
+// suspended.
+func suspendedRun(t *testing.T, req Request) (*harness, *subjects.Run) {
+	h := newHarness(t, map[string]AgentFunc{"gate": func(ctx context.Context, _ json.RawMessage) (any, error) {
+		d, err := Interrupt(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return d.Payload, nil
+	}})
+	run := h.start("gate", nil)
+	return h, h.suspendedAtPass(run, 0)
+}
+
+// assertRejected checks a decision was refused with code and changed nothing,
+// and that the refusal is recorded as an event.
+func assertRejected(t *testing.T, h *harness, v subjects.Verdict, err error, code subjects.Code) {
+	t.Helper()
+	if err != nil {
+		require.ErrorIs(t, err, ErrRejected)
+	}
+	assert.Equal(t, subjects.OutcomeRejected, v.Outcome)
+	assert.Equal(t, code, v.Code, v.Detail)
+	assert.NotEmpty(t, v.Detail)
+	run := v.RunID
+	if run == "" || subjects.ValidateToken("run", run) != nil {
+		run = subjects.NoRun
+	}
+	require.Eventually(t, func() bool {
+		evs, err := h.client.Events(h.ctx(), run)
+		require.NoError(t, err)
+		for _, e := range evs {
+			if e.Type == subjects.EventDecisionRejected && e.Verdict != nil && e.Verdict.Code == code {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 20*time.Millisecond, "rejection %s recorded as an event", code)
+}
+
+func TestDecisionUnknownRun(t *testing.T) {
+	h, _ := suspendedRun(t, Request{})
+	v, err := h.client.Decide(h.ctx(), DecisionRequest{RunID: "no-such-run", InterruptID: "int-x", Status: subjects.StatusResolved})
+	assertRejected(t, h, v, err, subjects.CodeUnknownRun)
+}
+
+func TestDecisionUnknownInterrupt(t *testing.T) {
+	h, rec := suspendedRun(t, Request{})
+	v, err := h.client.Decide(h.ctx(), DecisionRequest{RunID: rec.RunID, InterruptID: "int-nope", Status: subjects.StatusResolved})
+	assertRejected(t, h, v, err, subjects.CodeUnknownInterrupt)
+	rec2, err := h.client.Run(h.ctx(), rec.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, subjects.RunSuspended, rec2.Status)
+}
+
+func TestDecisionAlreadyDecided(t *testing.T) {
+	// Two interrupts, so the run stays suspended after the first decision.
+	h := newHarness(t, map[string]AgentFunc{"two": func(ctx context.Context, _ json.RawMessage) (any, error) {
+		_, e1 := Interrupt(WithToolCall(ctx, "a"), Request{})
+		_, e2 := Interrupt(WithToolCall(ctx, "b"), Request{})
+		if e1 != nil {
+			return nil, e1
+		}
+		return nil, e2
+	}})
+	run := h.start("two", nil)
+	rec := h.suspendedAtPass(run, 0)
+	id := rec.Pending()[0].ID
+	h.decide(run, id, subjects.StatusResolved, "first")
+	v, err := h.client.Decide(h.ctx(), DecisionRequest{RunID: run, InterruptID: id, Status: subjects.StatusCancelled})
+	assertRejected(t, h, v, err, subjects.CodeAlreadyDecided)
+	rec, err = h.client.Run(h.ctx(), run)
+	require.NoError(t, err)
+	assert.Equal(t, subjects.StatusResolved, rec.Interrupts[0].Decision.Status, "the first decision stands")
+}
+
+func TestDuplicateDecisionIsNoOp(t *testing.T) {
+	h, rec := suspendedRun(t, Request{})
+	req := DecisionRequest{RunID: rec.RunID, InterruptID: rec.Pending()[0].ID, Status: subjects.StatusResolved,
+		Payload: "yes", DecisionID: "decision-1"}
+	v, err := h.client.Decide(h.ctx(), req)
+	require.NoError(t, err)
+	require.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+
+	// Within the dedup window the stream drops the repeat.
+	v, err = h.client.Decide(h.ctx(), req)
+	require.NoError(t, err)
+	assert.Equal(t, subjects.OutcomeDuplicate, v.Outcome)
+
+	// Past the window (a different message id), the coordinator sees it and
+	// answers duplicate, changing nothing.
+	data, _ := json.Marshal(subjects.Decision{Version: 1, DecisionID: "decision-1", InterruptID: req.InterruptID,
+		Status: subjects.StatusResolved, Payload: json.RawMessage(`"yes"`)})
+	v = h.rawVerdict(h.resumeSubject(rec.RunID), data, "another-msg-id")
+	assert.Equal(t, subjects.OutcomeDuplicate, v.Outcome)
+	assert.Empty(t, v.Code)
+
+	done := h.waitFor(rec.RunID, Finished)
+	assert.Equal(t, subjects.RunCompleted, done.Status)
+	assert.Len(t, h.events(rec.RunID, subjects.EventDecisionAccepted), 1)
+	assert.Len(t, h.events(rec.RunID, subjects.EventResumed), 1, "one replay")
+	assert.Len(t, h.waitEvents(rec.RunID, subjects.EventDecisionDuplicate, 1), 1)
+}
+
+func TestDecisionSchemaMismatch(t *testing.T) {
+	h, rec := suspendedRun(t, Request{ResponseSchema: map[string]any{
+		"type": "object", "required": []string{"amount"},
+		"properties": map[string]any{"amount": map[string]any{"type": "number", "maximum": 100}},
+	}})
+	id := rec.Pending()[0].ID
+	for _, payload := range []any{map[string]any{"amount": "ten"}, map[string]any{"amount": 1000}, map[string]any{}, nil} {
+		v, err := h.client.Decide(h.ctx(), DecisionRequest{RunID: rec.RunID, InterruptID: id, Status: subjects.StatusResolved, Payload: payload})
+		assertRejected(t, h, v, err, subjects.CodeSchemaMismatch)
+	}
+	// A cancel needs no payload that fits.
+	_, err := h.client.Decide(h.ctx(), DecisionRequest{RunID: rec.RunID, InterruptID: id, Status: subjects.StatusCancelled})
+	require.NoError(t, err)
+}
+
+func TestDecisionNotAllowed(t *testing.T) {
+	h, rec := suspendedRun(t, Request{Approvers: []string{"alice"}})
+	id := rec.Pending()[0].ID
+	v, err := h.client.Decide(h.ctx(), DecisionRequest{RunID: rec.RunID, InterruptID: id, Status: subjects.StatusResolved, Approver: "mallory"})
+	assertRejected(t, h, v, err, subjects.CodeNotAllowed)
+	v, err = h.client.Decide(h.ctx(), DecisionRequest{RunID: rec.RunID, InterruptID: id, Status: subjects.StatusResolved})
+	assertRejected(t, h, v, err, subjects.CodeNotAllowed)
+	v, err = h.client.Decide(h.ctx(), DecisionRequest{RunID: rec.RunID, InterruptID: id, Status: subjects.StatusResolved, Approver: "alice"})
+	require.NoError(t, err)
+	assert.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+}
+
+func TestDecisionAfterExpiry(t *testing.T) {
+	h, rec := suspendedRun(t, Request{ExpiresAt: time.Now().Add(-time.Minute)})
+	id := rec.Pending()[0].ID
+	v, err := h.client.Decide(h.ctx(), DecisionRequest{RunID: rec.RunID, InterruptID: id, Status: subjects.StatusResolved, Payload: true})
+	assertRejected(t, h, v, err, subjects.CodeExpired)
+	v, err = h.client.Decide(h.ctx(), DecisionRequest{RunID: rec.RunID, InterruptID: id, Status: subjects.StatusCancelled})
+	require.NoError(t, err, "a cancel is accepted after expiry")
+	assert.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+}
+
+func TestDecisionMalformed(t *testing.T) {
+	h, rec := suspendedRun(t, Request{})
+	subject := h.resumeSubject(rec.RunID)
+	id := rec.Pending()[0].ID
+	cases := map[string]struct {
+		body string
+		code subjects.Code
+	}{
+		"not json":      {`{"version":1,`, subjects.CodeMalformed},
+		"no version":    {`{"decisionId":"d","interruptId":"` + id + `","status":"resolved"}`, subjects.CodeMalformed},
+		"version 2":     {`{"version":2,"decisionId":"d","interruptId":"` + id + `","status":"resolved"}`, subjects.CodeUnsupportedVersion},
+		"bad status":    {`{"version":1,"decisionId":"d","interruptId":"` + id + `","status":"approved"}`, subjects.CodeMalformed},
+		"null payload":  {`{"version":1,"decisionId":"d","interruptId":"` + id + `","status":"resolved","payload":null}`, subjects.CodeMalformed},
+		"unknown field": {`{"version":1,"decisionId":"d","interruptId":"` + id + `","status":"resolved","paylod":1}`, subjects.CodeMalformed},
+		"oversized":     {`{"version":1,"decisionId":"d","interruptId":"` + id + `","status":"resolved","payload":"` + strings.Repeat("x", subjects.MaxDecisionSize) + `"}`, subjects.CodeTooLarge},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			v := h.rawVerdict(subject, []byte(c.body), "")
+			assertRejected(t, h, v, nil, c.code)
+		})
+	}
+	rec, err := h.client.Run(h.ctx(), rec.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, subjects.RunSuspended, rec.Status, "bad input changes nothing")
+	// The bad messages are kept in the decisions stream: nothing is lost.
+	msgs, err := h.admin.Messages(h.ctx(), jetstream.StreamDecisions, subject, 0, 100)
+	require.NoError(t, err)
+	assert.Len(t, msgs, len(cases))
+}
+
+func TestDecisionInvalidSubject(t *testing.T) {
+	h, _ := suspendedRun(t, Request{})
+	body := []byte(`{"version":1,"decisionId":"d","interruptId":"i","status":"resolved"}`)
+	v := h.rawVerdict("interlock.resume.run-1.extra", body, "")
+	assertRejected(t, h, v, nil, subjects.CodeInvalidSubject)
+	assert.Equal(t, subjects.NoRun, v.RunID)
+}
+
+func TestDecideRefusesBadTokens(t *testing.T) {
+	h, _ := suspendedRun(t, Request{})
+	for _, run := range []string{"a.b", "a*", "a>", "a b", "a\tb", ""} {
+		_, err := h.client.Decide(h.ctx(), DecisionRequest{RunID: run, InterruptID: "i", Status: subjects.StatusResolved})
+		assert.ErrorIs(t, err, subjects.ErrInvalidToken, "run %q", run)
+	}
+	_, err := h.client.Start(h.ctx(), "bad.agent", nil)
+	assert.ErrorIs(t, err, subjects.ErrInvalidToken)
+}
+
+// A decision that arrives before the coordinator has recorded the
+// suspension it answers waits for it, instead of being refused as unknown.
+func TestDecisionBeforeSuspensionRecorded(t *testing.T) {
+	h, rec := suspendedRun(t, Request{})
+	h.co.Stop()
+	// A second run suspends while no coordinator runs.
+	run2 := h.start("gate", nil)
+	id := InterruptID(run2, "", 0)
+	require.Eventually(t, func() bool {
+		filter, _ := h.admin.Namespace().RunSuspensions(run2)
+		_, err := h.admin.LastMsg(h.ctx(), jetstream.StreamRuns, filter)
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond)
+	data, _ := json.Marshal(subjects.Decision{Version: 1, DecisionID: "early", InterruptID: id, Status: subjects.StatusResolved})
+	inbox := h.admin.NewInbox()
+	got := make(chan subjects.Verdict, 1)
+	sub, err := h.admin.Subscribe(inbox, func(_ string, b []byte) {
+		var v subjects.Verdict
+		_ = json.Unmarshal(b, &v)
+		got <- v
+	})
+	require.NoError(t, err)
+	defer sub.Unsubscribe()
+	_, err = h.admin.Publish(h.ctx(), h.resumeSubject(run2), data, "early", jetstream.Header{jetstream.HeaderReplyTo: {inbox}})
+	require.NoError(t, err)
+	// Hold the suspension back until the decision has been told to wait.
+	waited := make(chan struct{})
+	var once sync.Once
+	h.startCoordinator(func(point string) bool {
+		switch point {
+		case "decision-wait":
+			once.Do(func() { close(waited) })
+		case "outcome-start":
+			<-waited
+		}
+		return false
+	})
+	v := <-got
+	assert.Equal(t, subjects.OutcomeAccepted, v.Outcome, "%+v", v)
+	assert.Equal(t, subjects.RunCompleted, h.waitFor(run2, Finished).Status)
+	_ = rec
+}
