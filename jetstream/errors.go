@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -60,15 +61,23 @@ func translate(err error) error {
 		var apiErr *jetstream.APIError
 		switch {
 		case !errors.As(err, &apiErr):
-			return fmt.Errorf("nats: %s", err.Error())
+			return natsError(err)
 		case apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
 			sentinel = ErrTooLarge
 		case apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence,
 			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant:
 			sentinel = ErrConflict
 		default:
-			return fmt.Errorf("nats: %s", err.Error())
+			return natsError(err)
 		}
 	}
 	return fmt.Errorf("%w: %s", sentinel, err.Error())
+}
+
+// natsError keeps an unclassified error's text, marked as coming from NATS.
+func natsError(err error) error {
+	if strings.HasPrefix(err.Error(), "nats:") {
+		return errors.New(err.Error())
+	}
+	return fmt.Errorf("nats: %s", err.Error())
 }

@@ -214,7 +214,7 @@ func validateJournal(j Journal) error {
 		if err := validateID("journal key", k); err != nil {
 			return err
 		}
-		if len(v) == 0 || isNull(v) {
+		if len(v) == 0 {
 			return malformed("journal %q has no value", k)
 		}
 	}

@@ -53,13 +53,19 @@ func (n Namespace) Work(agent string) (string, error) {
 }
 
 // Suspended is the subject of run's suspension events.
-func (n Namespace) Suspended(agent, run string) (string, error) { return n.agentRun(KindSuspended, agent, run) }
+func (n Namespace) Suspended(agent, run string) (string, error) {
+	return n.agentRun(KindSuspended, agent, run)
+}
 
 // Completed is the subject of run's completion.
-func (n Namespace) Completed(agent, run string) (string, error) { return n.agentRun(KindCompleted, agent, run) }
+func (n Namespace) Completed(agent, run string) (string, error) {
+	return n.agentRun(KindCompleted, agent, run)
+}
 
 // Failed is the subject of run's failure.
-func (n Namespace) Failed(agent, run string) (string, error) { return n.agentRun(KindFailed, agent, run) }
+func (n Namespace) Failed(agent, run string) (string, error) {
+	return n.agentRun(KindFailed, agent, run)
+}
 
 // Resume is the subject decisions for run are published on.
 func (n Namespace) Resume(run string) (string, error) {

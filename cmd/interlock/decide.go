@@ -1,0 +1,113 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// newDecide builds `approve` (resolve) or `deny` (cancel).
+func newDecide(g *globals, approve bool) *cobra.Command {
+	var payload, comment, approver, decisionID string
+	use, short, status := "deny RUN [INTERRUPT]", "Cancel an interrupt (the body receives the cancelled value)", subjects.StatusCancelled
+	if approve {
+		use, short, status = "approve RUN [INTERRUPT]", "Resolve an interrupt, with an optional JSON payload", subjects.StatusResolved
+	}
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long: short + `.
+INTERRUPT may be left out when the run waits for exactly one. The command waits
+for the coordinator's verdict and exits 0 when the decision was accepted (or was
+a duplicate of an accepted one), 3 when it was rejected, with the reason.`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			client, err := g.dial(ctx, g.natsURL, "interlock-cli")
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			api := processor.NewClient(client)
+			req := processor.DecisionRequest{RunID: args[0], Status: status, Comment: comment,
+				Approver: approver, DecisionID: decisionID}
+			if len(args) == 2 {
+				req.InterruptID = args[1]
+			} else if req.InterruptID, err = onlyPending(cmd, api, args[0]); err != nil {
+				return err
+			}
+			if payload != "" {
+				if !json.Valid([]byte(payload)) {
+					return usageError{fmt.Errorf("--payload is not valid JSON: %s", payload)}
+				}
+				req.Payload = json.RawMessage(payload)
+			}
+			wctx, cancel := withTimeout(ctx, g.timeout)
+			defer cancel()
+			v, err := api.Decide(wctx, req)
+			if err != nil && !errors.Is(err, processor.ErrRejected) {
+				return err
+			}
+			if g.json {
+				if perr := printJSON(cmd.OutOrStdout(), v); perr != nil {
+					return perr
+				}
+			} else {
+				printVerdict(cmd, v)
+			}
+			if err != nil {
+				return withCode(exitRejected, fmt.Errorf("%s: %s", v.Code, v.Detail))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	if approve {
+		f.StringVar(&payload, "payload", "", "the answer, as JSON (false, 0, \"\" and {} are answers)")
+	}
+	f.StringVar(&comment, "comment", "", "a comment recorded with the decision")
+	f.StringVar(&approver, "approver", envOr("INTERLOCK_APPROVER", ""), "who decides; env INTERLOCK_APPROVER")
+	f.StringVar(&decisionID, "decision-id", "", "dedup key (default: a fresh UUIDv7); resend with the same id to retry safely")
+	return cmd
+}
+
+func onlyPending(cmd *cobra.Command, api *processor.Client, run string) (string, error) {
+	rec, err := api.Run(cmd.Context(), run)
+	if err != nil {
+		return "", err
+	}
+	pending := rec.Pending()
+	switch len(pending) {
+	case 1:
+		return pending[0].ID, nil
+	case 0:
+		return "", fmt.Errorf("run %s is %s and waits for no decision", run, rec.Status)
+	}
+	ids := make([]string, len(pending))
+	for i, p := range pending {
+		ids[i] = p.ID
+	}
+	return "", usageError{fmt.Errorf("run %s waits for %d interrupts; name one: %s", run, len(pending), strings.Join(ids, ", "))}
+}
+
+func printVerdict(cmd *cobra.Command, v subjects.Verdict) {
+	out := cmd.OutOrStdout()
+	switch v.Outcome {
+	case subjects.OutcomeAccepted:
+		if v.Replay {
+			fmt.Fprintf(out, "accepted: decision %s for interrupt %s; the run replays now\n", v.DecisionID, v.InterruptID)
+		} else {
+			fmt.Fprintf(out, "accepted: decision %s for interrupt %s; the run waits for its other interrupts\n", v.DecisionID, v.InterruptID)
+		}
+	case subjects.OutcomeDuplicate:
+		fmt.Fprintf(out, "duplicate: decision %s was already received; it is applied once\n", v.DecisionID)
+	default:
+		fmt.Fprintf(out, "rejected (%s): %s\n", v.Code, v.Detail)
+	}
+}

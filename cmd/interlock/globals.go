@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/interlockhq/interlock/jetstream"
+)
+
+// globals are the flags every command shares.
+type globals struct {
+	natsURL   string
+	creds     string
+	tlsCA     string
+	tlsCert   string
+	tlsKey    string
+	prefix    string
+	json      bool
+	timeout   time.Duration
+	logFormat string
+	logLevel  string
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func (g *globals) register(root *cobra.Command) {
+	f := root.PersistentFlags()
+	f.StringVar(&g.natsURL, "nats-url", os.Getenv("NATS_URL"), "NATS server URL(s); env NATS_URL (serve and demo: empty starts an embedded server)")
+	f.StringVar(&g.creds, "creds", os.Getenv("NATS_CREDS"), "NATS credentials file; env NATS_CREDS")
+	f.StringVar(&g.tlsCA, "tls-ca", os.Getenv("NATS_CA"), "CA certificate to verify the NATS server; env NATS_CA")
+	f.StringVar(&g.tlsCert, "tls-cert", os.Getenv("NATS_CERT"), "client certificate for TLS; env NATS_CERT")
+	f.StringVar(&g.tlsKey, "tls-key", os.Getenv("NATS_KEY"), "client key for TLS; env NATS_KEY")
+	f.StringVar(&g.prefix, "prefix", envOr("INTERLOCK_PREFIX", "interlock"), "subject prefix; env INTERLOCK_PREFIX")
+	f.BoolVar(&g.json, "json", false, "print JSON for machines instead of text")
+	f.DurationVar(&g.timeout, "timeout", 10*time.Second, "how long to wait for NATS and for a verdict")
+	f.StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
+	f.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+}
+
+func (g *globals) logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
+		return nil, usageError{fmt.Errorf("--log-level: %w", err)}
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch g.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usageError{fmt.Errorf("--log-format %q is not text or json", g.logFormat)}
+}
+
+func (g *globals) tlsConfig() (*tls.Config, error) {
+	if g.tlsCA == "" && g.tlsCert == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if g.tlsCA != "" {
+		pem, err := os.ReadFile(g.tlsCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-ca %s: no PEM certificates", g.tlsCA)
+		}
+		cfg.RootCAs = pool
+	}
+	if g.tlsCert != "" || g.tlsKey != "" {
+		cert, err := tls.LoadX509KeyPair(g.tlsCert, g.tlsKey)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+// dial connects to url (default: the local server `interlock serve` starts).
+func (g *globals) dial(ctx context.Context, url, name string) (*jetstream.Client, error) {
+	return g.dialConfig(ctx, url, name, jetstream.Config{})
+}
+
+// dialConfig is dial with stream settings; the prefix comes from --prefix.
+func (g *globals) dialConfig(ctx context.Context, url, name string, cfg jetstream.Config) (*jetstream.Client, error) {
+	if url == "" {
+		url = "nats://127.0.0.1:4222"
+	}
+	tlsCfg, err := g.tlsConfig()
+	if err != nil {
+		return nil, usageError{err}
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	cfg.Prefix = g.prefix
+	return jetstream.Dial(ctx, jetstream.DialConfig{URL: url, CredsFile: g.creds, TLS: tlsCfg, Name: name}, cfg)
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

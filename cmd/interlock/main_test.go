@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type result struct {
+	out, err string
+	code     int
+}
+
+func cli(t *testing.T, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	code := run(ctx, args, &out, &errOut)
+	return result{out.String(), errOut.String(), code}
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// serve runs `interlock serve` on dir until the returned stop is called,
+// which returns serve's exit code.
+func serve(t *testing.T, dir string, port int) (url string, stop func() int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	errOut := &syncBuffer{}
+	go func() {
+		done <- run(ctx, []string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:" + strconv.Itoa(port),
+			"--log-level", "info"}, &bytes.Buffer{}, errOut)
+	}()
+	url = "nats://127.0.0.1:" + strconv.Itoa(port)
+	require.Eventually(t, func() bool { return strings.Contains(errOut.String(), "coordinator running") },
+		15*time.Second, 20*time.Millisecond, "serve did not come up: %s", errOut)
+	return url, func() int {
+		cancel()
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Logf("serve: %s", errOut)
+			}
+			return code
+		case <-time.After(15 * time.Second):
+			t.Fatal("serve did not stop on cancel")
+			return -1
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestServeApproveShowPending(t *testing.T) {
+	dir, port := t.TempDir(), freePort(t)
+	url, stop := serve(t, dir, port)
+
+	ctx := context.Background()
+	conn, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url}, jetstream.Config{})
+	require.NoError(t, err)
+	w := processor.NewWorker(conn, processor.WorkerConfig{})
+	require.NoError(t, w.Register("refunds", demoAgent(func(string, ...any) {})))
+	require.NoError(t, w.Start(ctx))
+	api := processor.NewClient(conn)
+	run, err := api.Start(ctx, "refunds", refundRequest{Order: "A-7", Amount: 30, Customer: "Lin"})
+	require.NoError(t, err)
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	_, err = api.Wait(wctx, run, processor.Suspended)
+	require.NoError(t, err)
+
+	r := cli(t, "pending", "--nats-url", url, "--json")
+	require.Equal(t, 0, r.code, r.err)
+	var pending []processor.PendingInterrupt
+	require.NoError(t, json.Unmarshal([]byte(r.out), &pending))
+	require.Len(t, pending, 1)
+	assert.Equal(t, run, pending[0].RunID)
+	r = cli(t, "pending", "--nats-url", url)
+	assert.Contains(t, r.out, pending[0].ID)
+	assert.Contains(t, r.out, "Refund 30.00 to Lin")
+
+	r = cli(t, "approve", "--nats-url", url, run, "--payload", `{"amount": 1000}`)
+	assert.Equal(t, exitRejected, r.code)
+	assert.Contains(t, r.out, "rejected (schema_mismatch)")
+
+	r = cli(t, "approve", "--nats-url", url, run, "--payload", `{"amount":`)
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.err, "not valid JSON")
+
+	r = cli(t, "approve", "--nats-url", url, run, "--payload", `{"amount": 12}`, "--approver", "ada", "--json")
+	require.Equal(t, 0, r.code, r.err)
+	var v subjects.Verdict
+	require.NoError(t, json.Unmarshal([]byte(r.out), &v))
+	assert.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+	assert.True(t, v.Replay)
+
+	_, err = api.Wait(wctx, run, processor.Finished)
+	require.NoError(t, err)
+	r = cli(t, "show", "--nats-url", url, run, "--json")
+	require.Equal(t, 0, r.code, r.err)
+	var rec subjects.Run
+	require.NoError(t, json.Unmarshal([]byte(r.out), &rec))
+	assert.Equal(t, subjects.RunCompleted, rec.Status)
+	assert.JSONEq(t, `{"refunded":true,"amount":12,"approver":"ada"}`, string(rec.Result))
+
+	r = cli(t, "deny", "--nats-url", url, run, pending[0].ID, "--comment", "too late")
+	assert.Equal(t, exitRejected, r.code)
+	assert.Contains(t, r.out, "already_decided")
+
+	r = cli(t, "show", "--nats-url", url, "no-such-run")
+	assert.Equal(t, exitNotFound, r.code)
+	r = cli(t, "show", "--nats-url", url, "bad.run")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.err, "'.'")
+	r = cli(t, "approve", "--nats-url", url)
+	assert.Equal(t, exitUsage, r.code)
+	r = cli(t, "pending", "--nats-url", url)
+	assert.Contains(t, r.out, "no interrupts are waiting")
+
+	w.Stop()
+	conn.Close()
+	assert.Equal(t, 0, stop(), "serve exits 0 on SIGTERM/SIGINT (context cancel)")
+
+	// The data directory survives: a new serve on it still knows the run.
+	url, stop = serve(t, dir, port)
+	r = cli(t, "show", "--nats-url", url, run)
+	require.Equal(t, 0, r.code, r.err)
+	assert.Contains(t, r.out, "completed (pass 1)")
+	assert.Contains(t, r.out, "decision_accepted")
+	assert.Equal(t, 0, stop())
+}
+
+func TestDemoUnattended(t *testing.T) {
+	r := cli(t, "demo", "--auto-approve", "--log-level", "warn")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Contains(t, r.out, "suspended: the run waits for a decision")
+	assert.Contains(t, r.out, `completed after 2 passes: {"refunded":true,"amount":42.5,"approver":"demo"}`)
+	assert.Equal(t, 1, strings.Count(r.out, "step: looked up order"), "the journaled step runs once")
+
+	r = cli(t, "demo", "--auto-deny", "--json", "--log-level", "warn")
+	require.Equal(t, 0, r.code, r.err)
+	var last map[string]any
+	var events []string
+	sc := bufio.NewScanner(strings.NewReader(r.out))
+	for sc.Scan() {
+		last = nil
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &last), sc.Text())
+		events = append(events, last["event"].(string))
+	}
+	assert.Equal(t, []string{"started", "suspended", "completed"}, events)
+	res := last["result"].(map[string]any)
+	assert.Equal(t, false, res["refunded"])
+	assert.Contains(t, res["note"], "denied")
+
+	r = cli(t, "demo", "--auto-approve", "--auto-deny")
+	assert.Equal(t, exitUsage, r.code)
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/jetstream/embedded"
+	"github.com/interlockhq/interlock/processor"
+)
+
+// embeddedFlags configure the embedded nats-server of serve and demo.
+type embeddedFlags struct {
+	dataDir string
+	listen  string
+	sync    string
+}
+
+func (e *embeddedFlags) register(cmd *cobra.Command, defaultDir, defaultListen string) {
+	f := cmd.Flags()
+	f.StringVar(&e.dataDir, "data-dir", envOr("INTERLOCK_DATA_DIR", defaultDir), "embedded server: JetStream data directory; env INTERLOCK_DATA_DIR")
+	f.StringVar(&e.listen, "listen", defaultListen, "embedded server: host:port to listen on (port 0 picks a free one)")
+	f.StringVar(&e.sync, "sync", "always", "embedded server durability: always (fsync before every ack) or interval (faster; a power cut can lose the last writes)")
+}
+
+func (e *embeddedFlags) start(log *slog.Logger) (*embedded.Server, error) {
+	host, portText, err := net.SplitHostPort(e.listen)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--listen %q: %w", e.listen, err)}
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--listen %q: port: %w", e.listen, err)}
+	}
+	if port == 0 {
+		port = -1
+	}
+	if e.sync != string(embedded.SyncAlways) && e.sync != string(embedded.SyncInterval) {
+		return nil, usageError{fmt.Errorf("--sync %q is not always or interval", e.sync)}
+	}
+	srv, err := embedded.Start(embedded.Config{DataDir: e.dataDir, Host: host, Port: port, Sync: embedded.Sync(e.sync)})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("embedded nats-server started", "url", srv.URL(), "data_dir", e.dataDir, "sync", e.sync)
+	return srv, nil
+}
+
+func newServe(g *globals) *cobra.Command {
+	var (
+		emb         embeddedFlags
+		replicas    int
+		concurrency int
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the coordinator (with an embedded NATS server unless --nats-url is set)",
+		Long: `serve runs the coordinator: the only writer of run records. With no --nats-url it
+starts an embedded nats-server with JetStream file storage in --data-dir, which
+acknowledges a write only once it is on disk (--sync always). SIGINT or SIGTERM
+stops taking messages, lets the ones under way finish, and exits.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			err := runServe(cmd, g, &emb, replicas, concurrency)
+			if errors.Is(err, context.Canceled) {
+				// A signal during start-up is a requested stop, not a failure.
+				return nil
+			}
+			return err
+		},
+	}
+	emb.register(cmd, "interlock-data", "127.0.0.1:4222")
+	cmd.Flags().IntVar(&replicas, "replicas", 1, "stream replicas (3 on a NATS cluster)")
+	cmd.Flags().IntVar(&concurrency, "concurrency", 4, "messages handled at once per input stream")
+	return cmd
+}
+
+func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, replicas, concurrency int) error {
+	ctx := cmd.Context()
+	log, err := g.logger(cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	url := g.natsURL
+	if url == "" {
+		srv, err := emb.start(log)
+		if err != nil {
+			return err
+		}
+		defer srv.Shutdown()
+		url = srv.URL()
+	}
+	client, err := g.dialConfig(ctx, url, "interlock-serve", jetstream.Config{Replicas: replicas})
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	if err := client.Provision(ctx); err != nil {
+		return err
+	}
+	co := processor.NewCoordinator(client, processor.CoordinatorConfig{Concurrency: concurrency, Logger: log})
+	if err := co.Start(ctx); err != nil {
+		return err
+	}
+	log.Info("coordinator running", "nats", url, "prefix", g.prefix)
+	<-ctx.Done()
+	log.Info("shutting down: finishing messages under way")
+	co.Stop()
+	if err := client.Drain(); err != nil {
+		log.Warn("drain", "error", err)
+	}
+	log.Info("stopped")
+	return nil
+}

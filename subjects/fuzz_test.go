@@ -1,0 +1,121 @@
+package subjects_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// Every decoder either accepts a message that re-encodes and decodes to the
+// same value, or refuses it with one of the package's errors; none panics.
+func checkDecoded[T any](t *testing.T, data []byte, v T, err error, decode func([]byte) (T, error)) {
+	if err != nil {
+		if !errors.Is(err, subjects.ErrMalformed) && !errors.Is(err, subjects.ErrTooLarge) &&
+			!errors.Is(err, subjects.ErrUnsupportedVersion) {
+			t.Fatalf("unclassified error for %q: %v", data, err)
+		}
+		return
+	}
+	again, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("accepted %q but cannot re-encode: %v", data, err)
+	}
+	if _, err := decode(again); err != nil {
+		t.Fatalf("accepted %q but not its re-encoding %q: %v", data, again, err)
+	}
+}
+
+func FuzzDecodeDecision(f *testing.F) {
+	f.Add([]byte(`{"version":1,"decisionId":"d","interruptId":"i","status":"resolved","payload":{"a":1}}`))
+	f.Add([]byte(`{"version":1,"decisionId":"d","interruptId":"i","status":"cancelled","comment":"no"}`))
+	f.Add([]byte(`{"version":1,"decisionId":"d","interruptId":"i","status":"resolved","payload":null}`))
+	f.Add([]byte(`{"version":2}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d, err := subjects.DecodeDecision(data)
+		checkDecoded(t, data, d, err, subjects.DecodeDecision)
+	})
+}
+
+func FuzzDecodeSuspension(f *testing.F) {
+	f.Add([]byte(`{"version":1,"runId":"r","agent":"a","pass":0,"interrupts":[{"id":"i","reason":"tool_call"}]}`))
+	f.Add([]byte(`{"version":1,"runId":"r","agent":"a","pass":2,"input":[1],"interrupts":[{"id":"i","reason":"x","expiresAt":"2026-01-01T00:00:00Z","approvers":["al"]}],"journal":{"/s#0":1}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := subjects.DecodeSuspension(data)
+		checkDecoded(t, data, s, err, subjects.DecodeSuspension)
+	})
+}
+
+func FuzzDecodeWork(f *testing.F) {
+	f.Add([]byte(`{"version":1,"runId":"r","agent":"a","pass":1,"decisions":[{"version":1,"decisionId":"d","interruptId":"i","status":"resolved"}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		w, err := subjects.DecodeWork(data)
+		checkDecoded(t, data, w, err, subjects.DecodeWork)
+	})
+}
+
+func FuzzDecodeOutcomes(f *testing.F) {
+	f.Add([]byte(`{"version":1,"runId":"r","agent":"a","pass":0,"result":{"ok":true}}`))
+	f.Add([]byte(`{"version":1,"runId":"r","agent":"a","pass":0,"error":"boom"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := subjects.DecodeCompletion(data)
+		checkDecoded(t, data, c, err, subjects.DecodeCompletion)
+		fl, err := subjects.DecodeFailure(data)
+		checkDecoded(t, data, fl, err, subjects.DecodeFailure)
+	})
+}
+
+// Parse accepts exactly the subjects the builders produce.
+func FuzzParse(f *testing.F) {
+	f.Add("interlock.suspended.refunds.r1")
+	f.Add("interlock.resume.r1")
+	f.Add("interlock.events._.input_rejected")
+	f.Add("interlock.resume.a.b")
+	f.Fuzz(func(t *testing.T, subject string) {
+		ns := subjects.Default()
+		a, err := ns.Parse(subject)
+		if err != nil {
+			if !errors.Is(err, subjects.ErrInvalidSubject) {
+				t.Fatalf("unclassified error for %q: %v", subject, err)
+			}
+			return
+		}
+		var rebuilt string
+		switch a.Kind {
+		case subjects.KindWork:
+			rebuilt, err = ns.Work(a.Agent)
+		case subjects.KindSuspended:
+			rebuilt, err = ns.Suspended(a.Agent, a.Run)
+		case subjects.KindCompleted:
+			rebuilt, err = ns.Completed(a.Agent, a.Run)
+		case subjects.KindFailed:
+			rebuilt, err = ns.Failed(a.Agent, a.Run)
+		case subjects.KindResume:
+			rebuilt, err = ns.Resume(a.Run)
+		case subjects.KindEvents:
+			rebuilt, err = ns.Events(a.Run, a.Event)
+		case subjects.KindDLQ:
+			rebuilt, err = ns.DeadLetter(a.Source)
+		}
+		if err != nil || rebuilt != subject {
+			t.Fatalf("parsed %q as %+v, rebuilt %q, %v", subject, a, rebuilt, err)
+		}
+	})
+}
+
+func FuzzValidateToken(f *testing.F) {
+	f.Add("run-1")
+	f.Add("a.b")
+	f.Fuzz(func(t *testing.T, s string) {
+		if subjects.ValidateToken("t", s) != nil {
+			return
+		}
+		if _, err := subjects.Default().Resume(s); err != nil {
+			t.Fatalf("valid token %q does not build a subject: %v", s, err)
+		}
+		if a, err := subjects.Default().Parse("interlock.resume." + s); err != nil || a.Run != s {
+			t.Fatalf("valid token %q does not round-trip: %+v %v", s, a, err)
+		}
+	})
+}
