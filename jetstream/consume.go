@@ -192,14 +192,9 @@ func (k *Consumer) handle(h Handler, raw jetstream.Msg) {
 		Stream: meta.Stream, Sequence: meta.Sequence.Stream, Deliveries: meta.NumDelivered, Time: meta.Timestamp,
 	}
 	// Keep a long handler's message from being redelivered under it.
-	var alive *time.Timer
-	alive = time.AfterFunc(k.cc.AckWait/2, func() {
-		if raw.InProgress() == nil {
-			alive.Reset(k.cc.AckWait / 2)
-		}
-	})
+	alive := keepAlive(raw, k.cc.AckWait/2)
 	err = runHandler(context.WithoutCancel(k.ctx), h, m)
-	alive.Stop()
+	alive()
 
 	var retry *retryError
 	var dead *deadLetterError
@@ -217,6 +212,29 @@ func (k *Consumer) handle(h Handler, raw jetstream.Msg) {
 		k.cc.Logger.Warn("handler failed; will retry", "consumer", k.cc.Durable, "subject", m.Subject,
 			"seq", m.Sequence, "delivery", m.Deliveries, "retry_in", k.cc.BackOff[i], "error", err)
 		_ = raw.NakWithDelay(k.cc.BackOff[i])
+	}
+}
+
+// keepAlive sends InProgress for raw every interval until the returned stop
+// is called.
+func keepAlive(raw jetstream.Msg, interval time.Duration) (stop func()) {
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(interval, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped && raw.InProgress() == nil {
+			t.Reset(interval)
+		}
+	})
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
 	}
 }
 

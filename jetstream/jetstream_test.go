@@ -1,0 +1,306 @@
+package jetstream_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/jetstream/embedded"
+	"github.com/interlockhq/interlock/jetstream/jstest"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func TestProvisionIsIdempotent(t *testing.T) {
+	srv := jstest.Server(t)
+	c := jstest.Client(t, srv, jetstream.Config{Prefix: "acme.il"})
+	require.NoError(t, c.Provision(ctx(t)), "second time")
+	assert.Equal(t, "ACME_IL_RUNS", c.StreamName(jetstream.StreamRuns))
+	assert.Equal(t, "acme_il_runs", c.RunsBucket())
+	// Updating the configuration in place works too.
+	c2 := jstest.Client(t, srv, jetstream.Config{Prefix: "acme.il", MaxAge: time.Hour, DuplicateWindow: time.Minute})
+	require.NoError(t, c2.Provision(ctx(t)))
+	// Another prefix is another namespace on the same server.
+	other := jstest.Client(t, srv, jetstream.Config{Prefix: "other"})
+	_, err := other.MsgCount(ctx(t), jetstream.StreamRuns)
+	require.NoError(t, err)
+	_, err = jetstream.Dial(ctx(t), jetstream.DialConfig{URL: srv.URL()}, jetstream.Config{Prefix: "bad prefix"})
+	assert.ErrorIs(t, err, subjects.ErrInvalidToken)
+}
+
+func TestPublishDeduplicates(t *testing.T) {
+	c := jstest.Client(t, jstest.Server(t))
+	subject, _ := c.Namespace().Resume("r1")
+	a, err := c.Publish(ctx(t), subject, []byte(`1`), "id-1", nil)
+	require.NoError(t, err)
+	assert.False(t, a.Duplicate)
+	b, err := c.Publish(ctx(t), subject, []byte(`1`), "id-1", nil)
+	require.NoError(t, err)
+	assert.True(t, b.Duplicate)
+	assert.Equal(t, a.Sequence, b.Sequence)
+	n, err := c.MsgCount(ctx(t), jetstream.StreamDecisions)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n)
+
+	_, err = c.Publish(ctx(t), "nobody.listens", []byte(`1`), "", nil)
+	assert.ErrorIs(t, err, jetstream.ErrNoStream)
+	_, err = c.Publish(ctx(t), subject, make([]byte, 2<<20), "", nil)
+	assert.ErrorIs(t, err, jetstream.ErrTooLarge)
+}
+
+func TestRunRecordsCompareAndSet(t *testing.T) {
+	c := jstest.Client(t, jstest.Server(t))
+	_, err := c.GetRun(ctx(t), "r1")
+	assert.ErrorIs(t, err, jetstream.ErrNotFound)
+	rev, err := c.PutRun(ctx(t), "r1", []byte(`{"v":1}`), 0)
+	require.NoError(t, err)
+	_, err = c.PutRun(ctx(t), "r1", []byte(`{"v":1}`), 0)
+	assert.ErrorIs(t, err, jetstream.ErrConflict, "create of an existing key")
+	rev2, err := c.PutRun(ctx(t), "r1", []byte(`{"v":2}`), rev)
+	require.NoError(t, err)
+	_, err = c.PutRun(ctx(t), "r1", []byte(`{"v":3}`), rev)
+	assert.ErrorIs(t, err, jetstream.ErrConflict, "update at a stale revision")
+	e, err := c.GetRun(ctx(t), "r1")
+	require.NoError(t, err)
+	assert.Equal(t, rev2, e.Revision)
+	assert.JSONEq(t, `{"v":2}`, string(e.Value))
+	keys, err := c.RunKeys(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"r1"}, keys)
+}
+
+func TestLastMsgWithWildcard(t *testing.T) {
+	c := jstest.Client(t, jstest.Server(t))
+	ns := c.Namespace()
+	for i, agent := range []string{"a", "b"} {
+		s, _ := ns.Suspended(agent, "r1")
+		_, err := c.Publish(ctx(t), s, []byte(fmt.Sprint(i)), "", nil)
+		require.NoError(t, err)
+	}
+	filter, _ := ns.RunSuspensions("r1")
+	m, err := c.LastMsg(ctx(t), jetstream.StreamRuns, filter)
+	require.NoError(t, err)
+	assert.Equal(t, "1", string(m.Data))
+	filter, _ = ns.RunSuspensions("r2")
+	_, err = c.LastMsg(ctx(t), jetstream.StreamRuns, filter)
+	assert.ErrorIs(t, err, jetstream.ErrNotFound)
+}
+
+func publishN(t *testing.T, c *jetstream.Client, run string, n int) string {
+	subject, _ := c.Namespace().Resume(run)
+	for i := range n {
+		_, err := c.Publish(ctx(t), subject, []byte(fmt.Sprint(i)), "", nil)
+		require.NoError(t, err)
+	}
+	return subject
+}
+
+func TestConsumeRetriesThenAcks(t *testing.T) {
+	c := jstest.Client(t, jstest.Server(t))
+	publishN(t, c, "r1", 1)
+	var attempts atomic.Int32
+	done := make(chan struct{})
+	k, err := c.Consume(ctx(t), jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "t",
+		BackOff: []time.Duration{10 * time.Millisecond}},
+		func(_ context.Context, m *jetstream.Msg) error {
+			n := attempts.Add(1)
+			assert.EqualValues(t, n, m.Deliveries)
+			if n < 3 {
+				return errors.New("not yet")
+			}
+			close(done)
+			return nil
+		})
+	require.NoError(t, err)
+	defer k.Stop()
+	<-done
+	k.Stop()
+	assert.EqualValues(t, 3, attempts.Load())
+	n, err := c.MsgCount(ctx(t), jetstream.StreamDLQ)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+}
+
+func dlqMsgs(t *testing.T, c *jetstream.Client, source string, want int) []jetstream.StoredMsg {
+	subject, _ := c.Namespace().DeadLetter(source)
+	var msgs []jetstream.StoredMsg
+	require.Eventually(t, func() bool {
+		var err error
+		msgs, err = c.Messages(ctx(t), jetstream.StreamDLQ, subject, 0, 100)
+		return err == nil && len(msgs) >= want
+	}, 10*time.Second, 10*time.Millisecond)
+	return msgs
+}
+
+func TestConsumeDeadLettersAfterMaxDeliver(t *testing.T) {
+	c := jstest.Client(t, jstest.Server(t))
+	subject := publishN(t, c, "r1", 1)
+	var attempts atomic.Int32
+	k, err := c.Consume(ctx(t), jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "always_fails",
+		MaxDeliver: 3, BackOff: []time.Duration{5 * time.Millisecond}},
+		func(context.Context, *jetstream.Msg) error {
+			attempts.Add(1)
+			return errors.New("sink is down")
+		})
+	require.NoError(t, err)
+	defer k.Stop()
+	msgs := dlqMsgs(t, c, "always_fails", 1)
+	k.Stop()
+	require.Len(t, msgs, 1)
+	m := msgs[0]
+	assert.Equal(t, "0", string(m.Data), "the message is kept")
+	assert.Contains(t, m.Header.Get(jetstream.HeaderDLQReason), "gave up after 3 deliveries: sink is down")
+	assert.Equal(t, subject, m.Header.Get(jetstream.HeaderDLQSubject))
+	assert.Equal(t, "3", m.Header.Get(jetstream.HeaderDLQDeliveries))
+	assert.Equal(t, "always_fails", m.Header.Get(jetstream.HeaderDLQConsumer))
+	assert.Equal(t, c.StreamName(jetstream.StreamDecisions), m.Header.Get(jetstream.HeaderDLQStream))
+	assert.EqualValues(t, 3, attempts.Load())
+}
+
+func TestConsumeDeadLetterAtOnceAndPanics(t *testing.T) {
+	c := jstest.Client(t, jstest.Server(t))
+	publishN(t, c, "r1", 2)
+	var panicked atomic.Bool
+	k, err := c.Consume(ctx(t), jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "picky",
+		BackOff: []time.Duration{5 * time.Millisecond}},
+		func(_ context.Context, m *jetstream.Msg) error {
+			if string(m.Data) == "0" {
+				return jetstream.DeadLetter(errors.New("cannot parse"))
+			}
+			if panicked.CompareAndSwap(false, true) {
+				panic("boom")
+			}
+			return nil
+		})
+	require.NoError(t, err)
+	defer k.Stop()
+	msgs := dlqMsgs(t, c, "picky", 1)
+	assert.Equal(t, "cannot parse", msgs[0].Header.Get(jetstream.HeaderDLQReason))
+	assert.Equal(t, "1", msgs[0].Header.Get(jetstream.HeaderDLQDeliveries), "no retries for DeadLetter")
+	require.Eventually(t, panicked.Load, 5*time.Second, 10*time.Millisecond)
+	// The panic became a retry, and the retry succeeded: nothing else was
+	// dead-lettered.
+	require.Eventually(t, func() bool {
+		n, err := c.MsgCount(ctx(t), jetstream.StreamDLQ)
+		return err == nil && n == 1
+	}, 5*time.Second, 10*time.Millisecond)
+}
+
+func TestConsumeRetryAfter(t *testing.T) {
+	c := jstest.Client(t, jstest.Server(t))
+	publishN(t, c, "r1", 1)
+	var first time.Time
+	var gap time.Duration
+	done := make(chan struct{})
+	k, err := c.Consume(ctx(t), jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "later"},
+		func(_ context.Context, m *jetstream.Msg) error {
+			if m.Deliveries == 1 {
+				first = time.Now()
+				return jetstream.RetryAfter(300*time.Millisecond, errors.New("wait"))
+			}
+			gap = time.Since(first)
+			close(done)
+			return nil
+		})
+	require.NoError(t, err)
+	defer k.Stop()
+	<-done
+	assert.GreaterOrEqual(t, gap, 300*time.Millisecond, "redelivered no sooner than asked")
+}
+
+// A handler that runs longer than AckWait keeps its message: InProgress
+// stops the server from handing it to someone else.
+func TestConsumeLongHandlerNotRedelivered(t *testing.T) {
+	c := jstest.Client(t, jstest.Server(t))
+	publishN(t, c, "r1", 1)
+	var deliveries atomic.Int32
+	done := make(chan struct{})
+	k, err := c.Consume(ctx(t), jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "slow",
+		AckWait: 500 * time.Millisecond, Concurrency: 2},
+		func(context.Context, *jetstream.Msg) error {
+			if deliveries.Add(1) == 1 {
+				time.Sleep(1500 * time.Millisecond) // the long pass under test
+				close(done)
+			}
+			return nil
+		})
+	require.NoError(t, err)
+	defer k.Stop()
+	<-done
+	k.Stop()
+	assert.EqualValues(t, 1, deliveries.Load())
+}
+
+func TestConsumePartitionKeepsOrder(t *testing.T) {
+	c := jstest.Client(t, jstest.Server(t))
+	for _, run := range []string{"a", "b", "c"} {
+		publishN(t, c, run, 30)
+	}
+	var mu sync.Mutex
+	seen := map[string][]string{}
+	var total atomic.Int32
+	done := make(chan struct{})
+	k, err := c.Consume(ctx(t), jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "ordered",
+		Concurrency: 4, PartitionKey: func(m *jetstream.Msg) string { return m.Subject }},
+		func(_ context.Context, m *jetstream.Msg) error {
+			mu.Lock()
+			seen[m.Subject] = append(seen[m.Subject], string(m.Data))
+			mu.Unlock()
+			if total.Add(1) == 90 {
+				close(done)
+			}
+			return nil
+		})
+	require.NoError(t, err)
+	defer k.Stop()
+	<-done
+	for subject, got := range seen {
+		want := make([]string, 30)
+		for i := range want {
+			want[i] = fmt.Sprint(i)
+		}
+		assert.Equal(t, want, got, subject)
+	}
+}
+
+func TestEmbeddedSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	srv := jstest.Server(t, embedded.Config{DataDir: dir, Sync: embedded.SyncAlways})
+	c := jstest.Client(t, srv)
+	_, err := c.PutRun(ctx(t), "r1", []byte(`{"kept":true}`), 0)
+	require.NoError(t, err)
+	c.Close()
+	srv = jstest.Restart(t, srv, embedded.Config{DataDir: dir, Sync: embedded.SyncAlways})
+	c = jstest.Client(t, srv)
+	e, err := c.GetRun(ctx(t), "r1")
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"kept":true}`, string(e.Value))
+}
+
+func TestEmbeddedConfigErrors(t *testing.T) {
+	_, err := embedded.Start(embedded.Config{Port: -1})
+	assert.ErrorIs(t, err, embedded.ErrConfig)
+	_, err = embedded.Start(embedded.Config{Port: -1, DataDir: t.TempDir(), Sync: "sometimes"})
+	assert.ErrorIs(t, err, embedded.ErrConfig)
+	srv := jstest.Server(t)
+	_, err = embedded.Start(embedded.Config{Port: srv.Port(), DataDir: t.TempDir(), StartTimeout: time.Second})
+	require.Error(t, err)
+	assert.True(t, strings.Contains(err.Error(), "in use") || strings.Contains(err.Error(), "address"), err.Error())
+}
