@@ -151,21 +151,54 @@ func (cl *Client) Decide(ctx context.Context, req DecisionRequest) (subjects.Ver
 		return subjects.Verdict{}, err
 	}
 	if ack.Duplicate {
-		// The stream already holds this decision id; the coordinator saw it
-		// the first time.
-		return subjects.Verdict{Version: subjects.Version, DecisionID: d.DecisionID, RunID: req.RunID,
-			InterruptID: d.InterruptID, Outcome: subjects.OutcomeDuplicate, At: time.Now().UTC(),
-			Detail: "the stream already holds a decision with this id; it is applied once"}, nil
+		// The stream already holds this decision id, so the coordinator will
+		// not see this copy: answer with what became of the first one.
+		return cl.firstVerdict(ctx, req.RunID, d)
 	}
 	select {
 	case v := <-verdicts:
-		if v.Outcome == subjects.OutcomeRejected {
-			return v, &RejectionError{Verdict: v}
-		}
-		return v, nil
+		return v, verdictErr(v)
 	case <-ctx.Done():
 		return subjects.Verdict{}, fmt.Errorf("decision %s is stored; no verdict yet (is a coordinator running?): %w",
 			d.DecisionID, ctx.Err())
+	}
+}
+
+func verdictErr(v subjects.Verdict) error {
+	if v.Outcome == subjects.OutcomeRejected {
+		return &RejectionError{Verdict: v}
+	}
+	return nil
+}
+
+// firstVerdict finds the verdict on the first copy of decision d in run's
+// events, waiting for it if the coordinator has not answered yet. An accepted
+// first copy makes this one a duplicate; a rejected one, the same rejection.
+func (cl *Client) firstVerdict(ctx context.Context, run string, d subjects.Decision) (subjects.Verdict, error) {
+	for {
+		evs, err := cl.Events(ctx, run)
+		if err != nil && !errors.Is(err, subjects.ErrInvalidToken) {
+			return subjects.Verdict{}, err
+		}
+		for _, ev := range evs {
+			v := ev.Verdict
+			if v == nil || v.DecisionID != d.DecisionID || v.InterruptID != d.InterruptID {
+				continue
+			}
+			if v.Outcome == subjects.OutcomeAccepted {
+				dup := *v
+				dup.Outcome, dup.Replay, dup.At = subjects.OutcomeDuplicate, false, time.Now().UTC()
+				dup.Detail = "this decision was already accepted; nothing changed"
+				return dup, nil
+			}
+			return *v, verdictErr(*v)
+		}
+		select {
+		case <-ctx.Done():
+			return subjects.Verdict{}, fmt.Errorf("decision %s was sent before; its verdict is not recorded yet: %w",
+				d.DecisionID, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 

@@ -149,6 +149,19 @@ func TestDuplicateDecisionIsNoOp(t *testing.T) {
 	assert.Len(t, h.waitEvents(rec.RunID, subjects.EventDecisionDuplicate, 1), 1)
 }
 
+// Resending a rejected decision (same id) reports the same rejection, not a
+// duplicate of something that was never applied.
+func TestResentRejectedDecision(t *testing.T) {
+	h, rec := suspendedRun(t, Request{Approvers: []string{"alice"}})
+	req := DecisionRequest{RunID: rec.RunID, InterruptID: rec.Pending()[0].ID, Status: subjects.StatusResolved,
+		Approver: "bob", DecisionID: "bob-1"}
+	_, err := h.client.Decide(h.ctx(), req)
+	require.ErrorIs(t, err, ErrRejected)
+	v, err := h.client.Decide(h.ctx(), req)
+	require.ErrorIs(t, err, ErrRejected)
+	assert.Equal(t, subjects.CodeNotAllowed, v.Code)
+}
+
 func TestDecisionSchemaMismatch(t *testing.T) {
 	h, rec := suspendedRun(t, Request{ResponseSchema: map[string]any{
 		"type": "object", "required": []string{"amount"},

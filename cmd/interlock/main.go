@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -66,7 +67,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitRejected
 	case errors.Is(err, processor.ErrRunNotFound):
 		return exitNotFound
-	case isUsage(err), errors.Is(err, subjects.ErrInvalidToken):
+	case isUsage(err), errors.Is(err, subjects.ErrInvalidToken), strings.HasPrefix(err.Error(), "unknown command"):
 		return exitUsage
 	}
 	return exitFailure

@@ -194,3 +194,20 @@ func TestDemoUnattended(t *testing.T) {
 	r = cli(t, "demo", "--auto-approve", "--auto-deny")
 	assert.Equal(t, exitUsage, r.code)
 }
+
+func TestConnectionFlagErrors(t *testing.T) {
+	r := cli(t, "pending", "--tls-ca", "/no/such/ca.pem")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.err, "--tls-ca")
+	r = cli(t, "pending", "--tls-cert", "/no/such.pem", "--tls-key", "/no/such.key")
+	assert.Equal(t, exitUsage, r.code)
+	r = cli(t, "pending", "--nats-url", "nats://127.0.0.1:1", "--timeout", "500ms")
+	assert.Equal(t, exitFailure, r.code)
+	assert.Contains(t, r.err, "connect to nats://127.0.0.1:1")
+	r = cli(t, "serve", "--sync", "sometimes", "--data-dir", t.TempDir())
+	assert.Equal(t, exitUsage, r.code)
+	r = cli(t, "serve", "--listen", "nonsense", "--data-dir", t.TempDir())
+	assert.Equal(t, exitUsage, r.code)
+	r = cli(t, "no-such-command")
+	assert.Equal(t, exitUsage, r.code)
+}

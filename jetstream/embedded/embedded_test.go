@@ -6,10 +6,13 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The shipped single-node config starts, and Interlock provisions on it.
 func TestDeploySingleConfig(t *testing.T) {
