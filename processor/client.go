@@ -47,7 +47,7 @@ func WithThreadID(id string) StartOption {
 // marshals to JSON) and returns the run id. Starting the same run id twice
 // within the duplicate window queues it once.
 func (cl *Client) Start(ctx context.Context, agent string, input any, opts ...StartOption) (string, error) {
-	w := subjects.Work{Version: subjects.Version, Agent: agent}
+	w := subjects.Work{PassRef: subjects.PassRef{Version: subjects.Version, Agent: agent}}
 	for _, o := range opts {
 		if err := o(&w); err != nil {
 			return "", err

@@ -157,13 +157,10 @@ func (co *Coordinator) event(ctx context.Context, ev subjects.Event, dedup strin
 
 // ---- pass outcomes ----
 
+// outcome is a decoded pass outcome of any kind.
 type outcome struct {
+	subjects.PassRef
 	kind    string
-	runID   string
-	agent   string
-	thread  string
-	pass    int
-	input   json.RawMessage
 	journal subjects.Journal
 	susp    *subjects.Suspension
 	result  json.RawMessage
@@ -174,16 +171,13 @@ func decodeOutcome(kind string, data []byte) (outcome, error) {
 	switch kind {
 	case subjects.KindSuspended:
 		s, err := subjects.DecodeSuspension(data)
-		return outcome{kind: kind, runID: s.RunID, agent: s.Agent, thread: s.ThreadID, pass: s.Pass,
-			input: s.Input, journal: s.Journal, susp: &s}, err
+		return outcome{PassRef: s.PassRef, kind: kind, journal: s.Journal, susp: &s}, err
 	case subjects.KindCompleted:
 		c, err := subjects.DecodeCompletion(data)
-		return outcome{kind: kind, runID: c.RunID, agent: c.Agent, thread: c.ThreadID, pass: c.Pass,
-			input: c.Input, journal: c.Journal, result: c.Result}, err
+		return outcome{PassRef: c.PassRef, kind: kind, journal: c.Journal, result: c.Result}, err
 	case subjects.KindFailed:
 		f, err := subjects.DecodeFailure(data)
-		return outcome{kind: kind, runID: f.RunID, agent: f.Agent, thread: f.ThreadID, pass: f.Pass,
-			input: f.Input, failure: f.Error}, err
+		return outcome{PassRef: f.PassRef, kind: kind, failure: f.Error}, err
 	}
 	return outcome{}, fmt.Errorf("%w: %s is not a pass outcome", subjects.ErrInvalidSubject, kind)
 }
@@ -212,15 +206,15 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Msg) erro
 		return co.rejectInput(ctx, m, subjects.NoRun, err)
 	}
 	o, err := decodeOutcome(addr.Kind, m.Data)
-	if err == nil && (o.runID != addr.Run || o.agent != addr.Agent) {
+	if err == nil && (o.RunID != addr.Run || o.Agent != addr.Agent) {
 		err = fmt.Errorf("%w: subject names agent %q run %q, body names agent %q run %q",
-			subjects.ErrMalformed, addr.Agent, addr.Run, o.agent, o.runID)
+			subjects.ErrMalformed, addr.Agent, addr.Run, o.Agent, o.RunID)
 	}
 	if err != nil {
 		return co.rejectInput(ctx, m, addr.Run, err)
 	}
 	for range maxCASAttempts {
-		rec, rev, err := co.load(ctx, o.runID)
+		rec, rev, err := co.load(ctx, o.RunID)
 		if err != nil {
 			return err
 		}
@@ -230,7 +224,7 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Msg) erro
 		case errors.As(err, &stale):
 			return co.staleOutcome(ctx, rec, o, m, stale)
 		case err != nil:
-			return co.rejectInput(ctx, m, o.runID, err)
+			return co.rejectInput(ctx, m, o.RunID, err)
 		}
 		if err := co.store(ctx, next, rev); errors.Is(err, jetstream.ErrConflict) {
 			continue
@@ -242,7 +236,7 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Msg) erro
 		}
 		return co.outcomeEvent(ctx, next, o)
 	}
-	return fmt.Errorf("run %s: compare-and-set kept losing", o.runID)
+	return fmt.Errorf("run %s: compare-and-set kept losing", o.RunID)
 }
 
 type staleError struct{ expected int }
@@ -253,14 +247,14 @@ func (e *staleError) Error() string { return fmt.Sprintf("expected pass %d", e.e
 func (co *Coordinator) applyOutcome(rec *subjects.Run, o outcome, m *jetstream.Msg) (*subjects.Run, error) {
 	now := co.now()
 	if rec == nil {
-		if o.pass != 0 {
+		if o.Pass != 0 {
 			return nil, fmt.Errorf("%w: pass %d of run %s, which has no record (a first pass is pass 0)",
-				subjects.ErrMalformed, o.pass, o.runID)
+				subjects.ErrMalformed, o.Pass, o.RunID)
 		}
-		rec = &subjects.Run{Version: subjects.Version, RunID: o.runID, Agent: o.agent, ThreadID: o.thread,
-			Input: o.input, CreatedAt: now, Pass: -1, Interrupts: []subjects.InterruptState{}}
+		rec = &subjects.Run{Version: subjects.Version, RunID: o.RunID, Agent: o.Agent, ThreadID: o.ThreadID,
+			Input: o.Input, CreatedAt: now, Pass: -1, Interrupts: []subjects.InterruptState{}}
 	} else {
-		if rec.Status != subjects.RunResuming || o.pass != rec.Pass+1 {
+		if rec.Status != subjects.RunResuming || o.Pass != rec.Pass+1 {
 			return nil, &staleError{expected: expectedPass(rec)}
 		}
 		cp := *rec
@@ -268,7 +262,7 @@ func (co *Coordinator) applyOutcome(rec *subjects.Run, o outcome, m *jetstream.M
 		cp.History = slices.Clone(rec.History)
 		rec = &cp
 	}
-	rec.Pass = o.pass
+	rec.Pass = o.Pass
 	if len(o.journal) > 0 {
 		j := make(subjects.Journal, len(rec.Journal)+len(o.journal))
 		for k, v := range rec.Journal {
@@ -287,7 +281,7 @@ func (co *Coordinator) applyOutcome(rec *subjects.Run, o outcome, m *jetstream.M
 				return nil, fmt.Errorf("%w: interrupt %s was already raised in pass %d; a replay returns its decision instead",
 					subjects.ErrMalformed, in.ID, rec.Interrupts[i].Pass)
 			}
-			rec.Interrupts = append(rec.Interrupts, subjects.InterruptState{Interrupt: in, Pass: o.pass})
+			rec.Interrupts = append(rec.Interrupts, subjects.InterruptState{Interrupt: in, Pass: o.Pass})
 		}
 		rec.Status, evType = subjects.RunSuspended, subjects.EventSuspended
 		rec.SuspensionSeq = m.Sequence
@@ -296,7 +290,7 @@ func (co *Coordinator) applyOutcome(rec *subjects.Run, o outcome, m *jetstream.M
 	case subjects.KindFailed:
 		rec.Status, evType, rec.Error = subjects.RunFailed, subjects.EventFailed, o.failure
 	}
-	rec.History = append(rec.History, subjects.HistoryEntry{At: now, Type: evType, Pass: o.pass, Detail: o.failure})
+	rec.History = append(rec.History, subjects.HistoryEntry{At: now, Type: evType, Pass: o.Pass, Detail: o.failure})
 	return rec, nil
 }
 
@@ -323,10 +317,10 @@ func (co *Coordinator) staleOutcome(ctx context.Context, rec *subjects.Run, o ou
 	if recorded(rec, o) {
 		return co.outcomeEvent(ctx, rec, o)
 	}
-	co.cfg.Logger.Info("stale pass outcome ignored", "run", o.runID, "pass", o.pass, "expected", stale.expected)
-	return co.event(ctx, subjects.Event{Type: subjects.EventInputRejected, RunID: o.runID, Agent: o.agent, Pass: o.pass,
+	co.cfg.Logger.Info("stale pass outcome ignored", "run", o.RunID, "pass", o.Pass, "expected", stale.expected)
+	return co.event(ctx, subjects.Event{Type: subjects.EventInputRejected, RunID: o.RunID, Agent: o.Agent, Pass: o.Pass,
 		Code: subjects.CodeStalePass, Subject: m.Subject,
-		Detail: fmt.Sprintf("%s outcome of pass %d ignored: the run is %s at pass %d", o.kind, o.pass, rec.Status, rec.Pass)},
+		Detail: fmt.Sprintf("%s outcome of pass %d ignored: the run is %s at pass %d", o.kind, o.Pass, rec.Status, rec.Pass)},
 		"seq"+strconv.FormatUint(m.Sequence, 10))
 }
 
@@ -336,13 +330,13 @@ func recorded(rec *subjects.Run, o outcome) bool {
 	switch o.kind {
 	case subjects.KindSuspended:
 		for _, in := range o.susp.Interrupts {
-			if i := findInterrupt(rec, in.ID); i < 0 || rec.Interrupts[i].Pass != o.pass {
+			if i := findInterrupt(rec, in.ID); i < 0 || rec.Interrupts[i].Pass != o.Pass {
 				return false
 			}
 		}
 		return true
 	default:
-		return rec.Status.Terminal() && rec.Pass == o.pass && o.kind == statusKind(rec.Status)
+		return rec.Status.Terminal() && rec.Pass == o.Pass && o.kind == statusKind(rec.Status)
 	}
 }
 
@@ -355,7 +349,7 @@ func statusKind(s subjects.RunStatus) string {
 
 // outcomeEvent publishes the event of outcome o, once per pass.
 func (co *Coordinator) outcomeEvent(ctx context.Context, rec *subjects.Run, o outcome) error {
-	ev := subjects.Event{RunID: rec.RunID, Agent: rec.Agent, Pass: o.pass}
+	ev := subjects.Event{RunID: rec.RunID, Agent: rec.Agent, Pass: o.Pass}
 	switch o.kind {
 	case subjects.KindSuspended:
 		ev.Type = subjects.EventSuspended
@@ -367,5 +361,5 @@ func (co *Coordinator) outcomeEvent(ctx context.Context, rec *subjects.Run, o ou
 	default:
 		ev.Type, ev.Detail = subjects.EventFailed, o.failure
 	}
-	return co.event(ctx, ev, "pass"+strconv.Itoa(o.pass))
+	return co.event(ctx, ev, "pass"+strconv.Itoa(o.Pass))
 }

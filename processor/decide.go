@@ -203,8 +203,8 @@ func completesPass(rec *subjects.Run, st subjects.InterruptState) bool {
 }
 
 func (co *Coordinator) publishReplay(ctx context.Context, rec *subjects.Run) error {
-	w := subjects.Work{Version: subjects.Version, RunID: rec.RunID, Agent: rec.Agent, ThreadID: rec.ThreadID,
-		Pass: rec.Pass + 1, Input: rec.Input, Journal: rec.Journal}
+	w := subjects.Work{PassRef: subjects.PassRef{Version: subjects.Version, RunID: rec.RunID, Agent: rec.Agent,
+		ThreadID: rec.ThreadID, Pass: rec.Pass + 1, Input: rec.Input}, Journal: rec.Journal}
 	for _, in := range rec.Interrupts {
 		if in.Decision != nil {
 			w.Decisions = append(w.Decisions, *in.Decision)

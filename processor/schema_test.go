@@ -87,7 +87,7 @@ func TestWireMessagesMatchSchemas(t *testing.T) {
 	}
 	// Work items are consumed from the work queue; check the ones the code
 	// builds by publishing a replay to a stream no worker reads.
-	w := subjects.Work{Version: 1, RunID: run, Agent: "refunds", Pass: 1, Input: json.RawMessage(`{}`),
+	w := subjects.Work{PassRef: subjects.PassRef{Version: 1, RunID: run, Agent: "refunds", Pass: 1, Input: json.RawMessage(`{}`)},
 		Decisions: []subjects.Decision{*rec.Interrupts[0].Decision}, Journal: rec.Journal}
 	data, _ := json.Marshal(w)
 	assert.NoError(t, wireschema.Validate("work", data))

@@ -209,46 +209,36 @@ func runBody(ctx context.Context, fn AgentFunc, input json.RawMessage) (result a
 func (w *Worker) outcome(work subjects.Work, p *pass, result any, bodyErr error) (string, []byte, error) {
 	ns := w.client.Namespace()
 	now := time.Now().UTC()
+	ref := work.PassRef
+	ref.Version = subjects.Version
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	var msg any
+	build := ns.Failed
 	switch {
 	case len(p.firstErrs) > 0:
 		// A request that could not be published fails the run rather than
 		// let the pass end without asking.
 		bodyErr = errors.Join(p.firstErrs...)
 	case len(p.pending) > 0:
-		subject, err := ns.Suspended(work.Agent, work.RunID)
-		if err != nil {
-			return "", nil, err
-		}
-		data, err := json.Marshal(subjects.Suspension{
-			Version: subjects.Version, RunID: work.RunID, Agent: work.Agent, ThreadID: work.ThreadID,
-			Pass: work.Pass, Input: work.Input, Interrupts: p.pending, Journal: p.journal, SuspendedAt: now,
-		})
-		return subject, data, err
+		build = ns.Suspended
+		msg = subjects.Suspension{PassRef: ref, Interrupts: p.pending, Journal: p.journal, SuspendedAt: now}
 	case bodyErr == nil:
 		raw, err := json.Marshal(result)
 		if err != nil {
 			bodyErr = fmt.Errorf("result cannot be marshalled: %w", err)
 			break
 		}
-		subject, err := ns.Completed(work.Agent, work.RunID)
-		if err != nil {
-			return "", nil, err
-		}
-		data, err := json.Marshal(subjects.Completion{
-			Version: subjects.Version, RunID: work.RunID, Agent: work.Agent, ThreadID: work.ThreadID,
-			Pass: work.Pass, Input: work.Input, Result: raw, Journal: p.journal, CompletedAt: now,
-		})
-		return subject, data, err
+		build = ns.Completed
+		msg = subjects.Completion{PassRef: ref, Result: raw, Journal: p.journal, CompletedAt: now}
 	}
-	subject, err := ns.Failed(work.Agent, work.RunID)
+	if msg == nil {
+		msg = subjects.Failure{PassRef: ref, Error: bodyErr.Error(), FailedAt: now}
+	}
+	subject, err := build(work.Agent, work.RunID)
 	if err != nil {
 		return "", nil, err
 	}
-	data, err := json.Marshal(subjects.Failure{
-		Version: subjects.Version, RunID: work.RunID, Agent: work.Agent, ThreadID: work.ThreadID,
-		Pass: work.Pass, Input: work.Input, Error: bodyErr.Error(), FailedAt: now,
-	})
+	data, err := json.Marshal(msg)
 	return subject, data, err
 }

@@ -62,7 +62,7 @@ func DecodeSuspension(data []byte) (Suspension, error) {
 
 // Validate checks a suspension's fields and every interrupt in it.
 func (s *Suspension) Validate() error {
-	if err := validateRunFields(s.RunID, s.Agent, s.ThreadID, s.Pass); err != nil {
+	if err := s.PassRef.validate(); err != nil {
 		return err
 	}
 	if len(s.Interrupts) == 0 {
@@ -110,7 +110,7 @@ func DecodeCompletion(data []byte) (Completion, error) {
 	if err := decode(data, MaxMessageSize, &c); err != nil {
 		return Completion{}, err
 	}
-	if err := validateRunFields(c.RunID, c.Agent, c.ThreadID, c.Pass); err != nil {
+	if err := c.PassRef.validate(); err != nil {
 		return Completion{}, err
 	}
 	return c, validateJournal(c.Journal)
@@ -122,7 +122,7 @@ func DecodeFailure(data []byte) (Failure, error) {
 	if err := decode(data, MaxMessageSize, &f); err != nil {
 		return Failure{}, err
 	}
-	if err := validateRunFields(f.RunID, f.Agent, f.ThreadID, f.Pass); err != nil {
+	if err := f.PassRef.validate(); err != nil {
 		return Failure{}, err
 	}
 	if f.Error == "" {
@@ -137,7 +137,7 @@ func DecodeWork(data []byte) (Work, error) {
 	if err := decode(data, MaxMessageSize, &w); err != nil {
 		return Work{}, err
 	}
-	if err := validateRunFields(w.RunID, w.Agent, w.ThreadID, w.Pass); err != nil {
+	if err := w.PassRef.validate(); err != nil {
 		return Work{}, err
 	}
 	for i := range w.Decisions {
@@ -191,20 +191,20 @@ func jsonError(err error) string {
 	return err.Error()
 }
 
-func validateRunFields(run, agent, thread string, pass int) error {
-	if err := ValidateToken("runId", run); err != nil {
+func (p *PassRef) validate() error {
+	if err := ValidateToken("runId", p.RunID); err != nil {
 		return &ProtocolError{Code: CodeMalformed, Detail: err.Error(), err: errors.Join(ErrMalformed, err)}
 	}
-	if err := ValidateToken("agent", agent); err != nil {
+	if err := ValidateToken("agent", p.Agent); err != nil {
 		return &ProtocolError{Code: CodeMalformed, Detail: err.Error(), err: errors.Join(ErrMalformed, err)}
 	}
-	if thread != "" {
-		if err := validateID("threadId", thread); err != nil {
+	if p.ThreadID != "" {
+		if err := validateID("threadId", p.ThreadID); err != nil {
 			return err
 		}
 	}
-	if pass < 0 {
-		return malformed("pass %d is negative", pass)
+	if p.Pass < 0 {
+		return malformed("pass %d is negative", p.Pass)
 	}
 	return nil
 }

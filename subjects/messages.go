@@ -47,9 +47,9 @@ type Interrupt struct {
 // Journal maps a journaled step's key to its recorded JSON result.
 type Journal map[string]json.RawMessage
 
-// Suspension is published once per pass that stops on interrupts, on
-// <prefix>.suspended.<agent>.<run>. It carries every interrupt of the pass.
-type Suspension struct {
+// PassRef identifies one pass of a run. Work items and pass outcomes start
+// with these fields.
+type PassRef struct {
 	Version  int    `json:"version"`
 	RunID    string `json:"runId"`
 	Agent    string `json:"agent"`
@@ -58,21 +58,22 @@ type Suspension struct {
 	// repeats of a pass it has already recorded.
 	Pass int `json:"pass"`
 	// Input is the run's input, as the first pass received it.
-	Input       json.RawMessage `json:"input,omitempty"`
-	Interrupts  []Interrupt     `json:"interrupts"`
-	Journal     Journal         `json:"journal,omitempty"`
-	SuspendedAt time.Time       `json:"suspendedAt,omitzero"`
+	Input json.RawMessage `json:"input,omitempty"`
+}
+
+// Suspension is published once per pass that stops on interrupts, on
+// <prefix>.suspended.<agent>.<run>. It carries every interrupt of the pass.
+type Suspension struct {
+	PassRef
+	Interrupts  []Interrupt `json:"interrupts"`
+	Journal     Journal     `json:"journal,omitempty"`
+	SuspendedAt time.Time   `json:"suspendedAt,omitzero"`
 }
 
 // Completion is published when a pass finishes the run, on
 // <prefix>.completed.<agent>.<run>.
 type Completion struct {
-	Version     int             `json:"version"`
-	RunID       string          `json:"runId"`
-	Agent       string          `json:"agent"`
-	ThreadID    string          `json:"threadId,omitempty"`
-	Pass        int             `json:"pass"`
-	Input       json.RawMessage `json:"input,omitempty"`
+	PassRef
 	Result      json.RawMessage `json:"result,omitempty"`
 	Journal     Journal         `json:"journal,omitempty"`
 	CompletedAt time.Time       `json:"completedAt,omitzero"`
@@ -81,14 +82,9 @@ type Completion struct {
 // Failure is published when a pass fails the run, on
 // <prefix>.failed.<agent>.<run>.
 type Failure struct {
-	Version  int             `json:"version"`
-	RunID    string          `json:"runId"`
-	Agent    string          `json:"agent"`
-	ThreadID string          `json:"threadId,omitempty"`
-	Pass     int             `json:"pass"`
-	Input    json.RawMessage `json:"input,omitempty"`
-	Error    string          `json:"error"`
-	FailedAt time.Time       `json:"failedAt,omitzero"`
+	PassRef
+	Error    string    `json:"error"`
+	FailedAt time.Time `json:"failedAt,omitzero"`
 }
 
 // Status is the status of a decision, as in AG-UI 1.0 resume entries.
@@ -120,14 +116,9 @@ type Decision struct {
 // is the first pass; a replay carries every decision and journaled step the
 // run has so far.
 type Work struct {
-	Version   int             `json:"version"`
-	RunID     string          `json:"runId"`
-	Agent     string          `json:"agent"`
-	ThreadID  string          `json:"threadId,omitempty"`
-	Pass      int             `json:"pass"`
-	Input     json.RawMessage `json:"input,omitempty"`
-	Decisions []Decision      `json:"decisions,omitempty"`
-	Journal   Journal         `json:"journal,omitempty"`
+	PassRef
+	Decisions []Decision `json:"decisions,omitempty"`
+	Journal   Journal    `json:"journal,omitempty"`
 }
 
 // Outcome is the coordinator's verdict on one decision.

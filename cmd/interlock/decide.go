@@ -29,12 +29,11 @@ a duplicate of an accepted one), 3 when it was rejected, with the reason.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			client, err := g.dial(ctx, g.natsURL, "interlock-cli")
+			api, closeAPI, err := g.api(ctx)
 			if err != nil {
 				return err
 			}
-			defer client.Close()
-			api := processor.NewClient(client)
+			defer closeAPI()
 			req := processor.DecisionRequest{RunID: args[0], Status: status, Comment: comment,
 				Approver: approver, DecisionID: decisionID}
 			if len(args) == 2 {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -114,12 +115,18 @@ func runDemo(ctx context.Context, g *globals, emb *embeddedFlags, out, errOut io
 	if err != nil {
 		return err
 	}
+	// The agent prints from the worker's goroutine: one lock for all output.
+	var mu sync.Mutex
 	say := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
 		if !g.json {
 			fmt.Fprintf(out, format+"\n", args...)
 		}
 	}
 	emit := func(v map[string]any) {
+		mu.Lock()
+		defer mu.Unlock()
 		if g.json {
 			_ = json.NewEncoder(out).Encode(v)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor"
 )
 
 // globals are the flags every command shares.
@@ -110,6 +111,15 @@ func (g *globals) dialConfig(ctx context.Context, url, name string, cfg jetstrea
 	defer cancel()
 	cfg.Prefix = g.prefix
 	return jetstream.Dial(ctx, jetstream.DialConfig{URL: url, CredsFile: g.creds, TLS: tlsCfg, Name: name}, cfg)
+}
+
+// api connects an operator command to NATS; close releases the connection.
+func (g *globals) api(ctx context.Context) (api *processor.Client, close func(), err error) {
+	c, err := g.dial(ctx, g.natsURL, "interlock-cli")
+	if err != nil {
+		return nil, nil, err
+	}
+	return processor.NewClient(c), c.Close, nil
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -26,12 +26,12 @@ func newPending(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			client, err := g.dial(ctx, g.natsURL, "interlock-cli")
+			api, closeAPI, err := g.api(ctx)
 			if err != nil {
 				return err
 			}
-			defer client.Close()
-			list, err := processor.NewClient(client).Pending(ctx)
+			defer closeAPI()
+			list, err := api.Pending(ctx)
 			if err != nil {
 				return err
 			}
@@ -90,12 +90,12 @@ func newShow(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			client, err := g.dial(ctx, g.natsURL, "interlock-cli")
+			api, closeAPI, err := g.api(ctx)
 			if err != nil {
 				return err
 			}
-			defer client.Close()
-			rec, err := processor.NewClient(client).Run(ctx, args[0])
+			defer closeAPI()
+			rec, err := api.Run(ctx, args[0])
 			if err != nil {
 				return err
 			}
