@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -70,6 +71,9 @@ type Client struct {
 	ns    subjects.Namespace
 	owned bool
 	runs  jetstream.KeyValue
+
+	mu         sync.Mutex
+	deliveries jetstream.KeyValue
 }
 
 // DialConfig says how to reach a NATS server.
@@ -221,7 +225,9 @@ func (c *Client) Provision(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("provision bucket %s: %w", c.RunsBucket(), translate(err))
 	}
+	c.mu.Lock()
 	c.runs = kv
+	c.mu.Unlock()
 	return nil
 }
 

@@ -74,6 +74,12 @@ type ConsumerConfig struct {
 	// PartitionKey, when set, sends messages with the same key to the same
 	// goroutine, so they are handled one at a time in stream order.
 	PartitionKey func(m *Msg) string
+	// DeliverNew makes a consumer created now start with messages published
+	// from now on instead of the whole stream. It only matters at creation:
+	// an existing consumer keeps its position.
+	DeliverNew bool
+	// OnDeadLetter, when set, is called after a message was dead-lettered.
+	OnDeadLetter func(m *Msg, reason error)
 	// Logger receives retries and dead letters; default slog.Default().
 	Logger *slog.Logger
 }
@@ -116,7 +122,7 @@ type Consumer struct {
 // until Stop.
 func (c *Client) Consume(ctx context.Context, cc ConsumerConfig, h Handler) (*Consumer, error) {
 	cc = cc.withDefaults()
-	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.StreamName(cc.Stream), jetstream.ConsumerConfig{
+	jcc := jetstream.ConsumerConfig{
 		Durable:        cc.Durable,
 		FilterSubjects: cc.FilterSubjects,
 		AckPolicy:      jetstream.AckExplicitPolicy,
@@ -124,7 +130,14 @@ func (c *Client) Consume(ctx context.Context, cc ConsumerConfig, h Handler) (*Co
 		MaxDeliver:     cc.MaxDeliver,
 		MaxAckPending:  cc.MaxAckPending,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
-	})
+	}
+	if cc.DeliverNew {
+		jcc.DeliverPolicy = jetstream.DeliverNewPolicy
+		if existing, err := c.js.Consumer(ctx, c.StreamName(cc.Stream), cc.Durable); err == nil {
+			jcc.DeliverPolicy = existing.CachedInfo().Config.DeliverPolicy
+		}
+	}
+	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.StreamName(cc.Stream), jcc)
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s on %s: %w", cc.Durable, cc.Stream, translate(err))
 	}
@@ -275,6 +288,9 @@ func (k *Consumer) deadLetter(raw jetstream.Msg, m *Msg, reason error) {
 		return
 	}
 	k.cc.Logger.Warn("dead-lettered", "consumer", k.cc.Durable, "subject", m.Subject, "seq", m.Sequence, "reason", reason)
+	if k.cc.OnDeadLetter != nil {
+		k.cc.OnDeadLetter(m, reason)
+	}
 	_ = raw.TermWithReason(truncate(reason.Error(), 200))
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -17,6 +19,8 @@ type Entry struct {
 }
 
 func (c *Client) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.runs != nil {
 		return c.runs, nil
 	}
@@ -80,3 +84,70 @@ func (c *Client) RunKeys(ctx context.Context) ([]string, error) {
 }
 
 func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+
+// DeliveriesBucket is the name of the KV bucket recording delivered
+// notifications.
+func (c *Client) DeliveriesBucket() string {
+	return strings.ReplaceAll(c.cfg.Prefix, ".", "_") + "_deliveries"
+}
+
+// ProvisionDeliveries creates or updates the deliveries bucket; its entries
+// expire after ttl (zero: never).
+func (c *Client) ProvisionDeliveries(ctx context.Context, ttl time.Duration) error {
+	storage := jetstream.FileStorage
+	if c.cfg.Storage == MemoryStorage {
+		storage = jetstream.MemoryStorage
+	}
+	kv, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: c.DeliveriesBucket(), Description: "Interlock notifications delivered, by sink and pass",
+		History: 1, TTL: ttl, Storage: storage, Replicas: c.cfg.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("provision bucket %s: %w", c.DeliveriesBucket(), translate(err))
+	}
+	c.mu.Lock()
+	c.deliveries = kv
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Client) deliveriesKV(ctx context.Context) (jetstream.KeyValue, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.deliveries != nil {
+		return c.deliveries, nil
+	}
+	kv, err := c.js.KeyValue(ctx, c.DeliveriesBucket())
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", c.DeliveriesBucket(), translate(err))
+	}
+	c.deliveries = kv
+	return kv, nil
+}
+
+// Delivered reports whether key was recorded with RecordDelivery.
+func (c *Client) Delivered(ctx context.Context, key string) (bool, error) {
+	kv, err := c.deliveriesKV(ctx)
+	if err != nil {
+		return false, err
+	}
+	_, err = kv.Get(ctx, key)
+	if err = translate(err); isNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// RecordDelivery records key with value. Recording a key twice is not an
+// error: the first record stands.
+func (c *Client) RecordDelivery(ctx context.Context, key string, value []byte) error {
+	kv, err := c.deliveriesKV(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = kv.Create(ctx, key, value)
+	if err = translate(err); err != nil && !errors.Is(err, ErrConflict) {
+		return fmt.Errorf("record delivery %s: %w", key, err)
+	}
+	return nil
+}

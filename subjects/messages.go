@@ -179,6 +179,8 @@ const (
 	EventDecisionRejected  EventType = "decision_rejected"
 	EventDecisionDuplicate EventType = "decision_duplicate"
 	EventInputRejected     EventType = "input_rejected"
+	// EventNotificationFailed: a notifier gave up delivering to a sink.
+	EventNotificationFailed EventType = "notification_failed"
 )
 
 // Event is published by the coordinator on <prefix>.events.<run>.<type> for
@@ -199,6 +201,9 @@ type Event struct {
 	Detail string `json:"detail,omitempty"`
 	// Subject is the subject of a rejected input.
 	Subject string `json:"subject,omitempty"`
+	// Sink and Attempts are set on notification_failed events.
+	Sink     string `json:"sink,omitempty"`
+	Attempts int    `json:"attempts,omitempty"`
 }
 
 // RunStatus is where a run stands.

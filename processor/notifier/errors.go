@@ -1,0 +1,37 @@
+package notifier
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrConfig is matched by every configuration error; the message names
+	// the file and line.
+	ErrConfig = errors.New("notifier config")
+	// ErrSignature means a webhook signature does not verify.
+	ErrSignature = errors.New("webhook signature invalid")
+)
+
+// ConfigError is a configuration mistake at a line of a file.
+type ConfigError struct {
+	File string
+	Line int
+	Msg  string
+}
+
+func (e *ConfigError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", e.File, e.Msg)
+}
+
+// Is makes errors.Is(err, ErrConfig) true.
+func (e *ConfigError) Is(target error) bool { return target == ErrConfig }
+
+// permanent marks a delivery error no retry can fix (a 4xx answer, say).
+type permanent struct{ err error }
+
+func (p *permanent) Error() string { return p.err.Error() }
+func (p *permanent) Unwrap() error { return p.err }

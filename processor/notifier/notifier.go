@@ -1,0 +1,302 @@
+package notifier
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// Options adjust a Notifier beyond its Config.
+type Options struct {
+	Logger *slog.Logger
+	// Registry receives the notifier's metrics; default a new registry.
+	Registry *prometheus.Registry
+	// Sinks replace the configured sink of the same name (tests, custom
+	// destinations).
+	Sinks map[string]Sink
+	// MaxInFlight bounds the notifications one sink has under way in this
+	// process; default 16.
+	MaxInFlight int
+	// AckWait is how long a delivery may stall before another notifier
+	// takes it over; default 30s.
+	AckWait time.Duration
+}
+
+// Notifier fans suspensions out to sinks. Every sink has its own durable
+// consumer on the suspension feed, so a slow or failing sink never delays
+// another, and notifier processes with the same configuration share each
+// sink's work.
+type Notifier struct {
+	client    *jetstream.Client
+	cfg       *Config
+	opts      Options
+	log       *slog.Logger
+	sinks     map[string]Sink
+	routes    map[string][]*route // by sink, in configuration order
+	counts    *prometheus.CounterVec
+	mu        sync.Mutex
+	consumers []*jetstream.Consumer
+	// fault, in tests, abandons a delivery at a named point.
+	fault func(point string) bool
+}
+
+// Delivery outcomes counted by the interlock_notifications_total metric.
+const (
+	OutcomeDelivered    = "delivered"
+	OutcomeRetried      = "retried"
+	OutcomeDeadLettered = "dead_lettered"
+	OutcomeDuplicate    = "duplicate"
+	OutcomeUnmatched    = "unmatched"
+)
+
+// New checks cfg and builds a notifier; Start runs it.
+func New(c *jetstream.Client, cfg *Config, opts Options) (*Notifier, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = 16
+	}
+	n := &Notifier{client: c, cfg: cfg, opts: opts, log: opts.Logger, sinks: map[string]Sink{},
+		routes: map[string][]*route{}}
+	for _, sc := range cfg.Sinks {
+		if s, ok := opts.Sinks[sc.Name]; ok {
+			n.sinks[sc.Name] = s
+			continue
+		}
+		s, err := newSink(sc, c)
+		if err != nil {
+			return nil, &ConfigError{File: "sink " + sc.Name, Line: sc.line, Msg: err.Error()}
+		}
+		n.sinks[sc.Name] = s
+	}
+	for _, rc := range cfg.Routes {
+		prog, err := compileMatch(rc.Match)
+		if err != nil {
+			return nil, &ConfigError{File: "route " + rc.Name, Line: rc.line, Msg: err.Error()}
+		}
+		t, err := parseTemplates(rc.Templates)
+		if err != nil {
+			return nil, &ConfigError{File: "route " + rc.Name, Line: rc.line, Msg: err.Error()}
+		}
+		r := &route{cfg: rc, match: prog, templates: t}
+		for _, s := range rc.Sinks {
+			n.routes[s] = append(n.routes[s], r)
+		}
+	}
+	n.counts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "interlock_notifications_total",
+		Help: "Notifications by sink and outcome (delivered, retried, dead_lettered, duplicate, unmatched).",
+	}, []string{"sink", "outcome"})
+	if err := opts.Registry.Register(n.counts); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// Registry returns the registry holding the notifier's metrics.
+func (n *Notifier) Registry() *prometheus.Registry { return n.opts.Registry }
+
+// Count returns the number of notifications to sink with outcome.
+func (n *Notifier) Count(sink, outcome string) float64 {
+	m := &dtoCounter{}
+	_ = n.counts.WithLabelValues(sink, outcome).Write(m.metric())
+	return m.value()
+}
+
+// Start provisions the deliveries bucket and a consumer per sink.
+func (n *Notifier) Start(ctx context.Context) error {
+	remember := n.cfg.Remember
+	if remember == 0 {
+		remember = 30 * 24 * time.Hour
+	}
+	if err := n.client.ProvisionDeliveries(ctx, remember); err != nil {
+		return err
+	}
+	attempts := n.cfg.Attempts
+	if attempts == 0 {
+		attempts = 5
+	}
+	backoff := n.cfg.Backoff
+	if len(backoff) == 0 {
+		backoff = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, sc := range n.cfg.Sinks {
+		if len(n.routes[sc.Name]) == 0 {
+			continue // no route sends here
+		}
+		name, sink := sc.Name, n.sinks[sc.Name]
+		cons, err := n.client.Consume(ctx, jetstream.ConsumerConfig{
+			Stream:         jetstream.StreamRuns,
+			Durable:        "notifier_" + name,
+			FilterSubjects: []string{n.client.Namespace().All(subjects.KindSuspended)},
+			MaxDeliver:     attempts,
+			AckWait:        n.opts.AckWait,
+			BackOff:        backoff,
+			MaxAckPending:  n.opts.MaxInFlight,
+			Concurrency:    min(n.opts.MaxInFlight, 4),
+			DeliverNew:     true,
+			Logger:         n.log,
+			OnDeadLetter:   func(m *jetstream.Msg, reason error) { n.deadLettered(name, m, reason) },
+		}, func(ctx context.Context, m *jetstream.Msg) error { return n.handle(ctx, name, sink, m) })
+		if err != nil {
+			n.stopLocked()
+			return err
+		}
+		n.consumers = append(n.consumers, cons)
+	}
+	return nil
+}
+
+// Stop stops consuming and waits for the deliveries under way.
+func (n *Notifier) Stop() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.stopLocked()
+}
+
+func (n *Notifier) stopLocked() {
+	for _, c := range n.consumers {
+		c.Stop()
+	}
+	n.consumers = nil
+}
+
+var errAbandoned = errors.New("abandoned by fault injection")
+
+func (n *Notifier) crash(point string) bool {
+	if n.fault != nil && n.fault(point) {
+		n.client.Close()
+		return true
+	}
+	return false
+}
+
+// deliveryKey names one notification: a sink told about one pass of a run.
+// It is the idempotency key receivers see and the key of the delivery record.
+func deliveryKey(sink string, s *subjects.Suspension) string {
+	return sink + "." + s.RunID + "." + strconv.Itoa(s.Pass)
+}
+
+func (n *Notifier) handle(ctx context.Context, sinkName string, sink Sink, m *jetstream.Msg) error {
+	s, err := subjects.DecodeSuspension(m.Data)
+	if err != nil {
+		// The coordinator records and dead-letters malformed suspensions.
+		n.log.Warn("suspension not notified: malformed", "subject", m.Subject, "error", err)
+		return nil
+	}
+	log := n.log.With("sink", sinkName, "run", s.RunID, "pass", s.Pass)
+	r, err := n.route(sinkName, &s)
+	if err != nil {
+		log.Warn("route match failed; trying the next route", "error", err)
+	}
+	if r == nil {
+		n.counts.WithLabelValues(sinkName, OutcomeUnmatched).Inc()
+		return nil
+	}
+	key := deliveryKey(sinkName, &s)
+	done, err := n.client.Delivered(ctx, key)
+	if err != nil {
+		return err
+	}
+	if done {
+		n.counts.WithLabelValues(sinkName, OutcomeDuplicate).Inc()
+		log.Debug("already delivered", "key", key)
+		return nil
+	}
+	note := &Notification{Key: key, Route: r.cfg.Name, Sink: sinkName, Kind: "new", Suspension: s,
+		Decide: decideHints(n.cfg, &s)}
+	if err := r.templates.render(note); err != nil {
+		return jetstream.DeadLetter(fmt.Errorf("sink %s, route %s: %w", sinkName, r.cfg.Name, err))
+	}
+	if err := sink.Deliver(ctx, note); err != nil {
+		var p *permanent
+		if errors.As(err, &p) {
+			return jetstream.DeadLetter(fmt.Errorf("sink %s: %w", sinkName, err))
+		}
+		if int(m.Deliveries) < n.attempts() {
+			n.counts.WithLabelValues(sinkName, OutcomeRetried).Inc()
+		}
+		return fmt.Errorf("sink %s: %w", sinkName, err)
+	}
+	if n.crash("after-accept") {
+		return errAbandoned
+	}
+	record, _ := json.Marshal(map[string]any{"route": r.cfg.Name, "at": time.Now().UTC(), "attempt": m.Deliveries})
+	if err := n.client.RecordDelivery(ctx, key, record); err != nil {
+		return err
+	}
+	if n.crash("after-record") {
+		return errAbandoned
+	}
+	n.counts.WithLabelValues(sinkName, OutcomeDelivered).Inc()
+	log.Info("notified", "route", r.cfg.Name, "attempt", m.Deliveries)
+	return nil
+}
+
+func (n *Notifier) attempts() int {
+	if n.cfg.Attempts == 0 {
+		return 5
+	}
+	return n.cfg.Attempts
+}
+
+// route returns the first route that sends s to sink.
+func (n *Notifier) route(sink string, s *subjects.Suspension) (*route, error) {
+	env := envOf(s, time.Now())
+	var errs []error
+	for _, r := range n.routes[sink] {
+		ok, err := r.matches(env)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if ok {
+			return r, errors.Join(errs...)
+		}
+	}
+	return nil, errors.Join(errs...)
+}
+
+// deadLettered records a notification a sink never accepted.
+func (n *Notifier) deadLettered(sink string, m *jetstream.Msg, reason error) {
+	n.counts.WithLabelValues(sink, OutcomeDeadLettered).Inc()
+	a, err := n.client.Namespace().Parse(m.Subject)
+	if err != nil {
+		return
+	}
+	subject, err := n.client.Namespace().Events(a.Run, subjects.EventNotificationFailed)
+	if err != nil {
+		return
+	}
+	ev := subjects.Event{Version: subjects.Version, Type: subjects.EventNotificationFailed, RunID: a.Run,
+		Agent: a.Agent, At: time.Now().UTC(), Sink: sink, Attempts: int(m.Deliveries), Detail: reason.Error(),
+		Subject: m.Subject}
+	if s, err := subjects.DecodeSuspension(m.Data); err == nil {
+		ev.Pass = s.Pass
+		for _, in := range s.Interrupts {
+			ev.InterruptIDs = append(ev.InterruptIDs, in.ID)
+		}
+	}
+	data, _ := json.Marshal(ev)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := n.client.Publish(ctx, subject, data, fmt.Sprintf("%s:notify-%s-%d:%s", a.Run, sink, m.Sequence, ev.Type), nil); err != nil {
+		n.log.Error("notification_failed event not published", "sink", sink, "run", a.Run, "error", err)
+	}
+}

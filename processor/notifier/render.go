@@ -1,0 +1,173 @@
+package notifier
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	htmltemplate "html/template"
+	"strings"
+	texttemplate "text/template"
+
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// Notification is one message to one sink: the suspension, how to decide
+// each interrupt, and the text rendered from the route's templates.
+type Notification struct {
+	// Key is stable across retries and restarts: the idempotency key
+	// receivers drop repeats by.
+	Key   string `json:"idempotencyKey"`
+	Route string `json:"route"`
+	Sink  string `json:"sink"`
+	// Kind says what the notification is about; "new" for a new suspension.
+	Kind       string              `json:"kind"`
+	Suspension subjects.Suspension `json:"suspension"`
+	Decide     []Decide            `json:"decide"`
+	Subject    string              `json:"subject"`
+	Text       string              `json:"text"`
+	HTML       string              `json:"-"`
+}
+
+// Decide tells a person how to answer one interrupt.
+type Decide struct {
+	subjects.Interrupt
+	ApproveCommand string `json:"approveCommand"`
+	DenyCommand    string `json:"denyCommand"`
+	// InboxURL links to the interrupt on the HTTP gateway, when configured.
+	InboxURL string `json:"inboxUrl,omitempty"`
+}
+
+// templateData is what templates see.
+type templateData struct {
+	Agent, RunID, ThreadID string
+	Pass                   int
+	Input                  string
+	Interrupts             []Decide
+}
+
+const defaultSubject = `[interlock] {{.Agent}} is waiting for a decision on run {{.RunID}}`
+
+const defaultText = `Agent {{.Agent}} is blocked: run {{.RunID}} waits for a person.
+{{range .Interrupts}}
+* {{if .Message}}{{.Message}}{{else}}(no message){{end}}
+  reason: {{.Reason}}{{with .ToolCallID}}, tool call {{.}}{{end}}
+  interrupt: {{.ID}}{{with .ExpiresAt}}
+  expires: {{.Format "2006-01-02 15:04:05 MST"}}{{end}}{{with .Approvers}}
+  who may decide: {{join . ", "}}{{end}}
+  approve: {{.ApproveCommand}}
+  deny:    {{.DenyCommand}}{{with .InboxURL}}
+  open:    {{.}}{{end}}
+{{end}}`
+
+const defaultHTML = `<p>Agent <b>{{.Agent}}</b> is blocked: run <code>{{.RunID}}</code> waits for a person.</p>
+{{range .Interrupts}}<div style="margin:1em 0;padding:.5em 1em;border-left:3px solid #c60">
+<p><b>{{if .Message}}{{.Message}}{{else}}(no message){{end}}</b><br>
+reason: {{.Reason}}{{with .ToolCallID}}, tool call <code>{{.}}</code>{{end}}<br>
+interrupt: <code>{{.ID}}</code>{{with .ExpiresAt}}<br>expires: {{.Format "2006-01-02 15:04:05 MST"}}{{end}}</p>
+<p>Approve: <code>{{.ApproveCommand}}</code><br>Deny: <code>{{.DenyCommand}}</code></p>
+{{with .InboxURL}}<p><a href="{{.}}">Open in the Interlock inbox</a></p>{{end}}</div>
+{{end}}`
+
+type templates struct {
+	subject, text *texttemplate.Template
+	html          *htmltemplate.Template
+}
+
+var funcs = map[string]any{"join": strings.Join}
+
+func parseTemplates(t Templates) (*templates, error) {
+	pick := func(s, def string) string {
+		if s == "" {
+			return def
+		}
+		return s
+	}
+	var out templates
+	var err error
+	if out.subject, err = texttemplate.New("subject").Funcs(funcs).Parse(pick(t.Subject, defaultSubject)); err != nil {
+		return nil, fmt.Errorf("templates.subject: %w", err)
+	}
+	if out.text, err = texttemplate.New("text").Funcs(funcs).Parse(pick(t.Text, defaultText)); err != nil {
+		return nil, fmt.Errorf("templates.text: %w", err)
+	}
+	if out.html, err = htmltemplate.New("html").Funcs(funcs).Parse(pick(t.HTML, defaultHTML)); err != nil {
+		return nil, fmt.Errorf("templates.html: %w", err)
+	}
+	return &out, nil
+}
+
+func (t *templates) render(n *Notification) error {
+	d := templateData{Agent: n.Suspension.Agent, RunID: n.Suspension.RunID, ThreadID: n.Suspension.ThreadID,
+		Pass: n.Suspension.Pass, Input: string(n.Suspension.Input), Interrupts: n.Decide}
+	var b bytes.Buffer
+	if err := t.subject.Execute(&b, d); err != nil {
+		return fmt.Errorf("subject template: %w", err)
+	}
+	n.Subject = strings.Join(strings.Fields(b.String()), " ")
+	b.Reset()
+	if err := t.text.Execute(&b, d); err != nil {
+		return fmt.Errorf("text template: %w", err)
+	}
+	n.Text = b.String()
+	b.Reset()
+	if err := t.html.Execute(&b, d); err != nil {
+		return fmt.Errorf("html template: %w", err)
+	}
+	n.HTML = b.String()
+	return nil
+}
+
+// decideHints builds the commands and links for every interrupt.
+func decideHints(cfg *Config, s *subjects.Suspension) []Decide {
+	command := cfg.Command
+	if command == "" {
+		command = "interlock"
+	}
+	if cfg.NATSURL != "" {
+		command += " --nats-url " + shellQuote(cfg.NATSURL)
+	}
+	out := make([]Decide, 0, len(s.Interrupts))
+	for _, in := range s.Interrupts {
+		d := Decide{Interrupt: in}
+		target := shellQuote(s.RunID) + " " + shellQuote(in.ID)
+		d.ApproveCommand = command + " approve " + target
+		if len(in.ResponseSchema) > 0 {
+			d.ApproveCommand += " --payload " + shellQuote(examplePayload(in.ResponseSchema))
+		}
+		d.DenyCommand = command + " deny " + target + ` --comment "..."`
+		if cfg.GatewayURL != "" {
+			d.InboxURL = strings.TrimRight(cfg.GatewayURL, "/") + "/inbox/" + s.RunID + "/" + in.ID
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// examplePayload is a placeholder answer shaped like the schema's top level.
+func examplePayload(schema json.RawMessage) string {
+	var s struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(schema, &s)
+	switch s.Type {
+	case "object":
+		return "{...}"
+	case "array":
+		return "[...]"
+	case "string":
+		return `"..."`
+	case "boolean":
+		return "true"
+	}
+	return "<json>"
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '-' || r == '_' || r == '.' || r == ':' || r == '/' ||
+			('0' <= r && r <= '9') || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z'))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
