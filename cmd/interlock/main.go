@@ -67,7 +67,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitRejected
 	case errors.Is(err, processor.ErrRunNotFound):
 		return exitNotFound
-	case isUsage(err), errors.Is(err, subjects.ErrInvalidToken), strings.HasPrefix(err.Error(), "unknown command"):
+	case isUsage(err), errors.Is(err, subjects.ErrInvalidToken), strings.HasPrefix(err.Error(), "unknown command"),
+		strings.HasPrefix(err.Error(), "required flag"):
 		return exitUsage
 	}
 	return exitFailure
@@ -92,7 +93,7 @@ func newRoot() *cobra.Command {
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	g.register(root)
-	root.AddCommand(newServe(g), newDemo(g), newDecide(g, true), newDecide(g, false), newPending(g), newShow(g))
+	root.AddCommand(newServe(g), newDemo(g), newDecide(g, true), newDecide(g, false), newPending(g), newShow(g), newNotifier(g))
 	for _, c := range root.Commands() {
 		c.Args = wrapArgs(c.Args)
 	}

@@ -5,7 +5,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,13 +51,14 @@ func freePort(t *testing.T) int {
 
 // serve runs `interlock serve` on dir until the returned stop is called,
 // which returns serve's exit code.
-func serve(t *testing.T, dir string, port int) (url string, stop func() int) {
+func serve(t *testing.T, dir string, port int, extra ...string) (url string, stop func() int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	errOut := &syncBuffer{}
 	go func() {
-		done <- run(ctx, []string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:" + strconv.Itoa(port),
-			"--log-level", "info"}, &bytes.Buffer{}, errOut)
+		args := append([]string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:" + strconv.Itoa(port),
+			"--log-level", "info"}, extra...)
+		done <- run(ctx, args, &bytes.Buffer{}, errOut)
 	}()
 	url = "nats://127.0.0.1:" + strconv.Itoa(port)
 	require.Eventually(t, func() bool { return strings.Contains(errOut.String(), "coordinator running") },
@@ -209,5 +215,53 @@ func TestConnectionFlagErrors(t *testing.T) {
 	r = cli(t, "serve", "--listen", "nonsense", "--data-dir", t.TempDir())
 	assert.Equal(t, exitUsage, r.code)
 	r = cli(t, "no-such-command")
+	assert.Equal(t, exitUsage, r.code)
+}
+
+func TestServeWithNotifier(t *testing.T) {
+	got := make(chan []byte, 4)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- b
+	}))
+	defer hook.Close()
+	cfg := filepath.Join(t.TempDir(), "notifier.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte(`
+sinks:
+  ops: {type: webhook, url: `+hook.URL+`}
+routes:
+  - {match: 'agent == "refunds"', sinks: [ops]}
+`), 0o600))
+	url, stop := serve(t, t.TempDir(), freePort(t), "--notifier-config", cfg, "--metrics-addr", "127.0.0.1:0")
+	ctx := context.Background()
+	conn, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url}, jetstream.Config{})
+	require.NoError(t, err)
+	defer conn.Close()
+	w := processor.NewWorker(conn, processor.WorkerConfig{})
+	require.NoError(t, w.Register("refunds", demoAgent(func(string, ...any) {})))
+	require.NoError(t, w.Start(ctx))
+	defer w.Stop()
+	run, err := processor.NewClient(conn).Start(ctx, "refunds", refundRequest{Order: "A-9", Amount: 5, Customer: "Kim"})
+	require.NoError(t, err)
+	select {
+	case b := <-got:
+		assert.Contains(t, string(b), run)
+		assert.Contains(t, string(b), "Refund 5.00 to Kim")
+	case <-time.After(15 * time.Second):
+		t.Fatal("no notification")
+	}
+	w.Stop()
+	assert.Equal(t, 0, stop())
+}
+
+func TestNotifierConfigErrors(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "bad.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("sinks:\n  a: {type: pager}\nroutes: []\n"), 0o600))
+	r := cli(t, "notifier", "--config", cfg)
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.err, cfg+`:2: sink "a": type "pager"`)
+	r = cli(t, "serve", "--notifier-config", cfg, "--data-dir", t.TempDir())
+	assert.Equal(t, exitUsage, r.code, "checked before anything starts")
+	r = cli(t, "notifier")
 	assert.Equal(t, exitUsage, r.code)
 }

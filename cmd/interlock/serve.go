@@ -13,6 +13,7 @@ import (
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/notifier"
 )
 
 // embeddedFlags configure the embedded nats-server of serve and demo.
@@ -57,6 +58,8 @@ func newServe(g *globals) *cobra.Command {
 		emb         embeddedFlags
 		replicas    int
 		concurrency int
+		notify      string
+		metricsAddr string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -67,7 +70,7 @@ acknowledges a write only once it is on disk (--sync always). SIGINT or SIGTERM
 stops taking messages, lets the ones under way finish, and exits.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			err := runServe(cmd, g, &emb, replicas, concurrency)
+			err := runServe(cmd, g, &emb, replicas, concurrency, notify, metricsAddr)
 			if errors.Is(err, context.Canceled) {
 				// A signal during start-up is a requested stop, not a failure.
 				return nil
@@ -78,14 +81,23 @@ stops taking messages, lets the ones under way finish, and exits.`,
 	emb.register(cmd, "interlock-data", "127.0.0.1:4222")
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "stream replicas (3 on a NATS cluster)")
 	cmd.Flags().IntVar(&concurrency, "concurrency", 4, "messages handled at once per input stream")
+	cmd.Flags().StringVar(&notify, "notifier-config", "", "also run a notifier with this configuration (see `interlock notifier`)")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "with --notifier-config: serve its Prometheus metrics here")
 	return cmd
 }
 
-func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, replicas, concurrency int) error {
+func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, replicas, concurrency int, notify, metricsAddr string) error {
 	ctx := cmd.Context()
 	log, err := g.logger(cmd.ErrOrStderr())
 	if err != nil {
 		return err
+	}
+	var notifyCfg *notifier.Config
+	if notify != "" {
+		// Checked before anything starts: a mistake is reported at once.
+		if notifyCfg, err = notifier.LoadConfig(notify); err != nil {
+			return usageError{err}
+		}
 	}
 	url := g.natsURL
 	if url == "" {
@@ -108,9 +120,18 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, replicas, conc
 	if err := co.Start(ctx); err != nil {
 		return err
 	}
+	stopNotifier := func() {}
+	if notifyCfg != nil {
+		if stopNotifier, err = startNotifier(ctx, client, notifyCfg, log, metricsAddr); err != nil {
+			co.Stop()
+			return err
+		}
+		log.Info("notifier running", "config", notify)
+	}
 	log.Info("coordinator running", "nats", url, "prefix", g.prefix)
 	<-ctx.Done()
 	log.Info("shutting down: finishing messages under way")
+	stopNotifier()
 	co.Stop()
 	if err := client.Drain(); err != nil {
 		log.Warn("drain", "error", err)

@@ -149,7 +149,7 @@ func (n *Notifier) Start(ctx context.Context) error {
 			AckWait:        n.opts.AckWait,
 			BackOff:        backoff,
 			MaxAckPending:  n.opts.MaxInFlight,
-			Concurrency:    min(n.opts.MaxInFlight, 4),
+			Concurrency:    n.opts.MaxInFlight,
 			DeliverNew:     true,
 			Logger:         n.log,
 			OnDeadLetter:   func(m *jetstream.Msg, reason error) { n.deadLettered(name, m, reason) },

@@ -41,7 +41,9 @@ func newSink(sc SinkConfig, nc *jetstream.Client) (Sink, error) {
 	if timeout == 0 {
 		timeout = 10 * time.Second
 	}
-	client := &http.Client{Timeout: timeout}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = 32 // deliveries run in parallel; keep their connections
+	client := &http.Client{Timeout: timeout, Transport: transport}
 	switch sc.Type {
 	case "webhook":
 		return &webhook{url: sc.URL, secret: []byte(sc.Secret), headers: sc.Headers, client: client}, nil

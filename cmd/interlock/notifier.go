@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor/notifier"
+)
+
+func newNotifier(g *globals) *cobra.Command {
+	var config, metricsAddr string
+	cmd := &cobra.Command{
+		Use:   "notifier --config FILE",
+		Short: "Fan suspensions out to webhooks, Slack, e-mail, logs and NATS subjects",
+		Long: `notifier consumes the suspension feed with one durable consumer per sink and
+tells the right people, once, that an agent is blocked and how to decide.
+Several notifier processes with the same configuration share the work.
+The configuration is checked at start-up; a mistake is reported with its file
+and line, and the command exits 2. See docs/notifiers.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			log, err := g.logger(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			cfg, err := notifier.LoadConfig(config)
+			if err != nil {
+				return usageError{err}
+			}
+			client, err := g.dial(ctx, g.natsURL, "interlock-notifier")
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			if err := client.Provision(ctx); err != nil {
+				return err
+			}
+			stop, err := startNotifier(ctx, client, cfg, log, metricsAddr)
+			if err != nil {
+				return err
+			}
+			log.Info("notifier running", "config", config, "sinks", len(cfg.Sinks), "routes", len(cfg.Routes))
+			<-ctx.Done()
+			log.Info("shutting down: finishing deliveries under way")
+			stop()
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&config, "config", "", "notifier configuration file (YAML)")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. 127.0.0.1:9464")
+	_ = cmd.MarkFlagRequired("config")
+	return cmd
+}
+
+// startNotifier runs a notifier, and its metrics endpoint when addr is set,
+// until the returned stop is called.
+func startNotifier(ctx context.Context, client *jetstream.Client, cfg *notifier.Config, log *slog.Logger, addr string) (func(), error) {
+	n, err := notifier.New(client, cfg, notifier.Options{Logger: log})
+	if err != nil {
+		return nil, usageError{err}
+	}
+	if err := n.Start(ctx); err != nil {
+		return nil, err
+	}
+	var srv *http.Server
+	if addr != "" {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			n.Stop()
+			return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(n.Registry(), promhttp.HandlerOpts{}))
+		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics server", "error", err)
+			}
+		}()
+		log.Info("metrics", "url", "http://"+l.Addr().String()+"/metrics")
+	}
+	return func() {
+		n.Stop()
+		if srv != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}
+	}, nil
+}
