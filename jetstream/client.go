@@ -163,6 +163,7 @@ const (
 	StreamDecisions Stream = "DECISIONS"
 	StreamEvents    Stream = "EVENTS"
 	StreamDLQ       Stream = "DLQ"
+	StreamTimers    Stream = "TIMERS"
 )
 
 // StreamName is the server-side name of s under the client's prefix.
@@ -194,9 +195,16 @@ func (c *Client) streamConfigs() []jetstream.StreamConfig {
 	ns := c.ns
 	work := base(StreamWork, 0, ns.All(subjects.KindWork))
 	work.Retention = jetstream.WorkQueuePolicy
+	// Timers: schedules wait in the stream until they fire; fired timers are
+	// deleted once the coordinator acks them. Never aged out.
+	timers := base(StreamTimers, 0, ns.All(subjects.KindTimers))
+	timers.Retention = jetstream.WorkQueuePolicy
+	timers.AllowMsgSchedules = true
 	return []jetstream.StreamConfig{
 		work,
-		base(StreamRuns, c.cfg.MaxAge, ns.All(subjects.KindSuspended), ns.All(subjects.KindCompleted), ns.All(subjects.KindFailed)),
+		timers,
+		base(StreamRuns, c.cfg.MaxAge, ns.All(subjects.KindSuspended), ns.All(subjects.KindCompleted), ns.All(subjects.KindFailed),
+			ns.All(subjects.KindReminder), ns.All(subjects.KindEscalated), ns.All(subjects.KindExpired)),
 		base(StreamDecisions, c.cfg.MaxAge, ns.All(subjects.KindResume)),
 		base(StreamEvents, c.cfg.EventsMaxAge, ns.All(subjects.KindEvents)),
 		base(StreamDLQ, c.cfg.MaxAge, ns.All(subjects.KindDLQ)),
@@ -282,6 +290,20 @@ func (c *Client) Publish(ctx context.Context, subject string, data []byte, msgID
 	return PubAck{Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
 }
 
+// ScheduleAt stores data on subject as a durable timer that the server
+// publishes onto target at at (at once if at has passed), deduplicated by
+// msgID. Both subjects must belong to the timers stream.
+func (c *Client) ScheduleAt(ctx context.Context, subject, target string, at time.Time, data []byte, msgID string) error {
+	opts := []jetstream.PublishOpt{jetstream.WithScheduleAt(at), jetstream.WithScheduleTarget(target)}
+	if msgID != "" {
+		opts = append(opts, jetstream.WithMsgID(msgID))
+	}
+	if _, err := c.js.Publish(ctx, subject, data, opts...); err != nil {
+		return fmt.Errorf("schedule %s at %s: %w", subject, at.Format(time.RFC3339), translate(err))
+	}
+	return nil
+}
+
 // Notify sends data on subject without storing it (core NATS); for replies.
 func (c *Client) Notify(subject string, data []byte) error {
 	return translate(c.nc.Publish(subject, data))
@@ -330,6 +352,26 @@ func (c *Client) LastMsg(ctx context.Context, s Stream, subject string) (StoredM
 		return StoredMsg{}, translate(err)
 	}
 	return StoredMsg{Subject: m.Subject, Sequence: m.Sequence, Header: Header(m.Header), Data: m.Data, Time: m.Time}, nil
+}
+
+// ConsumerState is where a durable consumer stands.
+type ConsumerState struct {
+	// Delivered counts messages handed out at least once; Pending the ones
+	// not yet handed out; AckPending the ones handed out and not yet acked.
+	Delivered, Pending, AckPending uint64
+}
+
+// ConsumerState returns the state of durable on stream s.
+func (c *Client) ConsumerState(ctx context.Context, s Stream, durable string) (ConsumerState, error) {
+	cons, err := c.js.Consumer(ctx, c.StreamName(s), durable)
+	if err != nil {
+		return ConsumerState{}, translate(err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return ConsumerState{}, translate(err)
+	}
+	return ConsumerState{Delivered: info.Delivered.Stream, Pending: info.NumPending, AckPending: uint64(info.NumAckPending)}, nil
 }
 
 // MsgCount returns how many messages stream s holds.

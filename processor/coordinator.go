@@ -25,6 +25,8 @@ type CoordinatorConfig struct {
 	Logger  *slog.Logger
 	// Now is the clock used for expiry; default time.Now.
 	Now func() time.Time
+	// Expiry holds the defaults for deadlines, reminders and escalation.
+	Expiry ExpiryDefaults
 }
 
 // Coordinator is the only writer of run records. It consumes pass outcomes
@@ -61,17 +63,23 @@ func (co *Coordinator) Start(ctx context.Context) error {
 		a, _ := co.ns.Parse(m.Subject)
 		return a.Run
 	}
+	ns := co.ns
+	due := ns.All(subjects.KindTimers)
+	due = due[:len(due)-1] + "due.>"
 	inputs := []struct {
 		stream  jetstream.Stream
 		durable string
+		filter  []string
 		handle  jetstream.Handler
 	}{
-		{jetstream.StreamRuns, "coordinator_runs", co.handleOutcome},
-		{jetstream.StreamDecisions, "coordinator_decisions", co.handleDecision},
+		{jetstream.StreamRuns, "coordinator_runs", []string{ns.All(subjects.KindSuspended), ns.All(subjects.KindCompleted),
+			ns.All(subjects.KindFailed)}, co.handleOutcome},
+		{jetstream.StreamDecisions, "coordinator_decisions", nil, co.handleDecision},
+		{jetstream.StreamTimers, "coordinator_timers", []string{due}, co.handleTimer},
 	}
 	for _, in := range inputs {
 		cons, err := co.client.Consume(ctx, jetstream.ConsumerConfig{
-			Stream: in.stream, Durable: in.durable, AckWait: co.cfg.AckWait,
+			Stream: in.stream, Durable: in.durable, FilterSubjects: in.filter, AckWait: co.cfg.AckWait,
 			// Decisions may wait for their suspension to be recorded.
 			MaxDeliver:  50,
 			Concurrency: co.cfg.Concurrency, PartitionKey: byRun, Logger: co.cfg.Logger,
@@ -234,6 +242,9 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Msg) erro
 		if co.crash("outcome-after-record") {
 			return errAbandoned
 		}
+		if err := co.armTimers(ctx, next); err != nil {
+			return err
+		}
 		return co.outcomeEvent(ctx, next, o)
 	}
 	return fmt.Errorf("run %s: compare-and-set kept losing", o.RunID)
@@ -281,7 +292,15 @@ func (co *Coordinator) applyOutcome(rec *subjects.Run, o outcome, m *jetstream.M
 				return nil, fmt.Errorf("%w: interrupt %s was already raised in pass %d; a replay returns its decision instead",
 					subjects.ErrMalformed, in.ID, rec.Interrupts[i].Pass)
 			}
-			rec.Interrupts = append(rec.Interrupts, subjects.InterruptState{Interrupt: in, Pass: o.Pass})
+			if in.ExpiresAt == nil && co.cfg.Expiry.Timeout > 0 {
+				deadline := now.Add(co.cfg.Expiry.Timeout)
+				in.ExpiresAt = &deadline
+			}
+			st := subjects.InterruptState{Interrupt: in, Pass: o.Pass}
+			rec.Interrupts = append(rec.Interrupts, st)
+			if in.ExpiresAt != nil {
+				rec.History = append(rec.History, co.timerHistory(st, now))
+			}
 		}
 		rec.Status, evType = subjects.RunSuspended, subjects.EventSuspended
 		rec.SuspensionSeq = m.Sequence
@@ -315,6 +334,11 @@ func findInterrupt(rec *subjects.Run, id string) int {
 // repeat of a pass that was run twice (recorded, changes nothing).
 func (co *Coordinator) staleOutcome(ctx context.Context, rec *subjects.Run, o outcome, m *jetstream.Msg, stale *staleError) error {
 	if recorded(rec, o) {
+		if o.kind == subjects.KindSuspended && rec.Status == subjects.RunSuspended && rec.Pass == o.Pass {
+			if err := co.armTimers(ctx, rec); err != nil {
+				return err
+			}
+		}
 		return co.outcomeEvent(ctx, rec, o)
 	}
 	co.cfg.Logger.Info("stale pass outcome ignored", "run", o.RunID, "pass", o.Pass, "expected", stale.expected)

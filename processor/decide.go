@@ -25,19 +25,32 @@ func reject(code subjects.Code, format string, args ...any) *rejection {
 	return &rejection{code: code, detail: fmt.Sprintf(format, args...)}
 }
 
+// origin is the input a verdict answers: its subject, the dedup key of the
+// events about it, and where to send the reply.
+type origin struct {
+	subject string
+	key     string
+	replyTo string
+}
+
+func originOf(m *jetstream.Msg) origin {
+	return origin{subject: m.Subject, key: "seq" + strconv.FormatUint(m.Sequence, 10),
+		replyTo: m.Header.Get(jetstream.HeaderReplyTo)}
+}
+
 func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Msg) error {
-	replyTo := m.Header.Get(jetstream.HeaderReplyTo)
+	o := originOf(m)
 	addr, err := co.ns.Parse(m.Subject)
 	if err == nil && addr.Kind != subjects.KindResume {
 		err = fmt.Errorf("%w: %s is not a resume subject", subjects.ErrInvalidSubject, m.Subject)
 	}
 	if err != nil {
-		return co.verdict(ctx, m, replyTo, subjects.Decision{}, subjects.NoRun,
+		return co.verdict(ctx, o, subjects.Decision{}, subjects.NoRun,
 			reject(subjects.CodeInvalidSubject, "%v", err), false)
 	}
 	d, err := subjects.DecodeDecision(m.Data)
 	if err != nil {
-		return co.verdict(ctx, m, replyTo, d, addr.Run, reject(subjects.CodeOf(err), "%v", err), false)
+		return co.verdict(ctx, o, d, addr.Run, reject(subjects.CodeOf(err), "%v", err), false)
 	}
 	for range maxCASAttempts {
 		rec, rev, err := co.load(ctx, addr.Run)
@@ -45,6 +58,11 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Msg) err
 			return err
 		}
 		i, rej := co.check(rec, d)
+		if rej == errNoop {
+			return co.publishVerdict(ctx, o, rec.Agent, rec.Interrupts[i].Pass, subjects.Verdict{Version: subjects.Version,
+				DecisionID: d.DecisionID, RunID: rec.RunID, InterruptID: d.InterruptID, Outcome: subjects.OutcomeAccepted,
+				Detail: rej.detail, At: co.now()})
+		}
 		if rej != nil {
 			if rej.code == subjects.CodeUnknownRun || rej.code == subjects.CodeUnknownInterrupt {
 				if wait, err := co.suspensionPending(ctx, addr.Run, rec); err != nil {
@@ -56,7 +74,7 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Msg) err
 					return jetstream.RetryAfter(retryDelay(m.Deliveries), rej)
 				}
 			}
-			return co.verdict(ctx, m, replyTo, d, addr.Run, rej, false)
+			return co.verdict(ctx, o, d, addr.Run, rej, false)
 		}
 		st := rec.Interrupts[i]
 		if st.Decision != nil {
@@ -64,9 +82,9 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Msg) err
 			// message that was accepted, redelivered after a crash, finish its
 			// side effects and answer as the first time.
 			if st.DecisionSeq == m.Sequence {
-				return co.accepted(ctx, m, replyTo, rec, d)
+				return co.accepted(ctx, o, rec, d)
 			}
-			return co.verdict(ctx, m, replyTo, d, addr.Run, nil, true)
+			return co.verdict(ctx, o, d, addr.Run, nil, true)
 		}
 		next := co.applyDecision(rec, i, d, m.Sequence)
 		if err := co.store(ctx, next, rev); errors.Is(err, jetstream.ErrConflict) {
@@ -77,10 +95,13 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Msg) err
 		if co.crash("decision-after-record") {
 			return errAbandoned
 		}
-		return co.accepted(ctx, m, replyTo, next, d)
+		return co.accepted(ctx, o, next, d)
 	}
 	return fmt.Errorf("run %s: compare-and-set kept losing", addr.Run)
 }
+
+// errNoop is check's answer for a decision accepted without change.
+var errNoop = &rejection{code: "noop", detail: "the interrupt had already expired and was closed; nothing changed"}
 
 func retryDelay(deliveries uint64) time.Duration {
 	d := 50 * time.Millisecond << min(deliveries, 6)
@@ -102,6 +123,15 @@ func (co *Coordinator) check(rec *subjects.Run, d subjects.Decision) (int, *reje
 	if st.Decision != nil {
 		if st.Decision.DecisionID == d.DecisionID {
 			return i, nil
+		}
+		if st.Decision.Approver == subjects.ExpiryApprover {
+			// After expiry a resolve is refused and a cancel accepted (it
+			// changes nothing: the interrupt is closed).
+			if d.Status == subjects.StatusResolved {
+				return -1, reject(subjects.CodeExpired, "interrupt %s expired at %s and was %s; it can still be cancelled",
+					st.ID, st.ExpiresAt.Format(time.RFC3339), st.Decision.Status)
+			}
+			return i, errNoop
 		}
 		return -1, reject(subjects.CodeAlreadyDecided, "interrupt %s was %s by decision %s",
 			st.ID, st.Decision.Status, st.Decision.DecisionID)
@@ -155,6 +185,7 @@ func (co *Coordinator) applyDecision(rec *subjects.Run, i int, d subjects.Decisi
 	cp.History = slices.Clone(rec.History)
 	st := &cp.Interrupts[i]
 	st.Decision, st.DecidedAt, st.DecisionSeq = &d, &now, seq
+	st.Order = decisionCount(rec) + 1
 	cp.History = append(cp.History, subjects.HistoryEntry{At: now, Type: subjects.EventDecisionAccepted, Pass: cp.Pass,
 		InterruptID: d.InterruptID, DecisionID: d.DecisionID, Approver: d.Approver, Detail: string(d.Status)})
 	if len(cp.Pending()) == 0 {
@@ -167,7 +198,7 @@ func (co *Coordinator) applyDecision(rec *subjects.Run, i int, d subjects.Decisi
 // accepted finishes an accepted decision: the replay work item when it was
 // the last one awaited, the events, the reply. Every publish is deduplicated,
 // so running it again after a crash changes nothing.
-func (co *Coordinator) accepted(ctx context.Context, m *jetstream.Msg, replyTo string, rec *subjects.Run, d subjects.Decision) error {
+func (co *Coordinator) accepted(ctx context.Context, o origin, rec *subjects.Run, d subjects.Decision) error {
 	st := rec.Interrupts[findInterrupt(rec, d.InterruptID)]
 	replay := completesPass(rec, st)
 	if replay {
@@ -188,18 +219,28 @@ func (co *Coordinator) accepted(ctx context.Context, m *jetstream.Msg, replyTo s
 	}
 	v := subjects.Verdict{Version: subjects.Version, DecisionID: d.DecisionID, RunID: rec.RunID,
 		InterruptID: d.InterruptID, Outcome: subjects.OutcomeAccepted, Replay: replay, At: co.now()}
-	return co.publishVerdict(ctx, m, replyTo, rec.Agent, st.Pass, v)
+	return co.publishVerdict(ctx, o, rec.Agent, st.Pass, v)
 }
 
 // completesPass reports whether st's decision was the last one its pass
 // waited for.
 func completesPass(rec *subjects.Run, st subjects.InterruptState) bool {
 	for _, in := range rec.Interrupts {
-		if in.Pass == st.Pass && (in.Decision == nil || in.DecisionSeq > st.DecisionSeq) {
+		if in.Pass == st.Pass && (in.Decision == nil || in.Order > st.Order) {
 			return false
 		}
 	}
 	return true
+}
+
+func decisionCount(rec *subjects.Run) int {
+	n := 0
+	for _, in := range rec.Interrupts {
+		if in.Decision != nil {
+			n++
+		}
+	}
+	return n
 }
 
 func (co *Coordinator) publishReplay(ctx context.Context, rec *subjects.Run) error {
@@ -228,7 +269,7 @@ func publishWork(ctx context.Context, c *jetstream.Client, w subjects.Work) erro
 
 // verdict answers a decision that changes nothing: a rejection (rej set) or
 // a duplicate.
-func (co *Coordinator) verdict(ctx context.Context, m *jetstream.Msg, replyTo string, d subjects.Decision, run string, rej *rejection, dup bool) error {
+func (co *Coordinator) verdict(ctx context.Context, o origin, d subjects.Decision, run string, rej *rejection, dup bool) error {
 	v := subjects.Verdict{Version: subjects.Version, DecisionID: d.DecisionID, RunID: run,
 		InterruptID: d.InterruptID, At: co.now()}
 	switch {
@@ -240,10 +281,10 @@ func (co *Coordinator) verdict(ctx context.Context, m *jetstream.Msg, replyTo st
 		co.cfg.Logger.Info("decision rejected", "run", run, "interrupt", d.InterruptID, "decision", d.DecisionID,
 			"code", rej.code, "detail", rej.detail)
 	}
-	return co.publishVerdict(ctx, m, replyTo, "", 0, v)
+	return co.publishVerdict(ctx, o, "", 0, v)
 }
 
-func (co *Coordinator) publishVerdict(ctx context.Context, m *jetstream.Msg, replyTo, agent string, pass int, v subjects.Verdict) error {
+func (co *Coordinator) publishVerdict(ctx context.Context, o origin, agent string, pass int, v subjects.Verdict) error {
 	t := map[subjects.Outcome]subjects.EventType{
 		subjects.OutcomeAccepted:  subjects.EventDecisionAccepted,
 		subjects.OutcomeRejected:  subjects.EventDecisionRejected,
@@ -251,13 +292,13 @@ func (co *Coordinator) publishVerdict(ctx context.Context, m *jetstream.Msg, rep
 	}[v.Outcome]
 	// One event per decision message: its stream sequence is the dedup key.
 	if err := co.event(ctx, subjects.Event{Type: t, RunID: v.RunID, Agent: agent, Pass: pass, Verdict: &v,
-		Code: v.Code, Detail: v.Detail, Subject: m.Subject}, "seq"+strconv.FormatUint(m.Sequence, 10)); err != nil {
+		Code: v.Code, Detail: v.Detail, Subject: o.subject}, o.key); err != nil {
 		return err
 	}
-	if replyTo != "" {
+	if o.replyTo != "" {
 		data, _ := json.Marshal(v)
-		if err := co.client.Notify(replyTo, data); err != nil {
-			co.cfg.Logger.Debug("verdict reply failed", "reply_to", replyTo, "error", err)
+		if err := co.client.Notify(o.replyTo, data); err != nil {
+			co.cfg.Logger.Debug("verdict reply failed", "reply_to", o.replyTo, "error", err)
 		}
 	}
 	return nil

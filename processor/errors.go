@@ -49,10 +49,16 @@ type CancelledError struct {
 	Comment string
 	// Approver is who cancelled, when known.
 	Approver string
+	// Reason is "denied" (a person cancelled) or "expired" (nobody decided
+	// by the deadline).
+	Reason string
 }
 
 func (e *CancelledError) Error() string {
 	s := "interrupt " + e.InterruptID + " cancelled"
+	if e.Reason == "expired" {
+		s = "interrupt " + e.InterruptID + " expired"
+	}
 	if e.Approver != "" {
 		s += " by " + e.Approver
 	}

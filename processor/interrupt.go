@@ -104,6 +104,25 @@ type Request struct {
 	Metadata map[string]any
 	// Approvers, when set, are the only identities allowed to decide.
 	Approvers []string
+	// OnExpiry says what happens when nobody decides by the deadline; the
+	// zero value takes the coordinator's default (cancel: fail closed).
+	OnExpiry ExpiryPolicy
+	// RemindBefore lists reminders before the deadline; nil takes the
+	// coordinator's default.
+	RemindBefore []time.Duration
+}
+
+// ExpiryPolicy is what happens to an interrupt at its deadline.
+type ExpiryPolicy struct {
+	// Action: subjects.ExpiryCancel, ExpiryResolve or ExpiryEscalate.
+	Action string
+	// Payload is the answer Resolve applies; it must satisfy ResponseSchema.
+	Payload any
+	// Escalate: Approvers join those allowed to decide, the deadline moves
+	// by Extend, Times times (default 1), then the interrupt is cancelled.
+	Approvers []string
+	Extend    time.Duration
+	Times     int
 }
 
 // Decision is the answer an interrupt returns on the replay pass.
@@ -152,7 +171,7 @@ func Interrupt(ctx context.Context, req Request) (Decision, error) {
 		out := Decision{InterruptID: id, Status: d.Status, Payload: d.Payload, Metadata: d.Metadata,
 			Approver: d.Approver, Comment: d.Comment}
 		if out.Cancelled() {
-			return out, &CancelledError{InterruptID: id, Comment: d.Comment, Approver: d.Approver}
+			return out, &CancelledError{InterruptID: id, Comment: d.Comment, Approver: d.Approver, Reason: cancelReason(d)}
 		}
 		return out, nil
 	}
@@ -206,10 +225,39 @@ func (p *pass) interrupt(id, scope string, req Request) (subjects.Interrupt, err
 		t := time.Now().Add(req.Timeout).UTC()
 		in.ExpiresAt = &t
 	}
+	for _, d := range req.RemindBefore {
+		in.RemindBeforeSeconds = append(in.RemindBeforeSeconds, int(d.Round(time.Second)/time.Second))
+	}
+	if e := req.OnExpiry; e.Action != "" {
+		in.OnExpiry = &subjects.ExpiryPolicy{Action: e.Action, Approvers: e.Approvers,
+			ExtendSeconds: int(e.Extend.Round(time.Second) / time.Second), Times: e.Times}
+		if e.Payload != nil {
+			raw, err := json.Marshal(e.Payload)
+			if err != nil {
+				return in, fmt.Errorf("%w: onExpiry payload: %w", ErrInvalidRequest, err)
+			}
+			if len(in.ResponseSchema) > 0 {
+				if err := p.schemas.validate(in.ResponseSchema, raw); err != nil {
+					return in, fmt.Errorf("%w: onExpiry payload does not satisfy responseSchema: %w", ErrInvalidRequest, err)
+				}
+			}
+			in.OnExpiry.Payload = raw
+		}
+	}
 	if err := in.Validate(); err != nil {
 		return in, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
 	return in, nil
+}
+
+// cancelReason is "expired" for a cancellation an expiry applied, "denied"
+// for one a person sent.
+func cancelReason(d subjects.Decision) string {
+	var m struct{ Reason string }
+	if json.Unmarshal(d.Metadata, &m) == nil && m.Reason != "" {
+		return m.Reason
+	}
+	return "denied"
 }
 
 // IsResuming reports whether the next Interrupt call with ctx will return a

@@ -101,6 +101,34 @@ func (in *Interrupt) Validate() error {
 			return err
 		}
 	}
+	for i, sec := range in.RemindBeforeSeconds {
+		if sec <= 0 {
+			return malformed("remindBeforeSeconds[%d] is %d; reminders are seconds before the deadline, more than 0", i, sec)
+		}
+	}
+	if p := in.OnExpiry; p != nil {
+		switch p.Action {
+		case ExpiryCancel, "":
+		case ExpiryResolve:
+			if len(p.Payload) == 0 || isNull(p.Payload) {
+				return malformed("onExpiry: resolve needs a payload (the answer to apply)")
+			}
+		case ExpiryEscalate:
+			if p.ExtendSeconds <= 0 {
+				return malformed("onExpiry: escalate needs extendSeconds > 0")
+			}
+		default:
+			return malformed("onExpiry.action %q is not cancel, resolve or escalate", p.Action)
+		}
+		if p.Times < 0 {
+			return malformed("onExpiry.times %d is negative", p.Times)
+		}
+		for i, a := range p.Approvers {
+			if err := validateID(fmt.Sprintf("onExpiry.approvers[%d]", i), a); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
@@ -146,6 +174,47 @@ func DecodeWork(data []byte) (Work, error) {
 		}
 	}
 	return w, validateJournal(w.Journal)
+}
+
+// DecodeTimer parses and validates a timer.
+func DecodeTimer(data []byte) (Timer, error) {
+	var t Timer
+	if err := decode(data, MaxMessageSize, &t); err != nil {
+		return Timer{}, err
+	}
+	if err := ValidateToken("runId", t.RunID); err != nil {
+		return Timer{}, &ProtocolError{Code: CodeMalformed, Detail: err.Error(), err: errors.Join(ErrMalformed, err)}
+	}
+	if err := validateID("interruptId", t.InterruptID); err != nil {
+		return Timer{}, err
+	}
+	if err := ValidateToken("name", t.Name); err != nil {
+		return Timer{}, &ProtocolError{Code: CodeMalformed, Detail: err.Error(), err: errors.Join(ErrMalformed, err)}
+	}
+	if t.Kind != TimerExpire && t.Kind != TimerRemind {
+		return Timer{}, malformed("kind %q is not %q or %q", t.Kind, TimerExpire, TimerRemind)
+	}
+	return t, nil
+}
+
+// DecodeNotice parses and validates a notice.
+func DecodeNotice(data []byte) (Notice, error) {
+	var n Notice
+	if err := decode(data, MaxMessageSize, &n); err != nil {
+		return Notice{}, err
+	}
+	if err := n.PassRef.validate(); err != nil {
+		return Notice{}, err
+	}
+	switch n.Kind {
+	case KindReminder, KindEscalated, KindExpired:
+	default:
+		return Notice{}, malformed("kind %q is not reminder, escalated or expired", n.Kind)
+	}
+	if len(n.Interrupts) == 0 {
+		return Notice{}, malformed("interrupts is empty")
+	}
+	return n, nil
 }
 
 // decode enforces the size limit, the version and strict field names.

@@ -42,6 +42,72 @@ type Interrupt struct {
 	Metadata json.RawMessage `json:"metadata,omitempty"`
 	// Approvers, when set, are the only identities allowed to decide.
 	Approvers []string `json:"approvers,omitempty"`
+	// OnExpiry says what happens at ExpiresAt; default: cancel.
+	OnExpiry *ExpiryPolicy `json:"onExpiry,omitempty"`
+	// RemindBeforeSeconds lists reminders, in seconds before ExpiresAt;
+	// default: the coordinator's.
+	RemindBeforeSeconds []int `json:"remindBeforeSeconds,omitempty"`
+}
+
+// Expiry actions.
+const (
+	ExpiryCancel   = "cancel"
+	ExpiryResolve  = "resolve"
+	ExpiryEscalate = "escalate"
+)
+
+// ExpiryPolicy is what happens to an interrupt nobody answered in time.
+// Silence is never approval: "resolve" applies only a payload the agent
+// itself chose.
+type ExpiryPolicy struct {
+	// Action is cancel (the default), resolve or escalate.
+	Action string `json:"action"`
+	// Payload is the answer resolve applies.
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// Approvers are added to those allowed to decide when escalating.
+	Approvers []string `json:"approvers,omitempty"`
+	// ExtendSeconds moves the deadline on each escalation; Times bounds the
+	// escalations (default 1), after which the interrupt is cancelled.
+	ExtendSeconds int `json:"extendSeconds,omitempty"`
+	Times         int `json:"times,omitempty"`
+}
+
+// Timer is the body of a durable timer; it fires onto
+// <prefix>.timers.due.<run> at At.
+type Timer struct {
+	Version int `json:"version"`
+	// Name is the timer's token, unique per interrupt, deadline and kind.
+	Name        string `json:"name"`
+	RunID       string `json:"runId"`
+	InterruptID string `json:"interruptId"`
+	// Kind is "expire" or "remind".
+	Kind string `json:"kind"`
+	// Deadline is the interrupt's deadline the timer was armed for; a timer
+	// whose deadline has since moved (an escalation) does nothing.
+	Deadline time.Time `json:"deadline"`
+	At       time.Time `json:"at"`
+}
+
+// Timer kinds.
+const (
+	TimerExpire = "expire"
+	TimerRemind = "remind"
+)
+
+// ExpiryApprover is the approver of decisions an expiry applies.
+const ExpiryApprover = "interlock:expiry"
+
+// Notice tells notifiers about interrupts still waiting: a reminder, an
+// escalation or an expiry. It is published on <prefix>.<kind>.<agent>.<run>.
+type Notice struct {
+	PassRef
+	// Kind is reminder, escalated or expired.
+	Kind string `json:"kind"`
+	// Seq tells notices of one kind about one pass apart.
+	Seq        int         `json:"seq"`
+	Interrupts []Interrupt `json:"interrupts"`
+	At         time.Time   `json:"at"`
+	Detail     string      `json:"detail,omitempty"`
 }
 
 // Journal maps a journaled step's key to its recorded JSON result.
@@ -179,6 +245,12 @@ const (
 	EventDecisionRejected  EventType = "decision_rejected"
 	EventDecisionDuplicate EventType = "decision_duplicate"
 	EventInputRejected     EventType = "input_rejected"
+	// Timer events: a reminder was sent, an interrupt escalated or expired.
+	EventReminded  EventType = "reminded"
+	EventEscalated EventType = "escalated"
+	EventExpired   EventType = "expired"
+	// EventTimerArmed is a history entry: timers set for a deadline.
+	EventTimerArmed EventType = "timer_armed"
 	// EventNotificationFailed: a notifier gave up delivering to a sink.
 	EventNotificationFailed EventType = "notification_failed"
 )
@@ -249,8 +321,16 @@ type InterruptState struct {
 	Pass      int        `json:"pass"`
 	Decision  *Decision  `json:"decision,omitempty"`
 	DecidedAt *time.Time `json:"decidedAt,omitempty"`
-	// DecisionSeq is the decisions-stream sequence of the accepted decision.
+	// DecisionSeq is the decisions-stream sequence of the accepted decision
+	// (0 when a timer decided); Order counts the run's decisions from 1.
 	DecisionSeq uint64 `json:"decisionSeq,omitempty"`
+	Order       int    `json:"order,omitempty"`
+	// Fired lists the timers (by name) already handled for this interrupt.
+	Fired []string `json:"fired,omitempty"`
+	// Escalations counts the deadline's extensions; Reminders the reminders
+	// sent for the current deadline.
+	Escalations int `json:"escalations,omitempty"`
+	Reminders   int `json:"reminders,omitempty"`
 }
 
 // Pending lists the interrupts of r that wait for a decision.

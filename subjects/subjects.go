@@ -17,6 +17,13 @@ const (
 	KindResume    = "resume"
 	KindEvents    = "events"
 	KindDLQ       = "dlq"
+	// KindTimers carries durable timers: schedules under
+	// <prefix>.timers.at.<run>.<timer> fire onto <prefix>.timers.due.<run>.
+	KindTimers = "timers"
+	// Notices for notifiers about an interrupt still waiting.
+	KindReminder  = "reminder"
+	KindEscalated = "escalated"
+	KindExpired   = "expired"
 )
 
 // Namespace builds and parses the subjects under one prefix. The zero value
@@ -89,6 +96,37 @@ func (n Namespace) Events(run string, t EventType) (string, error) {
 	return n.join(KindEvents, run, string(t)), nil
 }
 
+// TimerSchedule is the subject a timer of run is scheduled on; timer is a
+// token naming the timer.
+func (n Namespace) TimerSchedule(run, timer string) (string, error) {
+	if err := ValidateToken("run id", run); err != nil {
+		return "", err
+	}
+	if err := ValidateToken("timer", timer); err != nil {
+		return "", err
+	}
+	return n.join(KindTimers, "at", run, timer), nil
+}
+
+// TimerDue is the subject run's timers fire onto.
+func (n Namespace) TimerDue(run string) (string, error) {
+	if err := ValidateToken("run id", run); err != nil {
+		return "", err
+	}
+	return n.join(KindTimers, "due", run), nil
+}
+
+// Notice is the subject of a notice of kind (KindReminder, KindEscalated or
+// KindExpired) about run's interrupts, for notifiers.
+func (n Namespace) Notice(kind, agent, run string) (string, error) {
+	switch kind {
+	case KindReminder, KindEscalated, KindExpired:
+	default:
+		return "", fmt.Errorf("%w: %q is not a notice kind", ErrInvalidSubject, kind)
+	}
+	return n.agentRun(kind, agent, run)
+}
+
 // NoRun is the run token of events about input that names no valid run.
 const NoRun = "_"
 
@@ -152,6 +190,8 @@ type Address struct {
 	Run    string
 	Event  EventType
 	Source string
+	// Timer is set on timer schedules; a due timer has none.
+	Timer string
 }
 
 // Parse splits subject into its parts, validating every token. The error
@@ -165,6 +205,10 @@ func (n Namespace) Parse(subject string) (Address, error) {
 	want := map[string]int{
 		KindWork: 2, KindSuspended: 3, KindCompleted: 3, KindFailed: 3,
 		KindResume: 2, KindEvents: 3, KindDLQ: 2,
+		KindReminder: 3, KindEscalated: 3, KindExpired: 3,
+	}
+	if t[0] == KindTimers {
+		return n.parseTimer(subject, t)
 	}
 	count, known := want[t[0]]
 	if !known {
@@ -179,7 +223,7 @@ func (n Namespace) Parse(subject string) (Address, error) {
 	switch t[0] {
 	case KindWork:
 		a.Agent, err = t[1], ValidateToken("agent", t[1])
-	case KindSuspended, KindCompleted, KindFailed:
+	case KindSuspended, KindCompleted, KindFailed, KindReminder, KindEscalated, KindExpired:
 		a.Agent, a.Run = t[1], t[2]
 		if err = ValidateToken("agent", t[1]); err == nil {
 			err = ValidateToken("run id", t[2])
@@ -201,4 +245,25 @@ func (n Namespace) Parse(subject string) (Address, error) {
 		return Address{}, fmt.Errorf("%w: %q: %w", ErrInvalidSubject, subject, err)
 	}
 	return a, nil
+}
+
+// parseTimer parses <prefix>.timers.at.<run>.<timer> and
+// <prefix>.timers.due.<run>.
+func (n Namespace) parseTimer(subject string, t []string) (Address, error) {
+	switch {
+	case len(t) == 4 && t[1] == "at":
+		if err := ValidateToken("run id", t[2]); err != nil {
+			return Address{}, fmt.Errorf("%w: %q: %w", ErrInvalidSubject, subject, err)
+		}
+		if err := ValidateToken("timer", t[3]); err != nil {
+			return Address{}, fmt.Errorf("%w: %q: %w", ErrInvalidSubject, subject, err)
+		}
+		return Address{Kind: KindTimers, Run: t[2], Timer: t[3]}, nil
+	case len(t) == 3 && t[1] == "due":
+		if err := ValidateToken("run id", t[2]); err != nil {
+			return Address{}, fmt.Errorf("%w: %q: %w", ErrInvalidSubject, subject, err)
+		}
+		return Address{Kind: KindTimers, Run: t[2]}, nil
+	}
+	return Address{}, fmt.Errorf("%w: %q is not timers.at.<run>.<timer> or timers.due.<run>", ErrInvalidSubject, subject)
 }

@@ -429,7 +429,9 @@ routes:
 			e.suspend("refunds")
 			<-crashed
 			restarted := e.start(cfg, nil)
-			require.Eventually(t, func() bool { return restarted.Count("ops", OutcomeDuplicate)+restarted.Count("ops", OutcomeDelivered) == 1 },
+			require.Eventually(t, func() bool {
+				return restarted.Count("ops", OutcomeDuplicate)+restarted.Count("ops", OutcomeDelivered) == 1
+			},
 				15*time.Second, 10*time.Millisecond, "the redelivery is handled")
 			e.suspend("refunds") // a marker: handled after the redelivery
 			got := hook.waitN(t, c.sends+1)

@@ -266,7 +266,9 @@ func (e *email) message(n *Notification) []byte {
 	return []byte(b.String())
 }
 
-func crlf(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\n", "\r\n") }
+func crlf(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\n", "\r\n")
+}
 
 // mimeHeader encodes non-ASCII header text (RFC 2047).
 func mimeHeader(s string) string {

@@ -1,0 +1,246 @@
+package processor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/jetstream/embedded"
+	"github.com/interlockhq/interlock/jetstream/jstest"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// gated is an agent with one interrupt built by req; it reports how the
+// interrupt ended.
+func gated(req func() Request) AgentFunc {
+	return func(ctx context.Context, _ json.RawMessage) (any, error) {
+		d, err := Interrupt(ctx, req())
+		var ce *CancelledError
+		if errors.As(err, &ce) {
+			return map[string]any{"cancelled": ce.Reason, "by": ce.Approver}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"payload": d.Payload, "by": d.Approver}, nil
+	}
+}
+
+// timersIdle waits until every timer has fired and been handled.
+func (h *harness) timersIdle() {
+	h.t.Helper()
+	require.Eventually(h.t, func() bool {
+		st, err := h.admin.ConsumerState(h.ctx(), jetstream.StreamTimers, "coordinator_timers")
+		if err != nil {
+			return false
+		}
+		n, err := h.admin.MsgCount(h.ctx(), jetstream.StreamTimers)
+		return err == nil && st.Pending == 0 && st.AckPending == 0 && n == 0
+	}, 20*time.Second, 20*time.Millisecond, "timers still pending")
+}
+
+func historyTypes(r *subjects.Run) []subjects.EventType {
+	var out []subjects.EventType
+	for _, e := range r.History {
+		out = append(out, e.Type)
+	}
+	return out
+}
+
+func TestExpiryCancelsByDefault(t *testing.T) {
+	h := newHarness(t, map[string]AgentFunc{"a": gated(func() Request { return Request{Timeout: time.Second} })})
+	run := h.start("a", nil)
+	rec := h.waitFor(run, Finished)
+	assert.JSONEq(t, `{"cancelled":"expired","by":"interlock:expiry"}`, string(rec.Result), "fail closed: the body sees an expiry")
+	assert.Len(t, h.waitEvents(run, subjects.EventExpired, 1), 1)
+	assert.Equal(t, []subjects.EventType{subjects.EventTimerArmed, subjects.EventSuspended, subjects.EventExpired,
+		subjects.EventDecisionAccepted, subjects.EventResumed, subjects.EventCompleted}, historyTypes(rec))
+	h.timersIdle()
+}
+
+func TestExpiryResolvesWithTheAgentsDefault(t *testing.T) {
+	h := newHarness(t, map[string]AgentFunc{"a": gated(func() Request {
+		return Request{Timeout: time.Second, ResponseSchema: map[string]any{"type": "object"},
+			OnExpiry: ExpiryPolicy{Action: subjects.ExpiryResolve, Payload: map[string]any{"amount": 0}}}
+	})})
+	run := h.start("a", nil)
+	rec := h.waitFor(run, Finished)
+	assert.JSONEq(t, `{"payload":{"amount":0},"by":"interlock:expiry"}`, string(rec.Result))
+}
+
+func TestExpiryResolvePayloadMustFitSchema(t *testing.T) {
+	h := newHarness(t, map[string]AgentFunc{"a": gated(func() Request {
+		return Request{Timeout: time.Second, ResponseSchema: map[string]any{"type": "object"},
+			OnExpiry: ExpiryPolicy{Action: subjects.ExpiryResolve, Payload: "yes"}}
+	})})
+	rec := h.waitFor(h.start("a", nil), Finished)
+	assert.Equal(t, subjects.RunFailed, rec.Status)
+	assert.Contains(t, rec.Error, "onExpiry payload does not satisfy responseSchema")
+}
+
+func TestExpiryEscalates(t *testing.T) {
+	req := func() Request {
+		return Request{Timeout: time.Second, Approvers: []string{"alice"},
+			OnExpiry: ExpiryPolicy{Action: subjects.ExpiryEscalate, Approvers: []string{"boss"}, Extend: 2 * time.Second}}
+	}
+	h := newHarness(t, map[string]AgentFunc{"a": gated(req)})
+
+	// Escalated, then decided by the escalation approver.
+	run := h.start("a", nil)
+	first := h.suspendedAtPass(run, 0).Pending()[0]
+	h.waitEvents(run, subjects.EventEscalated, 1)
+	rec, err := h.client.Run(h.ctx(), run)
+	require.NoError(t, err)
+	st := rec.Pending()[0]
+	assert.Equal(t, 1, st.Escalations)
+	assert.Equal(t, []string{"alice", "boss"}, st.Approvers)
+	assert.Equal(t, first.ExpiresAt.Add(2*time.Second), *st.ExpiresAt)
+	v, err := h.client.Decide(h.ctx(), DecisionRequest{RunID: run, InterruptID: st.ID, Status: subjects.StatusResolved,
+		Payload: "ok", Approver: "boss"})
+	require.NoError(t, err)
+	assert.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+	assert.JSONEq(t, `{"payload":"ok","by":"boss"}`, string(h.waitFor(run, Finished).Result))
+
+	// Escalated once, then expired.
+	run = h.start("a", nil)
+	rec = h.waitFor(run, Finished)
+	assert.JSONEq(t, `{"cancelled":"expired","by":"interlock:expiry"}`, string(rec.Result))
+	assert.Len(t, h.waitEvents(run, subjects.EventEscalated, 1), 1)
+	assert.Len(t, h.waitEvents(run, subjects.EventExpired, 1), 1)
+}
+
+func TestDecisionAroundTheDeadline(t *testing.T) {
+	t.Run("a moment before", func(t *testing.T) {
+		h := newHarness(t, map[string]AgentFunc{"a": gated(func() Request { return Request{Timeout: 1500 * time.Millisecond} })})
+		run := h.start("a", nil)
+		rec := h.suspendedAtPass(run, 0)
+		h.decide(run, rec.Pending()[0].ID, subjects.StatusResolved, "in time")
+		assert.JSONEq(t, `{"payload":"in time","by":""}`, string(h.waitFor(run, Finished).Result))
+		h.timersIdle() // the expiry fired, and did nothing
+		assert.Empty(t, h.events(run, subjects.EventExpired))
+		assert.Len(t, h.events(run, subjects.EventDecisionAccepted), 1)
+	})
+	t.Run("a moment after", func(t *testing.T) {
+		h := newHarness(t, map[string]AgentFunc{"a": gated(func() Request { return Request{Timeout: time.Second} })})
+		run := h.start("a", nil)
+		id := h.suspendedAtPass(run, 0).Pending()[0].ID
+		h.waitEvents(run, subjects.EventExpired, 1)
+		v, err := h.client.Decide(h.ctx(), DecisionRequest{RunID: run, InterruptID: id, Status: subjects.StatusResolved, Payload: "late"})
+		assertRejected(t, h, v, err, subjects.CodeExpired)
+		v, err = h.client.Decide(h.ctx(), DecisionRequest{RunID: run, InterruptID: id, Status: subjects.StatusCancelled})
+		require.NoError(t, err, "a cancel is still accepted after expiry")
+		assert.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+		assert.Contains(t, v.Detail, "already expired")
+		assert.JSONEq(t, `{"cancelled":"expired","by":"interlock:expiry"}`, string(h.waitFor(run, Finished).Result))
+	})
+}
+
+func TestTimerSurvivesCoordinatorRestart(t *testing.T) {
+	h := newHarness(t, map[string]AgentFunc{"a": gated(func() Request { return Request{Timeout: time.Second} })})
+	run := h.start("a", nil)
+	st := h.suspendedAtPass(run, 0).Pending()[0]
+	h.co.Stop()
+	require.Eventually(t, func() bool { return time.Now().After(st.ExpiresAt.Add(time.Second)) },
+		10*time.Second, 50*time.Millisecond, "the deadline passes while no coordinator runs")
+	h.startCoordinator(nil)
+	assert.JSONEq(t, `{"cancelled":"expired","by":"interlock:expiry"}`, string(h.waitFor(run, Finished).Result))
+	assert.Len(t, h.waitEvents(run, subjects.EventExpired, 1), 1)
+}
+
+func TestTimerSurvivesNATSRestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := embedded.Config{DataDir: dir, Sync: embedded.SyncAlways}
+	h := &harness{t: t, srv: jstest.Server(t, cfg),
+		agents: map[string]AgentFunc{"a": gated(func() Request { return Request{Timeout: 2 * time.Second} })}}
+	h.admin = h.conn()
+	h.client = NewClient(h.admin)
+	h.startCoordinator(nil)
+	h.startWorker(nil)
+	run := h.start("a", nil)
+	st := h.suspendedAtPass(run, 0).Pending()[0]
+	h.co.Stop()
+	h.w.Stop()
+	h.admin.Close()
+	h.srv = jstest.Restart(t, h.srv, cfg)
+	require.Eventually(t, func() bool { return time.Now().After(*st.ExpiresAt) }, 10*time.Second, 50*time.Millisecond)
+	h.admin = h.conn()
+	h.client = NewClient(h.admin)
+	h.startCoordinator(nil)
+	h.startWorker(nil)
+	assert.JSONEq(t, `{"cancelled":"expired","by":"interlock:expiry"}`, string(h.waitFor(run, Finished).Result))
+}
+
+func TestThreeCoordinatorsFireOnce(t *testing.T) {
+	h := newHarness(t, map[string]AgentFunc{"a": gated(func() Request { return Request{Timeout: time.Second} })})
+	h.startCoordinator(nil)
+	h.startCoordinator(nil)
+	var runs []string
+	for range 5 {
+		runs = append(runs, h.start("a", nil))
+	}
+	for _, run := range runs {
+		rec := h.waitFor(run, Finished)
+		assert.JSONEq(t, `{"cancelled":"expired","by":"interlock:expiry"}`, string(rec.Result))
+	}
+	h.timersIdle()
+	for _, run := range runs {
+		assert.Len(t, h.events(run, subjects.EventExpired), 1, run)
+		assert.Len(t, h.events(run, subjects.EventDecisionAccepted), 1, run)
+		assert.Len(t, h.events(run, subjects.EventResumed), 1, run)
+	}
+}
+
+func TestCoordinatorCrashWhileExpiring(t *testing.T) {
+	h := newBareHarness(t, map[string]AgentFunc{"a": gated(func() Request { return Request{Timeout: time.Second} })})
+	h.startWorker(nil)
+	crashed := make(chan struct{})
+	h.startCoordinator(func(p string) bool {
+		if p != "timer-after-record" {
+			return false
+		}
+		select {
+		case <-crashed:
+			return false
+		default:
+			close(crashed)
+			return true
+		}
+	})
+	run := h.start("a", nil)
+	<-crashed
+	h.startCoordinator(nil)
+	assert.JSONEq(t, `{"cancelled":"expired","by":"interlock:expiry"}`, string(h.waitFor(run, Finished).Result))
+	h.timersIdle()
+	assert.Len(t, h.events(run, subjects.EventExpired), 1)
+	assert.Len(t, h.events(run, subjects.EventResumed), 1)
+}
+
+func TestReminderNotices(t *testing.T) {
+	h := newHarness(t, map[string]AgentFunc{"a": gated(func() Request {
+		return Request{Timeout: 3 * time.Second, RemindBefore: []time.Duration{2 * time.Second, time.Second}}
+	})})
+	run := h.start("a", nil)
+	h.waitEvents(run, subjects.EventReminded, 2)
+	subject, _ := h.admin.Namespace().Notice(subjects.KindReminder, "a", run)
+	msgs, err := h.admin.Messages(h.ctx(), jetstream.StreamRuns, subject, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, msgs, 2)
+	for i, m := range msgs {
+		n, err := subjects.DecodeNotice(m.Data)
+		require.NoError(t, err)
+		assert.Equal(t, i+1, n.Seq, fmt.Sprint(i))
+		assert.Equal(t, subjects.KindReminder, n.Kind)
+	}
+	h.waitFor(run, Finished)
+	expired, _ := h.admin.Namespace().Notice(subjects.KindExpired, "a", run)
+	msgs, err = h.admin.Messages(h.ctx(), jetstream.StreamRuns, expired, 0, 10)
+	require.NoError(t, err)
+	assert.Len(t, msgs, 1)
+}
