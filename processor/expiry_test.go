@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/interlockhq/interlock/internal/wireschema"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/jetstream/jstest"
@@ -233,6 +234,7 @@ func TestReminderNotices(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, msgs, 2)
 	for i, m := range msgs {
+		require.NoError(t, wireschema.Validate("notice", m.Data))
 		n, err := subjects.DecodeNotice(m.Data)
 		require.NoError(t, err)
 		assert.Equal(t, i+1, n.Seq, fmt.Sprint(i))
@@ -243,4 +245,15 @@ func TestReminderNotices(t *testing.T) {
 	msgs, err = h.admin.Messages(h.ctx(), jetstream.StreamRuns, expired, 0, 10)
 	require.NoError(t, err)
 	assert.Len(t, msgs, 1)
+}
+
+func TestTimerMessagesMatchSchema(t *testing.T) {
+	deadline := time.Now().UTC()
+	tm := subjects.Timer{Version: 1, Name: timerName(subjects.TimerRemind, time.Minute, "int-1", deadline), RunID: "r1",
+		InterruptID: "int-1", Kind: subjects.TimerRemind, Deadline: deadline, At: deadline.Add(-time.Minute)}
+	data, err := json.Marshal(tm)
+	require.NoError(t, err)
+	require.NoError(t, wireschema.Validate("timer", data))
+	_, err = subjects.DecodeTimer(data)
+	require.NoError(t, err)
 }

@@ -209,7 +209,6 @@ func (co *Coordinator) applyTimer(rec *subjects.Run, i int, t subjects.Timer) (*
 		deadline := st.ExpiresAt.Add(time.Duration(p.ExtendSeconds) * time.Second)
 		st.ExpiresAt = &deadline
 		st.Escalations++
-		st.Reminders = 0
 		for _, a := range p.Approvers {
 			if len(st.Approvers) > 0 && !slices.Contains(st.Approvers, a) {
 				st.Approvers = append(slices.Clone(st.Approvers), a)
@@ -278,7 +277,7 @@ func (co *Coordinator) publishNotice(ctx context.Context, rec *subjects.Run, st 
 		return err
 	}
 	n := subjects.Notice{PassRef: subjects.PassRef{Version: subjects.Version, RunID: rec.RunID, Agent: rec.Agent,
-		ThreadID: rec.ThreadID, Pass: st.Pass}, Kind: kind, Seq: seq, Interrupts: []subjects.Interrupt{st.Interrupt},
+		ThreadID: rec.ThreadID, Pass: st.Pass}, Kind: kind, Seq: seq, Timer: timer, Interrupts: []subjects.Interrupt{st.Interrupt},
 		At: co.now(), Detail: detail}
 	data, err := json.Marshal(n)
 	if err != nil {

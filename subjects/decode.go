@@ -214,6 +214,9 @@ func DecodeNotice(data []byte) (Notice, error) {
 	if len(n.Interrupts) == 0 {
 		return Notice{}, malformed("interrupts is empty")
 	}
+	if err := ValidateToken("timer", n.Timer); err != nil {
+		return Notice{}, &ProtocolError{Code: CodeMalformed, Detail: err.Error(), err: errors.Join(ErrMalformed, err)}
+	}
 	return n, nil
 }
 

@@ -103,8 +103,11 @@ type Notice struct {
 	PassRef
 	// Kind is reminder, escalated or expired.
 	Kind string `json:"kind"`
-	// Seq tells notices of one kind about one pass apart.
-	Seq        int         `json:"seq"`
+	// Seq counts notices of this kind about the interrupt: reminder 1, 2...
+	Seq int `json:"seq"`
+	// Timer names the timer behind the notice: unique per interrupt,
+	// deadline and kind, so it tells any two notices apart.
+	Timer      string      `json:"timer"`
 	Interrupts []Interrupt `json:"interrupts"`
 	At         time.Time   `json:"at"`
 	Detail     string      `json:"detail,omitempty"`

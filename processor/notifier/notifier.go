@@ -144,7 +144,7 @@ func (n *Notifier) Start(ctx context.Context) error {
 		cons, err := n.client.Consume(ctx, jetstream.ConsumerConfig{
 			Stream:         jetstream.StreamRuns,
 			Durable:        "notifier_" + name,
-			FilterSubjects: []string{n.client.Namespace().All(subjects.KindSuspended)},
+			FilterSubjects: feedSubjects(n.client.Namespace()),
 			MaxDeliver:     attempts,
 			AckWait:        n.opts.AckWait,
 			BackOff:        backoff,
@@ -187,21 +187,60 @@ func (n *Notifier) crash(point string) bool {
 	return false
 }
 
-// deliveryKey names one notification: a sink told about one pass of a run.
-// It is the idempotency key receivers see and the key of the delivery record.
-func deliveryKey(sink string, s *subjects.Suspension) string {
-	return sink + "." + s.RunID + "." + strconv.Itoa(s.Pass)
+// feedSubjects are what notifiers read: new suspensions, and the
+// coordinator's notices about interrupts still waiting.
+func feedSubjects(ns subjects.Namespace) []string {
+	return []string{ns.All(subjects.KindSuspended), ns.All(subjects.KindReminder),
+		ns.All(subjects.KindEscalated), ns.All(subjects.KindExpired)}
+}
+
+// Notification kinds.
+const (
+	KindNew       = "new"
+	KindReminder  = subjects.KindReminder
+	KindEscalated = subjects.KindEscalated
+	KindExpired   = subjects.KindExpired
+)
+
+// deliveryKey names one notification: a sink told about one pass of a run
+// (kind "new"), or a notice about it, named by its timer. It is the
+// idempotency key receivers see and the key of the delivery record.
+func deliveryKey(sink string, s *subjects.Suspension, kind, timer string) string {
+	key := sink + "." + s.RunID + "." + strconv.Itoa(s.Pass)
+	if kind != KindNew {
+		key += "." + timer
+	}
+	return key
+}
+
+// feedItem decodes a message of the feed into the suspension it is about
+// and, for a notice, the notice (a new suspension gets Kind "new").
+func (n *Notifier) feedItem(m *jetstream.Msg) (subjects.Suspension, subjects.Notice, error) {
+	a, err := n.client.Namespace().Parse(m.Subject)
+	if err != nil {
+		return subjects.Suspension{}, subjects.Notice{}, err
+	}
+	if a.Kind == subjects.KindSuspended {
+		s, err := subjects.DecodeSuspension(m.Data)
+		return s, subjects.Notice{Kind: KindNew}, err
+	}
+	notice, err := subjects.DecodeNotice(m.Data)
+	if err != nil {
+		return subjects.Suspension{}, subjects.Notice{}, err
+	}
+	return subjects.Suspension{PassRef: notice.PassRef, Interrupts: notice.Interrupts}, notice, nil
 }
 
 func (n *Notifier) handle(ctx context.Context, sinkName string, sink Sink, m *jetstream.Msg) error {
-	s, err := subjects.DecodeSuspension(m.Data)
+	s, notice, err := n.feedItem(m)
+	kind := notice.Kind
 	if err != nil {
 		// The coordinator records and dead-letters malformed suspensions.
-		n.log.Warn("suspension not notified: malformed", "subject", m.Subject, "error", err)
+		n.log.Warn("not notified: malformed", "subject", m.Subject, "error", err)
 		return nil
 	}
-	log := n.log.With("sink", sinkName, "run", s.RunID, "pass", s.Pass)
-	r, err := n.route(sinkName, &s)
+	log := n.log.With("sink", sinkName, "run", s.RunID, "pass", s.Pass, "kind", kind)
+	r, err := n.route(sinkName, &s, kind)
 	if err != nil {
 		log.Warn("route match failed; trying the next route", "error", err)
 	}
@@ -209,7 +248,7 @@ func (n *Notifier) handle(ctx context.Context, sinkName string, sink Sink, m *je
 		n.counts.WithLabelValues(sinkName, OutcomeUnmatched).Inc()
 		return nil
 	}
-	key := deliveryKey(sinkName, &s)
+	key := deliveryKey(sinkName, &s, kind, notice.Timer)
 	done, err := n.client.Delivered(ctx, key)
 	if err != nil {
 		return err
@@ -219,7 +258,7 @@ func (n *Notifier) handle(ctx context.Context, sinkName string, sink Sink, m *je
 		log.Debug("already delivered", "key", key)
 		return nil
 	}
-	note := &Notification{Key: key, Route: r.cfg.Name, Sink: sinkName, Kind: "new", Suspension: s,
+	note := &Notification{Key: key, Route: r.cfg.Name, Sink: sinkName, Kind: kind, Detail: notice.Detail, Suspension: s,
 		Decide: decideHints(n.cfg, &s)}
 	if err := r.templates.render(note); err != nil {
 		return jetstream.DeadLetter(fmt.Errorf("sink %s, route %s: %w", sinkName, r.cfg.Name, err))
@@ -257,8 +296,9 @@ func (n *Notifier) attempts() int {
 }
 
 // route returns the first route that sends s to sink.
-func (n *Notifier) route(sink string, s *subjects.Suspension) (*route, error) {
+func (n *Notifier) route(sink string, s *subjects.Suspension, kind string) (*route, error) {
 	env := envOf(s, time.Now())
+	env.Kind = kind
 	var errs []error
 	for _, r := range n.routes[sink] {
 		ok, err := r.matches(env)

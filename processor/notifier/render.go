@@ -19,8 +19,11 @@ type Notification struct {
 	Key   string `json:"idempotencyKey"`
 	Route string `json:"route"`
 	Sink  string `json:"sink"`
-	// Kind says what the notification is about; "new" for a new suspension.
-	Kind       string              `json:"kind"`
+	// Kind says what the notification is about: new (a new suspension),
+	// reminder, escalated (the deadline moved, more approvers) or expired.
+	Kind string `json:"kind"`
+	// Detail says more about a notice, such as the new deadline.
+	Detail     string              `json:"detail,omitempty"`
 	Suspension subjects.Suspension `json:"suspension"`
 	Decide     []Decide            `json:"decide"`
 	Subject    string              `json:"subject"`
@@ -39,33 +42,38 @@ type Decide struct {
 
 // templateData is what templates see.
 type templateData struct {
+	Kind, Detail           string
 	Agent, RunID, ThreadID string
 	Pass                   int
 	Input                  string
 	Interrupts             []Decide
 }
 
-const defaultSubject = `[interlock] {{.Agent}} is waiting for a decision on run {{.RunID}}`
+const defaultSubject = `[interlock] {{if eq .Kind "reminder"}}reminder: {{else if eq .Kind "escalated"}}escalated: {{end}}` +
+	`{{if eq .Kind "expired"}}nobody decided in time for {{.Agent}} on run {{.RunID}}{{else}}{{.Agent}} is waiting for a decision on run {{.RunID}}{{end}}`
 
-const defaultText = `Agent {{.Agent}} is blocked: run {{.RunID}} waits for a person.
+const defaultText = `{{if eq .Kind "expired"}}Nobody decided in time: run {{.RunID}} of agent {{.Agent}} went on without an approval ({{.Detail}}).
+{{else}}{{if eq .Kind "reminder"}}Reminder: still waiting. {{else if eq .Kind "escalated"}}Escalated to you: {{end}}Agent {{.Agent}} is blocked: run {{.RunID}} waits for a person.{{with .Detail}} ({{.}}){{end}}
+{{end}}
 {{range .Interrupts}}
 * {{if .Message}}{{.Message}}{{else}}(no message){{end}}
   reason: {{.Reason}}{{with .ToolCallID}}, tool call {{.}}{{end}}
   interrupt: {{.ID}}{{with .ExpiresAt}}
   expires: {{.Format "2006-01-02 15:04:05 MST"}}{{end}}{{with .Approvers}}
   who may decide: {{join . ", "}}{{end}}
+{{if ne $.Kind "expired"}}
   approve: {{.ApproveCommand}}
   deny:    {{.DenyCommand}}{{with .InboxURL}}
-  open:    {{.}}{{end}}
+  open:    {{.}}{{end}}{{end}}
 {{end}}`
 
-const defaultHTML = `<p>Agent <b>{{.Agent}}</b> is blocked: run <code>{{.RunID}}</code> waits for a person.</p>
+const defaultHTML = `<p>{{if eq .Kind "expired"}}Nobody decided in time: run <code>{{.RunID}}</code> of agent <b>{{.Agent}}</b> went on without an approval.{{else}}{{if eq .Kind "reminder"}}Reminder: still waiting. {{else if eq .Kind "escalated"}}Escalated to you: {{end}}Agent <b>{{.Agent}}</b> is blocked: run <code>{{.RunID}}</code> waits for a person.{{end}}{{with .Detail}} ({{.}}){{end}}</p>
 {{range .Interrupts}}<div style="margin:1em 0;padding:.5em 1em;border-left:3px solid #c60">
 <p><b>{{if .Message}}{{.Message}}{{else}}(no message){{end}}</b><br>
 reason: {{.Reason}}{{with .ToolCallID}}, tool call <code>{{.}}</code>{{end}}<br>
 interrupt: <code>{{.ID}}</code>{{with .ExpiresAt}}<br>expires: {{.Format "2006-01-02 15:04:05 MST"}}{{end}}</p>
-<p>Approve: <code>{{.ApproveCommand}}</code><br>Deny: <code>{{.DenyCommand}}</code></p>
-{{with .InboxURL}}<p><a href="{{.}}">Open in the Interlock inbox</a></p>{{end}}</div>
+{{if ne $.Kind "expired"}}<p>Approve: <code>{{.ApproveCommand}}</code><br>Deny: <code>{{.DenyCommand}}</code></p>
+{{with .InboxURL}}<p><a href="{{.}}">Open in the Interlock inbox</a></p>{{end}}{{end}}</div>
 {{end}}`
 
 type templates struct {
@@ -97,7 +105,7 @@ func parseTemplates(t Templates) (*templates, error) {
 }
 
 func (t *templates) render(n *Notification) error {
-	d := templateData{Agent: n.Suspension.Agent, RunID: n.Suspension.RunID, ThreadID: n.Suspension.ThreadID,
+	d := templateData{Kind: n.Kind, Detail: n.Detail, Agent: n.Suspension.Agent, RunID: n.Suspension.RunID, ThreadID: n.Suspension.ThreadID,
 		Pass: n.Suspension.Pass, Input: string(n.Suspension.Input), Interrupts: n.Decide}
 	var b bytes.Buffer
 	if err := t.subject.Execute(&b, d); err != nil {

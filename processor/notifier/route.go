@@ -14,8 +14,10 @@ import (
 // Env is what a route's match expression sees: the suspension event.
 //
 //	agent == "refunds" && any(interrupts, .reason == "tool_call")
-//	"finance" in metadata.teams || pass > 0
+//	kind == "escalated" || metadata.team == "finance"
 type Env struct {
+	// Kind is new, reminder, escalated or expired.
+	Kind     string `expr:"kind"`
 	Agent    string `expr:"agent"`
 	RunID    string `expr:"runId"`
 	ThreadID string `expr:"threadId"`

@@ -1,0 +1,79 @@
+package notifier
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// A reminder and an escalation chain, end to end: a real coordinator and
+// worker, a notifier, a webhook receiver. Notification services tell new,
+// reminder, escalated and expired apart by kind.
+func TestReminderAndEscalationChain(t *testing.T) {
+	e := newEnv(t)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	co := processor.NewCoordinator(e.admin, processor.CoordinatorConfig{Logger: quiet})
+	require.NoError(t, co.Start(ctx(t)))
+	defer co.Stop()
+	w := processor.NewWorker(e.admin, processor.WorkerConfig{Logger: quiet})
+	require.NoError(t, w.Register("refunds", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		_, err := processor.Interrupt(ctx, processor.Request{Message: "Refund?", Timeout: 2 * time.Second,
+			Approvers:    []string{"ada"},
+			RemindBefore: []time.Duration{time.Second},
+			OnExpiry:     processor.ExpiryPolicy{Action: subjects.ExpiryEscalate, Approvers: []string{"boss"}, Extend: 2 * time.Second}})
+		return nil, err
+	}))
+	require.NoError(t, w.Start(ctx(t)))
+	defer w.Stop()
+
+	team, managers := newReceiver(t, nil), newReceiver(t, nil)
+	e.start(fmt.Sprintf(`
+sinks:
+  team: {type: webhook, url: %s}
+  managers: {type: webhook, url: %s}
+routes:
+  - {name: escalations, match: 'kind == "escalated"', sinks: [managers]}
+  - {name: all, match: 'true', sinks: [team]}
+`, team.URL, managers.URL), nil, Options{Logger: quiet})
+
+	run, err := processor.NewClient(e.admin).Start(ctx(t), "refunds", nil)
+	require.NoError(t, err)
+	rec, err := processor.NewClient(e.admin).Wait(ctx(t), run, processor.Suspended)
+	require.NoError(t, err, "%+v", rec)
+	// new, reminder, escalated, reminder (for the new deadline), expired.
+	require.Eventually(t, func() bool { return len(team.got()) >= 5 }, 20*time.Second, 20*time.Millisecond)
+	got := team.got()
+	var kinds []string
+	keys := map[string]bool{}
+	for _, r := range got {
+		var b WebhookBody
+		require.NoError(t, json.Unmarshal(r.body, &b))
+		assert.Equal(t, run, b.Suspension.RunID)
+		kinds = append(kinds, b.Kind)
+		keys[b.Key] = true
+		if b.Kind == KindExpired {
+			assert.Contains(t, b.Text, "Nobody decided in time")
+			assert.NotContains(t, b.Text, "approve:")
+		}
+		if b.Kind == KindEscalated {
+			assert.Contains(t, b.Decide[0].Approvers, "boss")
+		}
+	}
+	assert.Equal(t, []string{KindNew, KindReminder, KindEscalated, KindReminder, KindExpired}, kinds)
+	assert.Len(t, keys, 5, "each notice has its own idempotency key")
+	m := managers.waitN(t, 1)
+	var b WebhookBody
+	require.NoError(t, json.Unmarshal(m[0].body, &b))
+	assert.Equal(t, KindEscalated, b.Kind)
+	assert.Contains(t, b.Subject, "escalated:")
+}
