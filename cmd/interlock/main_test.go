@@ -98,7 +98,7 @@ func (s *syncBuffer) String() string {
 
 func TestServeApproveShowPending(t *testing.T) {
 	dir, port := t.TempDir(), freePort(t)
-	url, stop := serve(t, dir, port)
+	url, stop := serve(t, dir, port, "--default-timeout", "1h", "--remind-before", "30m")
 
 	ctx := context.Background()
 	conn, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url}, jetstream.Config{})
@@ -123,6 +123,8 @@ func TestServeApproveShowPending(t *testing.T) {
 	r = cli(t, "pending", "--nats-url", url)
 	assert.Contains(t, r.out, pending[0].ID)
 	assert.Contains(t, r.out, "Refund 30.00 to Lin")
+	assert.Regexp(t, `in (59m\d+s|1h0m0s)`, r.out, "the deadline and the time left")
+	require.NotNil(t, pending[0].ExpiresAt)
 
 	r = cli(t, "approve", "--nats-url", url, run, "--payload", `{"amount": 1000}`)
 	assert.Equal(t, exitRejected, r.code)
@@ -172,6 +174,8 @@ func TestServeApproveShowPending(t *testing.T) {
 	require.Equal(t, 0, r.code, r.err)
 	assert.Contains(t, r.out, "completed (pass 1)")
 	assert.Contains(t, r.out, "decision_accepted")
+	assert.Contains(t, r.out, "timer_armed", "the timer history")
+	assert.Contains(t, r.out, "reminders [30m0s] before")
 	assert.Equal(t, 0, stop())
 }
 
@@ -213,6 +217,10 @@ func TestConnectionFlagErrors(t *testing.T) {
 	r = cli(t, "serve", "--sync", "sometimes", "--data-dir", t.TempDir())
 	assert.Equal(t, exitUsage, r.code)
 	r = cli(t, "serve", "--listen", "nonsense", "--data-dir", t.TempDir())
+	assert.Equal(t, exitUsage, r.code)
+	r = cli(t, "serve", "--on-expiry", "approve", "--data-dir", t.TempDir())
+	assert.Equal(t, exitUsage, r.code, "silence is never approval")
+	r = cli(t, "serve", "--on-expiry", "escalate", "--data-dir", t.TempDir())
 	assert.Equal(t, exitUsage, r.code)
 	r = cli(t, "no-such-command")
 	assert.Equal(t, exitUsage, r.code)

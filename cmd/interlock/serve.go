@@ -14,6 +14,7 @@ import (
 	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/notifier"
+	"github.com/interlockhq/interlock/subjects"
 )
 
 // embeddedFlags configure the embedded nats-server of serve and demo.
@@ -60,6 +61,7 @@ func newServe(g *globals) *cobra.Command {
 		concurrency int
 		notify      string
 		metricsAddr string
+		expiry      processor.ExpiryDefaults
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -70,7 +72,14 @@ acknowledges a write only once it is on disk (--sync always). SIGINT or SIGTERM
 stops taking messages, lets the ones under way finish, and exits.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			err := runServe(cmd, g, &emb, replicas, concurrency, notify, metricsAddr)
+			if expiry.Action != subjects.ExpiryCancel && expiry.Action != subjects.ExpiryEscalate {
+				return usageError{fmt.Errorf("--on-expiry %q is not cancel or escalate", expiry.Action)}
+			}
+			if expiry.Action == subjects.ExpiryEscalate && expiry.Extend <= 0 {
+				return usageError{errors.New("--on-expiry escalate needs --escalate-extend")}
+			}
+			err := runServe(cmd, g, &emb, serveConfig{replicas: replicas, concurrency: concurrency, notify: notify,
+				metricsAddr: metricsAddr, expiry: expiry})
 			if errors.Is(err, context.Canceled) {
 				// A signal during start-up is a requested stop, not a failure.
 				return nil
@@ -83,19 +92,33 @@ stops taking messages, lets the ones under way finish, and exits.`,
 	cmd.Flags().IntVar(&concurrency, "concurrency", 4, "messages handled at once per input stream")
 	cmd.Flags().StringVar(&notify, "notifier-config", "", "also run a notifier with this configuration (see `interlock notifier`)")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "with --notifier-config: serve its Prometheus metrics here")
+	f := cmd.Flags()
+	f.DurationVar(&expiry.Timeout, "default-timeout", 0, "deadline for interrupts that set none (0: none)")
+	f.StringVar(&expiry.Action, "on-expiry", subjects.ExpiryCancel, "default at a deadline: cancel (fail closed) or escalate")
+	f.DurationSliceVar(&expiry.RemindBefore, "remind-before", nil, "default reminders before each deadline, e.g. 1h,10m")
+	f.DurationVar(&expiry.Extend, "escalate-extend", 0, "escalate: how far each escalation moves the deadline")
+	f.IntVar(&expiry.Times, "escalate-times", 1, "escalate: escalations before cancelling")
+	f.StringSliceVar(&expiry.Approvers, "escalate-to", nil, "escalate: approvers added to those allowed to decide")
 	return cmd
 }
 
-func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, replicas, concurrency int, notify, metricsAddr string) error {
+// serveConfig is what serve runs with beyond the embedded server.
+type serveConfig struct {
+	replicas, concurrency int
+	notify, metricsAddr   string
+	expiry                processor.ExpiryDefaults
+}
+
+func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig) error {
 	ctx := cmd.Context()
 	log, err := g.logger(cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}
 	var notifyCfg *notifier.Config
-	if notify != "" {
+	if sc.notify != "" {
 		// Checked before anything starts: a mistake is reported at once.
-		if notifyCfg, err = notifier.LoadConfig(notify); err != nil {
+		if notifyCfg, err = notifier.LoadConfig(sc.notify); err != nil {
 			return usageError{err}
 		}
 	}
@@ -108,7 +131,7 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, replicas, conc
 		defer srv.Shutdown()
 		url = srv.URL()
 	}
-	client, err := g.dialConfig(ctx, url, "interlock-serve", jetstream.Config{Replicas: replicas})
+	client, err := g.dialConfig(ctx, url, "interlock-serve", jetstream.Config{Replicas: sc.replicas})
 	if err != nil {
 		return err
 	}
@@ -116,17 +139,18 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, replicas, conc
 	if err := client.Provision(ctx); err != nil {
 		return err
 	}
-	co := processor.NewCoordinator(client, processor.CoordinatorConfig{Concurrency: concurrency, Logger: log})
+	co := processor.NewCoordinator(client, processor.CoordinatorConfig{Concurrency: sc.concurrency, Logger: log,
+		Expiry: sc.expiry})
 	if err := co.Start(ctx); err != nil {
 		return err
 	}
 	stopNotifier := func() {}
 	if notifyCfg != nil {
-		if stopNotifier, err = startNotifier(ctx, client, notifyCfg, log, metricsAddr); err != nil {
+		if stopNotifier, err = startNotifier(ctx, client, notifyCfg, log, sc.metricsAddr); err != nil {
 			co.Stop()
 			return err
 		}
-		log.Info("notifier running", "config", notify)
+		log.Info("notifier running", "config", sc.notify)
 	}
 	log.Info("coordinator running", "nats", url, "prefix", g.prefix)
 	<-ctx.Done()
