@@ -86,6 +86,9 @@ type DecisionRequest struct {
 	// is sent as is.
 	Payload  any
 	Metadata map[string]any
+	// Approver is who decides, a token ([A-Za-z0-9_-]); the decision is
+	// published on the resume subject for that identity. Empty: anonymous,
+	// which can decide only interrupts that name no approvers.
 	Approver string
 	Comment  string
 	// DecisionID is the dedup key; default a fresh UUIDv7. Send a decision
@@ -121,6 +124,9 @@ func (cl *Client) Decide(ctx context.Context, req DecisionRequest) (subjects.Ver
 		d.Metadata = raw
 	}
 	subject, err := cl.c.Namespace().Resume(req.RunID)
+	if req.Approver != "" {
+		subject, err = cl.c.Namespace().ResumeAs(req.RunID, req.Approver)
+	}
 	if err != nil {
 		return subjects.Verdict{}, err
 	}

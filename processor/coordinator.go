@@ -27,6 +27,9 @@ type CoordinatorConfig struct {
 	Now func() time.Time
 	// Expiry holds the defaults for deadlines, reminders and escalation.
 	Expiry ExpiryDefaults
+	// Groups maps an approver identity to its groups, for interrupts that
+	// name approver groups.
+	Groups func(identity string) []string
 }
 
 // Coordinator is the only writer of run records. It consumes pass outcomes

@@ -52,12 +52,22 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Msg) err
 	if err != nil {
 		return co.verdict(ctx, o, d, addr.Run, reject(subjects.CodeOf(err), "%v", err), false)
 	}
+	// The identity is the subject's approver token, which NATS permissions
+	// bind to the publishing user; the body cannot claim another.
+	identity := addr.Approver
+	if identity != "" && d.Approver != "" && d.Approver != identity {
+		return co.verdict(ctx, o, d, addr.Run, reject(subjects.CodeNotAllowed,
+			"published as %s but the body names approver %s", identity, d.Approver), false)
+	}
+	if identity != "" {
+		d.Approver = identity
+	}
 	for range maxCASAttempts {
 		rec, rev, err := co.load(ctx, addr.Run)
 		if err != nil {
 			return err
 		}
-		i, rej := co.check(rec, d)
+		i, rej := co.check(rec, d, identity)
 		if rej == errNoop {
 			return co.publishVerdict(ctx, o, rec.Agent, rec.Interrupts[i].Pass, subjects.Verdict{Version: subjects.Version,
 				DecisionID: d.DecisionID, RunID: rec.RunID, InterruptID: d.InterruptID, Outcome: subjects.OutcomeAccepted,
@@ -111,7 +121,7 @@ func retryDelay(deliveries uint64) time.Duration {
 // check applies the decision rules. It returns the interrupt's index, or why
 // the decision is refused. An interrupt decided with the same decision id is
 // not refused: that is a duplicate.
-func (co *Coordinator) check(rec *subjects.Run, d subjects.Decision) (int, *rejection) {
+func (co *Coordinator) check(rec *subjects.Run, d subjects.Decision, identity string) (int, *rejection) {
 	if rec == nil {
 		return -1, reject(subjects.CodeUnknownRun, "no run with this id")
 	}
@@ -143,12 +153,8 @@ func (co *Coordinator) check(rec *subjects.Run, d subjects.Decision) (int, *reje
 		return -1, reject(subjects.CodeExpired, "interrupt %s expired at %s; it can still be cancelled",
 			st.ID, st.ExpiresAt.Format(time.RFC3339))
 	}
-	if len(st.Approvers) > 0 && !slices.Contains(st.Approvers, d.Approver) {
-		who := d.Approver
-		if who == "" {
-			who = "an anonymous approver"
-		}
-		return -1, reject(subjects.CodeNotAllowed, "%s may not decide interrupt %s", who, st.ID)
+	if rej := co.authorize(st, identity); rej != nil {
+		return -1, rej
 	}
 	if d.Status == subjects.StatusResolved && len(st.ResponseSchema) > 0 {
 		if len(d.Payload) == 0 {
@@ -159,6 +165,29 @@ func (co *Coordinator) check(rec *subjects.Run, d subjects.Decision) (int, *reje
 		}
 	}
 	return i, nil
+}
+
+// authorize checks identity (empty: an anonymous decision) against the
+// interrupt's approvers and approver groups.
+func (co *Coordinator) authorize(st subjects.InterruptState, identity string) *rejection {
+	if len(st.Approvers) == 0 && len(st.ApproverGroups) == 0 {
+		return nil
+	}
+	if identity == "" {
+		return reject(subjects.CodeNotAllowed, "interrupt %s names its approvers; publish on the resume subject "+
+			"with your identity (resume.<run>.<approver>), where NATS permissions vouch for it", st.ID)
+	}
+	if slices.Contains(st.Approvers, identity) {
+		return nil
+	}
+	if co.cfg.Groups != nil {
+		for _, g := range co.cfg.Groups(identity) {
+			if slices.Contains(st.ApproverGroups, g) {
+				return nil
+			}
+		}
+	}
+	return reject(subjects.CodeNotAllowed, "%s may not decide interrupt %s", identity, st.ID)
 }
 
 // suspensionPending reports whether the runs stream holds a suspension of

@@ -233,7 +233,7 @@ func TestDecisionMalformed(t *testing.T) {
 func TestDecisionInvalidSubject(t *testing.T) {
 	h, _ := suspendedRun(t, Request{})
 	body := []byte(`{"version":1,"decisionId":"d","interruptId":"i","status":"resolved"}`)
-	v := h.rawVerdict("interlock.resume.run-1.extra", body, "")
+	v := h.rawVerdict("interlock.resume.run-1.a.b", body, "")
 	assertRejected(t, h, v, nil, subjects.CodeInvalidSubject)
 	assert.Equal(t, subjects.NoRun, v.RunID)
 }

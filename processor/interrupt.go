@@ -102,8 +102,10 @@ type Request struct {
 	Timeout   time.Duration
 	// Metadata is passed through to notifiers and approvers.
 	Metadata map[string]any
-	// Approvers, when set, are the only identities allowed to decide.
-	Approvers []string
+	// Approvers and ApproverGroups, when either is set, are the only
+	// identities (or members of the groups) allowed to decide.
+	Approvers      []string
+	ApproverGroups []string
 	// OnExpiry says what happens when nobody decides by the deadline; the
 	// zero value takes the coordinator's default (cancel: fail closed).
 	OnExpiry ExpiryPolicy
@@ -193,7 +195,8 @@ func (p *pass) interrupt(id, scope string, req Request) (subjects.Interrupt, err
 		return subjects.Interrupt{}, fmt.Errorf("interrupt %s: %w: request names %q, context has %q (use WithToolCall)",
 			id, ErrToolCallMismatch, req.ToolCallID, scope)
 	}
-	in := subjects.Interrupt{ID: id, Reason: req.Reason, Message: req.Message, ToolCallID: scope, Approvers: req.Approvers}
+	in := subjects.Interrupt{ID: id, Reason: req.Reason, Message: req.Message, ToolCallID: scope,
+		Approvers: req.Approvers, ApproverGroups: req.ApproverGroups}
 	if in.Reason == "" {
 		in.Reason = subjects.ReasonConfirmation
 		if scope != "" {
@@ -205,12 +208,14 @@ func (p *pass) interrupt(id, scope string, req Request) (subjects.Interrupt, err
 		if err != nil {
 			return in, fmt.Errorf("%w: responseSchema: %w", ErrInvalidRequest, err)
 		}
-		if _, err := p.schemas.compile(raw); err != nil {
-			return in, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		if string(raw) != "null" { // a nil map or pointer: no schema
+			if _, err := p.schemas.compile(raw); err != nil {
+				return in, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+			}
+			in.ResponseSchema = raw
 		}
-		in.ResponseSchema = raw
 	}
-	if req.Metadata != nil {
+	if len(req.Metadata) > 0 {
 		raw, err := json.Marshal(req.Metadata)
 		if err != nil {
 			return in, fmt.Errorf("%w: metadata: %w", ErrInvalidRequest, err)

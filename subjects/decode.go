@@ -101,6 +101,11 @@ func (in *Interrupt) Validate() error {
 			return err
 		}
 	}
+	for i, g := range in.ApproverGroups {
+		if err := validateID(fmt.Sprintf("approverGroups[%d]", i), g); err != nil {
+			return err
+		}
+	}
 	for i, sec := range in.RemindBeforeSeconds {
 		if sec <= 0 {
 			return malformed("remindBeforeSeconds[%d] is %d; reminders are seconds before the deadline, more than 0", i, sec)

@@ -13,7 +13,7 @@
 //	<prefix>.suspended.<agent>.<run>      a pass stopped on interrupts (the notifier feed)
 //	<prefix>.completed.<agent>.<run>      a pass finished the run
 //	<prefix>.failed.<agent>.<run>         a pass failed the run
-//	<prefix>.resume.<run>                 decisions (the resume subject)
+//	<prefix>.resume.<run>[.<approver>]    decisions (the resume subject)
 //	<prefix>.events.<run>.<type>          lifecycle and audit trail
 //	<prefix>.dlq.<source>                 dead letters, with the reason they failed
 //

@@ -25,11 +25,11 @@ func ExampleNamespace() {
 func ExampleNamespace_Parse() {
 	a, err := subjects.Default().Parse("interlock.suspended.refunds.01J9ZK")
 	fmt.Println(a.Kind, a.Agent, a.Run, err)
-	_, err = subjects.Default().Parse("interlock.resume.a.b")
+	_, err = subjects.Default().Parse("interlock.resume.a.b.c")
 	fmt.Println(err)
 	// Output:
 	// suspended refunds 01J9ZK <nil>
-	// invalid subject: "interlock.resume.a.b" has 3 tokens after the prefix, resume subjects have 2
+	// invalid subject: "interlock.resume.a.b.c" has 4 tokens after the prefix, resume subjects have 2 (resume.<run>) or 3 (resume.<run>.<approver>)
 }
 
 func ExampleValidateToken() {

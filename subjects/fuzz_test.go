@@ -72,6 +72,9 @@ func FuzzParse(f *testing.F) {
 	f.Add("interlock.resume.r1")
 	f.Add("interlock.events._.input_rejected")
 	f.Add("interlock.resume.a.b")
+	f.Add("interlock.timers.at.r1.e-1")
+	f.Add("interlock.timers.due.r1")
+	f.Add("interlock.reminder.a.r1")
 	f.Fuzz(func(t *testing.T, subject string) {
 		ns := subjects.Default()
 		a, err := ns.Parse(subject)
@@ -92,7 +95,19 @@ func FuzzParse(f *testing.F) {
 		case subjects.KindFailed:
 			rebuilt, err = ns.Failed(a.Agent, a.Run)
 		case subjects.KindResume:
-			rebuilt, err = ns.Resume(a.Run)
+			if a.Approver != "" {
+				rebuilt, err = ns.ResumeAs(a.Run, a.Approver)
+			} else {
+				rebuilt, err = ns.Resume(a.Run)
+			}
+		case subjects.KindTimers:
+			if a.Timer != "" {
+				rebuilt, err = ns.TimerSchedule(a.Run, a.Timer)
+			} else {
+				rebuilt, err = ns.TimerDue(a.Run)
+			}
+		case subjects.KindReminder, subjects.KindEscalated, subjects.KindExpired:
+			rebuilt, err = ns.Notice(a.Kind, a.Agent, a.Run)
 		case subjects.KindEvents:
 			rebuilt, err = ns.Events(a.Run, a.Event)
 		case subjects.KindDLQ:

@@ -40,8 +40,11 @@ type Interrupt struct {
 	ExpiresAt      *time.Time      `json:"expiresAt,omitempty"`
 	// Metadata is a JSON object, passed through untouched.
 	Metadata json.RawMessage `json:"metadata,omitempty"`
-	// Approvers, when set, are the only identities allowed to decide.
-	Approvers []string `json:"approvers,omitempty"`
+	// Approvers and ApproverGroups, when either is set, are the only
+	// identities (or members of groups) allowed to decide. Decisions must
+	// then be published on <prefix>.resume.<run>.<approver>.
+	Approvers      []string `json:"approvers,omitempty"`
+	ApproverGroups []string `json:"approverGroups,omitempty"`
 	// OnExpiry says what happens at ExpiresAt; default: cancel.
 	OnExpiry *ExpiryPolicy `json:"onExpiry,omitempty"`
 	// RemindBeforeSeconds lists reminders, in seconds before ExpiresAt;

@@ -2,6 +2,7 @@ package subjects
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -74,12 +75,27 @@ func (n Namespace) Failed(agent, run string) (string, error) {
 	return n.agentRun(KindFailed, agent, run)
 }
 
-// Resume is the subject decisions for run are published on.
+// Resume is the subject anonymous decisions for run are published on. They
+// can decide only interrupts that name no approvers.
 func (n Namespace) Resume(run string) (string, error) {
 	if err := ValidateToken("run id", run); err != nil {
 		return "", err
 	}
 	return n.join(KindResume, run), nil
+}
+
+// ResumeAs is the subject approver publishes decisions for run on. The
+// approver's identity is this token, not anything in the body, so NATS user
+// permissions (approver ada may publish only on <prefix>.resume.*.ada) make
+// it impossible to decide in someone else's name.
+func (n Namespace) ResumeAs(run, approver string) (string, error) {
+	if err := ValidateToken("run id", run); err != nil {
+		return "", err
+	}
+	if err := ValidateToken("approver", approver); err != nil {
+		return "", err
+	}
+	return n.join(KindResume, run, approver), nil
 }
 
 // Events is the subject of run's lifecycle and audit event of type t. Events
@@ -192,6 +208,8 @@ type Address struct {
 	Source string
 	// Timer is set on timer schedules; a due timer has none.
 	Timer string
+	// Approver is the identity a decision was published as, if any.
+	Approver string
 }
 
 // Parse splits subject into its parts, validating every token. The error
@@ -211,12 +229,19 @@ func (n Namespace) Parse(subject string) (Address, error) {
 		return n.parseTimer(subject, t)
 	}
 	count, known := want[t[0]]
+	if t[0] == KindResume && len(t) == 3 {
+		count = 3 // resume.<run>.<approver>
+	}
 	if !known {
 		return Address{}, fmt.Errorf("%w: %q has unknown kind %q", ErrInvalidSubject, subject, t[0])
 	}
 	if len(t) != count {
-		return Address{}, fmt.Errorf("%w: %q has %d tokens after the prefix, %s subjects have %d",
-			ErrInvalidSubject, subject, len(t), t[0], count)
+		want := strconv.Itoa(count)
+		if t[0] == KindResume {
+			want = "2 (resume.<run>) or 3 (resume.<run>.<approver>)"
+		}
+		return Address{}, fmt.Errorf("%w: %q has %d tokens after the prefix, %s subjects have %s",
+			ErrInvalidSubject, subject, len(t), t[0], want)
 	}
 	a := Address{Kind: t[0]}
 	var err error
@@ -230,6 +255,9 @@ func (n Namespace) Parse(subject string) (Address, error) {
 		}
 	case KindResume:
 		a.Run, err = t[1], ValidateToken("run id", t[1])
+		if err == nil && len(t) == 3 {
+			a.Approver, err = t[2], ValidateToken("approver", t[2])
+		}
 	case KindEvents:
 		a.Run, a.Event = t[1], EventType(t[2])
 		if t[1] != NoRun {

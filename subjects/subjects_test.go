@@ -53,6 +53,10 @@ func TestNamespaceBuildAndParse(t *testing.T) {
 		{func() (string, error) { return ns.Completed("refunds", "r1") }, subjects.Address{Kind: "completed", Agent: "refunds", Run: "r1"}},
 		{func() (string, error) { return ns.Failed("refunds", "r1") }, subjects.Address{Kind: "failed", Agent: "refunds", Run: "r1"}},
 		{func() (string, error) { return ns.Resume("r1") }, subjects.Address{Kind: "resume", Run: "r1"}},
+		{func() (string, error) { return ns.ResumeAs("r1", "ada") }, subjects.Address{Kind: "resume", Run: "r1", Approver: "ada"}},
+		{func() (string, error) { return ns.TimerSchedule("r1", "e-1") }, subjects.Address{Kind: "timers", Run: "r1", Timer: "e-1"}},
+		{func() (string, error) { return ns.TimerDue("r1") }, subjects.Address{Kind: "timers", Run: "r1"}},
+		{func() (string, error) { return ns.Notice(subjects.KindReminder, "a", "r1") }, subjects.Address{Kind: "reminder", Agent: "a", Run: "r1"}},
 		{func() (string, error) { return ns.Events("r1", subjects.EventSuspended) }, subjects.Address{Kind: "events", Run: "r1", Event: "suspended"}},
 		{func() (string, error) { return ns.Events(subjects.NoRun, subjects.EventInputRejected) }, subjects.Address{Kind: "events", Run: "_", Event: "input_rejected"}},
 		{func() (string, error) { return ns.DeadLetter("coordinator_runs") }, subjects.Address{Kind: "dlq", Source: "coordinator_runs"}},
@@ -87,7 +91,7 @@ func TestParseRejects(t *testing.T) {
 	ns := subjects.Default()
 	for _, s := range []string{
 		"other.resume.r1", "interlock", "interlock.", "interlock.nope.x", "interlock.resume",
-		"interlock.resume.r1.extra", "interlock.suspended.a", "interlock.resume.r*", "interlock.events.r1.a b",
+		"interlock.resume.r1.a.b", "interlock.resume.r1.a b", "interlock.suspended.a", "interlock.resume.r*", "interlock.events.r1.a b",
 		"interlock.resume.", "interlock.work..",
 	} {
 		_, err := ns.Parse(s)

@@ -1,0 +1,281 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/jetstream/jstest"
+	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/approvers"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+type env struct {
+	t      *testing.T
+	nc     *jetstream.Client
+	client *processor.Client
+	srv    *httptest.Server
+	dir    *approvers.Directory
+}
+
+// newEnv runs a coordinator, a worker whose agent "gate" asks with the
+// request it is given in the run's input, and the gateway on a real HTTP
+// server.
+func newEnv(t *testing.T) *env {
+	srv := jstest.Server(t)
+	nc := jstest.Client(t, srv)
+	dir, err := approvers.Parse("test", []byte(fmt.Sprintf(`
+identities:
+  ada: {groups: [finance], tokens: ["%s"]}
+  bob: {groups: [ops], tokens: ["%s"]}
+  carol: {groups: [finance], tokens: ["%s"]}
+`, approvers.Digest("ada-token"), approvers.Digest("bob-token"), approvers.Digest("carol-token"))))
+	require.NoError(t, err)
+	co := processor.NewCoordinator(jstest.Client(t, srv), processor.CoordinatorConfig{Logger: quiet, Groups: dir.Groups})
+	require.NoError(t, co.Start(context.Background()))
+	t.Cleanup(co.Stop)
+	w := processor.NewWorker(jstest.Client(t, srv), processor.WorkerConfig{Logger: quiet})
+	require.NoError(t, w.Register("gate", func(ctx context.Context, input json.RawMessage) (any, error) {
+		var req struct {
+			Approvers, Groups []string
+			Schema            map[string]any
+			Message           string
+		}
+		_ = json.Unmarshal(input, &req)
+		d, err := processor.Interrupt(ctx, processor.Request{Message: req.Message, Approvers: req.Approvers,
+			ApproverGroups: req.Groups, ResponseSchema: req.Schema})
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"payload": d.Payload, "by": d.Approver}, nil
+	}))
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(w.Stop)
+	hs := httptest.NewServer(New(jstest.Client(t, srv), Config{Directory: dir, Logger: quiet}))
+	t.Cleanup(hs.Close)
+	return &env{t: t, nc: nc, client: processor.NewClient(nc), srv: hs, dir: dir}
+}
+
+func (e *env) suspend(input map[string]any) (string, string) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	run, err := e.client.Start(ctx, "gate", input)
+	require.NoError(e.t, err)
+	rec, err := e.client.Wait(ctx, run, processor.Suspended)
+	require.NoError(e.t, err)
+	return run, rec.Pending()[0].ID
+}
+
+func (e *env) call(method, path, token string, body []byte) (int, map[string]any) {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.srv.URL+path, bytes.NewReader(body))
+	require.NoError(e.t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(e.t, err)
+	defer resp.Body.Close()
+	var out map[string]any
+	raw, _ := io.ReadAll(resp.Body)
+	require.NoError(e.t, json.Unmarshal(raw, &out), string(raw))
+	return resp.StatusCode, out
+}
+
+func decisionPath(run, id string) string { return "/v1/runs/" + run + "/interrupts/" + id + "/decision" }
+
+func TestDecideThroughTheGateway(t *testing.T) {
+	e := newEnv(t)
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "ship?"})
+	status, out := e.call("POST", decisionPath(run, id), "ada-token", []byte(`{"status":"resolved","payload":{"ok":true},"comment":"go"}`))
+	require.Equal(t, http.StatusOK, status, out)
+	assert.Equal(t, "accepted", out["verdict"].(map[string]any)["outcome"])
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	rec, err := e.client.Wait(ctx, run, processor.Finished)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"payload":{"ok":true},"by":"ada"}`, string(rec.Result), "the identity is the token's, recorded by the coordinator")
+
+	status, out = e.call("GET", "/v1/runs/"+run, "bob-token", nil)
+	require.Equal(t, http.StatusOK, status)
+	assert.Equal(t, "completed", out["run"].(map[string]any)["status"])
+	status, out = e.call("GET", "/v1/runs/"+run+"/history", "bob-token", nil)
+	require.Equal(t, http.StatusOK, status)
+	var types []string
+	for _, ev := range out["events"].([]any) {
+		types = append(types, ev.(map[string]any)["type"].(string))
+	}
+	assert.Contains(t, types, "decision_accepted")
+	status, out = e.call("GET", "/v1/runs/nope", "bob-token", nil)
+	assert.Equal(t, http.StatusNotFound, status)
+	assert.Equal(t, CodeNotFound, out["code"])
+}
+
+func TestRefusals(t *testing.T) {
+	e := newEnv(t)
+	adaOnly, adaID := e.suspend(map[string]any{"Approvers": []string{"ada"}})
+	finance, finID := e.suspend(map[string]any{"Groups": []string{"finance"}})
+	schema, schemaID := e.suspend(map[string]any{"Schema": map[string]any{"type": "object", "required": []string{"amount"}}})
+	other, _ := e.suspend(map[string]any{})
+	ok := []byte(`{"status":"resolved","payload":1}`)
+
+	cases := []struct {
+		name, path, token string
+		body              []byte
+		status            int
+		code              string
+	}{
+		{"unauthenticated", decisionPath(adaOnly, adaID), "", ok, 401, CodeUnauthenticated},
+		{"unknown token", decisionPath(adaOnly, adaID), "forged", ok, 401, CodeUnauthenticated},
+		{"wrong approver", decisionPath(adaOnly, adaID), "bob-token", ok, 403, "not_allowed"},
+		{"wrong group", decisionPath(finance, finID), "bob-token", ok, 403, "not_allowed"},
+		{"someone else's interrupt", decisionPath(other, adaID), "ada-token", ok, 404, "unknown_interrupt"},
+		{"oversized body", decisionPath(adaOnly, adaID), "ada-token",
+			[]byte(`{"status":"resolved","payload":"` + strings.Repeat("x", 70<<10) + `"}`), 413, CodeTooLarge},
+		{"invalid JSON", decisionPath(adaOnly, adaID), "ada-token", []byte(`{"status":`), 400, CodeInvalidJSON},
+		{"unknown field", decisionPath(adaOnly, adaID), "ada-token", []byte(`{"status":"resolved","approver":"ada"}`), 400, CodeInvalidJSON},
+		{"bad status", decisionPath(adaOnly, adaID), "ada-token", []byte(`{"status":"approved"}`), 400, "malformed"},
+		{"payload failing responseSchema", decisionPath(schema, schemaID), "bob-token", []byte(`{"status":"resolved","payload":{}}`), 422, "schema_mismatch"},
+		{"bad run id", decisionPath("a.b", "x"), "ada-token", ok, 400, CodeBadRequest},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			status, out := e.call("POST", c.path, c.token, c.body)
+			assert.Equal(t, c.status, status, out)
+			assert.Equal(t, c.code, out["code"], out)
+			assert.NotEmpty(t, out["message"])
+		})
+	}
+	// The group member may; nothing above changed anything.
+	status, out := e.call("POST", decisionPath(finance, finID), "carol-token", ok)
+	assert.Equal(t, 200, status, out)
+	status, out = e.call("POST", decisionPath(adaOnly, adaID), "ada-token", ok)
+	assert.Equal(t, 200, status, out)
+	status, out = e.call("POST", decisionPath(adaOnly, adaID), "ada-token", []byte(`{"status":"cancelled"}`))
+	assert.Equal(t, 409, status, out)
+	assert.Equal(t, "already_decided", out["code"])
+}
+
+func TestListPending(t *testing.T) {
+	e := newEnv(t)
+	for range 3 {
+		e.suspend(map[string]any{"Groups": []string{"finance"}})
+	}
+	e.suspend(map[string]any{"Approvers": []string{"bob"}})
+	status, out := e.call("GET", "/v1/interrupts?mine=true", "bob-token", nil)
+	require.Equal(t, 200, status, out)
+	assert.Len(t, out["interrupts"], 1)
+	status, out = e.call("GET", "/v1/interrupts?mine=true", "ada-token", nil)
+	require.Equal(t, 200, status)
+	assert.Len(t, out["interrupts"], 3)
+
+	// Pages of two.
+	var seen []string
+	cursor := ""
+	for page := 0; page < 5; page++ {
+		status, out = e.call("GET", "/v1/interrupts?limit=2&cursor="+cursor, "ada-token", nil)
+		require.Equal(t, 200, status, out)
+		for _, it := range out["interrupts"].([]any) {
+			m := it.(map[string]any)
+			seen = append(seen, m["runId"].(string))
+			assert.Equal(t, m["approverGroups"] != nil, m["canDecide"], "ada may decide the finance ones only")
+		}
+		next, _ := out["nextCursor"].(string)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	assert.Len(t, seen, 4, "every interrupt once across pages")
+	status, out = e.call("GET", "/v1/interrupts?agent=other", "ada-token", nil)
+	require.Equal(t, 200, status)
+	assert.Empty(t, out["interrupts"])
+	status, out = e.call("GET", "/v1/interrupts?olderThan=1h", "ada-token", nil)
+	require.Equal(t, 200, status)
+	assert.Empty(t, out["interrupts"])
+	status, out = e.call("GET", "/v1/interrupts?limit=0", "ada-token", nil)
+	assert.Equal(t, 400, status)
+	assert.Equal(t, CodeBadRequest, out["code"])
+	status, _ = e.call("GET", "/v1/interrupts", "", nil)
+	assert.Equal(t, 401, status)
+}
+
+// BenchmarkDecisions measures decisions per second through the gateway and,
+// in the same run, published directly with the Go client.
+//
+//	go test -run '^$' -bench BenchmarkDecisions -benchtime 300x ./processor/gateway
+func BenchmarkDecisions(b *testing.B) {
+	srv := jstest.Server(b)
+	nc := jstest.Client(b, srv)
+	dir, _ := approvers.Parse("b", []byte(`identities: {ada: {tokens: ["`+approvers.Digest("tok")+`"]}}`))
+	co := processor.NewCoordinator(jstest.Client(b, srv), processor.CoordinatorConfig{Logger: quiet})
+	if err := co.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	defer co.Stop()
+	hs := httptest.NewServer(New(jstest.Client(b, srv), Config{Directory: dir, Logger: quiet}))
+	defer hs.Close()
+	client := processor.NewClient(nc)
+	ctx := context.Background()
+	// Suspensions published as a worker would, 2 per iteration.
+	for i := 0; i < 2*b.N; i++ {
+		run := fmt.Sprintf("b%d", i)
+		s := subjects.Suspension{PassRef: subjects.PassRef{Version: 1, RunID: run, Agent: "b"},
+			Interrupts: []subjects.Interrupt{{ID: "i", Reason: "confirmation"}}}
+		data, _ := json.Marshal(s)
+		subject, _ := nc.Namespace().Suspended("b", run)
+		if _, err := nc.Publish(ctx, subject, data, "", nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := 0; i < 2*b.N; i++ {
+		if _, err := client.Wait(ctx, fmt.Sprintf("b%d", i), processor.Suspended); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		if _, err := client.Decide(ctx, processor.DecisionRequest{RunID: fmt.Sprintf("b%d", i), InterruptID: "i",
+			Status: subjects.StatusResolved, Approver: "ada"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	direct := time.Since(start)
+	start = time.Now()
+	hc := &http.Client{}
+	for i := b.N; i < 2*b.N; i++ {
+		req, _ := http.NewRequest("POST", hs.URL+decisionPath(fmt.Sprintf("b%d", i), "i"), strings.NewReader(`{"status":"resolved"}`))
+		req.Header.Set("Authorization", "Bearer tok")
+		resp, err := hc.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			b.Fatalf("decision %d: %v %v", i, err, resp)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	gw := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/direct.Seconds(), "direct-decisions/s")
+	b.ReportMetric(float64(b.N)/gw.Seconds(), "gateway-decisions/s")
+	b.ReportMetric(direct.Seconds()/gw.Seconds(), "ratio")
+}
