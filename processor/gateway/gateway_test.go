@@ -101,7 +101,9 @@ func (e *env) call(method, path, token string, body []byte) (int, map[string]any
 	return resp.StatusCode, out
 }
 
-func decisionPath(run, id string) string { return "/v1/runs/" + run + "/interrupts/" + id + "/decision" }
+func decisionPath(run, id string) string {
+	return "/v1/runs/" + run + "/interrupts/" + id + "/decision"
+}
 
 func TestDecideThroughTheGateway(t *testing.T) {
 	e := newEnv(t)
