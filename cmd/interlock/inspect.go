@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,7 +20,8 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 }
 
 func newPending(g *globals) *cobra.Command {
-	var agent string
+	var agent, reason, approver string
+	var olderThan time.Duration
 	cmd := &cobra.Command{
 		Use:   "pending",
 		Short: "List the interrupts waiting for a decision",
@@ -36,10 +38,16 @@ func newPending(g *globals) *cobra.Command {
 				return err
 			}
 			var out []processor.PendingInterrupt
+			now := time.Now()
 			for _, p := range list {
-				if agent == "" || p.Agent == agent {
-					out = append(out, p)
+				switch {
+				case agent != "" && p.Agent != agent,
+					reason != "" && p.Reason != reason,
+					olderThan > 0 && now.Sub(p.SuspendedAt) < olderThan,
+					approver != "" && len(p.Approvers) > 0 && !slices.Contains(p.Approvers, approver):
+					continue
 				}
+				out = append(out, p)
 			}
 			if g.json {
 				if out == nil {
@@ -53,7 +61,6 @@ func newPending(g *globals) *cobra.Command {
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "RUN\tAGENT\tINTERRUPT\tREASON\tWAITING\tEXPIRES\tMESSAGE")
-			now := time.Now()
 			for _, p := range out {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.RunID, p.Agent, p.ID, p.Reason,
 					now.Sub(p.SuspendedAt).Round(time.Second), expires(p.ExpiresAt, now), oneLine(p.Message, 60))
@@ -62,6 +69,9 @@ func newPending(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&agent, "agent", "", "only this agent's interrupts")
+	cmd.Flags().StringVar(&reason, "reason", "", "only interrupts with this reason (tool_call, input_required, ...)")
+	cmd.Flags().StringVar(&approver, "approver", "", "only interrupts this approver is named on, or that name nobody")
+	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "only interrupts waiting at least this long")
 	return cmd
 }
 

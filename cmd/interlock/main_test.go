@@ -23,6 +23,7 @@ import (
 
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/approvers"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -272,4 +273,67 @@ func TestNotifierConfigErrors(t *testing.T) {
 	assert.Equal(t, exitUsage, r.code, "checked before anything starts")
 	r = cli(t, "notifier")
 	assert.Equal(t, exitUsage, r.code)
+}
+
+func TestGatewayHistoryAndWatch(t *testing.T) {
+	ids := filepath.Join(t.TempDir(), "identities.yaml")
+	require.NoError(t, os.WriteFile(ids, []byte("identities:\n  ada: {tokens: [\""+approvers.Digest("tok")+"\"]}\n"), 0o600))
+	gw := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	url, stop := serve(t, t.TempDir(), freePort(t), "--identities", ids, "--gateway-listen", gw)
+	ctx := context.Background()
+	conn, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url}, jetstream.Config{})
+	require.NoError(t, err)
+	defer conn.Close()
+
+	// watch, in the background, until cancelled.
+	wctx, wcancel := context.WithCancel(ctx)
+	watched := &syncBuffer{}
+	wdone := make(chan int, 1)
+	go func() { wdone <- run(wctx, []string{"watch", "--nats-url", url, "--json"}, watched, &bytes.Buffer{}) }()
+
+	w := processor.NewWorker(conn, processor.WorkerConfig{})
+	require.NoError(t, w.Register("refunds", demoAgent(func(string, ...any) {})))
+	require.NoError(t, w.Start(ctx))
+	defer w.Stop()
+	api := processor.NewClient(conn)
+	runID, err := api.Start(ctx, "refunds", refundRequest{Order: "A-3", Amount: 9, Customer: "Ida"})
+	require.NoError(t, err)
+	tctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	rec, err := api.Wait(tctx, runID, processor.Suspended)
+	require.NoError(t, err)
+
+	r := cli(t, "pending", "--nats-url", url, "--reason", "tool_call", "--json")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Contains(t, r.out, runID)
+	r = cli(t, "pending", "--nats-url", url, "--reason", "confirmation")
+	assert.Contains(t, r.out, "no interrupts are waiting")
+	r = cli(t, "pending", "--nats-url", url, "--older-than", "1h")
+	assert.Contains(t, r.out, "no interrupts are waiting")
+
+	req, _ := http.NewRequest("POST", "http://"+gw+"/v1/runs/"+runID+"/interrupts/"+rec.Pending()[0].ID+"/decision",
+		strings.NewReader(`{"status":"resolved","payload":{"amount":9}}`))
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode)
+	_, err = api.Wait(tctx, runID, processor.Finished)
+	require.NoError(t, err)
+
+	r = cli(t, "history", "--nats-url", url, runID)
+	require.Equal(t, 0, r.code, r.err)
+	assert.Contains(t, r.out, "decision_accepted")
+	assert.Contains(t, r.out, "completed")
+	r = cli(t, "history", "--nats-url", url, runID, "--json")
+	var evs []subjects.Event
+	require.NoError(t, json.Unmarshal([]byte(r.out), &evs))
+	assert.GreaterOrEqual(t, len(evs), 4)
+
+	require.Eventually(t, func() bool { return strings.Contains(watched.String(), `"type":"completed"`) },
+		10*time.Second, 20*time.Millisecond, "watch saw the run complete")
+	wcancel()
+	assert.Equal(t, 0, <-wdone)
+	w.Stop()
+	assert.Equal(t, 0, stop())
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/approvers"
 	"github.com/interlockhq/interlock/processor/notifier"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -62,6 +63,8 @@ func newServe(g *globals) *cobra.Command {
 		notify      string
 		metricsAddr string
 		expiry      processor.ExpiryDefaults
+		gatewayAddr string
+		identities  string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -79,7 +82,7 @@ stops taking messages, lets the ones under way finish, and exits.`,
 				return usageError{errors.New("--on-expiry escalate needs --escalate-extend")}
 			}
 			err := runServe(cmd, g, &emb, serveConfig{replicas: replicas, concurrency: concurrency, notify: notify,
-				metricsAddr: metricsAddr, expiry: expiry})
+				metricsAddr: metricsAddr, expiry: expiry, gatewayAddr: gatewayAddr, identities: identities})
 			if errors.Is(err, context.Canceled) {
 				// A signal during start-up is a requested stop, not a failure.
 				return nil
@@ -99,6 +102,8 @@ stops taking messages, lets the ones under way finish, and exits.`,
 	f.DurationVar(&expiry.Extend, "escalate-extend", 0, "escalate: how far each escalation moves the deadline")
 	f.IntVar(&expiry.Times, "escalate-times", 1, "escalate: escalations before cancelling")
 	f.StringSliceVar(&expiry.Approvers, "escalate-to", nil, "escalate: approvers added to those allowed to decide")
+	f.StringVar(&identities, "identities", "", "approvers file: their groups (for interrupts naming approver groups) and gateway tokens")
+	f.StringVar(&gatewayAddr, "gateway-listen", "", "also serve the HTTP gateway here (needs --identities)")
 	return cmd
 }
 
@@ -107,6 +112,8 @@ type serveConfig struct {
 	replicas, concurrency int
 	notify, metricsAddr   string
 	expiry                processor.ExpiryDefaults
+	gatewayAddr           string
+	identities            string
 }
 
 func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig) error {
@@ -114,6 +121,14 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 	log, err := g.logger(cmd.ErrOrStderr())
 	if err != nil {
 		return err
+	}
+	var dir *approvers.Directory
+	if sc.identities != "" {
+		if dir, err = approvers.Load(sc.identities); err != nil {
+			return usageError{err}
+		}
+	} else if sc.gatewayAddr != "" {
+		return usageError{errors.New("--gateway-listen needs --identities")}
 	}
 	var notifyCfg *notifier.Config
 	if sc.notify != "" {
@@ -140,7 +155,7 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 		return err
 	}
 	co := processor.NewCoordinator(client, processor.CoordinatorConfig{Concurrency: sc.concurrency, Logger: log,
-		Expiry: sc.expiry})
+		Expiry: sc.expiry, Groups: dir.Groups})
 	if err := co.Start(ctx); err != nil {
 		return err
 	}
@@ -152,9 +167,18 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 		}
 		log.Info("notifier running", "config", sc.notify)
 	}
+	stopGateway := func() {}
+	if sc.gatewayAddr != "" {
+		if stopGateway, err = startGateway(client, dir, sc.gatewayAddr, log); err != nil {
+			stopNotifier()
+			co.Stop()
+			return err
+		}
+	}
 	log.Info("coordinator running", "nats", url, "prefix", g.prefix)
 	<-ctx.Done()
 	log.Info("shutting down: finishing messages under way")
+	stopGateway()
 	stopNotifier()
 	co.Stop()
 	if err := client.Drain(); err != nil {

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor/approvers"
+	"github.com/interlockhq/interlock/processor/gateway"
+)
+
+func newGateway(g *globals) *cobra.Command {
+	var listen, identities string
+	cmd := &cobra.Command{
+		Use:   "gateway --identities FILE",
+		Short: "Serve the HTTP gateway for approvers (JSON API, API tokens)",
+		Long: `gateway serves the approvers' JSON API (docs/openapi.yaml): list pending
+interrupts, read runs and their audit trail, decide. Callers authenticate with
+API tokens listed (as SHA-256 digests) in the identities file; the gateway
+publishes each decision as the caller, and the coordinator enforces who may
+decide. Any number of gateways may run behind a load balancer.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			log, err := g.logger(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			dir, err := approvers.Load(identities)
+			if err != nil {
+				return usageError{err}
+			}
+			client, err := g.dial(ctx, g.natsURL, "interlock-gateway")
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			stop, err := startGateway(client, dir, listen, log)
+			if err != nil {
+				return err
+			}
+			<-ctx.Done()
+			stop()
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to serve HTTP on")
+	cmd.Flags().StringVar(&identities, "identities", "", "approvers and their API token digests (YAML)")
+	_ = cmd.MarkFlagRequired("identities")
+	return cmd
+}
+
+// startGateway serves the gateway on addr until the returned stop.
+func startGateway(client *jetstream.Client, dir *approvers.Directory, addr string, log *slog.Logger) (func(), error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	srv := &http.Server{Handler: gateway.New(client, gateway.Config{Directory: dir, Logger: log}),
+		ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("gateway", "error", err)
+		}
+	}()
+	log.Info("gateway listening", "url", "http://"+l.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
+}
