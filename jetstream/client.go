@@ -3,6 +3,7 @@ package jetstream
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -72,8 +73,7 @@ type Client struct {
 	owned bool
 	runs  jetstream.KeyValue
 
-	mu         sync.Mutex
-	deliveries jetstream.KeyValue
+	mu sync.Mutex
 }
 
 // DialConfig says how to reach a NATS server.
@@ -211,9 +211,17 @@ func (c *Client) streamConfigs() []jetstream.StreamConfig {
 	}
 }
 
+// ErrRetention means the audit trail would be deleted before the runs it
+// describes.
+var ErrRetention = errors.New("events retention shorter than runs retention")
+
 // Provision creates Interlock's streams and KV bucket, or updates them to the
 // client's Config. It is idempotent: every process may call it at start-up.
 func (c *Client) Provision(ctx context.Context) error {
+	if c.cfg.EventsMaxAge != 0 && (c.cfg.MaxAge == 0 || c.cfg.EventsMaxAge < c.cfg.MaxAge) {
+		return fmt.Errorf("%w: events kept %s, runs kept %s: audit events must outlive the runs",
+			ErrRetention, c.cfg.EventsMaxAge, orForever(c.cfg.MaxAge))
+	}
 	for _, sc := range c.streamConfigs() {
 		if _, err := c.js.CreateOrUpdateStream(ctx, sc); err != nil {
 			return fmt.Errorf("provision stream %s: %w", sc.Name, translate(err))
@@ -237,6 +245,13 @@ func (c *Client) Provision(ctx context.Context) error {
 	c.runs = kv
 	c.mu.Unlock()
 	return nil
+}
+
+func orForever(d time.Duration) string {
+	if d == 0 {
+		return "forever"
+	}
+	return d.String()
 }
 
 // Header is a message's headers.

@@ -45,6 +45,18 @@ func TestProvisionIsIdempotent(t *testing.T) {
 	assert.ErrorIs(t, err, subjects.ErrInvalidToken)
 }
 
+func TestAuditOutlivesRuns(t *testing.T) {
+	srv := jstest.Server(t)
+	c, err := jetstream.Dial(ctx(t), jetstream.DialConfig{URL: srv.URL()}, jetstream.Config{MaxAge: 48 * time.Hour, EventsMaxAge: 24 * time.Hour})
+	require.NoError(t, err)
+	defer c.Close()
+	assert.ErrorIs(t, c.Provision(ctx(t)), jetstream.ErrRetention)
+	c2, err := jetstream.Dial(ctx(t), jetstream.DialConfig{URL: srv.URL()}, jetstream.Config{EventsMaxAge: 24 * time.Hour})
+	require.NoError(t, err)
+	defer c2.Close()
+	assert.ErrorIs(t, c2.Provision(ctx(t)), jetstream.ErrRetention, "runs kept forever need events kept forever")
+}
+
 func TestPublishDeduplicates(t *testing.T) {
 	c := jstest.Client(t, jstest.Server(t))
 	subject, _ := c.Namespace().Resume("r1")

@@ -85,69 +85,50 @@ func (c *Client) RunKeys(ctx context.Context) ([]string, error) {
 
 func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
 
-// DeliveriesBucket is the name of the KV bucket recording delivered
-// notifications.
-func (c *Client) DeliveriesBucket() string {
-	return strings.ReplaceAll(c.cfg.Prefix, ".", "_") + "_deliveries"
+// BucketName is the name of an Interlock KV bucket under the client's
+// prefix, for example "interlock_deliveries".
+func (c *Client) BucketName(name string) string {
+	return strings.ReplaceAll(c.cfg.Prefix, ".", "_") + "_" + name
 }
 
-// ProvisionDeliveries creates or updates the deliveries bucket; its entries
-// expire after ttl (zero: never).
-func (c *Client) ProvisionDeliveries(ctx context.Context, ttl time.Duration) error {
+// Marks is a KV bucket of keys recorded once: deliveries made, links used.
+type Marks struct{ kv jetstream.KeyValue }
+
+// Marks creates or updates the bucket BucketName(name); its entries expire
+// after ttl (zero: never).
+func (c *Client) Marks(ctx context.Context, name, description string, ttl time.Duration) (*Marks, error) {
 	storage := jetstream.FileStorage
 	if c.cfg.Storage == MemoryStorage {
 		storage = jetstream.MemoryStorage
 	}
 	kv, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: c.DeliveriesBucket(), Description: "Interlock notifications delivered, by sink and pass",
+		Bucket: c.BucketName(name), Description: description,
 		History: 1, TTL: ttl, Storage: storage, Replicas: c.cfg.Replicas,
 	})
 	if err != nil {
-		return fmt.Errorf("provision bucket %s: %w", c.DeliveriesBucket(), translate(err))
+		return nil, fmt.Errorf("provision bucket %s: %w", c.BucketName(name), translate(err))
 	}
-	c.mu.Lock()
-	c.deliveries = kv
-	c.mu.Unlock()
-	return nil
+	return &Marks{kv: kv}, nil
 }
 
-func (c *Client) deliveriesKV(ctx context.Context) (jetstream.KeyValue, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.deliveries != nil {
-		return c.deliveries, nil
-	}
-	kv, err := c.js.KeyValue(ctx, c.DeliveriesBucket())
-	if err != nil {
-		return nil, fmt.Errorf("open bucket %s: %w", c.DeliveriesBucket(), translate(err))
-	}
-	c.deliveries = kv
-	return kv, nil
-}
-
-// Delivered reports whether key was recorded with RecordDelivery.
-func (c *Client) Delivered(ctx context.Context, key string) (bool, error) {
-	kv, err := c.deliveriesKV(ctx)
-	if err != nil {
-		return false, err
-	}
-	_, err = kv.Get(ctx, key)
+// Has reports whether key was marked.
+func (m *Marks) Has(ctx context.Context, key string) (bool, error) {
+	_, err := m.kv.Get(ctx, key)
 	if err = translate(err); isNotFound(err) {
 		return false, nil
 	}
 	return err == nil, err
 }
 
-// RecordDelivery records key with value. Recording a key twice is not an
-// error: the first record stands.
-func (c *Client) RecordDelivery(ctx context.Context, key string, value []byte) error {
-	kv, err := c.deliveriesKV(ctx)
-	if err != nil {
-		return err
+// Mark records key with value. Marking a key twice is not an error: the
+// first mark stands, and first says whether this call made it.
+func (m *Marks) Mark(ctx context.Context, key string, value []byte) (first bool, err error) {
+	_, err = m.kv.Create(ctx, key, value)
+	switch err = translate(err); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, ErrConflict):
+		return false, nil
 	}
-	_, err = kv.Create(ctx, key, value)
-	if err = translate(err); err != nil && !errors.Is(err, ErrConflict) {
-		return fmt.Errorf("record delivery %s: %w", key, err)
-	}
-	return nil
+	return false, fmt.Errorf("mark %s: %w", key, err)
 }

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,10 +15,11 @@ import (
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor/approvers"
 	"github.com/interlockhq/interlock/processor/gateway"
+	"github.com/interlockhq/interlock/processor/links"
 )
 
 func newGateway(g *globals) *cobra.Command {
-	var listen, identities string
+	var listen, identities, linkSecretEnv string
 	cmd := &cobra.Command{
 		Use:   "gateway --identities FILE",
 		Short: "Serve the HTTP gateway for approvers (JSON API, API tokens)",
@@ -41,7 +44,11 @@ decide. Any number of gateways may run behind a load balancer.`,
 				return err
 			}
 			defer client.Close()
-			stop, err := startGateway(client, dir, listen, log)
+			signer, err := linkSigner(linkSecretEnv)
+			if err != nil {
+				return err
+			}
+			stop, err := startGateway(client, dir, signer, listen, log)
 			if err != nil {
 				return err
 			}
@@ -52,18 +59,40 @@ decide. Any number of gateways may run behind a load balancer.`,
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to serve HTTP on")
 	cmd.Flags().StringVar(&identities, "identities", "", "approvers and their API token digests (YAML)")
+	cmd.Flags().StringVar(&linkSecretEnv, "link-secret-env", "", "environment variable holding the secret that signs one-click decision links (the notifier's links.secret_env)")
 	_ = cmd.MarkFlagRequired("identities")
 	return cmd
 }
 
+// linkSigner reads the link secret from the environment variable env; no
+// variable, no links.
+func linkSigner(env string) (*links.Signer, error) {
+	if env == "" {
+		return nil, nil
+	}
+	secret := os.Getenv(env)
+	if secret == "" {
+		return nil, usageError{fmt.Errorf("--link-secret-env: %s is empty or unset", env)}
+	}
+	s, err := links.NewSigner([]byte(secret))
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return s, nil
+}
+
 // startGateway serves the gateway on addr until the returned stop.
-func startGateway(client *jetstream.Client, dir *approvers.Directory, addr string, log *slog.Logger) (func(), error) {
+func startGateway(client *jetstream.Client, dir *approvers.Directory, signer *links.Signer, addr string, log *slog.Logger) (func(), error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, usageError{err}
 	}
-	srv := &http.Server{Handler: gateway.New(client, gateway.Config{Directory: dir, Logger: log}),
-		ReadHeaderTimeout: 5 * time.Second}
+	gw, err := gateway.New(context.Background(), client, gateway.Config{Directory: dir, Logger: log, Links: signer})
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("gateway", "error", err)

@@ -65,6 +65,7 @@ func newServe(g *globals) *cobra.Command {
 		expiry      processor.ExpiryDefaults
 		gatewayAddr string
 		identities  string
+		linkSecret  string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -82,7 +83,7 @@ stops taking messages, lets the ones under way finish, and exits.`,
 				return usageError{errors.New("--on-expiry escalate needs --escalate-extend")}
 			}
 			err := runServe(cmd, g, &emb, serveConfig{replicas: replicas, concurrency: concurrency, notify: notify,
-				metricsAddr: metricsAddr, expiry: expiry, gatewayAddr: gatewayAddr, identities: identities})
+				metricsAddr: metricsAddr, expiry: expiry, gatewayAddr: gatewayAddr, identities: identities, linkSecretEnv: linkSecret})
 			if errors.Is(err, context.Canceled) {
 				// A signal during start-up is a requested stop, not a failure.
 				return nil
@@ -104,6 +105,7 @@ stops taking messages, lets the ones under way finish, and exits.`,
 	f.StringSliceVar(&expiry.Approvers, "escalate-to", nil, "escalate: approvers added to those allowed to decide")
 	f.StringVar(&identities, "identities", "", "approvers file: their groups (for interrupts naming approver groups) and gateway tokens")
 	f.StringVar(&gatewayAddr, "gateway-listen", "", "also serve the HTTP gateway here (needs --identities)")
+	f.StringVar(&linkSecret, "link-secret-env", "", "with --gateway-listen: environment variable holding the link-signing secret")
 	return cmd
 }
 
@@ -114,6 +116,7 @@ type serveConfig struct {
 	expiry                processor.ExpiryDefaults
 	gatewayAddr           string
 	identities            string
+	linkSecretEnv         string
 }
 
 func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig) error {
@@ -169,7 +172,13 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 	}
 	stopGateway := func() {}
 	if sc.gatewayAddr != "" {
-		if stopGateway, err = startGateway(client, dir, sc.gatewayAddr, log); err != nil {
+		signer, err := linkSigner(sc.linkSecretEnv)
+		if err != nil {
+			stopNotifier()
+			co.Stop()
+			return err
+		}
+		if stopGateway, err = startGateway(client, dir, signer, sc.gatewayAddr, log); err != nil {
 			stopNotifier()
 			co.Stop()
 			return err

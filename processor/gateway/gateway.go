@@ -22,6 +22,7 @@ import (
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/approvers"
+	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -33,18 +34,26 @@ type Config struct {
 	MaxBody int64
 	// Timeout bounds the wait for a decision's verdict; default 10s.
 	Timeout time.Duration
-	Logger  *slog.Logger
+	// Links, when set, serves one-click decision links signed with it.
+	Links  *links.Signer
+	Logger *slog.Logger
 }
 
 // Gateway is an http.Handler.
 type Gateway struct {
-	cfg    Config
-	client *processor.Client
-	mux    *http.ServeMux
+	cfg       Config
+	client    *processor.Client
+	mux       *http.ServeMux
+	usedLinks *jetstream.Marks
 }
 
-// New returns a gateway working through c.
-func New(c *jetstream.Client, cfg Config) *Gateway {
+// linkTTL bounds how long a used link is remembered; links should not be
+// made to last longer.
+const linkTTL = 30 * 24 * time.Hour
+
+// New returns a gateway working through c; it provisions the bucket of used
+// links.
+func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error) {
 	if cfg.MaxBody == 0 {
 		cfg.MaxBody = subjects.MaxDecisionSize
 	}
@@ -54,13 +63,23 @@ func New(c *jetstream.Client, cfg Config) *Gateway {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	g := &Gateway{cfg: cfg, client: processor.NewClient(c), mux: http.NewServeMux()}
+	used, err := c.Marks(ctx, "links", "Interlock decision links used", linkTTL)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{cfg: cfg, client: processor.NewClient(c), mux: http.NewServeMux(), usedLinks: used}
 	g.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	g.mux.HandleFunc("GET /v1/interrupts", g.auth(g.listInterrupts))
 	g.mux.HandleFunc("GET /v1/runs/{run}", g.auth(g.getRun))
 	g.mux.HandleFunc("GET /v1/runs/{run}/history", g.auth(g.history))
 	g.mux.HandleFunc("POST /v1/runs/{run}/interrupts/{interrupt}/decision", g.auth(g.decide))
-	return g
+	g.mux.HandleFunc("GET /l/{token}", g.confirmLink)
+	g.mux.HandleFunc("POST /l/{token}", g.useLink)
+	return g, nil
+}
+
+func contextWithTimeout(r *http.Request, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), d)
 }
 
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/interlockhq/interlock/jetstream/jstest"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/approvers"
+	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -34,6 +36,7 @@ type env struct {
 	client *processor.Client
 	srv    *httptest.Server
 	dir    *approvers.Directory
+	signer *links.Signer
 }
 
 // newEnv runs a coordinator, a worker whose agent "gate" asks with the
@@ -69,9 +72,13 @@ identities:
 	}))
 	require.NoError(t, w.Start(context.Background()))
 	t.Cleanup(w.Stop)
-	hs := httptest.NewServer(New(jstest.Client(t, srv), Config{Directory: dir, Logger: quiet}))
+	signer, err := links.NewSigner([]byte("test-link-secret-0123"))
+	require.NoError(t, err)
+	gw, err := New(context.Background(), jstest.Client(t, srv), Config{Directory: dir, Logger: quiet, Links: signer})
+	require.NoError(t, err)
+	hs := httptest.NewServer(gw)
 	t.Cleanup(hs.Close)
-	return &env{t: t, nc: nc, client: processor.NewClient(nc), srv: hs, dir: dir}
+	return &env{t: t, nc: nc, client: processor.NewClient(nc), srv: hs, dir: dir, signer: signer}
 }
 
 func (e *env) suspend(input map[string]any) (string, string) {
@@ -234,7 +241,11 @@ func BenchmarkDecisions(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer co.Stop()
-	hs := httptest.NewServer(New(jstest.Client(b, srv), Config{Directory: dir, Logger: quiet}))
+	gw, err := New(context.Background(), jstest.Client(b, srv), Config{Directory: dir, Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := httptest.NewServer(gw)
 	defer hs.Close()
 	client := processor.NewClient(nc)
 	ctx := context.Background()
@@ -275,9 +286,89 @@ func BenchmarkDecisions(b *testing.B) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
-	gw := time.Since(start)
+	viaGateway := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/direct.Seconds(), "direct-decisions/s")
-	b.ReportMetric(float64(b.N)/gw.Seconds(), "gateway-decisions/s")
-	b.ReportMetric(direct.Seconds()/gw.Seconds(), "ratio")
+	b.ReportMetric(float64(b.N)/viaGateway.Seconds(), "gateway-decisions/s")
+	b.ReportMetric(direct.Seconds()/viaGateway.Seconds(), "ratio")
+}
+
+func (e *env) page(method, path string, form url.Values) (int, string) {
+	e.t.Helper()
+	var resp *http.Response
+	var err error
+	if method == "GET" {
+		resp, err = http.Get(e.srv.URL + path)
+	} else {
+		resp, err = http.PostForm(e.srv.URL+path, form)
+	}
+	require.NoError(e.t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (e *env) linkFor(run, id, action, approver string, ttl time.Duration) string {
+	return "/l/" + e.signer.Sign(links.Link{Run: run, Interrupt: id, Action: action, Approver: approver,
+		Expires: time.Now().Add(ttl).Unix()})
+}
+
+func TestOneClickLinks(t *testing.T) {
+	e := newEnv(t)
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "Deploy to production?"})
+	approve := e.linkFor(run, id, links.Approve, "ada", time.Hour)
+
+	// A GET only shows what the link would do.
+	status, body := e.page("GET", approve, nil)
+	require.Equal(t, 200, status, body)
+	assert.Contains(t, body, "Deploy to production?")
+	assert.Contains(t, body, `<form method="post">`)
+	assert.Contains(t, body, `name="viewport"`, "fits a phone")
+	rec, err := e.client.Run(context.Background(), run)
+	require.NoError(t, err)
+	assert.Len(t, rec.Pending(), 1, "a GET never decides")
+
+	// Tampered, expired, and for the wrong approver.
+	tampered := approve[:len(approve)-3] + "abc"
+	status, body = e.page("GET", tampered, nil)
+	assert.Equal(t, 400, status)
+	assert.Contains(t, body, "This link is not valid")
+	status, body = e.page("POST", tampered, nil)
+	assert.Equal(t, 400, status)
+	expired := e.linkFor(run, id, links.Approve, "ada", -time.Minute)
+	status, body = e.page("POST", expired, nil)
+	assert.Equal(t, 410, status)
+	assert.Contains(t, body, "This link has expired")
+	status, body = e.page("POST", e.linkFor(run, id, links.Approve, "bob", time.Hour), nil)
+	assert.Equal(t, 403, status)
+	assert.Contains(t, body, "not_allowed")
+
+	// Used once.
+	status, body = e.page("POST", approve, nil)
+	require.Equal(t, 200, status, body)
+	assert.Contains(t, body, "Approved")
+	status, body = e.page("POST", approve, nil)
+	assert.Equal(t, 409, status)
+	assert.Contains(t, body, "already used")
+	status, body = e.page("GET", approve, nil)
+	assert.Equal(t, 409, status)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	rec, err = e.client.Wait(ctx, run, processor.Finished)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"payload":null,"by":"ada"}`, string(rec.Result))
+	assert.Equal(t, "link-"+links.ID(strings.TrimPrefix(approve, "/l/")), rec.Interrupts[0].Decision.DecisionID)
+
+	// A deny link with a comment, and an approve link with an answer.
+	run2, id2 := e.suspend(map[string]any{})
+	status, body = e.page("POST", e.linkFor(run2, id2, links.Deny, "", time.Hour), url.Values{"comment": {"not now"}})
+	require.Equal(t, 200, status, body)
+	assert.Contains(t, body, "Denied")
+	run3, id3 := e.suspend(map[string]any{"Schema": map[string]any{"type": "object", "required": []string{"amount"}}})
+	link3 := e.linkFor(run3, id3, links.Approve, "", time.Hour)
+	status, body = e.page("GET", link3, nil)
+	require.Equal(t, 200, status)
+	assert.Contains(t, body, `name="payload"`)
+	status, body = e.page("POST", link3, url.Values{"payload": {`{"amount": 5}`}})
+	require.Equal(t, 200, status, body)
 }

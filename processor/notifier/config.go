@@ -30,8 +30,12 @@ type Config struct {
 	// Remember is how long deliveries are remembered to drop repeats;
 	// default 30 days.
 	Remember time.Duration
-	Sinks    []SinkConfig
-	Routes   []RouteConfig
+	// LinkSecret, with GatewayURL, signs one-click decision links that
+	// expire after LinkTTL (default 24h). The gateway must have the secret.
+	LinkSecret string
+	LinkTTL    time.Duration
+	Sinks      []SinkConfig
+	Routes     []RouteConfig
 }
 
 // SinkConfig is one destination. Type selects which fields apply.
@@ -179,7 +183,7 @@ func (p parser) decode(n *yaml.Node, what string, v any) error {
 }
 
 func (p parser) config(n *yaml.Node) (*Config, error) {
-	f, err := p.fields(n, "configuration", "gateway_url", "command", "nats_url", "retry", "remember", "sinks", "routes")
+	f, err := p.fields(n, "configuration", "gateway_url", "command", "nats_url", "retry", "remember", "links", "sinks", "routes")
 	if err != nil {
 		return nil, err
 	}
@@ -205,6 +209,25 @@ func (p parser) config(n *yaml.Node) (*Config, error) {
 		}
 		if rf["attempts"] != nil && cfg.Attempts < 1 {
 			return nil, p.errf(rf["attempts"], "retry.attempts must be at least 1")
+		}
+	}
+	if l := f["links"]; l != nil {
+		lf, err := p.fields(l, "links", "secret_env", "ttl")
+		if err != nil {
+			return nil, err
+		}
+		var env string
+		if err := p.decode(lf["secret_env"], "links.secret_env", &env); err != nil {
+			return nil, err
+		}
+		if err := p.decode(lf["ttl"], "links.ttl", &cfg.LinkTTL); err != nil {
+			return nil, err
+		}
+		if cfg.LinkSecret = os.Getenv(env); len(cfg.LinkSecret) < 16 {
+			return nil, p.errf(l, "links: environment variable %q must hold a secret of at least 16 bytes", env)
+		}
+		if cfg.GatewayURL == "" {
+			return nil, p.errf(l, "links need gateway_url: the links point at the gateway")
 		}
 	}
 	s := f["sinks"]

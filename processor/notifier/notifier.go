@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -46,6 +47,8 @@ type Notifier struct {
 	counts    *prometheus.CounterVec
 	mu        sync.Mutex
 	consumers []*jetstream.Consumer
+	delivered *jetstream.Marks
+	signer    *links.Signer
 	// fault, in tests, abandons a delivery at a named point.
 	fault func(point string) bool
 }
@@ -72,6 +75,13 @@ func New(c *jetstream.Client, cfg *Config, opts Options) (*Notifier, error) {
 	}
 	n := &Notifier{client: c, cfg: cfg, opts: opts, log: opts.Logger, sinks: map[string]Sink{},
 		routes: map[string][]*route{}}
+	if cfg.LinkSecret != "" {
+		s, err := links.NewSigner([]byte(cfg.LinkSecret))
+		if err != nil {
+			return nil, err
+		}
+		n.signer = s
+	}
 	for _, sc := range cfg.Sinks {
 		if s, ok := opts.Sinks[sc.Name]; ok {
 			n.sinks[sc.Name] = s
@@ -123,9 +133,11 @@ func (n *Notifier) Start(ctx context.Context) error {
 	if remember == 0 {
 		remember = 30 * 24 * time.Hour
 	}
-	if err := n.client.ProvisionDeliveries(ctx, remember); err != nil {
+	marks, err := n.client.Marks(ctx, "deliveries", "Interlock notifications delivered, by sink and pass", remember)
+	if err != nil {
 		return err
 	}
+	n.delivered = marks
 	attempts := n.cfg.Attempts
 	if attempts == 0 {
 		attempts = 5
@@ -249,7 +261,7 @@ func (n *Notifier) handle(ctx context.Context, sinkName string, sink Sink, m *je
 		return nil
 	}
 	key := deliveryKey(sinkName, &s, kind, notice.Timer)
-	done, err := n.client.Delivered(ctx, key)
+	done, err := n.delivered.Has(ctx, key)
 	if err != nil {
 		return err
 	}
@@ -259,7 +271,7 @@ func (n *Notifier) handle(ctx context.Context, sinkName string, sink Sink, m *je
 		return nil
 	}
 	note := &Notification{Key: key, Route: r.cfg.Name, Sink: sinkName, Kind: kind, Detail: notice.Detail, Suspension: s,
-		Decide: decideHints(n.cfg, &s)}
+		Decide: decideHints(n.cfg, n.signer, &s)}
 	if err := r.templates.render(note); err != nil {
 		return jetstream.DeadLetter(fmt.Errorf("sink %s, route %s: %w", sinkName, r.cfg.Name, err))
 	}
@@ -277,7 +289,7 @@ func (n *Notifier) handle(ctx context.Context, sinkName string, sink Sink, m *je
 		return errAbandoned
 	}
 	record, _ := json.Marshal(map[string]any{"route": r.cfg.Name, "at": time.Now().UTC(), "attempt": m.Deliveries})
-	if err := n.client.RecordDelivery(ctx, key, record); err != nil {
+	if _, err := n.delivered.Mark(ctx, key, record); err != nil {
 		return err
 	}
 	if n.crash("after-record") {

@@ -30,6 +30,7 @@ import (
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/jetstream/jstest"
+	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -263,7 +264,7 @@ routes:
 	require.Len(t, body.Decide, 1)
 	assert.Equal(t, "interlock --nats-url nats://127.0.0.1:4222 approve "+s.RunID+" int-1 --payload '{...}'", body.Decide[0].ApproveCommand)
 	assert.Contains(t, body.Decide[0].DenyCommand, "deny "+s.RunID+" int-1")
-	assert.Equal(t, "https://interlock.example.test/inbox/"+s.RunID+"/int-1", body.Decide[0].InboxURL)
+	assert.Equal(t, "https://interlock.example.test/inbox#"+s.RunID+"/int-1", body.Decide[0].InboxURL)
 	assert.Contains(t, body.Text, "Refund 40 to Ada?")
 
 	sl := slackRecv.waitN(t, 1)[0]
@@ -276,7 +277,7 @@ routes:
 	assert.Equal(t, "header", msg.Blocks[0]["type"])
 	assert.Contains(t, string(sl.body), "Refund 40 to Ada?")
 	assert.Contains(t, string(sl.body), "interlock --nats-url nats://127.0.0.1:4222 approve")
-	assert.Contains(t, string(sl.body), `"url":"https://interlock.example.test/inbox/`)
+	assert.Contains(t, string(sl.body), `"url":"https://interlock.example.test/inbox#`)
 
 	require.Eventually(t, func() bool { return len(mb.got()) == 1 }, 15*time.Second, 10*time.Millisecond)
 	mail := mb.got()[0]
@@ -624,4 +625,41 @@ func TestExampleConfigsLoad(t *testing.T) {
 		_, err := LoadConfig(f)
 		assert.NoError(t, err, f)
 	}
+}
+
+func TestMessagesCarryOneClickLinks(t *testing.T) {
+	e := newEnv(t)
+	hook := newReceiver(t, nil)
+	t.Setenv("TEST_LINK_SECRET", "a-secret-of-enough-bytes")
+	e.start(fmt.Sprintf(`
+gateway_url: https://gw.example.test/
+links: {secret_env: TEST_LINK_SECRET, ttl: 1h}
+sinks:
+  ops: {type: webhook, url: %s}
+routes:
+  - {match: "true", sinks: [ops]}
+`, hook.URL), nil)
+	s := e.suspend("refunds", subjects.Interrupt{ID: "int-9", Reason: "confirmation", Approvers: []string{"ada", "bob"}})
+	var body WebhookBody
+	require.NoError(t, json.Unmarshal(hook.waitN(t, 1)[0].body, &body))
+	require.Len(t, body.Decide[0].Links, 2, "a pair per named approver")
+	signer, err := links.NewSigner([]byte("a-secret-of-enough-bytes"))
+	require.NoError(t, err)
+	for i, who := range []string{"ada", "bob"} {
+		pair := body.Decide[0].Links[i]
+		assert.Equal(t, who, pair.Approver)
+		for action, u := range map[string]string{links.Approve: pair.ApproveURL, links.Deny: pair.DenyURL} {
+			tok, ok := strings.CutPrefix(u, "https://gw.example.test/l/")
+			require.True(t, ok, u)
+			l, err := signer.Verify(tok, time.Now())
+			require.NoError(t, err)
+			assert.Equal(t, links.Link{Run: s.RunID, Interrupt: "int-9", Action: action, Approver: who, Expires: l.Expires}, l)
+			assert.InDelta(t, time.Now().Add(time.Hour).Unix(), l.Expires, 5)
+		}
+	}
+	assert.Contains(t, body.Text, "as ada: approve https://gw.example.test/l/")
+
+	_, err = ParseConfig("x.yaml", []byte("gateway_url: https://x\nlinks: {secret_env: NO_SUCH_SECRET_VAR}\nsinks:\n  a: {type: log}\nroutes: []\n"))
+	assert.ErrorIs(t, err, ErrConfig)
+	assert.Contains(t, err.Error(), "x.yaml:2: links")
 }

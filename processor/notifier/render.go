@@ -7,7 +7,9 @@ import (
 	htmltemplate "html/template"
 	"strings"
 	texttemplate "text/template"
+	"time"
 
+	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -38,6 +40,16 @@ type Decide struct {
 	DenyCommand    string `json:"denyCommand"`
 	// InboxURL links to the interrupt on the HTTP gateway, when configured.
 	InboxURL string `json:"inboxUrl,omitempty"`
+	// Links are one-click decision links, one pair per approver the
+	// interrupt names (or one anonymous pair when it names none).
+	Links []LinkPair `json:"links,omitempty"`
+}
+
+// LinkPair is a signed approve link and deny link for one approver.
+type LinkPair struct {
+	Approver   string `json:"approver,omitempty"`
+	ApproveURL string `json:"approveUrl"`
+	DenyURL    string `json:"denyUrl"`
 }
 
 // templateData is what templates see.
@@ -64,7 +76,9 @@ const defaultText = `{{if eq .Kind "expired"}}Nobody decided in time: run {{.Run
 {{if ne $.Kind "expired"}}
   approve: {{.ApproveCommand}}
   deny:    {{.DenyCommand}}{{with .InboxURL}}
-  open:    {{.}}{{end}}{{end}}
+  open:    {{.}}{{end}}{{range .Links}}
+  {{with .Approver}}as {{.}}: {{end}}approve {{.ApproveURL}}
+  {{with .Approver}}as {{.}}: {{end}}deny    {{.DenyURL}}{{end}}{{end}}
 {{end}}`
 
 const defaultHTML = `<p>{{if eq .Kind "expired"}}Nobody decided in time: run <code>{{.RunID}}</code> of agent <b>{{.Agent}}</b> went on without an approval.{{else}}{{if eq .Kind "reminder"}}Reminder: still waiting. {{else if eq .Kind "escalated"}}Escalated to you: {{end}}Agent <b>{{.Agent}}</b> is blocked: run <code>{{.RunID}}</code> waits for a person.{{end}}{{with .Detail}} ({{.}}){{end}}</p>
@@ -73,7 +87,8 @@ const defaultHTML = `<p>{{if eq .Kind "expired"}}Nobody decided in time: run <co
 reason: {{.Reason}}{{with .ToolCallID}}, tool call <code>{{.}}</code>{{end}}<br>
 interrupt: <code>{{.ID}}</code>{{with .ExpiresAt}}<br>expires: {{.Format "2006-01-02 15:04:05 MST"}}{{end}}</p>
 {{if ne $.Kind "expired"}}<p>Approve: <code>{{.ApproveCommand}}</code><br>Deny: <code>{{.DenyCommand}}</code></p>
-{{with .InboxURL}}<p><a href="{{.}}">Open in the Interlock inbox</a></p>{{end}}{{end}}</div>
+{{with .InboxURL}}<p><a href="{{.}}">Open in the Interlock inbox</a></p>{{end}}{{range .Links}}
+<p>{{with .Approver}}{{.}}: {{end}}<a href="{{.ApproveURL}}">Approve</a> · <a href="{{.DenyURL}}">Deny</a></p>{{end}}{{end}}</div>
 {{end}}`
 
 type templates struct {
@@ -126,7 +141,7 @@ func (t *templates) render(n *Notification) error {
 }
 
 // decideHints builds the commands and links for every interrupt.
-func decideHints(cfg *Config, s *subjects.Suspension) []Decide {
+func decideHints(cfg *Config, signer *links.Signer, s *subjects.Suspension) []Decide {
 	command := cfg.Command
 	if command == "" {
 		command = "interlock"
@@ -144,7 +159,11 @@ func decideHints(cfg *Config, s *subjects.Suspension) []Decide {
 		}
 		d.DenyCommand = command + " deny " + target + ` --comment "..."`
 		if cfg.GatewayURL != "" {
-			d.InboxURL = strings.TrimRight(cfg.GatewayURL, "/") + "/inbox/" + s.RunID + "/" + in.ID
+			base := strings.TrimRight(cfg.GatewayURL, "/")
+			d.InboxURL = base + "/inbox#" + s.RunID + "/" + in.ID
+			if signer != nil {
+				d.Links = linkPairs(signer, base, s.RunID, in, cfg.LinkTTL)
+			}
 		}
 		out = append(out, d)
 	}
@@ -178,4 +197,32 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// linkPairs signs links for each approver in names; an interrupt open to
+// anyone gets one anonymous pair, and one open only to groups gets none
+// (its approvers decide in the inbox, where they log in).
+func linkPairs(signer *links.Signer, base, run string, in subjects.Interrupt, ttl time.Duration) []LinkPair {
+	if ttl == 0 {
+		ttl = 24 * time.Hour
+	}
+	who := in.Approvers
+	switch {
+	case len(who) == 0 && len(in.ApproverGroups) > 0:
+		return nil
+	case len(who) == 0:
+		who = []string{""}
+	}
+	exp := time.Now().Add(ttl)
+	if in.ExpiresAt != nil && in.ExpiresAt.Before(exp) {
+		exp = *in.ExpiresAt
+	}
+	var out []LinkPair
+	for _, a := range who {
+		mk := func(action string) string {
+			return base + "/l/" + signer.Sign(links.Link{Run: run, Interrupt: in.ID, Action: action, Approver: a, Expires: exp.Unix()})
+		}
+		out = append(out, LinkPair{Approver: a, ApproveURL: mk(links.Approve), DenyURL: mk(links.Deny)})
+	}
+	return out
 }

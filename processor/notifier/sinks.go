@@ -203,10 +203,24 @@ func slackMessage(n *Notification) map[string]any {
 				{"type": "mrkdwn", "text": "Approve: `" + mrkdwnEscape(d.ApproveCommand) + "`"},
 				{"type": "mrkdwn", "text": "Deny: `" + mrkdwnEscape(d.DenyCommand) + "`"},
 			}})
+		var buttons []map[string]any
+		for _, l := range d.Links {
+			suffix := ""
+			if l.Approver != "" {
+				suffix = " (" + l.Approver + ")"
+			}
+			buttons = append(buttons,
+				map[string]any{"type": "button", "style": "primary", "url": l.ApproveURL,
+					"text": map[string]any{"type": "plain_text", "text": "Approve" + suffix}},
+				map[string]any{"type": "button", "style": "danger", "url": l.DenyURL,
+					"text": map[string]any{"type": "plain_text", "text": "Deny" + suffix}})
+		}
 		if d.InboxURL != "" {
-			blocks = append(blocks, map[string]any{"type": "actions", "elements": []map[string]any{
-				{"type": "button", "text": map[string]any{"type": "plain_text", "text": "Open in inbox"}, "url": d.InboxURL},
-			}})
+			buttons = append(buttons, map[string]any{"type": "button", "url": d.InboxURL,
+				"text": map[string]any{"type": "plain_text", "text": "Open in inbox"}})
+		}
+		if len(buttons) > 0 {
+			blocks = append(blocks, map[string]any{"type": "actions", "elements": buttons})
 		}
 	}
 	return map[string]any{"text": n.Subject, "blocks": blocks}

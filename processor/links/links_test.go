@@ -1,0 +1,39 @@
+package links
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestSignAndVerify(t *testing.T) {
+	s, err := NewSigner([]byte("0123456789abcdef"))
+	require.NoError(t, err)
+	now := time.Unix(1_800_000_000, 0)
+	l := Link{Run: "r1", Interrupt: "int-1", Action: Approve, Approver: "ada", Expires: now.Add(time.Hour).Unix()}
+	tok := s.Sign(l)
+	got, err := s.Verify(tok, now)
+	require.NoError(t, err)
+	assert.Equal(t, l, got)
+
+	_, err = s.Verify(tok, now.Add(2*time.Hour))
+	assert.ErrorIs(t, err, ErrExpired)
+	// Flip the action inside the payload: the signature no longer fits.
+	other := s.Sign(Link{Run: "r1", Interrupt: "int-1", Action: Deny, Approver: "ada", Expires: l.Expires})
+	forged := strings.Split(other, ".")[0] + "." + strings.Split(tok, ".")[1]
+	_, err = s.Verify(forged, now)
+	assert.ErrorIs(t, err, ErrTampered)
+	for _, bad := range []string{"", "nodot", tok + "x", "x" + tok} {
+		_, err = s.Verify(bad, now)
+		assert.ErrorIs(t, err, ErrTampered, bad)
+	}
+	s2, _ := NewSigner([]byte("another-secret-16"))
+	_, err = s2.Verify(tok, now)
+	assert.ErrorIs(t, err, ErrTampered)
+	_, err = NewSigner([]byte("short"))
+	assert.Error(t, err)
+	assert.Len(t, ID(tok), 32)
+}
