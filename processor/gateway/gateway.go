@@ -42,6 +42,7 @@ type Config struct {
 // Gateway is an http.Handler.
 type Gateway struct {
 	cfg       Config
+	nc        *jetstream.Client
 	client    *processor.Client
 	mux       *http.ServeMux
 	usedLinks *jetstream.Marks
@@ -67,12 +68,15 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, client: processor.NewClient(c), mux: http.NewServeMux(), usedLinks: used}
+	g := &Gateway{cfg: cfg, nc: c, client: processor.NewClient(c), mux: http.NewServeMux(), usedLinks: used}
 	g.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	g.mux.HandleFunc("GET /v1/interrupts", g.auth(g.listInterrupts))
 	g.mux.HandleFunc("GET /v1/runs/{run}", g.auth(g.getRun))
 	g.mux.HandleFunc("GET /v1/runs/{run}/history", g.auth(g.history))
 	g.mux.HandleFunc("POST /v1/runs/{run}/interrupts/{interrupt}/decision", g.auth(g.decide))
+	g.mux.HandleFunc("GET /v1/stream", g.auth(g.stream))
+	g.mux.HandleFunc("GET /inbox", g.inbox)
+	g.mux.HandleFunc("POST /inbox/login", g.login)
 	g.mux.HandleFunc("GET /l/{token}", g.confirmLink)
 	g.mux.HandleFunc("POST /l/{token}", g.useLink)
 	return g, nil
@@ -122,6 +126,13 @@ func identityOf(r *http.Request) approvers.Identity {
 func (g *Gateway) auth(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok {
+			// An inbox session: the cookie, plus a header no cross-site form
+			// can send (CSRF).
+			if c, err := r.Cookie(sessionCookie); err == nil && (r.Method == http.MethodGet || r.Header.Get("X-Interlock-Request") != "") {
+				token, ok = c.Value, true
+			}
+		}
 		id, known := g.cfg.Directory.Authenticate(strings.TrimSpace(token))
 		if !ok || !known {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="interlock"`)
