@@ -337,3 +337,17 @@ func TestGatewayHistoryAndWatch(t *testing.T) {
 	w.Stop()
 	assert.Equal(t, 0, stop())
 }
+
+func TestTokenCommand(t *testing.T) {
+	r := cli(t, "token", "--json")
+	require.Equal(t, 0, r.code, r.err)
+	var out map[string]string
+	require.NoError(t, json.Unmarshal([]byte(r.out), &out))
+	assert.Equal(t, approvers.Digest(out["token"]), out["digest"])
+	dir, err := approvers.Parse("x", []byte("identities:\n  ada: {tokens: [\""+out["digest"]+"\"]}\n"))
+	require.NoError(t, err)
+	id, ok := dir.Authenticate(out["token"])
+	assert.True(t, ok)
+	assert.Equal(t, "ada", id.Name)
+	assert.NotEqual(t, out["token"], cli(t, "token", "--json").out, "fresh every time")
+}

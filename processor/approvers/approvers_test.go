@@ -30,3 +30,9 @@ func TestDirectory(t *testing.T) {
 		assert.ErrorIs(t, err, ErrConfig, bad)
 	}
 }
+
+func TestDeployExampleLoads(t *testing.T) {
+	d, err := Load("../../deploy/identities.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"finance"}, d.Groups("ada"))
+}
