@@ -272,6 +272,8 @@ const (
 	// HeaderReplyTo asks the coordinator to send the decision's verdict to
 	// this subject as well as to the events stream.
 	HeaderReplyTo = "Interlock-Reply-To"
+	// HeaderVia names the path a decision came by, for the audit trail.
+	HeaderVia = "Interlock-Via"
 	// Dead-letter headers: why the message failed and where it came from.
 	HeaderDLQReason     = "Interlock-Dlq-Reason"
 	HeaderDLQSubject    = "Interlock-Dlq-Subject"

@@ -94,6 +94,8 @@ type DecisionRequest struct {
 	// DecisionID is the dedup key; default a fresh UUIDv7. Send a decision
 	// again with the same id and it is applied once.
 	DecisionID string
+	// Via names the path for the audit trail; default "sdk".
+	Via string
 }
 
 // Decide publishes a decision on the resume subject and waits for the
@@ -152,7 +154,12 @@ func (cl *Client) Decide(ctx context.Context, req DecisionRequest) (subjects.Ver
 		return subjects.Verdict{}, err
 	}
 	defer sub.Unsubscribe()
-	ack, err := cl.c.Publish(ctx, subject, data, d.DecisionID, jetstream.Header{jetstream.HeaderReplyTo: {inbox}})
+	via := req.Via
+	if via == "" {
+		via = "sdk"
+	}
+	ack, err := cl.c.Publish(ctx, subject, data, d.DecisionID, jetstream.Header{jetstream.HeaderReplyTo: {inbox},
+		jetstream.HeaderVia: {via}})
 	if err != nil {
 		return subjects.Verdict{}, err
 	}

@@ -28,14 +28,23 @@ func reject(code subjects.Code, format string, args ...any) *rejection {
 // origin is the input a verdict answers: its subject, the dedup key of the
 // events about it, and where to send the reply.
 type origin struct {
-	subject string
-	key     string
-	replyTo string
+	subject  string
+	key      string
+	replyTo  string
+	via      string
+	approver string
 }
 
 func originOf(m *jetstream.Msg) origin {
 	return origin{subject: m.Subject, key: "seq" + strconv.FormatUint(m.Sequence, 10),
-		replyTo: m.Header.Get(jetstream.HeaderReplyTo)}
+		replyTo: m.Header.Get(jetstream.HeaderReplyTo), via: truncate(m.Header.Get(jetstream.HeaderVia), 32)}
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }
 
 func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Msg) error {
@@ -55,6 +64,7 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Msg) err
 	// The identity is the subject's approver token, which NATS permissions
 	// bind to the publishing user; the body cannot claim another.
 	identity := addr.Approver
+	o.approver = identity
 	if identity != "" && d.Approver != "" && d.Approver != identity {
 		return co.verdict(ctx, o, d, addr.Run, reject(subjects.CodeNotAllowed,
 			"published as %s but the body names approver %s", identity, d.Approver), false)
@@ -314,6 +324,7 @@ func (co *Coordinator) verdict(ctx context.Context, o origin, d subjects.Decisio
 }
 
 func (co *Coordinator) publishVerdict(ctx context.Context, o origin, agent string, pass int, v subjects.Verdict) error {
+	v.Approver, v.Via = o.approver, o.via
 	t := map[subjects.Outcome]subjects.EventType{
 		subjects.OutcomeAccepted:  subjects.EventDecisionAccepted,
 		subjects.OutcomeRejected:  subjects.EventDecisionRejected,

@@ -249,7 +249,7 @@ func (co *Coordinator) timerEffects(ctx context.Context, rec *subjects.Run, i in
 		}
 		kind, evType, seq = subjects.KindEscalated, subjects.EventEscalated, st.Escalations
 	case timerExpired:
-		if err := co.accepted(ctx, origin{subject: "timer " + t.Name, key: key}, rec, *st.Decision); err != nil {
+		if err := co.accepted(ctx, origin{subject: "timer " + t.Name, key: key, via: "expiry", approver: subjects.ExpiryApprover}, rec, *st.Decision); err != nil {
 			return err
 		}
 		kind, evType = subjects.KindExpired, subjects.EventExpired

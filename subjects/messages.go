@@ -230,8 +230,14 @@ type Verdict struct {
 	RunID       string  `json:"runId,omitempty"`
 	InterruptID string  `json:"interruptId,omitempty"`
 	Outcome     Outcome `json:"outcome"`
-	Code        Code    `json:"code,omitempty"`
-	Detail      string  `json:"detail,omitempty"`
+	// Approver is the identity the decision was published as; empty for
+	// an anonymous one.
+	Approver string `json:"approver,omitempty"`
+	// Via is the path it came by, from the Interlock-Via header: cli,
+	// gateway, link, sdk or whatever the sender says (informational).
+	Via    string `json:"via,omitempty"`
+	Code   Code   `json:"code,omitempty"`
+	Detail string `json:"detail,omitempty"`
 	// Replay is true when this decision was the last one the suspension was
 	// waiting for, so a replay pass was scheduled.
 	Replay bool      `json:"replay,omitempty"`

@@ -53,8 +53,15 @@ func who(ev subjects.Event) string {
 	switch {
 	case ev.Sink != "":
 		return "notifier " + ev.Sink
-	case ev.Verdict != nil && ev.Verdict.DecisionID != "":
-		return "decision " + ev.Verdict.DecisionID
+	case ev.Verdict != nil:
+		who := ev.Verdict.Approver
+		if who == "" {
+			who = "anonymous"
+		}
+		if ev.Verdict.Via != "" {
+			who += " via " + ev.Verdict.Via
+		}
+		return who
 	}
 	return "-"
 }

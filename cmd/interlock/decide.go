@@ -14,7 +14,7 @@ import (
 
 // newDecide builds `approve` (resolve) or `deny` (cancel).
 func newDecide(g *globals, approve bool) *cobra.Command {
-	var payload, comment, approver, decisionID string
+	var payload, edit, comment, approver, decisionID string
 	use, short, status := "deny RUN [INTERRUPT]", "Cancel an interrupt (the body receives the cancelled value)", subjects.StatusCancelled
 	if approve {
 		use, short, status = "approve RUN [INTERRUPT]", "Resolve an interrupt, with an optional JSON payload", subjects.StatusResolved
@@ -35,11 +35,22 @@ a duplicate of an accepted one), 3 when it was rejected, with the reason.`,
 			}
 			defer closeAPI()
 			req := processor.DecisionRequest{RunID: args[0], Status: status, Comment: comment,
-				Approver: approver, DecisionID: decisionID}
+				Approver: approver, DecisionID: decisionID, Via: "cli"}
 			if len(args) == 2 {
 				req.InterruptID = args[1]
 			} else if req.InterruptID, err = onlyPending(cmd, api, args[0]); err != nil {
 				return err
+			}
+			if edit != "" {
+				// Approve with edited arguments: they are the answer.
+				if payload != "" {
+					return usageError{errors.New("--edit and --payload exclude each other")}
+				}
+				var args map[string]any
+				if json.Unmarshal([]byte(edit), &args) != nil {
+					return usageError{fmt.Errorf("--edit takes the edited arguments as a JSON object: %s", edit)}
+				}
+				payload = edit
 			}
 			if payload != "" {
 				if !json.Valid([]byte(payload)) {
@@ -69,6 +80,7 @@ a duplicate of an accepted one), 3 when it was rejected, with the reason.`,
 	f := cmd.Flags()
 	if approve {
 		f.StringVar(&payload, "payload", "", "the answer, as JSON (false, 0, \"\" and {} are answers)")
+		f.StringVar(&edit, "edit", "", "approve with edited arguments: a JSON object sent as the answer")
 	}
 	f.StringVar(&comment, "comment", "", "a comment recorded with the decision")
 	f.StringVar(&approver, "approver", envOr("INTERLOCK_APPROVER", ""), "who decides; env INTERLOCK_APPROVER")

@@ -135,7 +135,11 @@ func TestServeApproveShowPending(t *testing.T) {
 	assert.Equal(t, exitUsage, r.code)
 	assert.Contains(t, r.err, "not valid JSON")
 
-	r = cli(t, "approve", "--nats-url", url, run, "--payload", `{"amount": 12}`, "--approver", "ada", "--json")
+	r = cli(t, "approve", "--nats-url", url, run, "--payload", `{"amount": 1}`, "--edit", `{"amount": 2}`)
+	assert.Equal(t, exitUsage, r.code)
+	r = cli(t, "approve", "--nats-url", url, run, "--edit", `[1]`)
+	assert.Equal(t, exitUsage, r.code)
+	r = cli(t, "approve", "--nats-url", url, run, "--edit", `{"amount": 12}`, "--approver", "ada", "--json")
 	require.Equal(t, 0, r.code, r.err)
 	var v subjects.Verdict
 	require.NoError(t, json.Unmarshal([]byte(r.out), &v))
@@ -324,6 +328,7 @@ func TestGatewayHistoryAndWatch(t *testing.T) {
 	r = cli(t, "history", "--nats-url", url, runID)
 	require.Equal(t, 0, r.code, r.err)
 	assert.Contains(t, r.out, "decision_accepted")
+	assert.Contains(t, r.out, "ada via gateway")
 	assert.Contains(t, r.out, "completed")
 	r = cli(t, "history", "--nats-url", url, runID, "--json")
 	var evs []subjects.Event

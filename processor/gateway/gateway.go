@@ -327,7 +327,7 @@ func (g *Gateway) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := processor.DecisionRequest{RunID: r.PathValue("run"), InterruptID: r.PathValue("interrupt"), Status: b.Status,
-		Comment: b.Comment, Metadata: b.Metadata, DecisionID: b.DecisionID, Approver: identityOf(r).Name}
+		Comment: b.Comment, Metadata: b.Metadata, DecisionID: b.DecisionID, Approver: identityOf(r).Name, Via: "gateway"}
 	if len(b.Payload) > 0 {
 		req.Payload = b.Payload
 	}

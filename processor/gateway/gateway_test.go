@@ -131,7 +131,13 @@ func TestDecideThroughTheGateway(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	var types []string
 	for _, ev := range out["events"].([]any) {
-		types = append(types, ev.(map[string]any)["type"].(string))
+		m := ev.(map[string]any)
+		types = append(types, m["type"].(string))
+		if m["type"] == "decision_accepted" {
+			v := m["verdict"].(map[string]any)
+			assert.Equal(t, "ada", v["approver"], "who")
+			assert.Equal(t, "gateway", v["via"], "through which path")
+		}
 	}
 	assert.Contains(t, types, "decision_accepted")
 	status, out = e.call("GET", "/v1/runs/nope", "bob-token", nil)

@@ -131,7 +131,8 @@ func (g *Gateway) useLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := processor.DecisionRequest{RunID: l.Run, InterruptID: l.Interrupt, Approver: l.Approver,
-		DecisionID: "link-" + links.ID(token), Status: subjects.StatusCancelled, Comment: r.PostFormValue("comment")}
+		DecisionID: "link-" + links.ID(token), Status: subjects.StatusCancelled, Comment: r.PostFormValue("comment"),
+		Via: "link"}
 	if l.Action == links.Approve {
 		req.Status = subjects.StatusResolved
 		if p := strings.TrimSpace(r.PostFormValue("payload")); p != "" {
