@@ -319,3 +319,29 @@ func (k *Consumer) stopQueues() {
 	}
 	k.wg.Wait()
 }
+
+// Consumers is a set of consumer loops started together and stopped
+// together. The zero value is ready to use.
+type Consumers struct {
+	mu   sync.Mutex
+	list []*Consumer
+}
+
+// Add keeps c to be stopped with the others.
+func (s *Consumers) Add(c *Consumer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.list = append(s.list, c)
+}
+
+// Stop stops every consumer added, letting each finish the messages under
+// way.
+func (s *Consumers) Stop() {
+	s.mu.Lock()
+	list := s.list
+	s.list = nil
+	s.mu.Unlock()
+	for _, c := range list {
+		c.Stop()
+	}
+}

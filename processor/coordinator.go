@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/interlockhq/interlock/internal/fault"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -41,9 +42,9 @@ type Coordinator struct {
 	cfg     CoordinatorConfig
 	ns      subjects.Namespace
 	schemas schemas
-	running []*jetstream.Consumer
+	running jetstream.Consumers
 	// fault, in tests, abandons a message at a named point.
-	fault func(point string) bool
+	fault fault.Hook
 }
 
 // NewCoordinator returns a coordinator working through c.
@@ -91,26 +92,15 @@ func (co *Coordinator) Start(ctx context.Context) error {
 			co.Stop()
 			return err
 		}
-		co.running = append(co.running, cons)
+		co.running.Add(cons)
 	}
 	return nil
 }
 
 // Stop stops consuming and waits for the messages under way.
-func (co *Coordinator) Stop() {
-	for _, c := range co.running {
-		c.Stop()
-	}
-	co.running = nil
-}
+func (co *Coordinator) Stop() { co.running.Stop() }
 
-func (co *Coordinator) crash(point string) bool {
-	if co.fault != nil && co.fault(point) {
-		co.client.Close()
-		return true
-	}
-	return false
-}
+func (co *Coordinator) crash(point string) bool { return co.fault.Crash(point, co.client.Close) }
 
 // maxCASAttempts bounds compare-and-set retries within one delivery.
 const maxCASAttempts = 20

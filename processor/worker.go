@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/interlockhq/interlock/internal/fault"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -53,10 +54,10 @@ type Worker struct {
 	cfg     WorkerConfig
 	mu      sync.Mutex
 	agents  map[string]AgentFunc
-	running []*jetstream.Consumer
+	running jetstream.Consumers
 	schemas schemas
 	// fault, in tests, abandons a pass at a named point.
-	fault func(point string) bool
+	fault fault.Hook
 }
 
 // NewWorker returns a worker publishing through c.
@@ -100,37 +101,20 @@ func (w *Worker) Start(ctx context.Context) error {
 			Logger:         w.cfg.Logger,
 		}, func(ctx context.Context, m *jetstream.Msg) error { return w.handle(ctx, name, fn, m) })
 		if err != nil {
-			w.stopLocked()
+			w.running.Stop()
 			return err
 		}
-		w.running = append(w.running, cons)
+		w.running.Add(cons)
 	}
 	return nil
 }
 
 // Stop stops taking work and waits for the passes under way.
-func (w *Worker) Stop() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.stopLocked()
-}
-
-func (w *Worker) stopLocked() {
-	for _, c := range w.running {
-		c.Stop()
-	}
-	w.running = nil
-}
+func (w *Worker) Stop() { w.running.Stop() }
 
 var errAbandoned = errors.New("abandoned by fault injection")
 
-func (w *Worker) crash(point string) bool {
-	if w.fault != nil && w.fault(point) {
-		w.client.Close()
-		return true
-	}
-	return false
-}
+func (w *Worker) crash(point string) bool { return w.fault.Crash(point, w.client.Close) }
 
 func (w *Worker) handle(ctx context.Context, agent string, fn AgentFunc, m *jetstream.Msg) error {
 	work, err := subjects.DecodeWork(m.Data)

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/interlockhq/interlock/internal/fault"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/subjects"
@@ -45,12 +45,11 @@ type Notifier struct {
 	sinks     map[string]Sink
 	routes    map[string][]*route // by sink, in configuration order
 	counts    *prometheus.CounterVec
-	mu        sync.Mutex
-	consumers []*jetstream.Consumer
+	consumers jetstream.Consumers
 	delivered *jetstream.Marks
 	signer    *links.Signer
 	// fault, in tests, abandons a delivery at a named point.
-	fault func(point string) bool
+	fault fault.Hook
 }
 
 // Delivery outcomes counted by the interlock_notifications_total metric.
@@ -146,8 +145,6 @@ func (n *Notifier) Start(ctx context.Context) error {
 	if len(backoff) == 0 {
 		backoff = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute}
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
 	for _, sc := range n.cfg.Sinks {
 		if len(n.routes[sc.Name]) == 0 {
 			continue // no route sends here
@@ -167,37 +164,20 @@ func (n *Notifier) Start(ctx context.Context) error {
 			OnDeadLetter:   func(m *jetstream.Msg, reason error) { n.deadLettered(name, m, reason) },
 		}, func(ctx context.Context, m *jetstream.Msg) error { return n.handle(ctx, name, sink, m) })
 		if err != nil {
-			n.stopLocked()
+			n.consumers.Stop()
 			return err
 		}
-		n.consumers = append(n.consumers, cons)
+		n.consumers.Add(cons)
 	}
 	return nil
 }
 
 // Stop stops consuming and waits for the deliveries under way.
-func (n *Notifier) Stop() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.stopLocked()
-}
-
-func (n *Notifier) stopLocked() {
-	for _, c := range n.consumers {
-		c.Stop()
-	}
-	n.consumers = nil
-}
+func (n *Notifier) Stop() { n.consumers.Stop() }
 
 var errAbandoned = errors.New("abandoned by fault injection")
 
-func (n *Notifier) crash(point string) bool {
-	if n.fault != nil && n.fault(point) {
-		n.client.Close()
-		return true
-	}
-	return false
-}
+func (n *Notifier) crash(point string) bool { return n.fault.Crash(point, n.client.Close) }
 
 // feedSubjects are what notifiers read: new suspensions, and the
 // coordinator's notices about interrupts still waiting.
