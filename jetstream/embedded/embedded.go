@@ -51,6 +51,9 @@ type Config struct {
 	ConfigFile string
 	// StartTimeout bounds start-up; default 10 seconds.
 	StartTimeout time.Duration
+	// Adjust, when set, edits the nats-server options last (tests that move
+	// a shipped configuration's ports, for example).
+	Adjust func(*server.Options)
 }
 
 // Server is a running embedded nats-server.
@@ -106,6 +109,9 @@ func Start(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("%w: sync %q is not %q or %q", ErrConfig, cfg.Sync, SyncAlways, SyncInterval)
 	}
 	opts.NoSigs = true
+	if cfg.Adjust != nil {
+		cfg.Adjust(opts)
+	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -151,3 +157,12 @@ func (s *Server) Shutdown() {
 
 // Running reports whether the server accepts connections.
 func (s *Server) Running() bool { return s.ns.Running() }
+
+// JetStreamReady reports whether the server's JetStream is up and, in a
+// cluster, has a meta leader.
+func (s *Server) JetStreamReady() bool {
+	return s.ns.JetStreamEnabled() && (!s.ns.JetStreamIsClustered() || s.ns.JetStreamIsCurrent())
+}
+
+// Name is the server's name.
+func (s *Server) Name() string { return s.ns.Name() }

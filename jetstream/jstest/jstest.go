@@ -5,8 +5,15 @@ package jstest
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
@@ -60,19 +67,113 @@ func Restart(t testing.TB, srv *embedded.Server, cfg embedded.Config) *embedded.
 // connection at cleanup.
 func Client(t testing.TB, srv *embedded.Server, cfg ...jetstream.Config) *jetstream.Client {
 	t.Helper()
+	return ClientURL(t, srv.URL(), cfg...)
+}
+
+// ClientURL is Client for one or more comma-separated server URLs.
+func ClientURL(t testing.TB, urls string, cfg ...jetstream.Config) *jetstream.Client {
+	t.Helper()
 	var c jetstream.Config
 	if len(cfg) > 0 {
 		c = cfg[0]
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cl, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: srv.URL(), Name: t.Name()}, c)
+	cl, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: urls, Name: t.Name()}, c)
 	if err != nil {
-		t.Fatalf("dial %s: %v", srv.URL(), err)
+		t.Fatalf("dial %s: %v", urls, err)
 	}
 	t.Cleanup(cl.Close)
 	if err := cl.Provision(ctx); err != nil {
 		t.Fatalf("provision: %v", err)
 	}
 	return cl
+}
+
+// FreePorts returns n distinct free loopback ports.
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var ls []net.Listener
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("free port: %v", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
+
+// Cluster starts n servers forming one JetStream cluster on loopback, each
+// in its own temporary directory. configs, when given, are nats-server
+// configuration files (one per node) whose ports are moved to free ones.
+// It returns when the cluster has a JetStream meta leader.
+func Cluster(t testing.TB, n int, configs ...string) []*embedded.Server {
+	t.Helper()
+	ports := FreePorts(t, 2*n)
+	var routes []*url.URL
+	for i := range n {
+		routes = append(routes, &url.URL{Scheme: "nats-route", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[n+i]))})
+	}
+	servers := make([]*embedded.Server, n)
+	errs := make(chan error, n)
+	for i := range n {
+		cfg := embedded.Config{DataDir: t.TempDir(), Port: ports[i], Name: fmt.Sprintf("n%d", i+1),
+			Sync: embedded.SyncInterval, StartTimeout: 20 * time.Second}
+		if len(configs) > i {
+			cfg.ConfigFile, cfg.Name = configs[i], ""
+		}
+		clusterPort := ports[n+i]
+		cfg.Adjust = func(o *server.Options) {
+			if o.Cluster.Name == "" {
+				o.Cluster.Name = "interlock-test"
+			}
+			o.Cluster.Host, o.Cluster.Port, o.Routes = "127.0.0.1", clusterPort, routes
+		}
+		go func() {
+			srv, err := embedded.Start(cfg)
+			servers[i] = srv
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("start cluster node: %v", err)
+		}
+	}
+	for _, s := range servers {
+		t.Cleanup(s.Shutdown)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ready := 0
+		for _, s := range servers {
+			if s.JetStreamReady() {
+				ready++
+			}
+		}
+		if ready == n {
+			return servers
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster of %d formed no JetStream meta leader in 30s", n)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the servers' state; no event to wait on
+	}
+}
+
+// URLs joins the servers' client URLs for a client that may fail over.
+func URLs(servers []*embedded.Server) string {
+	var out []string
+	for _, s := range servers {
+		if s.Running() {
+			out = append(out, s.URL())
+		}
+	}
+	return strings.Join(out, ",")
 }
