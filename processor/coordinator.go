@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/interlockhq/interlock/internal/fault"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/subjects"
@@ -31,6 +33,8 @@ type CoordinatorConfig struct {
 	// Groups maps an approver identity to its groups, for interrupts that
 	// name approver groups.
 	Groups func(identity string) []string
+	// Registry, when set, receives the coordinator's Prometheus metrics.
+	Registry prometheus.Registerer
 }
 
 // Coordinator is the only writer of run records. It consumes pass outcomes
@@ -43,6 +47,7 @@ type Coordinator struct {
 	ns      subjects.Namespace
 	schemas schemas
 	running jetstream.Consumers
+	metrics *coordinatorMetrics
 	// fault, in tests, abandons a message at a named point.
 	fault fault.Hook
 }
@@ -58,7 +63,7 @@ func NewCoordinator(c *jetstream.Client, cfg CoordinatorConfig) *Coordinator {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Coordinator{client: c, cfg: cfg, ns: c.Namespace()}
+	return &Coordinator{client: c, cfg: cfg, ns: c.Namespace(), metrics: newCoordinatorMetrics(cfg.Registry)}
 }
 
 // Start consumes outcomes and decisions until Stop.
@@ -199,6 +204,7 @@ func (co *Coordinator) rejectInput(ctx context.Context, m *jetstream.Msg, run st
 }
 
 func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Msg) error {
+	defer co.metrics.timed("outcome", time.Now())
 	if co.crash("outcome-start") {
 		return errAbandoned
 	}
@@ -238,6 +244,7 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Msg) erro
 		if err := co.armTimers(ctx, next); err != nil {
 			return err
 		}
+		co.metrics.outcomes.WithLabelValues(o.kind).Inc()
 		return co.outcomeEvent(ctx, next, o)
 	}
 	return fmt.Errorf("run %s: compare-and-set kept losing", o.RunID)

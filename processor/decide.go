@@ -48,6 +48,7 @@ func truncate(s string, n int) string {
 }
 
 func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Msg) error {
+	defer co.metrics.timed("decision", time.Now())
 	o := originOf(m)
 	addr, err := co.ns.Parse(m.Subject)
 	if err == nil && addr.Kind != subjects.KindResume {
@@ -325,6 +326,7 @@ func (co *Coordinator) verdict(ctx context.Context, o origin, d subjects.Decisio
 
 func (co *Coordinator) publishVerdict(ctx context.Context, o origin, agent string, pass int, v subjects.Verdict) error {
 	v.Approver, v.Via = o.approver, o.via
+	co.metrics.decisions.WithLabelValues(string(v.Outcome), string(v.Code)).Inc()
 	t := map[subjects.Outcome]subjects.EventType{
 		subjects.OutcomeAccepted:  subjects.EventDecisionAccepted,
 		subjects.OutcomeRejected:  subjects.EventDecisionRejected,

@@ -138,6 +138,7 @@ const (
 )
 
 func (co *Coordinator) handleTimer(ctx context.Context, m *jetstream.Msg) error {
+	defer co.metrics.timed("timer", time.Now())
 	t, err := subjects.DecodeTimer(m.Data)
 	if err != nil {
 		return jetstream.DeadLetter(fmt.Errorf("timer: %w", err))
@@ -174,6 +175,7 @@ func (co *Coordinator) handleTimer(ctx context.Context, m *jetstream.Msg) error 
 		if co.crash("timer-after-record") {
 			return errAbandoned
 		}
+		co.metrics.timers.WithLabelValues([...]string{"none", "reminded", "escalated", "expired"}[action]).Inc()
 		return co.timerEffects(ctx, next, i, t, action)
 	}
 	return fmt.Errorf("run %s: compare-and-set kept losing", t.RunID)

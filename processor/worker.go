@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/interlockhq/interlock/internal/fault"
 	"github.com/interlockhq/interlock/jetstream"
@@ -44,6 +47,8 @@ type WorkerConfig struct {
 	// MaxDeliver bounds attempts of one pass; default 10.
 	MaxDeliver int
 	Logger     *slog.Logger
+	// Registry, when set, receives the worker's Prometheus metrics.
+	Registry prometheus.Registerer
 }
 
 // Worker runs the passes of registered agents: it consumes work items,
@@ -56,6 +61,7 @@ type Worker struct {
 	agents  map[string]AgentFunc
 	running jetstream.Consumers
 	schemas schemas
+	metrics *workerMetrics
 	// fault, in tests, abandons a pass at a named point.
 	fault fault.Hook
 }
@@ -68,7 +74,7 @@ func NewWorker(c *jetstream.Client, cfg WorkerConfig) *Worker {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Worker{client: c, cfg: cfg, agents: map[string]AgentFunc{}}
+	return &Worker{client: c, cfg: cfg, agents: map[string]AgentFunc{}, metrics: newWorkerMetrics(cfg.Registry)}
 }
 
 // Register adds an agent. Register before Start.
@@ -133,13 +139,16 @@ func (w *Worker) handle(ctx context.Context, agent string, fn AgentFunc, m *jets
 	info := RunInfo{RunID: work.RunID, Agent: agent, ThreadID: work.ThreadID, Pass: work.Pass}
 	log := w.cfg.Logger.With("run", work.RunID, "agent", agent, "pass", work.Pass)
 	p := newPass(info, work, &w.schemas)
+	began := time.Now()
 	result, bodyErr := runBody(context.WithValue(ctx, passKey{}, p), fn, work.Input)
+	w.metrics.duration.WithLabelValues(agent).Observe(time.Since(began).Seconds())
 	if w.crash("after-body:" + strconv.Itoa(work.Pass)) {
 		return errAbandoned
 	}
 	var retry *retryableError
 	if len(p.pending) == 0 && errors.As(bodyErr, &retry) {
 		log.Warn("pass will be retried", "error", bodyErr)
+		w.metrics.passes.WithLabelValues(agent, "retried").Inc()
 		return bodyErr
 	}
 	subject, data, err := w.outcome(work, p, result, bodyErr)
@@ -153,7 +162,10 @@ func (w *Worker) handle(ctx context.Context, agent string, fn AgentFunc, m *jets
 	if w.crash("after-outcome:" + strconv.Itoa(work.Pass)) {
 		return errAbandoned
 	}
-	log.Debug("pass done", "outcome", subject)
+	kind := subject[len(w.client.Namespace().Prefix())+1:]
+	kind = kind[:strings.IndexByte(kind, '.')]
+	w.metrics.passes.WithLabelValues(agent, kind).Inc()
+	log.Debug("pass done", "outcome", kind)
 	return nil
 }
 

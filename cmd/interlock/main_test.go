@@ -245,7 +245,8 @@ sinks:
 routes:
   - {match: 'agent == "refunds"', sinks: [ops]}
 `), 0o600))
-	url, stop := serve(t, t.TempDir(), freePort(t), "--notifier-config", cfg, "--metrics-addr", "127.0.0.1:0")
+	metrics := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	url, stop := serve(t, t.TempDir(), freePort(t), "--notifier-config", cfg, "--metrics-addr", metrics)
 	ctx := context.Background()
 	conn, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url}, jetstream.Config{})
 	require.NoError(t, err)
@@ -263,6 +264,24 @@ routes:
 	case <-time.After(15 * time.Second):
 		t.Fatal("no notification")
 	}
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + metrics + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	require.Eventually(t, func() bool {
+		_, body := get("/metrics")
+		return strings.Contains(body, `interlock_notifications_total{outcome="delivered",sink="ops"} 1`)
+	}, 10*time.Second, 20*time.Millisecond)
+	_, body := get("/metrics")
+	assert.Contains(t, body, `interlock_pass_outcomes_total{kind="suspended"} 1`)
+	assert.Contains(t, body, `interlock_coordinator_handle_seconds_bucket{input="outcome"`)
+	status, _ := get("/healthz")
+	assert.Equal(t, 200, status)
+	status, _ = get("/readyz")
+	assert.Equal(t, 200, status)
 	w.Stop()
 	assert.Equal(t, 0, stop())
 }

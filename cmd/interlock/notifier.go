@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
@@ -45,10 +46,17 @@ and line, and the command exits 2. See docs/notifiers.md.`,
 			if err := client.Provision(ctx); err != nil {
 				return err
 			}
-			stop, err := startNotifier(ctx, client, cfg, log, metricsAddr)
+			reg := prometheus.NewRegistry()
+			stop, err := startNotifier(ctx, client, cfg, log, reg)
 			if err != nil {
 				return err
 			}
+			stopOps, err := startOps(metricsAddr, reg, client, log)
+			if err != nil {
+				stop()
+				return err
+			}
+			defer stopOps()
 			log.Info("notifier running", "config", config, "sinks", len(cfg.Sinks), "routes", len(cfg.Routes))
 			<-ctx.Done()
 			log.Info("shutting down: finishing deliveries under way")
@@ -62,39 +70,50 @@ and line, and the command exits 2. See docs/notifiers.md.`,
 	return cmd
 }
 
-// startNotifier runs a notifier, and its metrics endpoint when addr is set,
-// until the returned stop is called.
-func startNotifier(ctx context.Context, client *jetstream.Client, cfg *notifier.Config, log *slog.Logger, addr string) (func(), error) {
-	n, err := notifier.New(client, cfg, notifier.Options{Logger: log})
+// startNotifier runs a notifier until the returned stop is called.
+func startNotifier(ctx context.Context, client *jetstream.Client, cfg *notifier.Config, log *slog.Logger, reg *prometheus.Registry) (func(), error) {
+	n, err := notifier.New(client, cfg, notifier.Options{Logger: log, Registry: reg})
 	if err != nil {
 		return nil, usageError{err}
 	}
 	if err := n.Start(ctx); err != nil {
 		return nil, err
 	}
-	var srv *http.Server
-	if addr != "" {
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			n.Stop()
-			return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
-		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(n.Registry(), promhttp.HandlerOpts{}))
-		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("metrics server", "error", err)
-			}
-		}()
-		log.Info("metrics", "url", "http://"+l.Addr().String()+"/metrics")
+	return n.Stop, nil
+}
+
+// startOps serves /metrics, /healthz (the process is up) and /readyz (NATS
+// answers and the streams are there) on addr, until the returned stop.
+func startOps(addr string, reg *prometheus.Registry, client *jetstream.Client, log *slog.Logger) (func(), error) {
+	if addr == "" {
+		return func() {}, nil
 	}
-	return func() {
-		n.Stop()
-		if srv != nil {
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(sctx)
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--metrics-addr %s: %w", addr, err)}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if _, err := client.MsgCount(ctx, jetstream.StreamRuns); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
 		}
+		fmt.Fprintln(w, "ready")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server", "error", err)
+		}
+	}()
+	log.Info("metrics and health", "url", "http://"+l.Addr().String())
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
 	}, nil
 }

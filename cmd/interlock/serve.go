@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/interlockhq/interlock/jetstream"
@@ -95,7 +96,7 @@ stops taking messages, lets the ones under way finish, and exits.`,
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "stream replicas (3 on a NATS cluster)")
 	cmd.Flags().IntVar(&concurrency, "concurrency", 4, "messages handled at once per input stream")
 	cmd.Flags().StringVar(&notify, "notifier-config", "", "also run a notifier with this configuration (see `interlock notifier`)")
-	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "with --notifier-config: serve its Prometheus metrics here")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz here, e.g. 127.0.0.1:9464")
 	f := cmd.Flags()
 	f.DurationVar(&expiry.Timeout, "default-timeout", 0, "deadline for interrupts that set none (0: none)")
 	f.StringVar(&expiry.Action, "on-expiry", subjects.ExpiryCancel, "default at a deadline: cancel (fail closed) or escalate")
@@ -157,14 +158,15 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 	if err := client.Provision(ctx); err != nil {
 		return err
 	}
+	reg := prometheus.NewRegistry()
 	co := processor.NewCoordinator(client, processor.CoordinatorConfig{Concurrency: sc.concurrency, Logger: log,
-		Expiry: sc.expiry, Groups: dir.Groups})
+		Expiry: sc.expiry, Groups: dir.Groups, Registry: reg})
 	if err := co.Start(ctx); err != nil {
 		return err
 	}
 	stopNotifier := func() {}
 	if notifyCfg != nil {
-		if stopNotifier, err = startNotifier(ctx, client, notifyCfg, log, sc.metricsAddr); err != nil {
+		if stopNotifier, err = startNotifier(ctx, client, notifyCfg, log, reg); err != nil {
 			co.Stop()
 			return err
 		}
@@ -184,6 +186,14 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 			return err
 		}
 	}
+	stopOps, err := startOps(sc.metricsAddr, reg, client, log)
+	if err != nil {
+		stopGateway()
+		stopNotifier()
+		co.Stop()
+		return err
+	}
+	defer stopOps()
 	log.Info("coordinator running", "nats", url, "prefix", g.prefix)
 	<-ctx.Done()
 	log.Info("shutting down: finishing messages under way")

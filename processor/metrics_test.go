@@ -1,0 +1,44 @@
+package processor
+
+import (
+	"context"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/interlockhq/interlock/subjects"
+)
+
+func TestMetrics(t *testing.T) {
+	var calls counter
+	h := newBareHarness(t, map[string]AgentFunc{"refunds": approvalAgent(&calls)})
+	reg := prometheus.NewRegistry()
+	co := NewCoordinator(h.conn(), CoordinatorConfig{Logger: quiet, Registry: reg})
+	require.NoError(t, co.Start(context.Background()))
+	t.Cleanup(co.Stop)
+	w := NewWorker(h.conn(), WorkerConfig{Logger: quiet, Registry: reg})
+	require.NoError(t, w.Register("refunds", h.agents["refunds"]))
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(w.Stop)
+
+	run := h.start("refunds", nil)
+	id := h.suspendedAtPass(run, 0).Pending()[0].ID
+	_, err := h.client.Decide(h.ctx(), DecisionRequest{RunID: run, InterruptID: id, Status: subjects.StatusResolved,
+		Payload: map[string]any{}})
+	require.ErrorIs(t, err, ErrRejected)
+	h.decide(run, id, subjects.StatusResolved, map[string]any{"amount": 1})
+	h.waitFor(run, Finished)
+
+	assert.Equal(t, 1.0, testutil.ToFloat64(co.metrics.decisions.WithLabelValues("accepted", "")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(co.metrics.decisions.WithLabelValues("rejected", "schema_mismatch")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(co.metrics.outcomes.WithLabelValues("suspended")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(co.metrics.outcomes.WithLabelValues("completed")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(w.metrics.passes.WithLabelValues("refunds", "suspended")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(w.metrics.passes.WithLabelValues("refunds", "completed")))
+	n, err := testutil.GatherAndCount(reg, "interlock_pass_seconds", "interlock_coordinator_handle_seconds")
+	require.NoError(t, err)
+	assert.Positive(t, n)
+}
