@@ -91,12 +91,13 @@ func (c *Client) BucketName(name string) string {
 	return strings.ReplaceAll(c.cfg.Prefix, ".", "_") + "_" + name
 }
 
-// Marks is a KV bucket of keys recorded once: deliveries made, links used.
-type Marks struct{ kv jetstream.KeyValue }
+// Bucket is a small KV bucket: keys recorded once (deliveries made, links
+// used) or last-value indexes (a thread's latest run).
+type Bucket struct{ kv jetstream.KeyValue }
 
-// Marks creates or updates the bucket BucketName(name); its entries expire
+// Bucket creates or updates the bucket BucketName(name); its entries expire
 // after ttl (zero: never).
-func (c *Client) Marks(ctx context.Context, name, description string, ttl time.Duration) (*Marks, error) {
+func (c *Client) Bucket(ctx context.Context, name, description string, ttl time.Duration) (*Bucket, error) {
 	storage := jetstream.FileStorage
 	if c.cfg.Storage == MemoryStorage {
 		storage = jetstream.MemoryStorage
@@ -108,11 +109,11 @@ func (c *Client) Marks(ctx context.Context, name, description string, ttl time.D
 	if err != nil {
 		return nil, fmt.Errorf("provision bucket %s: %w", c.BucketName(name), translate(err))
 	}
-	return &Marks{kv: kv}, nil
+	return &Bucket{kv: kv}, nil
 }
 
 // Has reports whether key was marked.
-func (m *Marks) Has(ctx context.Context, key string) (bool, error) {
+func (m *Bucket) Has(ctx context.Context, key string) (bool, error) {
 	_, err := m.kv.Get(ctx, key)
 	if err = translate(err); isNotFound(err) {
 		return false, nil
@@ -122,7 +123,7 @@ func (m *Marks) Has(ctx context.Context, key string) (bool, error) {
 
 // Mark records key with value. Marking a key twice is not an error: the
 // first mark stands, and first says whether this call made it.
-func (m *Marks) Mark(ctx context.Context, key string, value []byte) (first bool, err error) {
+func (m *Bucket) Mark(ctx context.Context, key string, value []byte) (first bool, err error) {
 	_, err = m.kv.Create(ctx, key, value)
 	switch err = translate(err); {
 	case err == nil:
@@ -131,4 +132,21 @@ func (m *Marks) Mark(ctx context.Context, key string, value []byte) (first bool,
 		return false, nil
 	}
 	return false, fmt.Errorf("mark %s: %w", key, err)
+}
+
+// Put stores value under key, replacing what was there.
+func (m *Bucket) Put(ctx context.Context, key string, value []byte) error {
+	if _, err := m.kv.Put(ctx, key, value); err != nil {
+		return fmt.Errorf("put %s: %w", key, translate(err))
+	}
+	return nil
+}
+
+// Get returns the value under key, or ErrNotFound.
+func (m *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
+	e, err := m.kv.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", key, translate(err))
+	}
+	return e.Value(), nil
 }

@@ -55,3 +55,12 @@ func (s *schemas) validate(raw, payload []byte) error {
 	}
 	return sch.Validate(inst)
 }
+
+var sharedSchemas schemas
+
+// ValidatePayload checks payload against a responseSchema, as the
+// coordinator will; the AG-UI bridge uses it to refuse a resume batch before
+// anything changes.
+func ValidatePayload(schema, payload []byte) error {
+	return sharedSchemas.validate(schema, payload)
+}

@@ -37,6 +37,10 @@ func Typed[In, Out any](fn func(ctx context.Context, in In) (Out, error)) AgentF
 	}
 }
 
+// PassEndEvent is the type of the marker a worker sends on a run's AG-UI
+// subject after the last event of a pass.
+const PassEndEvent = "interlock.pass_end"
+
 // WorkerConfig is what a worker is.
 type WorkerConfig struct {
 	// Concurrency is the number of passes run at once per agent; default 4.
@@ -139,6 +143,17 @@ func (w *Worker) handle(ctx context.Context, agent string, fn AgentFunc, m *jets
 	info := RunInfo{RunID: work.RunID, Agent: agent, ThreadID: work.ThreadID, Pass: work.Pass}
 	log := w.cfg.Logger.With("run", work.RunID, "agent", agent, "pass", work.Pass)
 	p := newPass(info, work, &w.schemas)
+	aguiSubject, err := w.client.Namespace().AGUI(work.RunID)
+	if err != nil {
+		return jetstream.DeadLetter(err)
+	}
+	p.emit = func(event any) error {
+		data, err := json.Marshal(event)
+		if err != nil {
+			return fmt.Errorf("emit: %w", err)
+		}
+		return w.client.Notify(aguiSubject, data)
+	}
 	began := time.Now()
 	result, bodyErr := runBody(context.WithValue(ctx, passKey{}, p), fn, work.Input)
 	w.metrics.duration.WithLabelValues(agent).Observe(time.Since(began).Seconds())
@@ -156,6 +171,10 @@ func (w *Worker) handle(ctx context.Context, agent string, fn AgentFunc, m *jets
 		return err
 	}
 	msgID := work.RunID + ":" + strconv.Itoa(work.Pass)
+	// The pass's AG-UI events end here: the marker follows them on their
+	// subject, so a bridge knows it has them all before the outcome.
+	end, _ := json.Marshal(map[string]any{"type": PassEndEvent, "pass": work.Pass})
+	_ = w.client.Notify(aguiSubject, end)
 	if _, err := w.client.Publish(ctx, subject, data, msgID, nil); err != nil {
 		return err
 	}

@@ -25,6 +25,9 @@ const (
 	KindReminder  = "reminder"
 	KindEscalated = "escalated"
 	KindExpired   = "expired"
+	// KindAGUI carries the AG-UI events an agent body emits during a pass
+	// (core NATS, not stored): <prefix>.agui.<run>.
+	KindAGUI = "agui"
 )
 
 // Namespace builds and parses the subjects under one prefix. The zero value
@@ -141,6 +144,14 @@ func (n Namespace) Notice(kind, agent, run string) (string, error) {
 		return "", fmt.Errorf("%w: %q is not a notice kind", ErrInvalidSubject, kind)
 	}
 	return n.agentRun(kind, agent, run)
+}
+
+// AGUI is the subject of the AG-UI events run's passes emit.
+func (n Namespace) AGUI(run string) (string, error) {
+	if err := ValidateToken("run id", run); err != nil {
+		return "", err
+	}
+	return n.join(KindAGUI, run), nil
 }
 
 // NoRun is the run token of events about input that names no valid run.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/agui"
 	"github.com/interlockhq/interlock/processor/approvers"
 	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/subjects"
@@ -45,7 +46,7 @@ type Gateway struct {
 	nc        *jetstream.Client
 	client    *processor.Client
 	mux       *http.ServeMux
-	usedLinks *jetstream.Marks
+	usedLinks *jetstream.Bucket
 }
 
 // linkTTL bounds how long a used link is remembered; links should not be
@@ -64,7 +65,7 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	used, err := c.Marks(ctx, "links", "Interlock decision links used", linkTTL)
+	used, err := c.Bucket(ctx, "links", "Interlock decision links used", linkTTL)
 	if err != nil {
 		return nil, err
 	}
@@ -74,6 +75,17 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 	g.mux.HandleFunc("GET /v1/runs/{run}", g.auth(g.getRun))
 	g.mux.HandleFunc("GET /v1/runs/{run}/history", g.auth(g.history))
 	g.mux.HandleFunc("POST /v1/runs/{run}/interrupts/{interrupt}/decision", g.auth(g.decide))
+	bridge, err := agui.New(ctx, c, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	bridge.Identity = func(r *http.Request) string {
+		// Optional: AG-UI clients that send a token resume as its identity.
+		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		id, _ := cfg.Directory.Authenticate(strings.TrimSpace(token))
+		return id.Name
+	}
+	g.mux.Handle("POST /agui/{agent}", bridge)
 	g.mux.HandleFunc("GET /v1/stream", g.auth(g.stream))
 	g.mux.HandleFunc("GET /inbox", g.inbox)
 	g.mux.HandleFunc("POST /inbox/login", g.login)

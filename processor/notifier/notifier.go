@@ -46,7 +46,7 @@ type Notifier struct {
 	routes    map[string][]*route // by sink, in configuration order
 	counts    *prometheus.CounterVec
 	consumers jetstream.Consumers
-	delivered *jetstream.Marks
+	delivered *jetstream.Bucket
 	signer    *links.Signer
 	// fault, in tests, abandons a delivery at a named point.
 	fault fault.Hook
@@ -132,7 +132,7 @@ func (n *Notifier) Start(ctx context.Context) error {
 	if remember == 0 {
 		remember = 30 * 24 * time.Hour
 	}
-	marks, err := n.client.Marks(ctx, "deliveries", "Interlock notifications delivered, by sink and pass", remember)
+	marks, err := n.client.Bucket(ctx, "deliveries", "Interlock notifications delivered, by sink and pass", remember)
 	if err != nil {
 		return err
 	}
