@@ -196,7 +196,9 @@ func TestResumeRules(t *testing.T) {
 	two := interrupts(t, e.run(0, "assistant", map[string]any{"threadId": "two", "runId": "x1", "forwardedProps": map[string]any{"Two": true}}))
 	require.Len(t, two, 2)
 	a, b := two[0]["id"], two[1]["id"]
-	ok := func(id any) map[string]any { return map[string]any{"interruptId": id, "status": "resolved", "payload": true} }
+	ok := func(id any) map[string]any {
+		return map[string]any{"interruptId": id, "status": "resolved", "payload": true}
+	}
 	cases := []struct {
 		name   string
 		thread string
@@ -278,4 +280,3 @@ func TestBadInput(t *testing.T) {
 	evs := e.run(0, "bad.agent", map[string]any{"threadId": "t", "runId": "r"})
 	assert.Equal(t, CodeBadInput, evs[0]["code"])
 }
-
