@@ -22,7 +22,7 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	assert.Equal(t, "3.1.0", doc.OpenAPI)
 	src, err := os.ReadFile("gateway.go")
 	require.NoError(t, err)
-	routes := regexp.MustCompile(`HandleFunc\("(GET|POST) ([^"]+)"`).FindAllStringSubmatch(string(src), -1)
+	routes := regexp.MustCompile(`Handle(?:Func)?\("(GET|POST) ([^"]+)"`).FindAllStringSubmatch(string(src), -1)
 	require.NotEmpty(t, routes)
 	for _, r := range routes {
 		methods, ok := doc.Paths[r[2]]
