@@ -449,7 +449,7 @@ func toAGUI(in subjects.InterruptState) map[string]any {
 		out["responseSchema"] = json.RawMessage(in.ResponseSchema)
 	}
 	if in.ExpiresAt != nil {
-		out["expiresAt"] = in.ExpiresAt.UTC().Format(time.RFC3339)
+		out["expiresAt"] = in.ExpiresAt.UTC().Format(time.RFC3339Nano)
 	}
 	meta := map[string]any{}
 	if len(in.Metadata) > 0 {
