@@ -44,6 +44,9 @@ decide. Any number of gateways may run behind a load balancer.`,
 				return err
 			}
 			defer client.Close()
+			if err := client.Provision(ctx); err != nil {
+				return err
+			}
 			signer, err := linkSigner(linkSecretEnv)
 			if err != nil {
 				return err
