@@ -264,3 +264,39 @@ func TestTimerMessagesMatchSchema(t *testing.T) {
 	_, err = subjects.DecodeTimer(data)
 	require.NoError(t, err)
 }
+
+// The NATS server restarted with file storage: every suspended run is still
+// there and decidable.
+func TestSuspendedRunsSurviveNATSRestart(t *testing.T) {
+	cfg := embedded.Config{DataDir: t.TempDir(), Sync: embedded.SyncAlways}
+	var calls counter
+	h := &harness{t: t, srv: jstest.Server(t, cfg), agents: map[string]AgentFunc{"refunds": approvalAgent(&calls)}}
+	h.admin = h.conn()
+	h.client = NewClient(h.admin)
+	co, w := h.startCoordinator(nil), h.startWorker(nil)
+	var runs []string
+	for range 20 {
+		runs = append(runs, h.start("refunds", nil))
+	}
+	for _, r := range runs {
+		h.suspendedAtPass(r, 0)
+	}
+	co.Stop()
+	w.Stop()
+	h.admin.Close()
+	h.srv = jstest.Restart(t, h.srv, cfg)
+	h.admin = h.conn()
+	h.client = NewClient(h.admin)
+	h.startCoordinator(nil)
+	h.startWorker(nil)
+	for _, r := range runs {
+		rec, err := h.client.Run(h.ctx(), r)
+		require.NoError(t, err)
+		require.Len(t, rec.Pending(), 1, r)
+		h.decide(r, rec.Pending()[0].ID, subjects.StatusResolved, map[string]any{"amount": 2})
+	}
+	for _, r := range runs {
+		assert.Equal(t, subjects.RunCompleted, h.waitFor(r, Finished).Status, r)
+	}
+	assert.Equal(t, 20, calls.get("step"), "no journaled step ran twice")
+}

@@ -20,6 +20,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if role := os.Getenv(helperEnv); role != "" {
+		os.Exit(runHelper(role)) // a coordinator or worker process for kill tests
+	}
 	goleak.VerifyTestMain(m)
 }
 
