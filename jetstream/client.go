@@ -391,6 +391,27 @@ func (c *Client) ConsumerState(ctx context.Context, s Stream, durable string) (C
 	return ConsumerState{Delivered: info.Delivered.Stream, Pending: info.NumPending, AckPending: uint64(info.NumAckPending)}, nil
 }
 
+// StoredBytes is what Interlock's streams and runs bucket hold on disk.
+func (c *Client) StoredBytes(ctx context.Context) (uint64, error) {
+	names := []string{"KV_" + c.RunsBucket()}
+	for _, s := range []Stream{StreamWork, StreamRuns, StreamDecisions, StreamEvents, StreamDLQ, StreamTimers} {
+		names = append(names, c.StreamName(s))
+	}
+	var total uint64
+	for _, name := range names {
+		st, err := c.js.Stream(ctx, name)
+		if err != nil {
+			return 0, translate(err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			return 0, translate(err)
+		}
+		total += info.State.Bytes
+	}
+	return total, nil
+}
+
 // MsgCount returns how many messages stream s holds.
 func (c *Client) MsgCount(ctx context.Context, s Stream) (uint64, error) {
 	st, err := c.js.Stream(ctx, c.StreamName(s))

@@ -375,3 +375,25 @@ func TestTokenCommand(t *testing.T) {
 	assert.Equal(t, "ada", id.Name)
 	assert.NotEqual(t, out["token"], cli(t, "token", "--json").out, "fresh every time")
 }
+
+func TestBenchCommand(t *testing.T) {
+	r := cli(t, "bench", "--runs", "5", "--parked", "20", "--concurrency", "2", "--sync", "interval", "--json")
+	require.Equal(t, 0, r.code, r.err)
+	var res []benchResult
+	require.NoError(t, json.Unmarshal([]byte(r.out), &res))
+	require.Len(t, res, 8, "four scenarios, Interlock and the floor")
+	for _, x := range res {
+		switch x.Scenario {
+		case "cycle":
+			assert.Positive(t, x.PerSecond, "%+v", x)
+		case "parked":
+			assert.Positive(t, x.BytesPerRun, "%+v", x)
+		default:
+			assert.Positive(t, x.P99ms, "%+v", x)
+			assert.GreaterOrEqual(t, x.P99ms, x.P50ms)
+		}
+	}
+	assert.Contains(t, r.err, "cycle interlock sync=interval", "progress on stderr")
+	r = cli(t, "bench", "--scenario", "nope", "--runs", "1", "--sync", "interval")
+	assert.Equal(t, exitUsage, r.code)
+}

@@ -1,0 +1,176 @@
+// Package benchmark drives Interlock the way `interlock bench` measures it:
+// full cycles (start, suspend, decide, replay, complete) and parked runs,
+// with a coordinator and a worker on their own connections. Its figures are
+// compared with jetstream/floor, the same durable steps in raw nats.go.
+package benchmark
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/jetstream/floor"
+	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// Cycle runs Interlock cycles against one server, under the prefix "bench".
+type Cycle struct {
+	conns   []*jetstream.Client
+	co      *processor.Coordinator
+	w       *processor.Worker
+	client  *processor.Client
+	subs    []*jetstream.Subscription
+	mu      sync.Mutex
+	waiters map[string]chan struct{}
+	admin   *jetstream.Client
+}
+
+// New provisions the streams and starts a coordinator and a worker whose
+// agent "bench" asks one question.
+func New(ctx context.Context, url string) (*Cycle, error) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	c := &Cycle{waiters: map[string]chan struct{}{}}
+	dial := func() (*jetstream.Client, error) {
+		nc, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url}, jetstream.Config{Prefix: "bench"})
+		if err == nil {
+			c.conns = append(c.conns, nc)
+		}
+		return nc, err
+	}
+	admin, err := dial()
+	if err != nil {
+		return nil, err
+	}
+	c.admin = admin
+	if err := admin.Provision(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	c.client = processor.NewClient(admin)
+	for _, t := range []subjects.EventType{subjects.EventSuspended, subjects.EventCompleted} {
+		sub, err := admin.Subscribe("bench.events.*."+string(t), func(subject string, data []byte) {
+			var ev subjects.Event
+			if json.Unmarshal(data, &ev) == nil {
+				c.signal(ev.RunID + "." + string(ev.Type))
+			}
+		})
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		c.subs = append(c.subs, sub)
+	}
+	cc, err := dial()
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	c.co = processor.NewCoordinator(cc, processor.CoordinatorConfig{Logger: quiet, Concurrency: 8})
+	wc, err := dial()
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	c.w = processor.NewWorker(wc, processor.WorkerConfig{Logger: quiet, Concurrency: 16})
+	_ = c.w.Register("bench", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		d, err := processor.Interrupt(processor.WithToolCall(ctx, "call"), processor.Request{Message: "ok?"})
+		if err != nil {
+			return nil, err
+		}
+		return d.Payload, nil
+	})
+	if err := c.co.Start(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := c.w.Start(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cycle) wait(key string) chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan struct{})
+	c.waiters[key] = ch
+	return ch
+}
+
+func (c *Cycle) signal(key string) {
+	c.mu.Lock()
+	ch, ok := c.waiters[key]
+	delete(c.waiters, key)
+	c.mu.Unlock()
+	if ok {
+		close(ch)
+	}
+}
+
+func await(ctx context.Context, ch chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run does one full cycle of run id.
+func (c *Cycle) Run(ctx context.Context, id string) (floor.Phases, error) {
+	var p floor.Phases
+	start := time.Now()
+	suspended := c.wait(id + "." + string(subjects.EventSuspended))
+	completed := c.wait(id + "." + string(subjects.EventCompleted))
+	if _, err := c.client.Start(ctx, "bench", nil, processor.WithRunID(id)); err != nil {
+		return p, err
+	}
+	if err := await(ctx, suspended); err != nil {
+		return p, err
+	}
+	p.Suspend = time.Since(start)
+	decided := time.Now()
+	if _, err := c.client.Decide(ctx, processor.DecisionRequest{RunID: id,
+		InterruptID: processor.InterruptID(id, "call", 0), Status: subjects.StatusResolved, Payload: true}); err != nil {
+		return p, err
+	}
+	if err := await(ctx, completed); err != nil {
+		return p, err
+	}
+	p.Replay, p.Total = time.Since(decided), time.Since(start)
+	return p, nil
+}
+
+// Park starts run id and returns once it is suspended.
+func (c *Cycle) Park(ctx context.Context, id string) error {
+	suspended := c.wait(id + "." + string(subjects.EventSuspended))
+	if _, err := c.client.Start(ctx, "bench", nil, processor.WithRunID(id)); err != nil {
+		return err
+	}
+	return await(ctx, suspended)
+}
+
+// Bytes is what Interlock's streams and buckets store.
+func (c *Cycle) Bytes(ctx context.Context) (uint64, error) { return c.admin.StoredBytes(ctx) }
+
+// Close stops the loops and the connections.
+func (c *Cycle) Close() {
+	for _, s := range c.subs {
+		s.Unsubscribe()
+	}
+	if c.w != nil {
+		c.w.Stop()
+	}
+	if c.co != nil {
+		c.co.Stop()
+	}
+	for _, nc := range c.conns {
+		nc.Close()
+	}
+}
