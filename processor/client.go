@@ -2,10 +2,13 @@ package processor
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,11 +20,74 @@ import (
 // Client starts runs, decides interrupts and reads run records. It needs no
 // coordinator or worker in the same process.
 type Client struct {
-	c *jetstream.Client
+	c       *jetstream.Client
+	replies replies
+}
+
+// replies is one subscription shared by every Decide of a client: a
+// verdict's reply subject ends in its decision id's digest.
+type replies struct {
+	mu      sync.Mutex
+	prefix  string
+	sub     *jetstream.Subscription
+	waiting map[string]chan subjects.Verdict
+}
+
+func replyToken(decisionID string) string {
+	sum := sha256.Sum256([]byte(decisionID))
+	return hex.EncodeToString(sum[:12])
+}
+
+// await returns the reply subject for decisionID and where its verdict
+// arrives; the first call subscribes.
+func (r *replies) await(c *jetstream.Client, decisionID string) (string, chan subjects.Verdict, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sub == nil {
+		prefix := c.NewInbox()
+		sub, err := c.Subscribe(prefix+".*", func(subject string, data []byte) {
+			var v subjects.Verdict
+			if json.Unmarshal(data, &v) != nil {
+				return
+			}
+			r.mu.Lock()
+			ch := r.waiting[subject[len(prefix)+1:]]
+			r.mu.Unlock()
+			if ch != nil {
+				select {
+				case ch <- v:
+				default:
+				}
+			}
+		})
+		if err != nil {
+			return "", nil, err
+		}
+		r.prefix, r.sub, r.waiting = prefix, sub, map[string]chan subjects.Verdict{}
+	}
+	ch := make(chan subjects.Verdict, 1)
+	r.waiting[replyToken(decisionID)] = ch
+	return r.prefix + "." + replyToken(decisionID), ch, nil
+}
+
+func (r *replies) forget(decisionID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.waiting, replyToken(decisionID))
 }
 
 // NewClient returns a client working through c.
 func NewClient(c *jetstream.Client) *Client { return &Client{c: c} }
+
+// Close releases the client's reply subscription.
+func (cl *Client) Close() {
+	cl.replies.mu.Lock()
+	defer cl.replies.mu.Unlock()
+	if cl.replies.sub != nil {
+		cl.replies.sub.Unsubscribe()
+		cl.replies.sub = nil
+	}
+}
 
 // StartOption adjusts one Start call.
 type StartOption func(*subjects.Work) error
@@ -139,21 +205,11 @@ func (cl *Client) Decide(ctx context.Context, req DecisionRequest) (subjects.Ver
 	if _, err := subjects.DecodeDecision(data); err != nil {
 		return subjects.Verdict{}, err
 	}
-	inbox := cl.c.NewInbox()
-	verdicts := make(chan subjects.Verdict, 1)
-	sub, err := cl.c.Subscribe(inbox, func(_ string, data []byte) {
-		var v subjects.Verdict
-		if json.Unmarshal(data, &v) == nil {
-			select {
-			case verdicts <- v:
-			default:
-			}
-		}
-	})
+	inbox, verdicts, err := cl.replies.await(cl.c, d.DecisionID)
 	if err != nil {
 		return subjects.Verdict{}, err
 	}
-	defer sub.Unsubscribe()
+	defer cl.replies.forget(d.DecisionID)
 	via := req.Via
 	if via == "" {
 		via = "sdk"
