@@ -307,18 +307,67 @@ func (c *Client) Publish(ctx context.Context, subject string, data []byte, msgID
 	return PubAck{Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
 }
 
+// OutMsg is one message for PublishAll.
+type OutMsg struct {
+	Subject string
+	Data    []byte
+	// MsgID deduplicates, when set.
+	MsgID  string
+	Header Header
+}
+
+// ScheduleMsg is the message ScheduleAt sends, for PublishAll.
+func ScheduleMsg(subject, target string, at time.Time, data []byte, msgID string) OutMsg {
+	return OutMsg{Subject: subject, Data: data, MsgID: msgID, Header: Header{
+		"Nats-Schedule": {"@at " + at.UTC().Format(time.RFC3339)}, "Nats-Schedule-Target": {target}}}
+}
+
+// PublishAll stores every message, sending them together rather than one
+// round trip after another, and returns once the server has stored all of
+// them (or the first error).
+func (c *Client) PublishAll(ctx context.Context, msgs ...OutMsg) error {
+	if len(msgs) == 1 {
+		m := msgs[0]
+		_, err := c.Publish(ctx, m.Subject, m.Data, m.MsgID, m.Header)
+		return err
+	}
+	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
+	for _, m := range msgs {
+		nm := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: nats.Header{}}
+		for k, v := range m.Header {
+			nm.Header[k] = v
+		}
+		if m.MsgID != "" {
+			nm.Header.Set(HeaderMsgID, m.MsgID)
+		}
+		f, err := c.js.PublishMsgAsync(nm)
+		if err != nil {
+			return fmt.Errorf("publish %s: %w", m.Subject, translate(err))
+		}
+		futures = append(futures, f)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.Timeout)
+		defer cancel()
+	}
+	for i, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("publish %s: %w", msgs[i].Subject, translate(err))
+		case <-ctx.Done():
+			return fmt.Errorf("publish %s: %w", msgs[i].Subject, translate(ctx.Err()))
+		}
+	}
+	return nil
+}
+
 // ScheduleAt stores data on subject as a durable timer that the server
 // publishes onto target at at (at once if at has passed), deduplicated by
 // msgID. Both subjects must belong to the timers stream.
 func (c *Client) ScheduleAt(ctx context.Context, subject, target string, at time.Time, data []byte, msgID string) error {
-	opts := []jetstream.PublishOpt{jetstream.WithScheduleAt(at), jetstream.WithScheduleTarget(target)}
-	if msgID != "" {
-		opts = append(opts, jetstream.WithMsgID(msgID))
-	}
-	if _, err := c.js.Publish(ctx, subject, data, opts...); err != nil {
-		return fmt.Errorf("schedule %s at %s: %w", subject, at.Format(time.RFC3339), translate(err))
-	}
-	return nil
+	return c.PublishAll(ctx, ScheduleMsg(subject, target, at, data, msgID))
 }
 
 // Notify sends data on subject without storing it (core NATS); for replies.

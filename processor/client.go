@@ -140,7 +140,11 @@ func (cl *Client) Start(ctx context.Context, agent string, input any, opts ...St
 	if _, err := subjects.DecodeWork(data); err != nil {
 		return "", err
 	}
-	return w.RunID, publishWork(ctx, cl.c, w)
+	m, err := workMsg(cl.c.Namespace(), w)
+	if err != nil {
+		return "", err
+	}
+	return w.RunID, cl.c.PublishAll(ctx, m)
 }
 
 // DecisionRequest is what an approver decides.

@@ -141,6 +141,15 @@ func (co *Coordinator) now() time.Time { return co.cfg.Now().UTC() }
 // event publishes an event once: its message id is derived from what it is
 // about, so publishing it again after a crash is a no-op.
 func (co *Coordinator) event(ctx context.Context, ev subjects.Event, dedup string) error {
+	m, err := co.eventMsg(ev, dedup)
+	if err != nil {
+		return err
+	}
+	return co.client.PublishAll(ctx, m)
+}
+
+// eventMsg is the message of an event, deduplicated by what it is about.
+func (co *Coordinator) eventMsg(ev subjects.Event, dedup string) (jetstream.OutMsg, error) {
 	ev.Version = subjects.Version
 	if ev.At.IsZero() {
 		ev.At = co.now()
@@ -151,14 +160,13 @@ func (co *Coordinator) event(ctx context.Context, ev subjects.Event, dedup strin
 	}
 	subject, err := co.ns.Events(run, ev.Type)
 	if err != nil {
-		return err
+		return jetstream.OutMsg{}, err
 	}
 	data, err := json.Marshal(ev)
 	if err != nil {
-		return err
+		return jetstream.OutMsg{}, err
 	}
-	_, err = co.client.Publish(ctx, subject, data, run+":"+dedup+":"+string(ev.Type), nil)
-	return err
+	return jetstream.OutMsg{Subject: subject, Data: data, MsgID: run + ":" + dedup + ":" + string(ev.Type)}, nil
 }
 
 // ---- pass outcomes ----
@@ -241,11 +249,8 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Msg) erro
 		if co.crash("outcome-after-record") {
 			return errAbandoned
 		}
-		if err := co.armTimers(ctx, next); err != nil {
-			return err
-		}
 		co.metrics.outcomes.WithLabelValues(o.kind).Inc()
-		return co.outcomeEvent(ctx, next, o)
+		return co.outcomeEffects(ctx, next, o)
 	}
 	return fmt.Errorf("run %s: compare-and-set kept losing", o.RunID)
 }
@@ -334,12 +339,7 @@ func findInterrupt(rec *subjects.Run, id string) int {
 // repeat of a pass that was run twice (recorded, changes nothing).
 func (co *Coordinator) staleOutcome(ctx context.Context, rec *subjects.Run, o outcome, m *jetstream.Msg, stale *staleError) error {
 	if recorded(rec, o) {
-		if o.kind == subjects.KindSuspended && rec.Status == subjects.RunSuspended && rec.Pass == o.Pass {
-			if err := co.armTimers(ctx, rec); err != nil {
-				return err
-			}
-		}
-		return co.outcomeEvent(ctx, rec, o)
+		return co.outcomeEffects(ctx, rec, o)
 	}
 	co.cfg.Logger.Info("stale pass outcome ignored", "run", o.RunID, "pass", o.Pass, "expected", stale.expected)
 	return co.event(ctx, subjects.Event{Type: subjects.EventInputRejected, RunID: o.RunID, Agent: o.Agent, Pass: o.Pass,
@@ -371,8 +371,26 @@ func statusKind(s subjects.RunStatus) string {
 	return subjects.KindFailed
 }
 
-// outcomeEvent publishes the event of outcome o, once per pass.
-func (co *Coordinator) outcomeEvent(ctx context.Context, rec *subjects.Run, o outcome) error {
+// outcomeEffects publishes what recording o implies, together: the timers
+// of a suspension's deadlines and the pass's event.
+func (co *Coordinator) outcomeEffects(ctx context.Context, rec *subjects.Run, o outcome) error {
+	var fx []jetstream.OutMsg
+	if o.kind == subjects.KindSuspended && rec.Status == subjects.RunSuspended && rec.Pass == o.Pass {
+		timers, err := co.timerMsgs(rec)
+		if err != nil {
+			return err
+		}
+		fx = append(fx, timers...)
+	}
+	ev, err := co.outcomeEventMsg(rec, o)
+	if err != nil {
+		return err
+	}
+	return co.client.PublishAll(ctx, append(fx, ev)...)
+}
+
+// outcomeEventMsg is the event of outcome o, once per pass.
+func (co *Coordinator) outcomeEventMsg(rec *subjects.Run, o outcome) (jetstream.OutMsg, error) {
 	ev := subjects.Event{RunID: rec.RunID, Agent: rec.Agent, Pass: o.Pass}
 	switch o.kind {
 	case subjects.KindSuspended:
@@ -385,5 +403,5 @@ func (co *Coordinator) outcomeEvent(ctx context.Context, rec *subjects.Run, o ou
 	default:
 		ev.Type, ev.Detail = subjects.EventFailed, o.failure
 	}
-	return co.event(ctx, ev, "pass"+strconv.Itoa(o.Pass))
+	return co.eventMsg(ev, "pass"+strconv.Itoa(o.Pass))
 }

@@ -241,25 +241,38 @@ func (co *Coordinator) applyDecision(rec *subjects.Run, i int, d subjects.Decisi
 func (co *Coordinator) accepted(ctx context.Context, o origin, rec *subjects.Run, d subjects.Decision) error {
 	st := rec.Interrupts[findInterrupt(rec, d.InterruptID)]
 	replay := completesPass(rec, st)
+	var fx []jetstream.OutMsg
 	if replay {
 		// The run may have moved on since (this is a redelivery): the work
 		// item is only due while the replay has not reported back.
 		if rec.Status == subjects.RunResuming && rec.Pass == st.Pass {
-			if err := co.publishReplay(ctx, rec); err != nil {
+			w, err := replayMsg(co.client.Namespace(), rec)
+			if err != nil {
 				return err
 			}
+			fx = append(fx, w)
 		}
-		if co.crash("decision-after-work") {
-			return errAbandoned
-		}
-		if err := co.event(ctx, subjects.Event{Type: subjects.EventResumed, RunID: rec.RunID, Agent: rec.Agent,
-			Pass: st.Pass + 1}, "pass"+strconv.Itoa(st.Pass+1)); err != nil {
+		ev, err := co.eventMsg(subjects.Event{Type: subjects.EventResumed, RunID: rec.RunID, Agent: rec.Agent,
+			Pass: st.Pass + 1}, "pass"+strconv.Itoa(st.Pass+1))
+		if err != nil {
 			return err
 		}
+		fx = append(fx, ev)
 	}
 	v := subjects.Verdict{Version: subjects.Version, DecisionID: d.DecisionID, RunID: rec.RunID,
 		InterruptID: d.InterruptID, Outcome: subjects.OutcomeAccepted, Replay: replay, At: co.now()}
-	return co.publishVerdict(ctx, o, rec.Agent, st.Pass, v)
+	vm, err := co.verdictMsg(o, rec.Agent, st.Pass, &v)
+	if err != nil {
+		return err
+	}
+	if err := co.client.PublishAll(ctx, append(fx, vm)...); err != nil {
+		return err
+	}
+	if co.crash("decision-after-work") {
+		return errAbandoned
+	}
+	co.reply(o, v)
+	return nil
 }
 
 // completesPass reports whether st's decision was the last one its pass
@@ -283,7 +296,9 @@ func decisionCount(rec *subjects.Run) int {
 	return n
 }
 
-func (co *Coordinator) publishReplay(ctx context.Context, rec *subjects.Run) error {
+// replayMsg is the work item of rec's next pass, carrying every decision
+// and journaled step so far.
+func replayMsg(ns subjects.Namespace, rec *subjects.Run) (jetstream.OutMsg, error) {
 	w := subjects.Work{PassRef: subjects.PassRef{Version: subjects.Version, RunID: rec.RunID, Agent: rec.Agent,
 		ThreadID: rec.ThreadID, Pass: rec.Pass + 1, Input: rec.Input}, Journal: rec.Journal}
 	for _, in := range rec.Interrupts {
@@ -291,20 +306,19 @@ func (co *Coordinator) publishReplay(ctx context.Context, rec *subjects.Run) err
 			w.Decisions = append(w.Decisions, *in.Decision)
 		}
 	}
-	return publishWork(ctx, co.client, w)
+	return workMsg(ns, w)
 }
 
-func publishWork(ctx context.Context, c *jetstream.Client, w subjects.Work) error {
-	subject, err := c.Namespace().Work(w.Agent)
+func workMsg(ns subjects.Namespace, w subjects.Work) (jetstream.OutMsg, error) {
+	subject, err := ns.Work(w.Agent)
 	if err != nil {
-		return err
+		return jetstream.OutMsg{}, err
 	}
 	data, err := json.Marshal(w)
 	if err != nil {
-		return err
+		return jetstream.OutMsg{}, err
 	}
-	_, err = c.Publish(ctx, subject, data, w.RunID+":"+strconv.Itoa(w.Pass)+":work", nil)
-	return err
+	return jetstream.OutMsg{Subject: subject, Data: data, MsgID: w.RunID + ":" + strconv.Itoa(w.Pass) + ":work"}, nil
 }
 
 // verdict answers a decision that changes nothing: a rejection (rej set) or
@@ -325,6 +339,20 @@ func (co *Coordinator) verdict(ctx context.Context, o origin, d subjects.Decisio
 }
 
 func (co *Coordinator) publishVerdict(ctx context.Context, o origin, agent string, pass int, v subjects.Verdict) error {
+	m, err := co.verdictMsg(o, agent, pass, &v)
+	if err != nil {
+		return err
+	}
+	if err := co.client.PublishAll(ctx, m); err != nil {
+		return err
+	}
+	co.reply(o, v)
+	return nil
+}
+
+// verdictMsg is the decision_* event of verdict v (filled in with who and
+// how): one per decision message, its stream sequence the dedup key.
+func (co *Coordinator) verdictMsg(o origin, agent string, pass int, v *subjects.Verdict) (jetstream.OutMsg, error) {
 	v.Approver, v.Via = o.approver, o.via
 	co.metrics.decisions.WithLabelValues(string(v.Outcome), string(v.Code)).Inc()
 	t := map[subjects.Outcome]subjects.EventType{
@@ -332,16 +360,16 @@ func (co *Coordinator) publishVerdict(ctx context.Context, o origin, agent strin
 		subjects.OutcomeRejected:  subjects.EventDecisionRejected,
 		subjects.OutcomeDuplicate: subjects.EventDecisionDuplicate,
 	}[v.Outcome]
-	// One event per decision message: its stream sequence is the dedup key.
-	if err := co.event(ctx, subjects.Event{Type: t, RunID: v.RunID, Agent: agent, Pass: pass, Verdict: &v,
-		Code: v.Code, Detail: v.Detail, Subject: o.subject}, o.key); err != nil {
-		return err
-	}
+	return co.eventMsg(subjects.Event{Type: t, RunID: v.RunID, Agent: agent, Pass: pass, Verdict: v,
+		Code: v.Code, Detail: v.Detail, Subject: o.subject}, o.key)
+}
+
+// reply sends the verdict to the sender's reply subject, if it named one.
+func (co *Coordinator) reply(o origin, v subjects.Verdict) {
 	if o.replyTo != "" {
 		data, _ := json.Marshal(v)
 		if err := co.client.Notify(o.replyTo, data); err != nil {
 			co.cfg.Logger.Debug("verdict reply failed", "reply_to", o.replyTo, "error", err)
 		}
 	}
-	return nil
 }

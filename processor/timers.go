@@ -82,6 +82,16 @@ func expiryDecisionID(timer string) string { return "expiry-" + timer }
 // of rec that has a deadline. It is idempotent: the timers' message ids are
 // their names.
 func (co *Coordinator) armTimers(ctx context.Context, rec *subjects.Run) error {
+	msgs, err := co.timerMsgs(rec)
+	if err != nil || len(msgs) == 0 {
+		return err
+	}
+	return co.client.PublishAll(ctx, msgs...)
+}
+
+// timerMsgs are the schedules armTimers publishes.
+func (co *Coordinator) timerMsgs(rec *subjects.Run) ([]jetstream.OutMsg, error) {
+	var out []jetstream.OutMsg
 	now := co.now()
 	for _, st := range rec.Interrupts {
 		if st.Decision != nil || st.ExpiresAt == nil || st.Pass != rec.Pass {
@@ -98,24 +108,22 @@ func (co *Coordinator) armTimers(ctx context.Context, rec *subjects.Run) error {
 		}
 		due, err := co.ns.TimerDue(rec.RunID)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, t := range timers {
 			t.Version, t.RunID, t.InterruptID, t.Deadline = subjects.Version, rec.RunID, st.ID, deadline
 			subject, err := co.ns.TimerSchedule(rec.RunID, t.Name)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			data, err := json.Marshal(t)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			if err := co.client.ScheduleAt(ctx, subject, due, t.At, data, subject); err != nil {
-				return err
-			}
+			out = append(out, jetstream.ScheduleMsg(subject, due, t.At, data, subject))
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // timerHistory describes the timers of rec's new deadlines for its history.
