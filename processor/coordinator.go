@@ -98,6 +98,7 @@ func (co *Coordinator) Start(ctx context.Context) error {
 			return err
 		}
 		co.running.Add(cons)
+		registerLag(co.cfg.Registry, co.client, in.stream, in.durable)
 	}
 	return nil
 }

@@ -1,9 +1,12 @@
 package processor
 
 import (
+	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/interlockhq/interlock/jetstream"
 )
 
 // coordinatorMetrics are the coordinator's Prometheus metrics.
@@ -57,4 +60,23 @@ func newWorkerMetrics(reg prometheus.Registerer) *workerMetrics {
 		_ = reg.Register(m.duration)
 	}
 	return m
+}
+
+// registerLag exports a consumer's backlog (messages not yet delivered plus
+// delivered and not yet acked), read from the server at each scrape.
+func registerLag(reg prometheus.Registerer, c *jetstream.Client, stream jetstream.Stream, durable string) {
+	if reg == nil {
+		return
+	}
+	_ = reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "interlock_consumer_pending",
+		Help:        "Messages a consumer has yet to handle: not yet delivered plus not yet acked.",
+		ConstLabels: prometheus.Labels{"consumer": durable}}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		st, err := c.ConsumerState(ctx, stream, durable)
+		if err != nil {
+			return -1
+		}
+		return float64(st.Pending + st.AckPending)
+	}))
 }

@@ -41,4 +41,7 @@ func TestMetrics(t *testing.T) {
 	n, err := testutil.GatherAndCount(reg, "interlock_pass_seconds", "interlock_coordinator_handle_seconds")
 	require.NoError(t, err)
 	assert.Positive(t, n)
+	lag, err := testutil.GatherAndCount(reg, "interlock_consumer_pending")
+	require.NoError(t, err)
+	assert.Equal(t, 3, lag, "one backlog gauge per coordinator input")
 }
