@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/interlockhq/interlock/internal/trace"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -90,35 +91,46 @@ func (cl *Client) Close() {
 }
 
 // StartOption adjusts one Start call.
-type StartOption func(*subjects.Work) error
+type StartOption func(*startCall) error
+
+type startCall struct {
+	subjects.Work
+	traceParent string
+}
+
+// WithTraceParent continues a W3C trace: the run's messages carry it.
+func WithTraceParent(tp string) StartOption {
+	return func(s *startCall) error { s.traceParent = tp; return nil }
+}
 
 // WithRunID sets the run id instead of a fresh UUIDv7. It must be a valid
 // subject token.
 func WithRunID(id string) StartOption {
-	return func(w *subjects.Work) error {
+	return func(s *startCall) error {
 		if err := subjects.ValidateToken("run id", id); err != nil {
 			return err
 		}
-		w.RunID = id
+		s.RunID = id
 		return nil
 	}
 }
 
 // WithThreadID groups the run into a conversation thread.
 func WithThreadID(id string) StartOption {
-	return func(w *subjects.Work) error { w.ThreadID = id; return nil }
+	return func(s *startCall) error { s.ThreadID = id; return nil }
 }
 
 // Start queues the first pass of a run of agent with input (any value that
 // marshals to JSON) and returns the run id. Starting the same run id twice
 // within the duplicate window queues it once.
 func (cl *Client) Start(ctx context.Context, agent string, input any, opts ...StartOption) (string, error) {
-	w := subjects.Work{PassRef: subjects.PassRef{Version: subjects.Version, Agent: agent}}
+	call := startCall{Work: subjects.Work{PassRef: subjects.PassRef{Version: subjects.Version, Agent: agent}}}
 	for _, o := range opts {
-		if err := o(&w); err != nil {
+		if err := o(&call); err != nil {
 			return "", err
 		}
 	}
+	w := call.Work
 	if w.RunID == "" {
 		id, err := uuid.NewV7()
 		if err != nil {
@@ -140,7 +152,7 @@ func (cl *Client) Start(ctx context.Context, agent string, input any, opts ...St
 	if _, err := subjects.DecodeWork(data); err != nil {
 		return "", err
 	}
-	m, err := workMsg(cl.c.Namespace(), w)
+	m, err := workMsg(cl.c.Namespace(), w, trace.Child(call.traceParent))
 	if err != nil {
 		return "", err
 	}

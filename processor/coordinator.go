@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/interlockhq/interlock/internal/fault"
+	"github.com/interlockhq/interlock/internal/trace"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -170,6 +171,17 @@ func (co *Coordinator) eventMsg(ev subjects.Event, dedup string) (jetstream.OutM
 	return jetstream.OutMsg{Subject: subject, Data: data, MsgID: run + ":" + dedup + ":" + string(ev.Type)}, nil
 }
 
+// traced puts tp's trace, continued, on m.
+func traced(m jetstream.OutMsg, tp string) jetstream.OutMsg {
+	if trace.Valid(tp) {
+		if m.Header == nil {
+			m.Header = jetstream.Header{}
+		}
+		m.Header[trace.Header] = []string{trace.Child(tp)}
+	}
+	return m
+}
+
 // ---- pass outcomes ----
 
 // outcome is a decoded pass outcome of any kind.
@@ -280,6 +292,9 @@ func (co *Coordinator) applyOutcome(rec *subjects.Run, o outcome, m *jetstream.M
 		rec = &cp
 	}
 	rec.Pass = o.Pass
+	if tp := m.Header.Get(trace.Header); trace.Valid(tp) {
+		rec.TraceParent = tp
+	}
 	if len(o.journal) > 0 {
 		j := make(subjects.Journal, len(rec.Journal)+len(o.journal))
 		for k, v := range rec.Journal {
@@ -387,7 +402,7 @@ func (co *Coordinator) outcomeEffects(ctx context.Context, rec *subjects.Run, o 
 	if err != nil {
 		return err
 	}
-	return co.client.PublishAll(ctx, append(fx, ev)...)
+	return co.client.PublishAll(ctx, append(fx, traced(ev, rec.TraceParent))...)
 }
 
 // outcomeEventMsg is the event of outcome o, once per pass.

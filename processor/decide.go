@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/interlockhq/interlock/internal/trace"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -306,10 +307,11 @@ func replayMsg(ns subjects.Namespace, rec *subjects.Run) (jetstream.OutMsg, erro
 			w.Decisions = append(w.Decisions, *in.Decision)
 		}
 	}
-	return workMsg(ns, w)
+	return workMsg(ns, w, trace.Child(rec.TraceParent))
 }
 
-func workMsg(ns subjects.Namespace, w subjects.Work) (jetstream.OutMsg, error) {
+// workMsg is a work item, carrying the trace context tp.
+func workMsg(ns subjects.Namespace, w subjects.Work, tp string) (jetstream.OutMsg, error) {
 	subject, err := ns.Work(w.Agent)
 	if err != nil {
 		return jetstream.OutMsg{}, err
@@ -318,7 +320,8 @@ func workMsg(ns subjects.Namespace, w subjects.Work) (jetstream.OutMsg, error) {
 	if err != nil {
 		return jetstream.OutMsg{}, err
 	}
-	return jetstream.OutMsg{Subject: subject, Data: data, MsgID: w.RunID + ":" + strconv.Itoa(w.Pass) + ":work"}, nil
+	return jetstream.OutMsg{Subject: subject, Data: data, MsgID: w.RunID + ":" + strconv.Itoa(w.Pass) + ":work",
+		Header: jetstream.Header{trace.Header: {tp}}}, nil
 }
 
 // verdict answers a decision that changes nothing: a rejection (rej set) or

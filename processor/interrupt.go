@@ -17,6 +17,9 @@ type RunInfo struct {
 	ThreadID string
 	// Pass counts from 0; every replay is one more.
 	Pass int
+	// TraceParent is the pass's W3C trace context: one trace from the
+	// run's start through its suspension, notifications, decision and replays.
+	TraceParent string
 }
 
 // pass is the state of one pass of a run, carried in its context.

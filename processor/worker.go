@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/interlockhq/interlock/internal/fault"
+	"github.com/interlockhq/interlock/internal/trace"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -140,7 +141,8 @@ func (w *Worker) handle(ctx context.Context, agent string, fn AgentFunc, m *jets
 			return err
 		}
 	}
-	info := RunInfo{RunID: work.RunID, Agent: agent, ThreadID: work.ThreadID, Pass: work.Pass}
+	info := RunInfo{RunID: work.RunID, Agent: agent, ThreadID: work.ThreadID, Pass: work.Pass,
+		TraceParent: trace.Child(m.Header.Get(trace.Header))}
 	log := w.cfg.Logger.With("run", work.RunID, "agent", agent, "pass", work.Pass)
 	p := newPass(info, work, &w.schemas)
 	aguiSubject, err := w.client.Namespace().AGUI(work.RunID)
@@ -175,7 +177,7 @@ func (w *Worker) handle(ctx context.Context, agent string, fn AgentFunc, m *jets
 	// subject, so a bridge knows it has them all before the outcome.
 	end, _ := json.Marshal(map[string]any{"type": PassEndEvent, "pass": work.Pass})
 	_ = w.client.Notify(aguiSubject, end)
-	if _, err := w.client.Publish(ctx, subject, data, msgID, nil); err != nil {
+	if _, err := w.client.Publish(ctx, subject, data, msgID, jetstream.Header{trace.Header: {info.TraceParent}}); err != nil {
 		return err
 	}
 	if w.crash("after-outcome:" + strconv.Itoa(work.Pass)) {

@@ -324,6 +324,9 @@ type Run struct {
 	UpdatedAt  time.Time        `json:"updatedAt"`
 	// SuspensionSeq is the stream sequence of the last suspension recorded.
 	SuspensionSeq uint64 `json:"suspensionSeq,omitempty"`
+	// TraceParent is the W3C trace context of the run's last pass; replays
+	// continue its trace.
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 // InterruptState is an interrupt of a run with the pass that raised it and,

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/interlockhq/interlock/internal/fault"
+	"github.com/interlockhq/interlock/internal/trace"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/subjects"
@@ -251,7 +252,7 @@ func (n *Notifier) handle(ctx context.Context, sinkName string, sink Sink, m *je
 		return nil
 	}
 	note := &Notification{Key: key, Route: r.cfg.Name, Sink: sinkName, Kind: kind, Detail: notice.Detail, Suspension: s,
-		Decide: decideHints(n.cfg, n.signer, &s)}
+		Decide: decideHints(n.cfg, n.signer, &s), TraceParent: trace.Child(m.Header.Get(trace.Header))}
 	if err := r.templates.render(note); err != nil {
 		return jetstream.DeadLetter(fmt.Errorf("sink %s, route %s: %w", sinkName, r.cfg.Name, err))
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/interlockhq/interlock/internal/trace"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/jetstream/jstest"
@@ -662,4 +663,19 @@ routes:
 	_, err = ParseConfig("x.yaml", []byte("gateway_url: https://x\nlinks: {secret_env: NO_SUCH_SECRET_VAR}\nsinks:\n  a: {type: log}\nroutes: []\n"))
 	assert.ErrorIs(t, err, ErrConfig)
 	assert.Contains(t, err.Error(), "x.yaml:2: links")
+}
+
+func TestWebhookCarriesTraceContext(t *testing.T) {
+	e := newEnv(t)
+	hook := newReceiver(t, nil)
+	e.start(fmt.Sprintf("sinks:\n  ops: {type: webhook, url: %s}\nroutes:\n  - {match: 'true', sinks: [ops]}\n", hook.URL), nil)
+	tp := trace.New()
+	s := subjects.Suspension{PassRef: subjects.PassRef{Version: 1, RunID: "traced", Agent: "a"},
+		Interrupts: []subjects.Interrupt{{ID: "i", Reason: "confirmation"}}}
+	data, _ := json.Marshal(s)
+	subject, _ := e.admin.Namespace().Suspended("a", "traced")
+	_, err := e.admin.Publish(ctx(t), subject, data, "", jetstream.Header{trace.Header: {tp}})
+	require.NoError(t, err)
+	got := hook.waitN(t, 1)[0].header.Get("traceparent")
+	assert.Equal(t, trace.TraceID(tp), trace.TraceID(got))
 }

@@ -31,6 +31,8 @@ type Notification struct {
 	Subject    string              `json:"subject"`
 	Text       string              `json:"text"`
 	HTML       string              `json:"-"`
+	// TraceParent continues the run's W3C trace in the request to the sink.
+	TraceParent string `json:"-"`
 }
 
 // Decide tells a person how to answer one interrupt.

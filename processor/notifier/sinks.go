@@ -140,6 +140,9 @@ func (w *webhook) Deliver(ctx context.Context, n *Notification) error {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "interlock-notifier/1")
 	req.Header.Set(HeaderIdempotencyKey, n.Key)
+	if n.TraceParent != "" {
+		req.Header.Set("traceparent", n.TraceParent)
+	}
 	if len(w.secret) > 0 {
 		ts := time.Now().Unix()
 		req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
