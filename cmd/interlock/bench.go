@@ -49,6 +49,7 @@ func newBench(g *globals) *cobra.Command {
 		runs        int
 		concurrency int
 		parked      int
+		rate        float64
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -61,6 +62,7 @@ histograms.
   suspend   start a run until its suspension is recorded (one in flight)
   replay    a decision until the replayed run's completion is recorded (one in flight)
   cycle     full start-suspend-decide-replay-complete cycles per second at --concurrency
+  paced     cycles started at --rate per second: decision-to-replay p50/p99 under load
   parked    --parked runs left suspended: bytes stored and heap per run`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -70,7 +72,7 @@ histograms.
 					return usageError{fmt.Errorf("--sync %q is not always or interval", mode)}
 				}
 				for _, side := range []string{"interlock", "floor"} {
-					res, err := benchSide(cmd.Context(), cmd.ErrOrStderr(), side, embedded.Sync(mode), scenarios, runs, concurrency, parked)
+					res, err := benchSide(cmd.Context(), cmd.ErrOrStderr(), side, embedded.Sync(mode), scenarios, runs, concurrency, parked, rate)
 					if err != nil {
 						return err
 					}
@@ -90,10 +92,11 @@ histograms.
 	f.IntVar(&runs, "runs", 500, "runs per scenario")
 	f.IntVar(&concurrency, "concurrency", 16, "cycles in flight in the cycle scenario")
 	f.IntVar(&parked, "parked", 10000, "runs left suspended in the parked scenario")
+	f.Float64Var(&rate, "rate", 0, "cycles started per second in the paced scenario (try half the floor's cycle rate)")
 	return cmd
 }
 
-func benchSide(ctx context.Context, progress io.Writer, side string, mode embedded.Sync, scenarios []string, runs, concurrency, parked int) ([]benchResult, error) {
+func benchSide(ctx context.Context, progress io.Writer, side string, mode embedded.Sync, scenarios []string, runs, concurrency, parked int, rate float64) ([]benchResult, error) {
 	dir, err := os.MkdirTemp("", "interlock-bench-")
 	if err != nil {
 		return nil, err
@@ -136,6 +139,38 @@ func benchSide(ctx context.Context, progress io.Writer, side string, mode embedd
 				tick(i+1, runs)
 			}
 			r.Runs, r.P50ms, r.P99ms = runs, ms(h.Quantile(0.5)), ms(h.Quantile(0.99))
+		case "paced":
+			if rate <= 0 {
+				return nil, usageError{fmt.Errorf("--scenario paced needs --rate (cycles per second)")}
+			}
+			var h histogram.Histogram
+			var wg sync.WaitGroup
+			var failed atomic.Value
+			var done atomic.Int64
+			interval := time.Duration(float64(time.Second) / rate)
+			next := time.Now()
+			start := time.Now()
+			for range runs {
+				time.Sleep(time.Until(next)) // the pace itself
+				next = next.Add(interval)
+				wg.Add(1)
+				go func(run string) {
+					defer wg.Done()
+					p, err := c.Run(ctx, run)
+					if err != nil {
+						failed.Store(err)
+						return
+					}
+					h.Record(p.Replay)
+					tick(int(done.Add(1)), runs)
+				}(id())
+			}
+			wg.Wait()
+			if err, _ := failed.Load().(error); err != nil {
+				return nil, fmt.Errorf("%s paced: %w", side, err)
+			}
+			r.Runs, r.PerSecond = runs, float64(runs)/time.Since(start).Seconds()
+			r.P50ms, r.P99ms = ms(h.Quantile(0.5)), ms(h.Quantile(0.99))
 		case "cycle":
 			var h histogram.Histogram
 			var done atomic.Int64
@@ -207,7 +242,7 @@ func benchSide(ctx context.Context, progress io.Writer, side string, mode embedd
 			r.BytesPerRun = float64(after-before) / float64(parked)
 			r.HeapPerRun = (float64(m1.HeapAlloc) - float64(m0.HeapAlloc)) / float64(parked)
 		default:
-			return nil, usageError{fmt.Errorf("--scenario %q is not suspend, replay, cycle or parked", sc)}
+			return nil, usageError{fmt.Errorf("--scenario %q is not suspend, replay, cycle, paced or parked", sc)}
 		}
 		fmt.Fprintln(progress)
 		out = append(out, r)
@@ -261,6 +296,10 @@ func printBench(w io.Writer, all []benchResult) {
 			il = fmt.Sprintf("%.0f B/run stored, %.0f B/run heap", r.BytesPerRun, r.HeapPerRun)
 			fl = fmt.Sprintf("%.0f B/run stored", f.BytesPerRun)
 			ratio = fmt.Sprintf("%.2f (bytes)", r.BytesPerRun/f.BytesPerRun)
+		case "paced":
+			il = fmt.Sprintf("%.0f/s replay p50 %.2fms p99 %.2fms", r.PerSecond, r.P50ms, r.P99ms)
+			fl = fmt.Sprintf("%.0f/s replay p50 %.2fms p99 %.2fms", f.PerSecond, f.P50ms, f.P99ms)
+			ratio = fmt.Sprintf("%.2f (p99)", r.P99ms/f.P99ms)
 		default:
 			il = fmt.Sprintf("p50 %.2fms p99 %.2fms", r.P50ms, r.P99ms)
 			fl = fmt.Sprintf("p50 %.2fms p99 %.2fms", f.P50ms, f.P99ms)

@@ -396,4 +396,14 @@ func TestBenchCommand(t *testing.T) {
 	assert.Contains(t, r.err, "cycle interlock sync=interval", "progress on stderr")
 	r = cli(t, "bench", "--scenario", "nope", "--runs", "1", "--sync", "interval")
 	assert.Equal(t, exitUsage, r.code)
+	r = cli(t, "bench", "--scenario", "paced", "--runs", "1", "--sync", "interval")
+	assert.Equal(t, exitUsage, r.code, "paced needs --rate")
+	r = cli(t, "bench", "--scenario", "paced", "--rate", "50", "--runs", "10", "--sync", "interval", "--json")
+	require.Equal(t, 0, r.code, r.err)
+	require.NoError(t, json.Unmarshal([]byte(r.out), &res))
+	require.Len(t, res, 2)
+	for _, x := range res {
+		assert.InDelta(t, 50, x.PerSecond, 25, "paced at the rate asked")
+		assert.Positive(t, x.P99ms)
+	}
 }
