@@ -9,11 +9,12 @@ package floor
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlockhq/interlock/internal/waiter"
 )
 
 // Phases are the timings of one cycle.
@@ -27,12 +28,11 @@ type Phases struct {
 
 // Cycle runs floor cycles against one server.
 type Cycle struct {
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	kv      jetstream.KeyValue
-	ccs     []jetstream.ConsumeContext
-	mu      sync.Mutex
-	waiters map[string]chan struct{}
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	kv    jetstream.KeyValue
+	ccs   []jetstream.ConsumeContext
+	waits waiter.Set
 }
 
 // New provisions the floor's streams (FLOOR_*) and starts its worker and
@@ -43,7 +43,7 @@ func New(ctx context.Context, url string) (*Cycle, error) {
 		return nil, err
 	}
 	js, _ := jetstream.New(nc)
-	c := &Cycle{nc: nc, js: js, waiters: map[string]chan struct{}{}}
+	c := &Cycle{nc: nc, js: js}
 	for name, subj := range map[string]string{"FLOOR_WORK": "floor.work.>", "FLOOR_RUNS": "floor.runs.>",
 		"FLOOR_DECISIONS": "floor.resume.>"} {
 		cfg := jetstream.StreamConfig{Name: name, Subjects: []string{subj}, Storage: jetstream.FileStorage}
@@ -94,7 +94,7 @@ func New(ctx context.Context, url string) (*Cycle, error) {
 				_, _ = c.kv.Update(bg, run, []byte(`{"status":"completed"}`), e.Revision())
 			}
 			_ = m.Ack()
-			c.signal(m.Subject())
+			c.waits.Signal(m.Subject())
 		})
 	}
 	if err == nil {
@@ -113,42 +113,15 @@ func New(ctx context.Context, url string) (*Cycle, error) {
 	return c, nil
 }
 
-func (c *Cycle) wait(key string) chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan struct{})
-	c.waiters[key] = ch
-	return ch
-}
-
-func (c *Cycle) signal(key string) {
-	c.mu.Lock()
-	ch, ok := c.waiters[key]
-	delete(c.waiters, key)
-	c.mu.Unlock()
-	if ok {
-		close(ch)
-	}
-}
-
-func await(ctx context.Context, ch chan struct{}) error {
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // Run does one cycle of run id.
 func (c *Cycle) Run(ctx context.Context, id string) (Phases, error) {
 	var p Phases
 	start := time.Now()
-	suspended, completed := c.wait("floor.runs.suspended."+id), c.wait("floor.runs.completed."+id)
+	suspended, completed := c.waits.Wait("floor.runs.suspended."+id), c.waits.Wait("floor.runs.completed."+id)
 	if _, err := c.js.Publish(ctx, "floor.work.bench", []byte("0"+id), jetstream.WithMsgID(id+"w0")); err != nil {
 		return p, err
 	}
-	if err := await(ctx, suspended); err != nil {
+	if err := waiter.Await(ctx, suspended); err != nil {
 		return p, fmt.Errorf("suspend: %w", err)
 	}
 	p.Suspend = time.Since(start)
@@ -156,7 +129,7 @@ func (c *Cycle) Run(ctx context.Context, id string) (Phases, error) {
 	if _, err := c.js.Publish(ctx, "floor.resume."+id, []byte(id), jetstream.WithMsgID(id+"d")); err != nil {
 		return p, err
 	}
-	if err := await(ctx, completed); err != nil {
+	if err := waiter.Await(ctx, completed); err != nil {
 		return p, fmt.Errorf("replay: %w", err)
 	}
 	p.Replay, p.Total = time.Since(decided), time.Since(start)
@@ -166,11 +139,11 @@ func (c *Cycle) Run(ctx context.Context, id string) (Phases, error) {
 // Park suspends run id (work item, suspension, record) and returns once
 // the record is written.
 func (c *Cycle) Park(ctx context.Context, id string) error {
-	suspended := c.wait("floor.runs.suspended." + id)
+	suspended := c.waits.Wait("floor.runs.suspended." + id)
 	if _, err := c.js.Publish(ctx, "floor.work.bench", []byte("0"+id), jetstream.WithMsgID(id+"w0")); err != nil {
 		return err
 	}
-	return await(ctx, suspended)
+	return waiter.Await(ctx, suspended)
 }
 
 // Bytes is what the floor's streams and bucket store.

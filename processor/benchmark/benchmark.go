@@ -9,9 +9,9 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"sync"
 	"time"
 
+	"github.com/interlockhq/interlock/internal/waiter"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/floor"
 	"github.com/interlockhq/interlock/processor"
@@ -20,21 +20,20 @@ import (
 
 // Cycle runs Interlock cycles against one server, under the prefix "bench".
 type Cycle struct {
-	conns   []*jetstream.Client
-	co      *processor.Coordinator
-	w       *processor.Worker
-	client  *processor.Client
-	subs    []*jetstream.Subscription
-	mu      sync.Mutex
-	waiters map[string]chan struct{}
-	admin   *jetstream.Client
+	conns  []*jetstream.Client
+	co     *processor.Coordinator
+	w      *processor.Worker
+	client *processor.Client
+	subs   []*jetstream.Subscription
+	waits  waiter.Set
+	admin  *jetstream.Client
 }
 
 // New provisions the streams and starts a coordinator and a worker whose
 // agent "bench" asks one question.
 func New(ctx context.Context, url string) (*Cycle, error) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	c := &Cycle{waiters: map[string]chan struct{}{}}
+	c := &Cycle{}
 	dial := func() (*jetstream.Client, error) {
 		nc, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url}, jetstream.Config{Prefix: "bench"})
 		if err == nil {
@@ -56,7 +55,7 @@ func New(ctx context.Context, url string) (*Cycle, error) {
 		sub, err := admin.Subscribe("bench.events.*."+string(t), func(subject string, data []byte) {
 			var ev subjects.Event
 			if json.Unmarshal(data, &ev) == nil {
-				c.signal(ev.RunID + "." + string(ev.Type))
+				c.waits.Signal(ev.RunID + "." + string(ev.Type))
 			}
 		})
 		if err != nil {
@@ -95,43 +94,16 @@ func New(ctx context.Context, url string) (*Cycle, error) {
 	return c, nil
 }
 
-func (c *Cycle) wait(key string) chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan struct{})
-	c.waiters[key] = ch
-	return ch
-}
-
-func (c *Cycle) signal(key string) {
-	c.mu.Lock()
-	ch, ok := c.waiters[key]
-	delete(c.waiters, key)
-	c.mu.Unlock()
-	if ok {
-		close(ch)
-	}
-}
-
-func await(ctx context.Context, ch chan struct{}) error {
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // Run does one full cycle of run id.
 func (c *Cycle) Run(ctx context.Context, id string) (floor.Phases, error) {
 	var p floor.Phases
 	start := time.Now()
-	suspended := c.wait(id + "." + string(subjects.EventSuspended))
-	completed := c.wait(id + "." + string(subjects.EventCompleted))
+	suspended := c.waits.Wait(id + "." + string(subjects.EventSuspended))
+	completed := c.waits.Wait(id + "." + string(subjects.EventCompleted))
 	if _, err := c.client.Start(ctx, "bench", nil, processor.WithRunID(id)); err != nil {
 		return p, err
 	}
-	if err := await(ctx, suspended); err != nil {
+	if err := waiter.Await(ctx, suspended); err != nil {
 		return p, err
 	}
 	p.Suspend = time.Since(start)
@@ -140,7 +112,7 @@ func (c *Cycle) Run(ctx context.Context, id string) (floor.Phases, error) {
 		InterruptID: processor.InterruptID(id, "call", 0), Status: subjects.StatusResolved, Payload: true}); err != nil {
 		return p, err
 	}
-	if err := await(ctx, completed); err != nil {
+	if err := waiter.Await(ctx, completed); err != nil {
 		return p, err
 	}
 	p.Replay, p.Total = time.Since(decided), time.Since(start)
@@ -149,11 +121,11 @@ func (c *Cycle) Run(ctx context.Context, id string) (floor.Phases, error) {
 
 // Park starts run id and returns once it is suspended.
 func (c *Cycle) Park(ctx context.Context, id string) error {
-	suspended := c.wait(id + "." + string(subjects.EventSuspended))
+	suspended := c.waits.Wait(id + "." + string(subjects.EventSuspended))
 	if _, err := c.client.Start(ctx, "bench", nil, processor.WithRunID(id)); err != nil {
 		return err
 	}
-	return await(ctx, suspended)
+	return waiter.Await(ctx, suspended)
 }
 
 // Bytes is what Interlock's streams and buckets store.
