@@ -5,6 +5,7 @@ package jstest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -84,10 +85,20 @@ func ClientURL(t testing.TB, urls string, cfg ...jetstream.Config) *jetstream.Cl
 		t.Fatalf("dial %s: %v", urls, err)
 	}
 	t.Cleanup(cl.Close)
-	if err := cl.Provision(ctx); err != nil {
-		t.Fatalf("provision: %v", err)
+	// A cluster that has just formed may time out creating R3 streams while
+	// its peers catch up: try again until the deadline.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		pctx, pcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := cl.Provision(pctx)
+		pcancel()
+		if err == nil {
+			return cl
+		}
+		if !errors.Is(err, jetstream.ErrTimeout) || time.Now().After(deadline) {
+			t.Fatalf("provision: %v", err)
+		}
 	}
-	return cl
 }
 
 // FreePorts returns n distinct free loopback ports.
