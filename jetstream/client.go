@@ -244,7 +244,25 @@ func (c *Client) Provision(ctx context.Context) error {
 	c.mu.Lock()
 	c.runs = kv
 	c.mu.Unlock()
+	if _, err := c.Bucket(ctx, PendingBucket, "Interlock interrupts waiting for a decision", 0); err != nil {
+		return err
+	}
 	return nil
+}
+
+// PendingBucket names the index of interrupts waiting for a decision; the
+// coordinator keeps it in step with the run records.
+const PendingBucket = "pending"
+
+// KVPutMsg is the message that stores value under key in bucket (a name
+// given to BucketName), for PublishAll.
+func (c *Client) KVPutMsg(bucket, key string, value []byte, msgID string) OutMsg {
+	return OutMsg{Subject: "$KV." + c.BucketName(bucket) + "." + key, Data: value, MsgID: msgID}
+}
+
+// KVDeleteMsg is the message that deletes key from bucket, for PublishAll.
+func (c *Client) KVDeleteMsg(bucket, key string) OutMsg {
+	return OutMsg{Subject: "$KV." + c.BucketName(bucket) + "." + key, Header: Header{"KV-Operation": {"DEL"}}}
 }
 
 func orForever(d time.Duration) string {

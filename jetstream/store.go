@@ -112,6 +112,15 @@ func (c *Client) Bucket(ctx context.Context, name, description string, ttl time.
 	return &Bucket{kv: kv}, nil
 }
 
+// OpenBucket opens an existing bucket BucketName(name).
+func (c *Client) OpenBucket(ctx context.Context, name string) (*Bucket, error) {
+	kv, err := c.js.KeyValue(ctx, c.BucketName(name))
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", c.BucketName(name), translate(err))
+	}
+	return &Bucket{kv: kv}, nil
+}
+
 // Has reports whether key was marked.
 func (m *Bucket) Has(ctx context.Context, key string) (bool, error) {
 	_, err := m.kv.Get(ctx, key)
@@ -149,4 +158,38 @@ func (m *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
 		return nil, fmt.Errorf("get %s: %w", key, translate(err))
 	}
 	return e.Value(), nil
+}
+
+// Values returns every value in the bucket.
+func (m *Bucket) Values(ctx context.Context) ([][]byte, error) {
+	lister, err := m.kv.ListKeys(ctx)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer func() { _ = lister.Stop() }()
+	var out [][]byte
+	for k := range lister.Keys() {
+		e, err := m.kv.Get(ctx, k)
+		if err = translate(err); isNotFound(err) {
+			continue // deleted meanwhile
+		} else if err != nil {
+			return nil, err
+		}
+		out = append(out, e.Value())
+	}
+	return out, nil
+}
+
+// Len counts the keys in the bucket.
+func (m *Bucket) Len(ctx context.Context) (int, error) {
+	lister, err := m.kv.ListKeys(ctx)
+	if err != nil {
+		return 0, translate(err)
+	}
+	defer func() { _ = lister.Stop() }()
+	n := 0
+	for range lister.Keys() {
+		n++
+	}
+	return n, nil
 }

@@ -315,27 +315,31 @@ type PendingInterrupt struct {
 	SuspendedAt time.Time `json:"suspendedAt"`
 }
 
-// Pending lists every interrupt waiting for a decision, oldest first.
+// Pending lists every interrupt waiting for a decision, oldest first. It
+// reads the pending index, so it costs what is pending, not every run.
 func (cl *Client) Pending(ctx context.Context) ([]PendingInterrupt, error) {
-	keys, err := cl.c.RunKeys(ctx)
+	index, err := cl.c.OpenBucket(ctx, jetstream.PendingBucket)
 	if err != nil {
 		return nil, err
 	}
-	var out []PendingInterrupt
-	for _, k := range keys {
-		r, err := cl.Run(ctx, k)
-		if errors.Is(err, ErrRunNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		for _, in := range r.Pending() {
-			out = append(out, PendingInterrupt{RunID: r.RunID, Agent: r.Agent, ThreadID: r.ThreadID,
-				InterruptState: in, SuspendedAt: r.UpdatedAt})
-		}
+	values, err := index.Values(ctx)
+	if err != nil {
+		return nil, err
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].SuspendedAt.Before(out[j].SuspendedAt) })
+	out := make([]PendingInterrupt, 0, len(values))
+	for _, v := range values {
+		var p PendingInterrupt
+		if err := json.Unmarshal(v, &p); err != nil {
+			return nil, fmt.Errorf("pending index entry: %w", err)
+		}
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].SuspendedAt.Equal(out[j].SuspendedAt) {
+			return out[i].SuspendedAt.Before(out[j].SuspendedAt)
+		}
+		return out[i].RunID+out[i].ID < out[j].RunID+out[j].ID
+	})
 	return out, nil
 }
 

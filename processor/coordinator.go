@@ -101,6 +101,7 @@ func (co *Coordinator) Start(ctx context.Context) error {
 		co.running.Add(cons)
 		registerLag(co.cfg.Registry, co.client, in.stream, in.durable)
 	}
+	registerPending(co.cfg.Registry, co.client)
 	return nil
 }
 
@@ -263,6 +264,7 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Msg) erro
 			return errAbandoned
 		}
 		co.metrics.outcomes.WithLabelValues(o.kind).Inc()
+		co.metrics.runs.WithLabelValues(string(next.Status)).Inc()
 		return co.outcomeEffects(ctx, next, o)
 	}
 	return fmt.Errorf("run %s: compare-and-set kept losing", o.RunID)
@@ -396,7 +398,11 @@ func (co *Coordinator) outcomeEffects(ctx context.Context, rec *subjects.Run, o 
 		if err != nil {
 			return err
 		}
-		fx = append(fx, timers...)
+		index, err := co.pendingPuts(rec)
+		if err != nil {
+			return err
+		}
+		fx = append(append(fx, timers...), index...)
 	}
 	ev, err := co.outcomeEventMsg(rec, o)
 	if err != nil {

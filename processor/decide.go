@@ -117,6 +117,9 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Msg) err
 		if co.crash("decision-after-record") {
 			return errAbandoned
 		}
+		if next.Status == subjects.RunResuming {
+			co.metrics.runs.WithLabelValues(string(subjects.RunResuming)).Inc()
+		}
 		return co.accepted(ctx, o, next, d)
 	}
 	return fmt.Errorf("run %s: compare-and-set kept losing", addr.Run)
@@ -242,7 +245,7 @@ func (co *Coordinator) applyDecision(rec *subjects.Run, i int, d subjects.Decisi
 func (co *Coordinator) accepted(ctx context.Context, o origin, rec *subjects.Run, d subjects.Decision) error {
 	st := rec.Interrupts[findInterrupt(rec, d.InterruptID)]
 	replay := completesPass(rec, st)
-	var fx []jetstream.OutMsg
+	fx := []jetstream.OutMsg{co.pendingDelete(rec.RunID, st.ID)}
 	if replay {
 		// The run may have moved on since (this is a redelivery): the work
 		// item is only due while the replay has not reported back.

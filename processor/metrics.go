@@ -11,6 +11,7 @@ import (
 
 // coordinatorMetrics are the coordinator's Prometheus metrics.
 type coordinatorMetrics struct {
+	runs      *prometheus.CounterVec   // runs entering each status
 	decisions *prometheus.CounterVec   // by outcome and code
 	outcomes  *prometheus.CounterVec   // pass outcomes by kind
 	timers    *prometheus.CounterVec   // timer actions
@@ -19,6 +20,9 @@ type coordinatorMetrics struct {
 
 func newCoordinatorMetrics(reg prometheus.Registerer) *coordinatorMetrics {
 	m := &coordinatorMetrics{
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "interlock_runs_total",
+			Help: "Runs entering each status (suspended, resuming, completed, failed); how many wait right now is interlock_pending_interrupts."},
+			[]string{"status"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "interlock_decisions_total",
 			Help: "Decisions by outcome (accepted, rejected, duplicate) and rejection code."}, []string{"outcome", "code"}),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "interlock_pass_outcomes_total",
@@ -30,7 +34,7 @@ func newCoordinatorMetrics(reg prometheus.Registerer) *coordinatorMetrics {
 			[]string{"input"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.decisions, m.outcomes, m.timers, m.handle} {
+		for _, c := range []prometheus.Collector{m.runs, m.decisions, m.outcomes, m.timers, m.handle} {
 			_ = reg.Register(c)
 		}
 	}
@@ -78,5 +82,27 @@ func registerLag(reg prometheus.Registerer, c *jetstream.Client, stream jetstrea
 			return -1
 		}
 		return float64(st.Pending + st.AckPending)
+	}))
+}
+
+// registerPending exports the number of interrupts waiting for a decision,
+// counted in the pending index at each scrape.
+func registerPending(reg prometheus.Registerer, c *jetstream.Client) {
+	if reg == nil {
+		return
+	}
+	_ = reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "interlock_pending_interrupts",
+		Help: "Interrupts waiting for a decision."}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		b, err := c.OpenBucket(ctx, jetstream.PendingBucket)
+		if err != nil {
+			return -1
+		}
+		n, err := b.Len(ctx)
+		if err != nil {
+			return -1
+		}
+		return float64(n)
 	}))
 }

@@ -36,6 +36,9 @@ func TestMetrics(t *testing.T) {
 	assert.Equal(t, 1.0, testutil.ToFloat64(co.metrics.decisions.WithLabelValues("rejected", "schema_mismatch")))
 	assert.Equal(t, 1.0, testutil.ToFloat64(co.metrics.outcomes.WithLabelValues("suspended")))
 	assert.Equal(t, 1.0, testutil.ToFloat64(co.metrics.outcomes.WithLabelValues("completed")))
+	for _, st := range []string{"suspended", "resuming", "completed"} {
+		assert.Equal(t, 1.0, testutil.ToFloat64(co.metrics.runs.WithLabelValues(st)), st)
+	}
 	assert.Equal(t, 1.0, testutil.ToFloat64(w.metrics.passes.WithLabelValues("refunds", "suspended")))
 	assert.Equal(t, 1.0, testutil.ToFloat64(w.metrics.passes.WithLabelValues("refunds", "completed")))
 	n, err := testutil.GatherAndCount(reg, "interlock_pass_seconds", "interlock_coordinator_handle_seconds")
@@ -44,4 +47,24 @@ func TestMetrics(t *testing.T) {
 	lag, err := testutil.GatherAndCount(reg, "interlock_consumer_pending")
 	require.NoError(t, err)
 	assert.Equal(t, 3, lag, "one backlog gauge per coordinator input")
+	pending, err := testutil.GatherAndCount(reg, "interlock_pending_interrupts")
+	require.NoError(t, err)
+	assert.Equal(t, 1, pending)
+	assert.Equal(t, 0.0, gaugeValue(t, reg, "interlock_pending_interrupts"), "nothing waits once decided")
+	run2 := h.start("refunds", nil)
+	h.suspendedAtPass(run2, 0)
+	assert.Equal(t, 1.0, gaugeValue(t, reg, "interlock_pending_interrupts"))
+}
+
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
 }

@@ -254,7 +254,15 @@ func (co *Coordinator) timerEffects(ctx context.Context, rec *subjects.Run, i in
 	case timerReminded:
 		kind, evType, seq = subjects.KindReminder, subjects.EventReminded, st.Reminders
 	case timerEscalated:
-		if err := co.armTimers(ctx, rec); err != nil {
+		timers, err := co.timerMsgs(rec)
+		if err != nil {
+			return err
+		}
+		index, err := co.pendingPuts(rec) // the new deadline and approvers
+		if err != nil {
+			return err
+		}
+		if err := co.client.PublishAll(ctx, append(timers, index...)...); err != nil {
 			return err
 		}
 		kind, evType, seq = subjects.KindEscalated, subjects.EventEscalated, st.Escalations

@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/interlockhq/interlock/jetstream"
@@ -19,7 +20,7 @@ import (
 )
 
 func newGateway(g *globals) *cobra.Command {
-	var listen, identities, linkSecretEnv string
+	var listen, identities, linkSecretEnv, metricsAddr string
 	cmd := &cobra.Command{
 		Use:   "gateway --identities FILE",
 		Short: "Serve the HTTP gateway for approvers (JSON API, API tokens)",
@@ -51,10 +52,17 @@ decide. Any number of gateways may run behind a load balancer.`,
 			if err != nil {
 				return err
 			}
-			stop, err := startGateway(client, dir, signer, listen, log)
+			reg := prometheus.NewRegistry()
+			stop, err := startGateway(client, dir, signer, listen, log, reg)
 			if err != nil {
 				return err
 			}
+			stopOps, err := startOps(metricsAddr, reg, client, log)
+			if err != nil {
+				stop()
+				return err
+			}
+			defer stopOps()
 			<-ctx.Done()
 			stop()
 			return nil
@@ -63,6 +71,7 @@ decide. Any number of gateways may run behind a load balancer.`,
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to serve HTTP on")
 	cmd.Flags().StringVar(&identities, "identities", "", "approvers and their API token digests (YAML)")
 	cmd.Flags().StringVar(&linkSecretEnv, "link-secret-env", "", "environment variable holding the secret that signs one-click decision links (the notifier's links.secret_env)")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz here")
 	_ = cmd.MarkFlagRequired("identities")
 	return cmd
 }
@@ -85,12 +94,12 @@ func linkSigner(env string) (*links.Signer, error) {
 }
 
 // startGateway serves the gateway on addr until the returned stop.
-func startGateway(client *jetstream.Client, dir *approvers.Directory, signer *links.Signer, addr string, log *slog.Logger) (func(), error) {
+func startGateway(client *jetstream.Client, dir *approvers.Directory, signer *links.Signer, addr string, log *slog.Logger, reg *prometheus.Registry) (func(), error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, usageError{err}
 	}
-	gw, err := gateway.New(context.Background(), client, gateway.Config{Directory: dir, Logger: log, Links: signer})
+	gw, err := gateway.New(context.Background(), client, gateway.Config{Directory: dir, Logger: log, Links: signer, Registry: reg})
 	if err != nil {
 		l.Close()
 		return nil, err

@@ -302,7 +302,8 @@ func TestGatewayHistoryAndWatch(t *testing.T) {
 	ids := filepath.Join(t.TempDir(), "identities.yaml")
 	require.NoError(t, os.WriteFile(ids, []byte("identities:\n  ada: {tokens: [\""+approvers.Digest("tok")+"\"]}\n"), 0o600))
 	gw := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	url, stop := serve(t, t.TempDir(), freePort(t), "--identities", ids, "--gateway-listen", gw)
+	metrics := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	url, stop := serve(t, t.TempDir(), freePort(t), "--identities", ids, "--gateway-listen", gw, "--metrics-addr", metrics)
 	ctx := context.Background()
 	conn, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url}, jetstream.Config{})
 	require.NoError(t, err)
@@ -354,6 +355,13 @@ func TestGatewayHistoryAndWatch(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.out), &evs))
 	assert.GreaterOrEqual(t, len(evs), 4)
 
+	mresp, err := http.Get("http://" + metrics + "/metrics")
+	require.NoError(t, err)
+	mbody, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	assert.Contains(t, string(mbody), `interlock_gateway_request_seconds_count{route="POST /v1/runs/{run}/interrupts/{interrupt}/decision",status="200"} 1`)
+	assert.Contains(t, string(mbody), `interlock_runs_total{status="completed"} 1`)
+	assert.Contains(t, string(mbody), "interlock_pending_interrupts 0")
 	require.Eventually(t, func() bool { return strings.Contains(watched.String(), `"type":"completed"`) },
 		10*time.Second, 20*time.Millisecond, "watch saw the run complete")
 	wcancel()

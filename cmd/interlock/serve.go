@@ -180,7 +180,7 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 			co.Stop()
 			return err
 		}
-		if stopGateway, err = startGateway(client, dir, signer, sc.gatewayAddr, log); err != nil {
+		if stopGateway, err = startGateway(client, dir, signer, sc.gatewayAddr, log, reg); err != nil {
 			stopNotifier()
 			co.Stop()
 			return err

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/agui"
@@ -38,10 +40,13 @@ type Config struct {
 	// Links, when set, serves one-click decision links signed with it.
 	Links  *links.Signer
 	Logger *slog.Logger
+	// Registry, when set, receives request counts and latencies.
+	Registry prometheus.Registerer
 }
 
 // Gateway is an http.Handler.
 type Gateway struct {
+	requests  *prometheus.HistogramVec
 	cfg       Config
 	nc        *jetstream.Client
 	client    *processor.Client
@@ -70,6 +75,11 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, nc: c, client: processor.NewClient(c), mux: http.NewServeMux(), usedLinks: used}
+	if cfg.Registry != nil {
+		g.requests = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "interlock_gateway_request_seconds",
+			Help: "Gateway requests by route and status, with their latency."}, []string{"route", "status"})
+		_ = cfg.Registry.Register(g.requests)
+	}
 	g.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	g.mux.HandleFunc("GET /v1/interrupts", g.auth(g.listInterrupts))
 	g.mux.HandleFunc("GET /v1/runs/{run}", g.auth(g.getRun))
@@ -98,7 +108,32 @@ func contextWithTimeout(r *http.Request, d time.Duration) (context.Context, cont
 	return context.WithTimeout(r.Context(), d)
 }
 
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if g.requests == nil {
+		g.mux.ServeHTTP(w, r)
+		return
+	}
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	start := time.Now()
+	g.mux.ServeHTTP(sw, r)
+	_, pattern := g.mux.Handler(r)
+	g.requests.WithLabelValues(pattern, strconv.Itoa(sw.status)).Observe(time.Since(start).Seconds())
+}
+
+// statusWriter remembers the status a handler wrote; it passes Flush on
+// for the event streams.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) { s.status = code; s.ResponseWriter.WriteHeader(code) }
+
+func (s *statusWriter) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
 
 // Error is every error body: a stable code and a message for people.
 type Error struct {
