@@ -460,7 +460,7 @@ func (c *Client) ConsumerState(ctx context.Context, s Stream, durable string) (C
 
 // StoredBytes is what Interlock's streams and runs bucket hold on disk.
 func (c *Client) StoredBytes(ctx context.Context) (uint64, error) {
-	names := []string{"KV_" + c.RunsBucket()}
+	names := []string{"KV_" + c.RunsBucket(), "KV_" + c.BucketName(PendingBucket)}
 	for _, s := range []Stream{StreamWork, StreamRuns, StreamDecisions, StreamEvents, StreamDLQ, StreamTimers} {
 		names = append(names, c.StreamName(s))
 	}
