@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/interlockhq/interlock/internal/fault"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -41,25 +42,13 @@ func TestCrashConverges(t *testing.T) {
 		t.Run(fmt.Sprintf("%s/%s", c.component, c.point), func(t *testing.T) {
 			var calls counter
 			h := newBareHarness(t, map[string]AgentFunc{"refunds": approvalAgent(&calls)})
-			crashed := make(chan struct{})
-			fault := func(p string) bool {
-				if p != c.point {
-					return false
-				}
-				select {
-				case <-crashed:
-					return false
-				default:
-					close(crashed)
-					return true
-				}
-			}
+			hook, crashed := fault.Once(c.point)
 			if c.component == "worker" {
-				h.startWorker(fault)
+				h.startWorker(hook)
 				h.startCoordinator(nil)
 			} else {
 				h.startWorker(nil)
-				h.startCoordinator(fault)
+				h.startCoordinator(hook)
 			}
 			firstPass := c.point == "after-body:0" || c.point == "after-outcome:0" ||
 				c.point == "outcome-start" || c.point == "outcome-after-record"

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/interlockhq/interlock/internal/fault"
 	"github.com/interlockhq/interlock/internal/wireschema"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
@@ -208,19 +209,8 @@ func TestThreeCoordinatorsFireOnce(t *testing.T) {
 func TestCoordinatorCrashWhileExpiring(t *testing.T) {
 	h := newBareHarness(t, map[string]AgentFunc{"a": gated(func() Request { return Request{Timeout: time.Second} })})
 	h.startWorker(nil)
-	crashed := make(chan struct{})
-	h.startCoordinator(func(p string) bool {
-		if p != "timer-after-record" {
-			return false
-		}
-		select {
-		case <-crashed:
-			return false
-		default:
-			close(crashed)
-			return true
-		}
-	})
+	hook, crashed := fault.Once("timer-after-record")
+	h.startCoordinator(hook)
 	run := h.start("a", nil)
 	<-crashed
 	h.startCoordinator(nil)

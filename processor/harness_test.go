@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,10 +184,4 @@ func approvalAgent(calls *counter) AgentFunc {
 		}
 		return map[string]any{"quote": quote, "amount": answer.Amount, "approver": d.Approver}, nil
 	}
-}
-
-// once returns a fault that fires the first time point is reached.
-func once(point string) func(string) bool {
-	var fired atomic.Bool
-	return func(p string) bool { return p == point && fired.CompareAndSwap(false, true) }
 }

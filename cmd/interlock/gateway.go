@@ -40,32 +40,14 @@ decide. Any number of gateways may run behind a load balancer.`,
 			if err != nil {
 				return usageError{err}
 			}
-			client, err := g.dial(ctx, g.natsURL, "interlock-gateway")
-			if err != nil {
-				return err
-			}
-			defer client.Close()
-			if err := client.Provision(ctx); err != nil {
-				return err
-			}
 			signer, err := linkSigner(linkSecretEnv)
 			if err != nil {
 				return err
 			}
-			reg := prometheus.NewRegistry()
-			stop, err := startGateway(client, dir, signer, listen, log, reg)
-			if err != nil {
-				return err
-			}
-			stopOps, err := startOps(metricsAddr, reg, client, log)
-			if err != nil {
-				stop()
-				return err
-			}
-			defer stopOps()
-			<-ctx.Done()
-			stop()
-			return nil
+			return runService(ctx, g, log, "interlock-gateway", metricsAddr,
+				func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
+					return startGateway(client, dir, signer, listen, log, reg)
+				})
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to serve HTTP on")

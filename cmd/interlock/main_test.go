@@ -415,3 +415,36 @@ func TestBenchCommand(t *testing.T) {
 		assert.Positive(t, x.P99ms)
 	}
 }
+
+// The gateway and the notifier run as their own processes against a
+// server, and stop cleanly.
+func TestStandaloneGatewayAndNotifier(t *testing.T) {
+	url, stopServe := serve(t, t.TempDir(), freePort(t))
+	dir := t.TempDir()
+	ids := filepath.Join(dir, "identities.yaml")
+	require.NoError(t, os.WriteFile(ids, []byte("identities:\n  ada: {tokens: [\""+approvers.Digest("tok")+"\"]}\n"), 0o600))
+	ncfg := filepath.Join(dir, "notifier.yaml")
+	require.NoError(t, os.WriteFile(ncfg, []byte("sinks:\n  log: {type: log, output: stderr}\nroutes:\n  - {match: 'true', sinks: [log]}\n"), 0o600))
+	for _, c := range []struct{ args []string }{
+		{[]string{"gateway", "--identities", ids, "--listen", "127.0.0.1:" + strconv.Itoa(freePort(t))}},
+		{[]string{"notifier", "--config", ncfg}},
+	} {
+		ops := "127.0.0.1:" + strconv.Itoa(freePort(t))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan int, 1)
+		go func() {
+			done <- run(ctx, append(c.args, "--nats-url", url, "--metrics-addr", ops, "--log-level", "warn"), &bytes.Buffer{}, &bytes.Buffer{})
+		}()
+		require.Eventually(t, func() bool {
+			resp, err := http.Get("http://" + ops + "/readyz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == 200
+		}, 15*time.Second, 20*time.Millisecond, "%s ready", c.args[0])
+		cancel()
+		assert.Equal(t, 0, <-done, "%s stops cleanly", c.args[0])
+	}
+	assert.Equal(t, 0, stopServe())
+}

@@ -38,36 +38,50 @@ and line, and the command exits 2. See docs/notifiers.md.`,
 			if err != nil {
 				return usageError{err}
 			}
-			client, err := g.dial(ctx, g.natsURL, "interlock-notifier")
-			if err != nil {
-				return err
-			}
-			defer client.Close()
-			if err := client.Provision(ctx); err != nil {
-				return err
-			}
-			reg := prometheus.NewRegistry()
-			stop, err := startNotifier(ctx, client, cfg, log, reg)
-			if err != nil {
-				return err
-			}
-			stopOps, err := startOps(metricsAddr, reg, client, log)
-			if err != nil {
-				stop()
-				return err
-			}
-			defer stopOps()
-			log.Info("notifier running", "config", config, "sinks", len(cfg.Sinks), "routes", len(cfg.Routes))
-			<-ctx.Done()
-			log.Info("shutting down: finishing deliveries under way")
-			stop()
-			return nil
+			return runService(ctx, g, log, "interlock-notifier", metricsAddr,
+				func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
+					stop, err := startNotifier(ctx, client, cfg, log, reg)
+					if err == nil {
+						log.Info("notifier running", "config", config, "sinks", len(cfg.Sinks), "routes", len(cfg.Routes))
+					}
+					return stop, err
+				})
 		},
 	}
 	cmd.Flags().StringVar(&config, "config", "", "notifier configuration file (YAML)")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. 127.0.0.1:9464")
 	_ = cmd.MarkFlagRequired("config")
 	return cmd
+}
+
+// runService connects to NATS, provisions the streams, starts a component
+// with start, serves its metrics and health on metricsAddr, and on SIGINT or
+// SIGTERM stops it, letting the work under way finish.
+func runService(ctx context.Context, g *globals, log *slog.Logger, name, metricsAddr string,
+	start func(client *jetstream.Client, reg *prometheus.Registry) (stop func(), err error)) error {
+	client, err := g.dial(ctx, g.natsURL, name)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	if err := client.Provision(ctx); err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	stop, err := start(client, reg)
+	if err != nil {
+		return err
+	}
+	stopOps, err := startOps(metricsAddr, reg, client, log)
+	if err != nil {
+		stop()
+		return err
+	}
+	defer stopOps()
+	<-ctx.Done()
+	log.Info("shutting down: finishing the work under way")
+	stop()
+	return nil
 }
 
 // startNotifier runs a notifier until the returned stop is called.

@@ -3,6 +3,8 @@
 // connection closes with the message unacked, as when its process dies.
 package fault
 
+import "sync"
+
 // Hook, when it returns true for a point, abandons the work there.
 type Hook func(point string) bool
 
@@ -14,4 +16,18 @@ func (h Hook) Crash(point string, abandon func()) bool {
 		return true
 	}
 	return false
+}
+
+// Once returns a hook that picks point the first time it is reached, and a
+// channel closed when it has.
+func Once(point string) (Hook, <-chan struct{}) {
+	fired := make(chan struct{})
+	var once sync.Once
+	return func(p string) bool {
+		picked := false
+		if p == point {
+			once.Do(func() { picked = true; close(fired) })
+		}
+		return picked
+	}, fired
 }

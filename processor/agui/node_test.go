@@ -2,7 +2,6 @@ package agui
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -11,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/interlockhq/interlock/internal/e2e"
 )
 
 // TestAGUIClient runs the published @ag-ui/client HttpAgent against the
@@ -19,14 +20,8 @@ import (
 // .ci/run installs the packages and sets INTERLOCK_E2E=1, which makes their
 // absence a failure.
 func TestAGUIClient(t *testing.T) {
-	script, _ := filepath.Abs("../../e2e/agui.mjs")
-	node, err := exec.LookPath("node")
-	if _, statErr := os.Stat(filepath.Join(filepath.Dir(script), "node_modules", "@ag-ui", "client")); err != nil || statErr != nil {
-		if os.Getenv("INTERLOCK_E2E") == "1" {
-			t.Fatal("the AG-UI client test needs node and `npm ci` in e2e/")
-		}
-		t.Skip("needs node and `npm ci` in e2e/; .ci/run installs them")
-	}
+	node := e2e.Require(t, false, "@ag-ui/client", "@ag-ui/core")
+	script := filepath.Join(e2e.Dir(), "agui.mjs")
 	e := newEnv(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

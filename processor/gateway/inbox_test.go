@@ -13,44 +13,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/interlockhq/interlock/internal/e2e"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/subjects"
 )
-
-// browserTools finds node, Chromium and playwright-core; .ci/run installs
-// them and sets INTERLOCK_E2E=1, which makes their absence a failure.
-func browserTools(t *testing.T) (node, script string) {
-	script, _ = filepath.Abs("../../e2e/inbox.mjs")
-	node, err := exec.LookPath("node")
-	missing := ""
-	switch {
-	case err != nil:
-		missing = "node"
-	case fileMissing("/usr/bin/chromium") && os.Getenv("CHROMIUM") == "":
-		missing = "chromium (apt-get install chromium)"
-	case fileMissing(filepath.Join(filepath.Dir(script), "node_modules", "playwright-core")):
-		missing = "playwright-core (npm ci in e2e/)"
-	}
-	if missing != "" {
-		if os.Getenv("INTERLOCK_E2E") == "1" {
-			t.Fatalf("browser test needs %s", missing)
-		}
-		t.Skipf("browser test needs %s; .ci/run installs it", missing)
-	}
-	return node, script
-}
-
-func fileMissing(p string) bool {
-	_, err := os.Stat(p)
-	return err != nil
-}
 
 // TestInboxInBrowser: an approver logs in on a phone-sized screen, sees a
 // new interrupt appear, fills the answer the interrupt's responseSchema asks
 // for, approves, and the run completes; an interrupt decided elsewhere
 // leaves the page by itself.
 func TestInboxInBrowser(t *testing.T) {
-	node, script := browserTools(t)
+	node := e2e.Require(t, true, "playwright-core")
+	script := filepath.Join(e2e.Dir(), "inbox.mjs")
 	e := newEnv(t)
 	shot := filepath.Join(t.TempDir(), "inbox.png")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

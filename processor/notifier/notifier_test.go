@@ -27,6 +27,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/interlockhq/interlock/internal/fault"
 	"github.com/interlockhq/interlock/internal/trace"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
@@ -415,19 +416,8 @@ sinks:
 routes:
   - {match: "true", sinks: [ops]}
 `+fastRetry, hook.URL)
-			crashed := make(chan struct{})
-			e.start(cfg, func(p string) bool {
-				if p != c.point {
-					return false
-				}
-				select {
-				case <-crashed:
-					return false
-				default:
-					close(crashed)
-					return true
-				}
-			})
+			crash, crashed := fault.Once(c.point)
+			e.start(cfg, crash)
 			e.suspend("refunds")
 			<-crashed
 			restarted := e.start(cfg, nil)
