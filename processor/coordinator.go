@@ -402,7 +402,14 @@ func (co *Coordinator) outcomeEffects(ctx context.Context, rec *subjects.Run, o 
 		if err != nil {
 			return err
 		}
-		fx = append(append(fx, timers...), index...)
+		// The index first: whoever sees the suspended event (an inbox, a
+		// client listing what waits) then finds the interrupt in it.
+		if len(index) > 0 {
+			if err := co.client.PublishAll(ctx, index...); err != nil {
+				return err
+			}
+		}
+		fx = append(fx, timers...)
 	}
 	ev, err := co.outcomeEventMsg(rec, o)
 	if err != nil {

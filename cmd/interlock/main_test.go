@@ -115,11 +115,15 @@ func TestServeApproveShowPending(t *testing.T) {
 	_, err = api.Wait(wctx, run, processor.Suspended)
 	require.NoError(t, err)
 
-	r := cli(t, "pending", "--nats-url", url, "--json")
-	require.Equal(t, 0, r.code, r.err)
+	// The pending index is written just after the record.
 	var pending []processor.PendingInterrupt
-	require.NoError(t, json.Unmarshal([]byte(r.out), &pending))
-	require.Len(t, pending, 1)
+	var r result
+	require.Eventually(t, func() bool {
+		r = cli(t, "pending", "--nats-url", url, "--json")
+		require.Equal(t, 0, r.code, r.err)
+		require.NoError(t, json.Unmarshal([]byte(r.out), &pending))
+		return len(pending) == 1
+	}, 10*time.Second, 20*time.Millisecond)
 	assert.Equal(t, run, pending[0].RunID)
 	r = cli(t, "pending", "--nats-url", url)
 	assert.Contains(t, r.out, pending[0].ID)

@@ -38,7 +38,7 @@ and line, and the command exits 2. See docs/notifiers.md.`,
 			if err != nil {
 				return usageError{err}
 			}
-			return runService(ctx, g, log, "interlock-notifier", metricsAddr,
+			return runService(ctx, g, log, "interlock-notifier", g.natsURL, jetstream.Config{}, metricsAddr,
 				func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
 					stop, err := startNotifier(ctx, client, cfg, log, reg)
 					if err == nil {
@@ -57,9 +57,9 @@ and line, and the command exits 2. See docs/notifiers.md.`,
 // runService connects to NATS, provisions the streams, starts a component
 // with start, serves its metrics and health on metricsAddr, and on SIGINT or
 // SIGTERM stops it, letting the work under way finish.
-func runService(ctx context.Context, g *globals, log *slog.Logger, name, metricsAddr string,
+func runService(ctx context.Context, g *globals, log *slog.Logger, name, url string, cfg jetstream.Config, metricsAddr string,
 	start func(client *jetstream.Client, reg *prometheus.Registry) (stop func(), err error)) error {
-	client, err := g.dial(ctx, g.natsURL, name)
+	client, err := g.dialConfig(ctx, url, name, cfg)
 	if err != nil {
 		return err
 	}
@@ -81,6 +81,10 @@ func runService(ctx context.Context, g *globals, log *slog.Logger, name, metrics
 	<-ctx.Done()
 	log.Info("shutting down: finishing the work under way")
 	stop()
+	if err := client.Drain(); err != nil {
+		log.Warn("drain", "error", err)
+	}
+	log.Info("stopped")
 	return nil
 }
 

@@ -150,59 +150,41 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 		defer srv.Shutdown()
 		url = srv.URL()
 	}
-	client, err := g.dialConfig(ctx, url, "interlock-serve", jetstream.Config{Replicas: sc.replicas})
+	signer, err := linkSigner(sc.linkSecretEnv)
 	if err != nil {
 		return err
 	}
-	defer client.Close()
-	if err := client.Provision(ctx); err != nil {
-		return err
-	}
-	reg := prometheus.NewRegistry()
-	co := processor.NewCoordinator(client, processor.CoordinatorConfig{Concurrency: sc.concurrency, Logger: log,
-		Expiry: sc.expiry, Groups: dir.Groups, Registry: reg})
-	if err := co.Start(ctx); err != nil {
-		return err
-	}
-	stopNotifier := func() {}
-	if notifyCfg != nil {
-		if stopNotifier, err = startNotifier(ctx, client, notifyCfg, log, reg); err != nil {
-			co.Stop()
-			return err
-		}
-		log.Info("notifier running", "config", sc.notify)
-	}
-	stopGateway := func() {}
-	if sc.gatewayAddr != "" {
-		signer, err := linkSigner(sc.linkSecretEnv)
-		if err != nil {
-			stopNotifier()
-			co.Stop()
-			return err
-		}
-		if stopGateway, err = startGateway(client, dir, signer, sc.gatewayAddr, log, reg); err != nil {
-			stopNotifier()
-			co.Stop()
-			return err
-		}
-	}
-	stopOps, err := startOps(sc.metricsAddr, reg, client, log)
-	if err != nil {
-		stopGateway()
-		stopNotifier()
-		co.Stop()
-		return err
-	}
-	defer stopOps()
-	log.Info("coordinator running", "nats", url, "prefix", g.prefix)
-	<-ctx.Done()
-	log.Info("shutting down: finishing messages under way")
-	stopGateway()
-	stopNotifier()
-	co.Stop()
-	if err := client.Drain(); err != nil {
-		log.Warn("drain", "error", err)
-	}
-	log.Info("stopped")
-	return nil
+	return runService(ctx, g, log, "interlock-serve", url, jetstream.Config{Replicas: sc.replicas}, sc.metricsAddr,
+		func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
+			co := processor.NewCoordinator(client, processor.CoordinatorConfig{Concurrency: sc.concurrency, Logger: log,
+				Expiry: sc.expiry, Groups: dir.Groups, Registry: reg})
+			if err := co.Start(ctx); err != nil {
+				return nil, err
+			}
+			stops := []func(){co.Stop}
+			stop := func() { // in reverse: the gateway, the notifier, then the coordinator
+				for i := len(stops) - 1; i >= 0; i-- {
+					stops[i]()
+				}
+			}
+			if notifyCfg != nil {
+				s, err := startNotifier(ctx, client, notifyCfg, log, reg)
+				if err != nil {
+					stop()
+					return nil, err
+				}
+				stops = append(stops, s)
+				log.Info("notifier running", "config", sc.notify)
+			}
+			if sc.gatewayAddr != "" {
+				s, err := startGateway(client, dir, signer, sc.gatewayAddr, log, reg)
+				if err != nil {
+					stop()
+					return nil, err
+				}
+				stops = append(stops, s)
+			}
+			log.Info("coordinator running", "nats", url, "prefix", g.prefix)
+			return stop, nil
+		})
 }

@@ -89,7 +89,19 @@ func (e *env) suspend(input map[string]any) (string, string) {
 	require.NoError(e.t, err)
 	rec, err := e.client.Wait(ctx, run, processor.Suspended)
 	require.NoError(e.t, err)
-	return run, rec.Pending()[0].ID
+	id := rec.Pending()[0].ID
+	// The pending index is written just after the record.
+	require.Eventually(e.t, func() bool {
+		list, err := e.client.Pending(ctx)
+		require.NoError(e.t, err)
+		for _, p := range list {
+			if p.RunID == run {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 10*time.Millisecond)
+	return run, id
 }
 
 func (e *env) call(method, path, token string, body []byte) (int, map[string]any) {
