@@ -2,6 +2,7 @@ package notifier
 
 import (
 	"fmt"
+	"net/mail"
 	"os"
 	"slices"
 	"sort"
@@ -314,6 +315,14 @@ func (p parser) sink(key, n *yaml.Node) (SinkConfig, error) {
 		}
 		if sc.From == "" || len(sc.To) == 0 {
 			return sc, p.errf(key, "%s: from and to are required", what)
+		}
+		if _, err := mail.ParseAddress(sc.From); err != nil {
+			return sc, p.errf(f["from"], "%s: from %q is not an e-mail address: %v", what, sc.From, err)
+		}
+		for _, to := range sc.To {
+			if _, err := mail.ParseAddress(to); err != nil {
+				return sc, p.errf(f["to"], "%s: to %q is not an e-mail address: %v", what, to, err)
+			}
 		}
 	case "nats":
 		if sc.Subject == "" || strings.ContainsAny(sc.Subject, "*> \t") {

@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -92,10 +93,11 @@ func (r *receiver) waitN(t *testing.T, n int) []received {
 
 // mailbox is a real SMTP server recording messages.
 type mailbox struct {
-	addr string
-	mu   sync.Mutex
-	msgs []string
-	auth bool // require AUTH PLAIN user/secret
+	addr  string
+	mu    sync.Mutex
+	msgs  []string
+	froms []string // envelope senders, as MAIL FROM gave them
+	auth  bool     // require AUTH PLAIN user/secret
 }
 
 func (mb *mailbox) NewSession(*smtp.Conn) (smtp.Session, error) { return &mailSession{mb: mb}, nil }
@@ -115,13 +117,31 @@ func (s *mailSession) Auth(string) (sasl.Server, error) {
 		return nil
 	}), nil
 }
-func (s *mailSession) Mail(string, *smtp.MailOptions) error {
+func (s *mailSession) Mail(from string, _ *smtp.MailOptions) error {
 	if s.mb.auth && !s.authed {
 		return smtp.ErrAuthRequired
 	}
+	if err := bareMailbox(from); err != nil {
+		return err
+	}
+	s.mb.mu.Lock()
+	s.mb.froms = append(s.mb.froms, from)
+	s.mb.mu.Unlock()
 	return nil
 }
-func (s *mailSession) Rcpt(string, *smtp.RcptOptions) error { return nil }
+func (s *mailSession) Rcpt(to string, _ *smtp.RcptOptions) error { return bareMailbox(to) }
+
+// bareMailbox refuses what RFC 5321 does not allow in MAIL FROM or RCPT TO:
+// anything but a bare local-part@domain (no display name, no brackets).
+func bareMailbox(addr string) error {
+	if !rfc5321Mailbox.MatchString(addr) {
+		return &smtp.SMTPError{Code: 501, EnhancedCode: smtp.EnhancedCode{5, 1, 7}, Message: "bad address syntax: " + addr}
+	}
+	return nil
+}
+
+var rfc5321Mailbox = regexp.MustCompile(`^[A-Za-z0-9!#$%&'*+/=?^_{|}~.-]+@[A-Za-z0-9.-]+$`)
+
 func (s *mailSession) Data(r io.Reader) error {
 	b, err := io.ReadAll(r)
 	s.mb.mu.Lock()
@@ -282,12 +302,12 @@ routes:
 	assert.Contains(t, string(sl.body), `"url":"https://interlock.example.test/inbox#`)
 
 	require.Eventually(t, func() bool { return len(mb.got()) == 1 }, 15*time.Second, 10*time.Millisecond)
-	mail := mb.got()[0]
-	assert.Contains(t, mail, "Subject: [interlock] refunds is waiting for a decision on run "+s.RunID)
-	assert.Contains(t, mail, "Message-ID: <mail."+s.RunID+".0@interlock>")
-	assert.Contains(t, mail, "Content-Type: text/plain")
-	assert.Contains(t, mail, "Content-Type: text/html")
-	assert.Contains(t, mail, "approve: interlock --nats-url nats://127.0.0.1:4222 approve "+s.RunID)
+	mail := parseMail(t, mb.got()[0])
+	assert.Equal(t, "[interlock] refunds is waiting for a decision on run "+s.RunID, mail.header.Get("Subject"))
+	assert.Equal(t, "<mail."+s.RunID+".0@interlock>", mail.header.Get("Message-ID"))
+	require.Len(t, mail.parts, 2)
+	assert.Contains(t, mail.text(), "approve: interlock --nats-url nats://127.0.0.1:4222 approve "+s.RunID)
+	assert.Contains(t, mail.html(), "Refund 40 to Ada?")
 
 	// Exactly once each: a later suspension arrives after everything of the
 	// first, so by then any repeat would have arrived too.
@@ -505,7 +525,7 @@ routes:
 	s := e.suspend("refunds")
 	require.Eventually(t, func() bool { return len(mb.got()) == 1 }, 15*time.Second, 10*time.Millisecond)
 	assert.Contains(t, mb.got()[0], s.RunID)
-	assert.Contains(t, mb.got()[0], "To: ada@example.test, bo@example.test")
+	assert.Contains(t, mb.got()[0], "To: <ada@example.test>, <bo@example.test>")
 }
 
 func TestEmailWrongPasswordIsDeadLettered(t *testing.T) {

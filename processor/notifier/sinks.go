@@ -1,6 +1,7 @@
 package notifier
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -11,8 +12,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
+	"mime/multipart"
+	"mime/quotedprintable"
 	"net"
 	"net/http"
+	"net/mail"
+	"net/textproto"
 	"os"
 	"strconv"
 	"strings"
@@ -62,7 +68,7 @@ func newSink(sc SinkConfig, nc *jetstream.Client) (Sink, error) {
 			}
 			tlsCfg.RootCAs = pool
 		}
-		return &email{cfg: sc.SMTP, from: sc.From, to: sc.To, tls: tlsCfg, timeout: timeout}, nil
+		return newEmail(sc, tlsCfg, timeout)
 	case "log":
 		var w io.Writer = os.Stdout
 		if sc.Output == "stderr" {
@@ -252,49 +258,78 @@ func (s *slack) Deliver(ctx context.Context, n *Notification) error {
 // ---- e-mail ----
 
 type email struct {
-	cfg     SMTPConfig
-	from    string
-	to      []string
+	cfg SMTPConfig
+	// from and to are parsed: the envelope (MAIL FROM, RCPT TO) carries
+	// the bare addresses, the headers the display names as well.
+	from    *mail.Address
+	to      []*mail.Address
 	tls     *tls.Config
 	timeout time.Duration
 }
 
+func newEmail(sc SinkConfig, tlsCfg *tls.Config, timeout time.Duration) (*email, error) {
+	e := &email{cfg: sc.SMTP, tls: tlsCfg, timeout: timeout}
+	var err error
+	if e.from, err = mail.ParseAddress(sc.From); err != nil {
+		return nil, fmt.Errorf("from %q: %w", sc.From, err)
+	}
+	for _, s := range sc.To {
+		a, err := mail.ParseAddress(s)
+		if err != nil {
+			return nil, fmt.Errorf("to %q: %w", s, err)
+		}
+		e.to = append(e.to, a)
+	}
+	return e, nil
+}
+
 // message renders a multipart/alternative message with a plain-text and an
-// HTML part. Its Message-ID is derived from the idempotency key, so a repeat
-// can be recognised by the receiving mail system.
-func (e *email) message(n *Notification) []byte {
-	const boundary = "interlock-alternative-boundary"
-	var b strings.Builder
+// HTML part, quoted-printable, under a random boundary (so no text in the
+// notification can close a part). Its Message-ID is derived from the
+// idempotency key, so a repeat can be recognised by the receiving mail
+// system.
+func (e *email) message(n *Notification) ([]byte, error) {
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	for _, p := range []struct{ contentType, text string }{
+		{"text/plain; charset=utf-8", n.Text}, {"text/html; charset=utf-8", n.HTML},
+	} {
+		w, err := mw.CreatePart(textproto.MIMEHeader{"Content-Type": {p.contentType},
+			"Content-Transfer-Encoding": {"quoted-printable"}})
+		if err != nil {
+			return nil, err
+		}
+		qp := quotedprintable.NewWriter(w)
+		if _, err := qp.Write([]byte(crlf(p.text))); err != nil {
+			return nil, err
+		}
+		if err := qp.Close(); err != nil {
+			return nil, err
+		}
+	}
+	if err := mw.Close(); err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
 	h := func(k, v string) { b.WriteString(k + ": " + v + "\r\n") }
-	h("From", e.from)
-	h("To", strings.Join(e.to, ", "))
-	h("Subject", mimeHeader(n.Subject))
+	h("From", e.from.String())
+	to := make([]string, len(e.to))
+	for i, a := range e.to {
+		to[i] = a.String()
+	}
+	h("To", strings.Join(to, ", "))
+	h("Subject", mime.QEncoding.Encode("utf-8", n.Subject))
 	h("Date", time.Now().UTC().Format(time.RFC1123Z))
 	h("Message-ID", "<"+n.Key+"@interlock>")
 	h("MIME-Version", "1.0")
-	h("Content-Type", `multipart/alternative; boundary="`+boundary+`"`)
-	b.WriteString("\r\n--" + boundary + "\r\n")
-	h("Content-Type", "text/plain; charset=utf-8")
-	h("Content-Transfer-Encoding", "8bit")
-	b.WriteString("\r\n" + crlf(n.Text) + "\r\n--" + boundary + "\r\n")
-	h("Content-Type", "text/html; charset=utf-8")
-	h("Content-Transfer-Encoding", "8bit")
-	b.WriteString("\r\n" + crlf(n.HTML) + "\r\n--" + boundary + "--\r\n")
-	return []byte(b.String())
+	h("Content-Type", mime.FormatMediaType("multipart/alternative", map[string]string{"boundary": mw.Boundary()}))
+	b.WriteString("\r\n")
+	b.Write(body.Bytes())
+	return b.Bytes(), nil
 }
 
 func crlf(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\n", "\r\n")
-}
-
-// mimeHeader encodes non-ASCII header text (RFC 2047).
-func mimeHeader(s string) string {
-	for _, r := range s {
-		if r > 126 {
-			return "=?utf-8?q?" + strings.NewReplacer("=", "=3D", "?", "=3F", "_", "=5F", " ", "_").Replace(s) + "?="
-		}
-	}
-	return s
 }
 
 func (e *email) Deliver(ctx context.Context, n *Notification) error {
@@ -330,7 +365,15 @@ func (e *email) Deliver(ctx context.Context, n *Notification) error {
 			return smtpErr(err)
 		}
 	}
-	if err := c.SendMail(e.from, e.to, strings.NewReader(string(e.message(n)))); err != nil {
+	msg, err := e.message(n)
+	if err != nil {
+		return &permanent{err}
+	}
+	to := make([]string, len(e.to))
+	for i, a := range e.to {
+		to[i] = a.Address
+	}
+	if err := c.SendMail(e.from.Address, to, bytes.NewReader(msg)); err != nil {
 		return smtpErr(err)
 	}
 	return c.Quit()
