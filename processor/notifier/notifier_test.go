@@ -689,3 +689,32 @@ func TestWebhookCarriesTraceContext(t *testing.T) {
 	got := hook.waitN(t, 1)[0].header.Get("traceparent")
 	assert.Equal(t, trace.TraceID(tp), trace.TraceID(got))
 }
+
+// Three sinks give up on one suspension: three dead letters, one per
+// consumer, none lost to deduplication.
+func TestEverySinkThatGivesUpHasItsOwnDeadLetter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	broken := newReceiver(t, func(int) int { return http.StatusBadRequest })
+	e.start(fmt.Sprintf(`
+sinks:
+  a: {type: webhook, url: %[1]s}
+  b: {type: webhook, url: %[1]s}
+  c: {type: slack, url: %[1]s}
+routes:
+  - {match: "true", sinks: [a, b, c]}
+`+fastRetry, broken.URL), nil)
+	s := e.suspend("refunds")
+	evSubject, _ := e.admin.Namespace().Events(s.RunID, subjects.EventNotificationFailed)
+	require.Eventually(t, func() bool {
+		evs, _ := e.admin.Messages(ctx(t), jetstream.StreamEvents, evSubject, 0, 10)
+		return len(evs) == 3
+	}, 15*time.Second, 10*time.Millisecond)
+	msgs, err := e.admin.Messages(ctx(t), jetstream.StreamDLQ, e.admin.Namespace().All(subjects.KindDLQ), 0, 10)
+	require.NoError(t, err)
+	var consumers []string
+	for _, m := range msgs {
+		consumers = append(consumers, m.Header.Get(jetstream.HeaderDLQConsumer))
+	}
+	assert.ElementsMatch(t, []string{"notifier_a", "notifier_b", "notifier_c"}, consumers)
+}
