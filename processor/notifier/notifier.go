@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -138,14 +139,6 @@ func (n *Notifier) Start(ctx context.Context) error {
 		return err
 	}
 	n.delivered = marks
-	attempts := n.cfg.Attempts
-	if attempts == 0 {
-		attempts = 5
-	}
-	backoff := n.cfg.Backoff
-	if len(backoff) == 0 {
-		backoff = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute}
-	}
 	for _, sc := range n.cfg.Sinks {
 		if len(n.routes[sc.Name]) == 0 {
 			continue // no route sends here
@@ -155,9 +148,9 @@ func (n *Notifier) Start(ctx context.Context) error {
 			Stream:         jetstream.StreamRuns,
 			Durable:        "notifier_" + name,
 			FilterSubjects: feedSubjects(n.client.Namespace()),
-			MaxDeliver:     attempts,
+			MaxDeliver:     n.attempts(),
 			AckWait:        n.opts.AckWait,
-			BackOff:        backoff,
+			BackOff:        n.backoff(),
 			MaxAckPending:  n.opts.MaxInFlight,
 			Concurrency:    n.opts.MaxInFlight,
 			DeliverNew:     true,
@@ -261,8 +254,17 @@ func (n *Notifier) handle(ctx context.Context, sinkName string, sink Sink, m *je
 		if errors.As(err, &p) {
 			return jetstream.DeadLetter(fmt.Errorf("sink %s: %w", sinkName, err))
 		}
+		var b *busy
+		budget := slices.Max(n.backoff())
+		if errors.As(err, &b) && b.after > budget {
+			return jetstream.DeadLetter(fmt.Errorf("sink %s: %w; its Retry-After %s is beyond the retry budget of %s",
+				sinkName, err, b.after, budget))
+		}
 		if int(m.Deliveries) < n.attempts() {
 			n.counts.WithLabelValues(sinkName, OutcomeRetried).Inc()
+		}
+		if b != nil {
+			return jetstream.RetryAfter(b.after, fmt.Errorf("sink %s: %w", sinkName, err))
 		}
 		return fmt.Errorf("sink %s: %w", sinkName, err)
 	}
@@ -286,6 +288,15 @@ func (n *Notifier) attempts() int {
 		return 5
 	}
 	return n.cfg.Attempts
+}
+
+// backoff is the delay before each retry; its longest step is also the
+// longest Retry-After a sink may ask for.
+func (n *Notifier) backoff() []time.Duration {
+	if len(n.cfg.Backoff) == 0 {
+		return []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute}
+	}
+	return n.cfg.Backoff
 }
 
 // route returns the first route that sends s to sink.

@@ -158,7 +158,8 @@ func (w *webhook) Deliver(ctx context.Context, n *Notification) error {
 }
 
 // post sends req and classifies the answer: 2xx is delivered; 408, 429 and
-// 5xx are worth retrying; other 4xx are not.
+// 5xx are worth retrying (429 and 503 not before their Retry-After); other
+// 4xx are not.
 func post(client *http.Client, req *http.Request) error {
 	resp, err := client.Do(req)
 	if err != nil {
@@ -170,10 +171,30 @@ func post(client *http.Client, req *http.Request) error {
 		return nil
 	}
 	err = fmt.Errorf("%s answered %s: %s", req.URL.Host, resp.Status, strings.TrimSpace(string(snippet)))
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		if after, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+			return &busy{after: after, err: err}
+		}
+	}
 	if resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
 		return err
 	}
 	return &permanent{err}
+}
+
+// retryAfter reads a Retry-After header: delay-seconds or an HTTP date.
+func retryAfter(v string, now time.Time) (time.Duration, bool) {
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseUint(v, 10, 32); err == nil {
+		return time.Duration(secs) * time.Second, true
+	}
+	at, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return max(at.Sub(now), 0), true
 }
 
 // ---- Slack ----
