@@ -61,7 +61,12 @@ type SinkConfig struct {
 	JetStream bool
 	// Output of a log sink: stdout (default) or stderr.
 	Output string
-	line   int
+	// Personal, on a sink that reaches one person only (an e-mail to them
+	// alone, a direct message), is that person's identity: its messages
+	// carry their one-click decision links. Empty (the default) is a shared
+	// channel, which gets only the inbox link, behind a login.
+	Personal string
+	line     int
 }
 
 // SMTPConfig says how to reach a mail server.
@@ -100,11 +105,11 @@ type Templates struct {
 
 // Sink types.
 var sinkFields = map[string][]string{
-	"webhook": {"url", "secret", "secret_env", "headers", "timeout"},
-	"slack":   {"url", "timeout"},
-	"email":   {"smtp", "from", "to", "timeout"},
-	"log":     {"output"},
-	"nats":    {"subject", "jetstream"},
+	"webhook": {"url", "secret", "secret_env", "headers", "timeout", "personal"},
+	"slack":   {"url", "timeout", "personal"},
+	"email":   {"smtp", "from", "to", "timeout", "personal"},
+	"log":     {"output", "personal"},
+	"nats":    {"subject", "jetstream", "personal"},
 }
 
 // LoadConfig reads and checks a YAML configuration file. Every mistake is
@@ -286,7 +291,8 @@ func (p parser) sink(key, n *yaml.Node) (SinkConfig, error) {
 		key string
 		v   any
 	}{{"url", &sc.URL}, {"secret", &sc.Secret}, {"secret_env", &secretEnv}, {"headers", &sc.Headers},
-		{"timeout", &sc.Timeout}, {"from", &sc.From}, {"to", &sc.To}, {"subject", &sc.Subject}, {"output", &sc.Output}, {"jetstream", &sc.JetStream}} {
+		{"timeout", &sc.Timeout}, {"from", &sc.From}, {"to", &sc.To}, {"subject", &sc.Subject}, {"output", &sc.Output}, {"jetstream", &sc.JetStream},
+		{"personal", &sc.Personal}} {
 		if err := p.decode(f[d.key], what+": "+d.key, d.v); err != nil {
 			return sc, err
 		}
@@ -295,6 +301,9 @@ func (p parser) sink(key, n *yaml.Node) (SinkConfig, error) {
 		if sc.Secret = os.Getenv(secretEnv); sc.Secret == "" {
 			return sc, p.errf(f["secret_env"], "%s: environment variable %s is empty or unset", what, secretEnv)
 		}
+	}
+	if err := p.personal(sc, f["personal"], what); err != nil {
+		return sc, err
 	}
 	if m := f["smtp"]; m != nil {
 		if sc.SMTP, err = p.smtp(m, what); err != nil {
@@ -334,6 +343,24 @@ func (p parser) sink(key, n *yaml.Node) (SinkConfig, error) {
 		}
 	}
 	return sc, nil
+}
+
+// personal checks a sink's personal field: an identity, on a sink that can
+// reach one person only.
+func (p parser) personal(sc SinkConfig, n *yaml.Node, what string) error {
+	if sc.Personal == "" {
+		return nil
+	}
+	if err := subjects.ValidateToken("personal", sc.Personal); err != nil {
+		return p.errf(n, "%s: %v", what, err)
+	}
+	switch {
+	case sc.Type == "log" || sc.Type == "nats":
+		return p.errf(n, "%s: a %s sink is a shared channel; it cannot carry %s's personal links", what, sc.Type, sc.Personal)
+	case sc.Type == "email" && len(sc.To) != 1:
+		return p.errf(n, "%s: personal links go to %s alone: to must list one address, not %d", what, sc.Personal, len(sc.To))
+	}
+	return nil
 }
 
 func (p parser) smtp(n *yaml.Node, what string) (SMTPConfig, error) {
@@ -417,6 +444,10 @@ func (p parser) validate(cfg *Config) error {
 	names := map[string]bool{}
 	for _, s := range cfg.Sinks {
 		names[s.Name] = true
+		if s.Personal != "" && cfg.LinkSecret == "" {
+			return &ConfigError{File: p.file, Line: s.line, Msg: fmt.Sprintf("sink %q: personal needs links: {secret_env: ...} "+
+				"and gateway_url, to sign %s's links", s.Name, s.Personal)}
+		}
 	}
 	for i, r := range cfg.Routes {
 		for _, s := range r.Sinks {

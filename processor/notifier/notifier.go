@@ -46,6 +46,7 @@ type Notifier struct {
 	log       *slog.Logger
 	sinks     map[string]Sink
 	routes    map[string][]*route // by sink, in configuration order
+	personal  map[string]string   // by sink: the one person a personal sink reaches
 	counts    *prometheus.CounterVec
 	consumers jetstream.Consumers
 	delivered *jetstream.Bucket
@@ -75,7 +76,7 @@ func New(c *jetstream.Client, cfg *Config, opts Options) (*Notifier, error) {
 		opts.MaxInFlight = 16
 	}
 	n := &Notifier{client: c, cfg: cfg, opts: opts, log: opts.Logger, sinks: map[string]Sink{},
-		routes: map[string][]*route{}}
+		routes: map[string][]*route{}, personal: map[string]string{}}
 	if cfg.LinkSecret != "" {
 		s, err := links.NewSigner([]byte(cfg.LinkSecret))
 		if err != nil {
@@ -84,6 +85,9 @@ func New(c *jetstream.Client, cfg *Config, opts Options) (*Notifier, error) {
 		n.signer = s
 	}
 	for _, sc := range cfg.Sinks {
+		if sc.Personal != "" {
+			n.personal[sc.Name] = sc.Personal
+		}
 		if s, ok := opts.Sinks[sc.Name]; ok {
 			n.sinks[sc.Name] = s
 			continue
@@ -244,8 +248,8 @@ func (n *Notifier) handle(ctx context.Context, sinkName string, sink Sink, m *je
 		log.Debug("already delivered", "key", key)
 		return nil
 	}
-	note := &Notification{Key: key, Route: r.cfg.Name, Sink: sinkName, Kind: kind, Detail: notice.Detail, Suspension: s,
-		Decide: decideHints(n.cfg, n.signer, &s), TraceParent: trace.Child(m.Header.Get(trace.Header))}
+	note := n.notification(key, r.cfg.Name, sinkName, &s, notice)
+	note.TraceParent = trace.Child(m.Header.Get(trace.Header))
 	if err := r.templates.render(note); err != nil {
 		return jetstream.DeadLetter(fmt.Errorf("sink %s, route %s: %w", sinkName, r.cfg.Name, err))
 	}
@@ -281,6 +285,22 @@ func (n *Notifier) handle(ctx context.Context, sinkName string, sink Sink, m *je
 	n.counts.WithLabelValues(sinkName, OutcomeDelivered).Inc()
 	log.Info("notified", "route", r.cfg.Name, "attempt", m.Deliveries)
 	return nil
+}
+
+// notification builds what sink is sent about s (a new suspension, or the
+// subject of notice), before its templates are rendered.
+func (n *Notifier) notification(key, route, sink string, s *subjects.Suspension, notice subjects.Notice) *Notification {
+	note := &Notification{Key: key, Route: route, Sink: sink, Kind: notice.Kind, Detail: notice.Detail, Suspension: *s}
+	if notice.Kind != KindNew {
+		note.Notice = &NoticeRef{Seq: notice.Seq, Timer: notice.Timer, At: notice.At, Status: notice.Status}
+	}
+	note.Headline = headline(note.Kind, s, note.Notice, time.Now())
+	if note.Open() {
+		note.Decide = decideHints(n.cfg, n.signer, s, n.personal[sink])
+	} else {
+		note.Decide = closedHints(s)
+	}
+	return note
 }
 
 func (n *Notifier) attempts() int {

@@ -33,7 +33,6 @@ import (
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/jetstream/jstest"
-	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -636,43 +635,6 @@ func TestExampleConfigsLoad(t *testing.T) {
 		_, err := LoadConfig(f)
 		assert.NoError(t, err, f)
 	}
-}
-
-func TestMessagesCarryOneClickLinks(t *testing.T) {
-	e := newEnv(t)
-	hook := newReceiver(t, nil)
-	t.Setenv("TEST_LINK_SECRET", "a-secret-of-enough-bytes")
-	e.start(fmt.Sprintf(`
-gateway_url: https://gw.example.test/
-links: {secret_env: TEST_LINK_SECRET, ttl: 1h}
-sinks:
-  ops: {type: webhook, url: %s}
-routes:
-  - {match: "true", sinks: [ops]}
-`, hook.URL), nil)
-	s := e.suspend("refunds", subjects.Interrupt{ID: "int-9", Reason: "confirmation", Approvers: []string{"ada", "bob"}})
-	var body WebhookBody
-	require.NoError(t, json.Unmarshal(hook.waitN(t, 1)[0].body, &body))
-	require.Len(t, body.Decide[0].Links, 2, "a pair per named approver")
-	signer, err := links.NewSigner([]byte("a-secret-of-enough-bytes"))
-	require.NoError(t, err)
-	for i, who := range []string{"ada", "bob"} {
-		pair := body.Decide[0].Links[i]
-		assert.Equal(t, who, pair.Approver)
-		for action, u := range map[string]string{links.Approve: pair.ApproveURL, links.Deny: pair.DenyURL} {
-			tok, ok := strings.CutPrefix(u, "https://gw.example.test/l/")
-			require.True(t, ok, u)
-			l, err := signer.Verify(tok, time.Now())
-			require.NoError(t, err)
-			assert.Equal(t, links.Link{Run: s.RunID, Interrupt: "int-9", Action: action, Approver: who, Expires: l.Expires}, l)
-			assert.InDelta(t, time.Now().Add(time.Hour).Unix(), l.Expires, 5)
-		}
-	}
-	assert.Contains(t, body.Text, "as ada: approve https://gw.example.test/l/")
-
-	_, err = ParseConfig("x.yaml", []byte("gateway_url: https://x\nlinks: {secret_env: NO_SUCH_SECRET_VAR}\nsinks:\n  a: {type: log}\nroutes: []\n"))
-	assert.ErrorIs(t, err, ErrConfig)
-	assert.Contains(t, err.Error(), "x.yaml:2: links")
 }
 
 func TestWebhookCarriesTraceContext(t *testing.T) {

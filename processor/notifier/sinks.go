@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/mail"
 	"net/textproto"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -163,6 +164,12 @@ func (w *webhook) Deliver(ctx context.Context, n *Notification) error {
 func post(client *http.Client, req *http.Request) error {
 	resp, err := client.Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			// A webhook URL's path can be its secret (Slack's are): errors,
+			// which reach logs and events, name only the host.
+			return fmt.Errorf("%s %s://%s: %w", ue.Op, req.URL.Scheme, req.URL.Host, ue.Err)
+		}
 		return err
 	}
 	defer resp.Body.Close()
@@ -208,11 +215,28 @@ func mrkdwnEscape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }
 
-// slackMessage builds a Block Kit message.
+// slackTitle is a Slack message's header, by kind.
+func slackTitle(n *Notification) string {
+	agent := n.Suspension.Agent
+	switch n.Kind {
+	case KindReminder:
+		return "Reminder: agent " + agent + " is still waiting"
+	case KindEscalated:
+		return "Escalated: agent " + agent + " is still waiting"
+	case KindExpired:
+		return "Expired: agent " + agent + " no longer waits"
+	}
+	return "Agent " + agent + " is waiting for a decision"
+}
+
+// slackMessage builds a Block Kit message: what the notification is (its
+// title and headline), then each question; with the commands and buttons to
+// decide only while there is something to decide.
 func slackMessage(n *Notification) map[string]any {
 	s := n.Suspension
 	blocks := []map[string]any{
-		{"type": "header", "text": map[string]any{"type": "plain_text", "text": "Agent " + s.Agent + " is waiting for a decision"}},
+		{"type": "header", "text": map[string]any{"type": "plain_text", "text": slackTitle(n)}},
+		{"type": "section", "text": map[string]any{"type": "mrkdwn", "text": "*" + mrkdwnEscape(n.Headline) + "*"}},
 		{"type": "section", "fields": []map[string]any{
 			{"type": "mrkdwn", "text": "*Agent*\n" + mrkdwnEscape(s.Agent)},
 			{"type": "mrkdwn", "text": "*Run*\n`" + mrkdwnEscape(s.RunID) + "`"},
@@ -228,22 +252,21 @@ func slackMessage(n *Notification) map[string]any {
 		}
 		blocks = append(blocks,
 			map[string]any{"type": "divider"},
-			map[string]any{"type": "section", "text": map[string]any{"type": "mrkdwn", "text": text}},
-			map[string]any{"type": "context", "elements": []map[string]any{
-				{"type": "mrkdwn", "text": "Approve: `" + mrkdwnEscape(d.ApproveCommand) + "`"},
-				{"type": "mrkdwn", "text": "Deny: `" + mrkdwnEscape(d.DenyCommand) + "`"},
-			}})
+			map[string]any{"type": "section", "text": map[string]any{"type": "mrkdwn", "text": text}})
+		if !n.Open() {
+			continue
+		}
+		blocks = append(blocks, map[string]any{"type": "context", "elements": []map[string]any{
+			{"type": "mrkdwn", "text": "Approve: `" + mrkdwnEscape(d.ApproveCommand) + "`"},
+			{"type": "mrkdwn", "text": "Deny: `" + mrkdwnEscape(d.DenyCommand) + "`"},
+		}})
 		var buttons []map[string]any
 		for _, l := range d.Links {
-			suffix := ""
-			if l.Approver != "" {
-				suffix = " (" + l.Approver + ")"
-			}
 			buttons = append(buttons,
 				map[string]any{"type": "button", "style": "primary", "url": l.ApproveURL,
-					"text": map[string]any{"type": "plain_text", "text": "Approve" + suffix}},
+					"text": map[string]any{"type": "plain_text", "text": "Approve as " + l.Approver}},
 				map[string]any{"type": "button", "style": "danger", "url": l.DenyURL,
-					"text": map[string]any{"type": "plain_text", "text": "Deny" + suffix}})
+					"text": map[string]any{"type": "plain_text", "text": "Deny as " + l.Approver}})
 		}
 		if d.InboxURL != "" {
 			buttons = append(buttons, map[string]any{"type": "button", "url": d.InboxURL,
@@ -413,9 +436,31 @@ func smtpErr(err error) error {
 
 type logSink struct{ w io.Writer }
 
+// LogLine is the JSON line a log sink writes per notification. It carries
+// no links: a log is a shared channel.
+type LogLine struct {
+	Version      int      `json:"version"`
+	Key          string   `json:"notification"`
+	Sink         string   `json:"sink"`
+	Route        string   `json:"route"`
+	Kind         string   `json:"kind"`
+	Headline     string   `json:"headline"`
+	Agent        string   `json:"agent"`
+	RunID        string   `json:"runId"`
+	Pass         int      `json:"pass"`
+	InterruptIDs []string `json:"interruptIds"`
+	Subject      string   `json:"subject"`
+	Text         string   `json:"text"`
+}
+
 func (l *logSink) Deliver(_ context.Context, n *Notification) error {
-	line, err := json.Marshal(map[string]any{"notification": n.Key, "route": n.Route, "agent": n.Suspension.Agent,
-		"runId": n.Suspension.RunID, "subject": n.Subject, "text": n.Text})
+	ll := LogLine{Version: 1, Key: n.Key, Sink: n.Sink, Route: n.Route, Kind: n.Kind, Headline: n.Headline,
+		Agent: n.Suspension.Agent, RunID: n.Suspension.RunID, Pass: n.Suspension.Pass, InterruptIDs: []string{},
+		Subject: n.Subject, Text: n.Text}
+	for _, in := range n.Suspension.Interrupts {
+		ll.InterruptIDs = append(ll.InterruptIDs, in.ID)
+	}
+	line, err := json.Marshal(ll)
 	if err != nil {
 		return &permanent{err}
 	}
