@@ -28,6 +28,11 @@ type Config struct {
 	// Backoff between attempts, indexed by attempt; the last repeats.
 	// Default 1s, 5s, 30s, 2m.
 	Backoff []time.Duration
+	// AckWait is how long after a notifier dies mid-delivery the
+	// notification is delivered again (by another notifier, or this one
+	// restarted); default 30s. A live delivery is kept alive however long
+	// its sink's timeout, so it is never sent twice for being slow.
+	AckWait time.Duration
 	// Remember is how long deliveries are remembered to drop repeats;
 	// default 30 days.
 	Remember time.Duration
@@ -203,9 +208,15 @@ func (p parser) config(n *yaml.Node) (*Config, error) {
 		}
 	}
 	if r := f["retry"]; r != nil {
-		rf, err := p.fields(r, "retry", "attempts", "backoff")
+		rf, err := p.fields(r, "retry", "attempts", "backoff", "ack_wait")
 		if err != nil {
 			return nil, err
+		}
+		if err := p.decode(rf["ack_wait"], "retry.ack_wait", &cfg.AckWait); err != nil {
+			return nil, err
+		}
+		if rf["ack_wait"] != nil && cfg.AckWait < time.Second {
+			return nil, p.errf(rf["ack_wait"], "retry.ack_wait must be at least 1s")
 		}
 		if err := p.decode(rf["attempts"], "retry.attempts", &cfg.Attempts); err != nil {
 			return nil, err

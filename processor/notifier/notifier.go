@@ -30,9 +30,6 @@ type Options struct {
 	// MaxInFlight bounds the notifications one sink has under way in this
 	// process; default 16.
 	MaxInFlight int
-	// AckWait is how long a delivery may stall before another notifier
-	// takes it over; default 30s.
-	AckWait time.Duration
 }
 
 // Notifier fans suspensions out to sinks. Every sink has its own durable
@@ -153,7 +150,7 @@ func (n *Notifier) Start(ctx context.Context) error {
 			Durable:        "notifier_" + name,
 			FilterSubjects: feedSubjects(n.client.Namespace()),
 			MaxDeliver:     n.attempts(),
-			AckWait:        n.opts.AckWait,
+			AckWait:        n.cfg.AckWait,
 			BackOff:        n.backoff(),
 			MaxAckPending:  n.opts.MaxInFlight,
 			Concurrency:    n.opts.MaxInFlight,
