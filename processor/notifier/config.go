@@ -114,7 +114,7 @@ var sinkFields = map[string][]string{
 	"slack":   {"url", "timeout", "personal"},
 	"email":   {"smtp", "from", "to", "timeout", "personal"},
 	"log":     {"output", "personal"},
-	"nats":    {"subject", "jetstream", "personal"},
+	"nats":    {"subject", "jetstream", "timeout", "personal"},
 }
 
 // LoadConfig reads and checks a YAML configuration file. Every mistake is

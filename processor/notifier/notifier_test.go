@@ -24,12 +24,14 @@ import (
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/interlockhq/interlock/internal/fault"
 	"github.com/interlockhq/interlock/internal/trace"
+	"github.com/interlockhq/interlock/internal/wireschema"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/jetstream/jstest"
@@ -556,12 +558,19 @@ routes:
 	assert.Empty(t, mb.got())
 }
 
+// The NATS sink's message carries the key in a header as well as in the
+// body, and is on the server when the delivery counts.
 func TestNATSSink(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
-	got := make(chan []byte, 1)
-	sub, err := e.admin.Subscribe("team.notifications", func(_ string, data []byte) { got <- data })
+	nc, err := nats.Connect(e.srv.URL())
 	require.NoError(t, err)
-	defer sub.Unsubscribe()
+	defer nc.Close()
+	got := make(chan *nats.Msg, 1)
+	sub, err := nc.Subscribe("team.notifications", func(m *nats.Msg) { got <- m })
+	require.NoError(t, err)
+	defer func() { _ = sub.Unsubscribe() }()
+	require.NoError(t, nc.Flush())
 	e.start(`
 sinks:
   bus: {type: nats, subject: team.notifications}
@@ -570,10 +579,14 @@ routes:
 `, nil)
 	s := e.suspend("refunds")
 	select {
-	case data := <-got:
+	case m := <-got:
+		require.NoError(t, wireschema.Validate("notification", m.Data))
 		var body WebhookBody
-		require.NoError(t, json.Unmarshal(data, &body))
+		require.NoError(t, json.Unmarshal(m.Data, &body))
 		assert.Equal(t, s.RunID, body.Suspension.RunID)
+		assert.Equal(t, "bus."+s.RunID+".0", m.Header.Get(HeaderIdempotencyKey))
+		assert.Equal(t, body.Key, m.Header.Get(HeaderIdempotencyKey))
+		assert.Equal(t, "application/json", m.Header.Get("Content-Type"))
 	case <-time.After(15 * time.Second):
 		t.Fatal("nothing published")
 	}

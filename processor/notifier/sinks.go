@@ -77,7 +77,7 @@ func newSink(sc SinkConfig, nc *jetstream.Client) (Sink, error) {
 		}
 		return &logSink{w: w}, nil
 	case "nats":
-		return &natsSink{client: nc, subject: sc.Subject, stored: sc.JetStream}, nil
+		return &natsSink{client: nc, subject: sc.Subject, stored: sc.JetStream, timeout: timeout}, nil
 	}
 	return nil, fmt.Errorf("unknown sink type %q", sc.Type)
 }
@@ -472,19 +472,28 @@ type natsSink struct {
 	client  *jetstream.Client
 	subject string
 	stored  bool
+	timeout time.Duration
 }
 
-// Deliver publishes the webhook body on the subject: to a stream, waiting
-// for its ack and deduplicated by the idempotency key, when the sink is
-// configured with jetstream; as a plain core NATS message otherwise.
+// Deliver publishes the webhook body on the subject, with the webhook's
+// Content-Type, Idempotency-Key and traceparent headers: to a stream,
+// waiting for its ack and deduplicated by the idempotency key, when the sink
+// is configured with jetstream; as a core NATS message otherwise, once the
+// server has it.
 func (s *natsSink) Deliver(ctx context.Context, n *Notification) error {
 	body, err := json.Marshal(WebhookBody{Version: 1, Notification: n})
 	if err != nil {
 		return &permanent{err}
 	}
-	if !s.stored {
-		return s.client.Notify(s.subject, body)
+	h := jetstream.Header{"Content-Type": {"application/json"}, HeaderIdempotencyKey: {n.Key}}
+	if n.TraceParent != "" {
+		h["traceparent"] = []string{n.TraceParent}
 	}
-	_, err = s.client.Publish(ctx, s.subject, body, n.Key, nil)
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if !s.stored {
+		return s.client.NotifyMsg(ctx, s.subject, body, h)
+	}
+	_, err = s.client.Publish(ctx, s.subject, body, n.Key, h)
 	return err
 }
