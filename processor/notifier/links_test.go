@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -153,5 +154,41 @@ func TestPersonalSinkConfig(t *testing.T) {
 		_, err := ParseConfig("x.yaml", []byte(yaml+"routes: []\n"))
 		assert.ErrorIs(t, err, ErrConfig, want)
 		assert.ErrorContains(t, err, want)
+	}
+}
+
+// A Slack incoming-webhook URL is a secret (whoever has it posts to the
+// channel): a failed delivery names only its host, in the logs, the dead
+// letter and the notification_failed event.
+func TestWebhookURLStaysOutOfErrors(t *testing.T) {
+	e := newEnv(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close()) // nothing listens there: every attempt fails
+	var logged syncBuffer
+	n := e.start(fmt.Sprintf(`
+sinks:
+  chat: {type: slack, url: "http://%s/services/T000/B000/SECRETTOKEN"}
+routes:
+  - {match: "true", sinks: [chat]}
+`+fastRetry, addr), nil, Options{Logger: slog.New(slog.NewJSONHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	s := e.suspend("refunds")
+	require.Eventually(t, func() bool { return n.Count("chat", OutcomeDeadLettered) == 1 }, 15*time.Second, 10*time.Millisecond)
+	evSubject, _ := e.admin.Namespace().Events(s.RunID, subjects.EventNotificationFailed)
+	var evs []jetstream.StoredMsg
+	require.Eventually(t, func() bool {
+		evs, _ = e.admin.Messages(ctx(t), jetstream.StreamEvents, evSubject, 0, 10)
+		return len(evs) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	dlq, _ := e.admin.Namespace().DeadLetter("notifier_chat")
+	msgs, err := e.admin.Messages(ctx(t), jetstream.StreamDLQ, dlq, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	reason := msgs[0].Header.Get(jetstream.HeaderDLQReason)
+	assert.Contains(t, reason, "http://"+addr)
+	for what, text := range map[string]string{"log": logged.String(), "dead letter": reason, "event": string(evs[0].Data)} {
+		assert.NotContains(t, text, "SECRETTOKEN", what)
+		assert.NotContains(t, text, "/services/", what)
 	}
 }
