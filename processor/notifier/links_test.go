@@ -175,12 +175,7 @@ routes:
 `+fastRetry, addr), nil, Options{Logger: slog.New(slog.NewJSONHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	s := e.suspend("refunds")
 	require.Eventually(t, func() bool { return n.Count("chat", OutcomeDeadLettered) == 1 }, 15*time.Second, 10*time.Millisecond)
-	evSubject, _ := e.admin.Namespace().Events(s.RunID, subjects.EventNotificationFailed)
-	var evs []jetstream.StoredMsg
-	require.Eventually(t, func() bool {
-		evs, _ = e.admin.Messages(ctx(t), jetstream.StreamEvents, evSubject, 0, 10)
-		return len(evs) == 1
-	}, 10*time.Second, 10*time.Millisecond)
+	evs := e.failedEvents(s.RunID, 1)
 	dlq, _ := e.admin.Namespace().DeadLetter("notifier_chat")
 	msgs, err := e.admin.Messages(ctx(t), jetstream.StreamDLQ, dlq, 0, 10)
 	require.NoError(t, err)

@@ -250,6 +250,19 @@ func (e *env) suspend(agent string, interrupts ...subjects.Interrupt) subjects.S
 	return s
 }
 
+// failedEvents waits for n notification_failed events of run.
+func (e *env) failedEvents(run string, n int) []jetstream.StoredMsg {
+	e.t.Helper()
+	subject, err := e.admin.Namespace().Events(run, subjects.EventNotificationFailed)
+	require.NoError(e.t, err)
+	var evs []jetstream.StoredMsg
+	require.Eventually(e.t, func() bool {
+		evs, _ = e.admin.Messages(ctx(e.t), jetstream.StreamEvents, subject, 0, 10)
+		return len(evs) == n
+	}, 15*time.Second, 10*time.Millisecond, "%d notification_failed events", n)
+	return evs
+}
+
 const fastRetry = `
 retry:
   attempts: 3
@@ -399,12 +412,7 @@ routes:
 	assert.Contains(t, msgs[0].Header.Get(jetstream.HeaderDLQReason), "sink broken")
 	assert.Equal(t, "3", msgs[0].Header.Get(jetstream.HeaderDLQDeliveries))
 
-	evSubject, _ := e.admin.Namespace().Events(s.RunID, subjects.EventNotificationFailed)
-	var evs []jetstream.StoredMsg
-	require.Eventually(t, func() bool {
-		evs, _ = e.admin.Messages(ctx(t), jetstream.StreamEvents, evSubject, 0, 10)
-		return len(evs) == 1
-	}, 10*time.Second, 10*time.Millisecond)
+	evs := e.failedEvents(s.RunID, 1)
 	var ev subjects.Event
 	require.NoError(t, json.Unmarshal(evs[0].Data, &ev))
 	assert.Equal(t, "broken", ev.Sink)
@@ -682,11 +690,7 @@ routes:
   - {match: "true", sinks: [a, b, c]}
 `+fastRetry, broken.URL), nil)
 	s := e.suspend("refunds")
-	evSubject, _ := e.admin.Namespace().Events(s.RunID, subjects.EventNotificationFailed)
-	require.Eventually(t, func() bool {
-		evs, _ := e.admin.Messages(ctx(t), jetstream.StreamEvents, evSubject, 0, 10)
-		return len(evs) == 3
-	}, 15*time.Second, 10*time.Millisecond)
+	e.failedEvents(s.RunID, 3)
 	msgs, err := e.admin.Messages(ctx(t), jetstream.StreamDLQ, e.admin.Namespace().All(subjects.KindDLQ), 0, 10)
 	require.NoError(t, err)
 	var consumers []string

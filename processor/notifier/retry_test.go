@@ -44,6 +44,15 @@ func (r *busyReceiver) got() []time.Time {
 	return append([]time.Time(nil), r.times...)
 }
 
+// busyConfig retries after 10ms, and at most 1m later (the budget).
+const busyConfig = `
+retry: {attempts: 3, backoff: [10ms, 1m]}
+sinks:
+  ops: {type: webhook, url: %s}
+routes:
+  - {match: "true", sinks: [ops]}
+`
+
 // A receiver that answers 429 or 503 with Retry-After is not asked again
 // before that time, though the backoff says 10ms.
 func TestRetryAfterIsHonoured(t *testing.T) {
@@ -59,13 +68,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			hook := newBusyReceiver(t, c.status, c.header())
-			n := e.start(fmt.Sprintf(`
-retry: {attempts: 3, backoff: [10ms, 1m]}
-sinks:
-  ops: {type: webhook, url: %s}
-routes:
-  - {match: "true", sinks: [ops]}
-`, hook.URL), nil)
+			n := e.start(fmt.Sprintf(busyConfig, hook.URL), nil)
 			e.suspend("refunds")
 			require.Eventually(t, func() bool { return n.Count("ops", OutcomeDelivered) == 1 }, 15*time.Second, 10*time.Millisecond)
 			got := hook.got()
@@ -83,13 +86,7 @@ func TestRetryAfterBeyondTheBudgetIsDeadLettered(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	hook := newBusyReceiver(t, http.StatusTooManyRequests, "3600")
-	n := e.start(fmt.Sprintf(`
-retry: {attempts: 3, backoff: [10ms, 1m]}
-sinks:
-  ops: {type: webhook, url: %s}
-routes:
-  - {match: "true", sinks: [ops]}
-`, hook.URL), nil)
+	n := e.start(fmt.Sprintf(busyConfig, hook.URL), nil)
 	e.suspend("refunds")
 	require.Eventually(t, func() bool { return n.Count("ops", OutcomeDeadLettered) == 1 }, 15*time.Second, 10*time.Millisecond)
 	dlq, _ := e.admin.Namespace().DeadLetter("notifier_ops")

@@ -1,11 +1,8 @@
 package notifier
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +12,6 @@ import (
 
 	"github.com/interlockhq/interlock/internal/wireschema"
 	"github.com/interlockhq/interlock/processor"
-	"github.com/interlockhq/interlock/subjects"
 )
 
 // TestNotificationsMatchSchemas drives a real run through a reminder, an
@@ -23,20 +19,7 @@ import (
 // and log sinks sent against docs/schema.
 func TestNotificationsMatchSchemas(t *testing.T) {
 	e := newEnv(t)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	co := processor.NewCoordinator(e.admin, processor.CoordinatorConfig{Logger: quiet})
-	require.NoError(t, co.Start(ctx(t)))
-	defer co.Stop()
-	w := processor.NewWorker(e.admin, processor.WorkerConfig{Logger: quiet})
-	require.NoError(t, w.Register("refunds", func(ctx context.Context, _ json.RawMessage) (any, error) {
-		_, err := processor.Interrupt(ctx, processor.Request{Message: "Refund?", Timeout: 2 * time.Second,
-			Approvers: []string{"ada"}, ResponseSchema: json.RawMessage(`{"type":"object"}`), Metadata: map[string]any{"team": "finance"},
-			RemindBefore: []time.Duration{time.Second},
-			OnExpiry:     processor.ExpiryPolicy{Action: subjects.ExpiryEscalate, Approvers: []string{"boss"}, Extend: 2 * time.Second}})
-		return nil, err
-	}))
-	require.NoError(t, w.Start(ctx(t)))
-	defer w.Stop()
+	e.escalatingAgent()
 
 	t.Setenv("TEST_LINK_SECRET", linkSecret)
 	hook, personal := newReceiver(t, nil), newReceiver(t, nil)
@@ -56,7 +39,7 @@ sinks:
   audit: {type: log}
 routes:
   - {name: all, match: 'true', sinks: [hook, ada-hook, bus, audit]}
-`, hook.URL, personal.URL), nil, Options{Logger: quiet, Sinks: map[string]Sink{"audit": &logSink{w: &logLines}}})
+`, hook.URL, personal.URL), nil, Options{Sinks: map[string]Sink{"audit": &logSink{w: &logLines}}})
 
 	run, err := processor.NewClient(e.admin).Start(ctx(t), "refunds", map[string]int{"order": 7})
 	require.NoError(t, err)
