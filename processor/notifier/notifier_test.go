@@ -25,6 +25,7 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -698,4 +699,33 @@ routes:
 		consumers = append(consumers, m.Header.Get(jetstream.HeaderDLQConsumer))
 	}
 	assert.ElementsMatch(t, []string{"notifier_a", "notifier_b", "notifier_c"}, consumers)
+}
+
+// With jetstream: true the NATS sink stores the notification, deduplicated
+// by its key (Nats-Msg-Id), with the same headers as a core message.
+func TestNATSSinkToAStream(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	nc, err := nats.Connect(e.srv.URL())
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := natsjs.New(nc)
+	require.NoError(t, err)
+	st, err := js.CreateStream(ctx(t), natsjs.StreamConfig{Name: "TEAM", Subjects: []string{"team.stored"}})
+	require.NoError(t, err)
+	e.start(`
+sinks:
+  bus: {type: nats, subject: team.stored, jetstream: true}
+routes:
+  - {match: "true", sinks: [bus]}
+`, nil)
+	s := e.suspend("refunds")
+	var m *natsjs.RawStreamMsg
+	require.Eventually(t, func() bool {
+		m, err = st.GetMsg(ctx(t), 1)
+		return err == nil
+	}, 15*time.Second, 10*time.Millisecond)
+	require.NoError(t, wireschema.Validate("notification", m.Data))
+	assert.Equal(t, "bus."+s.RunID+".0", m.Header.Get(jetstream.HeaderMsgID))
+	assert.Equal(t, "bus."+s.RunID+".0", m.Header.Get(HeaderIdempotencyKey))
 }
