@@ -14,10 +14,16 @@ import (
 //	reminder: 10 minutes left
 //	escalated: deadline moved to 13:02 UTC, 20 minutes left
 //	expired: cancelled at 12:52 UTC, nothing to decide
+//
+// Times count from the notice, or from the suspension, so every retry
+// says the same; now serves only a suspension that does not say when.
 func headline(kind string, s *subjects.Suspension, notice *NoticeRef, now time.Time) string {
 	at := now
-	if notice != nil {
+	switch {
+	case notice != nil:
 		at = notice.At
+	case !s.SuspendedAt.IsZero():
+		at = s.SuspendedAt
 	}
 	deadline := earliestDeadline(s.Interrupts)
 	switch kind {

@@ -170,3 +170,33 @@ routes:
 		distinct("audit", line.Headline)
 	}
 }
+
+func TestHeadlines(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2030, 1, 2, 12, 42, 0, 0, time.UTC)
+	deadline := at.Add(10 * time.Minute)
+	s := &subjects.Suspension{PassRef: subjects.PassRef{Agent: "refunds"}, SuspendedAt: at.Add(-20 * time.Minute),
+		Interrupts: []subjects.Interrupt{{ID: "a", ExpiresAt: &deadline}, {ID: "b"}}}
+	far := at.Add(50 * time.Hour)
+	for _, c := range []struct {
+		kind   string
+		notice *NoticeRef
+		want   string
+	}{
+		{KindNew, nil, "refunds is waiting for a decision, 30 minutes left"},
+		{KindReminder, &NoticeRef{At: at}, "reminder: 10 minutes left"},
+		{KindReminder, &NoticeRef{At: deadline.Add(-time.Minute)}, "reminder: 1 minute left"},
+		{KindReminder, &NoticeRef{At: deadline.Add(-30 * time.Second)}, "reminder: 30 seconds left"},
+		{KindEscalated, &NoticeRef{At: deadline.Add(-3 * time.Hour)}, "escalated: deadline moved to 12:52 UTC, 3 hours left"},
+		{KindExpired, &NoticeRef{At: deadline, Status: subjects.StatusCancelled}, "expired: cancelled at 12:52 UTC, nothing to decide"},
+		{KindExpired, &NoticeRef{At: deadline, Status: subjects.StatusResolved},
+			"expired: resolved with the agent's default at 12:52 UTC, nothing to decide"},
+		{KindExpired, &NoticeRef{At: deadline}, "expired: closed at 12:52 UTC, nothing to decide"},
+	} {
+		assert.Equal(t, c.want, headline(c.kind, s, c.notice, time.Now()), "%s %+v", c.kind, c.notice)
+	}
+	s.Interrupts[0].ExpiresAt = &far
+	assert.Equal(t, "escalated: deadline moved to 2030-01-04 14:42 UTC, 2 days left",
+		headline(KindEscalated, s, &NoticeRef{At: at}, time.Now()))
+	assert.Equal(t, "refunds is waiting for a decision", headline(KindNew, &subjects.Suspension{PassRef: subjects.PassRef{Agent: "refunds"}}, nil, time.Now()))
+}
