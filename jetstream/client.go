@@ -393,6 +393,16 @@ func (c *Client) Notify(subject string, data []byte) error {
 	return translate(c.nc.Publish(subject, data))
 }
 
+// NotifyMsg sends data with headers on subject without storing it (core
+// NATS) and returns once the server has it, so the caller may count it as
+// handed over.
+func (c *Client) NotifyMsg(ctx context.Context, subject string, data []byte, h Header) error {
+	if err := c.nc.PublishMsg(&nats.Msg{Subject: subject, Data: data, Header: nats.Header(h)}); err != nil {
+		return translate(err)
+	}
+	return translate(c.nc.FlushWithContext(ctx))
+}
+
 // Subscription is a core NATS subscription.
 type Subscription struct{ sub *nats.Subscription }
 

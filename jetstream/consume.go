@@ -279,7 +279,7 @@ func (k *Consumer) deadLetter(raw jetstream.Msg, m *Msg, reason error) {
 		h[HeaderDLQDeliveries] = []string{strconv.FormatUint(m.Deliveries, 10)}
 		h[HeaderDLQConsumer] = []string{k.cc.Durable}
 		ctx, cancel := context.WithTimeout(context.Background(), k.client.cfg.Timeout)
-		_, err = k.client.Publish(ctx, subject, m.Data, fmt.Sprintf("dlq-%s-%d", m.Stream, m.Sequence), h)
+		_, err = k.client.Publish(ctx, subject, m.Data, fmt.Sprintf("dlq-%s-%s-%d", k.cc.Durable, m.Stream, m.Sequence), h)
 		cancel()
 	}
 	if err != nil {

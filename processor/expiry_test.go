@@ -241,7 +241,11 @@ func TestReminderNotices(t *testing.T) {
 	expired, _ := h.admin.Namespace().Notice(subjects.KindExpired, "a", run)
 	msgs, err = h.admin.Messages(h.ctx(), jetstream.StreamRuns, expired, 0, 10)
 	require.NoError(t, err)
-	assert.Len(t, msgs, 1)
+	require.Len(t, msgs, 1)
+	require.NoError(t, wireschema.Validate("notice", msgs[0].Data))
+	n, err := subjects.DecodeNotice(msgs[0].Data)
+	require.NoError(t, err)
+	assert.Equal(t, subjects.StatusCancelled, n.Status, "an expiry says what it applied")
 }
 
 func TestTimerMessagesMatchSchema(t *testing.T) {

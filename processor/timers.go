@@ -297,6 +297,9 @@ func (co *Coordinator) publishNotice(ctx context.Context, rec *subjects.Run, st 
 	n := subjects.Notice{PassRef: subjects.PassRef{Version: subjects.Version, RunID: rec.RunID, Agent: rec.Agent,
 		ThreadID: rec.ThreadID, Pass: st.Pass}, Kind: kind, Seq: seq, Timer: timer, Interrupts: []subjects.Interrupt{st.Interrupt},
 		At: co.now(), Detail: detail}
+	if st.Decision != nil {
+		n.Status = st.Decision.Status
+	}
 	data, err := json.Marshal(n)
 	if err != nil {
 		return err

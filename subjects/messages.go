@@ -114,6 +114,9 @@ type Notice struct {
 	Interrupts []Interrupt `json:"interrupts"`
 	At         time.Time   `json:"at"`
 	Detail     string      `json:"detail,omitempty"`
+	// Status, on an expiry, is what the expiry applied: cancelled, or
+	// resolved with the agent's own default.
+	Status Status `json:"status,omitempty"`
 }
 
 // Journal maps a journaled step's key to its recorded JSON result.

@@ -16,25 +16,34 @@ import (
 	"github.com/interlockhq/interlock/subjects"
 )
 
+// escalatingAgent runs a coordinator and a worker whose agent "refunds"
+// asks ada a question with a 2s deadline, a reminder 1s before it, and one
+// escalation to boss that adds 2s: a run of it sees a new suspension, a
+// reminder, an escalation, a reminder for the new deadline and an expiry.
+func (e *env) escalatingAgent() {
+	e.t.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	co := processor.NewCoordinator(e.admin, processor.CoordinatorConfig{Logger: quiet})
+	require.NoError(e.t, co.Start(ctx(e.t)))
+	e.t.Cleanup(co.Stop)
+	w := processor.NewWorker(e.admin, processor.WorkerConfig{Logger: quiet})
+	require.NoError(e.t, w.Register("refunds", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		_, err := processor.Interrupt(ctx, processor.Request{Message: "Refund?", Timeout: 2 * time.Second,
+			Approvers: []string{"ada"}, ResponseSchema: json.RawMessage(`{"type":"object"}`),
+			Metadata: map[string]any{"team": "finance"}, RemindBefore: []time.Duration{time.Second},
+			OnExpiry: processor.ExpiryPolicy{Action: subjects.ExpiryEscalate, Approvers: []string{"boss"}, Extend: 2 * time.Second}})
+		return nil, err
+	}))
+	require.NoError(e.t, w.Start(ctx(e.t)))
+	e.t.Cleanup(w.Stop)
+}
+
 // A reminder and an escalation chain, end to end: a real coordinator and
 // worker, a notifier, a webhook receiver. Notification services tell new,
 // reminder, escalated and expired apart by kind.
 func TestReminderAndEscalationChain(t *testing.T) {
 	e := newEnv(t)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	co := processor.NewCoordinator(e.admin, processor.CoordinatorConfig{Logger: quiet})
-	require.NoError(t, co.Start(ctx(t)))
-	defer co.Stop()
-	w := processor.NewWorker(e.admin, processor.WorkerConfig{Logger: quiet})
-	require.NoError(t, w.Register("refunds", func(ctx context.Context, _ json.RawMessage) (any, error) {
-		_, err := processor.Interrupt(ctx, processor.Request{Message: "Refund?", Timeout: 2 * time.Second,
-			Approvers:    []string{"ada"},
-			RemindBefore: []time.Duration{time.Second},
-			OnExpiry:     processor.ExpiryPolicy{Action: subjects.ExpiryEscalate, Approvers: []string{"boss"}, Extend: 2 * time.Second}})
-		return nil, err
-	}))
-	require.NoError(t, w.Start(ctx(t)))
-	defer w.Stop()
+	e.escalatingAgent()
 
 	team, managers := newReceiver(t, nil), newReceiver(t, nil)
 	e.start(fmt.Sprintf(`
@@ -44,7 +53,7 @@ sinks:
 routes:
   - {name: escalations, match: 'kind == "escalated"', sinks: [managers]}
   - {name: all, match: 'true', sinks: [team]}
-`, team.URL, managers.URL), nil, Options{Logger: quiet})
+`, team.URL, managers.URL), nil)
 
 	run, err := processor.NewClient(e.admin).Start(ctx(t), "refunds", nil)
 	require.NoError(t, err)

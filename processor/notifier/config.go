@@ -2,6 +2,7 @@ package notifier
 
 import (
 	"fmt"
+	"net/mail"
 	"os"
 	"slices"
 	"sort"
@@ -27,6 +28,11 @@ type Config struct {
 	// Backoff between attempts, indexed by attempt; the last repeats.
 	// Default 1s, 5s, 30s, 2m.
 	Backoff []time.Duration
+	// AckWait is how long after a notifier dies mid-delivery the
+	// notification is delivered again (by another notifier, or this one
+	// restarted); default 30s. A live delivery is kept alive however long
+	// its sink's timeout, so it is never sent twice for being slow.
+	AckWait time.Duration
 	// Remember is how long deliveries are remembered to drop repeats;
 	// default 30 days.
 	Remember time.Duration
@@ -60,7 +66,12 @@ type SinkConfig struct {
 	JetStream bool
 	// Output of a log sink: stdout (default) or stderr.
 	Output string
-	line   int
+	// Personal, on a sink that reaches one person only (an e-mail to them
+	// alone, a direct message), is that person's identity: its messages
+	// carry their one-click decision links. Empty (the default) is a shared
+	// channel, which gets only the inbox link, behind a login.
+	Personal string
+	line     int
 }
 
 // SMTPConfig says how to reach a mail server.
@@ -99,11 +110,11 @@ type Templates struct {
 
 // Sink types.
 var sinkFields = map[string][]string{
-	"webhook": {"url", "secret", "secret_env", "headers", "timeout"},
-	"slack":   {"url", "timeout"},
-	"email":   {"smtp", "from", "to", "timeout"},
-	"log":     {"output"},
-	"nats":    {"subject", "jetstream"},
+	"webhook": {"url", "secret", "secret_env", "headers", "timeout", "personal"},
+	"slack":   {"url", "timeout", "personal"},
+	"email":   {"smtp", "from", "to", "timeout", "personal"},
+	"log":     {"output", "personal"},
+	"nats":    {"subject", "jetstream", "timeout", "personal"},
 }
 
 // LoadConfig reads and checks a YAML configuration file. Every mistake is
@@ -197,9 +208,15 @@ func (p parser) config(n *yaml.Node) (*Config, error) {
 		}
 	}
 	if r := f["retry"]; r != nil {
-		rf, err := p.fields(r, "retry", "attempts", "backoff")
+		rf, err := p.fields(r, "retry", "attempts", "backoff", "ack_wait")
 		if err != nil {
 			return nil, err
+		}
+		if err := p.decode(rf["ack_wait"], "retry.ack_wait", &cfg.AckWait); err != nil {
+			return nil, err
+		}
+		if rf["ack_wait"] != nil && cfg.AckWait < time.Second {
+			return nil, p.errf(rf["ack_wait"], "retry.ack_wait must be at least 1s")
 		}
 		if err := p.decode(rf["attempts"], "retry.attempts", &cfg.Attempts); err != nil {
 			return nil, err
@@ -285,7 +302,8 @@ func (p parser) sink(key, n *yaml.Node) (SinkConfig, error) {
 		key string
 		v   any
 	}{{"url", &sc.URL}, {"secret", &sc.Secret}, {"secret_env", &secretEnv}, {"headers", &sc.Headers},
-		{"timeout", &sc.Timeout}, {"from", &sc.From}, {"to", &sc.To}, {"subject", &sc.Subject}, {"output", &sc.Output}, {"jetstream", &sc.JetStream}} {
+		{"timeout", &sc.Timeout}, {"from", &sc.From}, {"to", &sc.To}, {"subject", &sc.Subject}, {"output", &sc.Output}, {"jetstream", &sc.JetStream},
+		{"personal", &sc.Personal}} {
 		if err := p.decode(f[d.key], what+": "+d.key, d.v); err != nil {
 			return sc, err
 		}
@@ -294,6 +312,9 @@ func (p parser) sink(key, n *yaml.Node) (SinkConfig, error) {
 		if sc.Secret = os.Getenv(secretEnv); sc.Secret == "" {
 			return sc, p.errf(f["secret_env"], "%s: environment variable %s is empty or unset", what, secretEnv)
 		}
+	}
+	if err := p.personal(sc, f["personal"], what); err != nil {
+		return sc, err
 	}
 	if m := f["smtp"]; m != nil {
 		if sc.SMTP, err = p.smtp(m, what); err != nil {
@@ -315,6 +336,14 @@ func (p parser) sink(key, n *yaml.Node) (SinkConfig, error) {
 		if sc.From == "" || len(sc.To) == 0 {
 			return sc, p.errf(key, "%s: from and to are required", what)
 		}
+		if _, err := mail.ParseAddress(sc.From); err != nil {
+			return sc, p.errf(f["from"], "%s: from %q is not an e-mail address: %v", what, sc.From, err)
+		}
+		for _, to := range sc.To {
+			if _, err := mail.ParseAddress(to); err != nil {
+				return sc, p.errf(f["to"], "%s: to %q is not an e-mail address: %v", what, to, err)
+			}
+		}
 	case "nats":
 		if sc.Subject == "" || strings.ContainsAny(sc.Subject, "*> \t") {
 			return sc, p.errf(key, "%s: subject is required and takes no wildcards or spaces", what)
@@ -325,6 +354,24 @@ func (p parser) sink(key, n *yaml.Node) (SinkConfig, error) {
 		}
 	}
 	return sc, nil
+}
+
+// personal checks a sink's personal field: an identity, on a sink that can
+// reach one person only.
+func (p parser) personal(sc SinkConfig, n *yaml.Node, what string) error {
+	if sc.Personal == "" {
+		return nil
+	}
+	if err := subjects.ValidateToken("personal", sc.Personal); err != nil {
+		return p.errf(n, "%s: %v", what, err)
+	}
+	switch {
+	case sc.Type == "log" || sc.Type == "nats":
+		return p.errf(n, "%s: a %s sink is a shared channel; it cannot carry %s's personal links", what, sc.Type, sc.Personal)
+	case sc.Type == "email" && len(sc.To) != 1:
+		return p.errf(n, "%s: personal links go to %s alone: to must list one address, not %d", what, sc.Personal, len(sc.To))
+	}
+	return nil
 }
 
 func (p parser) smtp(n *yaml.Node, what string) (SMTPConfig, error) {
@@ -408,6 +455,10 @@ func (p parser) validate(cfg *Config) error {
 	names := map[string]bool{}
 	for _, s := range cfg.Sinks {
 		names[s.Name] = true
+		if s.Personal != "" && cfg.LinkSecret == "" {
+			return &ConfigError{File: p.file, Line: s.line, Msg: fmt.Sprintf("sink %q: personal needs links: {secret_env: ...} "+
+				"and gateway_url, to sign %s's links", s.Name, s.Personal)}
+		}
 	}
 	for i, r := range cfg.Routes {
 		for _, s := range r.Sinks {

@@ -3,6 +3,7 @@ package notifier
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 var (
@@ -35,3 +36,13 @@ type permanent struct{ err error }
 
 func (p *permanent) Error() string { return p.err.Error() }
 func (p *permanent) Unwrap() error { return p.err }
+
+// busy is a refusal that says when to try again (429 or 503 with
+// Retry-After).
+type busy struct {
+	after time.Duration
+	err   error
+}
+
+func (b *busy) Error() string { return b.err.Error() }
+func (b *busy) Unwrap() error { return b.err }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -29,9 +30,6 @@ type Options struct {
 	// MaxInFlight bounds the notifications one sink has under way in this
 	// process; default 16.
 	MaxInFlight int
-	// AckWait is how long a delivery may stall before another notifier
-	// takes it over; default 30s.
-	AckWait time.Duration
 }
 
 // Notifier fans suspensions out to sinks. Every sink has its own durable
@@ -45,6 +43,7 @@ type Notifier struct {
 	log       *slog.Logger
 	sinks     map[string]Sink
 	routes    map[string][]*route // by sink, in configuration order
+	personal  map[string]string   // by sink: the one person a personal sink reaches
 	counts    *prometheus.CounterVec
 	consumers jetstream.Consumers
 	delivered *jetstream.Bucket
@@ -74,7 +73,7 @@ func New(c *jetstream.Client, cfg *Config, opts Options) (*Notifier, error) {
 		opts.MaxInFlight = 16
 	}
 	n := &Notifier{client: c, cfg: cfg, opts: opts, log: opts.Logger, sinks: map[string]Sink{},
-		routes: map[string][]*route{}}
+		routes: map[string][]*route{}, personal: map[string]string{}}
 	if cfg.LinkSecret != "" {
 		s, err := links.NewSigner([]byte(cfg.LinkSecret))
 		if err != nil {
@@ -83,6 +82,9 @@ func New(c *jetstream.Client, cfg *Config, opts Options) (*Notifier, error) {
 		n.signer = s
 	}
 	for _, sc := range cfg.Sinks {
+		if sc.Personal != "" {
+			n.personal[sc.Name] = sc.Personal
+		}
 		if s, ok := opts.Sinks[sc.Name]; ok {
 			n.sinks[sc.Name] = s
 			continue
@@ -138,14 +140,6 @@ func (n *Notifier) Start(ctx context.Context) error {
 		return err
 	}
 	n.delivered = marks
-	attempts := n.cfg.Attempts
-	if attempts == 0 {
-		attempts = 5
-	}
-	backoff := n.cfg.Backoff
-	if len(backoff) == 0 {
-		backoff = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute}
-	}
 	for _, sc := range n.cfg.Sinks {
 		if len(n.routes[sc.Name]) == 0 {
 			continue // no route sends here
@@ -155,9 +149,9 @@ func (n *Notifier) Start(ctx context.Context) error {
 			Stream:         jetstream.StreamRuns,
 			Durable:        "notifier_" + name,
 			FilterSubjects: feedSubjects(n.client.Namespace()),
-			MaxDeliver:     attempts,
-			AckWait:        n.opts.AckWait,
-			BackOff:        backoff,
+			MaxDeliver:     n.attempts(),
+			AckWait:        n.cfg.AckWait,
+			BackOff:        n.backoff(),
 			MaxAckPending:  n.opts.MaxInFlight,
 			Concurrency:    n.opts.MaxInFlight,
 			DeliverNew:     true,
@@ -251,8 +245,8 @@ func (n *Notifier) handle(ctx context.Context, sinkName string, sink Sink, m *je
 		log.Debug("already delivered", "key", key)
 		return nil
 	}
-	note := &Notification{Key: key, Route: r.cfg.Name, Sink: sinkName, Kind: kind, Detail: notice.Detail, Suspension: s,
-		Decide: decideHints(n.cfg, n.signer, &s), TraceParent: trace.Child(m.Header.Get(trace.Header))}
+	note := n.notification(key, r.cfg.Name, sinkName, &s, notice)
+	note.TraceParent = trace.Child(m.Header.Get(trace.Header))
 	if err := r.templates.render(note); err != nil {
 		return jetstream.DeadLetter(fmt.Errorf("sink %s, route %s: %w", sinkName, r.cfg.Name, err))
 	}
@@ -261,8 +255,17 @@ func (n *Notifier) handle(ctx context.Context, sinkName string, sink Sink, m *je
 		if errors.As(err, &p) {
 			return jetstream.DeadLetter(fmt.Errorf("sink %s: %w", sinkName, err))
 		}
+		var b *busy
+		budget := slices.Max(n.backoff())
+		if errors.As(err, &b) && b.after > budget {
+			return jetstream.DeadLetter(fmt.Errorf("sink %s: %w; its Retry-After %s is beyond the retry budget of %s",
+				sinkName, err, b.after, budget))
+		}
 		if int(m.Deliveries) < n.attempts() {
 			n.counts.WithLabelValues(sinkName, OutcomeRetried).Inc()
+		}
+		if b != nil {
+			return jetstream.RetryAfter(b.after, fmt.Errorf("sink %s: %w", sinkName, err))
 		}
 		return fmt.Errorf("sink %s: %w", sinkName, err)
 	}
@@ -281,11 +284,36 @@ func (n *Notifier) handle(ctx context.Context, sinkName string, sink Sink, m *je
 	return nil
 }
 
+// notification builds what sink is sent about s (a new suspension, or the
+// subject of notice), before its templates are rendered.
+func (n *Notifier) notification(key, route, sink string, s *subjects.Suspension, notice subjects.Notice) *Notification {
+	note := &Notification{Key: key, Route: route, Sink: sink, Kind: notice.Kind, Detail: notice.Detail, Suspension: *s}
+	if notice.Kind != KindNew {
+		note.Notice = &NoticeRef{Seq: notice.Seq, Timer: notice.Timer, At: notice.At, Status: notice.Status}
+	}
+	note.Headline = headline(note.Kind, s, note.Notice, time.Now())
+	if note.Open() {
+		note.Decide = decideHints(n.cfg, n.signer, s, n.personal[sink])
+	} else {
+		note.Decide = closedHints(s)
+	}
+	return note
+}
+
 func (n *Notifier) attempts() int {
 	if n.cfg.Attempts == 0 {
 		return 5
 	}
 	return n.cfg.Attempts
+}
+
+// backoff is the delay before each retry; its longest step is also the
+// longest Retry-After a sink may ask for.
+func (n *Notifier) backoff() []time.Duration {
+	if len(n.cfg.Backoff) == 0 {
+		return []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute}
+	}
+	return n.cfg.Backoff
 }
 
 // route returns the first route that sends s to sink.

@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -23,16 +24,18 @@ import (
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/interlockhq/interlock/internal/fault"
 	"github.com/interlockhq/interlock/internal/trace"
+	"github.com/interlockhq/interlock/internal/wireschema"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/jetstream/jstest"
-	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -93,9 +96,14 @@ func (r *receiver) waitN(t *testing.T, n int) []received {
 // mailbox is a real SMTP server recording messages.
 type mailbox struct {
 	addr string
-	mu   sync.Mutex
-	msgs []string
-	auth bool // require AUTH PLAIN user/secret
+	// user and pass, with auth, are the credentials AUTH PLAIN accepts;
+	// default user and secret.
+	user, pass string
+	mu         sync.Mutex
+	msgs       []string
+	froms      []string // envelope senders, as MAIL FROM gave them
+	auth       bool     // require AUTH PLAIN user/secret
+	cert       []byte   // the server's certificate (DER), with TLS
 }
 
 func (mb *mailbox) NewSession(*smtp.Conn) (smtp.Session, error) { return &mailSession{mb: mb}, nil }
@@ -108,20 +116,38 @@ type mailSession struct {
 func (s *mailSession) AuthMechanisms() []string { return []string{sasl.Plain} }
 func (s *mailSession) Auth(string) (sasl.Server, error) {
 	return sasl.NewPlainServer(func(_, user, pass string) error {
-		if user != "user" || pass != "secret" {
+		if user != s.mb.user || pass != s.mb.pass {
 			return errors.New("bad credentials")
 		}
 		s.authed = true
 		return nil
 	}), nil
 }
-func (s *mailSession) Mail(string, *smtp.MailOptions) error {
+func (s *mailSession) Mail(from string, _ *smtp.MailOptions) error {
 	if s.mb.auth && !s.authed {
 		return smtp.ErrAuthRequired
 	}
+	if err := bareMailbox(from); err != nil {
+		return err
+	}
+	s.mb.mu.Lock()
+	s.mb.froms = append(s.mb.froms, from)
+	s.mb.mu.Unlock()
 	return nil
 }
-func (s *mailSession) Rcpt(string, *smtp.RcptOptions) error { return nil }
+func (s *mailSession) Rcpt(to string, _ *smtp.RcptOptions) error { return bareMailbox(to) }
+
+// bareMailbox refuses what RFC 5321 does not allow in MAIL FROM or RCPT TO:
+// anything but a bare local-part@domain (no display name, no brackets).
+func bareMailbox(addr string) error {
+	if !rfc5321Mailbox.MatchString(addr) {
+		return &smtp.SMTPError{Code: 501, EnhancedCode: smtp.EnhancedCode{5, 1, 7}, Message: "bad address syntax: " + addr}
+	}
+	return nil
+}
+
+var rfc5321Mailbox = regexp.MustCompile(`^[A-Za-z0-9!#$%&'*+/=?^_{|}~.-]+@[A-Za-z0-9.-]+$`)
+
 func (s *mailSession) Data(r io.Reader) error {
 	b, err := io.ReadAll(r)
 	s.mb.mu.Lock()
@@ -139,12 +165,13 @@ func (mb *mailbox) got() []string {
 }
 
 func newMailbox(t *testing.T, withTLS, auth bool) *mailbox {
-	mb := &mailbox{auth: auth}
+	mb := &mailbox{auth: auth, user: "user", pass: "secret"}
 	srv := smtp.NewServer(mb)
 	srv.Domain = "localhost"
 	srv.AllowInsecureAuth = !withTLS
 	if withTLS {
 		srv.TLSConfig = selfSigned(t)
+		mb.cert = srv.TLSConfig.Certificates[0].Certificate[0]
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -182,12 +209,17 @@ func (e *env) start(yaml string, fault func(string) bool, opts ...Options) *Noti
 	e.t.Helper()
 	cfg, err := ParseConfig("test.yaml", []byte(yaml))
 	require.NoError(e.t, err)
+	return e.startConfig(cfg, fault, opts...)
+}
+
+func (e *env) startConfig(cfg *Config, fault func(string) bool, opts ...Options) *Notifier {
+	e.t.Helper()
 	var o Options
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	if o.AckWait == 0 {
-		o.AckWait = time.Second
+	if cfg.AckWait == 0 {
+		cfg.AckWait = time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -217,6 +249,19 @@ func (e *env) suspend(agent string, interrupts ...subjects.Interrupt) subjects.S
 	_, err = e.admin.Publish(ctx(e.t), subject, data, s.RunID+":0", nil)
 	require.NoError(e.t, err)
 	return s
+}
+
+// failedEvents waits for n notification_failed events of run.
+func (e *env) failedEvents(run string, n int) []jetstream.StoredMsg {
+	e.t.Helper()
+	subject, err := e.admin.Namespace().Events(run, subjects.EventNotificationFailed)
+	require.NoError(e.t, err)
+	var evs []jetstream.StoredMsg
+	require.Eventually(e.t, func() bool {
+		evs, _ = e.admin.Messages(ctx(e.t), jetstream.StreamEvents, subject, 0, 10)
+		return len(evs) == n
+	}, 15*time.Second, 10*time.Millisecond, "%d notification_failed events", n)
+	return evs
 }
 
 const fastRetry = `
@@ -282,12 +327,12 @@ routes:
 	assert.Contains(t, string(sl.body), `"url":"https://interlock.example.test/inbox#`)
 
 	require.Eventually(t, func() bool { return len(mb.got()) == 1 }, 15*time.Second, 10*time.Millisecond)
-	mail := mb.got()[0]
-	assert.Contains(t, mail, "Subject: [interlock] refunds is waiting for a decision on run "+s.RunID)
-	assert.Contains(t, mail, "Message-ID: <mail."+s.RunID+".0@interlock>")
-	assert.Contains(t, mail, "Content-Type: text/plain")
-	assert.Contains(t, mail, "Content-Type: text/html")
-	assert.Contains(t, mail, "approve: interlock --nats-url nats://127.0.0.1:4222 approve "+s.RunID)
+	mail := parseMail(t, mb.got()[0])
+	assert.Equal(t, "[interlock] refunds is waiting for a decision on run "+s.RunID, mail.header.Get("Subject"))
+	assert.Equal(t, "<mail."+s.RunID+".0@interlock>", mail.header.Get("Message-ID"))
+	require.Len(t, mail.parts, 2)
+	assert.Contains(t, mail.text(), "approve: interlock --nats-url nats://127.0.0.1:4222 approve "+s.RunID)
+	assert.Contains(t, mail.html(), "Refund 40 to Ada?")
 
 	// Exactly once each: a later suspension arrives after everything of the
 	// first, so by then any repeat would have arrived too.
@@ -368,12 +413,7 @@ routes:
 	assert.Contains(t, msgs[0].Header.Get(jetstream.HeaderDLQReason), "sink broken")
 	assert.Equal(t, "3", msgs[0].Header.Get(jetstream.HeaderDLQDeliveries))
 
-	evSubject, _ := e.admin.Namespace().Events(s.RunID, subjects.EventNotificationFailed)
-	var evs []jetstream.StoredMsg
-	require.Eventually(t, func() bool {
-		evs, _ = e.admin.Messages(ctx(t), jetstream.StreamEvents, evSubject, 0, 10)
-		return len(evs) == 1
-	}, 10*time.Second, 10*time.Millisecond)
+	evs := e.failedEvents(s.RunID, 1)
 	var ev subjects.Event
 	require.NoError(t, json.Unmarshal(evs[0].Data, &ev))
 	assert.Equal(t, "broken", ev.Sink)
@@ -505,7 +545,7 @@ routes:
 	s := e.suspend("refunds")
 	require.Eventually(t, func() bool { return len(mb.got()) == 1 }, 15*time.Second, 10*time.Millisecond)
 	assert.Contains(t, mb.got()[0], s.RunID)
-	assert.Contains(t, mb.got()[0], "To: ada@example.test, bo@example.test")
+	assert.Contains(t, mb.got()[0], "To: <ada@example.test>, <bo@example.test>")
 }
 
 func TestEmailWrongPasswordIsDeadLettered(t *testing.T) {
@@ -527,12 +567,19 @@ routes:
 	assert.Empty(t, mb.got())
 }
 
+// The NATS sink's message carries the key in a header as well as in the
+// body, and is on the server when the delivery counts.
 func TestNATSSink(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
-	got := make(chan []byte, 1)
-	sub, err := e.admin.Subscribe("team.notifications", func(_ string, data []byte) { got <- data })
+	nc, err := nats.Connect(e.srv.URL())
 	require.NoError(t, err)
-	defer sub.Unsubscribe()
+	defer nc.Close()
+	got := make(chan *nats.Msg, 1)
+	sub, err := nc.Subscribe("team.notifications", func(m *nats.Msg) { got <- m })
+	require.NoError(t, err)
+	defer func() { _ = sub.Unsubscribe() }()
+	require.NoError(t, nc.Flush())
 	e.start(`
 sinks:
   bus: {type: nats, subject: team.notifications}
@@ -541,10 +588,14 @@ routes:
 `, nil)
 	s := e.suspend("refunds")
 	select {
-	case data := <-got:
+	case m := <-got:
+		require.NoError(t, wireschema.Validate("notification", m.Data))
 		var body WebhookBody
-		require.NoError(t, json.Unmarshal(data, &body))
+		require.NoError(t, json.Unmarshal(m.Data, &body))
 		assert.Equal(t, s.RunID, body.Suspension.RunID)
+		assert.Equal(t, "bus."+s.RunID+".0", m.Header.Get(HeaderIdempotencyKey))
+		assert.Equal(t, body.Key, m.Header.Get(HeaderIdempotencyKey))
+		assert.Equal(t, "application/json", m.Header.Get("Content-Type"))
 	case <-time.After(15 * time.Second):
 		t.Fatal("nothing published")
 	}
@@ -595,6 +646,7 @@ func TestInvalidConfig(t *testing.T) {
 		"bad template":   {"sinks:\n  a: {type: log}\nroutes:\n  - match: 'true'\n    sinks: [a]\n    templates: {text: '{{.Agent'}\n", "templates.text"},
 		"bad attempts":   {"retry: {attempts: 0}\nsinks:\n  a: {type: log}\nroutes: []\n", "test.yaml:1: retry.attempts must be at least 1"},
 		"no match":       {"sinks:\n  a: {type: log}\nroutes:\n  - {sinks: [a]}\n", "test.yaml:4: routes[0]: match is required"},
+		"short ack_wait": {"retry: {ack_wait: 10ms}\nsinks:\n  a: {type: log}\nroutes: []\n", "test.yaml:1: retry.ack_wait must be at least 1s"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -607,52 +659,6 @@ func TestInvalidConfig(t *testing.T) {
 	_, err := LoadConfig("/no/such/file.yaml")
 	assert.ErrorIs(t, err, ErrConfig)
 	assert.True(t, strings.HasPrefix(err.Error(), "/no/such/file.yaml: "))
-}
-
-func TestExampleConfigsLoad(t *testing.T) {
-	t.Setenv("OPS_WEBHOOK_SECRET", "x")
-	t.Setenv("SMTP_PASSWORD", "x")
-	for _, f := range []string{"../../deploy/notifier.yaml"} {
-		_, err := LoadConfig(f)
-		assert.NoError(t, err, f)
-	}
-}
-
-func TestMessagesCarryOneClickLinks(t *testing.T) {
-	e := newEnv(t)
-	hook := newReceiver(t, nil)
-	t.Setenv("TEST_LINK_SECRET", "a-secret-of-enough-bytes")
-	e.start(fmt.Sprintf(`
-gateway_url: https://gw.example.test/
-links: {secret_env: TEST_LINK_SECRET, ttl: 1h}
-sinks:
-  ops: {type: webhook, url: %s}
-routes:
-  - {match: "true", sinks: [ops]}
-`, hook.URL), nil)
-	s := e.suspend("refunds", subjects.Interrupt{ID: "int-9", Reason: "confirmation", Approvers: []string{"ada", "bob"}})
-	var body WebhookBody
-	require.NoError(t, json.Unmarshal(hook.waitN(t, 1)[0].body, &body))
-	require.Len(t, body.Decide[0].Links, 2, "a pair per named approver")
-	signer, err := links.NewSigner([]byte("a-secret-of-enough-bytes"))
-	require.NoError(t, err)
-	for i, who := range []string{"ada", "bob"} {
-		pair := body.Decide[0].Links[i]
-		assert.Equal(t, who, pair.Approver)
-		for action, u := range map[string]string{links.Approve: pair.ApproveURL, links.Deny: pair.DenyURL} {
-			tok, ok := strings.CutPrefix(u, "https://gw.example.test/l/")
-			require.True(t, ok, u)
-			l, err := signer.Verify(tok, time.Now())
-			require.NoError(t, err)
-			assert.Equal(t, links.Link{Run: s.RunID, Interrupt: "int-9", Action: action, Approver: who, Expires: l.Expires}, l)
-			assert.InDelta(t, time.Now().Add(time.Hour).Unix(), l.Expires, 5)
-		}
-	}
-	assert.Contains(t, body.Text, "as ada: approve https://gw.example.test/l/")
-
-	_, err = ParseConfig("x.yaml", []byte("gateway_url: https://x\nlinks: {secret_env: NO_SUCH_SECRET_VAR}\nsinks:\n  a: {type: log}\nroutes: []\n"))
-	assert.ErrorIs(t, err, ErrConfig)
-	assert.Contains(t, err.Error(), "x.yaml:2: links")
 }
 
 func TestWebhookCarriesTraceContext(t *testing.T) {
@@ -668,4 +674,58 @@ func TestWebhookCarriesTraceContext(t *testing.T) {
 	require.NoError(t, err)
 	got := hook.waitN(t, 1)[0].header.Get("traceparent")
 	assert.Equal(t, trace.TraceID(tp), trace.TraceID(got))
+}
+
+// Three sinks give up on one suspension: three dead letters, one per
+// consumer, none lost to deduplication.
+func TestEverySinkThatGivesUpHasItsOwnDeadLetter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	broken := newReceiver(t, func(int) int { return http.StatusBadRequest })
+	e.start(fmt.Sprintf(`
+sinks:
+  a: {type: webhook, url: %[1]s}
+  b: {type: webhook, url: %[1]s}
+  c: {type: slack, url: %[1]s}
+routes:
+  - {match: "true", sinks: [a, b, c]}
+`+fastRetry, broken.URL), nil)
+	s := e.suspend("refunds")
+	e.failedEvents(s.RunID, 3)
+	msgs, err := e.admin.Messages(ctx(t), jetstream.StreamDLQ, e.admin.Namespace().All(subjects.KindDLQ), 0, 10)
+	require.NoError(t, err)
+	var consumers []string
+	for _, m := range msgs {
+		consumers = append(consumers, m.Header.Get(jetstream.HeaderDLQConsumer))
+	}
+	assert.ElementsMatch(t, []string{"notifier_a", "notifier_b", "notifier_c"}, consumers)
+}
+
+// With jetstream: true the NATS sink stores the notification, deduplicated
+// by its key (Nats-Msg-Id), with the same headers as a core message.
+func TestNATSSinkToAStream(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	nc, err := nats.Connect(e.srv.URL())
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := natsjs.New(nc)
+	require.NoError(t, err)
+	st, err := js.CreateStream(ctx(t), natsjs.StreamConfig{Name: "TEAM", Subjects: []string{"team.stored"}})
+	require.NoError(t, err)
+	e.start(`
+sinks:
+  bus: {type: nats, subject: team.stored, jetstream: true}
+routes:
+  - {match: "true", sinks: [bus]}
+`, nil)
+	s := e.suspend("refunds")
+	var m *natsjs.RawStreamMsg
+	require.Eventually(t, func() bool {
+		m, err = st.GetMsg(ctx(t), 1)
+		return err == nil
+	}, 15*time.Second, 10*time.Millisecond)
+	require.NoError(t, wireschema.Validate("notification", m.Data))
+	assert.Equal(t, "bus."+s.RunID+".0", m.Header.Get(jetstream.HeaderMsgID))
+	assert.Equal(t, "bus."+s.RunID+".0", m.Header.Get(HeaderIdempotencyKey))
 }

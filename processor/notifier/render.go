@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	htmltemplate "html/template"
+	"slices"
 	"strings"
 	texttemplate "text/template"
 	"time"
@@ -24,50 +25,79 @@ type Notification struct {
 	// Kind says what the notification is about: new (a new suspension),
 	// reminder, escalated (the deadline moved, more approvers) or expired.
 	Kind string `json:"kind"`
+	// Headline says it in one line: "reminder: 10 minutes left", "expired:
+	// cancelled at 12:52 UTC, nothing to decide".
+	Headline string `json:"headline"`
 	// Detail says more about a notice, such as the new deadline.
-	Detail     string              `json:"detail,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	// Notice is the coordinator's notice behind a reminder, escalation or
+	// expiry; absent for a new suspension.
+	Notice     *NoticeRef          `json:"notice,omitempty"`
 	Suspension subjects.Suspension `json:"suspension"`
-	Decide     []Decide            `json:"decide"`
-	Subject    string              `json:"subject"`
-	Text       string              `json:"text"`
-	HTML       string              `json:"-"`
+	// Decide has one entry per interrupt. On an expiry, which closed them,
+	// the entries carry no commands and no links: there is nothing to
+	// decide.
+	Decide  []Decide `json:"decide"`
+	Subject string   `json:"subject"`
+	Text    string   `json:"text"`
+	HTML    string   `json:"-"`
 	// TraceParent continues the run's W3C trace in the request to the sink.
 	TraceParent string `json:"-"`
 }
 
+// NoticeRef names the notice a reminder, escalation or expiry comes from.
+type NoticeRef struct {
+	// Seq counts notices of this kind about the interrupt.
+	Seq int `json:"seq"`
+	// Timer is the timer that fired; it tells any two notices apart.
+	Timer string    `json:"timer"`
+	At    time.Time `json:"at"`
+	// Status, on an expiry, is what it applied: cancelled or resolved.
+	Status subjects.Status `json:"status,omitempty"`
+}
+
+// Open reports whether the notification asks for a decision: everything
+// but an expiry does.
+func (n *Notification) Open() bool { return n.Kind != KindExpired }
+
 // Decide tells a person how to answer one interrupt.
 type Decide struct {
 	subjects.Interrupt
-	ApproveCommand string `json:"approveCommand"`
-	DenyCommand    string `json:"denyCommand"`
-	// InboxURL links to the interrupt on the HTTP gateway, when configured.
+	ApproveCommand string `json:"approveCommand,omitempty"`
+	DenyCommand    string `json:"denyCommand,omitempty"`
+	// InboxURL links to the interrupt in the gateway's inbox, where people
+	// log in, when gateway_url is configured.
 	InboxURL string `json:"inboxUrl,omitempty"`
-	// Links are one-click decision links, one pair per approver the
-	// interrupt names (or one anonymous pair when it names none).
+	// Links are one-click decision links. Only a personal sink carries
+	// them, and only its person's: a link decides without a login.
 	Links []LinkPair `json:"links,omitempty"`
 }
 
 // LinkPair is a signed approve link and deny link for one approver.
 type LinkPair struct {
-	Approver   string `json:"approver,omitempty"`
+	Approver   string `json:"approver"`
 	ApproveURL string `json:"approveUrl"`
 	DenyURL    string `json:"denyUrl"`
 }
 
 // templateData is what templates see.
 type templateData struct {
-	Kind, Detail           string
+	Kind, Headline, Detail string
+	// Open is false on an expiry: there is nothing left to decide.
+	Open                   bool
 	Agent, RunID, ThreadID string
 	Pass                   int
 	Input                  string
 	Interrupts             []Decide
 }
 
-const defaultSubject = `[interlock] {{if eq .Kind "reminder"}}reminder: {{else if eq .Kind "escalated"}}escalated: {{end}}` +
-	`{{if eq .Kind "expired"}}nobody decided in time for {{.Agent}} on run {{.RunID}}{{else}}{{.Agent}} is waiting for a decision on run {{.RunID}}{{end}}`
+const defaultSubject = `[interlock] {{if eq .Kind "new"}}{{.Agent}} is waiting for a decision on run {{.RunID}}` +
+	`{{else}}{{.Headline}} ({{.Agent}}, run {{.RunID}}){{end}}`
 
-const defaultText = `{{if eq .Kind "expired"}}Nobody decided in time: run {{.RunID}} of agent {{.Agent}} went on without an approval ({{.Detail}}).
-{{else}}{{if eq .Kind "reminder"}}Reminder: still waiting. {{else if eq .Kind "escalated"}}Escalated to you: {{end}}Agent {{.Agent}} is blocked: run {{.RunID}} waits for a person.{{with .Detail}} ({{.}}){{end}}
+const defaultText = `{{if eq .Kind "expired"}}Nobody decided in time: run {{.RunID}} of agent {{.Agent}} no longer waits for a person.
+{{.Headline}}.
+{{else if eq .Kind "new"}}Agent {{.Agent}} is blocked: run {{.RunID}} waits for a person.
+{{else}}{{.Headline}}. Agent {{.Agent}} is still blocked: run {{.RunID}} waits for a person.
 {{end}}
 {{range .Interrupts}}
 * {{if .Message}}{{.Message}}{{else}}(no message){{end}}
@@ -75,22 +105,24 @@ const defaultText = `{{if eq .Kind "expired"}}Nobody decided in time: run {{.Run
   interrupt: {{.ID}}{{with .ExpiresAt}}
   expires: {{.Format "2006-01-02 15:04:05 MST"}}{{end}}{{with .Approvers}}
   who may decide: {{join . ", "}}{{end}}
-{{if ne $.Kind "expired"}}
+{{if $.Open}}
   approve: {{.ApproveCommand}}
   deny:    {{.DenyCommand}}{{with .InboxURL}}
   open:    {{.}}{{end}}{{range .Links}}
-  {{with .Approver}}as {{.}}: {{end}}approve {{.ApproveURL}}
-  {{with .Approver}}as {{.}}: {{end}}deny    {{.DenyURL}}{{end}}{{end}}
+  as {{.Approver}}: approve {{.ApproveURL}}
+  as {{.Approver}}: deny    {{.DenyURL}}{{end}}{{end}}
 {{end}}`
 
-const defaultHTML = `<p>{{if eq .Kind "expired"}}Nobody decided in time: run <code>{{.RunID}}</code> of agent <b>{{.Agent}}</b> went on without an approval.{{else}}{{if eq .Kind "reminder"}}Reminder: still waiting. {{else if eq .Kind "escalated"}}Escalated to you: {{end}}Agent <b>{{.Agent}}</b> is blocked: run <code>{{.RunID}}</code> waits for a person.{{end}}{{with .Detail}} ({{.}}){{end}}</p>
+const defaultHTML = `<p>{{if eq .Kind "expired"}}Nobody decided in time: run <code>{{.RunID}}</code> of agent <b>{{.Agent}}</b> no longer waits for a person.<br><b>{{.Headline}}</b>.` +
+	`{{else if eq .Kind "new"}}Agent <b>{{.Agent}}</b> is blocked: run <code>{{.RunID}}</code> waits for a person.` +
+	`{{else}}<b>{{.Headline}}</b>. Agent <b>{{.Agent}}</b> is still blocked: run <code>{{.RunID}}</code> waits for a person.{{end}}</p>
 {{range .Interrupts}}<div style="margin:1em 0;padding:.5em 1em;border-left:3px solid #c60">
 <p><b>{{if .Message}}{{.Message}}{{else}}(no message){{end}}</b><br>
 reason: {{.Reason}}{{with .ToolCallID}}, tool call <code>{{.}}</code>{{end}}<br>
 interrupt: <code>{{.ID}}</code>{{with .ExpiresAt}}<br>expires: {{.Format "2006-01-02 15:04:05 MST"}}{{end}}</p>
-{{if ne $.Kind "expired"}}<p>Approve: <code>{{.ApproveCommand}}</code><br>Deny: <code>{{.DenyCommand}}</code></p>
+{{if $.Open}}<p>Approve: <code>{{.ApproveCommand}}</code><br>Deny: <code>{{.DenyCommand}}</code></p>
 {{with .InboxURL}}<p><a href="{{.}}">Open in the Interlock inbox</a></p>{{end}}{{range .Links}}
-<p>{{with .Approver}}{{.}}: {{end}}<a href="{{.ApproveURL}}">Approve</a> · <a href="{{.DenyURL}}">Deny</a></p>{{end}}{{end}}</div>
+<p>{{.Approver}}: <a href="{{.ApproveURL}}">Approve</a> · <a href="{{.DenyURL}}">Deny</a></p>{{end}}{{end}}</div>
 {{end}}`
 
 type templates struct {
@@ -122,8 +154,9 @@ func parseTemplates(t Templates) (*templates, error) {
 }
 
 func (t *templates) render(n *Notification) error {
-	d := templateData{Kind: n.Kind, Detail: n.Detail, Agent: n.Suspension.Agent, RunID: n.Suspension.RunID, ThreadID: n.Suspension.ThreadID,
-		Pass: n.Suspension.Pass, Input: string(n.Suspension.Input), Interrupts: n.Decide}
+	d := templateData{Kind: n.Kind, Headline: n.Headline, Detail: n.Detail, Open: n.Open(), Agent: n.Suspension.Agent,
+		RunID: n.Suspension.RunID, ThreadID: n.Suspension.ThreadID, Pass: n.Suspension.Pass,
+		Input: string(n.Suspension.Input), Interrupts: n.Decide}
 	var b bytes.Buffer
 	if err := t.subject.Execute(&b, d); err != nil {
 		return fmt.Errorf("subject template: %w", err)
@@ -142,8 +175,10 @@ func (t *templates) render(n *Notification) error {
 	return nil
 }
 
-// decideHints builds the commands and links for every interrupt.
-func decideHints(cfg *Config, signer *links.Signer, s *subjects.Suspension) []Decide {
+// decideHints builds the commands and links for every interrupt of an
+// open notification. personal is the one person the sink reaches (empty for
+// a shared channel): only then are one-click links added, and only theirs.
+func decideHints(cfg *Config, signer *links.Signer, s *subjects.Suspension, personal string) []Decide {
 	command := cfg.Command
 	if command == "" {
 		command = "interlock"
@@ -163,13 +198,33 @@ func decideHints(cfg *Config, signer *links.Signer, s *subjects.Suspension) []De
 		if cfg.GatewayURL != "" {
 			base := strings.TrimRight(cfg.GatewayURL, "/")
 			d.InboxURL = base + "/inbox#" + s.RunID + "/" + in.ID
-			if signer != nil {
-				d.Links = linkPairs(signer, base, s.RunID, in, cfg.LinkTTL)
+			if signer != nil && personal != "" && linkFor(in, personal) {
+				d.Links = []LinkPair{linkPair(signer, base, s.RunID, in, personal, cfg.LinkTTL)}
 			}
 		}
 		out = append(out, d)
 	}
 	return out
+}
+
+// closedHints lists the interrupts of a notification that asks for no
+// decision, without commands or links.
+func closedHints(s *subjects.Suspension) []Decide {
+	out := make([]Decide, 0, len(s.Interrupts))
+	for _, in := range s.Interrupts {
+		out = append(out, Decide{Interrupt: in})
+	}
+	return out
+}
+
+// linkFor reports whether person gets a one-click link for in: when in
+// names them, or names nobody. An interrupt open only to groups gets none
+// (the notifier does not know the groups; its approvers use the inbox).
+func linkFor(in subjects.Interrupt, person string) bool {
+	if len(in.Approvers) == 0 {
+		return len(in.ApproverGroups) == 0
+	}
+	return slices.Contains(in.Approvers, person)
 }
 
 // examplePayload is a placeholder answer shaped like the schema's top level.
@@ -201,30 +256,18 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// linkPairs signs links for each approver in names; an interrupt open to
-// anyone gets one anonymous pair, and one open only to groups gets none
-// (its approvers decide in the inbox, where they log in).
-func linkPairs(signer *links.Signer, base, run string, in subjects.Interrupt, ttl time.Duration) []LinkPair {
+// linkPair signs an approve and a deny link deciding in as approver; they
+// expire after ttl (default 24h), or with the interrupt if that is sooner.
+func linkPair(signer *links.Signer, base, run string, in subjects.Interrupt, approver string, ttl time.Duration) LinkPair {
 	if ttl == 0 {
 		ttl = 24 * time.Hour
-	}
-	who := in.Approvers
-	switch {
-	case len(who) == 0 && len(in.ApproverGroups) > 0:
-		return nil
-	case len(who) == 0:
-		who = []string{""}
 	}
 	exp := time.Now().Add(ttl)
 	if in.ExpiresAt != nil && in.ExpiresAt.Before(exp) {
 		exp = *in.ExpiresAt
 	}
-	var out []LinkPair
-	for _, a := range who {
-		mk := func(action string) string {
-			return base + "/l/" + signer.Sign(links.Link{Run: run, Interrupt: in.ID, Action: action, Approver: a, Expires: exp.Unix()})
-		}
-		out = append(out, LinkPair{Approver: a, ApproveURL: mk(links.Approve), DenyURL: mk(links.Deny)})
+	mk := func(action string) string {
+		return base + "/l/" + signer.Sign(links.Link{Run: run, Interrupt: in.ID, Action: action, Approver: approver, Expires: exp.Unix()})
 	}
-	return out
+	return LinkPair{Approver: approver, ApproveURL: mk(links.Approve), DenyURL: mk(links.Deny)}
 }

@@ -1,6 +1,7 @@
 package notifier
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -11,8 +12,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
+	"mime/multipart"
+	"mime/quotedprintable"
 	"net"
 	"net/http"
+	"net/mail"
+	"net/textproto"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -62,7 +69,7 @@ func newSink(sc SinkConfig, nc *jetstream.Client) (Sink, error) {
 			}
 			tlsCfg.RootCAs = pool
 		}
-		return &email{cfg: sc.SMTP, from: sc.From, to: sc.To, tls: tlsCfg, timeout: timeout}, nil
+		return newEmail(sc, tlsCfg, timeout)
 	case "log":
 		var w io.Writer = os.Stdout
 		if sc.Output == "stderr" {
@@ -70,7 +77,7 @@ func newSink(sc SinkConfig, nc *jetstream.Client) (Sink, error) {
 		}
 		return &logSink{w: w}, nil
 	case "nats":
-		return &natsSink{client: nc, subject: sc.Subject, stored: sc.JetStream}, nil
+		return &natsSink{client: nc, subject: sc.Subject, stored: sc.JetStream, timeout: timeout}, nil
 	}
 	return nil, fmt.Errorf("unknown sink type %q", sc.Type)
 }
@@ -152,10 +159,17 @@ func (w *webhook) Deliver(ctx context.Context, n *Notification) error {
 }
 
 // post sends req and classifies the answer: 2xx is delivered; 408, 429 and
-// 5xx are worth retrying; other 4xx are not.
+// 5xx are worth retrying (429 and 503 not before their Retry-After); other
+// 4xx are not.
 func post(client *http.Client, req *http.Request) error {
 	resp, err := client.Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			// A webhook URL's path can be its secret (Slack's are): errors,
+			// which reach logs and events, name only the host.
+			return fmt.Errorf("%s %s://%s: %w", ue.Op, req.URL.Scheme, req.URL.Host, ue.Err)
+		}
 		return err
 	}
 	defer resp.Body.Close()
@@ -164,10 +178,30 @@ func post(client *http.Client, req *http.Request) error {
 		return nil
 	}
 	err = fmt.Errorf("%s answered %s: %s", req.URL.Host, resp.Status, strings.TrimSpace(string(snippet)))
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		if after, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+			return &busy{after: after, err: err}
+		}
+	}
 	if resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
 		return err
 	}
 	return &permanent{err}
+}
+
+// retryAfter reads a Retry-After header: delay-seconds or an HTTP date.
+func retryAfter(v string, now time.Time) (time.Duration, bool) {
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseUint(v, 10, 32); err == nil {
+		return time.Duration(secs) * time.Second, true
+	}
+	at, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return max(at.Sub(now), 0), true
 }
 
 // ---- Slack ----
@@ -181,11 +215,28 @@ func mrkdwnEscape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }
 
-// slackMessage builds a Block Kit message.
+// slackTitle is a Slack message's header, by kind.
+func slackTitle(n *Notification) string {
+	agent := n.Suspension.Agent
+	switch n.Kind {
+	case KindReminder:
+		return "Reminder: agent " + agent + " is still waiting"
+	case KindEscalated:
+		return "Escalated: agent " + agent + " is still waiting"
+	case KindExpired:
+		return "Expired: agent " + agent + " no longer waits"
+	}
+	return "Agent " + agent + " is waiting for a decision"
+}
+
+// slackMessage builds a Block Kit message: what the notification is (its
+// title and headline), then each question; with the commands and buttons to
+// decide only while there is something to decide.
 func slackMessage(n *Notification) map[string]any {
 	s := n.Suspension
 	blocks := []map[string]any{
-		{"type": "header", "text": map[string]any{"type": "plain_text", "text": "Agent " + s.Agent + " is waiting for a decision"}},
+		{"type": "header", "text": map[string]any{"type": "plain_text", "text": slackTitle(n)}},
+		{"type": "section", "text": map[string]any{"type": "mrkdwn", "text": "*" + mrkdwnEscape(n.Headline) + "*"}},
 		{"type": "section", "fields": []map[string]any{
 			{"type": "mrkdwn", "text": "*Agent*\n" + mrkdwnEscape(s.Agent)},
 			{"type": "mrkdwn", "text": "*Run*\n`" + mrkdwnEscape(s.RunID) + "`"},
@@ -201,22 +252,21 @@ func slackMessage(n *Notification) map[string]any {
 		}
 		blocks = append(blocks,
 			map[string]any{"type": "divider"},
-			map[string]any{"type": "section", "text": map[string]any{"type": "mrkdwn", "text": text}},
-			map[string]any{"type": "context", "elements": []map[string]any{
-				{"type": "mrkdwn", "text": "Approve: `" + mrkdwnEscape(d.ApproveCommand) + "`"},
-				{"type": "mrkdwn", "text": "Deny: `" + mrkdwnEscape(d.DenyCommand) + "`"},
-			}})
+			map[string]any{"type": "section", "text": map[string]any{"type": "mrkdwn", "text": text}})
+		if !n.Open() {
+			continue
+		}
+		blocks = append(blocks, map[string]any{"type": "context", "elements": []map[string]any{
+			{"type": "mrkdwn", "text": "Approve: `" + mrkdwnEscape(d.ApproveCommand) + "`"},
+			{"type": "mrkdwn", "text": "Deny: `" + mrkdwnEscape(d.DenyCommand) + "`"},
+		}})
 		var buttons []map[string]any
 		for _, l := range d.Links {
-			suffix := ""
-			if l.Approver != "" {
-				suffix = " (" + l.Approver + ")"
-			}
 			buttons = append(buttons,
 				map[string]any{"type": "button", "style": "primary", "url": l.ApproveURL,
-					"text": map[string]any{"type": "plain_text", "text": "Approve" + suffix}},
+					"text": map[string]any{"type": "plain_text", "text": "Approve as " + l.Approver}},
 				map[string]any{"type": "button", "style": "danger", "url": l.DenyURL,
-					"text": map[string]any{"type": "plain_text", "text": "Deny" + suffix}})
+					"text": map[string]any{"type": "plain_text", "text": "Deny as " + l.Approver}})
 		}
 		if d.InboxURL != "" {
 			buttons = append(buttons, map[string]any{"type": "button", "url": d.InboxURL,
@@ -252,49 +302,78 @@ func (s *slack) Deliver(ctx context.Context, n *Notification) error {
 // ---- e-mail ----
 
 type email struct {
-	cfg     SMTPConfig
-	from    string
-	to      []string
+	cfg SMTPConfig
+	// from and to are parsed: the envelope (MAIL FROM, RCPT TO) carries
+	// the bare addresses, the headers the display names as well.
+	from    *mail.Address
+	to      []*mail.Address
 	tls     *tls.Config
 	timeout time.Duration
 }
 
+func newEmail(sc SinkConfig, tlsCfg *tls.Config, timeout time.Duration) (*email, error) {
+	e := &email{cfg: sc.SMTP, tls: tlsCfg, timeout: timeout}
+	var err error
+	if e.from, err = mail.ParseAddress(sc.From); err != nil {
+		return nil, fmt.Errorf("from %q: %w", sc.From, err)
+	}
+	for _, s := range sc.To {
+		a, err := mail.ParseAddress(s)
+		if err != nil {
+			return nil, fmt.Errorf("to %q: %w", s, err)
+		}
+		e.to = append(e.to, a)
+	}
+	return e, nil
+}
+
 // message renders a multipart/alternative message with a plain-text and an
-// HTML part. Its Message-ID is derived from the idempotency key, so a repeat
-// can be recognised by the receiving mail system.
-func (e *email) message(n *Notification) []byte {
-	const boundary = "interlock-alternative-boundary"
-	var b strings.Builder
+// HTML part, quoted-printable, under a random boundary (so no text in the
+// notification can close a part). Its Message-ID is derived from the
+// idempotency key, so a repeat can be recognised by the receiving mail
+// system.
+func (e *email) message(n *Notification) ([]byte, error) {
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	for _, p := range []struct{ contentType, text string }{
+		{"text/plain; charset=utf-8", n.Text}, {"text/html; charset=utf-8", n.HTML},
+	} {
+		w, err := mw.CreatePart(textproto.MIMEHeader{"Content-Type": {p.contentType},
+			"Content-Transfer-Encoding": {"quoted-printable"}})
+		if err != nil {
+			return nil, err
+		}
+		qp := quotedprintable.NewWriter(w)
+		if _, err := qp.Write([]byte(crlf(p.text))); err != nil {
+			return nil, err
+		}
+		if err := qp.Close(); err != nil {
+			return nil, err
+		}
+	}
+	if err := mw.Close(); err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
 	h := func(k, v string) { b.WriteString(k + ": " + v + "\r\n") }
-	h("From", e.from)
-	h("To", strings.Join(e.to, ", "))
-	h("Subject", mimeHeader(n.Subject))
+	h("From", e.from.String())
+	to := make([]string, len(e.to))
+	for i, a := range e.to {
+		to[i] = a.String()
+	}
+	h("To", strings.Join(to, ", "))
+	h("Subject", mime.QEncoding.Encode("utf-8", n.Subject))
 	h("Date", time.Now().UTC().Format(time.RFC1123Z))
 	h("Message-ID", "<"+n.Key+"@interlock>")
 	h("MIME-Version", "1.0")
-	h("Content-Type", `multipart/alternative; boundary="`+boundary+`"`)
-	b.WriteString("\r\n--" + boundary + "\r\n")
-	h("Content-Type", "text/plain; charset=utf-8")
-	h("Content-Transfer-Encoding", "8bit")
-	b.WriteString("\r\n" + crlf(n.Text) + "\r\n--" + boundary + "\r\n")
-	h("Content-Type", "text/html; charset=utf-8")
-	h("Content-Transfer-Encoding", "8bit")
-	b.WriteString("\r\n" + crlf(n.HTML) + "\r\n--" + boundary + "--\r\n")
-	return []byte(b.String())
+	h("Content-Type", mime.FormatMediaType("multipart/alternative", map[string]string{"boundary": mw.Boundary()}))
+	b.WriteString("\r\n")
+	b.Write(body.Bytes())
+	return b.Bytes(), nil
 }
 
 func crlf(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\n", "\r\n")
-}
-
-// mimeHeader encodes non-ASCII header text (RFC 2047).
-func mimeHeader(s string) string {
-	for _, r := range s {
-		if r > 126 {
-			return "=?utf-8?q?" + strings.NewReplacer("=", "=3D", "?", "=3F", "_", "=5F", " ", "_").Replace(s) + "?="
-		}
-	}
-	return s
 }
 
 func (e *email) Deliver(ctx context.Context, n *Notification) error {
@@ -330,7 +409,15 @@ func (e *email) Deliver(ctx context.Context, n *Notification) error {
 			return smtpErr(err)
 		}
 	}
-	if err := c.SendMail(e.from, e.to, strings.NewReader(string(e.message(n)))); err != nil {
+	msg, err := e.message(n)
+	if err != nil {
+		return &permanent{err}
+	}
+	to := make([]string, len(e.to))
+	for i, a := range e.to {
+		to[i] = a.Address
+	}
+	if err := c.SendMail(e.from.Address, to, bytes.NewReader(msg)); err != nil {
 		return smtpErr(err)
 	}
 	return c.Quit()
@@ -349,9 +436,31 @@ func smtpErr(err error) error {
 
 type logSink struct{ w io.Writer }
 
+// LogLine is the JSON line a log sink writes per notification. It carries
+// no links: a log is a shared channel.
+type LogLine struct {
+	Version      int      `json:"version"`
+	Key          string   `json:"notification"`
+	Sink         string   `json:"sink"`
+	Route        string   `json:"route"`
+	Kind         string   `json:"kind"`
+	Headline     string   `json:"headline"`
+	Agent        string   `json:"agent"`
+	RunID        string   `json:"runId"`
+	Pass         int      `json:"pass"`
+	InterruptIDs []string `json:"interruptIds"`
+	Subject      string   `json:"subject"`
+	Text         string   `json:"text"`
+}
+
 func (l *logSink) Deliver(_ context.Context, n *Notification) error {
-	line, err := json.Marshal(map[string]any{"notification": n.Key, "route": n.Route, "agent": n.Suspension.Agent,
-		"runId": n.Suspension.RunID, "subject": n.Subject, "text": n.Text})
+	ll := LogLine{Version: 1, Key: n.Key, Sink: n.Sink, Route: n.Route, Kind: n.Kind, Headline: n.Headline,
+		Agent: n.Suspension.Agent, RunID: n.Suspension.RunID, Pass: n.Suspension.Pass, InterruptIDs: []string{},
+		Subject: n.Subject, Text: n.Text}
+	for _, in := range n.Suspension.Interrupts {
+		ll.InterruptIDs = append(ll.InterruptIDs, in.ID)
+	}
+	line, err := json.Marshal(ll)
 	if err != nil {
 		return &permanent{err}
 	}
@@ -363,19 +472,28 @@ type natsSink struct {
 	client  *jetstream.Client
 	subject string
 	stored  bool
+	timeout time.Duration
 }
 
-// Deliver publishes the webhook body on the subject: to a stream, waiting
-// for its ack and deduplicated by the idempotency key, when the sink is
-// configured with jetstream; as a plain core NATS message otherwise.
+// Deliver publishes the webhook body on the subject, with the webhook's
+// Content-Type, Idempotency-Key and traceparent headers: to a stream,
+// waiting for its ack and deduplicated by the idempotency key, when the sink
+// is configured with jetstream; as a core NATS message otherwise, once the
+// server has it.
 func (s *natsSink) Deliver(ctx context.Context, n *Notification) error {
 	body, err := json.Marshal(WebhookBody{Version: 1, Notification: n})
 	if err != nil {
 		return &permanent{err}
 	}
-	if !s.stored {
-		return s.client.Notify(s.subject, body)
+	h := jetstream.Header{"Content-Type": {"application/json"}, HeaderIdempotencyKey: {n.Key}}
+	if n.TraceParent != "" {
+		h["traceparent"] = []string{n.TraceParent}
 	}
-	_, err = s.client.Publish(ctx, s.subject, body, n.Key, nil)
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if !s.stored {
+		return s.client.NotifyMsg(ctx, s.subject, body, h)
+	}
+	_, err = s.client.Publish(ctx, s.subject, body, n.Key, h)
 	return err
 }
