@@ -11,6 +11,7 @@ import (
 
 	"github.com/interlockhq/interlock/internal/trace"
 	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor/authz"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -147,6 +148,15 @@ func (co *Coordinator) check(rec *subjects.Run, d subjects.Decision, identity st
 	st := rec.Interrupts[i]
 	if st.Decision != nil {
 		if st.Decision.DecisionID == d.DecisionID {
+			// A duplicate only from whoever made the decision: reusing another
+			// identity's decision id is refused, and so recorded.
+			if st.Decision.Approver != d.Approver {
+				return -1, reject(subjects.CodeNotAllowed, "decision id %s is another identity's decision on interrupt %s; "+
+					"send your own decision with a fresh id", d.DecisionID, st.ID)
+			}
+			if rej := co.authorize(st, identity); rej != nil {
+				return -1, rej
+			}
 			return i, nil
 		}
 		if st.Decision.Approver == subjects.ExpiryApprover {
@@ -182,27 +192,17 @@ func (co *Coordinator) check(rec *subjects.Run, d subjects.Decision, identity st
 	return i, nil
 }
 
-// authorize checks identity (empty: an anonymous decision) against the
-// interrupt's approvers and approver groups.
+// authorize asks the one authorization rule whether identity (empty: an
+// anonymous decision) may decide st.
 func (co *Coordinator) authorize(st subjects.InterruptState, identity string) *rejection {
-	if len(st.Approvers) == 0 && len(st.ApproverGroups) == 0 {
-		return nil
+	p := authz.Principal{Name: identity}
+	if co.cfg.Groups != nil && identity != "" {
+		p.Groups = co.cfg.Groups(identity)
 	}
-	if identity == "" {
-		return reject(subjects.CodeNotAllowed, "interrupt %s names its approvers; publish on the resume subject "+
-			"with your identity (resume.<run>.<approver>), where NATS permissions vouch for it", st.ID)
+	if err := authz.Decide(st.Interrupt, p); err != nil {
+		return reject(subjects.CodeNotAllowed, "%v", err)
 	}
-	if slices.Contains(st.Approvers, identity) {
-		return nil
-	}
-	if co.cfg.Groups != nil {
-		for _, g := range co.cfg.Groups(identity) {
-			if slices.Contains(st.ApproverGroups, g) {
-				return nil
-			}
-		}
-	}
-	return reject(subjects.CodeNotAllowed, "%s may not decide interrupt %s", identity, st.ID)
+	return nil
 }
 
 // suspensionPending reports whether the runs stream holds a suspension of

@@ -14,7 +14,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +24,7 @@ import (
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/agui"
 	"github.com/interlockhq/interlock/processor/approvers"
+	"github.com/interlockhq/interlock/processor/authz"
 	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -206,21 +206,6 @@ type List struct {
 	NextCursor string `json:"nextCursor,omitempty"`
 }
 
-func mayDecide(in subjects.InterruptState, id approvers.Identity) bool {
-	if len(in.Approvers) == 0 && len(in.ApproverGroups) == 0 {
-		return true
-	}
-	if slices.Contains(in.Approvers, id.Name) {
-		return true
-	}
-	for _, g := range id.Groups {
-		if slices.Contains(in.ApproverGroups, g) {
-			return true
-		}
-	}
-	return false
-}
-
 func cursorOf(p processor.PendingInterrupt) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(p.SuspendedAt.UnixNano(), 10) + "|" + p.RunID + "|" + p.ID))
 }
@@ -262,7 +247,8 @@ func (g *Gateway) listInterrupts(w http.ResponseWriter, r *http.Request) {
 	me := identityOf(r)
 	subject := me
 	if a := q.Get("approver"); a != "" {
-		subject = approvers.Identity{Name: a, Groups: g.cfg.Directory.Groups(a)}
+		subject, _ = g.cfg.Directory.Identity(a)
+		subject.Name = a
 	}
 	out := List{Interrupts: []Item{}}
 	now := time.Now()
@@ -273,14 +259,14 @@ func (g *Gateway) listInterrupts(w http.ResponseWriter, r *http.Request) {
 			q.Get("agent") != "" && p.Agent != q.Get("agent"),
 			q.Get("reason") != "" && p.Reason != q.Get("reason"),
 			olderThan > 0 && now.Sub(p.SuspendedAt) < olderThan,
-			(q.Get("mine") == "true" || q.Get("approver") != "") && !mayDecide(p.InterruptState, subject):
+			(q.Get("mine") == "true" || q.Get("approver") != "") && !authz.MayDecide(p.Interrupt, subject):
 			continue
 		}
 		if len(out.Interrupts) == limit {
 			out.NextCursor = cursorOf(out.Interrupts[limit-1].PendingInterrupt)
 			break
 		}
-		item := Item{PendingInterrupt: p, CanDecide: mayDecide(p.InterruptState, me)}
+		item := Item{PendingInterrupt: p, CanDecide: authz.MayDecide(p.Interrupt, me)}
 		if p.ExpiresAt != nil {
 			left := int64(p.ExpiresAt.Sub(now) / time.Second)
 			item.ExpiresInSeconds = &left
