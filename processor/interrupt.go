@@ -121,6 +121,10 @@ type Request struct {
 	// RemindBefore lists reminders before the deadline; nil takes the
 	// coordinator's default.
 	RemindBefore []time.Duration
+	// Sensitive, when set, says whether the answer is withheld from every
+	// read (see subjects.Interrupt.Sensitive); nil: yes for
+	// ReasonInputRequired, no otherwise.
+	Sensitive *bool
 }
 
 // ExpiryPolicy is what happens to an interrupt at its deadline.
@@ -208,7 +212,7 @@ func (p *pass) interrupt(id, scope string, req Request) (subjects.Interrupt, err
 			id, ErrToolCallMismatch, req.ToolCallID, scope)
 	}
 	in := subjects.Interrupt{ID: id, Reason: req.Reason, Message: req.Message, ToolCallID: scope,
-		Approvers: req.Approvers, ApproverGroups: req.ApproverGroups}
+		Approvers: req.Approvers, ApproverGroups: req.ApproverGroups, Sensitive: req.Sensitive}
 	if in.Reason == "" {
 		in.Reason = subjects.ReasonConfirmation
 		if scope != "" {

@@ -112,7 +112,17 @@ func (d *Directory) Authenticate(token string) (Identity, bool) {
 	if d == nil || token == "" {
 		return Identity{}, false
 	}
-	name, ok := d.byToken[sha256.Sum256([]byte(token))]
+	return d.AuthenticateDigest(sha256.Sum256([]byte(token)))
+}
+
+// AuthenticateDigest is Authenticate on a token's SHA-256 digest: an inbox
+// session keeps the digest, never the token, and holds only while the
+// directory still lists it.
+func (d *Directory) AuthenticateDigest(sum [32]byte) (Identity, bool) {
+	if d == nil {
+		return Identity{}, false
+	}
+	name, ok := d.byToken[sum]
 	if !ok {
 		return Identity{}, false
 	}
