@@ -12,6 +12,7 @@ import (
 	"github.com/interlockhq/interlock/internal/trace"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor/authz"
+	"github.com/interlockhq/interlock/processor/schema"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -185,8 +186,11 @@ func (co *Coordinator) check(rec *subjects.Run, d subjects.Decision, identity st
 		if len(d.Payload) == 0 {
 			return -1, reject(subjects.CodeSchemaMismatch, "interrupt %s has a responseSchema; a resolve needs a payload", st.ID)
 		}
-		if err := co.schemas.validate(st.ResponseSchema, d.Payload); err != nil {
-			return -1, reject(subjects.CodeSchemaMismatch, "payload does not satisfy responseSchema: %v", err)
+		// The error names the rule and where it failed, never the value.
+		if err := co.schemas.Validate(st.ResponseSchema, d.Payload); errors.Is(err, schema.ErrBudget) {
+			return -1, reject(subjects.CodeSchemaBudget, "%v", err)
+		} else if err != nil {
+			return -1, reject(subjects.CodeSchemaMismatch, "%v", err)
 		}
 	}
 	return i, nil

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/interlockhq/interlock/processor/schema"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -32,7 +33,7 @@ type pass struct {
 	ordinals  map[string]int // next interrupt ordinal, by tool call
 	steps     map[string]int // next step ordinal, by tool call and name
 	pending   []subjects.Interrupt
-	schemas   *schemas
+	schemas   *schema.Cache
 	firstErrs []error // requests that could not be published
 	// replaying counts the decisions Interrupt has yet to return in this
 	// pass; while it is above zero the body is re-running what earlier
@@ -44,7 +45,7 @@ type pass struct {
 type passKey struct{}
 type toolCallKey struct{}
 
-func newPass(info RunInfo, w subjects.Work, sc *schemas) *pass {
+func newPass(info RunInfo, w subjects.Work, sc *schema.Cache) *pass {
 	p := &pass{
 		info:      info,
 		decisions: make(map[string]subjects.Decision, len(w.Decisions)),
@@ -225,7 +226,7 @@ func (p *pass) interrupt(id, scope string, req Request) (subjects.Interrupt, err
 			return in, fmt.Errorf("%w: responseSchema: %w", ErrInvalidRequest, err)
 		}
 		if string(raw) != "null" { // a nil map or pointer: no schema
-			if _, err := p.schemas.compile(raw); err != nil {
+			if err := p.schemas.Compile(raw); err != nil {
 				return in, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 			}
 			in.ResponseSchema = raw
@@ -258,7 +259,7 @@ func (p *pass) interrupt(id, scope string, req Request) (subjects.Interrupt, err
 				return in, fmt.Errorf("%w: onExpiry payload: %w", ErrInvalidRequest, err)
 			}
 			if len(in.ResponseSchema) > 0 {
-				if err := p.schemas.validate(in.ResponseSchema, raw); err != nil {
+				if err := p.schemas.Validate(in.ResponseSchema, raw); err != nil {
 					return in, fmt.Errorf("%w: onExpiry payload does not satisfy responseSchema: %w", ErrInvalidRequest, err)
 				}
 			}
