@@ -374,21 +374,29 @@ func (g *Gateway) decide(w http.ResponseWriter, r *http.Request) {
 	if g.limited(w, r, g.refusals, me.Name, addr) {
 		return
 	}
+	// refuse answers bad input the coordinator never sees: audited, and
+	// counted against the caller like a refused decision.
+	refuse := func(status int, code, format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		g.refusals.fail(limitKey(me.Name), addr)
+		g.refusedRun(r, r.PathValue("run"), subjects.Code(code), me.Name, msg)
+		writeError(w, status, code, "%s", msg)
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.cfg.MaxBody))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge, "the body is over %d bytes", g.cfg.MaxBody)
+		refuse(http.StatusRequestEntityTooLarge, CodeTooLarge, "the body is over %d bytes", g.cfg.MaxBody)
 		return
 	}
 	if err != nil {
-		writeError(w, http.StatusBadRequest, CodeBadRequest, "reading the body: %v", err)
+		refuse(http.StatusBadRequest, CodeBadRequest, "reading the body: %v", err)
 		return
 	}
 	var b DecisionBody
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&b); err != nil {
-		writeError(w, http.StatusBadRequest, CodeInvalidJSON, "the body is not a decision: %v", err)
+		refuse(http.StatusBadRequest, CodeInvalidJSON, "the body is not a decision: %v", err)
 		return
 	}
 	req := processor.DecisionRequest{RunID: r.PathValue("run"), InterruptID: r.PathValue("interrupt"), Status: b.Status,
@@ -410,9 +418,9 @@ func (g *Gateway) decide(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, status, Error{Code: string(v.Code), Message: v.Detail, Verdict: &v})
 	case errors.As(err, &pe):
-		writeJSON(w, statusOf[pe.Code], Error{Code: string(pe.Code), Message: pe.Detail})
+		refuse(statusOf[pe.Code], string(pe.Code), "%s", pe.Detail)
 	case errors.Is(err, subjects.ErrInvalidToken):
-		writeError(w, http.StatusBadRequest, CodeBadRequest, "%v", err)
+		refuse(http.StatusBadRequest, CodeBadRequest, "%v", err)
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "%v", err)
 	default:

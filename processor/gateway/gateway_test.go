@@ -173,7 +173,8 @@ func TestDecideThroughTheGateway(t *testing.T) {
 }
 
 func TestRefusals(t *testing.T) {
-	e := newEnv(t)
+	// Every refusal below counts against the test's one address.
+	e := newEnvWith(t, func(c *Config) { c.DecisionRefusals = Limit{Burst: 100, Every: time.Second} })
 	adaOnly, adaID := e.suspend(map[string]any{"Approvers": []string{"ada"}})
 	finance, finID := e.suspend(map[string]any{"Groups": []string{"finance"}})
 	schema, schemaID := e.suspend(map[string]any{"Schema": map[string]any{"type": "object", "required": []string{"amount"}}})
@@ -207,6 +208,12 @@ func TestRefusals(t *testing.T) {
 			assert.NotEmpty(t, out["message"])
 		})
 	}
+	// Each refusal is audited: the coordinator's as decision_rejected, the
+	// gateway's own (bad input it never forwards) as access_refused.
+	e.refusals(adaOnly, CodeInvalidJSON, 2)
+	e.refusals(adaOnly, CodeTooLarge, 1)
+	e.refusals(adaOnly, subjects.CodeMalformed, 1)
+	e.refusals(subjects.NoRun, CodeBadRequest, 1)
 	// The group member may; nothing above changed anything.
 	status, out := e.call("POST", decisionPath(finance, finID), "carol-token", ok)
 	assert.Equal(t, 200, status, out)
