@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/interlockhq/interlock/processor/schema"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -127,4 +128,27 @@ func TestAttackSlowAnswerStallsDecisions(t *testing.T) {
 	rec, err := h.client.Run(h.ctx(), slow)
 	require.NoError(t, err)
 	assert.Equal(t, subjects.RunSuspended, rec.Status, "nothing changed")
+}
+
+// The Go SDK refuses an unsafe responseSchema in Interrupt, before anything
+// is published: the body gets ErrInvalidRequest, the run fails.
+func TestInterruptRefusesUnsafeSchema(t *testing.T) {
+	t.Parallel()
+	got := make(chan error, 1)
+	h := newHarness(t, map[string]AgentFunc{"ask": func(ctx context.Context, _ json.RawMessage) (any, error) {
+		_, err := Interrupt(ctx, Request{ResponseSchema: map[string]any{"$ref": "https://example.com/s.json"}})
+		select {
+		case got <- err:
+		default:
+		}
+		return nil, err
+	}})
+	h.start("ask", nil)
+	select {
+	case err := <-got:
+		require.ErrorIs(t, err, ErrInvalidRequest)
+		assert.ErrorIs(t, err, schema.ErrUnsafe)
+	case <-time.After(15 * time.Second):
+		t.Fatal("the body never ran")
+	}
 }
