@@ -315,6 +315,8 @@ func TestAttackProbingDecisions(t *testing.T) {
 	rec, err := e.client.Run(context.Background(), run)
 	require.NoError(t, err)
 	assert.Equal(t, subjects.RunSuspended, rec.Status, "nothing changed")
+	status, _ = e.call("GET", "/v1/runs/"+run, "bob-token", nil)
+	assert.Equal(t, http.StatusTooManyRequests, status, "nor may bob go on probing reads")
 }
 
 // Attack: tampered, expired and reused links leave a trace in the audit

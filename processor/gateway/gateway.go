@@ -287,14 +287,19 @@ func (g *Gateway) getRun(w http.ResponseWriter, r *http.Request) {
 }
 
 // readableRun returns the run the path names if the caller may read it;
-// otherwise it answers, and a refusal is audited.
+// otherwise it answers, and a refusal is audited. Refused reads count
+// against the caller like refused decisions.
 func (g *Gateway) readableRun(w http.ResponseWriter, r *http.Request) (*subjects.Run, bool) {
+	me, addr := identityOf(r), addressOf(r)
+	if g.limited(w, r, g.refusals, me.Name, addr) {
+		return nil, false
+	}
 	rec, err := g.client.Run(r.Context(), r.PathValue("run"))
 	if g.lookupFailed(w, err) {
 		return nil, false
 	}
-	me := identityOf(r)
 	if !authz.MayReadRun(rec, me) {
+		g.refusals.fail(limitKey(me.Name), addr)
 		g.refusedRun(r, rec.RunID, subjects.CodeNotAllowed, me.Name, "read of a run the identity may not decide")
 		writeError(w, http.StatusForbidden, string(subjects.CodeNotAllowed),
 			"%s may not read run %s: it asks nothing %s may decide", me.Name, rec.RunID, me.Name)
