@@ -48,8 +48,9 @@ type Config struct {
 	// SessionTTL is how long an inbox session lasts; default 12h.
 	SessionTTL time.Duration
 	// LoginFailures bounds failed logins (bad tokens, bad links) per
-	// address; DecisionRefusals bounds refused decisions per identity and
-	// per address. Default for both: 10 at once, then one per 6s.
+	// address; DecisionRefusals bounds refused decisions and reads per
+	// identity and per address. Default for both: 10 at once, then one per
+	// 6s.
 	LoginFailures, DecisionRefusals Limit
 	// Registry, when set, receives request counts and latencies.
 	Registry prometheus.Registerer
@@ -73,8 +74,8 @@ type Gateway struct {
 // made to last longer.
 const linkTTL = 30 * 24 * time.Hour
 
-// New returns a gateway working through c; it provisions the bucket of used
-// links.
+// New returns a gateway working through c; it provisions the buckets of
+// used links and of inbox sessions.
 func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error) {
 	if cfg.MaxBody == 0 {
 		cfg.MaxBody = subjects.MaxDecisionSize
