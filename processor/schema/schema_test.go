@@ -113,9 +113,11 @@ func TestCostlySchemasAreRefused(t *testing.T) {
 func TestValidationBudget(t *testing.T) {
 	t.Parallel()
 	c := Cache{Budget: time.Microsecond}
+	// A few milliseconds of work: well past the budget, and short enough
+	// that the abandoned check is over before the test binary ends.
 	raw := []byte(`{"type":"array","items":{"anyOf":[{"type":"string","pattern":"^a+b$"},{"type":"number","multipleOf":7},
-		{"type":"object","required":["k"]}]},"uniqueItems":true}`)
-	items := make([]string, 20000)
+		{"type":"object","required":["k"]}]}}`)
+	items := make([]string, 2000)
 	for i := range items {
 		items[i] = fmt.Sprintf(`"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa%dc"`, i)
 	}
