@@ -58,8 +58,10 @@ func TestAttackReadAnotherApproversRun(t *testing.T) {
 	e := newEnv(t)
 	adaStream := e.openStream("ada-token")
 	bobStream := e.openStream("bob-token")
+	erinStream := e.openStream("erin-token")
 	adaRun, _ := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "for ada"})
 	adaStream.waitFor(adaRun)
+	erinStream.waitFor(adaRun) // the auditor's stream has every event
 
 	for _, path := range []string{"/v1/runs/" + adaRun, "/v1/runs/" + adaRun + "/history"} {
 		status, out := e.call("GET", path, "bob-token", nil)

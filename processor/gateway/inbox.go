@@ -41,6 +41,9 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 	}
 	defer sub.Unsubscribe()
 	me := identityOf(r)
+	// Runs found readable stay readable (interrupts are only ever added,
+	// and escalations only add approvers), so one look-up per run.
+	readable := map[string]bool{}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
@@ -55,7 +58,7 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 		case <-keepAlive.C:
 			fmt.Fprint(w, ": keep-alive\n\n")
 		case data := <-events:
-			if !g.mayReadEvent(r, me, data) {
+			if !g.mayReadEvent(r, me, data, readable) {
 				continue
 			}
 			fmt.Fprintf(w, "event: message\ndata: %s\n\n", data)
@@ -65,8 +68,9 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 }
 
 // mayReadEvent reports whether p may see the event data: an auditor any,
-// anyone else one about a run they may read.
-func (g *Gateway) mayReadEvent(r *http.Request, p authz.Principal, data []byte) bool {
+// anyone else one about a run they may read. Runs found readable are
+// remembered in readable.
+func (g *Gateway) mayReadEvent(r *http.Request, p authz.Principal, data []byte, readable map[string]bool) bool {
 	if p.Auditor {
 		return true
 	}
@@ -76,6 +80,19 @@ func (g *Gateway) mayReadEvent(r *http.Request, p authz.Principal, data []byte) 
 	if json.Unmarshal(data, &ev) != nil || subjects.ValidateToken("run id", ev.RunID) != nil || ev.RunID == subjects.NoRun {
 		return false
 	}
+	if readable[ev.RunID] {
+		return true
+	}
 	rec, err := g.client.Run(r.Context(), ev.RunID)
-	return err == nil && authz.MayReadRun(rec, p)
+	if err != nil || !authz.MayReadRun(rec, p) {
+		return false
+	}
+	if len(readable) >= maxRemembered {
+		clear(readable)
+	}
+	readable[ev.RunID] = true
+	return true
 }
+
+// maxRemembered bounds the runs one stream remembers as readable.
+const maxRemembered = 10_000
