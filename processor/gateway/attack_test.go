@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/interlockhq/interlock/internal/wireschema"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/subjects"
@@ -38,6 +40,10 @@ func (e *env) refusals(run string, code subjects.Code, n int) []subjects.Event {
 		}
 		return len(got) >= n
 	}, 10*time.Second, 20*time.Millisecond, "%d access_refused %s on %s", n, code, run)
+	for _, ev := range got {
+		data, _ := json.Marshal(ev)
+		assert.NoError(e.t, wireschema.Validate("event", data), "the event matches docs/schema")
+	}
 	return got
 }
 
