@@ -230,7 +230,7 @@ func (cl *Client) Decide(ctx context.Context, req DecisionRequest) (subjects.Ver
 	if via == "" {
 		via = "sdk"
 	}
-	ack, err := cl.c.Publish(ctx, subject, data, d.DecisionID, jetstream.Header{jetstream.HeaderReplyTo: {inbox},
+	ack, err := cl.c.Publish(ctx, subject, data, subjects.DecisionMsgID(req.Approver, d.DecisionID), jetstream.Header{jetstream.HeaderReplyTo: {inbox},
 		jetstream.HeaderVia: {via}})
 	if err != nil {
 		return subjects.Verdict{}, err
@@ -267,7 +267,7 @@ func (cl *Client) firstVerdict(ctx context.Context, run string, d subjects.Decis
 		}
 		for _, ev := range evs {
 			v := ev.Verdict
-			if v == nil || v.DecisionID != d.DecisionID || v.InterruptID != d.InterruptID {
+			if v == nil || v.DecisionID != d.DecisionID || v.InterruptID != d.InterruptID || v.Approver != d.Approver {
 				continue
 			}
 			if v.Outcome == subjects.OutcomeAccepted {

@@ -15,6 +15,7 @@ import (
 	"github.com/interlockhq/interlock/internal/fault"
 	"github.com/interlockhq/interlock/internal/trace"
 	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor/schema"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -36,6 +37,9 @@ type CoordinatorConfig struct {
 	Groups func(identity string) []string
 	// Registry, when set, receives the coordinator's Prometheus metrics.
 	Registry prometheus.Registerer
+	// SchemaBudget bounds checking one payload against its responseSchema;
+	// default schema.DefaultBudget.
+	SchemaBudget time.Duration
 }
 
 // Coordinator is the only writer of run records. It consumes pass outcomes
@@ -46,7 +50,7 @@ type Coordinator struct {
 	client  *jetstream.Client
 	cfg     CoordinatorConfig
 	ns      subjects.Namespace
-	schemas schemas
+	schemas schema.Cache
 	running jetstream.Consumers
 	metrics *coordinatorMetrics
 	// fault, in tests, abandons a message at a named point.
@@ -64,7 +68,8 @@ func NewCoordinator(c *jetstream.Client, cfg CoordinatorConfig) *Coordinator {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Coordinator{client: c, cfg: cfg, ns: c.Namespace(), metrics: newCoordinatorMetrics(cfg.Registry)}
+	return &Coordinator{client: c, cfg: cfg, ns: c.Namespace(), metrics: newCoordinatorMetrics(cfg.Registry),
+		schemas: schema.Cache{Budget: cfg.SchemaBudget}}
 }
 
 // Start consumes outcomes and decisions until Stop.
@@ -215,8 +220,11 @@ func decodeOutcome(kind string, data []byte) (outcome, error) {
 func (co *Coordinator) rejectInput(ctx context.Context, m *jetstream.Msg, run string, err error) error {
 	ev := subjects.Event{Type: subjects.EventInputRejected, RunID: run, Code: subjects.CodeOf(err),
 		Detail: err.Error(), Subject: m.Subject}
-	if errors.Is(err, subjects.ErrInvalidSubject) {
+	switch {
+	case errors.Is(err, subjects.ErrInvalidSubject):
 		ev.Code = subjects.CodeInvalidSubject
+	case errors.Is(err, schema.ErrUnsafe):
+		ev.Code = subjects.CodeSchemaUnsafe
 	}
 	if perr := co.event(ctx, ev, "seq"+strconv.FormatUint(m.Sequence, 10)); perr != nil {
 		return perr
@@ -311,6 +319,11 @@ func (co *Coordinator) applyOutcome(rec *subjects.Run, o outcome, m *jetstream.M
 	switch o.kind {
 	case subjects.KindSuspended:
 		for _, in := range o.susp.Interrupts {
+			if len(in.ResponseSchema) > 0 {
+				if err := co.schemas.Compile(in.ResponseSchema); err != nil {
+					return nil, fmt.Errorf("interrupt %s: %w", in.ID, err)
+				}
+			}
 			if i := findInterrupt(rec, in.ID); i >= 0 {
 				return nil, fmt.Errorf("%w: interrupt %s was already raised in pass %d; a replay returns its decision instead",
 					subjects.ErrMalformed, in.ID, rec.Interrupts[i].Pass)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/interlockhq/interlock/internal/trace"
 	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor/authz"
+	"github.com/interlockhq/interlock/processor/schema"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -147,6 +149,15 @@ func (co *Coordinator) check(rec *subjects.Run, d subjects.Decision, identity st
 	st := rec.Interrupts[i]
 	if st.Decision != nil {
 		if st.Decision.DecisionID == d.DecisionID {
+			// A duplicate only from whoever made the decision: reusing another
+			// identity's decision id is refused, and so recorded.
+			if st.Decision.Approver != d.Approver {
+				return -1, reject(subjects.CodeNotAllowed, "decision id %s is another identity's decision on interrupt %s; "+
+					"send your own decision with a fresh id", d.DecisionID, st.ID)
+			}
+			if rej := co.authorize(st, identity); rej != nil {
+				return -1, rej
+			}
 			return i, nil
 		}
 		if st.Decision.Approver == subjects.ExpiryApprover {
@@ -175,34 +186,27 @@ func (co *Coordinator) check(rec *subjects.Run, d subjects.Decision, identity st
 		if len(d.Payload) == 0 {
 			return -1, reject(subjects.CodeSchemaMismatch, "interrupt %s has a responseSchema; a resolve needs a payload", st.ID)
 		}
-		if err := co.schemas.validate(st.ResponseSchema, d.Payload); err != nil {
-			return -1, reject(subjects.CodeSchemaMismatch, "payload does not satisfy responseSchema: %v", err)
+		// The error names the rule and where it failed, never the value.
+		if err := co.schemas.Validate(st.ResponseSchema, d.Payload); errors.Is(err, schema.ErrBudget) {
+			return -1, reject(subjects.CodeSchemaBudget, "%v", err)
+		} else if err != nil {
+			return -1, reject(subjects.CodeSchemaMismatch, "%v", err)
 		}
 	}
 	return i, nil
 }
 
-// authorize checks identity (empty: an anonymous decision) against the
-// interrupt's approvers and approver groups.
+// authorize asks the one authorization rule whether identity (empty: an
+// anonymous decision) may decide st.
 func (co *Coordinator) authorize(st subjects.InterruptState, identity string) *rejection {
-	if len(st.Approvers) == 0 && len(st.ApproverGroups) == 0 {
-		return nil
+	p := authz.Principal{Name: identity}
+	if co.cfg.Groups != nil && identity != "" {
+		p.Groups = co.cfg.Groups(identity)
 	}
-	if identity == "" {
-		return reject(subjects.CodeNotAllowed, "interrupt %s names its approvers; publish on the resume subject "+
-			"with your identity (resume.<run>.<approver>), where NATS permissions vouch for it", st.ID)
+	if err := authz.Decide(st.Interrupt, p); err != nil {
+		return reject(subjects.CodeNotAllowed, "%v", err)
 	}
-	if slices.Contains(st.Approvers, identity) {
-		return nil
-	}
-	if co.cfg.Groups != nil {
-		for _, g := range co.cfg.Groups(identity) {
-			if slices.Contains(st.ApproverGroups, g) {
-				return nil
-			}
-		}
-	}
-	return reject(subjects.CodeNotAllowed, "%s may not decide interrupt %s", identity, st.ID)
+	return nil
 }
 
 // suspensionPending reports whether the runs stream holds a suspension of

@@ -290,3 +290,38 @@ func TestDecisionBeforeSuspensionRecorded(t *testing.T) {
 	assert.Equal(t, subjects.RunCompleted, h.waitFor(run2, Finished).Status)
 	_ = rec
 }
+
+// Attack: bob resends ada's decision id, through the client (which used to
+// get "duplicate" from the stream's dedup) and past the dedup window (which
+// the coordinator used to answer "duplicate"). Both are not_allowed,
+// recorded as rejected, and ada's decision stands.
+func TestReusedDecisionIDOfAnotherIdentity(t *testing.T) {
+	h, rec := suspendedRun(t, Request{Approvers: []string{"ada", "bob"}})
+	id := rec.Pending()[0].ID
+	v, err := h.client.Decide(h.ctx(), DecisionRequest{RunID: rec.RunID, InterruptID: id, Status: subjects.StatusResolved,
+		Payload: "ada's", Approver: "ada", DecisionID: "ada-1"})
+	require.NoError(t, err)
+	require.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+
+	v, err = h.client.Decide(h.ctx(), DecisionRequest{RunID: rec.RunID, InterruptID: id, Status: subjects.StatusResolved,
+		Payload: "bob's", Approver: "bob", DecisionID: "ada-1"})
+	assertRejected(t, h, v, err, subjects.CodeNotAllowed)
+	assert.Equal(t, "bob", v.Approver)
+
+	subject, err := h.admin.Namespace().ResumeAs(rec.RunID, "bob")
+	require.NoError(t, err)
+	data, _ := json.Marshal(subjects.Decision{Version: 1, DecisionID: "ada-1", InterruptID: id,
+		Status: subjects.StatusResolved, Payload: json.RawMessage(`"bob's"`)})
+	v = h.rawVerdict(subject, data, "past-the-window")
+	assert.Equal(t, subjects.OutcomeRejected, v.Outcome)
+	assert.Equal(t, subjects.CodeNotAllowed, v.Code)
+
+	// Ada's own resend is still a duplicate.
+	v, err = h.client.Decide(h.ctx(), DecisionRequest{RunID: rec.RunID, InterruptID: id, Status: subjects.StatusResolved,
+		Payload: "ada's", Approver: "ada", DecisionID: "ada-1"})
+	require.NoError(t, err)
+	assert.Equal(t, subjects.OutcomeDuplicate, v.Outcome)
+	done := h.waitFor(rec.RunID, Finished)
+	assert.JSONEq(t, `"ada's"`, string(done.Result))
+	assert.Len(t, h.waitEvents(rec.RunID, subjects.EventDecisionRejected, 2), 2, "each reuse is audited")
+}

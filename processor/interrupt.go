@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/interlockhq/interlock/processor/schema"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -32,7 +33,7 @@ type pass struct {
 	ordinals  map[string]int // next interrupt ordinal, by tool call
 	steps     map[string]int // next step ordinal, by tool call and name
 	pending   []subjects.Interrupt
-	schemas   *schemas
+	schemas   *schema.Cache
 	firstErrs []error // requests that could not be published
 	// replaying counts the decisions Interrupt has yet to return in this
 	// pass; while it is above zero the body is re-running what earlier
@@ -44,7 +45,7 @@ type pass struct {
 type passKey struct{}
 type toolCallKey struct{}
 
-func newPass(info RunInfo, w subjects.Work, sc *schemas) *pass {
+func newPass(info RunInfo, w subjects.Work, sc *schema.Cache) *pass {
 	p := &pass{
 		info:      info,
 		decisions: make(map[string]subjects.Decision, len(w.Decisions)),
@@ -121,6 +122,10 @@ type Request struct {
 	// RemindBefore lists reminders before the deadline; nil takes the
 	// coordinator's default.
 	RemindBefore []time.Duration
+	// Sensitive, when set, says whether the answer is withheld from every
+	// read (see subjects.Interrupt.Sensitive); nil: yes for
+	// ReasonInputRequired, no otherwise.
+	Sensitive *bool
 }
 
 // ExpiryPolicy is what happens to an interrupt at its deadline.
@@ -208,7 +213,7 @@ func (p *pass) interrupt(id, scope string, req Request) (subjects.Interrupt, err
 			id, ErrToolCallMismatch, req.ToolCallID, scope)
 	}
 	in := subjects.Interrupt{ID: id, Reason: req.Reason, Message: req.Message, ToolCallID: scope,
-		Approvers: req.Approvers, ApproverGroups: req.ApproverGroups}
+		Approvers: req.Approvers, ApproverGroups: req.ApproverGroups, Sensitive: req.Sensitive}
 	if in.Reason == "" {
 		in.Reason = subjects.ReasonConfirmation
 		if scope != "" {
@@ -221,7 +226,7 @@ func (p *pass) interrupt(id, scope string, req Request) (subjects.Interrupt, err
 			return in, fmt.Errorf("%w: responseSchema: %w", ErrInvalidRequest, err)
 		}
 		if string(raw) != "null" { // a nil map or pointer: no schema
-			if _, err := p.schemas.compile(raw); err != nil {
+			if err := p.schemas.Compile(raw); err != nil {
 				return in, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 			}
 			in.ResponseSchema = raw
@@ -254,7 +259,7 @@ func (p *pass) interrupt(id, scope string, req Request) (subjects.Interrupt, err
 				return in, fmt.Errorf("%w: onExpiry payload: %w", ErrInvalidRequest, err)
 			}
 			if len(in.ResponseSchema) > 0 {
-				if err := p.schemas.validate(in.ResponseSchema, raw); err != nil {
+				if err := p.schemas.Validate(in.ResponseSchema, raw); err != nil {
 					return in, fmt.Errorf("%w: onExpiry payload does not satisfy responseSchema: %w", ErrInvalidRequest, err)
 				}
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/interlockhq/interlock/internal/fault"
 	"github.com/interlockhq/interlock/internal/trace"
 	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor/schema"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -65,7 +66,7 @@ type Worker struct {
 	mu      sync.Mutex
 	agents  map[string]AgentFunc
 	running jetstream.Consumers
-	schemas schemas
+	schemas schema.Cache
 	metrics *workerMetrics
 	// fault, in tests, abandons a pass at a named point.
 	fault fault.Hook

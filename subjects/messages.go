@@ -50,6 +50,19 @@ type Interrupt struct {
 	// RemindBeforeSeconds lists reminders, in seconds before ExpiresAt;
 	// default: the coordinator's.
 	RemindBeforeSeconds []int `json:"remindBeforeSeconds,omitempty"`
+	// Sensitive marks an interrupt whose answer is never shown (reads,
+	// events, logs, notifications): only the fact that it was given. Unset,
+	// it is true for ReasonInputRequired and false otherwise.
+	Sensitive *bool `json:"sensitive,omitempty"`
+}
+
+// IsSensitive reports whether the interrupt's answer must be withheld from
+// every read: Sensitive when set, otherwise whether it asks for input.
+func (in *Interrupt) IsSensitive() bool {
+	if in.Sensitive != nil {
+		return *in.Sensitive
+	}
+	return in.Reason == ReasonInputRequired
 }
 
 // Expiry actions.
@@ -223,6 +236,23 @@ const (
 	CodeSchemaMismatch     Code = "schema_mismatch"
 	// CodeStalePass: an outcome for a pass the run has already moved past.
 	CodeStalePass Code = "stale_pass"
+	// CodeSchemaUnsafe: a suspension's responseSchema loads something
+	// external, or is over the size, depth or combinator limits.
+	CodeSchemaUnsafe Code = "schema_unsafe"
+	// CodeSchemaBudget: checking a payload against responseSchema took
+	// longer than the validation budget.
+	CodeSchemaBudget Code = "schema_budget"
+)
+
+// Codes of access_refused events: requests the gateway refused before they
+// reached a run.
+const (
+	CodeUnauthenticated Code = "unauthenticated"
+	CodeRateLimited     Code = "rate_limited"
+	CodeCrossOrigin     Code = "cross_origin"
+	CodeLinkInvalid     Code = "link_invalid"
+	CodeLinkExpired     Code = "link_expired"
+	CodeLinkUsed        Code = "link_used"
 )
 
 // Verdict tells a decision's sender what became of it. It is the body of the
@@ -268,6 +298,10 @@ const (
 	EventTimerArmed EventType = "timer_armed"
 	// EventNotificationFailed: a notifier gave up delivering to a sink.
 	EventNotificationFailed EventType = "notification_failed"
+	// EventAccessRefused: the gateway refused a request (a failed login, a
+	// refused link, a read not allowed, a cross-origin or rate-limited
+	// request); Code says which.
+	EventAccessRefused EventType = "access_refused"
 )
 
 // Event is published by the coordinator on <prefix>.events.<run>.<type> for
@@ -291,6 +325,12 @@ type Event struct {
 	// Sink and Attempts are set on notification_failed events.
 	Sink     string `json:"sink,omitempty"`
 	Attempts int    `json:"attempts,omitempty"`
+	// Identity, Address and Request are set on access_refused events: who
+	// (when known), from which network address, and the request's method
+	// and path (a link's token replaced by its id).
+	Identity string `json:"identity,omitempty"`
+	Address  string `json:"address,omitempty"`
+	Request  string `json:"request,omitempty"`
 }
 
 // RunStatus is where a run stands.
@@ -349,6 +389,9 @@ type InterruptState struct {
 	// sent for the current deadline.
 	Escalations int `json:"escalations,omitempty"`
 	Reminders   int `json:"reminders,omitempty"`
+	// AnswerWithheld, only in reads, says the decision's payload, comment
+	// and metadata were removed because the interrupt is sensitive.
+	AnswerWithheld bool `json:"answerWithheld,omitempty"`
 }
 
 // Pending lists the interrupts of r that wait for a decision.

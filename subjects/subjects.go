@@ -87,6 +87,17 @@ func (n Namespace) Resume(run string) (string, error) {
 	return n.join(KindResume, run), nil
 }
 
+// DecisionMsgID is the Nats-Msg-Id of a decision published as approver
+// (empty: anonymous): the decision id, prefixed with "<approver>:" when
+// there is one, so one identity's decision id never deduplicates another's
+// decision away before the coordinator sees (and audits) it.
+func DecisionMsgID(approver, decisionID string) string {
+	if approver == "" {
+		return decisionID
+	}
+	return approver + ":" + decisionID
+}
+
 // ResumeAs is the subject approver publishes decisions for run on. The
 // approver's identity is this token, not anything in the body, so NATS user
 // permissions (approver ada may publish only on <prefix>.resume.*.ada) make

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,7 +21,8 @@ import (
 )
 
 func newGateway(g *globals) *cobra.Command {
-	var listen, identities, linkSecretEnv, metricsAddr string
+	var identities, linkSecretEnv, metricsAddr string
+	var web webFlags
 	cmd := &cobra.Command{
 		Use:   "gateway --identities FILE",
 		Short: "Serve the HTTP gateway for approvers (JSON API, API tokens)",
@@ -44,13 +46,19 @@ decide. Any number of gateways may run behind a load balancer.`,
 			if err != nil {
 				return err
 			}
+			tlsCfg, err := web.tls()
+			if err != nil {
+				return err
+			}
 			return runService(ctx, g, log, "interlock-gateway", g.natsURL, jetstream.Config{}, metricsAddr,
 				func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
-					return startGateway(client, dir, signer, listen, log, reg)
+					return startGateway(client, dir, signer, web.listen, tlsCfg, log, reg)
 				})
 		},
 	}
-	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to serve HTTP on")
+	cmd.Flags().StringVar(&web.listen, "listen", "127.0.0.1:8080", "address to serve HTTP on")
+	cmd.Flags().StringVar(&web.cert, "tls-cert", "", "serve HTTPS with this certificate (PEM; with --tls-key)")
+	cmd.Flags().StringVar(&web.key, "tls-key", "", "the private key of --tls-cert (PEM)")
 	cmd.Flags().StringVar(&identities, "identities", "", "approvers and their API token digests (YAML)")
 	cmd.Flags().StringVar(&linkSecretEnv, "link-secret-env", "", "environment variable holding the secret that signs one-click decision links (the notifier's links.secret_env)")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz here")
@@ -75,8 +83,28 @@ func linkSigner(env string) (*links.Signer, error) {
 	return s, nil
 }
 
-// startGateway serves the gateway on addr until the returned stop.
-func startGateway(client *jetstream.Client, dir *approvers.Directory, signer *links.Signer, addr string, log *slog.Logger, reg *prometheus.Registry) (func(), error) {
+// webFlags are where and how the gateway serves HTTP.
+type webFlags struct{ listen, cert, key string }
+
+// tls loads the certificate and key, if given: nil means plain HTTP.
+func (f webFlags) tls() (*tls.Config, error) {
+	if (f.cert == "") != (f.key == "") {
+		return nil, usageError{errors.New("give the TLS certificate and its key together")}
+	}
+	if f.cert == "" {
+		return nil, nil
+	}
+	pair, err := tls.LoadX509KeyPair(f.cert, f.key)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("TLS certificate: %w", err)}
+	}
+	return &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// startGateway serves the gateway on addr (over TLS with tlsCfg) until the
+// returned stop.
+func startGateway(client *jetstream.Client, dir *approvers.Directory, signer *links.Signer, addr string, tlsCfg *tls.Config,
+	log *slog.Logger, reg *prometheus.Registry) (func(), error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, usageError{err}
@@ -86,13 +114,18 @@ func startGateway(client *jetstream.Client, dir *approvers.Directory, signer *li
 		l.Close()
 		return nil, err
 	}
-	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 5 * time.Second}
+	srv := gw.Server()
+	srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
+	scheme := "http://"
+	if tlsCfg != nil {
+		srv.TLSConfig, l, scheme = tlsCfg, tls.NewListener(l, tlsCfg), "https://"
+	}
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("gateway", "error", err)
 		}
 	}()
-	log.Info("gateway listening", "url", "http://"+l.Addr().String())
+	log.Info("gateway listening", "url", scheme+l.Addr().String())
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/authz"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -109,6 +110,8 @@ func newShow(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// Answers to sensitive interrupts are shown to nobody.
+			rec = authz.Redact(rec)
 			if g.json {
 				return printJSON(cmd.OutOrStdout(), rec)
 			}
@@ -140,6 +143,9 @@ func printRun(w io.Writer, r *subjects.Run) {
 				decision, by = string(d.Status), d.Approver
 				if len(d.Payload) > 0 {
 					decision += " " + oneLine(string(d.Payload), 40)
+				}
+				if in.AnswerWithheld {
+					decision += " (answer withheld: sensitive)"
 				}
 				if by == "" {
 					by = "(anonymous)"

@@ -64,7 +64,7 @@ func newServe(g *globals) *cobra.Command {
 		notify      string
 		metricsAddr string
 		expiry      processor.ExpiryDefaults
-		gatewayAddr string
+		web         webFlags
 		identities  string
 		linkSecret  string
 	)
@@ -84,7 +84,7 @@ stops taking messages, lets the ones under way finish, and exits.`,
 				return usageError{errors.New("--on-expiry escalate needs --escalate-extend")}
 			}
 			err := runServe(cmd, g, &emb, serveConfig{replicas: replicas, concurrency: concurrency, notify: notify,
-				metricsAddr: metricsAddr, expiry: expiry, gatewayAddr: gatewayAddr, identities: identities, linkSecretEnv: linkSecret})
+				metricsAddr: metricsAddr, expiry: expiry, web: web, identities: identities, linkSecretEnv: linkSecret})
 			if errors.Is(err, context.Canceled) {
 				// A signal during start-up is a requested stop, not a failure.
 				return nil
@@ -105,7 +105,9 @@ stops taking messages, lets the ones under way finish, and exits.`,
 	f.IntVar(&expiry.Times, "escalate-times", 1, "escalate: escalations before cancelling")
 	f.StringSliceVar(&expiry.Approvers, "escalate-to", nil, "escalate: approvers added to those allowed to decide")
 	f.StringVar(&identities, "identities", "", "approvers file: their groups (for interrupts naming approver groups) and gateway tokens")
-	f.StringVar(&gatewayAddr, "gateway-listen", "", "also serve the HTTP gateway here (needs --identities)")
+	f.StringVar(&web.listen, "gateway-listen", "", "also serve the HTTP gateway here (needs --identities)")
+	f.StringVar(&web.cert, "gateway-tls-cert", "", "with --gateway-listen: serve HTTPS with this certificate (PEM)")
+	f.StringVar(&web.key, "gateway-tls-key", "", "with --gateway-listen: the private key of --gateway-tls-cert (PEM)")
 	f.StringVar(&linkSecret, "link-secret-env", "", "with --gateway-listen: environment variable holding the link-signing secret")
 	return cmd
 }
@@ -115,7 +117,7 @@ type serveConfig struct {
 	replicas, concurrency int
 	notify, metricsAddr   string
 	expiry                processor.ExpiryDefaults
-	gatewayAddr           string
+	web                   webFlags
 	identities            string
 	linkSecretEnv         string
 }
@@ -131,8 +133,12 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 		if dir, err = approvers.Load(sc.identities); err != nil {
 			return usageError{err}
 		}
-	} else if sc.gatewayAddr != "" {
+	} else if sc.web.listen != "" {
 		return usageError{errors.New("--gateway-listen needs --identities")}
+	}
+	tlsCfg, err := sc.web.tls()
+	if err != nil {
+		return err
 	}
 	var notifyCfg *notifier.Config
 	if sc.notify != "" {
@@ -176,8 +182,8 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 				stops = append(stops, s)
 				log.Info("notifier running", "config", sc.notify)
 			}
-			if sc.gatewayAddr != "" {
-				s, err := startGateway(client, dir, signer, sc.gatewayAddr, log, reg)
+			if sc.web.listen != "" {
+				s, err := startGateway(client, dir, signer, sc.web.listen, tlsCfg, log, reg)
 				if err != nil {
 					stop()
 					return nil, err

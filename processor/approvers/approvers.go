@@ -13,27 +13,33 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/interlockhq/interlock/processor/authz"
 	"github.com/interlockhq/interlock/subjects"
 )
 
 // ErrConfig is matched by every error loading a directory.
 var ErrConfig = errors.New("approvers file")
 
-// Identity is an authenticated approver.
-type Identity struct {
-	Name   string
-	Groups []string
-}
+// Identity is an authenticated approver: the principal the one
+// authorization rule (package authz) decides about.
+type Identity = authz.Principal
 
-// Directory maps tokens to identities and identities to groups.
+// RoleAuditor is the role that may read every run, interrupt and audit
+// entry.
+const RoleAuditor = "auditor"
+
+// Directory maps tokens to identities and identities to groups and roles.
 type Directory struct {
-	byToken map[[32]byte]string
-	groups  map[string][]string
+	byToken  map[[32]byte]string
+	groups   map[string][]string
+	auditors map[string]bool
 }
 
 type file struct {
 	Identities map[string]struct {
 		Groups []string `yaml:"groups"`
+		// Roles grant more than deciding; the one role is "auditor".
+		Roles []string `yaml:"roles"`
 		// Tokens are API tokens, stored as "sha256:<hex>" of the token.
 		Tokens []string `yaml:"tokens"`
 	} `yaml:"identities"`
@@ -45,6 +51,8 @@ type file struct {
 //	  ada:
 //	    groups: [finance]
 //	    tokens: ["sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"]
+//	  erin:
+//	    roles: [auditor]
 //
 // Identity names are subject tokens ([A-Za-z0-9_-]); tokens are stored only
 // as SHA-256 digests (`interlock token` prints a new token and its digest).
@@ -64,12 +72,18 @@ func Parse(name string, data []byte) (*Directory, error) {
 	if err := dec.Decode(&f); err != nil {
 		return nil, fmt.Errorf("%w: %s: %s", ErrConfig, name, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
-	d := &Directory{byToken: map[[32]byte]string{}, groups: map[string][]string{}}
+	d := &Directory{byToken: map[[32]byte]string{}, groups: map[string][]string{}, auditors: map[string]bool{}}
 	for id, e := range f.Identities {
 		if err := subjects.ValidateToken("identity", id); err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", ErrConfig, name, err)
 		}
 		d.groups[id] = e.Groups
+		for _, r := range e.Roles {
+			if r != RoleAuditor {
+				return nil, fmt.Errorf("%w: %s: identity %s: role %q is not %q", ErrConfig, name, id, r, RoleAuditor)
+			}
+			d.auditors[id] = true
+		}
 		for _, t := range e.Tokens {
 			digest, ok := strings.CutPrefix(t, "sha256:")
 			raw, err := hex.DecodeString(digest)
@@ -98,11 +112,33 @@ func (d *Directory) Authenticate(token string) (Identity, bool) {
 	if d == nil || token == "" {
 		return Identity{}, false
 	}
-	name, ok := d.byToken[sha256.Sum256([]byte(token))]
+	return d.AuthenticateDigest(sha256.Sum256([]byte(token)))
+}
+
+// AuthenticateDigest is Authenticate on a token's SHA-256 digest: an inbox
+// session keeps the digest, never the token, and holds only while the
+// directory still lists it.
+func (d *Directory) AuthenticateDigest(sum [32]byte) (Identity, bool) {
+	if d == nil {
+		return Identity{}, false
+	}
+	name, ok := d.byToken[sum]
 	if !ok {
 		return Identity{}, false
 	}
-	return Identity{Name: name, Groups: d.groups[name]}, true
+	return d.Identity(name)
+}
+
+// Identity returns a known identity by name, with its groups and roles.
+func (d *Directory) Identity(name string) (Identity, bool) {
+	if d == nil {
+		return Identity{}, false
+	}
+	groups, ok := d.groups[name]
+	if !ok {
+		return Identity{}, false
+	}
+	return Identity{Name: name, Groups: groups, Auditor: d.auditors[name]}, true
 }
 
 // Groups returns the groups of an identity.

@@ -20,10 +20,19 @@ func TestDirectory(t *testing.T) {
 	assert.Equal(t, []string{"finance"}, d.Groups("ada"))
 	assert.Empty(t, d.Groups("bob"))
 
+	d, err = Parse("x", []byte("identities:\n  erin:\n    roles: [auditor]\n"))
+	require.NoError(t, err)
+	erin, ok := d.Identity("erin")
+	require.True(t, ok)
+	assert.True(t, erin.Auditor)
+	_, ok = d.Identity("nobody")
+	assert.False(t, ok)
+
 	for _, bad := range []string{
 		"identities:\n  a.b: {}\n",
 		"identities:\n  ada: {tokens: [plain]}\n",
 		"identities:\n  ada: {group: [x]}\n",
+		"identities:\n  ada: {roles: [admin]}\n",
 		"identities:\n  a: {tokens: [\"" + Digest("t") + "\"]}\n  b: {tokens: [\"" + Digest("t") + "\"]}\n",
 	} {
 		_, err := Parse("x", []byte(bad))

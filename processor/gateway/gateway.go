@@ -6,6 +6,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -14,7 +15,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +25,7 @@ import (
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/agui"
 	"github.com/interlockhq/interlock/processor/approvers"
+	"github.com/interlockhq/interlock/processor/authz"
 	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -40,6 +41,17 @@ type Config struct {
 	// Links, when set, serves one-click decision links signed with it.
 	Links  *links.Signer
 	Logger *slog.Logger
+	// ReadTimeout bounds the arrival of a request's headers and body;
+	// IdleTimeout closes a kept-alive connection with no request. Defaults
+	// 30s and 2m; see Server.
+	ReadTimeout, IdleTimeout time.Duration
+	// SessionTTL is how long an inbox session lasts; default 12h.
+	SessionTTL time.Duration
+	// LoginFailures bounds failed logins (bad tokens, bad links) per
+	// address; DecisionRefusals bounds refused decisions and reads per
+	// identity and per address. Default for both: 10 at once, then one per
+	// 6s.
+	LoginFailures, DecisionRefusals Limit
 	// Registry, when set, receives request counts and latencies.
 	Registry prometheus.Registerer
 }
@@ -51,15 +63,19 @@ type Gateway struct {
 	nc        *jetstream.Client
 	client    *processor.Client
 	mux       *http.ServeMux
+	handler   http.Handler
 	usedLinks *jetstream.Bucket
+	sessions  *jetstream.Bucket
+	logins    *limiter
+	refusals  *limiter
 }
 
 // linkTTL bounds how long a used link is remembered; links should not be
 // made to last longer.
 const linkTTL = 30 * 24 * time.Hour
 
-// New returns a gateway working through c; it provisions the bucket of used
-// links.
+// New returns a gateway working through c; it provisions the buckets of
+// used links and of inbox sessions.
 func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error) {
 	if cfg.MaxBody == 0 {
 		cfg.MaxBody = subjects.MaxDecisionSize
@@ -70,11 +86,23 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	cfg.ReadTimeout = cmp.Or(cfg.ReadTimeout, 30*time.Second)
+	cfg.IdleTimeout = cmp.Or(cfg.IdleTimeout, 2*time.Minute)
+	cfg.SessionTTL = cmp.Or(cfg.SessionTTL, 12*time.Hour)
+	defaultLimit := Limit{Burst: 10, Every: 6 * time.Second}
+	cfg.LoginFailures = cmp.Or(cfg.LoginFailures, defaultLimit)
+	cfg.DecisionRefusals = cmp.Or(cfg.DecisionRefusals, defaultLimit)
 	used, err := c.Bucket(ctx, "links", "Interlock decision links used", linkTTL)
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, nc: c, client: processor.NewClient(c), mux: http.NewServeMux(), usedLinks: used}
+	sessions, err := c.Bucket(ctx, "sessions", "Interlock inbox sessions", cfg.SessionTTL)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{cfg: cfg, nc: c, client: processor.NewClient(c), mux: http.NewServeMux(), usedLinks: used,
+		sessions: sessions, logins: newLimiter(cfg.LoginFailures), refusals: newLimiter(cfg.DecisionRefusals)}
+	g.handler = g.guard(g.mux)
 	if cfg.Registry != nil {
 		g.requests = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "interlock_gateway_request_seconds",
 			Help: "Gateway requests by route and status, with their latency."}, []string{"route", "status"})
@@ -91,8 +119,7 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 	}
 	bridge.Identity = func(r *http.Request) string {
 		// Optional: AG-UI clients that send a token resume as its identity.
-		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		id, _ := cfg.Directory.Authenticate(strings.TrimSpace(token))
+		id, _ := g.Authenticate(r)
 		return id.Name
 	}
 	g.mux.Handle("POST /agui/{agent}", bridge)
@@ -110,12 +137,12 @@ func contextWithTimeout(r *http.Request, d time.Duration) (context.Context, cont
 
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if g.requests == nil {
-		g.mux.ServeHTTP(w, r)
+		g.handler.ServeHTTP(w, r)
 		return
 	}
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 	start := time.Now()
-	g.mux.ServeHTTP(sw, r)
+	g.handler.ServeHTTP(sw, r)
 	_, pattern := g.mux.Handler(r)
 	g.requests.WithLabelValues(pattern, strconv.Itoa(sw.status)).Observe(time.Since(start).Seconds())
 }
@@ -128,6 +155,9 @@ type statusWriter struct {
 }
 
 func (s *statusWriter) WriteHeader(code int) { s.status = code; s.ResponseWriter.WriteHeader(code) }
+
+// Unwrap gives http.ResponseController the connection's writer.
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func (s *statusWriter) Flush() {
 	if f, ok := s.ResponseWriter.(http.Flusher); ok {
@@ -162,34 +192,6 @@ func writeError(w http.ResponseWriter, status int, code, format string, args ...
 	writeJSON(w, status, Error{Code: code, Message: fmt.Sprintf(format, args...)})
 }
 
-type identityKey struct{}
-
-func identityOf(r *http.Request) approvers.Identity {
-	id, _ := r.Context().Value(identityKey{}).(approvers.Identity)
-	return id
-}
-
-// auth admits requests with a valid "Authorization: Bearer <token>".
-func (g *Gateway) auth(next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok {
-			// An inbox session: the cookie, plus a header no cross-site form
-			// can send (CSRF).
-			if c, err := r.Cookie(sessionCookie); err == nil && (r.Method == http.MethodGet || r.Header.Get("X-Interlock-Request") != "") {
-				token, ok = c.Value, true
-			}
-		}
-		id, known := g.cfg.Directory.Authenticate(strings.TrimSpace(token))
-		if !ok || !known {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="interlock"`)
-			writeError(w, http.StatusUnauthorized, CodeUnauthenticated, "send an API token: Authorization: Bearer <token>")
-			return
-		}
-		next(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
-	}
-}
-
 // Item is one pending interrupt in a listing.
 type Item struct {
 	processor.PendingInterrupt
@@ -204,21 +206,6 @@ type List struct {
 	Interrupts []Item `json:"interrupts"`
 	// NextCursor fetches the next page; empty on the last.
 	NextCursor string `json:"nextCursor,omitempty"`
-}
-
-func mayDecide(in subjects.InterruptState, id approvers.Identity) bool {
-	if len(in.Approvers) == 0 && len(in.ApproverGroups) == 0 {
-		return true
-	}
-	if slices.Contains(in.Approvers, id.Name) {
-		return true
-	}
-	for _, g := range id.Groups {
-		if slices.Contains(in.ApproverGroups, g) {
-			return true
-		}
-	}
-	return false
 }
 
 func cursorOf(p processor.PendingInterrupt) string {
@@ -262,25 +249,27 @@ func (g *Gateway) listInterrupts(w http.ResponseWriter, r *http.Request) {
 	me := identityOf(r)
 	subject := me
 	if a := q.Get("approver"); a != "" {
-		subject = approvers.Identity{Name: a, Groups: g.cfg.Directory.Groups(a)}
+		subject, _ = g.cfg.Directory.Identity(a)
+		subject.Name = a
 	}
 	out := List{Interrupts: []Item{}}
 	now := time.Now()
 	for _, p := range all {
 		key := strconv.FormatInt(p.SuspendedAt.UnixNano(), 10) + "|" + p.RunID + "|" + p.ID
 		switch {
-		case after != "" && key <= after,
+		case !authz.MayRead(p.Interrupt, me),
+			after != "" && key <= after,
 			q.Get("agent") != "" && p.Agent != q.Get("agent"),
 			q.Get("reason") != "" && p.Reason != q.Get("reason"),
 			olderThan > 0 && now.Sub(p.SuspendedAt) < olderThan,
-			(q.Get("mine") == "true" || q.Get("approver") != "") && !mayDecide(p.InterruptState, subject):
+			(q.Get("mine") == "true" || q.Get("approver") != "") && !authz.MayDecide(p.Interrupt, subject):
 			continue
 		}
 		if len(out.Interrupts) == limit {
 			out.NextCursor = cursorOf(out.Interrupts[limit-1].PendingInterrupt)
 			break
 		}
-		item := Item{PendingInterrupt: p, CanDecide: mayDecide(p.InterruptState, me)}
+		item := Item{PendingInterrupt: p, CanDecide: authz.MayDecide(p.Interrupt, me)}
 		if p.ExpiresAt != nil {
 			left := int64(p.ExpiresAt.Sub(now) / time.Second)
 			item.ExpiresInSeconds = &left
@@ -291,11 +280,33 @@ func (g *Gateway) listInterrupts(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) getRun(w http.ResponseWriter, r *http.Request) {
-	rec, err := g.client.Run(r.Context(), r.PathValue("run"))
-	if g.lookupFailed(w, err) {
+	rec, ok := g.readableRun(w, r)
+	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"run": rec})
+	writeJSON(w, http.StatusOK, map[string]any{"run": authz.Redact(rec)})
+}
+
+// readableRun returns the run the path names if the caller may read it;
+// otherwise it answers, and a refusal is audited. Refused reads count
+// against the caller like refused decisions.
+func (g *Gateway) readableRun(w http.ResponseWriter, r *http.Request) (*subjects.Run, bool) {
+	me, addr := identityOf(r), addressOf(r)
+	if g.limited(w, r, g.refusals, me.Name, addr) {
+		return nil, false
+	}
+	rec, err := g.client.Run(r.Context(), r.PathValue("run"))
+	if g.lookupFailed(w, err) {
+		return nil, false
+	}
+	if !authz.MayReadRun(rec, me) {
+		g.refusals.fail(limitKey(me.Name), addr)
+		g.refusedRun(r, rec.RunID, subjects.CodeNotAllowed, me.Name, "read of a run the identity may not decide")
+		writeError(w, http.StatusForbidden, string(subjects.CodeNotAllowed),
+			"%s may not read run %s: it asks nothing %s may decide", me.Name, rec.RunID, me.Name)
+		return nil, false
+	}
+	return rec, true
 }
 
 // history returns the run's audit trail: every transition and every
@@ -305,6 +316,14 @@ func (g *Gateway) history(w http.ResponseWriter, r *http.Request) {
 	if err := subjects.ValidateToken("run id", run); err != nil {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, "%v", err)
 		return
+	}
+	// Auditors read the trail of any run id, recorded or not (rejected
+	// input names runs that never were); anyone else that of a run they
+	// may read.
+	if !identityOf(r).Auditor {
+		if _, ok := g.readableRun(w, r); !ok {
+			return
+		}
 	}
 	evs, err := g.client.Events(r.Context(), run)
 	if err != nil {
@@ -353,24 +372,37 @@ var statusOf = map[subjects.Code]int{
 	subjects.CodeExpired:            http.StatusGone,
 	subjects.CodeNotAllowed:         http.StatusForbidden,
 	subjects.CodeSchemaMismatch:     http.StatusUnprocessableEntity,
+	subjects.CodeSchemaBudget:       http.StatusUnprocessableEntity,
 }
 
 func (g *Gateway) decide(w http.ResponseWriter, r *http.Request) {
+	me, addr := identityOf(r), addressOf(r)
+	if g.limited(w, r, g.refusals, me.Name, addr) {
+		return
+	}
+	// refuse answers bad input the coordinator never sees: audited, and
+	// counted against the caller like a refused decision.
+	refuse := func(status int, code, format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		g.refusals.fail(limitKey(me.Name), addr)
+		g.refusedRun(r, r.PathValue("run"), subjects.Code(code), me.Name, msg)
+		writeError(w, status, code, "%s", msg)
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.cfg.MaxBody))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge, "the body is over %d bytes", g.cfg.MaxBody)
+		refuse(http.StatusRequestEntityTooLarge, CodeTooLarge, "the body is over %d bytes", g.cfg.MaxBody)
 		return
 	}
 	if err != nil {
-		writeError(w, http.StatusBadRequest, CodeBadRequest, "reading the body: %v", err)
+		refuse(http.StatusBadRequest, CodeBadRequest, "reading the body: %v", err)
 		return
 	}
 	var b DecisionBody
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&b); err != nil {
-		writeError(w, http.StatusBadRequest, CodeInvalidJSON, "the body is not a decision: %v", err)
+		refuse(http.StatusBadRequest, CodeInvalidJSON, "the body is not a decision: %v", err)
 		return
 	}
 	req := processor.DecisionRequest{RunID: r.PathValue("run"), InterruptID: r.PathValue("interrupt"), Status: b.Status,
@@ -385,15 +417,16 @@ func (g *Gateway) decide(w http.ResponseWriter, r *http.Request) {
 	var pe *subjects.ProtocolError
 	switch {
 	case errors.As(err, &rej):
+		g.refusals.fail(limitKey(me.Name), addr)
 		status, ok := statusOf[v.Code]
 		if !ok {
 			status = http.StatusBadRequest
 		}
 		writeJSON(w, status, Error{Code: string(v.Code), Message: v.Detail, Verdict: &v})
 	case errors.As(err, &pe):
-		writeJSON(w, statusOf[pe.Code], Error{Code: string(pe.Code), Message: pe.Detail})
+		refuse(statusOf[pe.Code], string(pe.Code), "%s", pe.Detail)
 	case errors.Is(err, subjects.ErrInvalidToken):
-		writeError(w, http.StatusBadRequest, CodeBadRequest, "%v", err)
+		refuse(http.StatusBadRequest, CodeBadRequest, "%v", err)
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "%v", err)
 	default:

@@ -42,7 +42,10 @@ type env struct {
 // newEnv runs a coordinator, a worker whose agent "gate" asks with the
 // request it is given in the run's input, and the gateway on a real HTTP
 // server.
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvWith(t, nil) }
+
+// newEnvWith is newEnv with the gateway's config changed by set.
+func newEnvWith(t *testing.T, set func(*Config)) *env {
 	srv := jstest.Server(t)
 	nc := jstest.Client(t, srv)
 	dir, err := approvers.Parse("test", []byte(fmt.Sprintf(`
@@ -50,7 +53,8 @@ identities:
   ada: {groups: [finance], tokens: ["%s"]}
   bob: {groups: [ops], tokens: ["%s"]}
   carol: {groups: [finance], tokens: ["%s"]}
-`, approvers.Digest("ada-token"), approvers.Digest("bob-token"), approvers.Digest("carol-token"))))
+  erin: {roles: [auditor], tokens: ["%s"]}
+`, approvers.Digest("ada-token"), approvers.Digest("bob-token"), approvers.Digest("carol-token"), approvers.Digest("erin-token"))))
 	require.NoError(t, err)
 	co := processor.NewCoordinator(jstest.Client(t, srv), processor.CoordinatorConfig{Logger: quiet, Groups: dir.Groups})
 	require.NoError(t, co.Start(context.Background()))
@@ -60,13 +64,18 @@ identities:
 		var req struct {
 			Approvers, Groups []string
 			Schema            map[string]any
-			Message           string
+			Message, Reason   string
+			// Quiet: the agent keeps the answer to itself.
+			Quiet bool
 		}
 		_ = json.Unmarshal(input, &req)
 		d, err := processor.Interrupt(ctx, processor.Request{Message: req.Message, Approvers: req.Approvers,
-			ApproverGroups: req.Groups, ResponseSchema: req.Schema})
+			ApproverGroups: req.Groups, ResponseSchema: req.Schema, Reason: req.Reason})
 		if err != nil {
 			return nil, err
+		}
+		if req.Quiet {
+			return map[string]any{"by": d.Approver}, nil
 		}
 		return map[string]any{"payload": d.Payload, "by": d.Approver}, nil
 	}))
@@ -74,9 +83,15 @@ identities:
 	t.Cleanup(w.Stop)
 	signer, err := links.NewSigner([]byte("test-link-secret-0123"))
 	require.NoError(t, err)
-	gw, err := New(context.Background(), jstest.Client(t, srv), Config{Directory: dir, Logger: quiet, Links: signer})
+	cfg := Config{Directory: dir, Logger: quiet, Links: signer}
+	if set != nil {
+		set(&cfg)
+	}
+	gw, err := New(context.Background(), jstest.Client(t, srv), cfg)
 	require.NoError(t, err)
-	hs := httptest.NewServer(gw)
+	hs := httptest.NewUnstartedServer(gw)
+	hs.Config = gw.Server()
+	hs.Start()
 	t.Cleanup(hs.Close)
 	return &env{t: t, nc: nc, client: processor.NewClient(nc), srv: hs, dir: dir, signer: signer}
 }
@@ -136,10 +151,10 @@ func TestDecideThroughTheGateway(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"payload":{"ok":true},"by":"ada"}`, string(rec.Result), "the identity is the token's, recorded by the coordinator")
 
-	status, out = e.call("GET", "/v1/runs/"+run, "bob-token", nil)
+	status, out = e.call("GET", "/v1/runs/"+run, "ada-token", nil)
 	require.Equal(t, http.StatusOK, status)
 	assert.Equal(t, "completed", out["run"].(map[string]any)["status"])
-	status, out = e.call("GET", "/v1/runs/"+run+"/history", "bob-token", nil)
+	status, out = e.call("GET", "/v1/runs/"+run+"/history", "erin-token", nil)
 	require.Equal(t, http.StatusOK, status)
 	var types []string
 	for _, ev := range out["events"].([]any) {
@@ -152,13 +167,14 @@ func TestDecideThroughTheGateway(t *testing.T) {
 		}
 	}
 	assert.Contains(t, types, "decision_accepted")
-	status, out = e.call("GET", "/v1/runs/nope", "bob-token", nil)
+	status, out = e.call("GET", "/v1/runs/nope", "ada-token", nil)
 	assert.Equal(t, http.StatusNotFound, status)
 	assert.Equal(t, CodeNotFound, out["code"])
 }
 
 func TestRefusals(t *testing.T) {
-	e := newEnv(t)
+	// Every refusal below counts against the test's one address.
+	e := newEnvWith(t, func(c *Config) { c.DecisionRefusals = Limit{Burst: 100, Every: time.Second} })
 	adaOnly, adaID := e.suspend(map[string]any{"Approvers": []string{"ada"}})
 	finance, finID := e.suspend(map[string]any{"Groups": []string{"finance"}})
 	schema, schemaID := e.suspend(map[string]any{"Schema": map[string]any{"type": "object", "required": []string{"amount"}}})
@@ -192,6 +208,12 @@ func TestRefusals(t *testing.T) {
 			assert.NotEmpty(t, out["message"])
 		})
 	}
+	// Each refusal is audited: the coordinator's as decision_rejected, the
+	// gateway's own (bad input it never forwards) as access_refused.
+	e.refusals(adaOnly, CodeInvalidJSON, 2)
+	e.refusals(adaOnly, CodeTooLarge, 1)
+	e.refusals(adaOnly, subjects.CodeMalformed, 1)
+	e.refusals(subjects.NoRun, CodeBadRequest, 1)
 	// The group member may; nothing above changed anything.
 	status, out := e.call("POST", decisionPath(finance, finID), "carol-token", ok)
 	assert.Equal(t, 200, status, out)
@@ -224,7 +246,8 @@ func TestListPending(t *testing.T) {
 		for _, it := range out["interrupts"].([]any) {
 			m := it.(map[string]any)
 			seen = append(seen, m["runId"].(string))
-			assert.Equal(t, m["approverGroups"] != nil, m["canDecide"], "ada may decide the finance ones only")
+			assert.NotNil(t, m["approverGroups"], "ada sees the finance ones only")
+			assert.Equal(t, true, m["canDecide"])
 		}
 		next, _ := out["nextCursor"].(string)
 		if next == "" {
@@ -232,7 +255,10 @@ func TestListPending(t *testing.T) {
 		}
 		cursor = next
 	}
-	assert.Len(t, seen, 4, "every interrupt once across pages")
+	assert.Len(t, seen, 3, "every interrupt ada may see, once across pages")
+	status, out = e.call("GET", "/v1/interrupts", "erin-token", nil)
+	require.Equal(t, 200, status)
+	assert.Len(t, out["interrupts"], 4, "an auditor sees every interrupt")
 	status, out = e.call("GET", "/v1/interrupts?agent=other", "ada-token", nil)
 	require.Equal(t, 200, status)
 	assert.Empty(t, out["interrupts"])

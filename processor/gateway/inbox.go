@@ -6,42 +6,22 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/interlockhq/interlock/processor/authz"
 	"github.com/interlockhq/interlock/subjects"
 )
-
-// sessionCookie holds the API token of an inbox session. It is HttpOnly and
-// SameSite=Strict, and requests authenticated by it must carry the
-// X-Interlock-Request header, which a cross-site form cannot send.
-const sessionCookie = "interlock_session"
 
 func (g *Gateway) inbox(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'")
+	w.Header().Set("Content-Security-Policy", cspInbox)
 	page, _ := web.ReadFile("web/inbox.html")
 	_, _ = w.Write(page)
 }
 
-func (g *Gateway) login(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Token string `json:"token"`
-	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&body); err != nil {
-		writeError(w, http.StatusBadRequest, CodeInvalidJSON, "send {\"token\": \"...\"}")
-		return
-	}
-	id, ok := g.cfg.Directory.Authenticate(body.Token)
-	if !ok {
-		writeError(w, http.StatusUnauthorized, CodeUnauthenticated, "that token is not valid")
-		return
-	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: body.Token, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int((12 * time.Hour).Seconds())})
-	writeJSON(w, http.StatusOK, map[string]any{"identity": id.Name, "groups": id.Groups})
-}
-
-// stream sends every lifecycle and audit event as server-sent events, so
-// the inbox updates when interrupts arrive or are decided elsewhere.
+// stream sends the lifecycle and audit events the caller may read as
+// server-sent events, so the inbox updates when interrupts arrive or are
+// decided elsewhere: an auditor gets every event, anyone else the events of
+// runs they may read.
 func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
@@ -60,6 +40,10 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer sub.Unsubscribe()
+	me := identityOf(r)
+	// Runs found readable stay readable (interrupts are only ever added,
+	// and escalations only add approvers), so one look-up per run.
+	readable := map[string]bool{}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
@@ -74,8 +58,41 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 		case <-keepAlive.C:
 			fmt.Fprint(w, ": keep-alive\n\n")
 		case data := <-events:
+			if !g.mayReadEvent(r, me, data, readable) {
+				continue
+			}
 			fmt.Fprintf(w, "event: message\ndata: %s\n\n", data)
 		}
 		flusher.Flush()
 	}
 }
+
+// mayReadEvent reports whether p may see the event data: an auditor any,
+// anyone else one about a run they may read. Runs found readable are
+// remembered in readable.
+func (g *Gateway) mayReadEvent(r *http.Request, p authz.Principal, data []byte, readable map[string]bool) bool {
+	if p.Auditor {
+		return true
+	}
+	var ev struct {
+		RunID string `json:"runId"`
+	}
+	if json.Unmarshal(data, &ev) != nil || subjects.ValidateToken("run id", ev.RunID) != nil || ev.RunID == subjects.NoRun {
+		return false
+	}
+	if readable[ev.RunID] {
+		return true
+	}
+	rec, err := g.client.Run(r.Context(), ev.RunID)
+	if err != nil || !authz.MayReadRun(rec, p) {
+		return false
+	}
+	if len(readable) >= maxRemembered {
+		clear(readable)
+	}
+	readable[ev.RunID] = true
+	return true
+}
+
+// maxRemembered bounds the runs one stream remembers as readable.
+const maxRemembered = 10_000

@@ -52,18 +52,31 @@ func refuse(w http.ResponseWriter, status int, title, message string) {
 }
 
 // link checks a link token; on a bad one it answers and returns false.
+// Every refusal is audited; a link that is not valid counts as a failed
+// login of the caller's address.
 func (g *Gateway) link(w http.ResponseWriter, r *http.Request) (links.Link, string, bool) {
 	token := r.PathValue("token")
 	if g.cfg.Links == nil {
 		refuse(w, http.StatusNotFound, "Links are off", "This gateway does not serve decision links.")
 		return links.Link{}, "", false
 	}
+	addr := addressOf(r)
+	if blocked, first := g.logins.blocked(addr); blocked {
+		if first {
+			g.refused(r, subjects.CodeRateLimited, "", "too many links that are not valid from this address")
+		}
+		refuse(w, http.StatusTooManyRequests, "Too many attempts", "Too many links that are not valid came from here. Try again later.")
+		return links.Link{}, "", false
+	}
 	l, err := g.cfg.Links.Verify(token, time.Now())
 	switch {
 	case errors.Is(err, links.ErrExpired):
+		g.refusedRun(r, l.Run, subjects.CodeLinkExpired, l.Approver, "expired decision link")
 		refuse(w, http.StatusGone, "This link has expired", err.Error()+". Decide in the inbox or with the CLI instead.")
 		return l, "", false
 	case err != nil:
+		g.logins.fail(addr)
+		g.refused(r, subjects.CodeLinkInvalid, "", "decision link with a bad signature")
 		refuse(w, http.StatusBadRequest, "This link is not valid",
 			"The link was changed or cut short. Open it again from the original message, or use the inbox.")
 		return l, "", false
@@ -74,6 +87,7 @@ func (g *Gateway) link(w http.ResponseWriter, r *http.Request) (links.Link, stri
 		return l, "", false
 	}
 	if used {
+		g.refusedRun(r, l.Run, subjects.CodeLinkUsed, l.Approver, "decision link used again")
 		refuse(w, http.StatusConflict, "This link was already used",
 			"A decision link works once. The decision it made stands; see the run's history.")
 		return l, "", false
@@ -137,7 +151,7 @@ func (g *Gateway) useLink(w http.ResponseWriter, r *http.Request) {
 		req.Status = subjects.StatusResolved
 		if p := strings.TrimSpace(r.PostFormValue("payload")); p != "" {
 			if !json.Valid([]byte(p)) {
-				refuse(w, http.StatusBadRequest, "The answer is not JSON", "Go back and correct the answer: "+p)
+				refuse(w, http.StatusBadRequest, "The answer is not JSON", "Go back and correct the answer.")
 				return
 			}
 			req.Payload = json.RawMessage(p)
@@ -149,6 +163,7 @@ func (g *Gateway) useLink(w http.ResponseWriter, r *http.Request) {
 	var rej *processor.RejectionError
 	switch {
 	case errors.As(err, &rej):
+		g.refusals.fail(limitKey(l.Approver), addressOf(r))
 		status, known := statusOf[v.Code]
 		if !known {
 			status = http.StatusBadRequest
