@@ -135,7 +135,9 @@ async def test_uncaught_cancel_fails_the_run(nc: NATS, client: Client, agent_nam
     assert rec.status == "failed" and "cancelled" in rec.error
 
 
-@pytest.mark.parametrize("payload", [False, 0, "", {}, []], ids=["false", "zero", "empty-string", "empty-object", "empty-list"])
+@pytest.mark.parametrize(
+    "payload", [False, 0, "", {}, []], ids=["false", "zero", "empty-string", "empty-object", "empty-list"]
+)
 async def test_falsy_payloads_are_answers(nc: NATS, client: Client, agent_name: str, payload: Any) -> None:
     async def body(inp: Any) -> Any:
         d = interlock.interrupt(Request(message="?"))
