@@ -137,3 +137,33 @@ async def _lines(proc: asyncio.subprocess.Process) -> AsyncIterator[dict[str, An
     assert proc.stdout is not None
     async for line in proc.stdout:
         yield json.loads(line)
+
+
+async def test_the_readme_example_runs_against_interlock_serve(server: Server) -> None:
+    example = HERE.parent / "examples" / "refund_agent.py"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-u",
+        str(example),
+        env=dict(os.environ, NATS_URL=server.url),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    try:
+        lines: list[str] = []
+        while not lines or not lines[-1].strip().startswith("interlock approve"):
+            line = await asyncio.wait_for(proc.stdout.readline(), 60)
+            assert line, "the example exited early: " + "".join(lines)
+            lines.append(line.decode())
+        run = lines[-1].split()[2]
+        ok = await asyncio.to_thread(server.cli, "approve", run, "--payload", '{"amount": 35}')
+        assert ok.returncode == 0, ok.stderr
+        out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0
+    text = "".join(lines) + out.decode()
+    assert text.count("asking a person") == 1, text
+    assert "completed: {'refunded': True, 'amount': 35, 'ticket': 'T-A-1', 'approver': ''}" in text, text

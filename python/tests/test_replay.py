@@ -5,11 +5,13 @@ interrupts."""
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from nats.aio.client import Client as NATS
+from test_schemas import validator
 
 import interlock
 from interlock import Cancelled, Client, Request, Run, Worker
@@ -86,6 +88,8 @@ async def test_approve_replays_with_the_decision(nc: NATS, client: Client, agent
         assert pending["toolCallId"] == "call_refund" and pending["reason"] == "tool_call"
         listed = [p for p in await client.pending() if p["runId"] == run]
         assert [p["id"] for p in listed] == [pending["id"]]
+        validator("pending").validate(listed[0])
+        validator("run").validate(rec.raw)
         with pytest.raises(interlock.Rejected) as rej:
             await client.approve(run, pending["id"], payload={"amt": 1})
         assert rej.value.verdict.code == "schema_mismatch"
@@ -97,7 +101,19 @@ async def test_approve_replays_with_the_decision(nc: NATS, client: Client, agent
     assert rec.status == "completed", rec.error
     assert rec.result == {"amount": 40, "approver": "ada", "order": "A-1"}
     assert calls == {"step": 1, "body": 2, "notified": 1}
-    types = [e["type"] for e in await client.events(run)]
+    validator("run").validate(rec.raw)
+    validator("verdict").validate(v.raw)
+    events = await client.events(run)
+    for e in events:
+        validator("event").validate(e)
+    # What the Python worker and client published satisfies the schemas too.
+    js = nc.jetstream()
+    for kind, schema in (("suspended", "suspension"), ("completed", "completion")):
+        m = await js.get_last_msg("INTERLOCK_RUNS", f"interlock.{kind}.{agent_name}.{run}")
+        validator(schema).validate(json.loads(m.data or b""))
+    decisions = await js.get_last_msg("INTERLOCK_DECISIONS", f"interlock.resume.{run}.ada")
+    validator("decision").validate(json.loads(decisions.data or b""))
+    types = [e["type"] for e in events]
     assert types[0] == "suspended" and "decision_rejected" in types and types[-1] == "completed"
 
 
