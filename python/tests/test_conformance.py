@@ -4,6 +4,7 @@ read too (subjects/conformance_test.go, processor/conformance_test.go)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ def test_tokens(v: dict[str, Any]) -> None:
 
 def build(prefix: str, op: str, args: list[str]) -> str:
     ns = interlock.Namespace(prefix)
-    ops = {
+    ops: dict[str, Callable[..., str]] = {
         "work": ns.work,
         "suspended": ns.suspended,
         "completed": ns.completed,
@@ -65,7 +66,7 @@ def build(prefix: str, op: str, args: list[str]) -> str:
         "agui": ns.agui,
         "deadLetter": ns.dead_letter,
     }
-    return str(ops[op](*args))
+    return ops[op](*args)
 
 
 @pytest.mark.parametrize("v", SUBJECTS["subjects"], ids=lambda v: f"{v['prefix']}:{v['op']}:{'.'.join(v['args'])}")

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from ._errors import Cancelled, InvalidRequest, NotInRun, ProtocolError, Suspended, ToolCallMismatch
 from ._ids import interrupt_id, step_key
@@ -158,7 +158,11 @@ def _rfc3339(t: datetime) -> str:
     return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-async def step(name: str, fn: Callable[[], Awaitable[T]] | Callable[[], T]) -> T:
+@overload
+async def step(name: str, fn: Callable[[], Awaitable[T]]) -> T: ...
+@overload
+async def step(name: str, fn: Callable[[], T]) -> T: ...
+async def step(name: str, fn: Callable[[], Any]) -> Any:
     """Run ``fn`` once per run: the first pass records its result (which must
     be JSON) in the journal, and every replay returns the recorded result
     without calling ``fn``. Steps are keyed by tool call, name and how many
@@ -175,8 +179,7 @@ async def step(name: str, fn: Callable[[], Awaitable[T]] | Callable[[], T]) -> T
         p.steps[scope + "\x00" + name] = n + 1
         key = step_key(scope, name, n)
         if key in p.journal:
-            recorded: T = copy.deepcopy(p.journal[key])
-            return recorded
+            return copy.deepcopy(p.journal[key])
     result = fn()
     if inspect.isawaitable(result):
         result = await result
@@ -184,7 +187,7 @@ async def step(name: str, fn: Callable[[], Awaitable[T]] | Callable[[], T]) -> T
         raw = json.dumps(result, separators=(",", ":"))
     except (TypeError, ValueError) as e:
         raise TypeError(f"step {name!r}: result cannot be journaled: {e}") from e
-    value: T = json.loads(raw)  # the first pass sees what every replay will
+    value = json.loads(raw)  # the first pass sees what every replay will
     with p.lock:
         p.journal[key] = copy.deepcopy(value)
     return value
