@@ -1,0 +1,163 @@
+"""Claude Agent SDK on Interlock: a ``can_use_tool`` permission callback that
+asks a person through Interlock and answers allow, deny or allow with
+edited input.
+
+Each permission request becomes an Interlock run of a small permissions
+agent (default ``claude_permissions``) whose one pass raises one interrupt:
+its suspension and its decision live in JetStream, so neither is lost when
+the process asking, the worker or the coordinator restarts. The run id is
+derived from the Claude session id and the tool use id
+(:func:`permission_run_id`), so asking again for the same tool use (after a
+restart) finds the same run: the decision made meanwhile, or the same
+pending question, never a second one.
+
+Decisions map to the SDK's results:
+
+- resolved with a JSON object payload: allow, with that object as the
+  edited tool input (``interlock approve RUN --edit '{...}'``);
+- resolved with no payload or any other payload: allow, input unchanged;
+- cancelled (denied or expired), a failed run, or no decision within
+  ``timeout``: deny, with the approver's comment. Silence is never approval.
+
+Wire it up: register :meth:`ClaudePermissions.agent` with an Interlock
+:class:`~interlock.Worker` (in this process or any other), and pass the
+instance as ``ClaudeAgentOptions(can_use_tool=...)``.
+
+A restarted process picks the session up by resuming the Claude session
+(``ClaudeAgentOptions(resume=session_id)``, with a ``session_store`` when
+the transcript must survive the machine) and passing the same
+:class:`ClaudePermissions`: when the resumed session asks again for the
+pending tool use, the callback returns the decision recorded in JetStream,
+or waits for it. :meth:`ClaudePermissions.pending` lists the questions that
+wait (``interlock pending --agent claude_permissions`` does too).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+from claude_agent_sdk import PermissionResultAllow, PermissionResultDeny, ToolPermissionContext
+from nats.aio.client import Client as NATS
+
+import interlock
+from interlock import AgentFunc, Cancelled, Client, Request, RunNotFound
+
+from .._subjects import DEFAULT_PREFIX
+
+PermissionResult = PermissionResultAllow | PermissionResultDeny
+DEFAULT_AGENT = "claude_permissions"
+
+
+def permission_run_id(session_id: str, tool_use_id: str) -> str:
+    """The run id of the permission request for one tool use of a session."""
+    digest = hashlib.sha256(f"{session_id}\x00{tool_use_id}".encode()).hexdigest()[:32]
+    return "claude-" + digest
+
+
+def default_request(question: dict[str, Any]) -> Request:
+    """The Interlock request for a permission question (the permissions run's
+    input: ``tool``, ``input``, ``title``, ``sessionId``, ``toolUseId`` and
+    the context's ``agentId``, ``blockedPath``, ``decisionReason``)."""
+    message = question.get("title") or f"Claude wants to use {question['tool']}"
+    metadata = {"tool": question["tool"], "arguments": question["input"]}
+    for k in ("sessionId", "agentId", "blockedPath", "decisionReason"):
+        if question.get(k):
+            metadata[k] = question[k]
+    return Request(message=message, reason="tool_call", metadata=metadata)
+
+
+class ClaudePermissions:
+    """A ``can_use_tool`` callback for one Claude session, asking through
+    Interlock. ``request`` maps a question to the Interlock request (set
+    ``approvers``, a deadline with ``timeout``/``on_expiry``, a schema).
+    ``timeout`` bounds how long the callback waits for a decision (None:
+    as long as it takes); then it denies."""
+
+    def __init__(
+        self,
+        nc: NATS,
+        *,
+        session_id: str,
+        agent: str = DEFAULT_AGENT,
+        prefix: str = DEFAULT_PREFIX,
+        inbox_prefix: str | None = None,
+        request: Callable[[dict[str, Any]], Request] = default_request,
+        timeout: float | None = None,
+    ) -> None:
+        interlock.validate_token("agent", agent)
+        self.session_id = session_id
+        self.agent_name = agent
+        self._client = Client(nc, prefix=prefix, inbox_prefix=inbox_prefix)
+        self._request = request
+        self._timeout = timeout
+
+    @property
+    def agent(self) -> AgentFunc:
+        """The permissions agent's body, to register with a Worker under
+        ``agent_name``. Any permissions object can serve it: the question
+        travels in the run's input."""
+        return _ask(self._request)
+
+    async def __call__(
+        self, tool_name: str, tool_input: dict[str, Any], context: ToolPermissionContext
+    ) -> PermissionResult:
+        tool_use_id = context.tool_use_id or ""
+        run_id = permission_run_id(self.session_id, tool_use_id)
+        question: dict[str, Any] = {
+            "tool": tool_name,
+            "input": tool_input,
+            "sessionId": self.session_id,
+            "toolUseId": tool_use_id,
+        }
+        for key, value in (
+            ("title", context.title),
+            ("agentId", context.agent_id),
+            ("blockedPath", context.blocked_path),
+            ("decisionReason", context.decision_reason),
+        ):
+            if value:
+                question[key] = value
+        try:
+            await self._client.run(run_id)
+        except RunNotFound:
+            await self._client.start(self.agent_name, question, run_id=run_id)
+        try:
+            rec = await self._client.wait(run_id, timeout=self._timeout if self._timeout is not None else 10**9)
+        except TimeoutError:
+            return PermissionResultDeny(
+                message=f"no decision within {self._timeout}s; denied (silence is not approval)"
+            )
+        if rec.status != "completed" or not isinstance(rec.result, dict):
+            return PermissionResultDeny(message=f"permission run {run_id} {rec.status}: {rec.error}")
+        if rec.result.get("behavior") == "allow":
+            return PermissionResultAllow(updated_input=rec.result.get("updatedInput"))
+        return PermissionResultDeny(message=str(rec.result.get("message", "denied")))
+
+    async def pending(self) -> list[dict[str, Any]]:
+        """The permission questions of this session that wait for a decision."""
+        return [
+            p
+            for p in await self._client.pending()
+            if p.get("agent") == self.agent_name and (p.get("metadata") or {}).get("sessionId") == self.session_id
+        ]
+
+    async def close(self) -> None:
+        await self._client.close()
+
+
+def _ask(request: Callable[[dict[str, Any]], Request]) -> AgentFunc:
+    async def body(question: dict[str, Any]) -> dict[str, Any]:
+        with interlock.tool_call(question["toolUseId"]):
+            try:
+                d = interlock.interrupt(request(question))
+            except Cancelled as c:
+                why = c.comment or ("nobody decided in time" if c.reason == "expired" else "denied")
+                return {"behavior": "deny", "message": why, "approver": c.approver}
+        out: dict[str, Any] = {"behavior": "allow", "approver": d.approver}
+        if isinstance(d.payload, dict):
+            out["updatedInput"] = d.payload
+        return out
+
+    return body
