@@ -226,6 +226,9 @@ def _head(data: bytes, limit: int) -> Any:
         obj = json.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
         raise _malformed(f"not a JSON object: {e}") from None
+    except RecursionError:
+        # Go's decoder allows 10000 levels; Python's stops at its recursion limit.
+        raise _malformed("JSON nested too deeply") from None
     if not isinstance(obj, dict):
         raise _malformed("not a JSON object")
     v = obj.get("version")
