@@ -95,3 +95,25 @@ async def test_silence_is_denial(nc: NATS, agent_name: str) -> None:
         result = await perms("Write", {"path": "/etc/hosts"}, ToolPermissionContext(tool_use_id="toolu_x"))
     assert isinstance(result, PermissionResultDeny) and "silence is not approval" in result.message
     await perms.close()
+
+
+async def test_session_store_passes_the_sdk_conformance_suite(nc: NATS) -> None:
+    from claude_agent_sdk.testing import run_session_store_conformance
+
+    from interlock.adapters.claude import JetStreamSessionStore
+
+    # One tenant per store: the suite wants each store isolated.
+    await run_session_store_conformance(lambda: JetStreamSessionStore(nc, tenant="t" + uuid.uuid4().hex[:12]))
+
+
+async def test_session_store_drops_a_resent_entry(nc: NATS) -> None:
+    from interlock.adapters.claude import JetStreamSessionStore
+
+    store = JetStreamSessionStore(nc, tenant="t" + uuid.uuid4().hex[:12])
+    key: Any = {"project_key": "p", "session_id": "s"}
+    entry: Any = {"type": "user", "uuid": "u-1", "message": "hi"}
+    await store.append(key, [entry])
+    title: Any = {"type": "title", "title": "x"}
+    await store.append(key, [entry, title])
+    assert await store.load(key) == [entry, title]
+    ClaudeAgentOptions(session_store=store)

@@ -24,8 +24,9 @@ Wire it up: register :meth:`ClaudePermissions.agent` with an Interlock
 instance as ``ClaudeAgentOptions(can_use_tool=...)``.
 
 A restarted process picks the session up by resuming the Claude session
-(``ClaudeAgentOptions(resume=session_id)``, with a ``session_store`` when
-the transcript must survive the machine) and passing the same
+(``ClaudeAgentOptions(resume=session_id)``, with
+``session_store=JetStreamSessionStore(nc)`` when the transcript must survive
+the machine: it keeps the transcript in JetStream too) and passing the same
 :class:`ClaudePermissions`: when the resumed session asks again for the
 pending tool use, the callback returns the decision recorded in JetStream,
 or waits for it. :meth:`ClaudePermissions.pending` lists the questions that
@@ -35,11 +36,21 @@ wait (``interlock pending --agent claude_permissions`` does too).
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable
 from typing import Any
 
-from claude_agent_sdk import PermissionResultAllow, PermissionResultDeny, ToolPermissionContext
+import nats.js.errors
+from claude_agent_sdk import (
+    PermissionResultAllow,
+    PermissionResultDeny,
+    SessionKey,
+    SessionStore,
+    SessionStoreEntry,
+    ToolPermissionContext,
+)
 from nats.aio.client import Client as NATS
+from nats.js import api
 
 import interlock
 from interlock import AgentFunc, Cancelled, Client, Request, RunNotFound
@@ -161,3 +172,90 @@ def _ask(request: Callable[[dict[str, Any]], Request]) -> AgentFunc:
         return out
 
     return body
+
+
+class JetStreamSessionStore(SessionStore):
+    """A Claude Agent SDK ``SessionStore`` keeping session transcripts in
+    JetStream (``ClaudeAgentOptions(session_store=...)``), so a process on
+    another machine can resume a session (``resume=session_id``).
+
+    Entries go to the stream ``<PREFIX>_CLAUDE_SESSIONS`` (created when
+    missing: file storage, limits retention, kept until deleted; set
+    ``max_age`` for a retention window), one message per entry on
+    ``<prefix>.claude.<tenant>.<digest of the session key>``, in commit
+    order. An entry's ``uuid`` is its idempotency key: the stream's duplicate
+    window drops a resend, and ``load`` keeps the first of any later copy.
+    ``tenant`` (a token) separates stores sharing one server.
+    """
+
+    # The optional methods stay the protocol's own "not implemented" markers.
+    list_sessions = SessionStore.list_sessions
+    list_session_summaries = SessionStore.list_session_summaries
+    delete = SessionStore.delete
+    list_subkeys = SessionStore.list_subkeys
+
+    def __init__(self, nc: NATS, *, prefix: str = DEFAULT_PREFIX, tenant: str = "default", max_age: float = 0) -> None:
+        interlock.validate_token("tenant", tenant)
+        ns = interlock.Namespace(prefix)
+        self._js = nc.jetstream()
+        self._stream = ns.stream("CLAUDE_SESSIONS")
+        self._base = f"{ns.prefix}.claude"
+        self._tenant = tenant
+        self._max_age = max_age
+        self._ready = False
+
+    def _subject(self, key: SessionKey) -> str:
+        parts = [key["project_key"], key["session_id"], key.get("subpath") or ""]
+        digest = hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:32]
+        return f"{self._base}.{self._tenant}.{digest}"
+
+    async def _ensure(self) -> None:
+        if self._ready:
+            return
+        try:
+            await self._js.stream_info(self._stream)
+        except nats.js.errors.NotFoundError:
+            await self._js.add_stream(
+                api.StreamConfig(
+                    name=self._stream,
+                    subjects=[f"{self._base}.>"],
+                    storage=api.StorageType.FILE,
+                    retention=api.RetentionPolicy.LIMITS,
+                    max_age=self._max_age or None,
+                    duplicate_window=600,
+                )
+            )
+        self._ready = True
+
+    async def append(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
+        """Store a batch of transcript entries, in order."""
+        await self._ensure()
+        subject = self._subject(key)
+        for entry in entries:
+            headers = None
+            if entry.get("uuid"):
+                headers = {"Nats-Msg-Id": f"{subject}:{entry['uuid']}"}
+            await self._js.publish(subject, json.dumps(entry).encode(), headers=headers)
+
+    async def load(self, key: SessionKey) -> list[SessionStoreEntry] | None:
+        """The session's entries in commit order, or None if never written."""
+        await self._ensure()
+        subject = self._subject(key)
+        out: list[SessionStoreEntry] = []
+        seen: set[str] = set()
+        seq = 1
+        while True:
+            try:
+                m = await self._js.get_msg(self._stream, seq, subject=subject, next=True)
+            except nats.js.errors.NotFoundError:
+                break
+            entry = json.loads(m.data or b"null")
+            uid = entry.get("uuid") if isinstance(entry, dict) else None
+            if not uid or uid not in seen:
+                out.append(entry)
+                if uid:
+                    seen.add(uid)
+            if m.seq is None:
+                break
+            seq = m.seq + 1
+        return out or None
