@@ -145,3 +145,32 @@ async def test_stop_lets_the_pass_under_way_finish_and_takes_no_more(nc: NATS, c
     assert info.num_pending + info.num_ack_pending == 1, "the later run waits for another worker"
     async with worker(nc, agent_name, body):
         assert (await client.wait(later)).result == "finished"
+
+
+async def test_a_pass_that_already_reported_is_not_run_again(nc: NATS, client: Client, agent_name: str) -> None:
+    """The outcome is stored but the ack was lost (a crash in between): the
+    redelivered work item is acked without running the body."""
+    calls = 0
+
+    async def body(inp: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return "ran"
+
+    js = nc.jetstream()
+    run = await client.start(agent_name, {"n": 1})
+    done = {"version": 1, "runId": run, "agent": agent_name, "pass": 0, "result": "reported before"}
+    await js.publish(
+        f"interlock.completed.{agent_name}.{run}",
+        json.dumps(done).encode(),
+        headers={"Nats-Msg-Id": interlock.outcome_msg_id(run, 0)},
+    )
+    async with worker(nc, agent_name, body):
+        rec = await client.wait(run)
+
+        async def acked() -> bool:
+            info = await js.consumer_info("INTERLOCK_WORK", "worker_" + agent_name)
+            return bool(info.num_pending == 0 and info.num_ack_pending == 0)
+
+        await eventually(acked, "the work item acked")
+    assert rec.result == "reported before" and calls == 0
