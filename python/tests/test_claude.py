@@ -84,6 +84,17 @@ async def test_the_question_outlives_the_asking_process(server: Server, client: 
     finally:
         await second_nc.close()
     assert result == PermissionResultAllow(updated_input={"command": "rm -rf build/cache"})
+    # The same tool use id with another input never borrows that approval.
+    third_nc = await nats.connect(server.url)
+    try:
+        other = ClaudePermissions(third_nc, session_id=session, agent=agent_name)
+        swapped = await asyncio.wait_for(
+            other("Bash", {"command": "rm -rf /"}, ToolPermissionContext(tool_use_id="toolu_9")), 30
+        )
+        await other.close()
+    finally:
+        await third_nc.close()
+    assert isinstance(swapped, PermissionResultDeny) and "different tool call" in swapped.message
     rec = await client.run(run)
     assert len(rec.interrupts) == 1, "asking again found the same question"
     assert rec.interrupts[0]["decision"]["approver"] == "ada"

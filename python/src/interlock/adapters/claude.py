@@ -18,6 +18,8 @@ Decisions map to the SDK's results:
 - resolved with no payload or any other payload: allow, input unchanged;
 - cancelled (denied or expired), a failed run, or no decision within
   ``timeout``: deny, with the approver's comment. Silence is never approval.
+- a run under this id that asked another question (another tool or input):
+  deny; an approval never carries over to a call it was not given for.
 
 Wire it up: register :meth:`ClaudePermissions.agent` with an Interlock
 :class:`~interlock.Worker` (in this process or any other), and pass the
@@ -140,6 +142,11 @@ class ClaudePermissions:
             return PermissionResultDeny(
                 message=f"no decision within {self._timeout}s; denied (silence is not approval)"
             )
+        asked = rec.raw.get("input") or {}
+        if asked.get("tool") != tool_name or asked.get("input") != tool_input:
+            # The decision answers another question asked under this id:
+            # it never approves this one.
+            return PermissionResultDeny(message=f"permission run {run_id} decided a different tool call; denied")
         if rec.status != "completed" or not isinstance(rec.result, dict):
             return PermissionResultDeny(message=f"permission run {run_id} {rec.status}: {rec.error}")
         if rec.result.get("behavior") == "allow":
