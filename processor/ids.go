@@ -26,3 +26,9 @@ func InterruptID(run, toolCallID string, ordinal int) string {
 func stepKey(toolCallID, name string, ordinal int) string {
 	return toolCallID + "/" + name + "#" + strconv.Itoa(ordinal)
 }
+
+// outcomeMsgID is the Nats-Msg-Id of a pass's outcome: one per pass,
+// whatever its kind.
+func outcomeMsgID(run string, pass int) string {
+	return run + ":" + strconv.Itoa(pass)
+}

@@ -173,7 +173,7 @@ func (w *Worker) handle(ctx context.Context, agent string, fn AgentFunc, m *jets
 	if err != nil {
 		return err
 	}
-	msgID := work.RunID + ":" + strconv.Itoa(work.Pass)
+	msgID := outcomeMsgID(work.RunID, work.Pass)
 	// The pass's AG-UI events end here: the marker follows them on their
 	// subject, so a bridge knows it has them all before the outcome.
 	end, _ := json.Marshal(map[string]any{"type": PassEndEvent, "pass": work.Pass})

@@ -1,0 +1,61 @@
+package processor
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// TestConformanceIDs checks the ids every SDK must produce byte for byte
+// against testdata/conformance/ids.json, which the Python SDK's tests read
+// too.
+func TestConformanceIDs(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join("..", "testdata", "conformance", "ids.json"))
+	require.NoError(t, err)
+	var vec struct {
+		InterruptIDs []struct {
+			RunID, ToolCallID, ID string
+			Ordinal               int
+		}
+		StepKeys []struct {
+			ToolCallID, Name, Key string
+			Ordinal               int
+		}
+		WorkMsgIDs, OutcomeMsgIDs []struct {
+			RunID, MsgID string
+			Pass         int
+		}
+		PendingKeys []struct{ RunID, InterruptID, Key string }
+	}
+	require.NoError(t, json.Unmarshal(data, &vec))
+	require.NotEmpty(t, vec.InterruptIDs)
+	for _, v := range vec.InterruptIDs {
+		assert.Equal(t, v.ID, InterruptID(v.RunID, v.ToolCallID, v.Ordinal), "%+v", v)
+	}
+	require.NotEmpty(t, vec.StepKeys)
+	for _, v := range vec.StepKeys {
+		assert.Equal(t, v.Key, stepKey(v.ToolCallID, v.Name, v.Ordinal))
+	}
+	require.NotEmpty(t, vec.WorkMsgIDs)
+	for _, v := range vec.WorkMsgIDs {
+		m, err := workMsg(subjects.Default(), subjects.Work{PassRef: subjects.PassRef{Version: 1, RunID: v.RunID,
+			Agent: "a", Pass: v.Pass}}, "")
+		require.NoError(t, err)
+		assert.Equal(t, v.MsgID, m.MsgID)
+	}
+	require.NotEmpty(t, vec.OutcomeMsgIDs)
+	for _, v := range vec.OutcomeMsgIDs {
+		assert.Equal(t, v.MsgID, outcomeMsgID(v.RunID, v.Pass))
+	}
+	require.NotEmpty(t, vec.PendingKeys)
+	for _, v := range vec.PendingKeys {
+		assert.Equal(t, v.Key, pendingKey(v.RunID, v.InterruptID))
+	}
+}

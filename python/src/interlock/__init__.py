@@ -1,0 +1,72 @@
+"""Interlock for Python: durable human-in-the-loop interrupts for AI agent
+runs, on NATS JetStream.
+
+An agent body runs again from the top on every replay pass. Inside it,
+:func:`interrupt` suspends the run on the first pass and returns the decision
+on the replay; :func:`is_resuming` is the same predicate; :func:`step` runs
+work once per run; :func:`tool_call` scopes interrupts to one tool call.
+A :class:`Worker` runs the passes; a :class:`Client` starts runs and decides.
+"""
+
+from ._client import Client, finished, suspended
+from ._errors import (
+    Cancelled,
+    InterlockError,
+    InvalidRequest,
+    InvalidToken,
+    NotInRun,
+    ProtocolError,
+    Rejected,
+    Retry,
+    RunNotFound,
+    Suspended,
+    ToolCallMismatch,
+)
+from ._ids import interrupt_id, outcome_msg_id, pending_key, step_key, work_msg_id
+from ._run import current_tool_call, gather, interrupt, is_resuming, run_info, step, tool_call
+from ._subjects import DEFAULT_PREFIX, Namespace, validate_token
+from ._types import NO_PAYLOAD, Decision, ExpiryPolicy, Request, Run, RunInfo, Verdict
+from ._worker import AgentFunc, Worker
+
+__all__ = [
+    "DEFAULT_PREFIX",
+    "NO_PAYLOAD",
+    "AgentFunc",
+    "Cancelled",
+    "Client",
+    "Decision",
+    "ExpiryPolicy",
+    "InterlockError",
+    "InvalidRequest",
+    "InvalidToken",
+    "Namespace",
+    "NotInRun",
+    "ProtocolError",
+    "Rejected",
+    "Request",
+    "Retry",
+    "Run",
+    "RunInfo",
+    "RunNotFound",
+    "Suspended",
+    "ToolCallMismatch",
+    "Verdict",
+    "Worker",
+    "current_tool_call",
+    "finished",
+    "gather",
+    "interrupt",
+    "interrupt_id",
+    "is_resuming",
+    "outcome_msg_id",
+    "pending_key",
+    "run_info",
+    "step",
+    "step_key",
+    "suspended",
+    "tool_call",
+    "validate_token",
+    "work_msg_id",
+]
+
+__version__ = "0.1.0"

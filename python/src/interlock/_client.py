@@ -1,0 +1,292 @@
+"""The client: start runs, decide interrupts, read and wait for runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import nats.js.errors
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+
+from . import _trace
+from ._errors import Rejected, RunNotFound
+from ._ids import reply_token, uuid7, work_msg_id
+from ._subjects import DEFAULT_PREFIX, Namespace, validate_token
+from ._types import NO_PAYLOAD, Run, Status, Verdict
+from ._wire import decode_decision, decode_work
+
+
+def finished(run: Run) -> bool:
+    """For :meth:`Client.wait`: the run completed or failed."""
+    return run.finished
+
+
+def suspended(run: Run) -> bool:
+    """For :meth:`Client.wait`: the run waits for decisions."""
+    return run.status == "suspended"
+
+
+class Client:
+    """Starts runs, decides interrupts and reads run records over NATS. It
+    needs no coordinator or worker in the same process.
+
+    Verdicts come back on a subscription under ``inbox_prefix`` (default:
+    the connection's inbox prefix, ``_INBOX``). Where NATS permissions give
+    each user an inbox prefix of its own, pass that prefix (and connect with
+    the same ``inbox_prefix``): the coordinator answers only inside the
+    sender's own inbox.
+    """
+
+    def __init__(
+        self, nc: NATS, *, prefix: str = DEFAULT_PREFIX, inbox_prefix: str | None = None, timeout: float = 30.0
+    ) -> None:
+        self._nc = nc
+        self._js = nc.jetstream()
+        self._ns = Namespace(prefix)
+        self._inbox_prefix = inbox_prefix
+        self._timeout = timeout
+        self._reply_prefix = ""
+        self._reply_sub: Any = None
+        self._waiting: dict[str, asyncio.Future[Verdict]] = {}
+        self._lock = asyncio.Lock()
+
+    @property
+    def namespace(self) -> Namespace:
+        return self._ns
+
+    async def close(self) -> None:
+        """Release the verdict subscription (the connection stays open)."""
+        if self._reply_sub is not None:
+            await self._reply_sub.unsubscribe()
+            self._reply_sub = None
+
+    async def start(
+        self,
+        agent: str,
+        input: Any = None,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        traceparent: str | None = None,
+    ) -> str:
+        """Queue the first pass of a run of ``agent`` and return the run id
+        (default a fresh UUIDv7). Starting the same run id twice within the
+        duplicate window queues it once."""
+        run_id = run_id or uuid7()
+        validate_token("run id", run_id)
+        work: dict[str, Any] = {"version": 1, "runId": run_id, "agent": agent}
+        if thread_id:
+            work["threadId"] = thread_id
+        work["pass"] = 0
+        if input is not None:
+            work["input"] = input
+        data = json.dumps(work, separators=(",", ":")).encode()
+        decode_work(data)
+        await self._js.publish(
+            self._ns.work(agent),
+            data,
+            headers={"Nats-Msg-Id": work_msg_id(run_id, 0), "traceparent": _trace.child(traceparent)},
+        )
+        return run_id
+
+    async def _await_reply(self, decision_id: str) -> tuple[str, asyncio.Future[Verdict]]:
+        async with self._lock:
+            if self._reply_sub is None:
+                if self._inbox_prefix:
+                    self._reply_prefix = f"{self._inbox_prefix}.{os.urandom(11).hex()}"
+                else:
+                    self._reply_prefix = self._nc.new_inbox()
+                self._reply_sub = await self._nc.subscribe(self._reply_prefix + ".*", cb=self._on_reply)
+                await self._nc.flush()
+            fut: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
+            self._waiting[reply_token(decision_id)] = fut
+            return f"{self._reply_prefix}.{reply_token(decision_id)}", fut
+
+    async def _on_reply(self, m: Msg) -> None:
+        try:
+            v = Verdict.from_wire(json.loads(m.data))
+        except (ValueError, KeyError, TypeError):
+            return
+        fut = self._waiting.get(m.subject[len(self._reply_prefix) + 1 :])
+        if fut is not None and not fut.done():
+            fut.set_result(v)
+
+    async def decide(
+        self,
+        run_id: str,
+        interrupt_id: str,
+        status: Status = "resolved",
+        *,
+        payload: Any = NO_PAYLOAD,
+        metadata: dict[str, Any] | None = None,
+        approver: str | None = None,
+        comment: str | None = None,
+        decision_id: str | None = None,
+        via: str = "sdk",
+        timeout: float | None = None,
+    ) -> Verdict:
+        """Publish a decision on the run's resume subject (the one for
+        ``approver``, or the anonymous one) and return the coordinator's
+        verdict. A rejected decision raises :class:`Rejected` carrying the
+        verdict. ``payload`` may be any JSON value but None; ``False``, ``0``,
+        ``""`` and ``{}`` are answers. Sending again with the same
+        ``decision_id`` applies it once (the verdict is then ``duplicate``).
+        Waits at most ``timeout`` seconds (default the client's) for the verdict."""
+        d: dict[str, Any] = {
+            "version": 1,
+            "decisionId": decision_id or uuid7(),
+            "interruptId": interrupt_id,
+            "status": status,
+        }
+        if payload is not NO_PAYLOAD:
+            if payload is None:
+                raise ValueError("payload None is not allowed: leave it out to send no payload")
+            d["payload"] = payload
+        if metadata is not None:
+            d["metadata"] = metadata
+        if approver:
+            d["approver"] = approver
+        if comment:
+            d["comment"] = comment
+        subject = self._ns.resume(run_id, approver)
+        data = json.dumps(d, separators=(",", ":")).encode()
+        decode_decision(data)
+        inbox, fut = await self._await_reply(d["decisionId"])
+        deadline = timeout if timeout is not None else self._timeout
+        try:
+            ack = await self._js.publish(
+                subject,
+                data,
+                headers={"Nats-Msg-Id": d["decisionId"], "Interlock-Reply-To": inbox, "Interlock-Via": via},
+            )
+            if ack.duplicate:
+                # The stream already holds this decision id, so the coordinator
+                # will not see this copy: answer with what became of the first.
+                v = await asyncio.wait_for(self._first_verdict(run_id, d), deadline)
+            else:
+                try:
+                    v = await asyncio.wait_for(asyncio.shield(fut), deadline)
+                except TimeoutError:
+                    raise TimeoutError(
+                        f"decision {d['decisionId']} is stored; no verdict within {deadline}s"
+                        " (is a coordinator running?)"
+                    ) from None
+        finally:
+            self._waiting.pop(reply_token(d["decisionId"]), None)
+        if v.outcome == "rejected":
+            raise Rejected(v)
+        return v
+
+    async def approve(self, run_id: str, interrupt_id: str, payload: Any = NO_PAYLOAD, **kw: Any) -> Verdict:
+        """:meth:`decide` with status ``resolved``."""
+        return await self.decide(run_id, interrupt_id, "resolved", payload=payload, **kw)
+
+    async def deny(self, run_id: str, interrupt_id: str, **kw: Any) -> Verdict:
+        """:meth:`decide` with status ``cancelled``: the agent gets a distinct
+        cancelled value, never an approval."""
+        return await self.decide(run_id, interrupt_id, "cancelled", **kw)
+
+    async def _first_verdict(self, run_id: str, d: dict[str, Any]) -> Verdict:
+        while True:
+            for ev in await self.events(run_id):
+                raw = ev.get("verdict")
+                if not raw or raw.get("decisionId") != d["decisionId"] or raw.get("interruptId") != d["interruptId"]:
+                    continue
+                v = Verdict.from_wire(raw)
+                if v.outcome == "accepted":
+                    dup = dict(
+                        raw,
+                        outcome="duplicate",
+                        replay=False,
+                        detail="this decision was already accepted; nothing changed",
+                    )
+                    return Verdict.from_wire(dup)
+                return v
+            await asyncio.sleep(0.1)
+
+    async def run(self, run_id: str) -> Run:
+        """The run's record; raises :class:`RunNotFound` before its first pass ends."""
+        validate_token("run id", run_id)
+        kv = await self._js.key_value(self._ns.bucket("runs"))
+        try:
+            e = await kv.get(run_id)
+        except nats.js.errors.KeyNotFoundError:
+            raise RunNotFound(f"{run_id} (a run has a record once its first pass ends)") from None
+        if e.value is None:
+            raise RunNotFound(run_id)
+        return Run.from_bytes(e.value)
+
+    async def wait(self, run_id: str, until: Callable[[Run], bool] = finished, *, timeout: float | None = None) -> Run:
+        """Return the run's record once ``until`` is true for it, re-reading it
+        whenever an event of the run is published (and every second).
+        Raises TimeoutError after ``timeout`` seconds (default the client's)."""
+        changed = asyncio.Event()
+
+        async def on_event(_: Msg) -> None:
+            changed.set()
+
+        sub = await self._nc.subscribe(self._ns.run_events(run_id), cb=on_event)
+        deadline = time.monotonic() + (timeout if timeout is not None else self._timeout)
+        last: Run | None = None
+        try:
+            while True:
+                changed.clear()
+                try:
+                    last = await self.run(run_id)
+                    if until(last):
+                        return last
+                except RunNotFound:
+                    pass
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    state = last.status if last else "no record"
+                    raise TimeoutError(f"run {run_id}: condition not met in time (last seen: {state})")
+                try:
+                    await asyncio.wait_for(changed.wait(), min(1.0, left))
+                except TimeoutError:
+                    pass
+        finally:
+            await sub.unsubscribe()
+
+    async def pending(self) -> list[dict[str, Any]]:
+        """Every interrupt waiting for a decision, oldest first, from the
+        pending index (each as ``interlock pending --json`` prints it)."""
+        kv = await self._js.key_value(self._ns.bucket("pending"))
+        try:
+            keys = await kv.keys()
+        except nats.js.errors.NoKeysError:
+            return []
+        out = []
+        for k in keys:
+            try:
+                e = await kv.get(k)
+            except nats.js.errors.KeyNotFoundError:
+                continue  # decided meanwhile
+            if e.value:
+                out.append(json.loads(e.value))
+        out.sort(key=lambda p: (p.get("suspendedAt", ""), p.get("runId", "") + p.get("id", "")))
+        return out
+
+    async def events(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's lifecycle and audit events, oldest first."""
+        subject = self._ns.run_events(run_id)
+        stream = self._ns.stream("EVENTS")
+        out: list[dict[str, Any]] = []
+        seq = 1
+        while True:
+            try:
+                m = await self._js.get_msg(stream, seq, subject=subject, next=True)
+            except nats.js.errors.NotFoundError:
+                return out
+            try:
+                out.append(json.loads(m.data or b""))
+            except ValueError:
+                pass
+            if m.seq is None:
+                return out
+            seq = m.seq + 1

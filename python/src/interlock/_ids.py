@@ -1,0 +1,64 @@
+"""Deterministic ids and message ids, byte-identical to the Go SDK's."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import uuid
+
+
+def interrupt_id(run_id: str, tool_call_id: str, ordinal: int) -> str:
+    """The id of the ordinal-th interrupt (from 0) raised within a tool call.
+
+    ``"int-"`` and the first 24 hex digits of SHA-256 over the run id, the
+    tool call id (``""`` outside any tool call) and the ordinal in decimal
+    ASCII, separated by NUL bytes.
+    """
+    if ordinal < 0:
+        raise ValueError("ordinal must be >= 0")
+    h = hashlib.sha256()
+    h.update(run_id.encode())
+    h.update(b"\x00")
+    h.update(tool_call_id.encode())
+    h.update(b"\x00")
+    h.update(str(ordinal).encode())
+    return "int-" + h.hexdigest()[:24]
+
+
+def step_key(tool_call_id: str, name: str, ordinal: int) -> str:
+    """The journal key of the ordinal-th call of step ``name`` in a tool call."""
+    return f"{tool_call_id}/{name}#{ordinal}"
+
+
+def work_msg_id(run_id: str, pass_: int) -> str:
+    """``Nats-Msg-Id`` of a work item."""
+    return f"{run_id}:{pass_}:work"
+
+
+def outcome_msg_id(run_id: str, pass_: int) -> str:
+    """``Nats-Msg-Id`` of a pass outcome (suspension, completion or failure)."""
+    return f"{run_id}:{pass_}"
+
+
+def pending_key(run_id: str, interrupt_id_: str) -> str:
+    """Key of an interrupt in the pending bucket: run id, '.', and the first
+    12 bytes of SHA-256 of the interrupt id in hex."""
+    return run_id + "." + hashlib.sha256(interrupt_id_.encode()).hexdigest()[:24]
+
+
+def reply_token(decision_id: str) -> str:
+    """Last token of the reply subject a client awaits a verdict on."""
+    return hashlib.sha256(decision_id.encode()).hexdigest()[:24]
+
+
+def uuid7() -> str:
+    """A fresh UUIDv7 (time-ordered), as the Go SDK uses for run and decision ids."""
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms & ((1 << 48) - 1)) << 80
+    value |= 0x7 << 76
+    value |= ((rand >> 62) & 0xFFF) << 64
+    value |= 0b10 << 62
+    value |= rand & ((1 << 62) - 1)
+    return str(uuid.UUID(int=value))

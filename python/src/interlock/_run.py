@@ -1,0 +1,207 @@
+"""The replay model inside an agent body: interrupt, is_resuming, tool-call
+scopes and journaled steps. State lives in context variables, so it follows
+the body into the tasks it starts."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import inspect
+import json
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import Any, TypeVar, overload
+
+from ._errors import Cancelled, InvalidRequest, NotInRun, ProtocolError, Suspended, ToolCallMismatch
+from ._ids import interrupt_id, step_key
+from ._types import Decision, Request, RunInfo
+from ._wire import validate_interrupt
+
+T = TypeVar("T")
+
+
+class _Pass:
+    """The state of one pass of a run."""
+
+    def __init__(self, info: RunInfo, decisions: list[dict[str, Any]], journal: dict[str, Any]) -> None:
+        self.info = info
+        self.decisions = {d["interruptId"]: d for d in decisions}
+        self.journal: dict[str, Any] = dict(journal)
+        self.ordinals: dict[str, int] = {}
+        self.steps: dict[str, int] = {}
+        self.pending: list[dict[str, Any]] = []
+        self.request_errors: list[Exception] = []
+        self.lock = threading.Lock()  # bodies may call from threads too
+
+
+_current: ContextVar[_Pass | None] = ContextVar("interlock_pass", default=None)
+_tool_call: ContextVar[str] = ContextVar("interlock_tool_call", default="")
+
+
+def run_info() -> RunInfo | None:
+    """The run and pass the caller runs in, or None outside a run."""
+    p = _current.get()
+    return p.info if p else None
+
+
+@contextlib.contextmanager
+def tool_call(tool_call_id: str) -> Iterator[None]:
+    """Scope interrupts and steps to one tool call: two identical gated calls
+    in one turn, each in its own scope, get their own interrupts and
+    decisions. Within a scope, interrupts are matched by the order raised."""
+    if not isinstance(tool_call_id, str):
+        raise TypeError("tool_call_id must be a string")
+    token = _tool_call.set(tool_call_id)
+    try:
+        yield
+    finally:
+        _tool_call.reset(token)
+
+
+def current_tool_call() -> str:
+    """The tool call in scope ("" outside any)."""
+    return _tool_call.get()
+
+
+def is_resuming() -> bool:
+    """Whether the next ``interrupt`` in this scope returns a decision rather
+    than suspend: the predicate ``interrupt`` itself uses. False on the first
+    pass, true on a replay once that interrupt is decided, false outside a run."""
+    p = _current.get()
+    if p is None:
+        return False
+    scope = _tool_call.get()
+    with p.lock:
+        ordinal = p.ordinals.get(scope, 0)
+    return interrupt_id(p.info.run_id, scope, ordinal) in p.decisions
+
+
+def interrupt(request: Request | None = None) -> Decision:
+    """Ask a person for a decision.
+
+    On the suspend pass it records ``request`` and raises :class:`Suspended`;
+    let it propagate: the pass ends, and every interrupt raised in it is
+    published in one suspension. On the replay pass, when this interrupt's
+    decision is present, it returns the :class:`Decision` **without reading
+    ``request``** (pass None if you like); a cancelled decision raises
+    :class:`Cancelled` instead, never an approval. Outside a run it raises
+    :class:`NotInRun`.
+    """
+    p = _current.get()
+    if p is None:
+        raise NotInRun("interrupt: not inside an Interlock run")
+    scope = _tool_call.get()
+    with p.lock:
+        ordinal = p.ordinals.get(scope, 0)
+        p.ordinals[scope] = ordinal + 1
+    iid = interrupt_id(p.info.run_id, scope, ordinal)
+    found = p.decisions.get(iid)
+    if found is not None:
+        d = Decision.from_wire(found)
+        if d.cancelled:
+            raise Cancelled(d)
+        return d
+    try:
+        wire = _to_wire(iid, scope, request or Request())
+    except InvalidRequest as e:
+        with p.lock:
+            p.request_errors.append(e)
+        raise
+    with p.lock:
+        p.pending.append(wire)
+    raise Suspended([iid])
+
+
+def _to_wire(iid: str, scope: str, req: Request) -> dict[str, Any]:
+    if req.tool_call_id and req.tool_call_id != scope:
+        raise ToolCallMismatch(
+            f"interrupt {iid}: request names tool call {req.tool_call_id!r}, scope has {scope!r} (use tool_call())"
+        )
+    out: dict[str, Any] = {"id": iid, "reason": req.reason or ("tool_call" if scope else "confirmation")}
+    if req.message:
+        out["message"] = req.message
+    if scope:
+        out["toolCallId"] = scope
+    if req.response_schema is not None:
+        if not isinstance(req.response_schema, dict):
+            raise InvalidRequest(f"interrupt {iid}: response_schema must be a JSON Schema object")
+        out["responseSchema"] = req.response_schema
+    if req.expires_at is not None:
+        out["expiresAt"] = _rfc3339(req.expires_at)
+    elif req.timeout is not None:
+        out["expiresAt"] = _rfc3339(datetime.now(UTC) + req.timeout)
+    if req.metadata:
+        out["metadata"] = req.metadata
+    if req.approvers:
+        out["approvers"] = list(req.approvers)
+    if req.approver_groups:
+        out["approverGroups"] = list(req.approver_groups)
+    if req.on_expiry is not None:
+        out["onExpiry"] = req.on_expiry.to_wire()
+    if req.remind_before:
+        out["remindBeforeSeconds"] = [round(d.total_seconds()) for d in req.remind_before]
+    try:
+        json.dumps(out)
+        validate_interrupt(out)
+    except (TypeError, ValueError) as e:
+        detail = e.detail if isinstance(e, ProtocolError) else str(e)
+        raise InvalidRequest(f"interrupt {iid}: {detail}") from None
+    return out
+
+
+def _rfc3339(t: datetime) -> str:
+    if t.tzinfo is None:
+        raise InvalidRequest("expires_at must be timezone-aware")
+    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+@overload
+async def step(name: str, fn: Callable[[], Awaitable[T]]) -> T: ...
+@overload
+async def step(name: str, fn: Callable[[], T]) -> T: ...
+async def step(name: str, fn: Callable[[], Any]) -> Any:
+    """Run ``fn`` once per run: the first pass records its result (which must
+    be JSON) in the journal, and every replay returns the recorded result
+    without calling ``fn``. Steps are keyed by tool call, name and how many
+    times the name was used before in that tool call. A failed ``fn`` is not
+    recorded. The journal is stored with the pass's outcome, so a step whose
+    pass crashed before it ended runs again on the retry. Outside a run it
+    raises :class:`NotInRun`."""
+    p = _current.get()
+    if p is None:
+        raise NotInRun(f"step {name!r}: not inside an Interlock run")
+    scope = _tool_call.get()
+    with p.lock:
+        n = p.steps.get(scope + "\x00" + name, 0)
+        p.steps[scope + "\x00" + name] = n + 1
+        key = step_key(scope, name, n)
+        if key in p.journal:
+            return copy.deepcopy(p.journal[key])
+    result = fn()
+    if inspect.isawaitable(result):
+        result = await result
+    try:
+        raw = json.dumps(result, separators=(",", ":"))
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"step {name!r}: result cannot be journaled: {e}") from e
+    value = json.loads(raw)  # the first pass sees what every replay will
+    with p.lock:
+        p.journal[key] = copy.deepcopy(value)
+    return value
+
+
+async def gather(*aws: Awaitable[Any]) -> list[Any]:
+    """Run parallel tool calls to the end, so every interrupt they raise goes
+    in the same suspension; then raise :class:`Suspended` if any suspended,
+    else the first other error, else return the results in order."""
+    results = await asyncio.gather(*aws, return_exceptions=True)
+    suspended = [r for r in results if isinstance(r, Suspended)]
+    if suspended:
+        raise Suspended([i for s in suspended for i in s.interrupt_ids])
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return list(results)

@@ -1,0 +1,101 @@
+"""Subject names and token validation, as in the Go ``subjects`` package."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ._errors import InvalidToken
+
+DEFAULT_PREFIX = "interlock"
+MAX_TOKEN_LEN = 128
+NO_RUN = "_"
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,128}")
+
+
+def validate_token(kind: str, value: str) -> None:
+    """Raise :class:`InvalidToken` unless ``value`` is 1 to 128 bytes of ASCII
+    letters, digits, '-' and '_'."""
+    if not isinstance(value, str) or value == "":
+        raise InvalidToken(f"{kind} is empty")
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > MAX_TOKEN_LEN:
+        raise InvalidToken(f"{kind} is {size} bytes, longer than {MAX_TOKEN_LEN}")
+    if _TOKEN.fullmatch(value) is None:
+        bad = next(c for c in value if _TOKEN.fullmatch(c) is None)
+        raise InvalidToken(f"{kind} {value!r} has {bad!r}; use letters, digits, '-' and '_'")
+
+
+@dataclass(frozen=True)
+class Namespace:
+    """The subjects under one prefix (one or more tokens joined by '.')."""
+
+    prefix: str = DEFAULT_PREFIX
+
+    def __post_init__(self) -> None:
+        for part in self.prefix.split("."):
+            validate_token("prefix token", part)
+
+    def _join(self, *tokens: str) -> str:
+        return ".".join((self.prefix, *tokens))
+
+    def stream(self, name: str) -> str:
+        """Server-side name of stream ``name`` (WORK, RUNS, DECISIONS, EVENTS, DLQ, TIMERS)."""
+        return self.prefix.replace(".", "_").upper() + "_" + name
+
+    def bucket(self, name: str) -> str:
+        """Server-side name of KV bucket ``name`` (runs, pending, ...)."""
+        return self.prefix.replace(".", "_") + "_" + name
+
+    def work(self, agent: str) -> str:
+        validate_token("agent", agent)
+        return self._join("work", agent)
+
+    def _agent_run(self, kind: str, agent: str, run: str) -> str:
+        validate_token("agent", agent)
+        validate_token("run id", run)
+        return self._join(kind, agent, run)
+
+    def suspended(self, agent: str, run: str) -> str:
+        return self._agent_run("suspended", agent, run)
+
+    def completed(self, agent: str, run: str) -> str:
+        return self._agent_run("completed", agent, run)
+
+    def failed(self, agent: str, run: str) -> str:
+        return self._agent_run("failed", agent, run)
+
+    def resume(self, run: str, approver: str | None = None) -> str:
+        """The resume subject of ``run``; with ``approver``, the one that
+        identifies the decider (NATS permissions bind it to the user)."""
+        validate_token("run id", run)
+        if approver is None or approver == "":
+            return self._join("resume", run)
+        validate_token("approver", approver)
+        return self._join("resume", run, approver)
+
+    def events(self, run: str, event_type: str) -> str:
+        if run != NO_RUN:
+            validate_token("run id", run)
+        validate_token("event type", event_type)
+        return self._join("events", run, event_type)
+
+    def run_events(self, run: str) -> str:
+        validate_token("run id", run)
+        return self._join("events", run, "*")
+
+    def run_outcomes(self, agent: str, run: str) -> str:
+        validate_token("agent", agent)
+        validate_token("run id", run)
+        return self._join("*", agent, run)
+
+    def agui(self, run: str) -> str:
+        validate_token("run id", run)
+        return self._join("agui", run)
+
+    def dead_letter(self, source: str) -> str:
+        validate_token("dead-letter source", source)
+        return self._join("dlq", source)
+
+    def all(self, kind: str) -> str:
+        return self._join(kind, ">")

@@ -1,0 +1,193 @@
+"""Values the SDK hands to agent bodies and clients."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+Status = Literal["resolved", "cancelled"]
+
+
+class _Missing:
+    """The absence of a payload (distinct from every JSON value)."""
+
+    _instance: _Missing | None = None
+
+    def __new__(cls) -> _Missing:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "NO_PAYLOAD"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+NO_PAYLOAD: Any = _Missing()
+"""Sentinel for "no payload": ``false``, ``0``, ``""`` and ``{}`` are answers."""
+
+
+@dataclass(frozen=True)
+class ExpiryPolicy:
+    """What happens to an interrupt nobody decided by its deadline."""
+
+    action: Literal["cancel", "resolve", "escalate"] = "cancel"
+    payload: Any = NO_PAYLOAD
+    approvers: list[str] = field(default_factory=list)
+    extend: timedelta | None = None
+    times: int = 0
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"action": self.action}
+        if self.payload is not NO_PAYLOAD:
+            out["payload"] = self.payload
+        if self.approvers:
+            out["approvers"] = list(self.approvers)
+        if self.extend is not None:
+            out["extendSeconds"] = round(self.extend.total_seconds())
+        if self.times:
+            out["times"] = self.times
+        return out
+
+
+@dataclass(frozen=True)
+class Request:
+    """What an agent asks a person. Read only on the suspend pass: on the
+    replay pass ``interrupt`` returns the decision without looking at it."""
+
+    message: str = ""
+    reason: str = ""
+    tool_call_id: str = ""
+    response_schema: dict[str, Any] | None = None
+    expires_at: datetime | None = None
+    timeout: timedelta | None = None
+    metadata: dict[str, Any] | None = None
+    approvers: list[str] = field(default_factory=list)
+    approver_groups: list[str] = field(default_factory=list)
+    on_expiry: ExpiryPolicy | None = None
+    remind_before: list[timedelta] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The answer an interrupt returns on the replay pass."""
+
+    interrupt_id: str
+    status: Status
+    payload: Any = NO_PAYLOAD
+    metadata: dict[str, Any] | None = None
+    approver: str = ""
+    comment: str = ""
+
+    @property
+    def cancelled(self) -> bool:
+        return self.status == "cancelled"
+
+    @property
+    def has_payload(self) -> bool:
+        """True when the approver sent a payload (even a falsy one)."""
+        return self.payload is not NO_PAYLOAD
+
+    @property
+    def cancel_reason(self) -> str:
+        """``"expired"`` for a cancellation an expiry applied, else ``"denied"``."""
+        if self.metadata and isinstance(self.metadata.get("reason"), str) and self.metadata["reason"]:
+            return str(self.metadata["reason"])
+        return "denied"
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> Decision:
+        return cls(
+            interrupt_id=d["interruptId"],
+            status=d["status"],
+            payload=d["payload"] if "payload" in d else NO_PAYLOAD,
+            metadata=d.get("metadata"),
+            approver=d.get("approver") or "",
+            comment=d.get("comment") or "",
+        )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What became of one decision (the coordinator's answer)."""
+
+    outcome: Literal["accepted", "rejected", "duplicate"]
+    decision_id: str = ""
+    run_id: str = ""
+    interrupt_id: str = ""
+    approver: str = ""
+    via: str = ""
+    code: str = ""
+    detail: str = ""
+    replay: bool = False
+    at: str = ""
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_wire(cls, v: dict[str, Any]) -> Verdict:
+        return cls(
+            outcome=v["outcome"],
+            decision_id=v.get("decisionId", ""),
+            run_id=v.get("runId", ""),
+            interrupt_id=v.get("interruptId", ""),
+            approver=v.get("approver", ""),
+            via=v.get("via", ""),
+            code=v.get("code", ""),
+            detail=v.get("detail", ""),
+            replay=bool(v.get("replay", False)),
+            at=v.get("at", ""),
+            raw=v,
+        )
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """The run and pass an agent body is running for."""
+
+    run_id: str
+    agent: str
+    pass_: int
+    thread_id: str = ""
+    traceparent: str = ""
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run record, as the coordinator keeps it in the runs bucket."""
+
+    run_id: str
+    agent: str
+    status: Literal["suspended", "resuming", "completed", "failed"]
+    pass_: int
+    raw: dict[str, Any] = field(repr=False)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("completed", "failed")
+
+    @property
+    def result(self) -> Any:
+        return self.raw.get("result")
+
+    @property
+    def error(self) -> str:
+        return str(self.raw.get("error", ""))
+
+    @property
+    def interrupts(self) -> list[dict[str, Any]]:
+        return list(self.raw.get("interrupts") or [])
+
+    def pending(self) -> list[dict[str, Any]]:
+        """The interrupts that wait for a decision."""
+        if self.status != "suspended":
+            return []
+        return [i for i in self.interrupts if "decision" not in i]
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Run:
+        raw = json.loads(data)
+        return cls(run_id=raw["runId"], agent=raw["agent"], status=raw["status"], pass_=raw["pass"], raw=raw)

@@ -1,0 +1,309 @@
+"""The v1 wire messages' decoders: the same rules and rejection codes as the
+Go ``subjects`` package (checked by the shared conformance vectors)."""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Callable
+from typing import Any
+
+from ._errors import InvalidToken, ProtocolError
+from ._subjects import validate_token
+
+VERSION = 1
+MAX_MESSAGE_SIZE = 1 << 20
+MAX_DECISION_SIZE = 64 << 10
+MAX_ID_LEN = 256
+
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+
+Check = Callable[[str, Any], None]
+
+
+def _malformed(detail: str) -> ProtocolError:
+    return ProtocolError("malformed", detail)
+
+
+def _id(field: str, v: Any) -> None:
+    if not isinstance(v, str):
+        raise _malformed(f"field {field!r}: must be a string")
+    if v == "":
+        raise _malformed(f"{field} is required")
+    raw = v.encode("utf-8", "surrogatepass")
+    if len(raw) > MAX_ID_LEN:
+        raise _malformed(f"{field} is {len(raw)} bytes, longer than {MAX_ID_LEN}")
+    for c in v:
+        if unicodedata.category(c) == "Cc":
+            raise _malformed(f"{field} has control character {c!r}")
+
+
+def _token(field: str, v: Any) -> None:
+    if not isinstance(v, str):
+        raise _malformed(f"field {field!r}: must be a string")
+    try:
+        validate_token(field, v)
+    except InvalidToken as e:
+        raise _malformed(str(e)) from None
+
+
+def _str(field: str, v: Any) -> None:
+    if v is not None and not isinstance(v, str):
+        raise _malformed(f"field {field!r}: must be a string")
+
+
+def _opt_id(field: str, v: Any) -> None:
+    if v is not None and v != "":
+        _id(field, v)
+
+
+def _int(field: str, v: Any) -> None:
+    if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
+        raise _malformed(f"field {field!r}: must be an integer")
+
+
+def _pass(field: str, v: Any) -> None:
+    _int(field, v)
+    if isinstance(v, int) and v < 0:
+        raise _malformed(f"pass {v} is negative")
+
+
+def _any(field: str, v: Any) -> None:
+    return None
+
+
+def _object(field: str, v: Any) -> None:
+    # Present (even null) must be an object.
+    if not isinstance(v, dict):
+        raise _malformed(f"{field} must be a JSON object")
+
+
+def _time(field: str, v: Any) -> None:
+    if v is None:
+        return
+    if not isinstance(v, str) or _RFC3339.fullmatch(v) is None:
+        raise _malformed(f"field {field!r}: must be an RFC 3339 time")
+
+
+def _list(item: Check) -> Check:
+    def check(field: str, v: Any) -> None:
+        if v is None:
+            return
+        if not isinstance(v, list):
+            raise _malformed(f"field {field!r}: must be a list")
+        for i, x in enumerate(v):
+            item(f"{field}[{i}]", x)
+
+    return check
+
+
+def _journal(field: str, v: Any) -> None:
+    if v is None:
+        return
+    if not isinstance(v, dict):
+        raise _malformed(f"field {field!r}: must be an object")
+    for k in v:
+        _id("journal key", k)
+
+
+def _fields(obj: Any, spec: dict[str, Check], what: str) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise _malformed(f"{what} must be a JSON object")
+    for k in obj:
+        if k not in spec:
+            raise _malformed(f"{what}: unknown field {k!r}")
+    for k, check in spec.items():
+        if k in obj:
+            check(k, obj[k])
+    return obj
+
+
+def _expiry(field: str, v: Any) -> None:
+    if v is None:
+        return
+    p = _fields(
+        v,
+        {
+            "action": _str,
+            "payload": _any,
+            "approvers": _list(_id),
+            "extendSeconds": _int,
+            "times": _int,
+        },
+        "onExpiry",
+    )
+    action = p.get("action") or ""
+    if action == "resolve":
+        if "payload" not in p or p["payload"] is None:
+            raise _malformed("onExpiry: resolve needs a payload (the answer to apply)")
+    elif action == "escalate":
+        if (p.get("extendSeconds") or 0) <= 0:
+            raise _malformed("onExpiry: escalate needs extendSeconds > 0")
+    elif action not in ("cancel", ""):
+        raise _malformed(f"onExpiry.action {action!r} is not cancel, resolve or escalate")
+    if (p.get("times") or 0) < 0:
+        raise _malformed(f"onExpiry.times {p['times']} is negative")
+
+
+def _positive_ints(field: str, v: Any) -> None:
+    _list(_int)(field, v)
+    for i, sec in enumerate(v or []):
+        if sec <= 0:
+            raise _malformed(
+                f"remindBeforeSeconds[{i}] is {sec}; reminders are seconds before the deadline, more than 0"
+            )
+
+
+_INTERRUPT: dict[str, Check] = {
+    "id": _any,
+    "reason": _any,
+    "message": _str,
+    "toolCallId": _str,
+    "responseSchema": _object,
+    "expiresAt": _time,
+    "metadata": _object,
+    "approvers": _list(_id),
+    "approverGroups": _list(_id),
+    "onExpiry": _expiry,
+    "remindBeforeSeconds": _positive_ints,
+}
+
+
+def validate_interrupt(obj: Any) -> dict[str, Any]:
+    """Check one interrupt (as in a suspension); raise :class:`ProtocolError`."""
+    d = _fields(obj, _INTERRUPT, "interrupt")
+    _id("id", d.get("id", ""))
+    _id("reason", d.get("reason", ""))
+    return d
+
+
+_DECISION: dict[str, Check] = {
+    "version": _any,
+    "decisionId": _any,
+    "interruptId": _any,
+    "status": _str,
+    "payload": _any,
+    "metadata": _object,
+    "approver": _opt_id,
+    "comment": _str,
+}
+
+
+def _decision(obj: Any) -> dict[str, Any]:
+    d = _fields(obj, _DECISION, "decision")
+    _id("decisionId", d.get("decisionId", ""))
+    _id("interruptId", d.get("interruptId", ""))
+    status = d.get("status") or ""
+    if status == "":
+        raise _malformed('status is required: "resolved" or "cancelled"')
+    if status not in ("resolved", "cancelled"):
+        raise _malformed(f'status {status!r} is not "resolved" or "cancelled"')
+    if "payload" in d and d["payload"] is None:
+        raise _malformed("payload is null: omit it to send no payload")
+    return d
+
+
+_PASSREF: dict[str, Check] = {
+    "version": _any,
+    "runId": _any,
+    "agent": _any,
+    "threadId": _opt_id,
+    "pass": _pass,
+    "input": _any,
+}
+
+
+def _passref(d: dict[str, Any]) -> None:
+    _token("runId", d.get("runId") or "")
+    _token("agent", d.get("agent") or "")
+
+
+def _head(data: bytes, limit: int) -> Any:
+    if len(data) > limit:
+        raise ProtocolError("too_large", f"{len(data)} bytes, the limit is {limit}")
+    try:
+        obj = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise _malformed(f"not a JSON object: {e}") from None
+    except RecursionError:
+        # Go's decoder allows 10000 levels; Python's stops at its recursion limit.
+        raise _malformed("JSON nested too deeply") from None
+    if not isinstance(obj, dict):
+        raise _malformed("not a JSON object")
+    v = obj.get("version")
+    if v is None:
+        raise _malformed(f"version is required (this build speaks version {VERSION})")
+    if type(v) is not int or v != VERSION:
+        raise ProtocolError("unsupported_version", f"version {json.dumps(v)}; this build speaks version {VERSION}")
+    return obj
+
+
+def decode_decision(data: bytes) -> dict[str, Any]:
+    """Parse and validate a decision."""
+    return _decision(_head(data, MAX_DECISION_SIZE))
+
+
+def decode_suspension(data: bytes) -> dict[str, Any]:
+    """Parse and validate a suspension."""
+    spec = dict(_PASSREF, interrupts=_any, journal=_journal, suspendedAt=_time)
+    d = _fields(_head(data, MAX_MESSAGE_SIZE), spec, "suspension")
+    _passref(d)
+    ins = d.get("interrupts")
+    if ins is not None and not isinstance(ins, list):
+        raise _malformed("field 'interrupts': must be a list")
+    if not ins:
+        raise _malformed("interrupts is empty: a suspension needs at least one interrupt")
+    seen: set[str] = set()
+    for i, x in enumerate(ins):
+        try:
+            validate_interrupt(x)
+        except ProtocolError as e:
+            raise ProtocolError(e.code, f"interrupts[{i}]: {e.detail}") from None
+        if x["id"] in seen:
+            raise _malformed(f"interrupts[{i}]: id {x['id']!r} appears twice")
+        seen.add(x["id"])
+    return d
+
+
+def decode_completion(data: bytes) -> dict[str, Any]:
+    """Parse and validate a completion."""
+    spec = dict(_PASSREF, result=_any, journal=_journal, completedAt=_time)
+    d = _fields(_head(data, MAX_MESSAGE_SIZE), spec, "completion")
+    _passref(d)
+    return d
+
+
+def decode_failure(data: bytes) -> dict[str, Any]:
+    """Parse and validate a failure."""
+    spec = dict(_PASSREF, error=_str, failedAt=_time)
+    d = _fields(_head(data, MAX_MESSAGE_SIZE), spec, "failure")
+    _passref(d)
+    if not d.get("error"):
+        raise _malformed("error is required")
+    return d
+
+
+def decode_work(data: bytes) -> dict[str, Any]:
+    """Parse and validate a work item."""
+    spec = dict(_PASSREF, decisions=_any, journal=_journal)
+    d = _fields(_head(data, MAX_MESSAGE_SIZE), spec, "work item")
+    _passref(d)
+    ds = d.get("decisions")
+    if ds is not None and not isinstance(ds, list):
+        raise _malformed("field 'decisions': must be a list")
+    for i, x in enumerate(ds or []):
+        try:
+            _decision(x)
+        except ProtocolError as e:
+            raise ProtocolError(e.code, f"decisions[{i}]: {e.detail}") from None
+    return d
+
+
+DECODERS: dict[str, Callable[[bytes], dict[str, Any]]] = {
+    "decision": decode_decision,
+    "suspension": decode_suspension,
+    "completion": decode_completion,
+    "failure": decode_failure,
+    "work": decode_work,
+}

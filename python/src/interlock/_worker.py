@@ -1,0 +1,349 @@
+"""The worker: runs the passes of registered agents."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.js import api
+
+from . import _trace
+from ._errors import ProtocolError, Retry, Suspended
+from ._ids import outcome_msg_id
+from ._run import _current, _Pass, _tool_call
+from ._subjects import DEFAULT_PREFIX, Namespace, validate_token
+from ._types import RunInfo
+from ._wire import decode_work
+
+AgentFunc = Callable[[Any], Awaitable[Any]]
+"""An agent body: one pass of a run, given the run's input. It runs again
+from the top on every replay."""
+
+PASS_END_EVENT = "interlock.pass_end"
+_log = logging.getLogger("interlock.worker")
+
+
+class _PassTimeout(Exception):
+    pass
+
+
+class Worker:
+    """Consumes work items of registered agents, runs the body, and publishes
+    the pass's one outcome (suspension, completion or failure).
+
+    It binds to the durable consumer ``worker_<agent>`` on the work stream
+    (creating it when it does not exist and ``create_consumers`` is true), so
+    it shares an agent's work with the Go workers of that agent. It holds at
+    most ``concurrency`` work items per agent (no prefetch), sends a
+    heartbeat (``+WPI``) every ``ack_wait / 2`` while a pass runs, cancels a
+    pass after ``pass_timeout`` seconds (the pass is retried later, like
+    :class:`Retry`), and before running a pass checks that the pass has not
+    already reported (the runs stream holds its outcome), on every delivery.
+    """
+
+    def __init__(
+        self,
+        nc: NATS,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        concurrency: int = 4,
+        ack_wait: float = 30.0,
+        max_deliver: int = 10,
+        pass_timeout: float | None = 600.0,
+        backoff: tuple[float, ...] = (0.1, 1.0, 5.0, 30.0),
+        create_consumers: bool = True,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self._nc = nc
+        self._js = nc.jetstream()
+        self._ns = Namespace(prefix)
+        self._concurrency = concurrency
+        self._ack_wait = ack_wait
+        self._max_deliver = max_deliver
+        self._pass_timeout = pass_timeout
+        self._backoff = backoff
+        self._create = create_consumers
+        self._log = logger or _log
+        self._agents: dict[str, AgentFunc] = {}
+        self._loops: list[asyncio.Task[None]] = []
+        self._active: set[asyncio.Task[None]] = set()
+        self._stopping = asyncio.Event()
+
+    def register(self, name: str, fn: AgentFunc) -> None:
+        """Add an agent. Register before :meth:`start`."""
+        validate_token("agent", name)
+        if self._loops:
+            raise RuntimeError("register agents before start")
+        self._agents[name] = fn
+
+    def agent(self, name: str) -> Callable[[AgentFunc], AgentFunc]:
+        """Decorator form of :meth:`register`."""
+
+        def deco(fn: AgentFunc) -> AgentFunc:
+            self.register(name, fn)
+            return fn
+
+        return deco
+
+    async def start(self) -> None:
+        """Bind a consumer per agent and start taking work."""
+        if self._loops:
+            raise RuntimeError("worker already started")
+        for name, fn in self._agents.items():
+            sub = await self._bind(name)
+            self._loops.append(asyncio.create_task(self._loop(name, fn, sub), name=f"interlock-worker-{name}"))
+
+    async def _bind(self, agent: str) -> Any:
+        stream, durable = self._ns.stream("WORK"), "worker_" + agent
+        try:
+            await self._js.consumer_info(stream, durable)
+        except nats.js.errors.NotFoundError:
+            if not self._create:
+                raise
+            await self._js.add_consumer(
+                stream,
+                api.ConsumerConfig(
+                    durable_name=durable,
+                    filter_subjects=[self._ns.work(agent)],
+                    ack_policy=api.AckPolicy.EXPLICIT,
+                    ack_wait=self._ack_wait,
+                    max_deliver=self._max_deliver,
+                    max_ack_pending=1024,
+                    deliver_policy=api.DeliverPolicy.ALL,
+                ),
+            )
+        return await self._js.pull_subscribe_bind(durable, stream)
+
+    async def stop(self, timeout: float | None = None) -> None:
+        """Stop taking work and wait for the passes under way; after
+        ``timeout`` seconds cancel them (their work items come back later)."""
+        self._stopping.set()
+        if self._loops:
+            await asyncio.gather(*self._loops, return_exceptions=True)
+            self._loops = []
+        if self._active:
+            _, late = await asyncio.wait(set(self._active), timeout=timeout)
+            for t in late:
+                t.cancel()
+            if late:
+                await asyncio.gather(*late, return_exceptions=True)
+
+    async def __aenter__(self) -> Worker:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def _loop(self, agent: str, fn: AgentFunc, sub: Any) -> None:
+        mine: set[asyncio.Task[None]] = set()
+        try:
+            while not self._stopping.is_set():
+                free = self._concurrency - len(mine)
+                if free == 0:
+                    stop = asyncio.ensure_future(self._stopping.wait())
+                    await asyncio.wait(mine | {stop}, return_when=asyncio.FIRST_COMPLETED)
+                    stop.cancel()
+                    continue
+                try:
+                    msgs = await sub.fetch(free, timeout=1.0)
+                except (TimeoutError, nats.errors.TimeoutError):
+                    continue
+                except nats.errors.ConnectionClosedError:
+                    return
+                except Exception as e:  # a server hiccup: try again
+                    self._log.warning("fetch failed for %s: %s", agent, e)
+                    await asyncio.sleep(0.5)
+                    continue
+                for m in msgs:
+                    if self._stopping.is_set():
+                        await _quiet(m.nak())
+                        continue
+                    t = asyncio.create_task(self._handle(agent, fn, m))
+                    mine.add(t)
+                    self._active.add(t)
+                    t.add_done_callback(mine.discard)
+                    t.add_done_callback(self._active.discard)
+        finally:
+            await _quiet(sub.unsubscribe())
+
+    async def _handle(self, agent: str, fn: AgentFunc, m: Msg) -> None:
+        deliveries = m.metadata.num_delivered
+        try:
+            try:
+                work = decode_work(m.data)
+            except ProtocolError as e:
+                await self._dead_letter(agent, m, f"work item: {e}")
+                return
+            if work["agent"] != agent:
+                await self._dead_letter(agent, m, f"work item for agent {work['agent']!r} arrived on {m.subject}")
+                return
+            if await self._pass_done(work):
+                await m.ack()
+                return
+            heartbeat = asyncio.create_task(self._heartbeat(m))
+            try:
+                subject, data, traceparent = await self._run_pass(agent, fn, work, (m.headers or {}).get("traceparent"))
+            finally:
+                heartbeat.cancel()
+            await self._nc.publish(
+                self._ns.agui(work["runId"]), json.dumps({"type": PASS_END_EVENT, "pass": work.get("pass", 0)}).encode()
+            )
+            await self._js.publish(
+                subject,
+                data,
+                headers={"Nats-Msg-Id": outcome_msg_id(work["runId"], work.get("pass", 0)), "traceparent": traceparent},
+            )
+            await m.ack()
+        except (Retry, _PassTimeout) as e:
+            await self._retry(agent, m, deliveries, e)
+        except asyncio.CancelledError:
+            await _quiet(m.nak())
+            raise
+        except Exception as e:
+            self._log.warning("pass failed to report; will retry: %s", e)
+            await self._retry(agent, m, deliveries, e)
+
+    async def _retry(self, agent: str, m: Msg, deliveries: int, err: Exception) -> None:
+        if deliveries >= self._max_deliver:
+            await self._dead_letter(agent, m, f"gave up after {deliveries} deliveries: {err}")
+            return
+        delay = self._backoff[min(deliveries - 1, len(self._backoff) - 1)]
+        await _quiet(m.nak(delay=delay))
+
+    async def _heartbeat(self, m: Msg) -> None:
+        while True:
+            await asyncio.sleep(self._ack_wait / 2)
+            await _quiet(m.in_progress())
+
+    async def _pass_done(self, work: dict[str, Any]) -> bool:
+        """Whether the runs stream already holds an outcome of this pass or a later one."""
+        try:
+            last = await self._js.get_last_msg(
+                self._ns.stream("RUNS"), self._ns.run_outcomes(work["agent"], work["runId"])
+            )
+        except nats.js.errors.NotFoundError:
+            return False
+        try:
+            head = json.loads(last.data or b"")
+            return bool(int(head.get("pass", 0)) >= int(work.get("pass", 0)))
+        except (ValueError, TypeError, AttributeError):
+            return False
+
+    async def _run_pass(
+        self, agent: str, fn: AgentFunc, work: dict[str, Any], traceparent: str | None
+    ) -> tuple[str, bytes, str]:
+        tp = _trace.child(traceparent)
+        info = RunInfo(
+            run_id=work["runId"],
+            agent=agent,
+            pass_=work.get("pass", 0),
+            thread_id=work.get("threadId") or "",
+            traceparent=tp,
+        )
+        p = _Pass(info, work.get("decisions") or [], work.get("journal") or {})
+        ctx = contextvars.copy_context()
+        ctx.run(_current.set, p)
+        ctx.run(_tool_call.set, "")
+        task = asyncio.create_task(_call(fn, work.get("input")), context=ctx)
+        result: Any = None
+        err: BaseException | None = None
+        try:
+            result = await asyncio.wait_for(task, self._pass_timeout)
+        except TimeoutError:
+            raise _PassTimeout(f"pass {info.pass_} of run {info.run_id} ran over {self._pass_timeout}s") from None
+        except Retry:
+            with p.lock:
+                if not p.pending:
+                    raise
+        except Exception as e:
+            err = e
+        subject, msg = self._outcome(work, p, result, err)
+        return subject, json.dumps(msg, separators=(",", ":")).encode(), tp
+
+    def _outcome(
+        self, work: dict[str, Any], p: _Pass, result: Any, err: BaseException | None
+    ) -> tuple[str, dict[str, Any]]:
+        ref: dict[str, Any] = {"version": 1, "runId": work["runId"], "agent": work["agent"]}
+        if work.get("threadId"):
+            ref["threadId"] = work["threadId"]
+        ref["pass"] = work.get("pass", 0)
+        if "input" in work and work["input"] is not None:
+            ref["input"] = work["input"]
+        now = _now()
+        with p.lock:
+            if p.request_errors:
+                # A request that could not be published fails the run rather
+                # than let the pass end without asking.
+                err = p.request_errors[0]
+            elif p.pending:
+                msg = dict(ref, interrupts=list(p.pending))
+                if p.journal:
+                    msg["journal"] = dict(p.journal)
+                msg["suspendedAt"] = now
+                return self._ns.suspended(work["agent"], work["runId"]), msg
+            elif err is None:
+                try:
+                    json.dumps(result)
+                except (TypeError, ValueError) as e:
+                    err = TypeError(f"result cannot be marshalled: {e}")
+                else:
+                    msg = dict(ref, result=result)
+                    if p.journal:
+                        msg["journal"] = dict(p.journal)
+                    msg["completedAt"] = now
+                    return self._ns.completed(work["agent"], work["runId"]), msg
+        if isinstance(err, Suspended):
+            text = "the body raised Suspended without an interrupt"
+        else:
+            text = str(err) or type(err).__name__
+        return self._ns.failed(work["agent"], work["runId"]), dict(ref, error=text, failedAt=now)
+
+    async def _dead_letter(self, agent: str, m: Msg, reason: str) -> None:
+        meta = m.metadata
+        headers = {k: v for k, v in (m.headers or {}).items() if k != "Nats-Msg-Id"}
+        headers.update(
+            {
+                "Interlock-Dlq-Reason": reason,
+                "Interlock-Dlq-Subject": m.subject,
+                "Interlock-Dlq-Stream": meta.stream,
+                "Interlock-Dlq-Sequence": str(meta.sequence.stream),
+                "Interlock-Dlq-Deliveries": str(meta.num_delivered),
+                "Interlock-Dlq-Consumer": "worker_" + agent,
+                "Nats-Msg-Id": f"dlq-{meta.stream}-{meta.sequence.stream}",
+            }
+        )
+        try:
+            await self._js.publish(self._ns.dead_letter("worker_" + agent), m.data, headers=headers)
+        except Exception as e:
+            self._log.error("dead-letter failed; will retry: %s", e)
+            await _quiet(m.nak(delay=self._backoff[-1]))
+            return
+        self._log.warning("dead-lettered %s: %s", m.subject, reason)
+        await _quiet(m.term())
+
+
+async def _call(fn: AgentFunc, input_: Any) -> Any:
+    return await fn(input_)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+async def _quiet(aw: Awaitable[Any]) -> None:
+    try:
+        await aw
+    except Exception as e:  # acks are best effort: the server redelivers
+        _log.debug("ack failed: %s", e)
