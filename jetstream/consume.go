@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlockhq/interlock/subjects"
 )
 
 // Msg is a message delivered by a consumer loop.
@@ -279,7 +281,7 @@ func (k *Consumer) deadLetter(raw jetstream.Msg, m *Msg, reason error) {
 		h[HeaderDLQDeliveries] = []string{strconv.FormatUint(m.Deliveries, 10)}
 		h[HeaderDLQConsumer] = []string{k.cc.Durable}
 		ctx, cancel := context.WithTimeout(context.Background(), k.client.cfg.Timeout)
-		_, err = k.client.Publish(ctx, subject, m.Data, fmt.Sprintf("dlq-%s-%s-%d", k.cc.Durable, m.Stream, m.Sequence), h)
+		_, err = k.client.Publish(ctx, subject, m.Data, subjects.DeadLetterMsgID(k.cc.Durable, m.Stream, m.Sequence), h)
 		cancel()
 	}
 	if err != nil {

@@ -32,7 +32,12 @@ func TestConformanceIDs(t *testing.T) {
 			RunID, MsgID string
 			Pass         int
 		}
-		PendingKeys []struct{ RunID, InterruptID, Key string }
+		PendingKeys      []struct{ RunID, InterruptID, Key string }
+		DecisionMsgIDs   []struct{ Approver, DecisionID, MsgID string }
+		DeadLetterMsgIDs []struct {
+			Consumer, Stream, MsgID string
+			Sequence                uint64
+		}
 	}
 	require.NoError(t, json.Unmarshal(data, &vec))
 	require.NotEmpty(t, vec.InterruptIDs)
@@ -57,5 +62,13 @@ func TestConformanceIDs(t *testing.T) {
 	require.NotEmpty(t, vec.PendingKeys)
 	for _, v := range vec.PendingKeys {
 		assert.Equal(t, v.Key, pendingKey(v.RunID, v.InterruptID))
+	}
+	require.NotEmpty(t, vec.DecisionMsgIDs)
+	for _, v := range vec.DecisionMsgIDs {
+		assert.Equal(t, v.MsgID, subjects.DecisionMsgID(v.Approver, v.DecisionID))
+	}
+	require.NotEmpty(t, vec.DeadLetterMsgIDs)
+	for _, v := range vec.DeadLetterMsgIDs {
+		assert.Equal(t, v.MsgID, subjects.DeadLetterMsgID(v.Consumer, v.Stream, v.Sequence))
 	}
 }

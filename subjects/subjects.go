@@ -98,6 +98,13 @@ func DecisionMsgID(approver, decisionID string) string {
 	return approver + ":" + decisionID
 }
 
+// DeadLetterMsgID is the Nats-Msg-Id of the dead letter consumer leaves for
+// the message at sequence of stream: one per consumer that gave up on a
+// message, so two consumers giving up on one message leave two.
+func DeadLetterMsgID(consumer, stream string, sequence uint64) string {
+	return fmt.Sprintf("dlq-%s-%s-%d", consumer, stream, sequence)
+}
+
 // ResumeAs is the subject approver publishes decisions for run on. The
 // approver's identity is this token, not anything in the body, so NATS user
 // permissions (approver ada may publish only on <prefix>.resume.*.ada) make

@@ -40,6 +40,11 @@ def test_message_ids_and_keys() -> None:
         assert interlock.outcome_msg_id(v["runId"], v["pass"]) == v["msgId"]
     for v in IDS["pendingKeys"]:
         assert _ids.pending_key(v["runId"], v["interruptId"]) == v["key"]
+    assert IDS["decisionMsgIds"] and IDS["deadLetterMsgIds"]
+    for v in IDS["decisionMsgIds"]:
+        assert _ids.decision_msg_id(v["approver"], v["decisionId"]) == v["msgId"]
+    for v in IDS["deadLetterMsgIds"]:
+        assert _ids.dead_letter_msg_id(v["consumer"], v["stream"], v["sequence"]) == v["msgId"]
 
 
 @pytest.mark.parametrize("v", SUBJECTS["tokens"], ids=lambda v: repr(v["token"])[:20])

@@ -15,7 +15,7 @@ from nats.aio.msg import Msg
 
 from . import _trace
 from ._errors import Rejected, RunNotFound
-from ._ids import reply_token, uuid7, work_msg_id
+from ._ids import decision_msg_id, reply_token, uuid7, work_msg_id
 from ._subjects import DEFAULT_PREFIX, Namespace, validate_token
 from ._types import NO_PAYLOAD, Run, Status, Verdict
 from ._wire import decode_decision, decode_work
@@ -162,7 +162,11 @@ class Client:
             ack = await self._js.publish(
                 subject,
                 data,
-                headers={"Nats-Msg-Id": d["decisionId"], "Interlock-Reply-To": inbox, "Interlock-Via": via},
+                headers={
+                    "Nats-Msg-Id": decision_msg_id(approver or "", d["decisionId"]),
+                    "Interlock-Reply-To": inbox,
+                    "Interlock-Via": via,
+                },
             )
             if ack.duplicate:
                 # The stream already holds this decision id, so the coordinator
@@ -195,7 +199,12 @@ class Client:
         while True:
             for ev in await self.events(run_id):
                 raw = ev.get("verdict")
-                if not raw or raw.get("decisionId") != d["decisionId"] or raw.get("interruptId") != d["interruptId"]:
+                if (
+                    not raw
+                    or raw.get("decisionId") != d["decisionId"]
+                    or raw.get("interruptId") != d["interruptId"]
+                    or raw.get("approver", "") != d.get("approver", "")
+                ):
                     continue
                 v = Verdict.from_wire(raw)
                 if v.outcome == "accepted":

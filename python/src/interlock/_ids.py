@@ -41,6 +41,20 @@ def outcome_msg_id(run_id: str, pass_: int) -> str:
     return f"{run_id}:{pass_}"
 
 
+def decision_msg_id(approver: str, decision_id: str) -> str:
+    """``Nats-Msg-Id`` of a decision published as ``approver`` (``""``:
+    anonymous): the decision id, prefixed with ``"<approver>:"`` when there is
+    one, so that one identity's decision id never deduplicates another's
+    decision away before the coordinator sees and audits it."""
+    return f"{approver}:{decision_id}" if approver else decision_id
+
+
+def dead_letter_msg_id(consumer: str, stream: str, sequence: int) -> str:
+    """``Nats-Msg-Id`` of a dead letter: one per consumer that gave up on a
+    message, so two consumers giving up on one message leave two."""
+    return f"dlq-{consumer}-{stream}-{sequence}"
+
+
 def pending_key(run_id: str, interrupt_id_: str) -> str:
     """Key of an interrupt in the pending bucket: run id, '.', and the first
     12 bytes of SHA-256 of the interrupt id in hex."""

@@ -18,7 +18,7 @@ from nats.js import api
 
 from . import _trace
 from ._errors import ProtocolError, Retry, Suspended
-from ._ids import outcome_msg_id
+from ._ids import dead_letter_msg_id, outcome_msg_id
 from ._run import _current, _Pass, _tool_call
 from ._subjects import DEFAULT_PREFIX, Namespace, validate_token
 from ._types import RunInfo
@@ -321,7 +321,7 @@ class Worker:
                 "Interlock-Dlq-Sequence": str(meta.sequence.stream),
                 "Interlock-Dlq-Deliveries": str(meta.num_delivered),
                 "Interlock-Dlq-Consumer": "worker_" + agent,
-                "Nats-Msg-Id": f"dlq-{meta.stream}-{meta.sequence.stream}",
+                "Nats-Msg-Id": dead_letter_msg_id("worker_" + agent, meta.stream, meta.sequence.stream),
             }
         )
         try:
