@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -23,12 +24,21 @@ var ErrConfig = errors.New("approvers file")
 type Identity struct {
 	Name   string
 	Groups []string
+	// Agents lists the agents the identity may start through the AG-UI
+	// bridge; "*" is every agent.
+	Agents []string
+}
+
+// MayStart reports whether the identity may start runs of agent.
+func (id Identity) MayStart(agent string) bool {
+	return slices.Contains(id.Agents, agent) || slices.Contains(id.Agents, "*")
 }
 
 // Directory maps tokens to identities and identities to groups.
 type Directory struct {
 	byToken map[[32]byte]string
 	groups  map[string][]string
+	agents  map[string][]string
 }
 
 type file struct {
@@ -36,6 +46,8 @@ type file struct {
 		Groups []string `yaml:"groups"`
 		// Tokens are API tokens, stored as "sha256:<hex>" of the token.
 		Tokens []string `yaml:"tokens"`
+		// Agents are the agents the identity may start over AG-UI.
+		Agents []string `yaml:"agents"`
 	} `yaml:"identities"`
 }
 
@@ -64,12 +76,20 @@ func Parse(name string, data []byte) (*Directory, error) {
 	if err := dec.Decode(&f); err != nil {
 		return nil, fmt.Errorf("%w: %s: %s", ErrConfig, name, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
-	d := &Directory{byToken: map[[32]byte]string{}, groups: map[string][]string{}}
+	d := &Directory{byToken: map[[32]byte]string{}, groups: map[string][]string{}, agents: map[string][]string{}}
 	for id, e := range f.Identities {
 		if err := subjects.ValidateToken("identity", id); err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", ErrConfig, name, err)
 		}
 		d.groups[id] = e.Groups
+		for _, a := range e.Agents {
+			if a != "*" {
+				if err := subjects.ValidateToken("agent", a); err != nil {
+					return nil, fmt.Errorf("%w: %s: identity %s: %w", ErrConfig, name, id, err)
+				}
+			}
+		}
+		d.agents[id] = e.Agents
 		for _, t := range e.Tokens {
 			digest, ok := strings.CutPrefix(t, "sha256:")
 			raw, err := hex.DecodeString(digest)
@@ -102,7 +122,7 @@ func (d *Directory) Authenticate(token string) (Identity, bool) {
 	if !ok {
 		return Identity{}, false
 	}
-	return Identity{Name: name, Groups: d.groups[name]}, true
+	return Identity{Name: name, Groups: d.groups[name], Agents: d.agents[name]}, true
 }
 
 // Groups returns the groups of an identity.
