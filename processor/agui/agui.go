@@ -252,7 +252,7 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b.resume(ctx, s)
 		return
 	}
-	if t != nil {
+	if t != nil && t.RunID != "" {
 		rec, err := b.client.Run(ctx, t.RunID)
 		if err != nil && !errors.Is(err, processor.ErrRunNotFound) {
 			s.fail(CodeUnavailable, "%v", err)
@@ -326,12 +326,6 @@ func (b *Bridge) start(ctx context.Context, s *session) {
 			return
 		}
 	}
-	s.thread.RunID, s.thread.Delivered = run, 0
-	s.thread.remember(s.input.RunID, run)
-	if err := b.saveThread(s); err != nil {
-		s.fail(CodeUnavailable, "%v", err)
-		return
-	}
 	input, _ := json.Marshal(s.input)
 	if _, err := b.client.Start(ctx, s.agent, json.RawMessage(input), processor.WithRunID(run),
 		processor.WithThreadID(s.input.ThreadID)); err != nil {
@@ -339,7 +333,16 @@ func (b *Bridge) start(ctx context.Context, s *session) {
 		if errors.Is(err, processor.ErrRunExists) {
 			code = CodeRunExists
 		}
+		_ = b.saveThread(s) // what was caught up was delivered
 		s.fail(code, "%v", err)
+		return
+	}
+	// The thread names only a run that was started, so no request on it
+	// waits for a run that never will.
+	s.thread.RunID, s.thread.Delivered = run, 0
+	s.thread.remember(s.input.RunID, run)
+	if err := b.saveThread(s); err != nil {
+		s.fail(CodeUnavailable, "%v", err)
 		return
 	}
 	b.relay(ctx, s, f, run, 0)
@@ -349,7 +352,7 @@ func (b *Bridge) start(ctx context.Context, s *session) {
 // latest run, then decides every entry and streams the replay. Nothing is
 // decided unless every entry passes.
 func (b *Bridge) resume(ctx context.Context, s *session) {
-	if s.thread == nil {
+	if s.thread == nil || s.thread.RunID == "" {
 		s.fail(CodeLostState, "no interrupted run is known for thread %q", s.input.ThreadID)
 		return
 	}

@@ -599,6 +599,15 @@ func TestOwnership(t *testing.T) {
 	assert.Len(t, e.runOf(id).Pending(), 1, "eve's interrupt still waits")
 }
 
+// A thread runs one agent: a request on it naming another is refused.
+func TestThreadKeepsItsAgent(t *testing.T) {
+	e := newEnv(t, 1)
+	interrupts(t, e.run(0, "assistant", map[string]any{"threadId": "one", "runId": "k1"}))
+	evs := e.run(0, "gated", map[string]any{"threadId": "one", "runId": "k2"})
+	require.Equal(t, []string{"RUN_ERROR"}, types(evs))
+	assert.Equal(t, agui.CodeBadInput, evs[0]["code"])
+}
+
 // Issue 12.5: re-sending a request that already finished is answered at
 // once, from where the run stands, and starts nothing.
 func TestResentRequestAnsweredAtOnce(t *testing.T) {

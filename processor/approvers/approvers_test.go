@@ -36,3 +36,23 @@ func TestDeployExampleLoads(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"finance"}, d.Groups("ada"))
 }
+
+// The agents an identity may start through the AG-UI bridge: listed, all
+// ("*"), or none when the key is absent (fail closed).
+func TestAgents(t *testing.T) {
+	d, err := Parse("x", []byte(`identities:
+  ada: {tokens: ["`+Digest("a")+`"], agents: ["*"]}
+  eve: {tokens: ["`+Digest("e")+`"], agents: [assistant]}
+  bob: {tokens: ["`+Digest("b")+`"]}
+`))
+	require.NoError(t, err)
+	ada, _ := d.Authenticate("a")
+	eve, _ := d.Authenticate("e")
+	bob, _ := d.Authenticate("b")
+	assert.True(t, ada.MayStart("anything"))
+	assert.True(t, eve.MayStart("assistant"))
+	assert.False(t, eve.MayStart("refunds"))
+	assert.False(t, bob.MayStart("assistant"), "no agents key: no agent")
+	_, err = Parse("x", []byte("identities:\n  ada: {agents: [\"a.b\"]}\n"))
+	assert.ErrorIs(t, err, ErrConfig)
+}
