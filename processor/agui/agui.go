@@ -180,6 +180,10 @@ type session struct {
 	id     approvers.Identity
 	agent  string
 	thread *threadRecord
+	// rev is the thread record's revision and loaded its latest run, as
+	// this request last read or wrote them.
+	rev    uint64
+	loaded string
 	// caught are events of the thread's earlier run sent in this request,
 	// for the transcript.
 	caught []map[string]any
@@ -226,12 +230,15 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), b.Wait)
 	defer cancel()
-	t, err := b.loadThread(ctx, in.ThreadID)
+	t, rev, err := b.loadThread(ctx, in.ThreadID)
 	if err != nil {
 		s.fail(CodeUnavailable, "%v", err)
 		return
 	}
-	s.thread = t
+	s.thread, s.rev = t, rev
+	if t != nil {
+		s.loaded = t.RunID
+	}
 	if t != nil {
 		switch {
 		case t.Owner != id.Name:
@@ -269,29 +276,69 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b.start(ctx, s)
 }
 
-// loadThread returns the thread's record (nil when the thread is new).
-func (b *Bridge) loadThread(ctx context.Context, thread string) (*threadRecord, error) {
-	raw, err := b.threads.Get(ctx, threadKey(thread))
+// loadThread returns the thread's record and its revision (nil when the
+// thread is new).
+func (b *Bridge) loadThread(ctx context.Context, thread string) (*threadRecord, uint64, error) {
+	raw, rev, err := b.threads.Entry(ctx, threadKey(thread))
 	if errors.Is(err, jetstream.ErrNotFound) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var t threadRecord
 	if err := json.Unmarshal(raw, &t); err != nil {
-		return nil, fmt.Errorf("thread %q: %w", thread, err)
+		return nil, 0, fmt.Errorf("thread %q: %w", thread, err)
 	}
-	return &t, nil
+	return &t, rev, nil
 }
 
-// saveThread writes the session's thread record; it runs even when the
-// request's context has ended, so what was delivered is not sent again.
+// saveThread writes the session's thread record with compare-and-set,
+// merging what concurrent requests on the thread wrote meanwhile. It runs
+// even when the request's context has ended, so what was delivered is not
+// sent again.
 func (b *Bridge) saveThread(s *session) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	raw, _ := json.Marshal(s.thread)
-	return b.threads.Put(ctx, threadKey(s.thread.ThreadID), raw)
+	key := threadKey(s.thread.ThreadID)
+	for range 16 {
+		raw, _ := json.Marshal(s.thread)
+		rev, err := b.threads.Update(ctx, key, raw, s.rev)
+		if err == nil {
+			s.rev, s.loaded = rev, s.thread.RunID
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrConflict) {
+			return err
+		}
+		cur, rev, err := b.loadThread(ctx, s.thread.ThreadID)
+		if err != nil {
+			return err
+		}
+		if cur != nil {
+			s.thread = merge(cur, s.thread, s.loaded)
+		}
+		s.rev = rev
+	}
+	return fmt.Errorf("thread %q: compare-and-set kept losing", s.thread.ThreadID)
+}
+
+// merge is cur, written by another request, with what mine (read when the
+// thread's latest run was loaded) adds: its answered runIds, how far it
+// delivered, and the run it started if nobody else moved the thread on.
+func merge(cur, mine *threadRecord, loaded string) *threadRecord {
+	out := *cur
+	out.Requests = slices.Clone(cur.Requests)
+	for _, r := range mine.Requests {
+		out.remember(r.ClientRunID, r.RunID)
+	}
+	switch {
+	case mine.RunID == cur.RunID:
+		out.Delivered = max(cur.Delivered, mine.Delivered)
+	case cur.RunID == loaded:
+		out.RunID, out.Delivered = mine.RunID, mine.Delivered
+	}
+	return &out
 }
 
 // start mints a run for the request and streams its first pass. A new
@@ -299,18 +346,15 @@ func (b *Bridge) saveThread(s *session) error {
 func (b *Bridge) start(ctx context.Context, s *session) {
 	run := uuid.Must(uuid.NewV7()).String()
 	if s.thread == nil {
-		t := &threadRecord{ThreadID: s.input.ThreadID, Owner: s.id.Name, Agent: s.agent}
-		raw, _ := json.Marshal(t)
-		first, err := b.threads.Mark(ctx, threadKey(t.ThreadID), raw)
-		if err != nil {
+		s.thread = &threadRecord{ThreadID: s.input.ThreadID, Owner: s.id.Name, Agent: s.agent}
+		if err := b.saveThread(s); err != nil {
 			s.fail(CodeUnavailable, "%v", err)
 			return
 		}
-		if !first { // created by a concurrent request: its owner decides
-			s.fail(CodeNotOwner, "thread %q was just created by another request; send again", t.ThreadID)
+		if s.thread.Owner != s.id.Name || s.thread.Agent != s.agent { // a concurrent request created it
+			s.fail(CodeNotOwner, "thread %q belongs to another identity or agent; start a thread of your own", s.input.ThreadID)
 			return
 		}
-		s.thread = t
 	}
 	f, err := b.subscribe(run)
 	if err != nil {

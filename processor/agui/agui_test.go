@@ -632,6 +632,51 @@ func TestResentRequestAnsweredAtOnce(t *testing.T) {
 	assert.Equal(t, 1, rec.Pass, "no pass ran again")
 }
 
+// Concurrent requests on one thread lose none of each other's updates to
+// the thread record (compare-and-set): every runId they were answered with
+// is remembered, so each re-sent request is answered from its run and
+// starts nothing.
+func TestConcurrentRequestsOnAThread(t *testing.T) {
+	e := newEnv(t, 2)
+	id := interrupts(t, e.run(0, "assistant", map[string]any{"threadId": "busy", "runId": "c0"}))[0]["id"].(string)
+	const n = 8
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			body, _ := json.Marshal(map[string]any{"threadId": "busy", "runId": fmt.Sprint("c", i+1), "messages": []any{}})
+			req, _ := http.NewRequest(http.MethodPost, e.gateways[i%2].URL+"/agui/assistant", bytes.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+eveToken)
+			resp, err := (&http.Client{Timeout: 15 * time.Second}).Do(req)
+			if err == nil {
+				var all []byte
+				all, err = io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err == nil && !strings.Contains(string(all), `"type":"interrupt"`) {
+					err = fmt.Errorf("no interrupt outcome: %s", all)
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		require.NoError(t, <-errs)
+	}
+	run := e.runOf(id).RunID
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	_, err := e.client.Decide(ctx, processor.DecisionRequest{RunID: run, InterruptID: id, Status: subjects.StatusResolved, Payload: true})
+	require.NoError(t, err)
+	_, err = e.client.Wait(ctx, run, processor.Finished)
+	require.NoError(t, err)
+	for i := range n {
+		evs := e.run(0, "assistant", map[string]any{"threadId": "busy", "runId": fmt.Sprint("c", i+1)})
+		assert.Equal(t, map[string]any{"type": "success"}, last(evs)["outcome"], "c%d was forgotten: %v", i+1, types(evs))
+	}
+	keys, err := e.nc.RunKeys(ctx)
+	require.NoError(t, err)
+	assert.Len(t, keys, 1, "no request started a run")
+}
+
 // Issue 12.5: a start for a run id that exists is refused.
 func TestStartExistingRunRefused(t *testing.T) {
 	e := newEnv(t, 1)
