@@ -187,6 +187,16 @@ type session struct {
 	// caught are events of the thread's earlier run sent in this request,
 	// for the transcript.
 	caught []map[string]any
+	log    *slog.Logger
+}
+
+// fail ends the request with RUN_ERROR and records why in the log: who
+// asked what on which thread, and the code.
+func (s *session) fail(code, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	s.log.Warn("AG-UI request refused", "code", code, "identity", s.id.Name, "agent", s.agent,
+		"thread", s.input.ThreadID, "clientRunId", s.input.RunID, "reason", msg)
+	s.stream.fail(code, "%s", msg)
 }
 
 func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -211,7 +221,7 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	s := &session{stream: &stream{w: w, f: flusher, input: in}, id: id, agent: r.PathValue("agent")}
+	s := &session{stream: &stream{w: w, f: flusher, input: in}, id: id, agent: r.PathValue("agent"), log: b.log}
 	switch {
 	case err != nil:
 		s.fail(CodeBadInput, "the body is not a RunAgentInput: %v", err)
