@@ -240,7 +240,13 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), b.Wait)
 	defer cancel()
-	t, rev, err := b.loadThread(ctx, in.ThreadID)
+	b.serve(ctx, s)
+}
+
+// serve answers a request of the thread's owner: the same request again,
+// a resume, a look at the run under way, or a new run.
+func (b *Bridge) serve(ctx context.Context, s *session) {
+	t, rev, err := b.loadThread(ctx, s.input.ThreadID)
 	if err != nil {
 		s.fail(CodeUnavailable, "%v", err)
 		return
@@ -248,24 +254,22 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.thread, s.rev = t, rev
 	if t != nil {
 		s.loaded = t.RunID
-	}
-	if t != nil {
 		switch {
-		case t.Owner != id.Name:
-			s.fail(CodeNotOwner, "thread %q belongs to another identity; start a thread of your own", in.ThreadID)
+		case t.Owner != s.id.Name:
+			s.fail(CodeNotOwner, "thread %q belongs to another identity; start a thread of your own", t.ThreadID)
 			return
 		case t.Agent != s.agent:
-			s.fail(CodeBadInput, "thread %q runs agent %s, not %s", in.ThreadID, t.Agent, s.agent)
+			s.fail(CodeBadInput, "thread %q runs agent %s, not %s", t.ThreadID, t.Agent, s.agent)
 			return
 		}
-		if run := t.answered(in.RunID); run != "" {
+		if run := t.answered(s.input.RunID); run != "" {
 			// The same request again (a retry, a reload): answer with where
 			// its run stands; nothing is decided or started twice.
 			b.follow(ctx, s, run)
 			return
 		}
 	}
-	if len(in.Resume) > 0 {
+	if len(s.input.Resume) > 0 {
 		b.resume(ctx, s)
 		return
 	}
@@ -278,7 +282,7 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if rec == nil || !rec.Status.Terminal() {
 			// Never abandon an open interrupt or a pass under way: a run
 			// without resume on a thread that waits shows where it stands.
-			s.thread.remember(in.RunID, t.RunID)
+			t.remember(s.input.RunID, t.RunID)
 			b.follow(ctx, s, t.RunID)
 			return
 		}
