@@ -2,8 +2,12 @@
 // @ag-ui/client HttpAgent): a POST of a RunAgentInput answers with an AG-UI
 // event stream over server-sent events, and a run that suspends finishes
 // with an "interrupt" outcome that the next RunAgentInput on the thread
-// resumes. All state is in JetStream, so any gateway process can take any
-// request.
+// resumes. Callers are the gateway's authenticated identities, each
+// starting only its own agents; a thread belongs to its creator, and the
+// bridge mints the run ids. All state is in JetStream (thread records, run
+// records, the events runs emit), so any gateway process can take any
+// request, build the thread's transcript and send the events a client
+// missed.
 package agui
 
 import (
