@@ -178,20 +178,16 @@ func (w *Worker) handle(ctx context.Context, agent string, fn AgentFunc, m *jets
 
 // emitter stores the AG-UI events of work's pass on subject, each acked
 // before Emit returns, so they are all kept before the pass's outcome. The
-// n-th Emit call of a replay is skipped while n is below the number of
-// events the run has kept (counted at the pass's first Emit): those are the
-// events earlier passes sent. The message id (run and n) keeps a retried
-// pass from storing one twice.
+// n-th Emit call is skipped while n is below the number of events the run
+// has kept (counted at the pass's first Emit): those are the events earlier
+// passes, or an earlier attempt of this one, sent. The message id (run and
+// n) keeps two attempts running at once from storing one twice.
 func (w *Worker) emitter(ctx context.Context, work subjects.Work, subject string) func(n int, event any) error {
 	var once sync.Once
 	var kept int
 	var countErr error
 	return func(n int, event any) error {
-		once.Do(func() {
-			if work.Pass > 0 {
-				kept, countErr = w.client.SubjectCount(ctx, jetstream.StreamAGUI, subject)
-			}
-		})
+		once.Do(func() { kept, countErr = w.client.SubjectCount(ctx, jetstream.StreamAGUI, subject) })
 		if countErr != nil {
 			return fmt.Errorf("emit: %w", countErr)
 		}
