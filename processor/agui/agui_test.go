@@ -677,19 +677,6 @@ func TestConcurrentRequestsOnAThread(t *testing.T) {
 	assert.Len(t, keys, 1, "no request started a run")
 }
 
-// Issue 12.5: a start for a run id that exists is refused.
-func TestStartExistingRunRefused(t *testing.T) {
-	e := newEnv(t, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	run, err := e.client.Start(ctx, "echo", nil)
-	require.NoError(t, err)
-	_, err = e.client.Wait(ctx, run, processor.Finished)
-	require.NoError(t, err)
-	_, err = e.client.Start(ctx, "echo", "other input", processor.WithRunID(run))
-	assert.ErrorIs(t, err, processor.ErrRunExists)
-}
-
 // A resume can land on any gateway: the state is in JetStream.
 func TestResumeOnAnotherGateway(t *testing.T) {
 	e := newEnv(t, 2)
