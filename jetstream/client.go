@@ -164,6 +164,8 @@ const (
 	StreamEvents    Stream = "EVENTS"
 	StreamDLQ       Stream = "DLQ"
 	StreamTimers    Stream = "TIMERS"
+	// StreamAGUI keeps the AG-UI events run bodies emit, for the bridge.
+	StreamAGUI Stream = "AGUI"
 )
 
 // StreamName is the server-side name of s under the client's prefix.
@@ -208,6 +210,7 @@ func (c *Client) streamConfigs() []jetstream.StreamConfig {
 		base(StreamDecisions, c.cfg.MaxAge, ns.All(subjects.KindResume)),
 		base(StreamEvents, c.cfg.EventsMaxAge, ns.All(subjects.KindEvents)),
 		base(StreamDLQ, c.cfg.MaxAge, ns.All(subjects.KindDLQ)),
+		base(StreamAGUI, c.cfg.MaxAge, ns.All(subjects.KindAGUI)),
 	}
 }
 
@@ -471,7 +474,7 @@ func (c *Client) ConsumerState(ctx context.Context, s Stream, durable string) (C
 // StoredBytes is what Interlock's streams and runs bucket hold on disk.
 func (c *Client) StoredBytes(ctx context.Context) (uint64, error) {
 	names := []string{"KV_" + c.RunsBucket(), "KV_" + c.BucketName(PendingBucket)}
-	for _, s := range []Stream{StreamWork, StreamRuns, StreamDecisions, StreamEvents, StreamDLQ, StreamTimers} {
+	for _, s := range []Stream{StreamWork, StreamRuns, StreamDecisions, StreamEvents, StreamDLQ, StreamTimers, StreamAGUI} {
 		names = append(names, c.StreamName(s))
 	}
 	var total uint64
@@ -500,6 +503,20 @@ func (c *Client) MsgCount(ctx context.Context, s Stream) (uint64, error) {
 		return 0, translate(err)
 	}
 	return info.State.Msgs, nil
+}
+
+// SubjectCount returns how many messages stream s holds on subject (no
+// wildcards).
+func (c *Client) SubjectCount(ctx context.Context, s Stream, subject string) (int, error) {
+	st, err := c.js.Stream(ctx, c.StreamName(s))
+	if err != nil {
+		return 0, translate(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		return 0, translate(err)
+	}
+	return int(info.State.Subjects[subject]), nil
 }
 
 // Messages returns up to limit messages of stream s on subject, oldest

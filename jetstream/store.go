@@ -151,6 +151,31 @@ func (m *Bucket) Put(ctx context.Context, key string, value []byte) error {
 	return nil
 }
 
+// Entry returns the value under key and its revision, or ErrNotFound.
+func (m *Bucket) Entry(ctx context.Context, key string) ([]byte, uint64, error) {
+	e, err := m.kv.Get(ctx, key)
+	if err != nil {
+		return nil, 0, fmt.Errorf("get %s: %w", key, translate(err))
+	}
+	return e.Value(), e.Revision(), nil
+}
+
+// Update stores value under key if the key is still at revision (0: if it
+// does not exist), and returns the new revision; otherwise ErrConflict.
+func (m *Bucket) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
+	var rev uint64
+	var err error
+	if revision == 0 {
+		rev, err = m.kv.Create(ctx, key, value)
+	} else {
+		rev, err = m.kv.Update(ctx, key, value, revision)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("update %s at revision %d: %w", key, revision, translate(err))
+	}
+	return rev, nil
+}
+
 // Get returns the value under key, or ErrNotFound.
 func (m *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
 	e, err := m.kv.Get(ctx, key)

@@ -122,7 +122,9 @@ func WithThreadID(id string) StartOption {
 
 // Start queues the first pass of a run of agent with input (any value that
 // marshals to JSON) and returns the run id. Starting the same run id twice
-// within the duplicate window queues it once.
+// within the duplicate window queues it once; once the run has a record,
+// a start for its id fails with ErrRunExists (so a retried Start whose first
+// attempt went through may see it: the run is under way).
 func (cl *Client) Start(ctx context.Context, agent string, input any, opts ...StartOption) (string, error) {
 	call := startCall{Work: subjects.Work{PassRef: subjects.PassRef{Version: subjects.Version, Agent: agent}}}
 	for _, o := range opts {
@@ -131,6 +133,15 @@ func (cl *Client) Start(ctx context.Context, agent string, input any, opts ...St
 		}
 	}
 	w := call.Work
+	if w.RunID != "" {
+		// A run is started once: a start for an existing run would run its
+		// first pass again with other input.
+		if _, err := cl.Run(ctx, w.RunID); err == nil {
+			return "", fmt.Errorf("run %s: %w", w.RunID, ErrRunExists)
+		} else if !errors.Is(err, ErrRunNotFound) {
+			return "", err
+		}
+	}
 	if w.RunID == "" {
 		id, err := uuid.NewV7()
 		if err != nil {

@@ -7,22 +7,26 @@ import (
 
 // Emit sends an AG-UI event (a value that marshals to an AG-UI event
 // object, such as a map with "type") to the clients following the run
-// through the AG-UI bridge. On a replay pass, events are not sent until the
-// body has come back past every interrupt decided before: what the client
-// already saw is not sent twice. Outside a run it returns ErrNotInRun; with
-// no bridge listening the event is dropped.
+// through the AG-UI bridge, and keeps it in the run's AG-UI stream so a
+// client that comes back later gets it too. A replay sends nothing twice:
+// the body's first Emit calls, as many as the run has kept so far, are the
+// events earlier passes sent, and are skipped. So a body emits the same
+// events in the same order up to where its last pass got, and Emit calls
+// between decided interrupts are sent. Outside a run it returns
+// ErrNotInRun.
 func Emit(ctx context.Context, event any) error {
 	p := passFrom(ctx)
 	if p == nil {
 		return fmt.Errorf("emit: %w", ErrNotInRun)
 	}
 	p.mu.Lock()
-	replaying := p.replaying > 0
+	n := p.emitted
+	p.emitted++
 	p.mu.Unlock()
-	if replaying || p.emit == nil {
+	if p.emit == nil {
 		return nil
 	}
-	return p.emit(event)
+	return p.emit(n, event)
 }
 
 // EmitText emits one whole assistant text message.

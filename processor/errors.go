@@ -29,6 +29,9 @@ var (
 	ErrRejected = errors.New("decision rejected")
 	// ErrRunNotFound means no run record exists for the run id.
 	ErrRunNotFound = errors.New("run not found")
+	// ErrRunExists means Start was given the id of a run that already
+	// exists: a run is started once.
+	ErrRunExists = errors.New("run already exists")
 )
 
 // SuspendError is returned by Interrupt on the suspend pass.

@@ -35,11 +35,9 @@ type pass struct {
 	pending   []subjects.Interrupt
 	schemas   *schema.Cache
 	firstErrs []error // requests that could not be published
-	// replaying counts the decisions Interrupt has yet to return in this
-	// pass; while it is above zero the body is re-running what earlier
-	// passes already did, and Emit sends nothing.
-	replaying int
-	emit      func(event any) error
+	// emitted counts the pass's Emit calls; emit sends the n-th (from 0).
+	emitted int
+	emit    func(n int, event any) error
 }
 
 type passKey struct{}
@@ -57,7 +55,6 @@ func newPass(info RunInfo, w subjects.Work, sc *schema.Cache) *pass {
 	for _, d := range w.Decisions {
 		p.decisions[d.InterruptID] = d
 	}
-	p.replaying = len(w.Decisions)
 	for k, v := range w.Journal {
 		p.journal[k] = v
 	}
@@ -184,9 +181,6 @@ func Interrupt(ctx context.Context, req Request) (Decision, error) {
 	p.mu.Unlock()
 	id := InterruptID(p.info.RunID, scope, ord)
 	if d, ok := p.decisions[id]; ok {
-		p.mu.Lock()
-		p.replaying--
-		p.mu.Unlock()
 		out := Decision{InterruptID: id, Status: d.Status, Payload: d.Payload, Metadata: d.Metadata,
 			Approver: d.Approver, Comment: d.Comment}
 		if out.Cancelled() {

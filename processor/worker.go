@@ -39,10 +39,6 @@ func Typed[In, Out any](fn func(ctx context.Context, in In) (Out, error)) AgentF
 	}
 }
 
-// PassEndEvent is the type of the marker a worker sends on a run's AG-UI
-// subject after the last event of a pass.
-const PassEndEvent = "interlock.pass_end"
-
 // WorkerConfig is what a worker is.
 type WorkerConfig struct {
 	// Concurrency is the number of passes run at once per agent; default 4.
@@ -150,13 +146,7 @@ func (w *Worker) handle(ctx context.Context, agent string, fn AgentFunc, m *jets
 	if err != nil {
 		return jetstream.DeadLetter(err)
 	}
-	p.emit = func(event any) error {
-		data, err := json.Marshal(event)
-		if err != nil {
-			return fmt.Errorf("emit: %w", err)
-		}
-		return w.client.Notify(aguiSubject, data)
-	}
+	p.emit = w.emitter(ctx, work, aguiSubject)
 	began := time.Now()
 	result, bodyErr := runBody(context.WithValue(ctx, passKey{}, p), fn, work.Input)
 	w.metrics.duration.WithLabelValues(agent).Observe(time.Since(began).Seconds())
@@ -174,10 +164,6 @@ func (w *Worker) handle(ctx context.Context, agent string, fn AgentFunc, m *jets
 		return err
 	}
 	msgID := outcomeMsgID(work.RunID, work.Pass)
-	// The pass's AG-UI events end here: the marker follows them on their
-	// subject, so a bridge knows it has them all before the outcome.
-	end, _ := json.Marshal(map[string]any{"type": PassEndEvent, "pass": work.Pass})
-	_ = w.client.Notify(aguiSubject, end)
 	if _, err := w.client.Publish(ctx, subject, data, msgID, jetstream.Header{trace.Header: {info.TraceParent}}); err != nil {
 		return err
 	}
@@ -189,6 +175,35 @@ func (w *Worker) handle(ctx context.Context, agent string, fn AgentFunc, m *jets
 	w.metrics.passes.WithLabelValues(agent, kind).Inc()
 	log.Debug("pass done", "outcome", kind)
 	return nil
+}
+
+// emitter stores the AG-UI events of work's pass on subject, each acked
+// before Emit returns, so they are all kept before the pass's outcome. The
+// n-th Emit call is skipped while n is below the number of events the run
+// has kept (counted at the pass's first Emit): those are the events earlier
+// passes, or an earlier attempt of this one, sent. The message id (run and
+// n) keeps two attempts running at once from storing one twice.
+func (w *Worker) emitter(ctx context.Context, work subjects.Work, subject string) func(n int, event any) error {
+	var once sync.Once
+	var kept int
+	var countErr error
+	return func(n int, event any) error {
+		once.Do(func() { kept, countErr = w.client.SubjectCount(ctx, jetstream.StreamAGUI, subject) })
+		if countErr != nil {
+			return fmt.Errorf("emit: %w", countErr)
+		}
+		if n < kept {
+			return nil
+		}
+		data, err := json.Marshal(event)
+		if err != nil {
+			return fmt.Errorf("emit: %w", err)
+		}
+		if _, err := w.client.Publish(ctx, subject, data, work.RunID+":emit:"+strconv.Itoa(n), nil); err != nil {
+			return fmt.Errorf("emit: %w", err)
+		}
+		return nil
+	}
 }
 
 // passDone reports whether the runs stream already holds an outcome of

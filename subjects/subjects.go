@@ -26,7 +26,7 @@ const (
 	KindEscalated = "escalated"
 	KindExpired   = "expired"
 	// KindAGUI carries the AG-UI events an agent body emits during a pass
-	// (core NATS, not stored): <prefix>.agui.<run>.
+	// (kept in the AGUI stream for the bridge): <prefix>.agui.<run>.
 	KindAGUI = "agui"
 )
 

@@ -85,8 +85,9 @@ func ClientURL(t testing.TB, urls string, cfg ...jetstream.Config) *jetstream.Cl
 		t.Fatalf("dial %s: %v", urls, err)
 	}
 	t.Cleanup(cl.Close)
-	// A cluster that has just formed may time out creating R3 streams while
-	// its peers catch up: try again until the deadline.
+	// A cluster that has just formed may time out creating R3 streams, or
+	// find no peers to place them on, while its peers catch up: try again
+	// until the deadline.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		pctx, pcancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -95,7 +96,8 @@ func ClientURL(t testing.TB, urls string, cfg ...jetstream.Config) *jetstream.Cl
 		if err == nil {
 			return cl
 		}
-		if !errors.Is(err, jetstream.ErrTimeout) || time.Now().After(deadline) {
+		catchingUp := errors.Is(err, jetstream.ErrTimeout) || strings.Contains(err.Error(), "no suitable peers for placement")
+		if !catchingUp || time.Now().After(deadline) {
 			t.Fatalf("provision: %v", err)
 		}
 	}

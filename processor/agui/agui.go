@@ -2,8 +2,12 @@
 // @ag-ui/client HttpAgent): a POST of a RunAgentInput answers with an AG-UI
 // event stream over server-sent events, and a run that suspends finishes
 // with an "interrupt" outcome that the next RunAgentInput on the thread
-// resumes. All state is in JetStream, so any gateway process can take any
-// request.
+// resumes. Callers are the gateway's authenticated identities, each
+// starting only its own agents; a thread belongs to its creator, and the
+// bridge mints the run ids. All state is in JetStream (thread records, run
+// records, the events runs emit), so any gateway process can take any
+// request, build the thread's transcript and send the events a client
+// missed.
 package agui
 
 import (
@@ -23,6 +27,8 @@ import (
 
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/approvers"
+	"github.com/interlockhq/interlock/processor/authz"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -60,6 +66,10 @@ const (
 	CodeRejected         = "rejected"
 	CodeRunFailed        = "run_failed"
 	CodeUnavailable      = "unavailable"
+	CodeNotAllowed       = "not_allowed"
+	CodeAgentNotAllowed  = "agent_not_allowed"
+	CodeNotOwner         = "not_owner"
+	CodeRunExists        = "run_exists"
 )
 
 // Bridge serves POST /agui/{agent}.
@@ -68,22 +78,58 @@ type Bridge struct {
 	client  *processor.Client
 	threads *jetstream.Bucket
 	log     *slog.Logger
-	// Identity returns the approver a request decides as ("" anonymous).
-	Identity func(r *http.Request) string
+	// Identity returns the authenticated caller; a request without one
+	// is refused. The gateway sets it to its own authentication.
+	Identity func(r *http.Request) approvers.Identity
 	// Wait bounds how long one request waits for its pass; default 5 minutes.
 	Wait time.Duration
 }
 
-// threadRecord is the thread index's value: the thread's latest run.
+// maxRequests bounds the client runIds a thread remembers.
+const maxRequests = 64
+
+// threadRecord is the thread index's value: who owns the thread, its
+// latest run, how far a client has been sent that run's AG-UI events, and
+// the Interlock run each recent client runId was answered with.
 type threadRecord struct {
 	ThreadID string `json:"threadId"`
-	RunID    string `json:"runId"`
+	Owner    string `json:"owner"`
 	Agent    string `json:"agent"`
+	RunID    string `json:"runId"`
+	// Delivered is the AGUI stream sequence of the last event of RunID a
+	// client was sent.
+	Delivered uint64    `json:"delivered,omitempty"`
+	Requests  []request `json:"requests,omitempty"`
+}
+
+type request struct {
+	ClientRunID string `json:"clientRunId"`
+	RunID       string `json:"runId"`
+}
+
+// answered returns the Interlock run a client runId was answered with.
+func (t *threadRecord) answered(clientRunID string) string {
+	for _, r := range t.Requests {
+		if r.ClientRunID == clientRunID {
+			return r.RunID
+		}
+	}
+	return ""
+}
+
+func (t *threadRecord) remember(clientRunID, run string) {
+	if t.answered(clientRunID) != "" {
+		return
+	}
+	t.Requests = append(t.Requests, request{ClientRunID: clientRunID, RunID: run})
+	if len(t.Requests) > maxRequests {
+		t.Requests = slices.Clone(t.Requests[len(t.Requests)-maxRequests:])
+	}
 }
 
 // New returns a bridge; it provisions the threads bucket.
 func New(ctx context.Context, nc *jetstream.Client, log *slog.Logger) (*Bridge, error) {
-	threads, err := nc.Bucket(ctx, "threads", "Interlock AG-UI threads: the latest run of each", 0)
+	threads, err := nc.Bucket(ctx, "threads", "Interlock AG-UI threads: owner, latest run, delivered events", 0)
 	if err != nil {
 		return nil, err
 	}
@@ -103,15 +149,23 @@ type stream struct {
 	w     http.ResponseWriter
 	f     http.Flusher
 	input RunAgentInput
+	gone  bool // a write failed: the client left
 }
 
-func (s *stream) send(ev map[string]any) {
+func (s *stream) send(ev map[string]any) bool {
+	if s.gone {
+		return false
+	}
 	if _, ok := ev["timestamp"]; !ok {
 		ev["timestamp"] = time.Now().UnixMilli()
 	}
 	data, _ := json.Marshal(ev)
-	fmt.Fprintf(s.w, "data: %s\n\n", data)
+	if _, err := fmt.Fprintf(s.w, "data: %s\n\n", data); err != nil {
+		s.gone = true
+		return false
+	}
 	s.f.Flush()
+	return true
 }
 
 func (s *stream) started() {
@@ -122,10 +176,46 @@ func (s *stream) fail(code, format string, args ...any) {
 	s.send(map[string]any{"type": "RUN_ERROR", "message": fmt.Sprintf(format, args...), "code": code})
 }
 
+// session is one request on a thread.
+type session struct {
+	*stream
+	id     approvers.Identity
+	agent  string
+	thread *threadRecord
+	// rev is the thread record's revision and loaded its latest run, as
+	// this request last read or wrote them.
+	rev    uint64
+	loaded string
+	// caught are events of the thread's earlier run sent in this request,
+	// for the transcript.
+	caught []map[string]any
+	log    *slog.Logger
+}
+
+// fail ends the request with RUN_ERROR and records why in the log: who
+// asked what on which thread, and the code.
+func (s *session) fail(code, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	s.log.Warn("AG-UI request refused", "code", code, "identity", s.id.Name, "agent", s.agent,
+		"thread", s.input.ThreadID, "clientRunId", s.input.RunID, "reason", msg)
+	s.stream.fail(code, "%s", msg)
+}
+
 func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	var id approvers.Identity
+	if b.Identity != nil {
+		id = b.Identity(r)
+	}
+	if id.Name == "" {
+		// Fail closed: the gateway authenticates before this.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte(`{"code":"unauthenticated","message":"send an API token: Authorization: Bearer <token>"}` + "\n"))
 		return
 	}
 	var in RunAgentInput
@@ -133,7 +223,7 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	s := &stream{w: w, f: flusher, input: in}
+	s := &session{stream: &stream{w: w, f: flusher, input: in}, id: id, agent: r.PathValue("agent"), log: b.log}
 	switch {
 	case err != nil:
 		s.fail(CodeBadInput, "the body is not a RunAgentInput: %v", err)
@@ -142,66 +232,146 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.fail(CodeBadInput, "threadId and runId are required")
 		return
 	}
-	agent := r.PathValue("agent")
-	if err := subjects.ValidateToken("agent", agent); err != nil {
+	if err := subjects.ValidateToken("agent", s.agent); err != nil {
 		s.fail(CodeBadInput, "%v", err)
+		return
+	}
+	if !authz.MayStart(s.agent, id) {
+		s.fail(CodeAgentNotAllowed, "%s may not run agent %s (the identities file lists the agents each identity may start)", id.Name, s.agent)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), b.Wait)
 	defer cancel()
-	identity := ""
-	if b.Identity != nil {
-		identity = b.Identity(r)
-	}
-	thread, rec, err := b.latest(ctx, in.ThreadID)
+	b.serve(ctx, s)
+}
+
+// serve answers a request of the thread's owner: the same request again,
+// a resume, a look at the run under way, or a new run.
+func (b *Bridge) serve(ctx context.Context, s *session) {
+	t, rev, err := b.loadThread(ctx, s.input.ThreadID)
 	if err != nil {
 		s.fail(CodeUnavailable, "%v", err)
 		return
 	}
-	if len(in.Resume) > 0 {
-		b.resume(ctx, s, thread, rec, identity)
+	s.thread, s.rev = t, rev
+	if t != nil {
+		s.loaded = t.RunID
+		switch {
+		case t.Owner != s.id.Name:
+			s.fail(CodeNotOwner, "thread %q belongs to another identity; start a thread of your own", t.ThreadID)
+			return
+		case t.Agent != s.agent:
+			s.fail(CodeBadInput, "thread %q runs agent %s, not %s", t.ThreadID, t.Agent, s.agent)
+			return
+		}
+		if run := t.answered(s.input.RunID); run != "" {
+			// The same request again (a retry, a reload): answer with where
+			// its run stands; nothing is decided or started twice.
+			b.follow(ctx, s, run)
+			return
+		}
+	}
+	if len(s.input.Resume) > 0 {
+		b.resume(ctx, s)
 		return
 	}
-	if rec != nil && !rec.Status.Terminal() {
-		// Never abandon an open interrupt: a run without resume on a thread
-		// that waits shows where the thread stands.
-		b.follow(ctx, s, rec.RunID, rec.Pass, false)
-		return
+	if t != nil && t.RunID != "" {
+		rec, err := b.client.Run(ctx, t.RunID)
+		if err != nil && !errors.Is(err, processor.ErrRunNotFound) {
+			s.fail(CodeUnavailable, "%v", err)
+			return
+		}
+		if rec == nil || !rec.Status.Terminal() {
+			// Never abandon an open interrupt or a pass under way: a run
+			// without resume on a thread that waits shows where it stands.
+			t.remember(s.input.RunID, t.RunID)
+			b.follow(ctx, s, t.RunID)
+			return
+		}
 	}
-	b.start(ctx, s, agent)
+	b.start(ctx, s)
 }
 
-// latest returns the thread's latest run and its record (nil when none).
-func (b *Bridge) latest(ctx context.Context, thread string) (*threadRecord, *subjects.Run, error) {
-	raw, err := b.threads.Get(ctx, threadKey(thread))
+// loadThread returns the thread's record and its revision (nil when the
+// thread is new).
+func (b *Bridge) loadThread(ctx context.Context, thread string) (*threadRecord, uint64, error) {
+	raw, rev, err := b.threads.Entry(ctx, threadKey(thread))
 	if errors.Is(err, jetstream.ErrNotFound) {
-		return nil, nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, 0, err
 	}
 	var t threadRecord
 	if err := json.Unmarshal(raw, &t); err != nil {
-		return nil, nil, err
+		return nil, 0, fmt.Errorf("thread %q: %w", thread, err)
 	}
-	rec, err := b.client.Run(ctx, t.RunID)
-	if errors.Is(err, processor.ErrRunNotFound) {
-		return &t, nil, nil
-	}
-	return &t, rec, err
+	return &t, rev, nil
 }
 
-func (b *Bridge) start(ctx context.Context, s *stream, agent string) {
-	run := s.input.RunID
-	if subjects.ValidateToken("run id", run) != nil {
-		run = uuid.Must(uuid.NewV7()).String()
+// saveThread writes the session's thread record with compare-and-set,
+// merging what concurrent requests on the thread wrote meanwhile. It runs
+// even when the request's context has ended, so what was delivered is not
+// sent again.
+func (b *Bridge) saveThread(s *session) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	key := threadKey(s.thread.ThreadID)
+	for range 16 {
+		raw, _ := json.Marshal(s.thread)
+		rev, err := b.threads.Update(ctx, key, raw, s.rev)
+		if err == nil {
+			s.rev, s.loaded = rev, s.thread.RunID
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrConflict) {
+			return err
+		}
+		cur, rev, err := b.loadThread(ctx, s.thread.ThreadID)
+		if err != nil {
+			return err
+		}
+		if cur != nil {
+			s.thread = merge(cur, s.thread, s.loaded)
+		}
+		s.rev = rev
 	}
-	t, _ := json.Marshal(threadRecord{ThreadID: s.input.ThreadID, RunID: run, Agent: agent})
-	if err := b.threads.Put(ctx, threadKey(s.input.ThreadID), t); err != nil {
-		s.fail(CodeUnavailable, "%v", err)
-		return
+	return fmt.Errorf("thread %q: compare-and-set kept losing", s.thread.ThreadID)
+}
+
+// merge is cur, written by another request, with what mine (read when the
+// thread's latest run was loaded) adds: its answered runIds, how far it
+// delivered, and the run it started if nobody else moved the thread on.
+func merge(cur, mine *threadRecord, loaded string) *threadRecord {
+	out := *cur
+	out.Requests = slices.Clone(cur.Requests)
+	for _, r := range mine.Requests {
+		out.remember(r.ClientRunID, r.RunID)
 	}
-	input, _ := json.Marshal(s.input)
+	switch {
+	case mine.RunID == cur.RunID:
+		out.Delivered = max(cur.Delivered, mine.Delivered)
+	case cur.RunID == loaded:
+		out.RunID, out.Delivered = mine.RunID, mine.Delivered
+	}
+	return &out
+}
+
+// start mints a run for the request and streams its first pass. A new
+// thread is bound to the caller.
+func (b *Bridge) start(ctx context.Context, s *session) {
+	run := uuid.Must(uuid.NewV7()).String()
+	if s.thread == nil {
+		s.thread = &threadRecord{ThreadID: s.input.ThreadID, Owner: s.id.Name, Agent: s.agent}
+		if err := b.saveThread(s); err != nil {
+			s.fail(CodeUnavailable, "%v", err)
+			return
+		}
+		if s.thread.Owner != s.id.Name || s.thread.Agent != s.agent { // a concurrent request created it
+			s.fail(CodeNotOwner, "thread %q belongs to another identity or agent; start a thread of your own", s.input.ThreadID)
+			return
+		}
+	}
 	f, err := b.subscribe(run)
 	if err != nil {
 		s.fail(CodeUnavailable, "%v", err)
@@ -209,64 +379,55 @@ func (b *Bridge) start(ctx context.Context, s *stream, agent string) {
 	}
 	defer f.close()
 	s.started()
-	if _, err := b.client.Start(ctx, agent, json.RawMessage(input), processor.WithRunID(run),
+	// What the thread's last run emitted while no client listened comes
+	// first.
+	if s.thread.RunID != "" {
+		if !b.pump(ctx, s, s.thread.RunID, true) {
+			return
+		}
+	}
+	input, _ := json.Marshal(s.input)
+	if _, err := b.client.Start(ctx, s.agent, json.RawMessage(input), processor.WithRunID(run),
 		processor.WithThreadID(s.input.ThreadID)); err != nil {
+		code := CodeUnavailable
+		if errors.Is(err, processor.ErrRunExists) {
+			code = CodeRunExists
+		}
+		_ = b.saveThread(s) // what was caught up was delivered
+		s.fail(code, "%v", err)
+		return
+	}
+	// The thread names only a run that was started, so no request on it
+	// waits for a run that never will.
+	s.thread.RunID, s.thread.Delivered = run, 0
+	s.thread.remember(s.input.RunID, run)
+	if err := b.saveThread(s); err != nil {
 		s.fail(CodeUnavailable, "%v", err)
 		return
 	}
 	b.relay(ctx, s, f, run, 0)
 }
 
-// resume validates the whole batch against the thread's interrupted run,
-// then decides every entry and streams the replay.
-func (b *Bridge) resume(ctx context.Context, s *stream, thread *threadRecord, rec *subjects.Run, identity string) {
-	if thread == nil || rec == nil {
+// resume validates and authorizes the whole batch against the thread's
+// latest run, then decides every entry and streams the replay. Nothing is
+// decided unless every entry passes.
+func (b *Bridge) resume(ctx context.Context, s *session) {
+	if s.thread == nil || s.thread.RunID == "" {
 		s.fail(CodeLostState, "no interrupted run is known for thread %q", s.input.ThreadID)
 		return
 	}
-	pending := rec.Pending()
-	if len(pending) == 0 {
-		s.fail(CodeNotInterrupted, "the thread's latest run is %s and waits for nothing (decided elsewhere?); send a run without resume to see it", rec.Status)
+	rec, err := b.client.Run(ctx, s.thread.RunID)
+	if errors.Is(err, processor.ErrRunNotFound) {
+		s.fail(CodeLostState, "no interrupted run is known for thread %q", s.input.ThreadID)
 		return
 	}
-	open := map[string]subjects.InterruptState{}
-	for _, p := range pending {
-		open[p.ID] = p
+	if err != nil {
+		s.fail(CodeUnavailable, "%v", err)
+		return
 	}
-	seen := map[string]bool{}
-	now := time.Now()
-	for _, e := range s.input.Resume {
-		st, ok := open[e.InterruptID]
-		switch {
-		case seen[e.InterruptID]:
-			s.fail(CodeDuplicateEntry, "interrupt %s is answered twice", e.InterruptID)
-			return
-		case !ok:
-			s.fail(CodeUnknownInterrupt, "interrupt %s is not an open interrupt of the thread's latest run", e.InterruptID)
-			return
-		case e.Status != subjects.StatusResolved && e.Status != subjects.StatusCancelled:
-			s.fail(CodeBadInput, "interrupt %s: status %q is not resolved or cancelled", e.InterruptID, e.Status)
-			return
-		case e.Status == subjects.StatusResolved && st.ExpiresAt != nil && !now.Before(*st.ExpiresAt):
-			s.fail(CodeExpired, "interrupt %s expired at %s; it can be cancelled, not resolved", e.InterruptID, st.ExpiresAt.Format(time.RFC3339))
-			return
-		case e.Status == subjects.StatusResolved && len(st.ResponseSchema) > 0:
-			payload := e.Payload
-			if len(payload) == 0 {
-				payload = []byte("null")
-			}
-			if err := processor.ValidatePayload(st.ResponseSchema, payload); err != nil {
-				s.fail(CodeSchemaMismatch, "interrupt %s: payload does not satisfy responseSchema: %v", e.InterruptID, err)
-				return
-			}
-		}
-		seen[e.InterruptID] = true
-	}
-	for id := range open {
-		if !seen[id] {
-			s.fail(CodeMissingEntry, "interrupt %s is open and not answered: every open interrupt needs an entry", id)
-			return
-		}
+	if code, msg := b.check(rec, s.input.Resume, s.id); code != "" {
+		s.fail(code, "%s", msg)
+		return
 	}
 	f, err := b.subscribe(rec.RunID)
 	if err != nil {
@@ -277,8 +438,8 @@ func (b *Bridge) resume(ctx context.Context, s *stream, thread *threadRecord, re
 	s.started()
 	for _, e := range s.input.Resume {
 		req := processor.DecisionRequest{RunID: rec.RunID, InterruptID: e.InterruptID, Status: e.Status,
-			Metadata: e.Metadata, Approver: identity, Via: "agui",
-			DecisionID: "agui-" + threadKey(s.input.RunID+"\x00"+e.InterruptID)}
+			Metadata: e.Metadata, Approver: s.id.Name, Via: "agui",
+			DecisionID: "agui-" + threadKey(s.input.ThreadID+"\x00"+s.input.RunID+"\x00"+e.InterruptID)}
 		if len(e.Payload) > 0 && string(e.Payload) != "null" {
 			req.Payload = e.Payload
 		}
@@ -287,12 +448,64 @@ func (b *Bridge) resume(ctx context.Context, s *stream, thread *threadRecord, re
 			return
 		}
 	}
+	s.thread.remember(s.input.RunID, rec.RunID)
 	b.relay(ctx, s, f, rec.RunID, rec.Pass+1)
 }
 
-// follow streams a run that is already going: its current interrupts, or
-// the pass under way.
-func (b *Bridge) follow(ctx context.Context, s *stream, run string, pass int, _ bool) {
+// check applies the resume rules to a batch: the first broken rule's code
+// and message, or "" when every entry may be decided.
+func (b *Bridge) check(rec *subjects.Run, entries []ResumeEntry, id approvers.Identity) (code, msg string) {
+	byID := map[string]subjects.InterruptState{}
+	for _, in := range rec.Interrupts {
+		byID[in.ID] = in
+	}
+	seen := map[string]bool{}
+	now := time.Now()
+	for _, e := range entries {
+		st, ok := byID[e.InterruptID]
+		switch {
+		case seen[e.InterruptID]:
+			return CodeDuplicateEntry, fmt.Sprintf("interrupt %s is answered twice", e.InterruptID)
+		case !ok:
+			return CodeUnknownInterrupt, fmt.Sprintf("interrupt %s is not an interrupt of the thread's latest run", e.InterruptID)
+		case e.Status != subjects.StatusResolved && e.Status != subjects.StatusCancelled:
+			return CodeBadInput, fmt.Sprintf("interrupt %s: status %q is not resolved or cancelled", e.InterruptID, e.Status)
+		case st.Decision != nil && st.Decision.Approver == subjects.ExpiryApprover:
+			if e.Status == subjects.StatusResolved {
+				return CodeExpired, fmt.Sprintf("interrupt %s expired at %s and was closed; cancel it to continue the thread",
+					e.InterruptID, st.ExpiresAt.Format(time.RFC3339))
+			}
+		case st.Decision != nil || rec.Status != subjects.RunSuspended || st.Pass != rec.Pass:
+			return CodeNotInterrupted, fmt.Sprintf("interrupt %s no longer waits (the run is %s; it was decided on another path?); "+
+				"send a run without resume to see where the thread stands", e.InterruptID, rec.Status)
+		case e.Status == subjects.StatusResolved && st.ExpiresAt != nil && !now.Before(*st.ExpiresAt):
+			return CodeExpired, fmt.Sprintf("interrupt %s expired at %s; it can be cancelled, not resolved",
+				e.InterruptID, st.ExpiresAt.Format(time.RFC3339))
+		case !authz.MayDecide(st.Interrupt, id):
+			return CodeNotAllowed, fmt.Sprintf("%s may not decide interrupt %s", id.Name, e.InterruptID)
+		case e.Status == subjects.StatusResolved && len(st.ResponseSchema) > 0:
+			payload := e.Payload
+			if len(payload) == 0 {
+				payload = []byte("null")
+			}
+			if err := processor.ValidatePayload(st.ResponseSchema, payload); err != nil {
+				return CodeSchemaMismatch, fmt.Sprintf("interrupt %s: payload does not satisfy responseSchema: %v", e.InterruptID, err)
+			}
+		}
+		seen[e.InterruptID] = true
+	}
+	for _, p := range rec.Pending() {
+		if !seen[p.ID] {
+			return CodeMissingEntry, fmt.Sprintf("interrupt %s is open and not answered: every open interrupt needs an entry", p.ID)
+		}
+	}
+	return "", ""
+}
+
+// follow streams where run stands: the events no client was sent yet,
+// then its current interrupts or outcome, or the pass under way until it
+// reports.
+func (b *Bridge) follow(ctx context.Context, s *session, run string) {
 	f, err := b.subscribe(run)
 	if err != nil {
 		s.fail(CodeUnavailable, "%v", err)
@@ -301,29 +514,25 @@ func (b *Bridge) follow(ctx context.Context, s *stream, run string, pass int, _ 
 	defer f.close()
 	s.started()
 	rec, err := b.client.Run(ctx, run)
-	if err != nil {
+	if err != nil && !errors.Is(err, processor.ErrRunNotFound) {
 		s.fail(CodeUnavailable, "%v", err)
 		return
 	}
-	if rec.Status == subjects.RunSuspended {
-		b.finish(s, rec)
-		return
+	target := 0
+	if rec != nil {
+		target = rec.Pass + 1
+		if rec.Status == subjects.RunSuspended {
+			target = rec.Pass
+		}
 	}
-	f.skipEvents = true // the pass under way already emitted; send its end
-	b.relay(ctx, s, f, run, pass+1)
+	b.relay(ctx, s, f, run, target)
 }
 
-// feed gathers a run's AG-UI events and lifecycle events.
+// feed wakes a relay when a run emits or reports.
 type feed struct {
-	subs       []*jetstream.Subscription
-	ch         chan feedItem
-	once       sync.Once
-	skipEvents bool
-}
-
-type feedItem struct {
-	agui  map[string]any
-	event *subjects.Event
+	subs []*jetstream.Subscription
+	wake chan struct{}
+	once sync.Once
 }
 
 func (f *feed) close() {
@@ -335,90 +544,121 @@ func (f *feed) close() {
 }
 
 func (b *Bridge) subscribe(run string) (*feed, error) {
-	f := &feed{ch: make(chan feedItem, 1024)}
+	f := &feed{wake: make(chan struct{}, 1)}
+	poke := func(string, []byte) {
+		select {
+		case f.wake <- struct{}{}:
+		default:
+		}
+	}
 	aguiSubject, err := b.nc.Namespace().AGUI(run)
 	if err != nil {
 		return nil, err
 	}
-	sub, err := b.nc.Subscribe(aguiSubject, func(_ string, data []byte) {
-		var ev map[string]any
-		if json.Unmarshal(data, &ev) == nil {
-			f.ch <- feedItem{agui: ev}
-		}
-	})
+	evSubject, err := b.nc.Namespace().RunEvents(run)
 	if err != nil {
 		return nil, err
 	}
-	f.subs = append(f.subs, sub)
-	evSubject, _ := b.nc.Namespace().RunEvents(run)
-	sub, err = b.nc.Subscribe(evSubject, func(_ string, data []byte) {
-		var ev subjects.Event
-		if json.Unmarshal(data, &ev) == nil {
-			f.ch <- feedItem{event: &ev}
+	for _, subject := range []string{aguiSubject, evSubject} {
+		sub, err := b.nc.Subscribe(subject, poke)
+		if err != nil {
+			f.close()
+			return nil, err
 		}
-	})
-	if err != nil {
-		f.close()
-		return nil, err
+		f.subs = append(f.subs, sub)
 	}
-	f.subs = append(f.subs, sub)
 	return f, nil
 }
 
-// relay sends the AG-UI events of pass (and later passes, if it ends
-// before anyone is asked) until the run suspends, completes or fails.
-func (b *Bridge) relay(ctx context.Context, s *stream, f *feed, run string, pass int) {
-	ended := -1 // the last pass whose events are all sent
-	outcome := map[int]subjects.EventType{}
+// pollEvery bounds how long a relay goes without looking, should a wake-up
+// be lost.
+const pollEvery = time.Second
+
+// relay sends run's AG-UI events from the stream, from the first one no
+// client of the thread was sent, until the run has reported pass target
+// (or a later one), then ends the request from the run's record.
+func (b *Bridge) relay(ctx context.Context, s *session, f *feed, run string, target int) {
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
 	for {
-		for p := pass; p <= ended; p++ {
-			if t, ok := outcome[p]; ok && t != subjects.EventResumed {
-				rec, err := b.client.Run(ctx, run)
-				if err != nil {
-					s.fail(CodeUnavailable, "%v", err)
-					return
-				}
-				b.finish(s, rec)
-				return
+		if !b.pump(ctx, s, run, false) {
+			return
+		}
+		rec, err := b.client.Run(ctx, run)
+		if err != nil && !errors.Is(err, processor.ErrRunNotFound) {
+			s.fail(CodeUnavailable, "%v", err)
+			return
+		}
+		if rec != nil && (rec.Status.Terminal() || rec.Status == subjects.RunSuspended && rec.Pass >= target) {
+			// The outcome is stored after the pass's events: fetch the last.
+			if b.pump(ctx, s, run, false) {
+				b.finish(ctx, s, rec)
 			}
+			return
 		}
 		select {
 		case <-ctx.Done():
+			_ = b.saveThread(s)
 			s.fail(CodeUnavailable, "the run did not report back in time; it goes on, and the next request on the thread shows it")
 			return
-		case it := <-f.ch:
-			switch {
-			case it.agui != nil && it.agui["type"] == processor.PassEndEvent:
-				if p, ok := it.agui["pass"].(float64); ok && int(p) > ended {
-					ended = int(p)
-				}
-			case it.agui != nil && !f.skipEvents:
-				s.send(it.agui)
-			case it.event != nil:
-				switch it.event.Type {
-				case subjects.EventSuspended, subjects.EventCompleted, subjects.EventFailed:
-					outcome[it.event.Pass] = it.event.Type
-					if f.skipEvents && it.event.Pass >= pass {
-						ended = max(ended, it.event.Pass)
-					}
-				}
+		case <-f.wake:
+		case <-tick.C:
+		}
+	}
+}
+
+// pump sends the events of run kept in the stream that no client of the
+// thread was sent, when run is the thread's latest run. caught keeps them
+// for the transcript of a later run.
+func (b *Bridge) pump(ctx context.Context, s *session, run string, caught bool) bool {
+	if run != s.thread.RunID {
+		return true
+	}
+	subject, err := b.nc.Namespace().AGUI(run)
+	if err != nil {
+		s.fail(CodeUnavailable, "%v", err)
+		return false
+	}
+	for {
+		msgs, err := b.nc.Messages(ctx, jetstream.StreamAGUI, subject, s.thread.Delivered+1, 256)
+		if err != nil {
+			s.fail(CodeUnavailable, "%v", err)
+			return false
+		}
+		for _, m := range msgs {
+			var ev map[string]any
+			if json.Unmarshal(m.Data, &ev) != nil {
+				b.log.Warn("AG-UI event is not a JSON object; skipped", "run", run, "seq", m.Sequence)
+			} else if !s.send(ev) {
+				return false
 			}
+			if caught && ev != nil {
+				s.caught = append(s.caught, ev)
+			}
+			s.thread.Delivered = m.Sequence
+		}
+		if len(msgs) < 256 {
+			return true
 		}
 	}
 }
 
 // finish ends the stream from the run's record.
-func (b *Bridge) finish(s *stream, rec *subjects.Run) {
+func (b *Bridge) finish(ctx context.Context, s *session, rec *subjects.Run) {
 	done := map[string]any{"type": "RUN_FINISHED", "threadId": s.input.ThreadID, "runId": s.input.RunID}
+	var final []map[string]any
 	switch rec.Status {
 	case subjects.RunSuspended:
 		if len(s.input.State) > 0 {
-			s.send(map[string]any{"type": "STATE_SNAPSHOT", "snapshot": json.RawMessage(s.input.State)})
+			final = append(final, map[string]any{"type": "STATE_SNAPSHOT", "snapshot": json.RawMessage(s.input.State)})
 		}
-		if len(s.input.Messages) > 0 {
-			s.send(map[string]any{"type": "MESSAGES_SNAPSHOT", "messages": json.RawMessage(s.input.Messages)})
+		messages, err := b.transcript(ctx, s, rec.RunID)
+		if err != nil {
+			s.fail(CodeUnavailable, "%v", err)
+			return
 		}
-		var interrupts []map[string]any
+		final = append(final, map[string]any{"type": "MESSAGES_SNAPSHOT", "messages": messages})
+		interrupts := []map[string]any{}
 		for _, in := range rec.Pending() {
 			interrupts = append(interrupts, toAGUI(in))
 		}
@@ -429,10 +669,44 @@ func (b *Bridge) finish(s *stream, rec *subjects.Run) {
 		}
 		done["outcome"] = map[string]any{"type": "success"}
 	default:
-		s.fail(CodeRunFailed, "%s", rec.Error)
+		done = map[string]any{"type": "RUN_ERROR", "message": rec.Error, "code": CodeRunFailed}
+	}
+	if err := b.saveThread(s); err != nil {
+		s.fail(CodeUnavailable, "%v", err)
 		return
 	}
-	s.send(done)
+	for _, ev := range append(final, done) {
+		s.send(ev)
+	}
+}
+
+// transcript is the client's messages with everything the thread's runs
+// emitted folded in: this request's catch-up and every event run kept.
+func (b *Bridge) transcript(ctx context.Context, s *session, run string) ([]map[string]any, error) {
+	subject, err := b.nc.Namespace().AGUI(run)
+	if err != nil {
+		return nil, err
+	}
+	events := slices.Clone(s.caught)
+	for from := uint64(0); ; {
+		msgs, err := b.nc.Messages(ctx, jetstream.StreamAGUI, subject, from, 256)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range msgs {
+			var ev map[string]any
+			if json.Unmarshal(m.Data, &ev) == nil {
+				events = append(events, ev)
+			}
+			from = m.Sequence + 1
+		}
+		if len(msgs) < 256 {
+			break
+		}
+	}
+	var base []map[string]any
+	_ = json.Unmarshal(s.input.Messages, &base)
+	return fold(base, events), nil
 }
 
 // toAGUI maps an interrupt to an AG-UI Interrupt; the interrupt's approvers

@@ -33,6 +33,7 @@ type Directory struct {
 	byToken  map[[32]byte]string
 	groups   map[string][]string
 	auditors map[string]bool
+	agents   map[string][]string
 }
 
 type file struct {
@@ -42,6 +43,8 @@ type file struct {
 		Roles []string `yaml:"roles"`
 		// Tokens are API tokens, stored as "sha256:<hex>" of the token.
 		Tokens []string `yaml:"tokens"`
+		// Agents are the agents the identity may start over AG-UI.
+		Agents []string `yaml:"agents"`
 	} `yaml:"identities"`
 }
 
@@ -72,7 +75,8 @@ func Parse(name string, data []byte) (*Directory, error) {
 	if err := dec.Decode(&f); err != nil {
 		return nil, fmt.Errorf("%w: %s: %s", ErrConfig, name, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
-	d := &Directory{byToken: map[[32]byte]string{}, groups: map[string][]string{}, auditors: map[string]bool{}}
+	d := &Directory{byToken: map[[32]byte]string{}, groups: map[string][]string{}, auditors: map[string]bool{},
+		agents: map[string][]string{}}
 	for id, e := range f.Identities {
 		if err := subjects.ValidateToken("identity", id); err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", ErrConfig, name, err)
@@ -84,6 +88,14 @@ func Parse(name string, data []byte) (*Directory, error) {
 			}
 			d.auditors[id] = true
 		}
+		for _, a := range e.Agents {
+			if a != "*" {
+				if err := subjects.ValidateToken("agent", a); err != nil {
+					return nil, fmt.Errorf("%w: %s: identity %s: %w", ErrConfig, name, id, err)
+				}
+			}
+		}
+		d.agents[id] = e.Agents
 		for _, t := range e.Tokens {
 			digest, ok := strings.CutPrefix(t, "sha256:")
 			raw, err := hex.DecodeString(digest)
@@ -138,7 +150,8 @@ func (d *Directory) Identity(name string) (Identity, bool) {
 	if !ok {
 		return Identity{}, false
 	}
-	return Identity{Name: name, Groups: groups, Auditor: d.auditors[name]}, true
+	return Identity{Name: name, Groups: groups, Auditor: d.auditors[name],
+		Agents: d.agents[name]}, true
 }
 
 // Groups returns the groups of an identity.

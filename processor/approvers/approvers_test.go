@@ -5,6 +5,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/interlockhq/interlock/processor/authz"
 )
 
 func TestDirectory(t *testing.T) {
@@ -44,4 +46,24 @@ func TestDeployExampleLoads(t *testing.T) {
 	d, err := Load("../../deploy/identities.yaml")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"finance"}, d.Groups("ada"))
+}
+
+// The agents an identity may start through the AG-UI bridge: listed, all
+// ("*"), or none when the key is absent (fail closed).
+func TestAgents(t *testing.T) {
+	d, err := Parse("x", []byte(`identities:
+  ada: {tokens: ["`+Digest("a")+`"], agents: ["*"]}
+  eve: {tokens: ["`+Digest("e")+`"], agents: [assistant]}
+  bob: {tokens: ["`+Digest("b")+`"]}
+`))
+	require.NoError(t, err)
+	ada, _ := d.Authenticate("a")
+	eve, _ := d.Authenticate("e")
+	bob, _ := d.Authenticate("b")
+	assert.True(t, authz.MayStart("anything", ada))
+	assert.True(t, authz.MayStart("assistant", eve))
+	assert.False(t, authz.MayStart("refunds", eve))
+	assert.False(t, authz.MayStart("assistant", bob), "no agents key: no agent")
+	_, err = Parse("x", []byte("identities:\n  ada: {agents: [\"a.b\"]}\n"))
+	assert.ErrorIs(t, err, ErrConfig)
 }

@@ -42,7 +42,7 @@ func TestNATSPermissions(t *testing.T) {
 	defer srv.Shutdown()
 	url := func(user string) string {
 		return "nats://" + user + ":pw-" + map[string]string{"admin": "ADMIN", "coordinator": "COORDINATOR",
-			"agent": "AGENT", "ada": "ADA", "bob": "BOB"}[user] + "@127.0.0.1:" + strconv.Itoa(port)
+			"agent": "AGENT", "gateway": "GATEWAY", "ada": "ADA", "bob": "BOB"}[user] + "@127.0.0.1:" + strconv.Itoa(port)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -69,6 +69,19 @@ func TestNATSPermissions(t *testing.T) {
 	require.NoError(t, err)
 	_, err = processor.NewClient(admin).Wait(ctx, "run-1", processor.Suspended)
 	require.NoError(t, err)
+
+	// A worker stores the AG-UI events a body emits; the gateway reads them
+	// and keeps its threads bucket (the AG-UI bridge).
+	aguiSubject, _ := agent.Namespace().AGUI("run-1")
+	_, err = agent.Publish(ctx, aguiSubject, []byte(`{"type":"CUSTOM"}`), "run-1:emit:0", nil)
+	require.NoError(t, err)
+	gw := dial("gateway")
+	kept, err := gw.Messages(ctx, jetstream.StreamAGUI, aguiSubject, 0, 10)
+	require.NoError(t, err)
+	assert.Len(t, kept, 1)
+	threads, err := gw.Bucket(ctx, "threads", "Interlock AG-UI threads", 0)
+	require.NoError(t, err)
+	require.NoError(t, threads.Put(ctx, "t", []byte("{}")))
 
 	violations := func(user string) (*nats.Conn, func() []error) {
 		var mu sync.Mutex

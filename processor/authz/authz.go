@@ -22,6 +22,9 @@ type Principal struct {
 	// Auditor may read every run, interrupt and audit entry; it decides
 	// nothing more than its name and groups allow.
 	Auditor bool
+	// Agents lists the agents p may start (through the AG-UI bridge); "*"
+	// is every agent.
+	Agents []string
 }
 
 // Decide returns nil when p may decide in, or an error wrapping
@@ -46,6 +49,11 @@ func Decide(in subjects.Interrupt, p Principal) error {
 		}
 	}
 	return fmt.Errorf("%w: %s may not decide interrupt %s", ErrNotAllowed, p.Name, in.ID)
+}
+
+// MayStart reports whether p may start runs of agent.
+func MayStart(agent string, p Principal) bool {
+	return slices.Contains(p.Agents, agent) || slices.Contains(p.Agents, "*")
 }
 
 // MayDecide reports whether Decide allows p to decide in.

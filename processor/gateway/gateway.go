@@ -117,12 +117,8 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 	if err != nil {
 		return nil, err
 	}
-	bridge.Identity = func(r *http.Request) string {
-		// Optional: AG-UI clients that send a token resume as its identity.
-		id, _ := g.Authenticate(r)
-		return id.Name
-	}
-	g.mux.Handle("POST /agui/{agent}", bridge)
+	bridge.Identity = identityOf
+	g.mux.HandleFunc("POST /agui/{agent}", g.auth(bridge.ServeHTTP))
 	g.mux.HandleFunc("GET /v1/stream", g.auth(g.stream))
 	g.mux.HandleFunc("GET /inbox", g.inbox)
 	g.mux.HandleFunc("POST /inbox/login", g.login)
