@@ -29,6 +29,15 @@ var (
 	ErrRejected = errors.New("decision rejected")
 	// ErrRunNotFound means no run record exists for the run id.
 	ErrRunNotFound = errors.New("run not found")
+	// ErrPassTimeout is the cause of a body's context cancelled at its
+	// agent's pass timeout, and what a run that timed out on every attempt
+	// fails with.
+	ErrPassTimeout = errors.New("pass timed out")
+	// ErrWorkerStopped is the cause of a body's context cancelled because
+	// its worker stops.
+	ErrWorkerStopped = errors.New("worker stopped")
+	// ErrInvalidOption means an option was given a value it cannot take.
+	ErrInvalidOption = errors.New("invalid option")
 )
 
 // SuspendError is returned by Interrupt on the suspend pass.

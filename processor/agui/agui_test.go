@@ -87,7 +87,7 @@ func newEnv(t *testing.T, bridges int) *env {
 		return "plain", nil
 	}))
 	require.NoError(t, w.Start(context.Background()))
-	t.Cleanup(w.Stop)
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
 	for range bridges { // several gateway processes, each its own connection
 		b, err := New(context.Background(), jstest.Client(t, e.srv), quiet)
 		require.NoError(t, err)

@@ -71,7 +71,7 @@ identities:
 		return map[string]any{"payload": d.Payload, "by": d.Approver}, nil
 	}))
 	require.NoError(t, w.Start(context.Background()))
-	t.Cleanup(w.Stop)
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
 	signer, err := links.NewSigner([]byte("test-link-secret-0123"))
 	require.NoError(t, err)
 	gw, err := New(context.Background(), jstest.Client(t, srv), Config{Directory: dir, Logger: quiet, Links: signer})

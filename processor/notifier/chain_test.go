@@ -34,7 +34,7 @@ func TestReminderAndEscalationChain(t *testing.T) {
 		return nil, err
 	}))
 	require.NoError(t, w.Start(ctx(t)))
-	defer w.Stop()
+	defer func() { _ = w.Stop(context.Background()) }()
 
 	team, managers := newReceiver(t, nil), newReceiver(t, nil)
 	e.start(fmt.Sprintf(`
