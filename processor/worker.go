@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -290,47 +289,27 @@ func (w *Worker) report(ctx context.Context, work subjects.Work, p *pass, result
 }
 
 // passDone reports whether the runs stream already holds an outcome of
-// work's pass or a later one. It reads the last suspension, completion and
-// failure of the run at once: three lookups by literal subject. One lookup
-// by wildcard took tens of milliseconds once the stream held a few thousand
-// messages (measured with `interlock bench --scenario paced`).
+// work's pass or a later one: one read, the run's last outcome.
 func (w *Worker) passDone(ctx context.Context, work subjects.Work) (bool, error) {
-	ns := w.client.Namespace()
-	builds := []func(agent, run string) (string, error){ns.Suspended, ns.Completed, ns.Failed}
-	// The pass's deadline is far off; the reads are bounded like any request.
-	ctx, cancel := context.WithTimeout(ctx, w.client.Config().Timeout)
-	defer cancel()
-	passes := make([]int, len(builds))
-	errs := make([]error, len(builds))
-	var wg sync.WaitGroup
-	for i, build := range builds {
-		subject, err := build(work.Agent, work.RunID)
-		if err != nil {
-			return false, err
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			passes[i] = -1
-			last, err := w.client.LastMsg(ctx, jetstream.StreamRuns, subject)
-			if errors.Is(err, jetstream.ErrNotFound) {
-				return
-			}
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			var head struct{ Pass int }
-			if json.Unmarshal(last.Data, &head) == nil {
-				passes[i] = head.Pass
-			}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	filter, err := w.client.Namespace().RunOutcomes(work.Agent, work.RunID)
+	if err != nil {
 		return false, err
 	}
-	return slices.Max(passes) >= work.Pass, nil
+	// The pass's deadline is far off; the read is bounded like any request.
+	ctx, cancel := context.WithTimeout(ctx, w.client.Config().Timeout)
+	defer cancel()
+	last, err := w.client.LastMsg(ctx, jetstream.StreamRuns, filter)
+	if errors.Is(err, jetstream.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var head struct{ Pass int }
+	if json.Unmarshal(last.Data, &head) != nil {
+		return false, nil
+	}
+	return head.Pass >= work.Pass, nil
 }
 
 // runBody runs fn in a goroutine of its own and waits for it to return or,
