@@ -71,10 +71,11 @@ type ConsumerConfig struct {
 	MaxAckPending int
 	// Concurrency is the number of handler goroutines; default 1.
 	Concurrency int
-	// Prefetch, when set, bounds what the loop holds: it pulls one message
-	// at a time and holds at most Concurrency + Prefetch messages, those
-	// being handled and those waiting for a goroutine. Zero pulls in
-	// batches of up to 256, for short handlers. Not with PartitionKey.
+	// Prefetch, when set, bounds what the loop holds: at most Concurrency +
+	// Prefetch messages, those being handled, those waiting for a goroutine
+	// and those asked for and not yet arrived; it asks for more only as
+	// room frees up. Zero pulls in batches of up to 256, for short
+	// handlers. Not with PartitionKey.
 	Prefetch int
 	// Timeout, when set, bounds each handler: its context is cancelled
 	// with TimeoutCause (default ErrHandlerTimeout) after it.
@@ -132,6 +133,10 @@ type Consumer struct {
 	cancel context.CancelFunc
 	work   context.Context
 	abort  context.CancelCauseFunc
+	// Bounded mode: credits holds one token per message held or asked
+	// for; pulling ends when the fetch loop has.
+	credits chan struct{}
+	pulling sync.WaitGroup
 }
 
 // held is a message the loop holds, kept alive from its arrival.
@@ -169,14 +174,14 @@ func (c *Client) Consume(ctx context.Context, cc ConsumerConfig, h Handler) (*Co
 	lctx, cancel := context.WithCancel(context.Background())
 	work, abort := context.WithCancelCause(context.Background())
 	k := &Consumer{cc: cc, client: c, ctx: lctx, cancel: cancel, work: work, abort: abort}
-	// Bounded: one queue shared by every goroutine, with room for what is
-	// prefetched beyond the message the consume callback holds. Batched: a
-	// queue per goroutine.
-	batch := min(cc.MaxAckPending, 256)
+	// Bounded: one queue shared by every goroutine, with room for all the
+	// loop may hold, so taking a message never blocks. Batched: a queue per
+	// goroutine.
 	k.queues = make([]chan *held, cc.Concurrency)
 	if cc.Prefetch > 0 {
-		batch = 1
-		shared := make(chan *held, cc.Prefetch-1)
+		limit := cc.Concurrency + cc.Prefetch
+		k.credits = make(chan struct{}, limit)
+		shared := make(chan *held, limit)
 		for i := range k.queues {
 			k.queues[i] = shared
 		}
@@ -194,7 +199,12 @@ func (c *Client) Consume(ctx context.Context, cc ConsumerConfig, h Handler) (*Co
 			}
 		}()
 	}
-	k.cctx, err = cons.Consume(k.dispatch, jetstream.PullMaxMessages(batch),
+	if k.credits != nil {
+		k.pulling.Add(1)
+		go k.pull(cons)
+		return k, nil
+	}
+	k.cctx, err = cons.Consume(k.dispatch, jetstream.PullMaxMessages(min(cc.MaxAckPending, 256)),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, jetstream.ErrConsumerDeleted) {
 				cc.Logger.Debug("consume", "consumer", cc.Durable, "error", err)
@@ -208,9 +218,78 @@ func (c *Client) Consume(ctx context.Context, cc ConsumerConfig, h Handler) (*Co
 	return k, nil
 }
 
+// fetchWait is how long one pull request of the bounded mode waits at the
+// server for messages.
+const fetchWait = 10 * time.Second
+
+// pull is the bounded mode's loop: whenever room frees up it asks the
+// server for as many messages as there is room for, each request waiting
+// for them concurrently with the others.
+func (k *Consumer) pull(cons jetstream.Consumer) {
+	defer k.pulling.Done()
+	var fetches sync.WaitGroup
+	defer fetches.Wait()
+	for {
+		select {
+		case k.credits <- struct{}{}:
+		case <-k.ctx.Done():
+			return
+		}
+		n := 1
+	more:
+		for n < cap(k.credits) {
+			select {
+			case k.credits <- struct{}{}:
+				n++
+			default:
+				break more
+			}
+		}
+		fetches.Add(1)
+		go func() {
+			defer fetches.Done()
+			k.fetch(cons, n)
+		}()
+	}
+}
+
+// fetch asks for n messages, for which it holds n credits, and dispatches
+// those that arrive; the credits of those that do not are given back.
+func (k *Consumer) fetch(cons jetstream.Consumer, n int) {
+	got := 0
+	defer func() {
+		for ; got < n; got++ {
+			<-k.credits
+		}
+	}()
+	ctx, cancel := context.WithTimeout(k.ctx, fetchWait)
+	defer cancel()
+	batch, err := cons.Fetch(n, jetstream.FetchContext(ctx))
+	if err != nil {
+		k.cc.Logger.Debug("fetch", "consumer", k.cc.Durable, "error", err)
+		// The connection or the server is down: do not spin.
+		select {
+		case <-time.After(time.Second):
+		case <-k.ctx.Done():
+		}
+		return
+	}
+	for m := range batch.Messages() {
+		got++
+		k.dispatch(m)
+	}
+}
+
+// release gives back the credit of a message the bounded mode is done with.
+func (k *Consumer) release() {
+	if k.credits != nil {
+		<-k.credits
+	}
+}
+
 // dispatch takes a message as it arrives: from then on it is kept alive
-// until handled. It blocks while the message's queue is full, which in
-// bounded mode holds back the next pull.
+// until handled. In batched mode it blocks while the message's queue is
+// full; in bounded mode there is always room.
 func (k *Consumer) dispatch(m jetstream.Msg) {
 	hm := &held{raw: m, lease: hold(m, k.cc.AckWait/2)}
 	i := 0
@@ -231,10 +310,12 @@ func (k *Consumer) dispatch(m jetstream.Msg) {
 	case <-k.ctx.Done():
 		hm.lease.release()
 		_ = m.Nak()
+		k.release()
 	}
 }
 
 func (k *Consumer) handle(h Handler, hm *held) {
+	defer k.release()
 	raw := hm.raw
 	if k.ctx.Err() != nil {
 		// Stopping: another process takes it at once.
@@ -391,8 +472,11 @@ func (k *Consumer) Stop() { _ = k.Shutdown(context.Background(), nil) }
 func (k *Consumer) Shutdown(ctx context.Context, cause error) error {
 	k.once.Do(func() {
 		k.cancel()
-		k.cctx.Stop()
-		<-k.cctx.Closed()
+		if k.cctx != nil {
+			k.cctx.Stop()
+			<-k.cctx.Closed()
+		}
+		k.pulling.Wait()
 		k.closeQueues()
 	})
 	done := make(chan struct{})

@@ -152,7 +152,7 @@ func (w *Worker) Start(ctx context.Context) error {
 			AckWait:        w.cfg.AckWait,
 			MaxDeliver:     w.cfg.MaxDeliver,
 			Concurrency:    w.cfg.Concurrency,
-			// One item waits for a free goroutine; no more is held.
+			// At most one item beyond those running is held (or asked for).
 			Prefetch:     1,
 			Timeout:      a.timeout,
 			TimeoutCause: ErrPassTimeout,
