@@ -107,8 +107,8 @@ type RegisterOption func(*registered) error
 
 // WithPassTimeout bounds each pass of the agent (default
 // DefaultPassTimeout); d must be positive. At the timeout the body's
-// context is cancelled with cause ErrPassTimeout; see Worker for what
-// happens next.
+// context is cancelled with cause ErrPassTimeout; what happens next is
+// under "Running passes" in the package documentation.
 func WithPassTimeout(d time.Duration) RegisterOption {
 	return func(a *registered) error {
 		if d <= 0 {
@@ -170,8 +170,8 @@ func (w *Worker) Start(ctx context.Context) error {
 // Stop stops taking work, hands the work items held but not started back
 // at once, and waits for the passes under way to end. When ctx ends first,
 // their contexts are cancelled (cause ErrWorkerStopped) and Stop returns an
-// error wrapping ctx's without waiting any longer; see Worker for what
-// becomes of those passes.
+// error wrapping ctx's without waiting any longer. A pass cut short this
+// way publishes nothing; its work item goes back at once.
 func (w *Worker) Stop(ctx context.Context) error { return w.running.Shutdown(ctx, ErrWorkerStopped) }
 
 // StopAndCancel cancels the contexts of the passes under way (cause
