@@ -74,6 +74,9 @@ type Client struct {
 	runs  jetstream.KeyValue
 
 	mu sync.Mutex
+	// streams caches stream handles by name, for reads that would
+	// otherwise ask for the stream's info every time.
+	streams sync.Map
 }
 
 // DialConfig says how to reach a NATS server.
@@ -440,9 +443,9 @@ type StoredMsg struct {
 // LastMsg returns the last message of stream s on subject, which may contain
 // wildcards. It returns ErrNotFound when there is none.
 func (c *Client) LastMsg(ctx context.Context, s Stream, subject string) (StoredMsg, error) {
-	st, err := c.js.Stream(ctx, c.StreamName(s))
+	st, err := c.stream(ctx, s)
 	if err != nil {
-		return StoredMsg{}, translate(err)
+		return StoredMsg{}, err
 	}
 	m, err := st.GetLastMsgForSubject(ctx, subject)
 	if err != nil {
@@ -451,11 +454,28 @@ func (c *Client) LastMsg(ctx context.Context, s Stream, subject string) (StoredM
 	return StoredMsg{Subject: m.Subject, Sequence: m.Sequence, Header: Header(m.Header), Data: m.Data, Time: m.Time}, nil
 }
 
+// stream returns a handle on stream s, asking the server only the first
+// time.
+func (c *Client) stream(ctx context.Context, s Stream) (jetstream.Stream, error) {
+	name := c.StreamName(s)
+	if st, ok := c.streams.Load(name); ok {
+		return st.(jetstream.Stream), nil
+	}
+	st, err := c.js.Stream(ctx, name)
+	if err != nil {
+		return nil, translate(err)
+	}
+	c.streams.Store(name, st)
+	return st, nil
+}
+
 // ConsumerState is where a durable consumer stands.
 type ConsumerState struct {
 	// Delivered counts messages handed out at least once; Pending the ones
 	// not yet handed out; AckPending the ones handed out and not yet acked.
 	Delivered, Pending, AckPending uint64
+	// AckWait is how long the server waits for an ack or a heartbeat.
+	AckWait time.Duration
 }
 
 // ConsumerState returns the state of durable on stream s.
@@ -468,7 +488,8 @@ func (c *Client) ConsumerState(ctx context.Context, s Stream, durable string) (C
 	if err != nil {
 		return ConsumerState{}, translate(err)
 	}
-	return ConsumerState{Delivered: info.Delivered.Stream, Pending: info.NumPending, AckPending: uint64(info.NumAckPending)}, nil
+	return ConsumerState{Delivered: info.Delivered.Stream, Pending: info.NumPending, AckPending: uint64(info.NumAckPending),
+		AckWait: info.Config.AckWait}, nil
 }
 
 // StoredBytes is what Interlock's streams and runs bucket hold on disk.

@@ -73,6 +73,16 @@ type ConsumerConfig struct {
 	MaxAckPending int
 	// Concurrency is the number of handler goroutines; default 1.
 	Concurrency int
+	// Prefetch, when set, bounds what the loop holds: at most Concurrency +
+	// Prefetch messages, those being handled, those waiting for a goroutine
+	// and those asked for and not yet arrived; it asks for more only as
+	// room frees up. Zero pulls in batches of up to 256, for short
+	// handlers. Not with PartitionKey.
+	Prefetch int
+	// Timeout, when set, bounds each handler: its context is cancelled
+	// with TimeoutCause (default ErrHandlerTimeout) after it.
+	Timeout      time.Duration
+	TimeoutCause error
 	// PartitionKey, when set, sends messages with the same key to the same
 	// goroutine, so they are handled one at a time in stream order.
 	PartitionKey func(m *Msg) string
@@ -105,6 +115,9 @@ func (cc ConsumerConfig) withDefaults() ConsumerConfig {
 	if cc.Logger == nil {
 		cc.Logger = slog.Default()
 	}
+	if cc.TimeoutCause == nil {
+		cc.TimeoutCause = ErrHandlerTimeout
+	}
 	return cc
 }
 
@@ -113,17 +126,34 @@ type Consumer struct {
 	cc     ConsumerConfig
 	client *Client
 	cctx   jetstream.ConsumeContext
-	queues []chan jetstream.Msg
+	queues []chan *held
 	wg     sync.WaitGroup
 	once   sync.Once
+	// ctx ends when the loop stops taking messages; work, when the
+	// handlers' contexts are cancelled.
 	ctx    context.Context
 	cancel context.CancelFunc
+	work   context.Context
+	abort  context.CancelCauseFunc
+	// Bounded mode: credits holds one token per message held or asked
+	// for; pulling ends when the fetch loop has.
+	credits chan struct{}
+	pulling sync.WaitGroup
+}
+
+// held is a message the loop holds, kept alive from its arrival.
+type held struct {
+	raw   jetstream.Msg
+	lease *lease
 }
 
 // Consume creates or updates the durable consumer and runs h on its messages
 // until Stop.
 func (c *Client) Consume(ctx context.Context, cc ConsumerConfig, h Handler) (*Consumer, error) {
 	cc = cc.withDefaults()
+	if cc.Prefetch > 0 && cc.PartitionKey != nil {
+		return nil, fmt.Errorf("consumer %s: Prefetch and PartitionKey cannot be combined", cc.Durable)
+	}
 	jcc := jetstream.ConsumerConfig{
 		Durable:        cc.Durable,
 		FilterSubjects: cc.FilterSubjects,
@@ -144,11 +174,25 @@ func (c *Client) Consume(ctx context.Context, cc ConsumerConfig, h Handler) (*Co
 		return nil, fmt.Errorf("consumer %s on %s: %w", cc.Durable, cc.Stream, translate(err))
 	}
 	lctx, cancel := context.WithCancel(context.Background())
-	k := &Consumer{cc: cc, client: c, ctx: lctx, cancel: cancel}
-	k.queues = make([]chan jetstream.Msg, cc.Concurrency)
+	work, abort := context.WithCancelCause(context.Background())
+	k := &Consumer{cc: cc, client: c, ctx: lctx, cancel: cancel, work: work, abort: abort}
+	// Bounded: one queue shared by every goroutine, with room for all the
+	// loop may hold, so taking a message never blocks. Batched: a queue per
+	// goroutine.
+	k.queues = make([]chan *held, cc.Concurrency)
+	if cc.Prefetch > 0 {
+		limit := cc.Concurrency + cc.Prefetch
+		k.credits = make(chan struct{}, limit)
+		shared := make(chan *held, limit)
+		for i := range k.queues {
+			k.queues[i] = shared
+		}
+	}
 	for i := range k.queues {
-		q := make(chan jetstream.Msg, 64)
-		k.queues[i] = q
+		if k.queues[i] == nil {
+			k.queues[i] = make(chan *held, 64)
+		}
+		q := k.queues[i]
 		k.wg.Add(1)
 		go func() {
 			defer k.wg.Done()
@@ -157,21 +201,99 @@ func (c *Client) Consume(ctx context.Context, cc ConsumerConfig, h Handler) (*Co
 			}
 		}()
 	}
-	batch := min(cc.MaxAckPending, 256)
-	k.cctx, err = cons.Consume(k.dispatch, jetstream.PullMaxMessages(batch),
+	if k.credits != nil {
+		k.pulling.Add(1)
+		go k.pull(cons)
+		return k, nil
+	}
+	k.cctx, err = cons.Consume(k.dispatch, jetstream.PullMaxMessages(min(cc.MaxAckPending, 256)),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, jetstream.ErrConsumerDeleted) {
 				cc.Logger.Debug("consume", "consumer", cc.Durable, "error", err)
 			}
 		}))
 	if err != nil {
-		k.stopQueues()
+		k.closeQueues()
+		k.wg.Wait()
 		return nil, fmt.Errorf("consume %s: %w", cc.Durable, translate(err))
 	}
 	return k, nil
 }
 
+// fetchWait is how long one pull request of the bounded mode waits at the
+// server for messages.
+const fetchWait = 10 * time.Second
+
+// pull is the bounded mode's loop: whenever room frees up it asks the
+// server for as many messages as there is room for, each request waiting
+// for them concurrently with the others.
+func (k *Consumer) pull(cons jetstream.Consumer) {
+	defer k.pulling.Done()
+	var fetches sync.WaitGroup
+	defer fetches.Wait()
+	for {
+		select {
+		case k.credits <- struct{}{}:
+		case <-k.ctx.Done():
+			return
+		}
+		n := 1
+	more:
+		for n < cap(k.credits) {
+			select {
+			case k.credits <- struct{}{}:
+				n++
+			default:
+				break more
+			}
+		}
+		fetches.Add(1)
+		go func() {
+			defer fetches.Done()
+			k.fetch(cons, n)
+		}()
+	}
+}
+
+// fetch asks for n messages, for which it holds n credits, and dispatches
+// those that arrive; the credits of those that do not are given back.
+func (k *Consumer) fetch(cons jetstream.Consumer, n int) {
+	got := 0
+	defer func() {
+		for ; got < n; got++ {
+			<-k.credits
+		}
+	}()
+	ctx, cancel := context.WithTimeout(k.ctx, fetchWait)
+	defer cancel()
+	batch, err := cons.Fetch(n, jetstream.FetchContext(ctx))
+	if err != nil {
+		k.cc.Logger.Debug("fetch", "consumer", k.cc.Durable, "error", err)
+		// The connection or the server is down: do not spin.
+		select {
+		case <-time.After(time.Second):
+		case <-k.ctx.Done():
+		}
+		return
+	}
+	for m := range batch.Messages() {
+		got++
+		k.dispatch(m)
+	}
+}
+
+// release gives back the credit of a message the bounded mode is done with.
+func (k *Consumer) release() {
+	if k.credits != nil {
+		<-k.credits
+	}
+}
+
+// dispatch takes a message as it arrives: from then on it is kept alive
+// until handled. In batched mode it blocks while the message's queue is
+// full; in bounded mode there is always room.
 func (k *Consumer) dispatch(m jetstream.Msg) {
+	hm := &held{raw: m, lease: hold(m, k.cc.AckWait/2)}
 	i := 0
 	if k.cc.PartitionKey != nil && len(k.queues) > 1 {
 		h := fnv.New32a()
@@ -186,19 +308,26 @@ func (k *Consumer) dispatch(m jetstream.Msg) {
 		}
 	}
 	select {
-	case k.queues[i] <- m:
+	case k.queues[i] <- hm:
 	case <-k.ctx.Done():
+		hm.lease.release()
 		_ = m.Nak()
+		k.release()
 	}
 }
 
-func (k *Consumer) handle(h Handler, raw jetstream.Msg) {
+func (k *Consumer) handle(h Handler, hm *held) {
+	defer k.release()
+	raw := hm.raw
 	if k.ctx.Err() != nil {
+		// Stopping: another process takes it at once.
+		hm.lease.release()
 		_ = raw.Nak()
 		return
 	}
 	meta, err := raw.Metadata()
 	if err != nil {
+		hm.lease.release()
 		_ = raw.Term()
 		return
 	}
@@ -206,10 +335,17 @@ func (k *Consumer) handle(h Handler, raw jetstream.Msg) {
 		Subject: raw.Subject(), Data: raw.Data(), Header: Header(raw.Headers()),
 		Stream: meta.Stream, Sequence: meta.Sequence.Stream, Deliveries: meta.NumDelivered, Time: meta.Timestamp,
 	}
-	// Keep a long handler's message from being redelivered under it.
-	alive := keepAlive(raw, k.cc.AckWait/2)
-	err = runHandler(context.WithoutCancel(k.ctx), h, m)
-	alive()
+	hctx, cancel := context.WithCancel(k.work)
+	if k.cc.Timeout > 0 {
+		hctx, cancel = context.WithTimeoutCause(k.work, k.cc.Timeout, k.cc.TimeoutCause)
+	}
+	// The message stays alive until the handler returns or its context
+	// ends, whichever comes first.
+	ended := context.AfterFunc(hctx, hm.lease.end)
+	err = runHandler(hctx, h, m)
+	ended()
+	hm.lease.release()
+	cancel()
 
 	var retry *retryError
 	var dead *deadLetterError
@@ -230,27 +366,51 @@ func (k *Consumer) handle(h Handler, raw jetstream.Msg) {
 	}
 }
 
-// keepAlive sends InProgress for raw every interval until the returned stop
-// is called.
-func keepAlive(raw jetstream.Msg, interval time.Duration) (stop func()) {
-	var mu sync.Mutex
-	stopped := false
-	var t *time.Timer
-	mu.Lock()
-	defer mu.Unlock()
-	t = time.AfterFunc(interval, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !stopped && raw.InProgress() == nil {
-			t.Reset(interval)
-		}
-	})
-	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		stopped = true
-		t.Stop()
+// lease keeps a held message from being redelivered: InProgress every
+// interval until released.
+type lease struct {
+	raw      jetstream.Msg
+	interval time.Duration
+	mu       sync.Mutex
+	t        *time.Timer
+	done     bool
+}
+
+func hold(raw jetstream.Msg, interval time.Duration) *lease {
+	l := &lease{raw: raw, interval: interval}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.t = time.AfterFunc(interval, l.renew)
+	return l
+}
+
+func (l *lease) renew() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.done && l.raw.InProgress() == nil {
+		l.t.Reset(l.interval)
 	}
+}
+
+// end renews the lease one last time, so that the server waits a whole
+// AckWait from now before it hands the message to another process, and
+// stops renewing: for a handler whose context has ended.
+func (l *lease) end() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.done {
+		_ = l.raw.InProgress()
+	}
+	l.done = true
+	l.t.Stop()
+}
+
+// release stops renewing.
+func (l *lease) release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.done = true
+	l.t.Stop()
 }
 
 func runHandler(ctx context.Context, h Handler, m *Msg) (err error) {
@@ -306,20 +466,44 @@ func truncate(s string, n int) string {
 // Stop stops fetching, lets the handlers finish the messages they hold, and
 // returns when they have. Messages fetched but not started are nak'ed so
 // another process takes them at once.
-func (k *Consumer) Stop() {
+func (k *Consumer) Stop() { _ = k.Shutdown(context.Background(), nil) }
+
+// Shutdown is Stop bounded by ctx: when ctx ends before the handlers have
+// finished, their contexts are cancelled with cause and Shutdown returns an
+// error wrapping ctx's, without waiting any longer.
+func (k *Consumer) Shutdown(ctx context.Context, cause error) error {
 	k.once.Do(func() {
 		k.cancel()
-		k.cctx.Stop()
-		<-k.cctx.Closed()
-		k.stopQueues()
+		if k.cctx != nil {
+			k.cctx.Stop()
+			<-k.cctx.Closed()
+		}
+		k.pulling.Wait()
+		k.closeQueues()
 	})
+	done := make(chan struct{})
+	go func() { k.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		k.abort(cause)
+		return fmt.Errorf("consumer %s: handlers still running: %w", k.cc.Durable, ctx.Err())
+	}
 }
 
-func (k *Consumer) stopQueues() {
+// Cancel cancels the contexts of the handlers under way, and of any started
+// later, with cause.
+func (k *Consumer) Cancel(cause error) { k.abort(cause) }
+
+func (k *Consumer) closeQueues() {
+	closed := map[chan *held]bool{}
 	for _, q := range k.queues {
-		close(q)
+		if !closed[q] {
+			close(q)
+			closed[q] = true
+		}
 	}
-	k.wg.Wait()
 }
 
 // Consumers is a set of consumer loops started together and stopped
@@ -338,12 +522,33 @@ func (s *Consumers) Add(c *Consumer) {
 
 // Stop stops every consumer added, letting each finish the messages under
 // way.
-func (s *Consumers) Stop() {
+func (s *Consumers) Stop() { _ = s.Shutdown(context.Background(), nil) }
+
+// Shutdown stops every consumer added, as Consumer.Shutdown does, all
+// within ctx.
+func (s *Consumers) Shutdown(ctx context.Context, cause error) error {
 	s.mu.Lock()
 	list := s.list
 	s.list = nil
 	s.mu.Unlock()
-	for _, c := range list {
-		c.Stop()
+	errs := make([]error, len(list))
+	var wg sync.WaitGroup
+	for i, c := range list {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.Shutdown(ctx, cause)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Cancel cancels the handlers of every consumer added, with cause.
+func (s *Consumers) Cancel(cause error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.list {
+		c.Cancel(cause)
 	}
 }

@@ -27,6 +27,9 @@ var (
 	ErrNoStream = errors.New("no stream for subject")
 	// ErrPermission means the server refused the operation for this user.
 	ErrPermission = errors.New("permission denied")
+	// ErrHandlerTimeout is the default cause of a consumer handler's
+	// context cancelled at its Timeout.
+	ErrHandlerTimeout = errors.New("handler timed out")
 )
 
 // translate maps nats.go errors onto this package's sentinels, keeping the

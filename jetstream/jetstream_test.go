@@ -316,3 +316,99 @@ func TestEmbeddedConfigErrors(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, strings.Contains(err.Error(), "in use") || strings.Contains(err.Error(), "address"), err.Error())
 }
+
+// TestConsumeBoundedHoldsAndKeepsAlive: in bounded mode a consumer holds at
+// most Concurrency + Prefetch messages, and keeps every one it holds alive
+// from its arrival, so a message waiting behind a handler that runs longer
+// than AckWait is not redelivered to a second consumer.
+func TestConsumeBoundedHoldsAndKeepsAlive(t *testing.T) {
+	t.Parallel()
+	c := jstest.Client(t, jstest.Server(t))
+	const n = 6
+	publishN(t, c, "r1", n)
+	var mu sync.Mutex
+	handled := map[string]int{}
+	first := make(chan struct{}, n)
+	handler := func(_ context.Context, m *jetstream.Msg) error {
+		mu.Lock()
+		handled[string(m.Data)]++
+		mu.Unlock()
+		assert.EqualValues(t, 1, m.Deliveries, "message %s", m.Data)
+		first <- struct{}{}
+		time.Sleep(1200 * time.Millisecond) // the work, longer than AckWait
+		return nil
+	}
+	cc := jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "bounded", AckWait: time.Second,
+		Concurrency: 1, Prefetch: 1}
+	a, err := c.Consume(ctx(t), cc, handler)
+	require.NoError(t, err)
+	defer a.Stop()
+	<-first
+	// While the first handler runs past AckWait, the consumer holds no more
+	// than one running and one waiting.
+	deadline := time.Now().Add(1100 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		st, err := c.ConsumerState(ctx(t), jetstream.StreamDecisions, "bounded")
+		require.NoError(t, err)
+		require.LessOrEqual(t, st.AckPending, uint64(2), "held beyond Concurrency + Prefetch")
+		time.Sleep(50 * time.Millisecond) // sampling the server's count
+	}
+	b, err := c.Consume(ctx(t), cc, handler)
+	require.NoError(t, err)
+	defer b.Stop()
+	require.Eventually(t, func() bool {
+		st, err := c.ConsumerState(ctx(t), jetstream.StreamDecisions, "bounded")
+		return err == nil && st.Pending == 0 && st.AckPending == 0
+	}, 20*time.Second, 20*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range n {
+		assert.Equal(t, 1, handled[fmt.Sprint(i)], "message %d handled once", i)
+	}
+}
+
+// TestConsumeTimeoutEndsLease: a handler's context is cancelled at the
+// consumer's Timeout with its cause, and the message stops being kept alive
+// then: a handler that ignores its context loses the message to another
+// consumer one AckWait later, while it still runs. Shutdown is bounded by
+// its context.
+func TestConsumeTimeoutEndsLease(t *testing.T) {
+	t.Parallel()
+	c := jstest.Client(t, jstest.Server(t))
+	publishN(t, c, "r1", 1)
+	cause := errors.New("too slow")
+	release := make(chan struct{})
+	causes := make(chan error, 1)
+	cc := jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "timed", AckWait: time.Second,
+		Concurrency: 1, Prefetch: 1, Timeout: 200 * time.Millisecond, TimeoutCause: cause}
+	hung, err := c.Consume(ctx(t), cc, func(ctx context.Context, _ *jetstream.Msg) error {
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		<-release // ignores its cancelled context
+		return nil
+	})
+	require.NoError(t, err)
+	defer hung.Stop()
+	defer close(release)
+	require.ErrorIs(t, <-causes, cause)
+	// It takes nothing more (its waiting room would otherwise take the
+	// redelivery); its handler still runs.
+	sctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, hung.Shutdown(sctx, nil), context.DeadlineExceeded)
+	began := time.Now()
+	redelivered := make(chan uint64, 1)
+	other, err := c.Consume(ctx(t), cc, func(_ context.Context, m *jetstream.Msg) error {
+		redelivered <- m.Deliveries
+		return nil
+	})
+	require.NoError(t, err)
+	defer other.Stop()
+	select {
+	case d := <-redelivered:
+		assert.EqualValues(t, 2, d)
+		assert.Less(t, time.Since(began), 5*time.Second)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the message of a timed-out handler was kept alive")
+	}
+}

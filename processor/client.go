@@ -23,6 +23,49 @@ import (
 type Client struct {
 	c       *jetstream.Client
 	replies replies
+	// decideTimeout and waitTimeout bound Decide and Wait when their
+	// context has no deadline.
+	decideTimeout, waitTimeout time.Duration
+}
+
+// Default deadlines of the Client calls that wait, applied when the
+// caller's context has none.
+const (
+	// DefaultDecideTimeout bounds Decide: publishing the decision and
+	// waiting for the coordinator's verdict.
+	DefaultDecideTimeout = 30 * time.Second
+	// DefaultWaitTimeout bounds Wait. A run that waits for a person can
+	// wait far longer: give Wait a context with the deadline you mean.
+	DefaultWaitTimeout = 10 * time.Minute
+)
+
+// ClientOption adjusts a Client.
+type ClientOption func(*Client)
+
+// WithDecideTimeout replaces DefaultDecideTimeout; zero or less keeps it.
+func WithDecideTimeout(d time.Duration) ClientOption {
+	return func(cl *Client) {
+		if d > 0 {
+			cl.decideTimeout = d
+		}
+	}
+}
+
+// WithWaitTimeout replaces DefaultWaitTimeout; zero or less keeps it.
+func WithWaitTimeout(d time.Duration) ClientOption {
+	return func(cl *Client) {
+		if d > 0 {
+			cl.waitTimeout = d
+		}
+	}
+}
+
+// withDefault bounds ctx by d unless it has a deadline already.
+func withDefault(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
 }
 
 // replies is one subscription shared by every Decide of a client: a
@@ -78,7 +121,13 @@ func (r *replies) forget(decisionID string) {
 }
 
 // NewClient returns a client working through c.
-func NewClient(c *jetstream.Client) *Client { return &Client{c: c} }
+func NewClient(c *jetstream.Client, opts ...ClientOption) *Client {
+	cl := &Client{c: c, decideTimeout: DefaultDecideTimeout, waitTimeout: DefaultWaitTimeout}
+	for _, o := range opts {
+		o(cl)
+	}
+	return cl
+}
 
 // Close releases the client's reply subscription.
 func (cl *Client) Close() {
@@ -194,7 +243,13 @@ type DecisionRequest struct {
 // Decide publishes a decision on the resume subject and waits for the
 // coordinator's verdict. A rejected decision returns the verdict and an
 // error matching ErrRejected (a *RejectionError).
+//
+// When ctx has no deadline, the whole call is bounded by DefaultDecideTimeout
+// (or WithDecideTimeout). A decision already published when time runs out
+// stays stored and is still applied once a coordinator handles it.
 func (cl *Client) Decide(ctx context.Context, req DecisionRequest) (subjects.Verdict, error) {
+	ctx, cancel := withDefault(ctx, cl.decideTimeout)
+	defer cancel()
 	d := subjects.Decision{Version: subjects.Version, DecisionID: req.DecisionID, InterruptID: req.InterruptID,
 		Status: req.Status, Approver: req.Approver, Comment: req.Comment}
 	if d.DecisionID == "" {
@@ -381,8 +436,13 @@ func (cl *Client) Events(ctx context.Context, run string) ([]subjects.Event, err
 }
 
 // Wait returns run's record once done reports true for it, re-reading the
-// record whenever an event of the run is published.
+// record whenever an event of the run is published. When ctx has no
+// deadline it gives up after DefaultWaitTimeout (or WithWaitTimeout),
+// returning the last record read and an error wrapping
+// context.DeadlineExceeded.
 func (cl *Client) Wait(ctx context.Context, run string, done func(*subjects.Run) bool) (*subjects.Run, error) {
+	ctx, cancel := withDefault(ctx, cl.waitTimeout)
+	defer cancel()
 	filter, err := cl.c.Namespace().RunEvents(run)
 	if err != nil {
 		return nil, err
@@ -414,7 +474,7 @@ func (cl *Client) Wait(ctx context.Context, run string, done func(*subjects.Run)
 		case <-changed:
 		case <-tick.C:
 		case <-ctx.Done():
-			return r, ctx.Err()
+			return r, fmt.Errorf("run %s: waited long enough: %w", run, ctx.Err())
 		}
 	}
 }

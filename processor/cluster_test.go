@@ -55,7 +55,7 @@ func TestClusterNodeLoss(t *testing.T) {
 		w := NewWorker(conn(), WorkerConfig{AckWait: 2 * time.Second, Logger: quiet})
 		require.NoError(t, w.Register("refunds", h.agents["refunds"]))
 		require.NoError(t, w.Start(context.Background()))
-		t.Cleanup(w.Stop)
+		t.Cleanup(func() { stopWorker(t, w) })
 	}
 
 	const runs = 30

@@ -27,10 +27,28 @@
 // compare-and-set; every step is idempotent, so a crash anywhere converges on
 // redelivery.
 //
+// # Running passes
+//
+// A Worker holds at most its concurrency plus one work item per agent and
+// keeps every item it holds alive with heartbeats. Before a pass it checks,
+// on every delivery, that the pass has not already reported. Each pass has a
+// timeout (WithPassTimeout, default DefaultPassTimeout): at the timeout the
+// body's context is cancelled with cause ErrPassTimeout; a body that then
+// returns an error, or does not return within AckWait/2, is retried after
+// the consumer's backoff, and on the last attempt the run fails with
+// ErrPassTimeout. Stop(ctx) waits for the passes under way while ctx lasts,
+// then cancels them (cause ErrWorkerStopped); StopAndCancel cancels at once.
+// A pass cut short by a stop publishes nothing and is run again elsewhere.
+// A body runs twice only if its worker loses the work item after the body
+// ran and before its outcome was stored; side effects outside Interlock
+// should carry an idempotency key built from RunOf(ctx) (run and pass), the
+// tool call and the step.
+//
 // # Errors
 //
 // ErrSuspended, ErrCancelled, ErrNotInRun, ErrToolCallMismatch and
-// ErrInvalidRequest are what the SDK returns inside a body; ErrRejected (with
-// a *RejectionError carrying the verdict) and ErrRunNotFound are what the
-// Client returns.
+// ErrInvalidRequest are what the SDK returns inside a body (and
+// ErrPassTimeout and ErrWorkerStopped the causes of its context's end);
+// ErrRejected (with a *RejectionError carrying the verdict) and
+// ErrRunNotFound are what the Client returns.
 package processor

@@ -32,6 +32,15 @@ var (
 	// ErrRunExists means Start was given the id of a run that already
 	// exists: a run is started once.
 	ErrRunExists = errors.New("run already exists")
+	// ErrPassTimeout is the cause of a body's context cancelled at its
+	// agent's pass timeout, and what a run that timed out on every attempt
+	// fails with.
+	ErrPassTimeout = errors.New("pass timed out")
+	// ErrWorkerStopped is the cause of a body's context cancelled because
+	// its worker stops.
+	ErrWorkerStopped = errors.New("worker stopped")
+	// ErrInvalidOption means an option was given a value it cannot take.
+	ErrInvalidOption = errors.New("invalid option")
 )
 
 // SuspendError is returned by Interrupt on the suspend pass.

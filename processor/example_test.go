@@ -79,7 +79,7 @@ func Example() {
 	if err := w.Start(ctx); err != nil {
 		panic(err)
 	}
-	defer w.Stop()
+	defer func() { _ = w.Stop(context.Background()) }()
 
 	client := processor.NewClient(nc)
 	run, _ := client.Start(ctx, "refunds", refund{Order: "A-1", Amount: 40})

@@ -168,7 +168,7 @@ func TestTimerSurvivesNATSRestart(t *testing.T) {
 	run := h.start("a", nil)
 	st := h.suspendedAtPass(run, 0).Pending()[0]
 	h.co.Stop()
-	h.w.Stop()
+	stopWorker(t, h.w)
 	h.admin.Close()
 	port := h.srv.Port()
 	h.srv.Shutdown()
@@ -276,7 +276,7 @@ func TestSuspendedRunsSurviveNATSRestart(t *testing.T) {
 		h.suspendedAtPass(r, 0)
 	}
 	co.Stop()
-	w.Stop()
+	stopWorker(t, w)
 	h.admin.Close()
 	h.srv = jstest.Restart(t, h.srv, cfg)
 	h.admin = h.conn()

@@ -19,7 +19,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if role := os.Getenv(helperEnv); role != "" {
+	if role := os.Getenv(helperEnv); role == "nats" {
+		os.Exit(runNATSHelper()) // a nats-server process for kill tests
+	} else if role != "" {
 		os.Exit(runHelper(role)) // a coordinator or worker process for kill tests
 	}
 	goleak.VerifyTestMain(m)
@@ -76,7 +78,7 @@ func (h *harness) startWorker(fault func(string) bool) *Worker {
 		require.NoError(h.t, w.Register(name, fn))
 	}
 	require.NoError(h.t, w.Start(context.Background()))
-	h.t.Cleanup(w.Stop)
+	h.t.Cleanup(func() { stopWorker(h.t, w) })
 	h.w = w
 	return w
 }

@@ -61,6 +61,13 @@ func newPass(info RunInfo, w subjects.Work, sc *schema.Cache) *pass {
 	return p
 }
 
+// suspended reports whether the pass raised interrupts.
+func (p *pass) suspended() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.pending) > 0
+}
+
 func passFrom(ctx context.Context) *pass {
 	p, _ := ctx.Value(passKey{}).(*pass)
 	return p

@@ -22,7 +22,7 @@ func TestMetrics(t *testing.T) {
 	w := NewWorker(h.conn(), WorkerConfig{Logger: quiet, Registry: reg})
 	require.NoError(t, w.Register("refunds", h.agents["refunds"]))
 	require.NoError(t, w.Start(context.Background()))
-	t.Cleanup(w.Stop)
+	t.Cleanup(func() { stopWorker(t, w) })
 
 	run := h.start("refunds", nil)
 	id := h.suspendedAtPass(run, 0).Pending()[0].ID

@@ -120,7 +120,7 @@ func TestNetworkStallLongerThanAckWait(t *testing.T) {
 	first := NewWorker(stalling, WorkerConfig{AckWait: time.Second, Logger: quiet})
 	require.NoError(t, first.Register("a", agent))
 	require.NoError(t, first.Start(context.Background()))
-	t.Cleanup(first.Stop)
+	t.Cleanup(func() { stopWorker(t, first) })
 
 	run := h.start("a", nil)
 	rec := h.suspendedAtPass(run, 0)
@@ -131,7 +131,7 @@ func TestNetworkStallLongerThanAckWait(t *testing.T) {
 	second := NewWorker(h.conn(), WorkerConfig{AckWait: time.Second, Logger: quiet})
 	require.NoError(t, second.Register("a", agent))
 	require.NoError(t, second.Start(context.Background()))
-	t.Cleanup(second.Stop)
+	t.Cleanup(func() { stopWorker(t, second) })
 	rec = h.waitFor(run, Finished)
 	proxy.stalled.Store(false) // the stall ends; the first worker's outcome arrives late
 	assert.Equal(t, subjects.RunCompleted, rec.Status)

@@ -43,8 +43,12 @@ func Typed[In, Out any](fn func(ctx context.Context, in In) (Out, error)) AgentF
 type WorkerConfig struct {
 	// Concurrency is the number of passes run at once per agent; default 4.
 	Concurrency int
-	// AckWait is how long a pass may go without a heartbeat before another
-	// worker takes it; default 30s. Long passes send heartbeats themselves.
+	// AckWait is how long a work item may go without a heartbeat before
+	// another worker takes it; default 30s. The worker sends a heartbeat
+	// for every item it holds every AckWait/2, so a long pass needs nothing
+	// of its own. Shorter means a crashed worker's passes are taken over
+	// sooner, at the cost of more heartbeats and of a pass being taken over
+	// (and run twice) when its worker is cut off from NATS for longer.
 	AckWait time.Duration
 	// MaxDeliver bounds attempts of one pass; default 10.
 	MaxDeliver int
@@ -60,7 +64,7 @@ type Worker struct {
 	client  *jetstream.Client
 	cfg     WorkerConfig
 	mu      sync.Mutex
-	agents  map[string]AgentFunc
+	agents  map[string]registered
 	running jetstream.Consumers
 	schemas schema.Cache
 	metrics *workerMetrics
@@ -76,17 +80,56 @@ func NewWorker(c *jetstream.Client, cfg WorkerConfig) *Worker {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Worker{client: c, cfg: cfg, agents: map[string]AgentFunc{}, metrics: newWorkerMetrics(cfg.Registry)}
+	if cfg.AckWait <= 0 {
+		cfg.AckWait = 30 * time.Second
+	}
+	if cfg.MaxDeliver <= 0 {
+		cfg.MaxDeliver = 10
+	}
+	return &Worker{client: c, cfg: cfg, agents: map[string]registered{}, metrics: newWorkerMetrics(cfg.Registry)}
+}
+
+// DefaultPassTimeout is how long a pass may run when its agent was
+// registered without WithPassTimeout.
+const DefaultPassTimeout = 5 * time.Minute
+
+// registered is a registered agent.
+type registered struct {
+	fn      AgentFunc
+	timeout time.Duration
+}
+
+// RegisterOption adjusts how an agent's passes run.
+type RegisterOption func(*registered) error
+
+// WithPassTimeout bounds each pass of the agent (default
+// DefaultPassTimeout); d must be positive. At the timeout the body's
+// context is cancelled with cause ErrPassTimeout; what happens next is
+// under "Running passes" in the package documentation.
+func WithPassTimeout(d time.Duration) RegisterOption {
+	return func(a *registered) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: pass timeout %s is not positive", ErrInvalidOption, d)
+		}
+		a.timeout = d
+		return nil
+	}
 }
 
 // Register adds an agent. Register before Start.
-func (w *Worker) Register(name string, fn AgentFunc) error {
+func (w *Worker) Register(name string, fn AgentFunc, opts ...RegisterOption) error {
 	if err := subjects.ValidateToken("agent", name); err != nil {
 		return err
 	}
+	a := registered{fn: fn, timeout: DefaultPassTimeout}
+	for _, o := range opts {
+		if err := o(&a); err != nil {
+			return fmt.Errorf("agent %s: %w", name, err)
+		}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.agents[name] = fn
+	w.agents[name] = a
 	return nil
 }
 
@@ -94,7 +137,7 @@ func (w *Worker) Register(name string, fn AgentFunc) error {
 func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for name, fn := range w.agents {
+	for name, a := range w.agents {
 		subject, err := w.client.Namespace().Work(name)
 		if err != nil {
 			return err
@@ -106,8 +149,12 @@ func (w *Worker) Start(ctx context.Context) error {
 			AckWait:        w.cfg.AckWait,
 			MaxDeliver:     w.cfg.MaxDeliver,
 			Concurrency:    w.cfg.Concurrency,
-			Logger:         w.cfg.Logger,
-		}, func(ctx context.Context, m *jetstream.Msg) error { return w.handle(ctx, name, fn, m) })
+			// At most one item beyond those running is held (or asked for).
+			Prefetch:     1,
+			Timeout:      a.timeout,
+			TimeoutCause: ErrPassTimeout,
+			Logger:       w.cfg.Logger,
+		}, func(ctx context.Context, m *jetstream.Msg) error { return w.handle(ctx, name, a, m) })
 		if err != nil {
 			w.running.Stop()
 			return err
@@ -117,14 +164,26 @@ func (w *Worker) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops taking work and waits for the passes under way.
-func (w *Worker) Stop() { w.running.Stop() }
+// Stop stops taking work, hands the work items held but not started back
+// at once, and waits for the passes under way to end. When ctx ends first,
+// their contexts are cancelled (cause ErrWorkerStopped) and Stop returns an
+// error wrapping ctx's without waiting any longer. A pass cut short this
+// way publishes nothing; its work item goes back at once.
+func (w *Worker) Stop(ctx context.Context) error { return w.running.Shutdown(ctx, ErrWorkerStopped) }
+
+// StopAndCancel cancels the contexts of the passes under way (cause
+// ErrWorkerStopped), then stops as Stop does: it waits within ctx for the
+// bodies to return.
+func (w *Worker) StopAndCancel(ctx context.Context) error {
+	w.running.Cancel(ErrWorkerStopped)
+	return w.running.Shutdown(ctx, ErrWorkerStopped)
+}
 
 var errAbandoned = errors.New("abandoned by fault injection")
 
 func (w *Worker) crash(point string) bool { return w.fault.Crash(point, w.client.Close) }
 
-func (w *Worker) handle(ctx context.Context, agent string, fn AgentFunc, m *jetstream.Msg) error {
+func (w *Worker) handle(ctx context.Context, agent string, a registered, m *jetstream.Msg) error {
 	work, err := subjects.DecodeWork(m.Data)
 	if err != nil {
 		return jetstream.DeadLetter(fmt.Errorf("work item: %w", err))
@@ -132,11 +191,11 @@ func (w *Worker) handle(ctx context.Context, agent string, fn AgentFunc, m *jets
 	if work.Agent != agent {
 		return jetstream.DeadLetter(fmt.Errorf("work item for agent %q arrived on %s", work.Agent, m.Subject))
 	}
-	if m.Deliveries > 1 {
-		// A redelivery: the pass may have ended before its ack was lost.
-		if done, err := w.passDone(ctx, work); err != nil || done {
-			return err
-		}
+	// On every delivery, not only on redeliveries: a server that restarts
+	// can hand out again, as a first delivery, an item whose outcome it
+	// stored (consumer state is written in the background).
+	if done, err := w.passDone(ctx, work); err != nil || done {
+		return err
 	}
 	info := RunInfo{RunID: work.RunID, Agent: agent, ThreadID: work.ThreadID, Pass: work.Pass,
 		TraceParent: trace.Child(m.Header.Get(trace.Header))}
@@ -148,17 +207,52 @@ func (w *Worker) handle(ctx context.Context, agent string, fn AgentFunc, m *jets
 	}
 	p.emit = w.emitter(ctx, work, aguiSubject)
 	began := time.Now()
-	result, bodyErr := runBody(context.WithValue(ctx, passKey{}, p), fn, work.Input)
+	result, bodyErr, returned := runBody(context.WithValue(ctx, passKey{}, p), a.fn, work.Input, w.cfg.AckWait/2)
 	w.metrics.duration.WithLabelValues(agent).Observe(time.Since(began).Seconds())
 	if w.crash("after-body:" + strconv.Itoa(work.Pass)) {
 		return errAbandoned
 	}
+	if ctx.Err() != nil && (!returned || bodyErr != nil && !p.suspended()) {
+		// The pass was cut short (timeout or stop) and has nothing to show.
+		return w.cut(ctx, agent, a, m, work, info, log)
+	}
 	var retry *retryableError
-	if len(p.pending) == 0 && errors.As(bodyErr, &retry) {
+	if !p.suspended() && errors.As(bodyErr, &retry) {
 		log.Warn("pass will be retried", "error", bodyErr)
 		w.metrics.passes.WithLabelValues(agent, "retried").Inc()
 		return bodyErr
 	}
+	return w.report(ctx, work, p, result, bodyErr, info, log)
+}
+
+// cut decides what becomes of a pass whose context ended before it had an
+// outcome. Stopped with the worker: its item goes back at once. Timed out:
+// it is retried after the consumer's backoff, and on the last attempt the
+// run fails with ErrPassTimeout.
+func (w *Worker) cut(ctx context.Context, agent string, a registered, m *jetstream.Msg, work subjects.Work,
+	info RunInfo, log *slog.Logger) error {
+	cause := context.Cause(ctx)
+	if !errors.Is(cause, ErrPassTimeout) {
+		log.Info("pass stopped with the worker; its work item is handed back")
+		w.metrics.passes.WithLabelValues(agent, "stopped").Inc()
+		return jetstream.RetryAfter(0, cause)
+	}
+	err := fmt.Errorf("%w after %s (attempt %d of %d)", ErrPassTimeout, a.timeout, m.Deliveries, w.cfg.MaxDeliver)
+	w.metrics.passes.WithLabelValues(agent, "timed_out").Inc()
+	if int(m.Deliveries) < w.cfg.MaxDeliver {
+		log.Warn("pass timed out; will be retried", "error", err)
+		return err
+	}
+	log.Warn("pass timed out on its last attempt; the run fails", "error", err)
+	return w.report(ctx, work, &pass{}, nil, err, info, log)
+}
+
+// report publishes the pass's one outcome.
+func (w *Worker) report(ctx context.Context, work subjects.Work, p *pass, result any, bodyErr error, info RunInfo,
+	log *slog.Logger) error {
+	// The body's context may have ended; publishing is bounded by the
+	// client's request timeout instead.
+	ctx = context.WithoutCancel(ctx)
 	subject, data, err := w.outcome(work, p, result, bodyErr)
 	if err != nil {
 		return err
@@ -172,7 +266,7 @@ func (w *Worker) handle(ctx context.Context, agent string, fn AgentFunc, m *jets
 	}
 	kind := subject[len(w.client.Namespace().Prefix())+1:]
 	kind = kind[:strings.IndexByte(kind, '.')]
-	w.metrics.passes.WithLabelValues(agent, kind).Inc()
+	w.metrics.passes.WithLabelValues(work.Agent, kind).Inc()
 	log.Debug("pass done", "outcome", kind)
 	return nil
 }
@@ -207,12 +301,15 @@ func (w *Worker) emitter(ctx context.Context, work subjects.Work, subject string
 }
 
 // passDone reports whether the runs stream already holds an outcome of
-// work's pass or a later one.
+// work's pass or a later one: one read, the run's last outcome.
 func (w *Worker) passDone(ctx context.Context, work subjects.Work) (bool, error) {
 	filter, err := w.client.Namespace().RunOutcomes(work.Agent, work.RunID)
 	if err != nil {
 		return false, err
 	}
+	// The pass's deadline is far off; the read is bounded like any request.
+	ctx, cancel := context.WithTimeout(ctx, w.client.Config().Timeout)
+	defer cancel()
 	last, err := w.client.LastMsg(ctx, jetstream.StreamRuns, filter)
 	if errors.Is(err, jetstream.ErrNotFound) {
 		return false, nil
@@ -227,13 +324,38 @@ func (w *Worker) passDone(ctx context.Context, work subjects.Work) (bool, error)
 	return head.Pass >= work.Pass, nil
 }
 
-func runBody(ctx context.Context, fn AgentFunc, input json.RawMessage) (result any, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("agent panicked: %v", r)
-		}
+// runBody runs fn in a goroutine of its own and waits for it to return or,
+// once ctx has ended, for grace more at most. A body that ignores its
+// cancelled context longer is left behind: returned is false.
+func runBody(ctx context.Context, fn AgentFunc, input json.RawMessage, grace time.Duration) (result any, err error, returned bool) {
+	type ret struct {
+		result any
+		err    error
+	}
+	done := make(chan ret, 1)
+	go func() {
+		var r ret
+		defer func() {
+			if p := recover(); p != nil {
+				r.err = fmt.Errorf("agent panicked: %v", p)
+			}
+			done <- r
+		}()
+		r.result, r.err = fn(ctx, input)
 	}()
-	return fn(ctx, input)
+	select {
+	case r := <-done:
+		return r.result, r.err, true
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		return r.result, r.err, true
+	case <-t.C:
+		return nil, nil, false
+	}
 }
 
 // outcome builds the pass's one message. Interrupts raised in the pass make

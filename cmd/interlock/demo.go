@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -171,9 +172,10 @@ func runDemo(ctx context.Context, g *globals, emb *embeddedFlags, out, errOut io
 	if err := w.Start(ctx); err != nil {
 		return err
 	}
-	defer w.Stop()
+	defer func() { _ = w.Stop(context.Background()) }()
 
-	api := processor.NewClient(client)
+	// The demo waits for a person until it is stopped, not for Wait's default.
+	api := processor.NewClient(client, processor.WithWaitTimeout(24*time.Hour))
 	run, err := api.Start(ctx, "refunds", refundRequest{Order: "A-1001", Amount: 42.5, Customer: "Ada"})
 	if err != nil {
 		return err

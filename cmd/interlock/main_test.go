@@ -173,7 +173,7 @@ func TestServeApproveShowPending(t *testing.T) {
 	r = cli(t, "pending", "--nats-url", url)
 	assert.Contains(t, r.out, "no interrupts are waiting")
 
-	w.Stop()
+	_ = w.Stop(context.Background())
 	conn.Close()
 	assert.Equal(t, 0, stop(), "serve exits 0 on SIGTERM/SIGINT (context cancel)")
 
@@ -258,7 +258,7 @@ routes:
 	w := processor.NewWorker(conn, processor.WorkerConfig{})
 	require.NoError(t, w.Register("refunds", demoAgent(func(string, ...any) {})))
 	require.NoError(t, w.Start(ctx))
-	defer w.Stop()
+	defer func() { _ = w.Stop(context.Background()) }()
 	run, err := processor.NewClient(conn).Start(ctx, "refunds", refundRequest{Order: "A-9", Amount: 5, Customer: "Kim"})
 	require.NoError(t, err)
 	select {
@@ -286,7 +286,7 @@ routes:
 	assert.Equal(t, 200, status)
 	status, _ = get("/readyz")
 	assert.Equal(t, 200, status)
-	w.Stop()
+	_ = w.Stop(context.Background())
 	assert.Equal(t, 0, stop())
 }
 
@@ -322,7 +322,7 @@ func TestGatewayHistoryAndWatch(t *testing.T) {
 	w := processor.NewWorker(conn, processor.WorkerConfig{})
 	require.NoError(t, w.Register("refunds", demoAgent(func(string, ...any) {})))
 	require.NoError(t, w.Start(ctx))
-	defer w.Stop()
+	defer func() { _ = w.Stop(context.Background()) }()
 	api := processor.NewClient(conn)
 	runID, err := api.Start(ctx, "refunds", refundRequest{Order: "A-3", Amount: 9, Customer: "Ida"})
 	require.NoError(t, err)
@@ -370,7 +370,7 @@ func TestGatewayHistoryAndWatch(t *testing.T) {
 		10*time.Second, 20*time.Millisecond, "watch saw the run complete")
 	wcancel()
 	assert.Equal(t, 0, <-wdone)
-	w.Stop()
+	_ = w.Stop(context.Background())
 	assert.Equal(t, 0, stop())
 }
 
@@ -451,4 +451,29 @@ func TestStandaloneGatewayAndNotifier(t *testing.T) {
 		assert.Equal(t, 0, <-done, "%s stops cleanly", c.args[0])
 	}
 	assert.Equal(t, 0, stopServe())
+}
+
+// TestServeAckWait: --ack-wait sets how long the coordinator's messages wait
+// for an ack, and a value too short for heartbeats is a usage error.
+func TestServeAckWait(t *testing.T) {
+	r := cli(t, "serve", "--data-dir", t.TempDir(), "--ack-wait", "10ms")
+	assert.Equal(t, exitUsage, r.code, r.err)
+	assert.Contains(t, r.err, "--ack-wait 10ms is shorter than 1s")
+
+	url, stop := serve(t, t.TempDir(), freePort(t), "--ack-wait", "3s")
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url}, jetstream.Config{})
+	require.NoError(t, err)
+	defer conn.Close()
+	for _, durable := range []string{"coordinator_runs", "coordinator_decisions"} {
+		stream := jetstream.StreamRuns
+		if durable == "coordinator_decisions" {
+			stream = jetstream.StreamDecisions
+		}
+		st, err := conn.ConsumerState(ctx, stream, durable)
+		require.NoError(t, err)
+		assert.Equal(t, 3*time.Second, st.AckWait, durable)
+	}
 }

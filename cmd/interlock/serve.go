@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
@@ -61,6 +62,7 @@ func newServe(g *globals) *cobra.Command {
 		emb         embeddedFlags
 		replicas    int
 		concurrency int
+		ackWait     time.Duration
 		notify      string
 		metricsAddr string
 		expiry      processor.ExpiryDefaults
@@ -83,7 +85,10 @@ stops taking messages, lets the ones under way finish, and exits.`,
 			if expiry.Action == subjects.ExpiryEscalate && expiry.Extend <= 0 {
 				return usageError{errors.New("--on-expiry escalate needs --escalate-extend")}
 			}
-			err := runServe(cmd, g, &emb, serveConfig{replicas: replicas, concurrency: concurrency, notify: notify,
+			if ackWait < minAckWait {
+				return usageError{fmt.Errorf("--ack-wait %s is shorter than %s", ackWait, minAckWait)}
+			}
+			err := runServe(cmd, g, &emb, serveConfig{replicas: replicas, concurrency: concurrency, ackWait: ackWait, notify: notify,
 				metricsAddr: metricsAddr, expiry: expiry, web: web, identities: identities, linkSecretEnv: linkSecret})
 			if errors.Is(err, context.Canceled) {
 				// A signal during start-up is a requested stop, not a failure.
@@ -95,6 +100,8 @@ stops taking messages, lets the ones under way finish, and exits.`,
 	emb.register(cmd, "interlock-data", "127.0.0.1:4222")
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "stream replicas (3 on a NATS cluster)")
 	cmd.Flags().IntVar(&concurrency, "concurrency", 4, "messages handled at once per input stream")
+	cmd.Flags().DurationVar(&ackWait, "ack-wait", 30*time.Second, "how long a message a crashed coordinator held waits before another takes it "+
+		"(shorter: faster recovery, more heartbeats; a process cut off from NATS longer than this loses what it holds)")
 	cmd.Flags().StringVar(&notify, "notifier-config", "", "also run a notifier with this configuration (see `interlock notifier`)")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz here, e.g. 127.0.0.1:9464")
 	f := cmd.Flags()
@@ -112,9 +119,13 @@ stops taking messages, lets the ones under way finish, and exits.`,
 	return cmd
 }
 
+// minAckWait is the shortest --ack-wait: heartbeats go every half of it.
+const minAckWait = time.Second
+
 // serveConfig is what serve runs with beyond the embedded server.
 type serveConfig struct {
 	replicas, concurrency int
+	ackWait               time.Duration
 	notify, metricsAddr   string
 	expiry                processor.ExpiryDefaults
 	web                   webFlags
@@ -162,7 +173,7 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 	}
 	return runService(ctx, g, log, "interlock-serve", url, jetstream.Config{Replicas: sc.replicas}, sc.metricsAddr,
 		func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
-			co := processor.NewCoordinator(client, processor.CoordinatorConfig{Concurrency: sc.concurrency, Logger: log,
+			co := processor.NewCoordinator(client, processor.CoordinatorConfig{Concurrency: sc.concurrency, AckWait: sc.ackWait, Logger: log,
 				Expiry: sc.expiry, Groups: dir.Groups, Registry: reg})
 			if err := co.Start(ctx); err != nil {
 				return nil, err

@@ -157,7 +157,7 @@ identities:
 		return "plain", nil
 	}))
 	require.NoError(t, w.Start(context.Background()))
-	t.Cleanup(w.Stop)
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
 	for range gateways { // several gateway processes, each its own connection
 		gw, err := gateway.New(context.Background(), jstest.Client(t, e.srv), gateway.Config{Directory: dir, Logger: quiet})
 		require.NoError(t, err)

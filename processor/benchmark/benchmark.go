@@ -137,7 +137,7 @@ func (c *Cycle) Close() {
 		s.Unsubscribe()
 	}
 	if c.w != nil {
-		c.w.Stop()
+		_ = c.w.Stop(context.Background())
 	}
 	if c.co != nil {
 		c.co.Stop()

@@ -80,7 +80,7 @@ identities:
 		return map[string]any{"payload": d.Payload, "by": d.Approver}, nil
 	}))
 	require.NoError(t, w.Start(context.Background()))
-	t.Cleanup(w.Stop)
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
 	signer, err := links.NewSigner([]byte("test-link-secret-0123"))
 	require.NoError(t, err)
 	cfg := Config{Directory: dir, Logger: quiet, Links: signer}

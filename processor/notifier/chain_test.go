@@ -35,7 +35,7 @@ func (e *env) escalatingAgent() {
 		return nil, err
 	}))
 	require.NoError(e.t, w.Start(ctx(e.t)))
-	e.t.Cleanup(w.Stop)
+	e.t.Cleanup(func() { _ = w.Stop(context.Background()) })
 }
 
 // A reminder and an escalation chain, end to end: a real coordinator and

@@ -1,0 +1,370 @@
+package processor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/jetstream/embedded"
+	"github.com/interlockhq/interlock/jetstream/jstest"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// TestBurstWithWorkerJoining: a burst of slow single-pass runs arrives at
+// one worker, and a second worker joins a moment later. The first worker
+// holds no more than it runs plus a small prefetch and keeps what it holds
+// alive, so nothing it holds is redelivered to the second: every body runs
+// once.
+func TestBurstWithWorkerJoining(t *testing.T) {
+	t.Parallel()
+	const runs = 12
+	var calls counter
+	started := make(chan struct{}, runs*2)
+	agent := func(_ context.Context, in json.RawMessage) (any, error) {
+		calls.inc(string(in))
+		started <- struct{}{}
+		time.Sleep(700 * time.Millisecond) // a slow model call
+		return "done", nil
+	}
+	h := newBareHarness(t, nil)
+	h.startCoordinator(nil)
+	worker := func() {
+		w := NewWorker(h.conn(), WorkerConfig{AckWait: 2 * time.Second, Concurrency: 1, Logger: quiet})
+		require.NoError(t, w.Register("slow", agent))
+		require.NoError(t, w.Start(context.Background()))
+		t.Cleanup(func() { stopWorker(t, w) })
+	}
+	worker()
+	ids := make([]string, runs)
+	for i := range ids {
+		ids[i] = h.start("slow", strconv.Itoa(i))
+	}
+	<-started // the first worker has its burst
+	worker()
+	for _, id := range ids {
+		assert.Equal(t, subjects.RunCompleted, h.waitFor(id, Finished).Status)
+	}
+	for i := range runs {
+		assert.Equal(t, 1, calls.get(strconv.Quote(strconv.Itoa(i))), "body of run %d", i)
+	}
+}
+
+// spawnNATS runs nats-server with JetStream as a separate process on port
+// with its store in dir, fsyncing every write before acknowledging it, and
+// waits until it accepts connections.
+func spawnNATS(t *testing.T, dir string, port int) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"=nats", "INTERLOCK_TEST_NATS_DIR="+dir,
+		"INTERLOCK_TEST_NATS_PORT="+strconv.Itoa(port))
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	ready := filepath.Join(dir, "ready")
+	require.Eventually(t, func() bool { _, err := os.Stat(ready); return err == nil }, 20*time.Second, 10*time.Millisecond,
+		"nats-server process did not start")
+	require.NoError(t, os.Remove(ready))
+	return cmd
+}
+
+// runNATSHelper is the main of a nats-server helper process.
+func runNATSHelper() int {
+	port, _ := strconv.Atoi(os.Getenv("INTERLOCK_TEST_NATS_PORT"))
+	dir := os.Getenv("INTERLOCK_TEST_NATS_DIR")
+	_, err := embedded.Start(embedded.Config{DataDir: filepath.Join(dir, "js"), Port: port, Sync: embedded.SyncAlways})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 5
+	}
+	if os.WriteFile(filepath.Join(dir, "ready"), nil, 0o600) != nil {
+		return 6
+	}
+	select {} // until killed
+}
+
+// TestNATSServerKilled runs nats-server as a separate process and SIGKILLs
+// it the moment the outcomes of a burst of passes are stored, while their
+// work items are still unacknowledged (or their acks not yet written). The
+// restarted server hands some of them out again, some with Deliveries = 1.
+// No pass whose outcome is stored runs again.
+func TestNATSServerKilled(t *testing.T) {
+	t.Parallel()
+	const runs = 24
+	dir := t.TempDir()
+	port := jstest.FreePorts(t, 1)[0]
+	url := "nats://127.0.0.1:" + strconv.Itoa(port)
+	nats := spawnNATS(t, dir, port)
+
+	var calls counter
+	agent := func(_ context.Context, in json.RawMessage) (any, error) {
+		calls.inc(string(in))
+		return "done", nil
+	}
+	conn := func() *jetstream.Client { return jstest.ClientURL(t, url) }
+	admin := conn()
+	client := NewClient(admin)
+	co := NewCoordinator(conn(), CoordinatorConfig{AckWait: time.Second, Logger: quiet})
+	require.NoError(t, co.Start(context.Background()))
+	t.Cleanup(co.Stop)
+	var stored atomic.Int32
+	allStored := make(chan struct{})
+	w := NewWorker(conn(), WorkerConfig{AckWait: time.Second, Concurrency: 8, Logger: quiet})
+	w.fault = func(point string) bool {
+		// Not a crash: a note that a pass's outcome is stored, before its
+		// work item is acknowledged.
+		if strings.HasPrefix(point, "after-outcome:") && stored.Add(1) == runs {
+			close(allStored)
+		}
+		return false
+	}
+	require.NoError(t, w.Register("quick", agent))
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(func() { stopWorker(t, w) })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ids := make([]string, runs)
+	for i := range ids {
+		id, err := client.Start(ctx, "quick", strconv.Itoa(i))
+		require.NoError(t, err)
+		ids[i] = id
+	}
+	select {
+	case <-allStored:
+	case <-ctx.Done():
+		t.Fatal("the passes did not all store their outcome")
+	}
+	require.NoError(t, nats.Process.Signal(syscall.SIGKILL))
+	_ = nats.Wait()
+	spawnNATS(t, dir, port)
+
+	for _, id := range ids {
+		r, err := client.Wait(ctx, id, Finished)
+		require.NoError(t, err)
+		assert.Equal(t, subjects.RunCompleted, r.Status)
+	}
+	// Every work item is acknowledged in the end: no redelivery is to come.
+	require.Eventually(t, func() bool {
+		n, err := admin.MsgCount(ctx, jetstream.StreamWork)
+		return err == nil && n == 0
+	}, 30*time.Second, 20*time.Millisecond)
+	for i := range runs {
+		assert.Equal(t, 1, calls.get(strconv.Quote(strconv.Itoa(i))), "body of run %d ran after its outcome was stored", i)
+	}
+}
+
+// stopWorker stops w, letting its passes finish within 20 seconds.
+func stopWorker(t testing.TB, w *Worker) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	assert.NoError(t, w.Stop(ctx))
+}
+
+// passWorker starts a worker for agent fn on h's server.
+func (h *harness) passWorker(cfg WorkerConfig, fn AgentFunc, opts ...RegisterOption) *Worker {
+	h.t.Helper()
+	cfg.Logger = quiet
+	w := NewWorker(h.conn(), cfg)
+	require.NoError(h.t, w.Register("a", fn, opts...))
+	require.NoError(h.t, w.Start(context.Background()))
+	return w
+}
+
+// TestStopCancelsBody: Stop waits for a running body only as long as its
+// context allows, then cancels the body's context (cause ErrWorkerStopped)
+// and returns. The pass publishes nothing; its work item goes back at once
+// and another worker runs it.
+func TestStopCancelsBody(t *testing.T) {
+	t.Parallel()
+	h := newBareHarness(t, nil)
+	h.startCoordinator(nil)
+	started := make(chan struct{})
+	cause := make(chan error, 1)
+	first := h.passWorker(WorkerConfig{AckWait: 5 * time.Second}, func(ctx context.Context, _ json.RawMessage) (any, error) {
+		close(started)
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return nil, ctx.Err()
+	})
+	t.Cleanup(func() { stopWorker(t, first) })
+	run := h.start("a", nil)
+	<-started
+	const budget = 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	began := time.Now()
+	err := first.Stop(ctx)
+	took := time.Since(began)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, took, budget+time.Second, "Stop is bounded by its context")
+	select {
+	case c := <-cause:
+		require.ErrorIs(t, c, ErrWorkerStopped)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the body's context was not cancelled")
+	}
+	second := h.passWorker(WorkerConfig{AckWait: 5 * time.Second}, func(context.Context, json.RawMessage) (any, error) {
+		return "second", nil
+	})
+	t.Cleanup(func() { stopWorker(t, second) })
+	// Taken at once, not after AckWait: the stopped pass handed its item back.
+	ctx, cancel = context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	rec, err := h.client.Wait(ctx, run, Finished)
+	require.NoError(t, err)
+	assert.Equal(t, subjects.RunCompleted, rec.Status, "the stop did not fail the run")
+	assert.JSONEq(t, `"second"`, string(rec.Result))
+}
+
+// TestStopAndCancel cancels the running body at once and returns when it
+// has returned.
+func TestStopAndCancel(t *testing.T) {
+	t.Parallel()
+	h := newBareHarness(t, nil)
+	h.startCoordinator(nil)
+	started := make(chan struct{})
+	returned := make(chan struct{})
+	w := h.passWorker(WorkerConfig{}, func(ctx context.Context, _ json.RawMessage) (any, error) {
+		close(started)
+		defer close(returned)
+		<-ctx.Done()
+		return nil, context.Cause(ctx)
+	})
+	h.start("a", nil)
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	began := time.Now()
+	require.NoError(t, w.StopAndCancel(ctx))
+	assert.Less(t, time.Since(began), 5*time.Second)
+	select {
+	case <-returned:
+	default:
+		t.Fatal("StopAndCancel returned before the body did")
+	}
+}
+
+// TestHungBodyTakenOver: a body that ignores its cancelled context is left
+// behind after its timeout, and the pass runs again, not before the
+// AckWait/2 the worker grants a cancelled body to return. A body that
+// honours its context is never running when the pass starts again.
+func TestHungBodyTakenOver(t *testing.T) {
+	t.Parallel()
+	h := newBareHarness(t, nil)
+	h.startCoordinator(nil)
+	const timeout, ackWait = 300 * time.Millisecond, time.Second
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) }) // the hung body, left behind, ends with the test
+	var calls atomic.Int32
+	type start struct {
+		at    time.Time
+		cause error
+	}
+	starts := make(chan start, 4)
+	agent := func(ctx context.Context, _ json.RawMessage) (any, error) {
+		if calls.Add(1) == 1 {
+			starts <- start{at: time.Now()}
+			<-release // hung: ignores its context
+			return "too late", nil
+		}
+		starts <- start{at: time.Now()}
+		return "taken over", nil
+	}
+	for range 2 {
+		w := h.passWorker(WorkerConfig{AckWait: ackWait, Concurrency: 1}, agent, WithPassTimeout(timeout))
+		t.Cleanup(func() { stopWorker(t, w) })
+	}
+	run := h.start("a", nil)
+	rec := h.waitFor(run, Finished)
+	assert.Equal(t, subjects.RunCompleted, rec.Status)
+	assert.JSONEq(t, `"taken over"`, string(rec.Result))
+	first, second := <-starts, <-starts
+	assert.GreaterOrEqual(t, second.at.Sub(first.at), timeout+ackWait/2, "taken over only after the timeout and the grace")
+	assert.Equal(t, int32(2), calls.Load())
+}
+
+// TestPassTimeoutPolicy: a body that honours its context returns when its
+// pass times out; the pass is retried, never while the timed-out body still
+// runs, and when every attempt times out the run fails with ErrPassTimeout.
+func TestPassTimeoutPolicy(t *testing.T) {
+	t.Parallel()
+	h := newBareHarness(t, nil)
+	h.startCoordinator(nil)
+	var running, overlaps, calls atomic.Int32
+	causes := make(chan error, 8)
+	agent := func(ctx context.Context, _ json.RawMessage) (any, error) {
+		calls.Add(1)
+		if running.Add(1) > 1 {
+			overlaps.Add(1)
+		}
+		defer running.Add(-1)
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return nil, ctx.Err()
+	}
+	for range 2 {
+		w := h.passWorker(WorkerConfig{AckWait: time.Second, MaxDeliver: 3}, agent, WithPassTimeout(200*time.Millisecond))
+		t.Cleanup(func() { stopWorker(t, w) })
+	}
+	run := h.start("a", nil)
+	rec := h.waitFor(run, Finished)
+	assert.Equal(t, subjects.RunFailed, rec.Status)
+	assert.Contains(t, rec.Error, ErrPassTimeout.Error())
+	assert.Contains(t, rec.Error, "attempt 3 of 3")
+	assert.Equal(t, int32(3), calls.Load(), "one body per attempt")
+	assert.Zero(t, overlaps.Load(), "never two at once")
+	for range 3 {
+		assert.ErrorIs(t, <-causes, ErrPassTimeout)
+	}
+	err := NewWorker(h.conn(), WorkerConfig{}).Register("b", agent, WithPassTimeout(0))
+	assert.ErrorIs(t, err, ErrInvalidOption)
+}
+
+// TestClientWaitsTimeOut: with no coordinator to answer, Decide and Wait
+// give up at the client's default deadline when the caller's context has
+// none.
+func TestClientWaitsTimeOut(t *testing.T) {
+	t.Parallel()
+	h := newBareHarness(t, nil) // no coordinator, no worker
+	const budget = 300 * time.Millisecond
+	cl := NewClient(h.admin, WithDecideTimeout(budget), WithWaitTimeout(budget))
+	defer cl.Close()
+	run := h.start("a", nil)
+
+	began := time.Now()
+	_, err := cl.Decide(context.Background(), DecisionRequest{RunID: run, InterruptID: "i", Status: subjects.StatusResolved})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "is stored; no verdict yet")
+	assert.Less(t, time.Since(began), budget+2*time.Second)
+
+	began = time.Now()
+	_, err = cl.Wait(context.Background(), run, Finished)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(began), budget+2*time.Second)
+
+	// A deadline of the caller's own wins over the default.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	began = time.Now()
+	_, err = cl.Wait(ctx, run, Finished)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(began), budget)
+
+	def := NewClient(h.admin, WithDecideTimeout(0))
+	assert.Equal(t, DefaultDecideTimeout, def.decideTimeout, "zero keeps the default")
+	assert.Equal(t, DefaultWaitTimeout, def.waitTimeout)
+}
