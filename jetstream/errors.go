@@ -27,6 +27,10 @@ var (
 	ErrNoStream = errors.New("no stream for subject")
 	// ErrPermission means the server refused the operation for this user.
 	ErrPermission = errors.New("permission denied")
+	// ErrNotProvisioned means a stream, consumer or bucket this process
+	// binds to does not exist (or is not what it needs), and it has no
+	// right to create it.
+	ErrNotProvisioned = errors.New("not provisioned (run `interlock provision` with admin credentials)")
 )
 
 // translate maps nats.go errors onto this package's sentinels, keeping the

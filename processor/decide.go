@@ -59,6 +59,7 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Msg) err
 		return co.verdict(ctx, o, subjects.Decision{}, subjects.NoRun,
 			reject(subjects.CodeInvalidSubject, "%v", err), false)
 	}
+	o.approver = addr.Approver
 	d, err := subjects.DecodeDecision(m.Data)
 	if err != nil {
 		return co.verdict(ctx, o, d, addr.Run, reject(subjects.CodeOf(err), "%v", err), false)
@@ -66,7 +67,6 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Msg) err
 	// The identity is the subject's approver token, which NATS permissions
 	// bind to the publishing user; the body cannot claim another.
 	identity := addr.Approver
-	o.approver = identity
 	if identity != "" && d.Approver != "" && d.Approver != identity {
 		return co.verdict(ctx, o, d, addr.Run, reject(subjects.CodeNotAllowed,
 			"published as %s but the body names approver %s", identity, d.Approver), false)
@@ -275,8 +275,7 @@ func (co *Coordinator) accepted(ctx context.Context, o origin, rec *subjects.Run
 	if co.crash("decision-after-work") {
 		return errAbandoned
 	}
-	co.reply(o, v)
-	return nil
+	return co.reply(ctx, o, v)
 }
 
 // completesPass reports whether st's decision was the last one its pass
@@ -352,8 +351,7 @@ func (co *Coordinator) publishVerdict(ctx context.Context, o origin, agent strin
 	if err := co.client.PublishAll(ctx, m); err != nil {
 		return err
 	}
-	co.reply(o, v)
-	return nil
+	return co.reply(ctx, o, v)
 }
 
 // verdictMsg is the decision_* event of verdict v (filled in with who and
@@ -370,12 +368,31 @@ func (co *Coordinator) verdictMsg(o origin, agent string, pass int, v *subjects.
 		Code: v.Code, Detail: v.Detail, Subject: o.subject}, o.key)
 }
 
-// reply sends the verdict to the sender's reply subject, if it named one.
-func (co *Coordinator) reply(o origin, v subjects.Verdict) {
-	if o.replyTo != "" {
-		data, _ := json.Marshal(v)
-		if err := co.client.Notify(o.replyTo, data); err != nil {
-			co.cfg.Logger.Debug("verdict reply failed", "reply_to", o.replyTo, "error", err)
-		}
+// reply sends the verdict to the sender's reply subject, if it named one
+// under the sender's own inbox prefix. Any other subject (another user's
+// inbox, a KV key, a stream's subject) is ignored and audited: the
+// coordinator never publishes where a sender points it with its own rights.
+func (co *Coordinator) reply(ctx context.Context, o origin, v subjects.Verdict) error {
+	if o.replyTo == "" {
+		return nil
 	}
+	if !subjects.ReplyAllowed(o.approver, o.replyTo) {
+		co.cfg.Logger.Warn("verdict reply refused", "run", v.RunID, "decision", v.DecisionID, "approver", o.approver,
+			"reply_to", truncate(o.replyTo, 256))
+		return co.event(ctx, subjects.Event{Type: subjects.EventReplyRefused, RunID: v.RunID, Code: subjects.CodeReplyRefused,
+			Subject: o.subject, Detail: fmt.Sprintf("Interlock-Reply-To %q is not under %s., the inbox of %s; no verdict was sent there",
+				truncate(o.replyTo, 256), subjects.InboxPrefix(o.approver), orAnonymous(o.approver))}, o.key+":reply")
+	}
+	data, _ := json.Marshal(v)
+	if err := co.client.Notify(o.replyTo, data); err != nil {
+		co.cfg.Logger.Debug("verdict reply failed", "reply_to", o.replyTo, "error", err)
+	}
+	return nil
+}
+
+func orAnonymous(identity string) string {
+	if identity == "" {
+		return "anonymous decisions"
+	}
+	return identity
 }

@@ -98,24 +98,52 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for name, fn := range w.agents {
-		subject, err := w.client.Namespace().Work(name)
+		cc, err := w.consumerConfig(name)
 		if err != nil {
 			return err
 		}
-		cons, err := w.client.Consume(ctx, jetstream.ConsumerConfig{
-			Stream:         jetstream.StreamWork,
-			Durable:        "worker_" + name,
-			FilterSubjects: []string{subject},
-			AckWait:        w.cfg.AckWait,
-			MaxDeliver:     w.cfg.MaxDeliver,
-			Concurrency:    w.cfg.Concurrency,
-			Logger:         w.cfg.Logger,
-		}, func(ctx context.Context, m *jetstream.Msg) error { return w.handle(ctx, name, fn, m) })
+		cons, err := w.client.Consume(ctx, cc, func(ctx context.Context, m *jetstream.Msg) error { return w.handle(ctx, name, fn, m) })
 		if err != nil {
 			w.running.Stop()
 			return err
 		}
 		w.running.Add(cons)
+	}
+	return nil
+}
+
+// consumerConfig is the durable consumer of agent's work items.
+func (w *Worker) consumerConfig(agent string) (jetstream.ConsumerConfig, error) {
+	subject, err := w.client.Namespace().Work(agent)
+	if err != nil {
+		return jetstream.ConsumerConfig{}, err
+	}
+	return jetstream.ConsumerConfig{
+		Stream:         jetstream.StreamWork,
+		Durable:        "worker_" + agent,
+		FilterSubjects: []string{subject},
+		AckWait:        w.cfg.AckWait,
+		MaxDeliver:     w.cfg.MaxDeliver,
+		Concurrency:    w.cfg.Concurrency,
+		Logger:         w.cfg.Logger,
+	}, nil
+}
+
+// Provision creates the durable consumers of the registered agents (their
+// bodies are not called) through a client that has provisioned: this is
+// `interlock provision --agent NAME`. Workers whose NATS user may not
+// create consumers then bind to these at Start.
+func (w *Worker) Provision(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for name := range w.agents {
+		cc, err := w.consumerConfig(name)
+		if err != nil {
+			return err
+		}
+		if err := w.client.CreateConsumer(ctx, cc); err != nil {
+			return err
+		}
 	}
 	return nil
 }

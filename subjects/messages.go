@@ -220,6 +220,9 @@ const (
 	CodeSchemaMismatch     Code = "schema_mismatch"
 	// CodeStalePass: an outcome for a pass the run has already moved past.
 	CodeStalePass Code = "stale_pass"
+	// CodeReplyRefused: a decision's Interlock-Reply-To named a subject
+	// outside the sender's own inbox; no verdict was sent there.
+	CodeReplyRefused Code = "reply_refused"
 )
 
 // Verdict tells a decision's sender what became of it. It is the body of the
@@ -265,6 +268,9 @@ const (
 	EventTimerArmed EventType = "timer_armed"
 	// EventNotificationFailed: a notifier gave up delivering to a sink.
 	EventNotificationFailed EventType = "notification_failed"
+	// EventReplyRefused: a verdict was not sent where a decision asked,
+	// because the subject is not under the sender's inbox prefix.
+	EventReplyRefused EventType = "reply_refused"
 )
 
 // Event is published by the coordinator on <prefix>.events.<run>.<type> for

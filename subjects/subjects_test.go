@@ -167,3 +167,29 @@ func TestStandardLibraryOnly(t *testing.T) {
 		}
 	}
 }
+
+func TestReplyAllowed(t *testing.T) {
+	for _, c := range []struct {
+		identity, reply string
+		ok              bool
+	}{
+		{"ada", "_INBOX.ada.abc.def", true},
+		{"ada", "_INBOX.ada.abc", true},
+		{"", "_INBOX.anonymous.x", true},
+		{"ada", "_INBOX.bob.abc", false},
+		{"ada", "_INBOX.ada", false},
+		{"ada", "_INBOX.ada.", false},
+		{"ada", "_INBOX.ada.>", false},
+		{"ada", "_INBOX.ada.*.x", false},
+		{"ada", "_INBOX.ada..x", false},
+		{"ada", "_INBOX.adam.x", false},
+		{"ada", "$KV.interlock_runs.run-2", false},
+		{"ada", "_INBOX.abc", false},
+		{"", "_INBOX.ada.x", false},
+		{"ada", "_INBOX.ada.a b", false},
+	} {
+		if got := subjects.ReplyAllowed(c.identity, c.reply); got != c.ok {
+			t.Errorf("ReplyAllowed(%q, %q) = %v, want %v", c.identity, c.reply, got, c.ok)
+		}
+	}
+}

@@ -58,8 +58,22 @@ type Gateway struct {
 // made to last longer.
 const linkTTL = 30 * 24 * time.Hour
 
-// New returns a gateway working through c; it provisions the bucket of used
-// links.
+// Provision creates the buckets a gateway uses (used links, AG-UI threads)
+// through a client that has provisioned: `interlock provision`, so that
+// gateways need no right to create them.
+func Provision(ctx context.Context, c *jetstream.Client) error {
+	if _, err := linksBucket(ctx, c); err != nil {
+		return err
+	}
+	return agui.Provision(ctx, c)
+}
+
+func linksBucket(ctx context.Context, c *jetstream.Client) (*jetstream.Bucket, error) {
+	return c.Bucket(ctx, "links", "Interlock decision links used", linkTTL)
+}
+
+// New returns a gateway working through c; it opens the bucket of used
+// links (a client that has provisioned creates it).
 func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error) {
 	if cfg.MaxBody == 0 {
 		cfg.MaxBody = subjects.MaxDecisionSize
@@ -70,7 +84,7 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	used, err := c.Bucket(ctx, "links", "Interlock decision links used", linkTTL)
+	used, err := linksBucket(ctx, c)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -156,6 +157,12 @@ func (w *webhook) Deliver(ctx context.Context, n *Notification) error {
 func post(client *http.Client, req *http.Request) error {
 	resp, err := client.Do(req)
 	if err != nil {
+		// Name the host only: a webhook's path or query is often its secret
+		// (a Slack webhook URL is), and this error reaches logs and dead letters.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return fmt.Errorf("%s %s: %w", ue.Op, req.URL.Host, ue.Err)
+		}
 		return err
 	}
 	defer resp.Body.Close()
