@@ -233,7 +233,7 @@ func (c *Client) streamConfigs() []jetstream.StreamConfig {
 		}
 	}
 	ns := c.ns
-	work := base(StreamWork, 0, ns.All(subjects.KindWork))
+	work := base(StreamWork, 0, ns.All(subjects.KindWork), ns.All(subjects.KindStart))
 	work.Retention = jetstream.WorkQueuePolicy
 	// Timers: schedules wait in the stream until they fire; fired timers are
 	// deleted once the coordinator acks them. Never aged out.
@@ -372,7 +372,7 @@ func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConf
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		kv, err := c.js.CreateKeyValue(ctx, cfg)
 		if errors.Is(err, jetstream.ErrBucketExists) {
-			return c.provisionBucket(ctx, cfg) // created meanwhile by another process
+			return c.js.KeyValue(ctx, cfg.Bucket) // created meanwhile by another provisioner
 		}
 		return kv, err
 	}

@@ -191,7 +191,10 @@ func (c *Client) consumer(ctx context.Context, stream string, want jetstream.Con
 		}
 		return existing, nil
 	case err == nil:
-		want.DeliverPolicy = existing.CachedInfo().Config.DeliverPolicy
+		// Keep where it starts and how many copies it has.
+		have := existing.CachedInfo().Config
+		want.DeliverPolicy = have.DeliverPolicy
+		want.Replicas = max(want.Replicas, have.Replicas)
 	}
 	cons, err := c.js.CreateOrUpdateConsumer(ctx, stream, want)
 	return cons, translate(err)

@@ -153,7 +153,11 @@ func (cl *Client) Start(ctx context.Context, agent string, input any, opts ...St
 	if _, err := subjects.DecodeWork(data); err != nil {
 		return "", err
 	}
-	m, err := workMsg(cl.c.Namespace(), w, trace.Child(call.traceParent))
+	subject, err := cl.c.Namespace().Start(w.Agent)
+	if err != nil {
+		return "", err
+	}
+	m, err := workMsg(subject, w, trace.Child(call.traceParent))
 	if err != nil {
 		return "", err
 	}

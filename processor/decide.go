@@ -309,15 +309,15 @@ func replayMsg(ns subjects.Namespace, rec *subjects.Run) (jetstream.OutMsg, erro
 			w.Decisions = append(w.Decisions, *in.Decision)
 		}
 	}
-	return workMsg(ns, w, trace.Child(rec.TraceParent))
-}
-
-// workMsg is a work item, carrying the trace context tp.
-func workMsg(ns subjects.Namespace, w subjects.Work, tp string) (jetstream.OutMsg, error) {
 	subject, err := ns.Work(w.Agent)
 	if err != nil {
 		return jetstream.OutMsg{}, err
 	}
+	return workMsg(subject, w, trace.Child(rec.TraceParent))
+}
+
+// workMsg is work item w on subject, carrying the trace context tp.
+func workMsg(subject string, w subjects.Work, tp string) (jetstream.OutMsg, error) {
 	data, err := json.Marshal(w)
 	if err != nil {
 		return jetstream.OutMsg{}, err

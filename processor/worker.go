@@ -114,14 +114,18 @@ func (w *Worker) Start(ctx context.Context) error {
 
 // consumerConfig is the durable consumer of agent's work items.
 func (w *Worker) consumerConfig(agent string) (jetstream.ConsumerConfig, error) {
-	subject, err := w.client.Namespace().Work(agent)
+	replays, err := w.client.Namespace().Work(agent)
+	if err != nil {
+		return jetstream.ConsumerConfig{}, err
+	}
+	starts, err := w.client.Namespace().Start(agent)
 	if err != nil {
 		return jetstream.ConsumerConfig{}, err
 	}
 	return jetstream.ConsumerConfig{
 		Stream:         jetstream.StreamWork,
 		Durable:        "worker_" + agent,
-		FilterSubjects: []string{subject},
+		FilterSubjects: []string{replays, starts},
 		AckWait:        w.cfg.AckWait,
 		MaxDeliver:     w.cfg.MaxDeliver,
 		Concurrency:    w.cfg.Concurrency,
@@ -162,6 +166,16 @@ func (w *Worker) handle(ctx context.Context, agent string, fn AgentFunc, m *jets
 	}
 	if work.Agent != agent {
 		return jetstream.DeadLetter(fmt.Errorf("work item for agent %q arrived on %s", work.Agent, m.Subject))
+	}
+	a, err := w.client.Namespace().Parse(m.Subject)
+	if err != nil {
+		return jetstream.DeadLetter(fmt.Errorf("work item: %w", err))
+	}
+	if a.Kind == subjects.KindStart && !work.FirstPass() {
+		// Only the coordinator publishes replays (on the work subject):
+		// whoever may start a run may not hand a body decisions.
+		return jetstream.DeadLetter(fmt.Errorf("%w: a work item on %s must be a first pass (pass 0, no decisions, no journal); "+
+			"replays come from the coordinator", subjects.ErrMalformed, m.Subject))
 	}
 	if m.Deliveries > 1 {
 		// A redelivery: the pass may have ended before its ack was lost.

@@ -76,6 +76,7 @@ func FuzzParse(f *testing.F) {
 	f.Add("interlock.timers.at.r1.e-1")
 	f.Add("interlock.timers.due.r1")
 	f.Add("interlock.reminder.a.r1")
+	f.Add("interlock.start.refunds")
 	f.Fuzz(func(t *testing.T, subject string) {
 		ns := subjects.Default()
 		a, err := ns.Parse(subject)
@@ -89,6 +90,8 @@ func FuzzParse(f *testing.F) {
 		switch a.Kind {
 		case subjects.KindWork:
 			rebuilt, err = ns.Work(a.Agent)
+		case subjects.KindStart:
+			rebuilt, err = ns.Start(a.Agent)
 		case subjects.KindSuspended:
 			rebuilt, err = ns.Suspended(a.Agent, a.Run)
 		case subjects.KindCompleted:

@@ -193,6 +193,12 @@ type Work struct {
 	Journal   Journal    `json:"journal,omitempty"`
 }
 
+// FirstPass reports whether w starts a run: pass 0, with no decisions and
+// no journal. Only such an item may arrive on the start subject.
+func (w Work) FirstPass() bool {
+	return w.Pass == 0 && len(w.Decisions) == 0 && len(w.Journal) == 0
+}
+
 // Outcome is the coordinator's verdict on one decision.
 type Outcome string
 

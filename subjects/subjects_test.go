@@ -49,6 +49,7 @@ func TestNamespaceBuildAndParse(t *testing.T) {
 		want  subjects.Address
 	}{
 		{func() (string, error) { return ns.Work("refunds") }, subjects.Address{Kind: "work", Agent: "refunds"}},
+		{func() (string, error) { return ns.Start("refunds") }, subjects.Address{Kind: "start", Agent: "refunds"}},
 		{func() (string, error) { return ns.Suspended("refunds", "r1") }, subjects.Address{Kind: "suspended", Agent: "refunds", Run: "r1"}},
 		{func() (string, error) { return ns.Completed("refunds", "r1") }, subjects.Address{Kind: "completed", Agent: "refunds", Run: "r1"}},
 		{func() (string, error) { return ns.Failed("refunds", "r1") }, subjects.Address{Kind: "failed", Agent: "refunds", Run: "r1"}},

@@ -3,6 +3,7 @@ package attack_test
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,7 +45,7 @@ func forgeByRepublish(t *testing.T, user, stream, source, approver string) {
 // re-publish its work item onto interlock.resume.run-1.ada.
 func TestAttackAgentRepublishForgesDecision(t *testing.T) {
 	t.Parallel()
-	forgeByRepublish(t, "agent", "INTERLOCK_WORK", "interlock.work.forge", "ada")
+	forgeByRepublish(t, "agent", "INTERLOCK_WORK", "interlock.start.forge", "ada")
 }
 
 // TestAttackNotifierRepublishForgesDecision: the notifier does the same
@@ -61,12 +62,69 @@ func TestAttackAgentCreatesPushConsumerOntoResume(t *testing.T) {
 	t.Parallel()
 	d := newDeployment(t)
 	a := d.attacker("agent")
-	_, err := a.js.AddConsumer("INTERLOCK_WORK", &nats.ConsumerConfig{Durable: "forge", FilterSubject: "interlock.work.forge",
+	_, err := a.js.AddConsumer("INTERLOCK_WORK", &nats.ConsumerConfig{Durable: "forge", FilterSubject: "interlock.start.forge",
 		DeliverSubject: "interlock.resume.run-1.ada", AckPolicy: nats.AckExplicitPolicy})
 	require.Error(t, err)
 	a.refused(t, "$JS.API.CONSUMER.CREATE.INTERLOCK_WORK")
 	_, err = d.attacker("admin").js.ConsumerInfo("INTERLOCK_WORK", "forge")
 	assert.ErrorIs(t, err, nats.ErrConsumerNotFound)
+}
+
+// TestAttackForgedReplayWorkItem: whoever may start runs (an agent, the
+// gateway) publishes a work item for a later pass carrying a decision
+// nobody made, so the body acts as if ada approved. Replays travel on a
+// subject only the coordinator may publish on, and a worker refuses a
+// start that is not a first pass.
+func TestAttackForgedReplayWorkItem(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	provisioner := processor.NewWorker(d.provisioner(), processor.WorkerConfig{})
+	require.NoError(t, provisioner.Register("refunds", nil))
+	require.NoError(t, provisioner.Provision(d.ctx))
+	var mu sync.Mutex
+	var decided []string
+	w := processor.NewWorker(d.client("agent"), processor.WorkerConfig{Logger: quiet})
+	require.NoError(t, w.Register("refunds", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		dec, err := processor.Interrupt(processor.WithToolCall(ctx, "refund"), processor.Request{Approvers: []string{"ada"}})
+		if err == nil {
+			mu.Lock()
+			decided = append(decided, dec.Approver)
+			mu.Unlock()
+		}
+		return "refunded", err
+	}))
+	require.NoError(t, w.Start(d.ctx))
+	t.Cleanup(w.Stop)
+	run, err := processor.NewClient(d.client("gateway")).Start(d.ctx, "refunds", map[string]any{"order": "A-1"})
+	require.NoError(t, err)
+	rec, err := processor.NewClient(d.client("auditor")).Wait(d.ctx, run, processor.Suspended)
+	require.NoError(t, err)
+
+	forged := subjects.Work{PassRef: subjects.PassRef{Version: 1, RunID: run, Agent: "refunds", Pass: 1},
+		Decisions: []subjects.Decision{{Version: 1, DecisionID: "forged", InterruptID: rec.Interrupts[0].ID,
+			Status: subjects.StatusResolved, Approver: "ada"}}}
+	data, err := json.Marshal(forged)
+	require.NoError(t, err)
+	for _, user := range []string{"agent", "gateway"} {
+		a := d.attacker(user)
+		_, err = a.js.Publish("interlock.work.refunds", data, nats.MsgId("forged-replay-"+user))
+		require.Error(t, err, "%s may not publish a replay", user)
+		a.refused(t, `Publish to "interlock.work.refunds"`)
+	}
+	// As a start, it is refused by the worker and dead-lettered.
+	_, err = d.attacker("gateway").js.Publish("interlock.start.refunds", data, nats.MsgId("forged-start"))
+	require.NoError(t, err)
+	admin := d.attacker("admin")
+	require.Eventually(t, func() bool {
+		info, err := admin.js.StreamInfo("INTERLOCK_DLQ")
+		return err == nil && info.State.Msgs == 1
+	}, 20*time.Second, 20*time.Millisecond, "the forged start is dead-lettered")
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Empty(t, decided, "no body ran with the forged decision")
+	rec, err = processor.NewClient(d.client("auditor")).Run(d.ctx, run)
+	require.NoError(t, err)
+	assert.Equal(t, subjects.RunSuspended, rec.Status)
 }
 
 // TestAttackAgentPurgesAuditTrail is found item 2: the agent purges
@@ -76,8 +134,9 @@ func TestAttackAgentPurgesAuditTrail(t *testing.T) {
 	t.Parallel()
 	d := newDeployment(t)
 	d.suspend(d.client("agent"), "run-1", "ada")
-	before := len(d.events("run-1"))
-	require.NotZero(t, before)
+	var before int
+	require.Eventually(t, func() bool { before = len(d.events("run-1")); return before > 0 },
+		10*time.Second, 10*time.Millisecond, "the suspended event is in the trail")
 
 	a := d.attacker("agent")
 	require.Error(t, a.js.PurgeStream("INTERLOCK_EVENTS"))
