@@ -35,9 +35,11 @@ func New(ctx context.Context, url string) (*Cycle, error) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c := &Cycle{}
 	// On the benchmark's open server every role provisions, so each creates
-	// its own consumers.
+	// its own consumers. The anonymous inbox prefix lets the coordinator
+	// answer the benchmark's anonymous decisions directly.
 	dial := func() (*jetstream.Client, error) {
-		nc, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url}, jetstream.Config{Prefix: "bench"})
+		nc, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url, InboxPrefix: subjects.InboxPrefix("")},
+			jetstream.Config{Prefix: "bench"})
 		if err != nil {
 			return nil, err
 		}
