@@ -281,6 +281,11 @@ func TestShippedPermissionsRunEveryRole(t *testing.T) {
 	require.NoError(t, w.Start(d.ctx))
 	t.Cleanup(w.Stop)
 	notes := startNotifier(t, d)
+	// What /readyz asks of every service's connection.
+	for _, user := range []string{"coordinator", "agent", "notifier", "gateway", "auditor"} {
+		_, err := d.client(user).MsgCount(d.ctx, jetstream.StreamRuns)
+		require.NoError(t, err, "%s is ready", user)
+	}
 
 	run, err := processor.NewClient(d.client("agent")).Start(d.ctx, "refunds", map[string]any{"order": "A-1"})
 	require.NoError(t, err)
