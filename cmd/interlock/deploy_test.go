@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"strconv"
@@ -16,8 +17,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/jetstream/jstest"
+	"github.com/interlockhq/interlock/subjects"
 )
 
 // checkArgs parses an interlock command line from a deployment file with
@@ -303,7 +306,30 @@ func TestDeploySystemdUnit(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(errOut.String(), "coordinator running") },
 		15*time.Second, 20*time.Millisecond, "serve did not come up: %s", errOut)
 	assert.NotContains(t, errOut.String(), jstest.Password("coordinator"), "no password in the logs")
-	attackAnonymousApprove(t, "nats://"+moved["127.0.0.1:4222"])
+	url := "nats://" + moved["127.0.0.1:4222"]
+	attackAnonymousApprove(t, url)
+
+	// Ada, with her own user and inbox, decides a run that waits for her.
+	agent, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: jstest.As("agent", url),
+		InboxPrefix: subjects.InboxPrefix("agent")}, jetstream.Config{})
+	require.NoError(t, err)
+	defer agent.Close()
+	susp, err := json.Marshal(subjects.Suspension{PassRef: subjects.PassRef{Version: 1, RunID: "run-2", Agent: "refunds"},
+		Interrupts: []subjects.Interrupt{{ID: "ask", Reason: "confirmation", Approvers: []string{"ada"}}}})
+	require.NoError(t, err)
+	subject, err := agent.Namespace().Suspended("refunds", "run-2")
+	require.NoError(t, err)
+	_, err = agent.Publish(ctx, subject, susp, "run-2:0", nil)
+	require.NoError(t, err)
+	var r result
+	require.Eventually(t, func() bool {
+		r = as(t, "ada", "approve", "run-2", "--approver", "ada", "--nats-url", url)
+		return r.code != exitNotFound // until the coordinator has recorded the run
+	}, 15*time.Second, 50*time.Millisecond)
+	require.Equal(t, 0, r.code, r.err)
+	assert.Contains(t, r.out, "accepted")
+	r = as(t, "ada", "approve", "run-2", "ask", "--approver", "bob", "--nats-url", url, "--timeout", "2s")
+	assert.Equal(t, exitFailure, r.code, "ada may not publish as bob: %s", r.err)
 }
 
 // TestServeRedactsNATSPassword is found item 8: serve logged the NATS URL
