@@ -458,9 +458,20 @@ func (c *Client) Publish(ctx context.Context, subject string, data []byte, msgID
 	}
 	ack, err := c.js.PublishMsg(ctx, m)
 	if err != nil {
-		return PubAck{}, fmt.Errorf("publish %s: %w", subject, translate(err))
+		return PubAck{}, fmt.Errorf("publish %s: %w", subject, c.refused(subject, err))
 	}
 	return PubAck{Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}
+
+// refused is err translated, or ErrPermission when the server refused this
+// user a publish on subject: it drops the message and says so only
+// asynchronously, so the publish itself just times out.
+func (c *Client) refused(subject string, err error) error {
+	last := c.nc.LastError()
+	if last != nil && errors.Is(last, nats.ErrPermissionViolation) && strings.Contains(last.Error(), `"`+subject+`"`) {
+		return fmt.Errorf("%w: the server refused this user a publish on %s (%s)", ErrPermission, subject, last.Error())
+	}
+	return translate(err)
 }
 
 // OutMsg is one message for PublishAll.

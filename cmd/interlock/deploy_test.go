@@ -330,6 +330,7 @@ func TestDeploySystemdUnit(t *testing.T) {
 	assert.Contains(t, r.out, "accepted")
 	r = as(t, "ada", "approve", "run-2", "ask", "--approver", "bob", "--nats-url", url, "--timeout", "2s")
 	assert.Equal(t, exitFailure, r.code, "ada may not publish as bob: %s", r.err)
+	assert.Contains(t, r.err, "permission denied")
 }
 
 // TestServeRedactsNATSPassword is found item 8: serve logged the NATS URL
