@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/url"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -73,7 +75,8 @@ type Client struct {
 	owned bool
 	runs  jetstream.KeyValue
 
-	mu sync.Mutex
+	mu          sync.Mutex
+	provisioner bool
 	// streams caches stream handles by name, for reads that would
 	// otherwise ask for the stream's info every time.
 	streams sync.Map
@@ -85,22 +88,62 @@ type DialConfig struct {
 	URL string
 	// CredsFile is a NATS credentials file (JWT and NKey seed).
 	CredsFile string
+	// User and Password authenticate with a user name and password (the
+	// per-role users of deploy/nats/auth.conf) when set.
+	User, Password string
 	// TLS, when set, is used for the connection.
 	TLS *tls.Config
 	// Name identifies the connection in server monitoring.
 	Name string
+	// InboxPrefix replaces "_INBOX" for this connection's replies (the
+	// JetStream API's and the coordinator's verdicts); with per-user
+	// permissions each user may subscribe only under its own prefix,
+	// subjects.InboxPrefix(user). Empty keeps nats.go's default.
+	InboxPrefix string
+}
+
+// Redact returns one or more comma-separated server URLs with any password
+// (or token: a user name alone is one in a NATS URL) replaced by "xxxxx",
+// for logs and error messages.
+func Redact(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		switch {
+		case err != nil && strings.Contains(p, "@"):
+			parts[i] = "(unparsable URL)"
+		case err != nil || u.User == nil:
+		case hasPassword(u.User):
+			parts[i] = u.Redacted()
+		default:
+			u.User = url.User("xxxxx")
+			parts[i] = u.String()
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func hasPassword(u *url.Userinfo) bool {
+	_, ok := u.Password()
+	return ok
 }
 
 // Dial connects to NATS and returns a Client that closes the connection on
 // Close.
 func Dial(ctx context.Context, dc DialConfig, cfg Config) (*Client, error) {
-	url := dc.URL
-	if url == "" {
-		url = nats.DefaultURL
+	addr := dc.URL
+	if addr == "" {
+		addr = nats.DefaultURL
 	}
 	opts := []nats.Option{nats.Name(dc.Name), nats.MaxReconnects(-1)}
+	if dc.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(dc.InboxPrefix))
+	}
 	if dc.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(dc.CredsFile))
+	}
+	if dc.User != "" {
+		opts = append(opts, nats.UserInfo(dc.User, dc.Password))
 	}
 	if dc.TLS != nil {
 		opts = append(opts, nats.Secure(dc.TLS))
@@ -108,9 +151,9 @@ func Dial(ctx context.Context, dc DialConfig, cfg Config) (*Client, error) {
 	if d, ok := ctx.Deadline(); ok {
 		opts = append(opts, nats.Timeout(time.Until(d)))
 	}
-	nc, err := nats.Connect(url, opts...)
+	nc, err := nats.Connect(addr, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", url, translate(err))
+		return nil, fmt.Errorf("connect to %s: %w", Redact(addr), translate(err))
 	}
 	c, err := newClient(nc, cfg)
 	if err != nil {
@@ -182,10 +225,7 @@ func (c *Client) RunsBucket() string {
 }
 
 func (c *Client) streamConfigs() []jetstream.StreamConfig {
-	storage := jetstream.FileStorage
-	if c.cfg.Storage == MemoryStorage {
-		storage = jetstream.MemoryStorage
-	}
+	storage := c.storage()
 	base := func(s Stream, maxAge time.Duration, subjects ...string) jetstream.StreamConfig {
 		return jetstream.StreamConfig{
 			Name:       c.StreamName(s),
@@ -198,20 +238,27 @@ func (c *Client) streamConfigs() []jetstream.StreamConfig {
 		}
 	}
 	ns := c.ns
-	work := base(StreamWork, 0, ns.All(subjects.KindWork))
+	work := base(StreamWork, 0, ns.All(subjects.KindWork), ns.All(subjects.KindStart))
 	work.Retention = jetstream.WorkQueuePolicy
 	// Timers: schedules wait in the stream until they fire; fired timers are
 	// deleted once the coordinator acks them. Never aged out.
 	timers := base(StreamTimers, 0, ns.All(subjects.KindTimers))
 	timers.Retention = jetstream.WorkQueuePolicy
 	timers.AllowMsgSchedules = true
+	// Decisions and the audit trail: nobody deletes or purges them, not
+	// even an admin; they leave only by their retention.
+	decisions := base(StreamDecisions, c.cfg.MaxAge, ns.All(subjects.KindResume))
+	events := base(StreamEvents, c.cfg.EventsMaxAge, ns.All(subjects.KindEvents))
+	for _, sc := range []*jetstream.StreamConfig{&decisions, &events} {
+		sc.DenyDelete, sc.DenyPurge = true, true
+	}
 	return []jetstream.StreamConfig{
 		work,
 		timers,
 		base(StreamRuns, c.cfg.MaxAge, ns.All(subjects.KindSuspended), ns.All(subjects.KindCompleted), ns.All(subjects.KindFailed),
 			ns.All(subjects.KindReminder), ns.All(subjects.KindEscalated), ns.All(subjects.KindExpired)),
-		base(StreamDecisions, c.cfg.MaxAge, ns.All(subjects.KindResume)),
-		base(StreamEvents, c.cfg.EventsMaxAge, ns.All(subjects.KindEvents)),
+		decisions,
+		events,
 		base(StreamDLQ, c.cfg.MaxAge, ns.All(subjects.KindDLQ)),
 		base(StreamAGUI, c.cfg.MaxAge, ns.All(subjects.KindAGUI)),
 	}
@@ -221,27 +268,33 @@ func (c *Client) streamConfigs() []jetstream.StreamConfig {
 // describes.
 var ErrRetention = errors.New("events retention shorter than runs retention")
 
-// Provision creates Interlock's streams and KV bucket, or updates them to the
-// client's Config. It is idempotent: every process may call it at start-up.
+// Provision creates Interlock's streams and KV buckets, or brings existing
+// ones up to the client's Config without ever lowering what is there:
+// replicas, retention and the duplicate window are raised, never reduced,
+// and whatever else an operator set is kept. The decisions and events
+// streams deny message deletes and purges (the server allows that to be
+// set, never unset). It is idempotent.
+//
+// Only the roles that provision call it: `interlock provision` and `serve`
+// (the admin and coordinator users). A client that has provisioned also
+// creates the consumers and buckets it uses; any other client binds to the
+// ones that exist and fails with ErrNotProvisioned when one is missing, so
+// agents, notifiers and gateways need no rights to change streams.
 func (c *Client) Provision(ctx context.Context) error {
 	if c.cfg.EventsMaxAge != 0 && (c.cfg.MaxAge == 0 || c.cfg.EventsMaxAge < c.cfg.MaxAge) {
 		return fmt.Errorf("%w: events kept %s, runs kept %s: audit events must outlive the runs",
 			ErrRetention, c.cfg.EventsMaxAge, orForever(c.cfg.MaxAge))
 	}
 	for _, sc := range c.streamConfigs() {
-		if _, err := c.js.CreateOrUpdateStream(ctx, sc); err != nil {
+		if err := c.provisionStream(ctx, sc); err != nil {
 			return fmt.Errorf("provision stream %s: %w", sc.Name, translate(err))
 		}
 	}
-	storage := jetstream.FileStorage
-	if c.cfg.Storage == MemoryStorage {
-		storage = jetstream.MemoryStorage
-	}
-	kv, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := c.provisionBucket(ctx, jetstream.KeyValueConfig{
 		Bucket:      c.RunsBucket(),
 		Description: "Interlock run records",
 		History:     1,
-		Storage:     storage,
+		Storage:     c.storage(),
 		Replicas:    c.cfg.Replicas,
 	})
 	if err != nil {
@@ -249,11 +302,96 @@ func (c *Client) Provision(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	c.runs = kv
+	c.provisioner = true
 	c.mu.Unlock()
 	if _, err := c.Bucket(ctx, PendingBucket, "Interlock interrupts waiting for a decision", 0); err != nil {
 		return err
 	}
 	return nil
+}
+
+// Provisioner reports whether this client has provisioned, and so creates
+// the consumers and buckets it uses instead of binding to existing ones.
+func (c *Client) Provisioner() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.provisioner
+}
+
+func (c *Client) storage() jetstream.StorageType {
+	if c.cfg.Storage == MemoryStorage {
+		return jetstream.MemoryStorage
+	}
+	return jetstream.FileStorage
+}
+
+// provisionStream creates want, or raises an existing stream to it.
+func (c *Client) provisionStream(ctx context.Context, want jetstream.StreamConfig) error {
+	for attempt := 0; ; attempt++ {
+		st, err := c.js.Stream(ctx, want.Name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			_, err = c.js.CreateStream(ctx, want)
+			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) && attempt == 0 {
+				continue // created meanwhile by another process: raise it instead
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		have := st.CachedInfo().Config
+		next := raiseStream(have, want)
+		if reflect.DeepEqual(next, have) {
+			return nil
+		}
+		_, err = c.js.UpdateStream(ctx, next)
+		return err
+	}
+}
+
+// raiseStream is have with want's subjects and features, and the larger of
+// each limit Interlock sets. Everything else of have is kept.
+func raiseStream(have, want jetstream.StreamConfig) jetstream.StreamConfig {
+	next := have
+	next.Subjects = want.Subjects
+	next.Replicas = max(have.Replicas, want.Replicas)
+	next.MaxAge = longer(have.MaxAge, want.MaxAge)
+	next.Duplicates = max(have.Duplicates, want.Duplicates)
+	next.DenyDelete = have.DenyDelete || want.DenyDelete
+	next.DenyPurge = have.DenyPurge || want.DenyPurge
+	next.AllowMsgSchedules = have.AllowMsgSchedules || want.AllowMsgSchedules
+	return next
+}
+
+// longer is the longer of two retention ages, zero meaning forever.
+func longer(a, b time.Duration) time.Duration {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	return max(a, b)
+}
+
+// provisionBucket creates the bucket, or raises an existing one's replicas
+// and TTL to cfg's; it never lowers them.
+func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	st, err := c.js.Stream(ctx, "KV_"+cfg.Bucket)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		kv, err := c.js.CreateKeyValue(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			return c.js.KeyValue(ctx, cfg.Bucket) // created meanwhile by another provisioner
+		}
+		return kv, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	have := st.CachedInfo().Config
+	cfg.Replicas = max(have.Replicas, cfg.Replicas)
+	cfg.TTL = longer(have.MaxAge, cfg.TTL)
+	if cfg.Replicas == have.Replicas && cfg.TTL == have.MaxAge {
+		return c.js.KeyValue(ctx, cfg.Bucket)
+	}
+	return c.js.UpdateKeyValue(ctx, cfg)
 }
 
 // PendingBucket names the index of interrupts waiting for a decision; the
@@ -326,9 +464,20 @@ func (c *Client) Publish(ctx context.Context, subject string, data []byte, msgID
 	}
 	ack, err := c.js.PublishMsg(ctx, m)
 	if err != nil {
-		return PubAck{}, fmt.Errorf("publish %s: %w", subject, translate(err))
+		return PubAck{}, fmt.Errorf("publish %s: %w", subject, c.refused(subject, err))
 	}
 	return PubAck{Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}
+
+// refused is err translated, or ErrPermission when the server refused this
+// user a publish on subject: it drops the message and says so only
+// asynchronously, so the publish itself just times out.
+func (c *Client) refused(subject string, err error) error {
+	last := c.nc.LastError()
+	if last != nil && errors.Is(last, nats.ErrPermissionViolation) && strings.Contains(last.Error(), `"`+subject+`"`) {
+		return fmt.Errorf("%w: the server refused this user a publish on %s (%s)", ErrPermission, subject, last.Error())
+	}
+	return translate(err)
 }
 
 // OutMsg is one message for PublishAll.

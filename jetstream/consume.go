@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -121,6 +122,23 @@ func (cc ConsumerConfig) withDefaults() ConsumerConfig {
 	return cc
 }
 
+// jetstreamConfig is the server-side consumer of cc.
+func (cc ConsumerConfig) jetstreamConfig() jetstream.ConsumerConfig {
+	jcc := jetstream.ConsumerConfig{
+		Durable:        cc.Durable,
+		FilterSubjects: cc.FilterSubjects,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        cc.AckWait,
+		MaxDeliver:     cc.MaxDeliver,
+		MaxAckPending:  cc.MaxAckPending,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	}
+	if cc.DeliverNew {
+		jcc.DeliverPolicy = jetstream.DeliverNewPolicy
+	}
+	return jcc
+}
+
 // Consumer is a running consumer loop.
 type Consumer struct {
 	cc     ConsumerConfig
@@ -154,24 +172,9 @@ func (c *Client) Consume(ctx context.Context, cc ConsumerConfig, h Handler) (*Co
 	if cc.Prefetch > 0 && cc.PartitionKey != nil {
 		return nil, fmt.Errorf("consumer %s: Prefetch and PartitionKey cannot be combined", cc.Durable)
 	}
-	jcc := jetstream.ConsumerConfig{
-		Durable:        cc.Durable,
-		FilterSubjects: cc.FilterSubjects,
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        cc.AckWait,
-		MaxDeliver:     cc.MaxDeliver,
-		MaxAckPending:  cc.MaxAckPending,
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-	}
-	if cc.DeliverNew {
-		jcc.DeliverPolicy = jetstream.DeliverNewPolicy
-		if existing, err := c.js.Consumer(ctx, c.StreamName(cc.Stream), cc.Durable); err == nil {
-			jcc.DeliverPolicy = existing.CachedInfo().Config.DeliverPolicy
-		}
-	}
-	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.StreamName(cc.Stream), jcc)
+	cons, err := c.consumer(ctx, c.StreamName(cc.Stream), cc.jetstreamConfig())
 	if err != nil {
-		return nil, fmt.Errorf("consumer %s on %s: %w", cc.Durable, cc.Stream, translate(err))
+		return nil, fmt.Errorf("consumer %s on %s: %w", cc.Durable, cc.Stream, err)
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	work, abort := context.WithCancelCause(context.Background())
@@ -218,6 +221,62 @@ func (c *Client) Consume(ctx context.Context, cc ConsumerConfig, h Handler) (*Co
 		return nil, fmt.Errorf("consume %s: %w", cc.Durable, translate(err))
 	}
 	return k, nil
+}
+
+// consumer returns the durable consumer want on stream. A client that has
+// provisioned creates it or updates it, keeping an existing consumer's
+// starting point; any other binds to the consumer as it exists, changing
+// nothing, and fails with ErrNotProvisioned when it is missing or reads
+// other subjects.
+func (c *Client) consumer(ctx context.Context, stream string, want jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	existing, err := c.js.Consumer(ctx, stream, want.Durable)
+	switch {
+	case err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound):
+		return nil, translate(err)
+	case !c.Provisioner() && err != nil:
+		return nil, fmt.Errorf("%w: consumer %s on stream %s does not exist", ErrNotProvisioned, want.Durable, stream)
+	case !c.Provisioner():
+		if have := existing.CachedInfo().Config; !sameFilter(have, want) {
+			return nil, fmt.Errorf("%w: consumer %s reads %v, this process needs %v", ErrNotProvisioned,
+				want.Durable, filters(have), filters(want))
+		}
+		return existing, nil
+	case err == nil:
+		// Keep where it starts and how many copies it has.
+		have := existing.CachedInfo().Config
+		want.DeliverPolicy = have.DeliverPolicy
+		want.Replicas = max(want.Replicas, have.Replicas)
+	}
+	cons, err := c.js.CreateOrUpdateConsumer(ctx, stream, want)
+	return cons, translate(err)
+}
+
+func filters(cc jetstream.ConsumerConfig) []string {
+	if cc.FilterSubject != "" {
+		return append([]string{cc.FilterSubject}, cc.FilterSubjects...)
+	}
+	return cc.FilterSubjects
+}
+
+func sameFilter(a, b jetstream.ConsumerConfig) bool {
+	fa, fb := slices.Sorted(slices.Values(filters(a))), slices.Sorted(slices.Values(filters(b)))
+	return slices.Equal(fa, fb)
+}
+
+// CreateConsumer creates the durable consumer cc describes, or updates it,
+// without consuming: for `interlock provision`, so that processes without
+// the right to create consumers find theirs. The client must have
+// provisioned.
+func (c *Client) CreateConsumer(ctx context.Context, cc ConsumerConfig) error {
+	if !c.Provisioner() {
+		return fmt.Errorf("%w: consumer %s: this client has not provisioned", ErrNotProvisioned, cc.Durable)
+	}
+	cc = cc.withDefaults()
+	jcc := cc.jetstreamConfig()
+	if _, err := c.consumer(ctx, c.StreamName(cc.Stream), jcc); err != nil {
+		return fmt.Errorf("consumer %s on %s: %w", cc.Durable, cc.Stream, err)
+	}
+	return nil
 }
 
 // fetchWait is how long one pull request of the bounded mode waits at the

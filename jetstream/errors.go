@@ -30,6 +30,10 @@ var (
 	// ErrHandlerTimeout is the default cause of a consumer handler's
 	// context cancelled at its Timeout.
 	ErrHandlerTimeout = errors.New("handler timed out")
+	// ErrNotProvisioned means a stream, consumer or bucket this process
+	// binds to does not exist (or is not what it needs), and it has no
+	// right to create it.
+	ErrNotProvisioned = errors.New("not provisioned (run `interlock provision` with admin credentials)")
 )
 
 // translate maps nats.go errors onto this package's sentinels, keeping the

@@ -93,32 +93,41 @@ func (c *Client) BucketName(name string) string {
 
 // Bucket is a small KV bucket: keys recorded once (deliveries made, links
 // used) or last-value indexes (a thread's latest run).
-type Bucket struct{ kv jetstream.KeyValue }
+type Bucket struct {
+	kv   jetstream.KeyValue
+	js   jetstream.JetStream
+	name string
+}
 
-// Bucket creates or updates the bucket BucketName(name); its entries expire
-// after ttl (zero: never).
+// Bucket opens the bucket BucketName(name), whose entries expire after ttl
+// (zero: never). A client that has provisioned creates it, or raises an
+// existing one to ttl and the client's replicas; any other opens it as it
+// is and fails with ErrNotProvisioned when it does not exist.
 func (c *Client) Bucket(ctx context.Context, name, description string, ttl time.Duration) (*Bucket, error) {
-	storage := jetstream.FileStorage
-	if c.cfg.Storage == MemoryStorage {
-		storage = jetstream.MemoryStorage
+	if !c.Provisioner() {
+		return c.OpenBucket(ctx, name)
 	}
-	kv, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := c.provisionBucket(ctx, jetstream.KeyValueConfig{
 		Bucket: c.BucketName(name), Description: description,
-		History: 1, TTL: ttl, Storage: storage, Replicas: c.cfg.Replicas,
+		History: 1, TTL: ttl, Storage: c.storage(), Replicas: c.cfg.Replicas,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("provision bucket %s: %w", c.BucketName(name), translate(err))
 	}
-	return &Bucket{kv: kv}, nil
+	return &Bucket{kv: kv, js: c.js, name: c.BucketName(name)}, nil
 }
 
-// OpenBucket opens an existing bucket BucketName(name).
+// OpenBucket opens an existing bucket BucketName(name); it fails with
+// ErrNotProvisioned when there is none.
 func (c *Client) OpenBucket(ctx context.Context, name string) (*Bucket, error) {
 	kv, err := c.js.KeyValue(ctx, c.BucketName(name))
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("%w: bucket %s does not exist", ErrNotProvisioned, c.BucketName(name))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open bucket %s: %w", c.BucketName(name), translate(err))
 	}
-	return &Bucket{kv: kv}, nil
+	return &Bucket{kv: kv, js: c.js, name: c.BucketName(name)}, nil
 }
 
 // Has reports whether key was marked.
@@ -185,18 +194,24 @@ func (m *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
 	return e.Value(), nil
 }
 
-// Values returns every value in the bucket.
+// Values returns every value in the bucket. It lists the keys from the
+// bucket's stream state rather than with a consumer, so a user that may
+// only read (no right to create consumers) can call it.
 func (m *Bucket) Values(ctx context.Context) ([][]byte, error) {
-	lister, err := m.kv.ListKeys(ctx)
+	st, err := m.js.Stream(ctx, "KV_"+m.name)
 	if err != nil {
 		return nil, translate(err)
 	}
-	defer func() { _ = lister.Stop() }()
+	prefix := "$KV." + m.name + "."
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
+	if err != nil {
+		return nil, translate(err)
+	}
 	var out [][]byte
-	for k := range lister.Keys() {
-		e, err := m.kv.Get(ctx, k)
+	for subject := range info.State.Subjects {
+		e, err := m.kv.Get(ctx, strings.TrimPrefix(subject, prefix))
 		if err = translate(err); isNotFound(err) {
-			continue // deleted meanwhile
+			continue // deleted
 		} else if err != nil {
 			return nil, err
 		}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -212,7 +213,11 @@ func (cl *Client) Start(ctx context.Context, agent string, input any, opts ...St
 	if _, err := subjects.DecodeWork(data); err != nil {
 		return "", err
 	}
-	m, err := workMsg(cl.c.Namespace(), w, trace.Child(call.traceParent))
+	subject, err := cl.c.Namespace().Start(w.Agent)
+	if err != nil {
+		return "", err
+	}
+	m, err := workMsg(subject, w, trace.Child(call.traceParent))
 	if err != nil {
 		return "", err
 	}
@@ -287,17 +292,17 @@ func (cl *Client) Decide(ctx context.Context, req DecisionRequest) (subjects.Ver
 	if _, err := subjects.DecodeDecision(data); err != nil {
 		return subjects.Verdict{}, err
 	}
-	inbox, verdicts, err := cl.replies.await(cl.c, d.DecisionID)
-	if err != nil {
-		return subjects.Verdict{}, err
-	}
-	defer cl.replies.forget(d.DecisionID)
 	via := req.Via
 	if via == "" {
 		via = "sdk"
 	}
-	ack, err := cl.c.Publish(ctx, subject, data, subjects.DecisionMsgID(req.Approver, d.DecisionID), jetstream.Header{jetstream.HeaderReplyTo: {inbox},
-		jetstream.HeaderVia: {via}})
+	h := jetstream.Header{jetstream.HeaderVia: {via}}
+	verdicts, stop, err := cl.awaitVerdict(req.RunID, req.Approver, d.DecisionID, h)
+	if err != nil {
+		return subjects.Verdict{}, err
+	}
+	defer stop()
+	ack, err := cl.c.Publish(ctx, subject, data, subjects.DecisionMsgID(req.Approver, d.DecisionID), h)
 	if err != nil {
 		return subjects.Verdict{}, err
 	}
@@ -313,6 +318,41 @@ func (cl *Client) Decide(ctx context.Context, req DecisionRequest) (subjects.Ver
 		return subjects.Verdict{}, fmt.Errorf("decision %s is stored; no verdict yet (is a coordinator running?): %w",
 			d.DecisionID, ctx.Err())
 	}
+}
+
+// awaitVerdict arranges for the verdict of decision id, published as
+// approver, to arrive on the returned channel until stop. The coordinator
+// replies only under the approver's own inbox prefix: a client connected
+// with that prefix names a reply subject in h; any other (the gateway,
+// deciding for its users) watches the run's verdict events instead.
+func (cl *Client) awaitVerdict(run, approver, id string, h jetstream.Header) (<-chan subjects.Verdict, func(), error) {
+	if strings.HasPrefix(cl.c.NewInbox(), subjects.InboxPrefix(approver)+".") {
+		inbox, ch, err := cl.replies.await(cl.c, id)
+		if err != nil {
+			return nil, nil, err
+		}
+		h[jetstream.HeaderReplyTo] = []string{inbox}
+		return ch, func() { cl.replies.forget(id) }, nil
+	}
+	filter, err := cl.c.Namespace().RunEvents(run)
+	if err != nil {
+		return nil, nil, err
+	}
+	ch := make(chan subjects.Verdict, 1)
+	sub, err := cl.c.Subscribe(filter, func(_ string, data []byte) {
+		var ev subjects.Event
+		if json.Unmarshal(data, &ev) != nil || ev.Verdict == nil || ev.Verdict.DecisionID != id || ev.Verdict.Approver != approver {
+			return
+		}
+		select {
+		case ch <- *ev.Verdict:
+		default:
+		}
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return ch, sub.Unsubscribe, nil
 }
 
 func verdictErr(v subjects.Verdict) error {

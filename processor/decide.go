@@ -61,6 +61,7 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Msg) err
 		return co.verdict(ctx, o, subjects.Decision{}, subjects.NoRun,
 			reject(subjects.CodeInvalidSubject, "%v", err), false)
 	}
+	o.approver = addr.Approver
 	d, err := subjects.DecodeDecision(m.Data)
 	if err != nil {
 		return co.verdict(ctx, o, d, addr.Run, reject(subjects.CodeOf(err), "%v", err), false)
@@ -68,7 +69,6 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Msg) err
 	// The identity is the subject's approver token, which NATS permissions
 	// bind to the publishing user; the body cannot claim another.
 	identity := addr.Approver
-	o.approver = identity
 	if identity != "" && d.Approver != "" && d.Approver != identity {
 		return co.verdict(ctx, o, d, addr.Run, reject(subjects.CodeNotAllowed,
 			"published as %s but the body names approver %s", identity, d.Approver), false)
@@ -279,8 +279,7 @@ func (co *Coordinator) accepted(ctx context.Context, o origin, rec *subjects.Run
 	if co.crash("decision-after-work") {
 		return errAbandoned
 	}
-	co.reply(o, v)
-	return nil
+	return co.reply(ctx, o, v)
 }
 
 // completesPass reports whether st's decision was the last one its pass
@@ -314,20 +313,20 @@ func replayMsg(ns subjects.Namespace, rec *subjects.Run) (jetstream.OutMsg, erro
 			w.Decisions = append(w.Decisions, *in.Decision)
 		}
 	}
-	return workMsg(ns, w, trace.Child(rec.TraceParent))
-}
-
-// workMsg is a work item, carrying the trace context tp.
-func workMsg(ns subjects.Namespace, w subjects.Work, tp string) (jetstream.OutMsg, error) {
 	subject, err := ns.Work(w.Agent)
 	if err != nil {
 		return jetstream.OutMsg{}, err
 	}
+	return workMsg(subject, w, trace.Child(rec.TraceParent))
+}
+
+// workMsg is work item w on subject, carrying the trace context tp.
+func workMsg(subject string, w subjects.Work, tp string) (jetstream.OutMsg, error) {
 	data, err := json.Marshal(w)
 	if err != nil {
 		return jetstream.OutMsg{}, err
 	}
-	return jetstream.OutMsg{Subject: subject, Data: data, MsgID: w.RunID + ":" + strconv.Itoa(w.Pass) + ":work",
+	return jetstream.OutMsg{Subject: subject, Data: data, MsgID: workMsgID(w.RunID, w.Pass),
 		Header: jetstream.Header{trace.Header: {tp}}}, nil
 }
 
@@ -356,8 +355,7 @@ func (co *Coordinator) publishVerdict(ctx context.Context, o origin, agent strin
 	if err := co.client.PublishAll(ctx, m); err != nil {
 		return err
 	}
-	co.reply(o, v)
-	return nil
+	return co.reply(ctx, o, v)
 }
 
 // verdictMsg is the decision_* event of verdict v (filled in with who and
@@ -374,12 +372,31 @@ func (co *Coordinator) verdictMsg(o origin, agent string, pass int, v *subjects.
 		Code: v.Code, Detail: v.Detail, Subject: o.subject}, o.key)
 }
 
-// reply sends the verdict to the sender's reply subject, if it named one.
-func (co *Coordinator) reply(o origin, v subjects.Verdict) {
-	if o.replyTo != "" {
-		data, _ := json.Marshal(v)
-		if err := co.client.Notify(o.replyTo, data); err != nil {
-			co.cfg.Logger.Debug("verdict reply failed", "reply_to", o.replyTo, "error", err)
-		}
+// reply sends the verdict to the sender's reply subject, if it named one
+// under the sender's own inbox prefix. Any other subject (another user's
+// inbox, a KV key, a stream's subject) is ignored and audited: the
+// coordinator never publishes where a sender points it with its own rights.
+func (co *Coordinator) reply(ctx context.Context, o origin, v subjects.Verdict) error {
+	if o.replyTo == "" {
+		return nil
 	}
+	if !subjects.ReplyAllowed(o.approver, o.replyTo) {
+		co.cfg.Logger.Warn("verdict reply refused", "run", v.RunID, "decision", v.DecisionID, "approver", o.approver,
+			"reply_to", truncate(o.replyTo, 256))
+		return co.event(ctx, subjects.Event{Type: subjects.EventReplyRefused, RunID: v.RunID, Code: subjects.CodeReplyRefused,
+			Subject: o.subject, Detail: fmt.Sprintf("Interlock-Reply-To %q is not under %s., the inbox of %s; no verdict was sent there",
+				truncate(o.replyTo, 256), subjects.InboxPrefix(o.approver), orAnonymous(o.approver))}, o.key+":reply")
+	}
+	data, _ := json.Marshal(v)
+	if err := co.client.Notify(o.replyTo, data); err != nil {
+		co.cfg.Logger.Debug("verdict reply failed", "reply_to", o.replyTo, "error", err)
+	}
+	return nil
+}
+
+func orAnonymous(identity string) string {
+	if identity == "" {
+		return "anonymous decisions"
+	}
+	return identity
 }

@@ -19,7 +19,13 @@ import (
 // with a reply header, and returns the coordinator's verdict.
 func (h *harness) rawVerdict(subject string, data []byte, msgID string) subjects.Verdict {
 	h.t.Helper()
-	inbox := h.admin.NewInbox()
+	// The coordinator answers only in the inbox of the identity the subject
+	// names (subjects.InboxPrefix).
+	var approver string
+	if a, err := h.admin.Namespace().Parse(subject); err == nil {
+		approver = a.Approver
+	}
+	inbox := h.inbox(approver)
 	got := make(chan subjects.Verdict, 1)
 	sub, err := h.admin.Subscribe(inbox, func(_ string, b []byte) {
 		var v subjects.Verdict
@@ -37,6 +43,11 @@ func (h *harness) rawVerdict(subject string, data []byte, msgID string) subjects
 		h.t.Fatal("no verdict")
 		return subjects.Verdict{}
 	}
+}
+
+// inbox is a fresh reply subject in identity's inbox ("" for anonymous).
+func (h *harness) inbox(identity string) string {
+	return subjects.InboxPrefix(identity) + "." + strings.TrimPrefix(h.admin.NewInbox(), "_INBOX.")
 }
 
 func (h *harness) resumeSubject(run string) string {
@@ -262,7 +273,7 @@ func TestDecisionBeforeSuspensionRecorded(t *testing.T) {
 		return err == nil
 	}, 10*time.Second, 10*time.Millisecond)
 	data, _ := json.Marshal(subjects.Decision{Version: 1, DecisionID: "early", InterruptID: id, Status: subjects.StatusResolved})
-	inbox := h.admin.NewInbox()
+	inbox := h.inbox("")
 	got := make(chan subjects.Verdict, 1)
 	sub, err := h.admin.Subscribe(inbox, func(_ string, b []byte) {
 		var v subjects.Verdict

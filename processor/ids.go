@@ -27,6 +27,10 @@ func stepKey(toolCallID, name string, ordinal int) string {
 	return toolCallID + "/" + name + "#" + strconv.Itoa(ordinal)
 }
 
+// workMsgID is the Nats-Msg-Id of pass's work item: one per pass, so a
+// work item published twice is stored once.
+func workMsgID(run string, pass int) string { return run + ":" + strconv.Itoa(pass) + ":work" }
+
 // outcomeMsgID is the Nats-Msg-Id of a pass's outcome: one per pass,
 // whatever its kind.
 func outcomeMsgID(run string, pass int) string {

@@ -28,6 +28,11 @@ func runHelper(role string) int {
 	if err != nil {
 		return 3
 	}
+	// On the test's open server every process provisions, as serve does,
+	// and so creates its own consumers.
+	if c.Provision(ctx) != nil {
+		return 3
+	}
 	journal := os.Getenv("INTERLOCK_TEST_JOURNAL")
 	note := func(s string) {
 		f, err := os.OpenFile(journal, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)

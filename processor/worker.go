@@ -138,28 +138,60 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for name, a := range w.agents {
-		subject, err := w.client.Namespace().Work(name)
+		cc, err := w.consumerConfig(name, a)
 		if err != nil {
 			return err
 		}
-		cons, err := w.client.Consume(ctx, jetstream.ConsumerConfig{
-			Stream:         jetstream.StreamWork,
-			Durable:        "worker_" + name,
-			FilterSubjects: []string{subject},
-			AckWait:        w.cfg.AckWait,
-			MaxDeliver:     w.cfg.MaxDeliver,
-			Concurrency:    w.cfg.Concurrency,
-			// At most one item beyond those running is held (or asked for).
-			Prefetch:     1,
-			Timeout:      a.timeout,
-			TimeoutCause: ErrPassTimeout,
-			Logger:       w.cfg.Logger,
-		}, func(ctx context.Context, m *jetstream.Msg) error { return w.handle(ctx, name, a, m) })
+		cons, err := w.client.Consume(ctx, cc, func(ctx context.Context, m *jetstream.Msg) error { return w.handle(ctx, name, a, m) })
 		if err != nil {
 			w.running.Stop()
 			return err
 		}
 		w.running.Add(cons)
+	}
+	return nil
+}
+
+// consumerConfig is the durable consumer of agent's work items.
+func (w *Worker) consumerConfig(agent string, a registered) (jetstream.ConsumerConfig, error) {
+	replays, err := w.client.Namespace().Work(agent)
+	if err != nil {
+		return jetstream.ConsumerConfig{}, err
+	}
+	starts, err := w.client.Namespace().Start(agent)
+	if err != nil {
+		return jetstream.ConsumerConfig{}, err
+	}
+	return jetstream.ConsumerConfig{
+		Stream:         jetstream.StreamWork,
+		Durable:        "worker_" + agent,
+		FilterSubjects: []string{replays, starts},
+		AckWait:        w.cfg.AckWait,
+		MaxDeliver:     w.cfg.MaxDeliver,
+		Concurrency:    w.cfg.Concurrency,
+		// At most one item beyond those running is held (or asked for).
+		Prefetch:     1,
+		Timeout:      a.timeout,
+		TimeoutCause: ErrPassTimeout,
+		Logger:       w.cfg.Logger,
+	}, nil
+}
+
+// Provision creates the durable consumers of the registered agents (their
+// bodies are not called) through a client that has provisioned: this is
+// `interlock provision --agent NAME`. Workers whose NATS user may not
+// create consumers then bind to these at Start.
+func (w *Worker) Provision(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for name, a := range w.agents {
+		cc, err := w.consumerConfig(name, a)
+		if err != nil {
+			return err
+		}
+		if err := w.client.CreateConsumer(ctx, cc); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -190,6 +222,16 @@ func (w *Worker) handle(ctx context.Context, agent string, a registered, m *jets
 	}
 	if work.Agent != agent {
 		return jetstream.DeadLetter(fmt.Errorf("work item for agent %q arrived on %s", work.Agent, m.Subject))
+	}
+	addr, err := w.client.Namespace().Parse(m.Subject)
+	if err != nil {
+		return jetstream.DeadLetter(fmt.Errorf("work item: %w", err))
+	}
+	if addr.Kind == subjects.KindStart && !work.FirstPass() {
+		// Only the coordinator publishes replays (on the work subject):
+		// whoever may start a run may not hand a body decisions.
+		return jetstream.DeadLetter(fmt.Errorf("%w: a work item on %s must be a first pass (pass 0, no decisions, no journal); "+
+			"replays come from the coordinator", subjects.ErrMalformed, m.Subject))
 	}
 	// On every delivery, not only on redeliveries: a server that restarts
 	// can hand out again, as a first delivery, an item whose outcome it

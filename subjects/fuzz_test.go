@@ -3,6 +3,7 @@ package subjects_test
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/interlockhq/interlock/subjects"
@@ -75,6 +76,7 @@ func FuzzParse(f *testing.F) {
 	f.Add("interlock.timers.at.r1.e-1")
 	f.Add("interlock.timers.due.r1")
 	f.Add("interlock.reminder.a.r1")
+	f.Add("interlock.start.refunds")
 	f.Fuzz(func(t *testing.T, subject string) {
 		ns := subjects.Default()
 		a, err := ns.Parse(subject)
@@ -88,6 +90,8 @@ func FuzzParse(f *testing.F) {
 		switch a.Kind {
 		case subjects.KindWork:
 			rebuilt, err = ns.Work(a.Agent)
+		case subjects.KindStart:
+			rebuilt, err = ns.Start(a.Agent)
 		case subjects.KindSuspended:
 			rebuilt, err = ns.Suspended(a.Agent, a.Run)
 		case subjects.KindCompleted:
@@ -131,6 +135,29 @@ func FuzzValidateToken(f *testing.F) {
 		}
 		if a, err := subjects.Default().Parse("interlock.resume." + s); err != nil || a.Run != s {
 			t.Fatalf("valid token %q does not round-trip: %+v %v", s, a, err)
+		}
+	})
+}
+
+// An Interlock-Reply-To header is accepted only as a literal subject under
+// the identity's own inbox prefix.
+func FuzzReplyAllowed(f *testing.F) {
+	f.Add("ada", "_INBOX.ada.x")
+	f.Add("", "_INBOX.anonymous.x.y")
+	f.Add("ada", "$KV.interlock_runs.run-2")
+	f.Add("ada", "_INBOX.ada.>")
+	f.Fuzz(func(t *testing.T, identity, reply string) {
+		if !subjects.ReplyAllowed(identity, reply) {
+			return
+		}
+		rest, ok := strings.CutPrefix(reply, subjects.InboxPrefix(identity)+".")
+		if !ok {
+			t.Fatalf("%q allowed for %q outside %s", reply, identity, subjects.InboxPrefix(identity))
+		}
+		for _, tok := range strings.Split(rest, ".") {
+			if tok == "" || tok == "*" || tok == ">" || strings.ContainsAny(tok, " \t\r\n") {
+				t.Fatalf("%q allowed with token %q", reply, tok)
+			}
 		}
 	})
 }

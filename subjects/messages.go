@@ -209,6 +209,12 @@ type Work struct {
 	Journal   Journal    `json:"journal,omitempty"`
 }
 
+// FirstPass reports whether w starts a run: pass 0, with no decisions and
+// no journal. Only such an item may arrive on the start subject.
+func (w Work) FirstPass() bool {
+	return w.Pass == 0 && len(w.Decisions) == 0 && len(w.Journal) == 0
+}
+
 // Outcome is the coordinator's verdict on one decision.
 type Outcome string
 
@@ -242,6 +248,9 @@ const (
 	// CodeSchemaBudget: checking a payload against responseSchema took
 	// longer than the validation budget.
 	CodeSchemaBudget Code = "schema_budget"
+	// CodeReplyRefused: a decision's Interlock-Reply-To named a subject
+	// outside the sender's own inbox; no verdict was sent there.
+	CodeReplyRefused Code = "reply_refused"
 )
 
 // Codes of access_refused events: requests the gateway refused before they
@@ -302,6 +311,9 @@ const (
 	// refused link, a read not allowed, a cross-origin or rate-limited
 	// request); Code says which.
 	EventAccessRefused EventType = "access_refused"
+	// EventReplyRefused: a verdict was not sent where a decision asked,
+	// because the subject is not under the sender's inbox prefix.
+	EventReplyRefused EventType = "reply_refused"
 )
 
 // Event is published by the coordinator on <prefix>.events.<run>.<type> for

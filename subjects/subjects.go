@@ -11,7 +11,11 @@ const DefaultPrefix = "interlock"
 
 // Subject kinds: the second token of every Interlock subject.
 const (
-	KindWork      = "work"
+	KindWork = "work"
+	// KindStart carries the first pass of a run, published by whoever
+	// starts it; KindWork carries replays, published only by the
+	// coordinator, so only it can hand a body decisions.
+	KindStart     = "start"
 	KindSuspended = "suspended"
 	KindCompleted = "completed"
 	KindFailed    = "failed"
@@ -55,12 +59,22 @@ func Default() Namespace { return Namespace{prefix: DefaultPrefix, tokens: 1} }
 // Prefix returns the namespace's prefix.
 func (n Namespace) Prefix() string { return n.prefix }
 
-// Work is the subject of work items (first passes and replays) for agent.
+// Work is the subject of agent's replays: work items carrying decisions,
+// published only by the coordinator.
 func (n Namespace) Work(agent string) (string, error) {
 	if err := ValidateToken("agent", agent); err != nil {
 		return "", err
 	}
 	return n.join(KindWork, agent), nil
+}
+
+// Start is the subject of agent's first passes: the work item that starts
+// a run, published by whoever starts it. It carries no decisions.
+func (n Namespace) Start(agent string) (string, error) {
+	if err := ValidateToken("agent", agent); err != nil {
+		return "", err
+	}
+	return n.join(KindStart, agent), nil
 }
 
 // Suspended is the subject of run's suspension events.
@@ -250,7 +264,7 @@ func (n Namespace) Parse(subject string) (Address, error) {
 	}
 	t := strings.Split(rest, ".")
 	want := map[string]int{
-		KindWork: 2, KindSuspended: 3, KindCompleted: 3, KindFailed: 3,
+		KindWork: 2, KindStart: 2, KindSuspended: 3, KindCompleted: 3, KindFailed: 3,
 		KindResume: 2, KindEvents: 3, KindDLQ: 2,
 		KindReminder: 3, KindEscalated: 3, KindExpired: 3,
 	}
@@ -275,7 +289,7 @@ func (n Namespace) Parse(subject string) (Address, error) {
 	a := Address{Kind: t[0]}
 	var err error
 	switch t[0] {
-	case KindWork:
+	case KindWork, KindStart:
 		a.Agent, err = t[1], ValidateToken("agent", t[1])
 	case KindSuspended, KindCompleted, KindFailed, KindReminder, KindEscalated, KindExpired:
 		a.Agent, a.Run = t[1], t[2]

@@ -49,6 +49,7 @@ func TestNamespaceBuildAndParse(t *testing.T) {
 		want  subjects.Address
 	}{
 		{func() (string, error) { return ns.Work("refunds") }, subjects.Address{Kind: "work", Agent: "refunds"}},
+		{func() (string, error) { return ns.Start("refunds") }, subjects.Address{Kind: "start", Agent: "refunds"}},
 		{func() (string, error) { return ns.Suspended("refunds", "r1") }, subjects.Address{Kind: "suspended", Agent: "refunds", Run: "r1"}},
 		{func() (string, error) { return ns.Completed("refunds", "r1") }, subjects.Address{Kind: "completed", Agent: "refunds", Run: "r1"}},
 		{func() (string, error) { return ns.Failed("refunds", "r1") }, subjects.Address{Kind: "failed", Agent: "refunds", Run: "r1"}},
@@ -164,6 +165,32 @@ func TestStandardLibraryOnly(t *testing.T) {
 			path := strings.Trim(imp.Path.Value, `"`)
 			first := strings.Split(path, "/")[0]
 			assert.NotContains(t, first, ".", "%s imports %s", f, path)
+		}
+	}
+}
+
+func TestReplyAllowed(t *testing.T) {
+	for _, c := range []struct {
+		identity, reply string
+		ok              bool
+	}{
+		{"ada", "_INBOX.ada.abc.def", true},
+		{"ada", "_INBOX.ada.abc", true},
+		{"", "_INBOX.anonymous.x", true},
+		{"ada", "_INBOX.bob.abc", false},
+		{"ada", "_INBOX.ada", false},
+		{"ada", "_INBOX.ada.", false},
+		{"ada", "_INBOX.ada.>", false},
+		{"ada", "_INBOX.ada.*.x", false},
+		{"ada", "_INBOX.ada..x", false},
+		{"ada", "_INBOX.adam.x", false},
+		{"ada", "$KV.interlock_runs.run-2", false},
+		{"ada", "_INBOX.abc", false},
+		{"", "_INBOX.ada.x", false},
+		{"ada", "_INBOX.ada.a b", false},
+	} {
+		if got := subjects.ReplyAllowed(c.identity, c.reply); got != c.ok {
+			t.Errorf("ReplyAllowed(%q, %q) = %v, want %v", c.identity, c.reply, got, c.ok)
 		}
 	}
 }

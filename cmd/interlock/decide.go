@@ -29,6 +29,11 @@ a duplicate of an accepted one), 3 when it was rejected, with the reason.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if g.inboxPrefix(g.natsURL) == "" {
+				// No user to take it from: the inbox the coordinator answers
+				// decisions published as this approver in.
+				g.inbox = subjects.InboxPrefix(approver)
+			}
 			api, closeAPI, err := g.api(ctx)
 			if err != nil {
 				return err

@@ -3,14 +3,24 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"encoding/json"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/jetstream/embedded"
+	"github.com/interlockhq/interlock/jetstream/jstest"
+	"github.com/interlockhq/interlock/subjects"
 )
 
 // checkArgs parses an interlock command line from a deployment file with
@@ -39,6 +49,10 @@ func TestCheckArgsCatchesMistakes(t *testing.T) {
 	}
 }
 
+// roleOf is the NATS user each Interlock service of the shipped deployment
+// files connects as.
+var roleOf = map[string]string{"provision": "admin", "coordinator": "coordinator", "notifier": "notifier", "gateway": "gateway"}
+
 func TestDeployComposeFile(t *testing.T) {
 	data, err := os.ReadFile("../../deploy/compose/compose.yaml")
 	require.NoError(t, err)
@@ -46,22 +60,75 @@ func TestDeployComposeFile(t *testing.T) {
 		Services map[string]struct {
 			Image       string   `yaml:"image"`
 			Command     []string `yaml:"command"`
+			Volumes     []string `yaml:"volumes"`
+			Environment any      `yaml:"environment"`
+			DependsOn   any      `yaml:"depends_on"`
 			Healthcheck *struct {
 				Test []string `yaml:"test"`
 			} `yaml:"healthcheck"`
 		} `yaml:"services"`
 	}
 	require.NoError(t, yaml.Unmarshal(data, &doc))
-	for _, name := range []string{"n1", "n2", "n3", "coordinator", "notifier", "gateway"} {
+	for _, name := range []string{"n1", "n2", "n3", "provision", "coordinator", "notifier", "gateway"} {
 		require.Contains(t, doc.Services, name)
 	}
 	for name, s := range doc.Services {
 		if s.Image == "interlock:latest" {
 			checkArgs(t, "compose "+name, s.Command)
+			// Each service as its own user, never anonymous.
+			env, ok := s.Environment.(map[string]any)
+			require.True(t, ok, "compose %s: environment", name)
+			role := roleOf[name]
+			require.NotEmpty(t, role, "compose %s: a role", name)
+			assert.Equal(t, role, env["NATS_USER"], "compose %s", name)
+			assert.Contains(t, env["NATS_PASSWORD"], "${INTERLOCK_"+strings.ToUpper(role)+"_PASSWORD", "compose %s", name)
+			if name != "provision" {
+				assert.Equal(t, map[string]any{"provision": map[string]any{"condition": "service_completed_successfully"}},
+					s.DependsOn, "compose %s starts after provisioning", name)
+			}
+			continue
 		}
+		// The NATS servers load compose.conf, which includes auth.conf.
+		assert.Equal(t, []string{"-c", "/etc/nats/compose.conf"}, s.Command[:2], "compose %s", name)
+		assert.Contains(t, s.Volumes, "../nats:/etc/nats:ro", "compose %s", name)
 	}
 	assert.Contains(t, strings.Join(doc.Services["coordinator"].Healthcheck.Test, " "), "/readyz")
 	assert.Contains(t, strings.Join(doc.Services["coordinator"].Command, " "), "--replicas 3")
+	assert.Contains(t, strings.Join(doc.Services["provision"].Command, " "), "--replicas 3")
+}
+
+// as runs the CLI as NATS user (empty: anonymous).
+func as(t *testing.T, user string, args ...string) result {
+	t.Helper()
+	t.Setenv("NATS_USER", user)
+	t.Setenv("NATS_PASSWORD", jstest.Password(user))
+	return cli(t, args...)
+}
+
+// attackAnonymousApprove is found item 7: anyone who reaches NATS approves
+// as ada. Against the shipped configuration the connection is refused; ada
+// herself gets through (to a run that does not exist).
+func attackAnonymousApprove(t *testing.T, url string) {
+	t.Helper()
+	r := as(t, "", "approve", "run-1", "ask", "--approver", "ada", "--nats-url", url)
+	require.Equal(t, exitFailure, r.code, "anonymous: %s %s", r.out, r.err)
+	assert.Contains(t, strings.ToLower(r.err), "authorization violation")
+	r = as(t, "ada", "approve", "run-1", "--approver", "ada", "--nats-url", url)
+	assert.Equal(t, exitNotFound, r.code, "ada: %s", r.err)
+}
+
+// TestAttackAnonymousApproveCompose starts a NATS server from the compose
+// file's configuration (on loopback, a free port and a temporary
+// directory) and attacks it.
+func TestAttackAnonymousApproveCompose(t *testing.T) {
+	jstest.SetPasswords(t)
+	srv, err := embedded.Start(embedded.Config{ConfigFile: "../../deploy/nats/compose.conf", Host: "127.0.0.1", Port: -1,
+		DataDir: t.TempDir(), Sync: embedded.SyncInterval})
+	require.NoError(t, err)
+	defer srv.Shutdown()
+	r := as(t, "admin", "provision", "--nats-url", srv.URL())
+	require.Equal(t, 0, r.code, r.err)
+	attackAnonymousApprove(t, srv.URL())
 }
 
 func TestDeployKubernetesManifests(t *testing.T) {
@@ -77,7 +144,15 @@ func TestDeployKubernetesManifests(t *testing.T) {
 				Template struct {
 					Spec struct {
 						Containers []struct {
-							Args          []string `yaml:"args"`
+							Name string   `yaml:"name"`
+							Args []string `yaml:"args"`
+							Env  []struct {
+								Name      string `yaml:"name"`
+								Value     string `yaml:"value"`
+								ValueFrom *struct {
+									SecretKeyRef struct{ Name, Key string } `yaml:"secretKeyRef"`
+								} `yaml:"valueFrom"`
+							} `yaml:"env"`
 							LivenessProbe *struct {
 								HTTPGet struct{ Path string } `yaml:"httpGet"`
 							} `yaml:"livenessProbe"`
@@ -97,34 +172,185 @@ func TestDeployKubernetesManifests(t *testing.T) {
 		kinds[doc.Kind]++
 		for _, c := range doc.Spec.Template.Spec.Containers {
 			checkArgs(t, "kubernetes", c.Args)
-			require.NotNil(t, c.LivenessProbe, "every Interlock container has probes")
+			// Each container as its own user, its password from the Secret.
+			role := roleOf[c.Name]
+			require.NotEmpty(t, role, "kubernetes %s: a role", c.Name)
+			env := map[string]string{}
+			for _, e := range c.Env {
+				env[e.Name] = e.Value
+				if e.ValueFrom != nil {
+					env[e.Name] = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+				}
+			}
+			assert.Equal(t, map[string]string{"NATS_USER": role, "NATS_PASSWORD": "interlock-nats/" + role}, env, c.Name)
+			if doc.Kind != "Deployment" {
+				continue
+			}
+			require.NotNil(t, c.LivenessProbe, "every Interlock service has probes")
 			require.NotNil(t, c.ReadinessProbe)
 			assert.Equal(t, "/healthz", c.LivenessProbe.HTTPGet.Path)
 		}
 	}
 	assert.Equal(t, 3, kinds["Deployment"], "coordinator, notifier, gateway")
-	values, err := os.ReadFile("../../deploy/kubernetes/nats-values.yaml")
-	require.NoError(t, err)
-	var v map[string]any
-	require.NoError(t, yaml.Unmarshal(values, &v))
-	assert.Contains(t, v, "config")
+	assert.Equal(t, 1, kinds["Job"], "provision")
 }
 
+// TestDeployKubernetesNATSUsers: the Helm values give NATS exactly the users
+// and permissions of deploy/nats/auth.conf, each password from the Secret.
+func TestDeployKubernetesNATSUsers(t *testing.T) {
+	jstest.SetPasswords(t)
+	opts, err := server.ProcessConfigFile("../../deploy/nats/auth.conf")
+	require.NoError(t, err)
+	type rules struct {
+		Allow []string `yaml:"allow"`
+		Deny  []string `yaml:"deny"`
+	}
+	type perms struct {
+		Publish   rules `yaml:"publish"`
+		Subscribe rules `yaml:"subscribe"`
+	}
+	want := map[string]perms{}
+	for _, u := range opts.Users {
+		var p perms
+		if u.Permissions != nil {
+			if u.Permissions.Publish != nil {
+				p.Publish = rules{u.Permissions.Publish.Allow, u.Permissions.Publish.Deny}
+			}
+			if u.Permissions.Subscribe != nil {
+				p.Subscribe = rules{u.Permissions.Subscribe.Allow, u.Permissions.Subscribe.Deny}
+			}
+		}
+		want[u.Username] = p
+	}
+	require.Len(t, want, 8)
+
+	data, err := os.ReadFile("../../deploy/kubernetes/nats-values.yaml")
+	require.NoError(t, err)
+	type secretRef struct {
+		ValueFrom struct {
+			SecretKeyRef struct{ Name, Key string } `yaml:"secretKeyRef"`
+		} `yaml:"valueFrom"`
+	}
+	var v struct {
+		Config struct {
+			Merge struct {
+				Accounts map[string]struct {
+					Users []struct {
+						User        string `yaml:"user"`
+						Password    string `yaml:"password"`
+						Permissions perms  `yaml:"permissions"`
+					} `yaml:"users"`
+				} `yaml:"accounts"`
+			} `yaml:"merge"`
+		} `yaml:"config"`
+		Container struct {
+			Env map[string]secretRef `yaml:"env"`
+		} `yaml:"container"`
+	}
+	require.NoError(t, yaml.Unmarshal(data, &v))
+	got := map[string]perms{}
+	for _, u := range v.Config.Merge.Accounts["INTERLOCK"].Users {
+		got[u.User] = u.Permissions
+		variable := "INTERLOCK_" + strings.ToUpper(u.User) + "_PASSWORD"
+		assert.Equal(t, "<< $"+variable+" >>", u.Password, u.User)
+		ref := v.Container.Env[variable].ValueFrom.SecretKeyRef
+		assert.Equal(t, "interlock-nats/"+u.User, ref.Name+"/"+ref.Key, u.User)
+	}
+	assert.Equal(t, want, got)
+}
+
+// TestDeploySystemdUnit runs the unit's ExecStart (its paths moved into the
+// repository and a temporary directory, its ports to free ones) with the
+// unit's environment, and attacks it.
 func TestDeploySystemdUnit(t *testing.T) {
 	data, err := os.ReadFile("../../deploy/systemd/interlock.service")
 	require.NoError(t, err)
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	found := false
-	for sc.Scan() {
-		line, ok := strings.CutPrefix(sc.Text(), "ExecStart=")
-		if !ok {
-			continue
-		}
-		fields := strings.Fields(line)
-		require.True(t, strings.HasSuffix(fields[0], "/interlock"))
-		checkArgs(t, "systemd", fields[1:])
-		found = true
-	}
-	assert.True(t, found, "an ExecStart line")
 	assert.Contains(t, string(data), "KillSignal=SIGTERM")
+	assert.Contains(t, string(data), "Environment=NATS_USER=coordinator")
+	assert.Contains(t, string(data), "EnvironmentFile=/etc/interlock/secrets.env")
+	var args []string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		if line, ok := strings.CutPrefix(sc.Text(), "ExecStart="); ok {
+			fields := strings.Fields(line)
+			require.True(t, strings.HasSuffix(fields[0], "/interlock"))
+			args = fields[1:]
+		}
+	}
+	require.NotEmpty(t, args, "an ExecStart line")
+	checkArgs(t, "systemd", args)
+	moved := map[string]string{
+		"/etc/interlock/nats/single.conf": "../../deploy/nats/single.conf",
+		"/var/lib/interlock":              t.TempDir(),
+		"127.0.0.1:4222":                  "127.0.0.1:" + strconv.Itoa(freePort(t)),
+		"127.0.0.1:9464":                  "127.0.0.1:" + strconv.Itoa(freePort(t)),
+	}
+	for i, a := range args {
+		if m, ok := moved[a]; ok {
+			args[i] = m
+		}
+	}
+	require.Contains(t, args, "../../deploy/nats/single.conf", "the unit loads the shipped config")
+
+	jstest.SetPasswords(t)
+	t.Setenv("NATS_USER", "coordinator")
+	t.Setenv("NATS_PASSWORD", jstest.Password("coordinator"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	errOut := &syncBuffer{}
+	go func() { done <- run(ctx, args, &bytes.Buffer{}, errOut) }()
+	defer func() {
+		cancel()
+		assert.Equal(t, 0, <-done, "serve stops cleanly: %s", errOut)
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(errOut.String(), "coordinator running") },
+		15*time.Second, 20*time.Millisecond, "serve did not come up: %s", errOut)
+	assert.NotContains(t, errOut.String(), jstest.Password("coordinator"), "no password in the logs")
+	url := "nats://" + moved["127.0.0.1:4222"]
+	attackAnonymousApprove(t, url)
+
+	// Ada, with her own user and inbox, decides a run that waits for her.
+	agent, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: jstest.As("agent", url),
+		InboxPrefix: subjects.InboxPrefix("agent")}, jetstream.Config{})
+	require.NoError(t, err)
+	defer agent.Close()
+	susp, err := json.Marshal(subjects.Suspension{PassRef: subjects.PassRef{Version: 1, RunID: "run-2", Agent: "refunds"},
+		Interrupts: []subjects.Interrupt{{ID: "ask", Reason: "confirmation", Approvers: []string{"ada"}}}})
+	require.NoError(t, err)
+	subject, err := agent.Namespace().Suspended("refunds", "run-2")
+	require.NoError(t, err)
+	_, err = agent.Publish(ctx, subject, susp, "run-2:0", nil)
+	require.NoError(t, err)
+	var r result
+	require.Eventually(t, func() bool {
+		r = as(t, "ada", "approve", "run-2", "--approver", "ada", "--nats-url", url)
+		return r.code != exitNotFound // until the coordinator has recorded the run
+	}, 15*time.Second, 50*time.Millisecond)
+	require.Equal(t, 0, r.code, r.err)
+	assert.Contains(t, r.out, "accepted")
+	r = as(t, "ada", "approve", "run-2", "ask", "--approver", "bob", "--nats-url", url, "--timeout", "2s")
+	assert.Equal(t, exitFailure, r.code, "ada may not publish as bob: %s", r.err)
+	assert.Contains(t, r.err, "permission denied")
+}
+
+// TestServeRedactsNATSPassword is found item 8: serve logged the NATS URL
+// with the password in it.
+func TestServeRedactsNATSPassword(t *testing.T) {
+	jstest.SetPasswords(t)
+	srv, err := embedded.Start(embedded.Config{ConfigFile: "../../deploy/nats/single.conf", Port: -1,
+		DataDir: t.TempDir(), Sync: embedded.SyncInterval})
+	require.NoError(t, err)
+	defer srv.Shutdown()
+	t.Setenv("NATS_USER", "")
+	url := jstest.As("coordinator", srv.URL())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	errOut := &syncBuffer{}
+	go func() { done <- run(ctx, []string{"serve", "--nats-url", url}, &bytes.Buffer{}, errOut) }()
+	require.Eventually(t, func() bool { return strings.Contains(errOut.String(), "coordinator running") },
+		15*time.Second, 20*time.Millisecond, "serve did not come up: %s", errOut)
+	cancel()
+	require.Equal(t, 0, <-done, errOut.String())
+	assert.NotContains(t, errOut.String(), jstest.Password("coordinator"))
+	assert.Contains(t, errOut.String(), "coordinator:xxxxx@")
 }

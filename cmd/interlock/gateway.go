@@ -50,7 +50,7 @@ decide. Any number of gateways may run behind a load balancer.`,
 			if err != nil {
 				return err
 			}
-			return runService(ctx, g, log, "interlock-gateway", g.natsURL, jetstream.Config{}, metricsAddr,
+			return runService(ctx, g, log, "interlock-gateway", g.natsURL, jetstream.Config{}, nil, metricsAddr,
 				func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
 					return startGateway(client, dir, signer, web.listen, tlsCfg, log, reg)
 				})

@@ -8,18 +8,23 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	neturl "net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/subjects"
 )
 
 // globals are the flags every command shares.
 type globals struct {
 	natsURL   string
+	natsUser  string
+	inbox     string
 	creds     string
 	tlsCA     string
 	tlsCert   string
@@ -42,6 +47,9 @@ func (g *globals) register(root *cobra.Command) {
 	f := root.PersistentFlags()
 	f.StringVar(&g.natsURL, "nats-url", os.Getenv("NATS_URL"), "NATS server URL(s); env NATS_URL (serve and demo: empty starts an embedded server)")
 	f.StringVar(&g.creds, "creds", os.Getenv("NATS_CREDS"), "NATS credentials file; env NATS_CREDS")
+	f.StringVar(&g.natsUser, "nats-user", os.Getenv("NATS_USER"), "NATS user name; its password is read from env NATS_PASSWORD (never a flag); env NATS_USER")
+	f.StringVar(&g.inbox, "inbox-prefix", os.Getenv("NATS_INBOX_PREFIX"),
+		"prefix of this connection's reply subjects (default _INBOX.<user> for --nats-user or the URL's user); env NATS_INBOX_PREFIX")
 	f.StringVar(&g.tlsCA, "tls-ca", os.Getenv("NATS_CA"), "CA certificate to verify the NATS server; env NATS_CA")
 	f.StringVar(&g.tlsCert, "tls-cert", os.Getenv("NATS_CERT"), "client certificate for TLS; env NATS_CERT")
 	f.StringVar(&g.tlsKey, "tls-key", os.Getenv("NATS_KEY"), "client key for TLS; env NATS_KEY")
@@ -110,7 +118,27 @@ func (g *globals) dialConfig(ctx context.Context, url, name string, cfg jetstrea
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	cfg.Prefix = g.prefix
-	return jetstream.Dial(ctx, jetstream.DialConfig{URL: url, CredsFile: g.creds, TLS: tlsCfg, Name: name}, cfg)
+	return jetstream.Dial(ctx, jetstream.DialConfig{URL: url, CredsFile: g.creds, TLS: tlsCfg, Name: name,
+		User: g.natsUser, Password: os.Getenv("NATS_PASSWORD"), InboxPrefix: g.inboxPrefix(url)}, cfg)
+}
+
+// inboxPrefix is the connection's reply prefix: --inbox-prefix, else the
+// user's own (subjects.InboxPrefix), which deploy/nats/auth.conf lets each
+// user subscribe to; nats.go's default when no user is known.
+func (g *globals) inboxPrefix(urls string) string {
+	if g.inbox != "" {
+		return g.inbox
+	}
+	user := g.natsUser
+	if user == "" {
+		if u, err := neturl.Parse(strings.TrimSpace(strings.Split(urls, ",")[0])); err == nil && u.User != nil {
+			user = u.User.Username()
+		}
+	}
+	if user == "" {
+		return ""
+	}
+	return subjects.InboxPrefix(user)
 }
 
 // api connects an operator command to NATS; close releases the connection.

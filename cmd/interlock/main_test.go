@@ -102,6 +102,7 @@ func TestServeApproveShowPending(t *testing.T) {
 	url, stop := serve(t, dir, port, "--default-timeout", "1h", "--remind-before", "30m")
 
 	ctx := context.Background()
+	require.Equal(t, 0, cli(t, "provision", "--nats-url", url, "--agent", "refunds").code)
 	conn, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url}, jetstream.Config{})
 	require.NoError(t, err)
 	w := processor.NewWorker(conn, processor.WorkerConfig{})
@@ -252,6 +253,7 @@ routes:
 	metrics := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	url, stop := serve(t, t.TempDir(), freePort(t), "--notifier-config", cfg, "--metrics-addr", metrics)
 	ctx := context.Background()
+	require.Equal(t, 0, cli(t, "provision", "--nats-url", url, "--agent", "refunds").code)
 	conn, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url}, jetstream.Config{})
 	require.NoError(t, err)
 	defer conn.Close()
@@ -309,6 +311,7 @@ func TestGatewayHistoryAndWatch(t *testing.T) {
 	metrics := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	url, stop := serve(t, t.TempDir(), freePort(t), "--identities", ids, "--gateway-listen", gw, "--metrics-addr", metrics)
 	ctx := context.Background()
+	require.Equal(t, 0, cli(t, "provision", "--nats-url", url, "--agent", "refunds").code)
 	conn, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url}, jetstream.Config{})
 	require.NoError(t, err)
 	defer conn.Close()
@@ -429,6 +432,14 @@ func TestStandaloneGatewayAndNotifier(t *testing.T) {
 	require.NoError(t, os.WriteFile(ids, []byte("identities:\n  ada: {tokens: [\""+approvers.Digest("tok")+"\"]}\n"), 0o600))
 	ncfg := filepath.Join(dir, "notifier.yaml")
 	require.NoError(t, os.WriteFile(ncfg, []byte("sinks:\n  log: {type: log, output: stderr}\nroutes:\n  - {match: 'true', sinks: [log]}\n"), 0o600))
+	// A notifier may not create its consumers: provisioning is a step of
+	// its own (serve provisioned the rest, the gateway's buckets included).
+	r := cli(t, "notifier", "--config", ncfg, "--nats-url", url)
+	require.Equal(t, exitFailure, r.code, r.err)
+	require.Contains(t, r.err, "interlock provision")
+	r = cli(t, "provision", "--nats-url", url, "--notifier-config", ncfg)
+	require.Equal(t, 0, r.code, r.err)
+	require.Contains(t, r.out, "provisioned")
 	for _, c := range []struct{ args []string }{
 		{[]string{"gateway", "--identities", ids, "--listen", "127.0.0.1:" + strconv.Itoa(freePort(t))}},
 		{[]string{"notifier", "--config", ncfg}},

@@ -38,7 +38,7 @@ and line, and the command exits 2. See docs/notifiers.md.`,
 			if err != nil {
 				return usageError{err}
 			}
-			return runService(ctx, g, log, "interlock-notifier", g.natsURL, jetstream.Config{}, metricsAddr,
+			return runService(ctx, g, log, "interlock-notifier", g.natsURL, jetstream.Config{}, nil, metricsAddr,
 				func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
 					stop, err := startNotifier(ctx, client, cfg, log, reg)
 					if err == nil {
@@ -54,18 +54,22 @@ and line, and the command exits 2. See docs/notifiers.md.`,
 	return cmd
 }
 
-// runService connects to NATS, provisions the streams, starts a component
-// with start, serves its metrics and health on metricsAddr, and on SIGINT or
-// SIGTERM stops it, letting the work under way finish.
-func runService(ctx context.Context, g *globals, log *slog.Logger, name, url string, cfg jetstream.Config, metricsAddr string,
+// runService connects to NATS, provisions with provision when it is set
+// (serve; the other roles bind to what `interlock provision` made), starts
+// a component with start, serves its metrics and health on
+// metricsAddr, and on SIGINT or SIGTERM stops it, letting the work under
+// way finish.
+func runService(ctx context.Context, g *globals, log *slog.Logger, name, url string, cfg jetstream.Config, provision func(context.Context, *jetstream.Client) error, metricsAddr string,
 	start func(client *jetstream.Client, reg *prometheus.Registry) (stop func(), err error)) error {
 	client, err := g.dialConfig(ctx, url, name, cfg)
 	if err != nil {
 		return err
 	}
 	defer client.Close()
-	if err := client.Provision(ctx); err != nil {
-		return err
+	if provision != nil {
+		if err := provision(ctx, client); err != nil {
+			return err
+		}
 	}
 	reg := prometheus.NewRegistry()
 	stop, err := start(client, reg)

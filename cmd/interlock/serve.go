@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"time"
 
@@ -25,6 +26,8 @@ type embeddedFlags struct {
 	dataDir string
 	listen  string
 	sync    string
+	config  string
+	cmd     *cobra.Command
 }
 
 func (e *embeddedFlags) register(cmd *cobra.Command, defaultDir, defaultListen string) {
@@ -32,6 +35,9 @@ func (e *embeddedFlags) register(cmd *cobra.Command, defaultDir, defaultListen s
 	f.StringVar(&e.dataDir, "data-dir", envOr("INTERLOCK_DATA_DIR", defaultDir), "embedded server: JetStream data directory; env INTERLOCK_DATA_DIR")
 	f.StringVar(&e.listen, "listen", defaultListen, "embedded server: host:port to listen on (port 0 picks a free one)")
 	f.StringVar(&e.sync, "sync", "always", "embedded server durability: always (fsync before every ack) or interval (faster; a power cut can lose the last writes)")
+	f.StringVar(&e.config, "nats-config", "", "embedded server: a nats-server configuration file (users and permissions, e.g. deploy/nats/auth.conf); "+
+		"its listen address and store_dir apply unless --listen or --data-dir is given")
+	e.cmd = cmd
 }
 
 func (e *embeddedFlags) start(log *slog.Logger) (*embedded.Server, error) {
@@ -49,11 +55,21 @@ func (e *embeddedFlags) start(log *slog.Logger) (*embedded.Server, error) {
 	if e.sync != string(embedded.SyncAlways) && e.sync != string(embedded.SyncInterval) {
 		return nil, usageError{fmt.Errorf("--sync %q is not always or interval", e.sync)}
 	}
-	srv, err := embedded.Start(embedded.Config{DataDir: e.dataDir, Host: host, Port: port, Sync: embedded.Sync(e.sync)})
+	cfg := embedded.Config{DataDir: e.dataDir, Host: host, Port: port, Sync: embedded.Sync(e.sync), ConfigFile: e.config}
+	if e.config != "" {
+		// The file says where to listen and store unless a flag says otherwise.
+		if !e.cmd.Flags().Changed("listen") {
+			cfg.Host, cfg.Port = "", 0
+		}
+		if !e.cmd.Flags().Changed("data-dir") && os.Getenv("INTERLOCK_DATA_DIR") == "" {
+			cfg.DataDir = ""
+		}
+	}
+	srv, err := embedded.Start(cfg)
 	if err != nil {
 		return nil, err
 	}
-	log.Info("embedded nats-server started", "url", srv.URL(), "data_dir", e.dataDir, "sync", e.sync)
+	log.Info("embedded nats-server started", "url", srv.URL(), "data_dir", e.dataDir, "sync", e.sync, "config", e.config)
 	return srv, nil
 }
 
@@ -171,7 +187,11 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 	if err != nil {
 		return err
 	}
-	return runService(ctx, g, log, "interlock-serve", url, jetstream.Config{Replicas: sc.replicas}, sc.metricsAddr,
+	return runService(ctx, g, log, "interlock-serve", url, jetstream.Config{Replicas: sc.replicas},
+		func(ctx context.Context, c *jetstream.Client) error {
+			_, err := provision(ctx, c, nil, notifyCfg)
+			return err
+		}, sc.metricsAddr,
 		func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
 			co := processor.NewCoordinator(client, processor.CoordinatorConfig{Concurrency: sc.concurrency, AckWait: sc.ackWait, Logger: log,
 				Expiry: sc.expiry, Groups: dir.Groups, Registry: reg})
@@ -201,7 +221,7 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 				}
 				stops = append(stops, s)
 			}
-			log.Info("coordinator running", "nats", url, "prefix", g.prefix)
+			log.Info("coordinator running", "nats", jetstream.Redact(url), "prefix", g.prefix)
 			return stop, nil
 		})
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -16,15 +18,19 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// The shipped single-node config starts, and Interlock provisions on it.
+// The shipped single-node config starts, admits no anonymous client, and
+// Interlock provisions on it as admin.
 func TestDeploySingleConfig(t *testing.T) {
+	jstest.SetPasswords(t)
 	srv, err := embedded.Start(embedded.Config{ConfigFile: "../../deploy/nats/single.conf",
 		DataDir: t.TempDir(), Port: -1})
 	require.NoError(t, err)
 	defer srv.Shutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: srv.URL()}, jetstream.Config{})
+	_, err = jetstream.Dial(ctx, jetstream.DialConfig{URL: srv.URL()}, jetstream.Config{})
+	require.ErrorIs(t, err, jetstream.ErrPermission, "no anonymous access")
+	c, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: jstest.As("admin", srv.URL())}, jetstream.Config{})
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.Provision(ctx))
@@ -35,18 +41,37 @@ func TestConfigFileErrors(t *testing.T) {
 	require.ErrorIs(t, err, embedded.ErrConfig)
 }
 
-// The shipped three-node configs form a cluster (on free ports), and
-// Interlock provisions R3 streams on it.
+// The shipped three-node configs form a cluster (on free ports) that admits
+// no anonymous client, Interlock provisions R3 streams on it, and a later
+// provisioning with fewer replicas lowers nothing.
 func TestDeployClusterConfigs(t *testing.T) {
+	jstest.SetPasswords(t)
 	servers := jstest.Cluster(t, 3, "../../deploy/nats/cluster/n1.conf", "../../deploy/nats/cluster/n2.conf",
 		"../../deploy/nats/cluster/n3.conf")
 	for i, s := range servers {
 		require.Equal(t, fmt.Sprintf("interlock-n%d", i+1), s.Name(), "the config was loaded")
 	}
-	c := jstest.ClientURL(t, jstest.URLs(servers), jetstream.Config{Replicas: 3})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	_, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: jstest.URLs(servers)}, jetstream.Config{})
+	require.ErrorIs(t, err, jetstream.ErrPermission, "no anonymous access")
+	c := jstest.ClientURL(t, jstest.As("admin", jstest.URLs(servers)), jetstream.Config{Replicas: 3})
 	subject, _ := c.Namespace().Resume("r1")
-	_, err := c.Publish(ctx, subject, []byte("{}"), "", nil)
+	_, err = c.Publish(ctx, subject, []byte("{}"), "", nil)
 	require.NoError(t, err)
+
+	// A provisioning with the default (one replica) raises nothing and
+	// lowers nothing.
+	one := jstest.ClientURL(t, jstest.As("admin", jstest.URLs(servers)), jetstream.Config{Replicas: 1})
+	nc, err := nats.Connect(jstest.As("admin", jstest.URLs(servers)))
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := njs.New(nc)
+	require.NoError(t, err)
+	for _, name := range []string{one.StreamName(jetstream.StreamWork), one.StreamName(jetstream.StreamEvents),
+		"KV_" + one.RunsBucket(), "KV_" + one.BucketName(jetstream.PendingBucket)} {
+		st, err := js.Stream(ctx, name)
+		require.NoError(t, err)
+		require.Equal(t, 3, st.CachedInfo().Config.Replicas, name)
+	}
 }

@@ -96,10 +96,12 @@ func ClientURL(t testing.TB, urls string, cfg ...jetstream.Config) *jetstream.Cl
 		if err == nil {
 			return cl
 		}
-		catchingUp := errors.Is(err, jetstream.ErrTimeout) || strings.Contains(err.Error(), "no suitable peers for placement")
-		if !catchingUp || time.Now().After(deadline) {
+		// "no suitable peers": the meta leader does not know every peer yet.
+		settling := errors.Is(err, jetstream.ErrTimeout) || strings.Contains(err.Error(), "no suitable peers")
+		if !settling || time.Now().After(deadline) {
 			t.Fatalf("provision: %v", err)
 		}
+		time.Sleep(100 * time.Millisecond) // polling the cluster's state; no event to wait on
 	}
 }
 
@@ -189,4 +191,28 @@ func URLs(servers []*embedded.Server) string {
 		}
 	}
 	return strings.Join(out, ",")
+}
+
+// Users are the NATS users of the shipped deploy/nats/auth.conf.
+var Users = []string{"admin", "coordinator", "agent", "notifier", "gateway", "auditor", "ada", "bob"}
+
+// Password is the password tests give user.
+func Password(user string) string { return "pw-" + user }
+
+// PasswordEnv is the environment variable auth.conf reads user's password
+// from.
+func PasswordEnv(user string) string { return "INTERLOCK_" + strings.ToUpper(user) + "_PASSWORD" }
+
+// SetPasswords sets every user's password in the environment for t, so
+// that a server can load the shipped auth.conf.
+func SetPasswords(t *testing.T) {
+	t.Helper()
+	for _, u := range Users {
+		t.Setenv(PasswordEnv(u), Password(u))
+	}
+}
+
+// As puts user's name and password into each of the comma-separated urls.
+func As(user, urls string) string {
+	return strings.ReplaceAll(urls, "nats://", "nats://"+user+":"+Password(user)+"@")
 }

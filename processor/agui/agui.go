@@ -127,9 +127,21 @@ func (t *threadRecord) remember(clientRunID, run string) {
 	}
 }
 
-// New returns a bridge; it provisions the threads bucket.
+// Provision creates the threads bucket through a client that has
+// provisioned (`interlock provision`).
+func Provision(ctx context.Context, nc *jetstream.Client) error {
+	_, err := threadsBucket(ctx, nc)
+	return err
+}
+
+func threadsBucket(ctx context.Context, nc *jetstream.Client) (*jetstream.Bucket, error) {
+	return nc.Bucket(ctx, "threads", "Interlock AG-UI threads: owner, latest run, delivered events", 0)
+}
+
+// New returns a bridge; it opens the threads bucket (a client that has
+// provisioned creates it).
 func New(ctx context.Context, nc *jetstream.Client, log *slog.Logger) (*Bridge, error) {
-	threads, err := nc.Bucket(ctx, "threads", "Interlock AG-UI threads: owner, latest run, delivered events", 0)
+	threads, err := threadsBucket(ctx, nc)
 	if err != nil {
 		return nil, err
 	}

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -18,36 +16,26 @@ import (
 
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
+	"github.com/interlockhq/interlock/jetstream/jstest"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/subjects"
 )
-
-var roles = []string{"ADMIN", "COORDINATOR", "AGENT", "NOTIFIER", "GATEWAY", "ADA", "BOB"}
 
 // TestNATSPermissions starts a server from deploy/nats/auth.conf and shows
 // that identity on the NATS path cannot be forged: an agent cannot publish a
 // decision, approver ada cannot publish as bob, and ada's own decision is
 // accepted with her identity.
 func TestNATSPermissions(t *testing.T) {
-	for _, r := range roles {
-		t.Setenv("INTERLOCK_"+r+"_PASSWORD", "pw-"+r)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	srv, err := embedded.Start(embedded.Config{ConfigFile: "../../deploy/nats/auth.conf", DataDir: t.TempDir(),
-		Port: port, Sync: embedded.SyncInterval})
+	jstest.SetPasswords(t)
+	srv, err := embedded.Start(embedded.Config{ConfigFile: "../../deploy/nats/single.conf", DataDir: t.TempDir(),
+		Port: -1, Sync: embedded.SyncInterval})
 	require.NoError(t, err)
 	defer srv.Shutdown()
-	url := func(user string) string {
-		return "nats://" + user + ":pw-" + map[string]string{"admin": "ADMIN", "coordinator": "COORDINATOR",
-			"agent": "AGENT", "gateway": "GATEWAY", "ada": "ADA", "bob": "BOB"}[user] + "@127.0.0.1:" + strconv.Itoa(port)
-	}
+	url := func(user string) string { return jstest.As(user, srv.URL()) }
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	dial := func(user string) *jetstream.Client {
-		c, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url(user)}, jetstream.Config{})
+		c, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url(user), InboxPrefix: subjects.InboxPrefix(user)}, jetstream.Config{})
 		require.NoError(t, err, user)
 		t.Cleanup(c.Close)
 		return c
@@ -55,7 +43,9 @@ func TestNATSPermissions(t *testing.T) {
 	admin := dial("admin")
 	require.NoError(t, admin.Provision(ctx))
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	co := processor.NewCoordinator(dial("coordinator"), processor.CoordinatorConfig{Logger: quiet})
+	coord := dial("coordinator")
+	require.NoError(t, coord.Provision(ctx)) // as serve does
+	co := processor.NewCoordinator(coord, processor.CoordinatorConfig{Logger: quiet})
 	require.NoError(t, co.Start(ctx))
 	defer co.Stop()
 
@@ -86,7 +76,7 @@ func TestNATSPermissions(t *testing.T) {
 	violations := func(user string) (*nats.Conn, func() []error) {
 		var mu sync.Mutex
 		var errs []error
-		nc, err := nats.Connect(url(user), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		nc, err := nats.Connect(url(user), nats.CustomInboxPrefix(subjects.InboxPrefix(user)), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			mu.Lock()
 			errs = append(errs, err)
 			mu.Unlock()

@@ -34,22 +34,24 @@ type Cycle struct {
 func New(ctx context.Context, url string) (*Cycle, error) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c := &Cycle{}
+	// On the benchmark's open server every role provisions, so each creates
+	// its own consumers. The anonymous inbox prefix lets the coordinator
+	// answer the benchmark's anonymous decisions directly.
 	dial := func() (*jetstream.Client, error) {
-		nc, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url}, jetstream.Config{Prefix: "bench"})
-		if err == nil {
-			c.conns = append(c.conns, nc)
+		nc, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url, InboxPrefix: subjects.InboxPrefix("")},
+			jetstream.Config{Prefix: "bench"})
+		if err != nil {
+			return nil, err
 		}
-		return nc, err
+		c.conns = append(c.conns, nc)
+		return nc, nc.Provision(ctx)
 	}
 	admin, err := dial()
 	if err != nil {
-		return nil, err
-	}
-	c.admin = admin
-	if err := admin.Provision(ctx); err != nil {
 		c.Close()
 		return nil, err
 	}
+	c.admin = admin
 	c.client = processor.NewClient(admin)
 	for _, t := range []subjects.EventType{subjects.EventSuspended, subjects.EventCompleted} {
 		sub, err := admin.Subscribe("bench.events.*."+string(t), func(subject string, data []byte) {

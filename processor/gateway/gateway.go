@@ -74,8 +74,34 @@ type Gateway struct {
 // made to last longer.
 const linkTTL = 30 * 24 * time.Hour
 
-// New returns a gateway working through c; it provisions the buckets of
-// used links and of inbox sessions.
+// Provision creates the buckets a gateway uses (used links, inbox sessions,
+// AG-UI threads)
+// through a client that has provisioned: `interlock provision`, so that
+// gateways need no right to create them.
+func Provision(ctx context.Context, c *jetstream.Client) error {
+	if _, err := linksBucket(ctx, c); err != nil {
+		return err
+	}
+	if _, err := sessionsBucket(ctx, c, defaultSessionTTL); err != nil {
+		return err
+	}
+	return agui.Provision(ctx, c)
+}
+
+func linksBucket(ctx context.Context, c *jetstream.Client) (*jetstream.Bucket, error) {
+	return c.Bucket(ctx, "links", "Interlock decision links used", linkTTL)
+}
+
+// defaultSessionTTL is how long an inbox session lasts unless
+// Config.SessionTTL says otherwise.
+const defaultSessionTTL = 12 * time.Hour
+
+func sessionsBucket(ctx context.Context, c *jetstream.Client, ttl time.Duration) (*jetstream.Bucket, error) {
+	return c.Bucket(ctx, "sessions", "Interlock inbox sessions", ttl)
+}
+
+// New returns a gateway working through c; it opens the buckets of used
+// links and of inbox sessions (a client that has provisioned creates them).
 func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error) {
 	if cfg.MaxBody == 0 {
 		cfg.MaxBody = subjects.MaxDecisionSize
@@ -88,15 +114,15 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 	}
 	cfg.ReadTimeout = cmp.Or(cfg.ReadTimeout, 30*time.Second)
 	cfg.IdleTimeout = cmp.Or(cfg.IdleTimeout, 2*time.Minute)
-	cfg.SessionTTL = cmp.Or(cfg.SessionTTL, 12*time.Hour)
+	cfg.SessionTTL = cmp.Or(cfg.SessionTTL, defaultSessionTTL)
 	defaultLimit := Limit{Burst: 10, Every: 6 * time.Second}
 	cfg.LoginFailures = cmp.Or(cfg.LoginFailures, defaultLimit)
 	cfg.DecisionRefusals = cmp.Or(cfg.DecisionRefusals, defaultLimit)
-	used, err := c.Bucket(ctx, "links", "Interlock decision links used", linkTTL)
+	used, err := linksBucket(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	sessions, err := c.Bucket(ctx, "sessions", "Interlock inbox sessions", cfg.SessionTTL)
+	sessions, err := sessionsBucket(ctx, c, cfg.SessionTTL)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -129,23 +130,61 @@ func (n *Notifier) Count(sink, outcome string) float64 {
 	return m.value()
 }
 
-// Start provisions the deliveries bucket and a consumer per sink.
+// Start opens the deliveries bucket and consumes the feed with one durable
+// consumer per sink. Through a client that has not provisioned, both must
+// exist already (see Provision).
 func (n *Notifier) Start(ctx context.Context) error {
-	remember := n.cfg.Remember
-	if remember == 0 {
-		remember = 30 * 24 * time.Hour
-	}
-	marks, err := n.client.Bucket(ctx, "deliveries", "Interlock notifications delivered, by sink and pass", remember)
+	marks, err := n.bucket(ctx)
 	if err != nil {
 		return err
 	}
 	n.delivered = marks
+	for _, cc := range n.consumerConfigs() {
+		name := strings.TrimPrefix(cc.Durable, "notifier_")
+		sink := n.sinks[name]
+		cons, err := n.client.Consume(ctx, cc, func(ctx context.Context, m *jetstream.Msg) error { return n.handle(ctx, name, sink, m) })
+		if err != nil {
+			n.consumers.Stop()
+			return err
+		}
+		n.consumers.Add(cons)
+	}
+	return nil
+}
+
+// Provision creates the deliveries bucket and the consumer of every routed
+// sink through a client that has provisioned: this is `interlock provision
+// --notifier-config FILE`, after which notifiers need no right to create
+// them.
+func (n *Notifier) Provision(ctx context.Context) error {
+	if _, err := n.bucket(ctx); err != nil {
+		return err
+	}
+	for _, cc := range n.consumerConfigs() {
+		if err := n.client.CreateConsumer(ctx, cc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (n *Notifier) bucket(ctx context.Context) (*jetstream.Bucket, error) {
+	remember := n.cfg.Remember
+	if remember == 0 {
+		remember = 30 * 24 * time.Hour
+	}
+	return n.client.Bucket(ctx, "deliveries", "Interlock notifications delivered, by sink and pass", remember)
+}
+
+// consumerConfigs are the durable consumers of the sinks some route sends to.
+func (n *Notifier) consumerConfigs() []jetstream.ConsumerConfig {
+	var out []jetstream.ConsumerConfig
 	for _, sc := range n.cfg.Sinks {
 		if len(n.routes[sc.Name]) == 0 {
 			continue // no route sends here
 		}
-		name, sink := sc.Name, n.sinks[sc.Name]
-		cons, err := n.client.Consume(ctx, jetstream.ConsumerConfig{
+		name := sc.Name
+		out = append(out, jetstream.ConsumerConfig{
 			Stream:         jetstream.StreamRuns,
 			Durable:        "notifier_" + name,
 			FilterSubjects: feedSubjects(n.client.Namespace()),
@@ -157,14 +196,9 @@ func (n *Notifier) Start(ctx context.Context) error {
 			DeliverNew:     true,
 			Logger:         n.log,
 			OnDeadLetter:   func(m *jetstream.Msg, reason error) { n.deadLettered(name, m, reason) },
-		}, func(ctx context.Context, m *jetstream.Msg) error { return n.handle(ctx, name, sink, m) })
-		if err != nil {
-			n.consumers.Stop()
-			return err
-		}
-		n.consumers.Add(cons)
+		})
 	}
-	return nil
+	return out
 }
 
 // Stop stops consuming and waits for the deliveries under way.

@@ -1,0 +1,340 @@
+package attack_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// forgeByRepublish is found item 1: a user with the JetStream API updates a
+// stream so that what it may publish is re-published onto a resume subject,
+// as an approver.
+func forgeByRepublish(t *testing.T, user, stream, source, approver string) {
+	d := newDeployment(t)
+	d.suspend(d.client("agent"), "run-1", approver)
+	admin := d.attacker("admin")
+	info, err := admin.js.StreamInfo(stream)
+	require.NoError(t, err)
+	forged := info.Config
+	forged.RePublish = &nats.RePublish{Source: source, Destination: "interlock.resume.run-1." + approver}
+
+	a := d.attacker(user)
+	_, err = a.js.UpdateStream(&forged)
+	require.Error(t, err, "%s may not update stream %s", user, stream)
+	a.refused(t, "$JS.API.STREAM.UPDATE."+stream)
+
+	after, err := admin.js.StreamInfo(stream)
+	require.NoError(t, err)
+	assert.Nil(t, after.Config.RePublish, "the stream is unchanged")
+	rec, err := processor.NewClient(d.client("auditor")).Run(d.ctx, "run-1")
+	require.NoError(t, err)
+	assert.Equal(t, subjects.RunSuspended, rec.Status)
+}
+
+// TestAttackAgentRepublishForgesDecision: the agent makes the work stream
+// re-publish its work item onto interlock.resume.run-1.ada.
+func TestAttackAgentRepublishForgesDecision(t *testing.T) {
+	t.Parallel()
+	forgeByRepublish(t, "agent", "INTERLOCK_WORK", "interlock.start.forge", "ada")
+}
+
+// TestAttackNotifierRepublishForgesDecision: the notifier does the same
+// through the dead-letter stream, as bob.
+func TestAttackNotifierRepublishForgesDecision(t *testing.T) {
+	t.Parallel()
+	forgeByRepublish(t, "notifier", "INTERLOCK_DLQ", "interlock.dlq.forge", "bob")
+}
+
+// TestAttackAgentCreatesPushConsumerOntoResume: a consumer's deliver subject
+// is chosen by whoever creates it and published with the server's rights, so
+// creating consumers is as good as publishing anywhere.
+func TestAttackAgentCreatesPushConsumerOntoResume(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	a := d.attacker("agent")
+	_, err := a.js.AddConsumer("INTERLOCK_WORK", &nats.ConsumerConfig{Durable: "forge", FilterSubject: "interlock.start.forge",
+		DeliverSubject: "interlock.resume.run-1.ada", AckPolicy: nats.AckExplicitPolicy})
+	require.Error(t, err)
+	a.refused(t, "$JS.API.CONSUMER.CREATE.INTERLOCK_WORK")
+	_, err = d.attacker("admin").js.ConsumerInfo("INTERLOCK_WORK", "forge")
+	assert.ErrorIs(t, err, nats.ErrConsumerNotFound)
+}
+
+// TestAttackForgedReplayWorkItem: whoever may start runs (an agent, the
+// gateway) publishes a work item for a later pass carrying a decision
+// nobody made, so the body acts as if ada approved. Replays travel on a
+// subject only the coordinator may publish on, and a worker refuses a
+// start that is not a first pass.
+func TestAttackForgedReplayWorkItem(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	provisioner := processor.NewWorker(d.provisioner(), processor.WorkerConfig{})
+	require.NoError(t, provisioner.Register("refunds", nil))
+	require.NoError(t, provisioner.Provision(d.ctx))
+	var mu sync.Mutex
+	var decided []string
+	w := processor.NewWorker(d.client("agent"), processor.WorkerConfig{Logger: quiet})
+	require.NoError(t, w.Register("refunds", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		dec, err := processor.Interrupt(processor.WithToolCall(ctx, "refund"), processor.Request{Approvers: []string{"ada"}})
+		if err == nil {
+			mu.Lock()
+			decided = append(decided, dec.Approver)
+			mu.Unlock()
+		}
+		return "refunded", err
+	}))
+	require.NoError(t, w.Start(d.ctx))
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+	run, err := processor.NewClient(d.client("gateway")).Start(d.ctx, "refunds", map[string]any{"order": "A-1"})
+	require.NoError(t, err)
+	rec, err := processor.NewClient(d.client("auditor")).Wait(d.ctx, run, processor.Suspended)
+	require.NoError(t, err)
+
+	forged := subjects.Work{PassRef: subjects.PassRef{Version: 1, RunID: run, Agent: "refunds", Pass: 1},
+		Decisions: []subjects.Decision{{Version: 1, DecisionID: "forged", InterruptID: rec.Interrupts[0].ID,
+			Status: subjects.StatusResolved, Approver: "ada"}}}
+	data, err := json.Marshal(forged)
+	require.NoError(t, err)
+	for _, user := range []string{"agent", "gateway"} {
+		a := d.attacker(user)
+		_, err = a.js.Publish("interlock.work.refunds", data, nats.MsgId("forged-replay-"+user))
+		require.Error(t, err, "%s may not publish a replay", user)
+		a.refused(t, `Publish to "interlock.work.refunds"`)
+	}
+	// As a start, it is refused by the worker and dead-lettered.
+	_, err = d.attacker("gateway").js.Publish("interlock.start.refunds", data, nats.MsgId("forged-start"))
+	require.NoError(t, err)
+	admin := d.attacker("admin")
+	require.Eventually(t, func() bool {
+		info, err := admin.js.StreamInfo("INTERLOCK_DLQ")
+		return err == nil && info.State.Msgs == 1
+	}, 20*time.Second, 20*time.Millisecond, "the forged start is dead-lettered")
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Empty(t, decided, "no body ran with the forged decision")
+	rec, err = processor.NewClient(d.client("auditor")).Run(d.ctx, run)
+	require.NoError(t, err)
+	assert.Equal(t, subjects.RunSuspended, rec.Status)
+}
+
+// TestAttackAgentPurgesAuditTrail is found item 2: the agent purges
+// INTERLOCK_EVENTS. Neither it nor even admin can: the stream denies purges
+// and deletes.
+func TestAttackAgentPurgesAuditTrail(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	d.suspend(d.client("agent"), "run-1", "ada")
+	var before int
+	require.Eventually(t, func() bool { before = len(d.events("run-1")); return before > 0 },
+		10*time.Second, 10*time.Millisecond, "the suspended event is in the trail")
+
+	a := d.attacker("agent")
+	require.Error(t, a.js.PurgeStream("INTERLOCK_EVENTS"))
+	a.refused(t, "$JS.API.STREAM.PURGE.INTERLOCK_EVENTS")
+	require.Error(t, a.js.DeleteStream("INTERLOCK_EVENTS"))
+	a.refused(t, "$JS.API.STREAM.DELETE.INTERLOCK_EVENTS")
+
+	admin := d.attacker("admin")
+	for _, stream := range []string{"INTERLOCK_EVENTS", "INTERLOCK_DECISIONS"} {
+		err := admin.js.PurgeStream(stream)
+		require.Error(t, err, "deny_purge on %s", stream)
+		info, err := admin.js.StreamInfo(stream)
+		require.NoError(t, err)
+		assert.True(t, info.Config.DenyPurge && info.Config.DenyDelete, stream)
+		// deny_purge and deny_delete cannot be taken back, even by admin.
+		cfg := info.Config
+		cfg.DenyPurge, cfg.DenyDelete = false, false
+		_, err = admin.js.UpdateStream(&cfg)
+		require.Error(t, err, stream)
+	}
+	require.Error(t, admin.js.DeleteMsg("INTERLOCK_EVENTS", 1))
+	assert.Len(t, d.events("run-1"), before, "the audit trail is whole")
+}
+
+// TestAttackAgentReadsAnotherRunsRecord is found item 2: the agent reads a
+// run record (inputs, answers) with $JS.API.DIRECT.GET.
+func TestAttackAgentReadsAnotherRunsRecord(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	d.suspend(d.client("agent"), "run-1", "ada")
+	a := d.attacker("agent")
+	_, err := a.nc.Request("$JS.API.DIRECT.GET.KV_interlock_runs.$KV.interlock_runs.run-1", nil, 2*time.Second)
+	require.Error(t, err)
+	a.refused(t, "$JS.API.DIRECT.GET.KV_interlock_runs")
+	_, err = a.nc.Request("$JS.API.STREAM.MSG.GET.KV_interlock_runs", []byte(`{"last_by_subj":"$KV.interlock_runs.run-1"}`), 2*time.Second)
+	require.Error(t, err)
+	a.refused(t, "$JS.API.STREAM.MSG.GET.KV_interlock_runs")
+}
+
+// TestAttackReplyToOverwritesAnotherRun is found item 3: ada names
+// $KV.interlock_runs.run-2 as Interlock-Reply-To of her own decision, and the
+// coordinator, with its own rights, writes the verdict over run-2's record.
+// Now the reply is not sent, the refusal is an event with its own code, and
+// the decision itself is handled as any other.
+func TestAttackReplyToOverwritesAnotherRun(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	agent := d.client("agent")
+	d.suspend(agent, "run-1", "ada")
+	d.suspend(agent, "run-2", "bob")
+	auditor := d.client("auditor")
+	before, err := auditor.GetRun(d.ctx, "run-2")
+	require.NoError(t, err)
+
+	a := d.attacker("ada")
+	for i, target := range []string{"$KV.interlock_runs.run-2", "_INBOX.bob.stolen", "interlock.resume.run-2.bob"} {
+		m := nats.NewMsg("interlock.resume.run-1.ada")
+		m.Header.Set("Interlock-Reply-To", target)
+		m.Header.Set(nats.MsgIdHdr, "attack-"+string(rune('a'+i)))
+		status := "resolved"
+		if i > 0 {
+			status = "cancelled" // already decided: a rejected decision's verdict is refused the same way
+		}
+		m.Data = []byte(`{"version":1,"decisionId":"attack-` + string(rune('a'+i)) + `","interruptId":"ask","status":"` + status + `"}`)
+		_, err := a.js.PublishMsg(m)
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		n := 0
+		for _, ev := range d.events("run-1") {
+			if ev.Type == subjects.EventReplyRefused && ev.Code == subjects.CodeReplyRefused {
+				n++
+			}
+		}
+		return n == 3
+	}, 20*time.Second, 20*time.Millisecond, "each refused reply is audited")
+
+	after, err := auditor.GetRun(d.ctx, "run-2")
+	require.NoError(t, err)
+	assert.Equal(t, before.Revision, after.Revision, "run-2's record is untouched")
+	rec, err := processor.NewClient(auditor).Run(d.ctx, "run-2")
+	require.NoError(t, err)
+	assert.Equal(t, subjects.RunSuspended, rec.Status)
+	assert.Nil(t, rec.Interrupts[0].Decision)
+	// Ada's own decision was still accepted: only the reply was ignored.
+	rec1, err := processor.NewClient(auditor).Run(d.ctx, "run-1")
+	require.NoError(t, err)
+	require.NotNil(t, rec1.Interrupts[0].Decision)
+	assert.Equal(t, "ada", rec1.Interrupts[0].Decision.Approver)
+}
+
+// TestAttackApproverSnoopsAnotherInbox is the _INBOX part of found item 5:
+// ada subscribes to every inbox and reads bob's verdicts.
+func TestAttackApproverSnoopsAnotherInbox(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	d.suspend(d.client("agent"), "run-1", "bob")
+	a := d.attacker("ada")
+	snoop, err := a.nc.SubscribeSync("_INBOX.>")
+	require.NoError(t, err)
+	require.NoError(t, a.nc.Flush())
+	a.refused(t, `Subscription to "_INBOX.>"`)
+	snoopBob, err := a.nc.SubscribeSync("_INBOX.bob.>")
+	require.NoError(t, err)
+	a.refused(t, `Subscription to "_INBOX.bob.>"`)
+
+	v, err := processor.NewClient(d.client("bob")).Decide(d.ctx, processor.DecisionRequest{RunID: "run-1", InterruptID: "ask",
+		Status: subjects.StatusResolved, Approver: "bob", Payload: map[string]any{"secret": "s3cr3t"}})
+	require.NoError(t, err)
+	require.Equal(t, subjects.OutcomeAccepted, v.Outcome, "bob's verdict reached bob")
+	require.NoError(t, a.nc.Flush())
+	for _, sub := range []*nats.Subscription{snoop, snoopBob} {
+		_, err := sub.NextMsg(50 * time.Millisecond)
+		assert.Error(t, err, "ada received nothing of bob's")
+	}
+}
+
+// TestShippedPermissionsRunEveryRole runs a whole run with each role as its
+// own least-privileged user: the worker and the notifier bind to consumers
+// admin provisioned, the gateway lists, reads and decides for ada (waiting
+// for the verdict on the events feed), ada decides over NATS with her own
+// inbox, and the auditor reads it all.
+func TestShippedPermissionsRunEveryRole(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	provisioner := processor.NewWorker(d.provisioner(), processor.WorkerConfig{})
+	require.NoError(t, provisioner.Register("refunds", nil))
+	require.NoError(t, provisioner.Provision(d.ctx))
+
+	w := processor.NewWorker(d.client("agent"), processor.WorkerConfig{Logger: quiet})
+	require.NoError(t, w.Register("refunds", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		first, err := processor.Interrupt(processor.WithToolCall(ctx, "one"), processor.Request{Approvers: []string{"ada"}})
+		if err != nil {
+			return nil, err
+		}
+		second, err := processor.Interrupt(processor.WithToolCall(ctx, "two"), processor.Request{Approvers: []string{"ada"}})
+		if err != nil {
+			return nil, err
+		}
+		return first.Approver + "+" + second.Approver, nil
+	}))
+	require.NoError(t, w.Start(d.ctx))
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+	notes := startNotifier(t, d)
+	// What /readyz asks of every service's connection.
+	for _, user := range []string{"coordinator", "agent", "notifier", "gateway", "auditor"} {
+		_, err := d.client(user).MsgCount(d.ctx, jetstream.StreamRuns)
+		require.NoError(t, err, "%s is ready", user)
+	}
+
+	run, err := processor.NewClient(d.client("agent")).Start(d.ctx, "refunds", map[string]any{"order": "A-1"})
+	require.NoError(t, err)
+	auditor := processor.NewClient(d.client("auditor"))
+	_, err = auditor.Wait(d.ctx, run, processor.Suspended)
+	require.NoError(t, err)
+
+	// The gateway's user: list, read, decide as ada.
+	gw := processor.NewClient(d.client("gateway"))
+	pending, err := gw.Pending(d.ctx)
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	_, err = gw.Run(d.ctx, run)
+	require.NoError(t, err)
+	v, err := gw.Decide(d.ctx, processor.DecisionRequest{RunID: run, InterruptID: pending[0].ID,
+		Status: subjects.StatusResolved, Approver: "ada", Via: "gateway"})
+	require.NoError(t, err)
+	assert.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+
+	// Ada over NATS, as the CLI does: her own user, her own inbox.
+	rec, err := auditor.Wait(d.ctx, run, func(r *subjects.Run) bool { return r.Status == subjects.RunSuspended && r.Pass == 1 })
+	require.NoError(t, err)
+	ada := processor.NewClient(d.client("ada"))
+	v, err = ada.Decide(d.ctx, processor.DecisionRequest{RunID: run, InterruptID: rec.Pending()[0].ID,
+		Status: subjects.StatusResolved, Approver: "ada", Via: "cli"})
+	require.NoError(t, err)
+	assert.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+	// A duplicate, answered from the audit trail ada may read.
+	v, err = ada.Decide(d.ctx, processor.DecisionRequest{RunID: run, InterruptID: rec.Pending()[0].ID,
+		Status: subjects.StatusResolved, Approver: "ada", DecisionID: v.DecisionID})
+	require.NoError(t, err)
+	assert.Equal(t, subjects.OutcomeDuplicate, v.Outcome)
+
+	done, err := auditor.Wait(d.ctx, run, processor.Finished)
+	require.NoError(t, err)
+	assert.Equal(t, subjects.RunCompleted, done.Status)
+	assert.JSONEq(t, `"ada+ada"`, string(done.Result))
+	notes.wait(t)
+}
+
+// TestUnprovisionedRoleFailsClearly: a worker whose consumer was never
+// provisioned does not create it (it may not) but says what to do.
+func TestUnprovisionedRoleFailsClearly(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	w := processor.NewWorker(d.client("agent"), processor.WorkerConfig{Logger: quiet})
+	require.NoError(t, w.Register("billing", func(context.Context, json.RawMessage) (any, error) { return nil, nil }))
+	err := w.Start(d.ctx)
+	require.ErrorIs(t, err, jetstream.ErrNotProvisioned)
+	assert.Contains(t, err.Error(), "interlock provision")
+	assert.Contains(t, err.Error(), "worker_billing")
+}

@@ -1,0 +1,96 @@
+package jetstream_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/jetstream/jstest"
+)
+
+// TestProvisionNeverLowers: a second provisioning with smaller limits keeps
+// the larger ones; the audit streams deny purges and deletes; a client that
+// has not provisioned binds to consumers and buckets as they are, and says
+// "run interlock provision" when they are missing.
+func TestProvisionNeverLowers(t *testing.T) {
+	t.Parallel()
+	srv := jstest.Server(t)
+	wide := jstest.Client(t, srv, jetstream.Config{MaxAge: 48 * time.Hour, DuplicateWindow: 20 * time.Minute})
+	narrow := jstest.Client(t, srv, jetstream.Config{MaxAge: time.Hour, DuplicateWindow: time.Minute})
+	require.True(t, narrow.Provisioner())
+
+	nc, err := nats.Connect(srv.URL())
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := njs.New(nc)
+	require.NoError(t, err)
+	config := func(name string) njs.StreamConfig {
+		st, err := js.Stream(ctx(t), name)
+		require.NoError(t, err)
+		return st.CachedInfo().Config
+	}
+	runs := config(wide.StreamName(jetstream.StreamRuns))
+	assert.Equal(t, 48*time.Hour, runs.MaxAge, "retention kept")
+	assert.Equal(t, 20*time.Minute, runs.Duplicates, "duplicate window kept")
+	for _, s := range []jetstream.Stream{jetstream.StreamDecisions, jetstream.StreamEvents} {
+		c := config(wide.StreamName(s))
+		assert.True(t, c.DenyPurge && c.DenyDelete, s)
+	}
+	assert.False(t, config(wide.StreamName(jetstream.StreamRuns)).DenyPurge)
+
+	// A role that does not provision.
+	role, err := jetstream.Dial(ctx(t), jetstream.DialConfig{URL: srv.URL()}, jetstream.Config{})
+	require.NoError(t, err)
+	defer role.Close()
+	require.False(t, role.Provisioner())
+	cc := jetstream.ConsumerConfig{Stream: jetstream.StreamWork, Durable: "worker_x",
+		FilterSubjects: []string{"interlock.work.x"}, AckWait: 30 * time.Second}
+	noop := func(context.Context, *jetstream.Msg) error { return nil }
+	_, err = role.Consume(ctx(t), cc, noop)
+	require.ErrorIs(t, err, jetstream.ErrNotProvisioned)
+	assert.Contains(t, err.Error(), "interlock provision")
+	require.ErrorIs(t, role.CreateConsumer(ctx(t), cc), jetstream.ErrNotProvisioned)
+
+	require.NoError(t, wide.CreateConsumer(ctx(t), cc))
+	mine := cc
+	mine.AckWait = 2 * time.Second
+	k, err := role.Consume(ctx(t), mine, noop)
+	require.NoError(t, err)
+	k.Stop()
+	cons, err := js.Consumer(ctx(t), wide.StreamName(jetstream.StreamWork), "worker_x")
+	require.NoError(t, err)
+	assert.Equal(t, 30*time.Second, cons.CachedInfo().Config.AckWait, "the binding role changed nothing")
+	other := cc
+	other.FilterSubjects = []string{"interlock.work.y"}
+	_, err = role.Consume(ctx(t), other, noop)
+	require.ErrorIs(t, err, jetstream.ErrNotProvisioned, "a consumer reading other subjects is not this one")
+
+	_, err = role.Bucket(ctx(t), "deliveries", "", time.Hour)
+	require.ErrorIs(t, err, jetstream.ErrNotProvisioned)
+	_, err = wide.Bucket(ctx(t), "deliveries", "", time.Hour)
+	require.NoError(t, err)
+	_, err = role.Bucket(ctx(t), "deliveries", "", time.Minute)
+	require.NoError(t, err)
+	_, err = narrow.Bucket(ctx(t), "deliveries", "", time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, time.Hour, config("KV_"+wide.BucketName("deliveries")).MaxAge, "bucket TTL kept")
+}
+
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"nats://127.0.0.1:4222":                            "nats://127.0.0.1:4222",
+		"nats://coordinator:s3cret@n1:4222":                "nats://coordinator:xxxxx@n1:4222",
+		"nats://a:p1@n1:4222,nats://a:p2@n2:4222":          "nats://a:xxxxx@n1:4222,nats://a:xxxxx@n2:4222",
+		"nats://tok3n@n1:4222":                             "nats://xxxxx@n1:4222",
+		"nats://a:%zz@n1:4222":                             "(unparsable URL)",
+		"tls://admin:pw@[::1]:4222, nats://127.0.0.1:4223": "tls://admin:xxxxx@[::1]:4222, nats://127.0.0.1:4223",
+	} {
+		assert.Equal(t, want, jetstream.Redact(in), in)
+	}
+}
