@@ -35,6 +35,7 @@ func TestConformanceTokens(t *testing.T) {
 			Prefix, Op, Subject, Error string
 			Args                       []string
 		}
+		InboxPrefixes []struct{ Identity, Prefix string }
 	}
 	readVectors(t, "subjects.json", &vec)
 	require.NotEmpty(t, vec.Tokens)
@@ -45,6 +46,10 @@ func TestConformanceTokens(t *testing.T) {
 		} else {
 			assert.ErrorIs(t, err, subjects.ErrInvalidToken, "%q", v.Token)
 		}
+	}
+	require.NotEmpty(t, vec.InboxPrefixes)
+	for _, v := range vec.InboxPrefixes {
+		assert.Equal(t, v.Prefix, subjects.InboxPrefix(v.Identity))
 	}
 	require.NotEmpty(t, vec.Subjects)
 	for _, v := range vec.Subjects {
@@ -68,6 +73,8 @@ func buildSubject(prefix, op string, a []string) (string, error) {
 	switch op {
 	case "work":
 		return ns.Work(a[0])
+	case "start":
+		return ns.Start(a[0])
 	case "suspended":
 		return ns.Suspended(a[0], a[1])
 	case "completed":

@@ -18,6 +18,7 @@ import (
 	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/jetstream/jstest"
 	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/gateway"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -42,6 +43,7 @@ func TestNATSPermissions(t *testing.T) {
 	}
 	admin := dial("admin")
 	require.NoError(t, admin.Provision(ctx))
+	require.NoError(t, gateway.Provision(ctx, admin)) // as `interlock provision` does
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	coord := dial("coordinator")
 	require.NoError(t, coord.Provision(ctx)) // as serve does

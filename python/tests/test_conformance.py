@@ -60,6 +60,7 @@ def build(prefix: str, op: str, args: list[str]) -> str:
     ns = interlock.Namespace(prefix)
     ops: dict[str, Callable[..., str]] = {
         "work": ns.work,
+        "start": ns.start,
         "suspended": ns.suspended,
         "completed": ns.completed,
         "failed": ns.failed,
@@ -72,6 +73,12 @@ def build(prefix: str, op: str, args: list[str]) -> str:
         "deadLetter": ns.dead_letter,
     }
     return ops[op](*args)
+
+
+def test_inbox_prefixes() -> None:
+    assert SUBJECTS["inboxPrefixes"]
+    for v in SUBJECTS["inboxPrefixes"]:
+        assert interlock.inbox_prefix(v["identity"]) == v["prefix"]
 
 
 @pytest.mark.parametrize("v", SUBJECTS["subjects"], ids=lambda v: f"{v['prefix']}:{v['op']}:{'.'.join(v['args'])}")

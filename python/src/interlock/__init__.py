@@ -24,7 +24,7 @@ from ._errors import (
 )
 from ._ids import interrupt_id, outcome_msg_id, pending_key, step_key, work_msg_id
 from ._run import current_tool_call, gather, interrupt, is_resuming, run_info, step, tool_call
-from ._subjects import DEFAULT_PREFIX, Namespace, validate_token
+from ._subjects import DEFAULT_PREFIX, Namespace, inbox_prefix, validate_token
 from ._types import NO_PAYLOAD, Decision, ExpiryPolicy, Request, Run, RunInfo, Verdict
 from ._worker import AgentFunc, Worker
 
@@ -55,6 +55,7 @@ __all__ = [
     "current_tool_call",
     "finished",
     "gather",
+    "inbox_prefix",
     "interrupt",
     "interrupt_id",
     "is_resuming",

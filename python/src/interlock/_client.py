@@ -16,7 +16,7 @@ from nats.aio.msg import Msg
 from . import _trace
 from ._errors import Rejected, RunNotFound
 from ._ids import decision_msg_id, reply_token, uuid7, work_msg_id
-from ._subjects import DEFAULT_PREFIX, Namespace, validate_token
+from ._subjects import DEFAULT_PREFIX, Namespace, inbox_prefix, validate_token
 from ._types import NO_PAYLOAD, Run, Status, Verdict
 from ._wire import decode_decision, decode_work
 
@@ -35,11 +35,13 @@ class Client:
     """Starts runs, decides interrupts and reads run records over NATS. It
     needs no coordinator or worker in the same process.
 
-    Verdicts come back on a subscription under ``inbox_prefix`` (default:
-    the connection's inbox prefix, ``_INBOX``). Where NATS permissions give
-    each user an inbox prefix of its own, pass that prefix (and connect with
-    the same ``inbox_prefix``): the coordinator answers only inside the
-    sender's own inbox.
+    The coordinator sends a decision's verdict only inside the sender's own
+    inbox, ``_INBOX.<approver>`` (``_INBOX.anonymous`` for an anonymous
+    decision): the client subscribes there. Where NATS permissions give each
+    user an inbox prefix of its own, connect with ``inbox_prefix`` set to it
+    and pass the same ``inbox_prefix`` here; a decision published as an
+    identity whose inbox is not this client's then takes its verdict from
+    the run's events instead.
     """
 
     def __init__(
@@ -50,8 +52,7 @@ class Client:
         self._ns = Namespace(prefix)
         self._inbox_prefix = inbox_prefix
         self._timeout = timeout
-        self._reply_prefix = ""
-        self._reply_sub: Any = None
+        self._replies: dict[str, tuple[str, Any]] = {}  # allowed inbox prefix -> (reply prefix, subscription)
         self._waiting: dict[str, asyncio.Future[Verdict]] = {}
         self._lock = asyncio.Lock()
 
@@ -60,10 +61,10 @@ class Client:
         return self._ns
 
     async def close(self) -> None:
-        """Release the verdict subscription (the connection stays open)."""
-        if self._reply_sub is not None:
-            await self._reply_sub.unsubscribe()
-            self._reply_sub = None
+        """Release the verdict subscriptions (the connection stays open)."""
+        replies, self._replies = self._replies, {}
+        for _, sub in replies.values():
+            await sub.unsubscribe()
 
     async def start(
         self,
@@ -88,31 +89,36 @@ class Client:
         data = json.dumps(work, separators=(",", ":")).encode()
         decode_work(data)
         await self._js.publish(
-            self._ns.work(agent),
+            self._ns.start(agent),
             data,
             headers={"Nats-Msg-Id": work_msg_id(run_id, 0), "traceparent": _trace.child(traceparent)},
         )
         return run_id
 
-    async def _await_reply(self, decision_id: str) -> tuple[str, asyncio.Future[Verdict]]:
+    async def _await_reply(self, decision_id: str, approver: str) -> tuple[str | None, asyncio.Future[Verdict]]:
+        """A future for the verdict of decision_id, published as approver,
+        and the reply subject to name; None when this client cannot receive
+        in the approver's inbox (the verdict then comes from the events)."""
+        allowed = inbox_prefix(approver)
+        fut: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
+        if self._inbox_prefix and self._inbox_prefix != allowed:
+            return None, fut
         async with self._lock:
-            if self._reply_sub is None:
-                if self._inbox_prefix:
-                    self._reply_prefix = f"{self._inbox_prefix}.{os.urandom(11).hex()}"
-                else:
-                    self._reply_prefix = self._nc.new_inbox()
-                self._reply_sub = await self._nc.subscribe(self._reply_prefix + ".*", cb=self._on_reply)
+            if allowed not in self._replies:
+                base = f"{allowed}.{os.urandom(11).hex()}"
+                sub = await self._nc.subscribe(base + ".*", cb=self._on_reply)
                 await self._nc.flush()
-            fut: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
+                self._replies[allowed] = (base, sub)
+            base = self._replies[allowed][0]
             self._waiting[reply_token(decision_id)] = fut
-            return f"{self._reply_prefix}.{reply_token(decision_id)}", fut
+            return f"{base}.{reply_token(decision_id)}", fut
 
     async def _on_reply(self, m: Msg) -> None:
         try:
             v = Verdict.from_wire(json.loads(m.data))
         except (ValueError, KeyError, TypeError):
             return
-        fut = self._waiting.get(m.subject[len(self._reply_prefix) + 1 :])
+        fut = self._waiting.get(m.subject.rsplit(".", 1)[-1])
         if fut is not None and not fut.done():
             fut.set_result(v)
 
@@ -156,17 +162,16 @@ class Client:
         subject = self._ns.resume(run_id, approver)
         data = json.dumps(d, separators=(",", ":")).encode()
         decode_decision(data)
-        inbox, fut = await self._await_reply(d["decisionId"])
+        inbox, fut = await self._await_reply(d["decisionId"], approver or "")
         deadline = timeout if timeout is not None else self._timeout
+        headers = {"Nats-Msg-Id": decision_msg_id(approver or "", d["decisionId"]), "Interlock-Via": via}
+        if inbox is not None:
+            headers["Interlock-Reply-To"] = inbox
         try:
             ack = await self._js.publish(
                 subject,
                 data,
-                headers={
-                    "Nats-Msg-Id": decision_msg_id(approver or "", d["decisionId"]),
-                    "Interlock-Reply-To": inbox,
-                    "Interlock-Via": via,
-                },
+                headers=headers,
             )
             if ack.duplicate:
                 # The stream already holds this decision id, so the coordinator
@@ -174,7 +179,8 @@ class Client:
                 v = await asyncio.wait_for(self._first_verdict(run_id, d), deadline)
             else:
                 try:
-                    v = await asyncio.wait_for(asyncio.shield(fut), deadline)
+                    waiting = asyncio.shield(fut) if inbox is not None else self._verdict_event(run_id, d)
+                    v = await asyncio.wait_for(waiting, deadline)
                 except TimeoutError:
                     raise TimeoutError(
                         f"decision {d['decisionId']} is stored; no verdict within {deadline}s"
@@ -195,28 +201,27 @@ class Client:
         cancelled value, never an approval."""
         return await self.decide(run_id, interrupt_id, "cancelled", **kw)
 
-    async def _first_verdict(self, run_id: str, d: dict[str, Any]) -> Verdict:
+    async def _verdict_event(self, run_id: str, d: dict[str, Any]) -> Verdict:
+        """The verdict on decision d as recorded in the run's events, once
+        the coordinator has handled it."""
         while True:
             for ev in await self.events(run_id):
                 raw = ev.get("verdict")
                 if (
-                    not raw
-                    or raw.get("decisionId") != d["decisionId"]
-                    or raw.get("interruptId") != d["interruptId"]
-                    or raw.get("approver", "") != d.get("approver", "")
+                    raw
+                    and raw.get("decisionId") == d["decisionId"]
+                    and raw.get("interruptId") == d["interruptId"]
+                    and raw.get("approver", "") == d.get("approver", "")
                 ):
-                    continue
-                v = Verdict.from_wire(raw)
-                if v.outcome == "accepted":
-                    dup = dict(
-                        raw,
-                        outcome="duplicate",
-                        replay=False,
-                        detail="this decision was already accepted; nothing changed",
-                    )
-                    return Verdict.from_wire(dup)
-                return v
+                    return Verdict.from_wire(raw)
             await asyncio.sleep(0.1)
+
+    async def _first_verdict(self, run_id: str, d: dict[str, Any]) -> Verdict:
+        v = await self._verdict_event(run_id, d)
+        if v.outcome == "accepted":
+            detail = "this decision was already accepted; nothing changed"
+            return Verdict.from_wire(dict(v.raw, outcome="duplicate", replay=False, detail=detail))
+        return v
 
     async def run(self, run_id: str) -> Run:
         """The run's record; raises :class:`RunNotFound` before its first pass ends."""

@@ -48,8 +48,14 @@ class Namespace:
         return self.prefix.replace(".", "_") + "_" + name
 
     def work(self, agent: str) -> str:
+        """Where the coordinator publishes an agent's replays."""
         validate_token("agent", agent)
         return self._join("work", agent)
+
+    def start(self, agent: str) -> str:
+        """Where whoever starts a run publishes its first pass."""
+        validate_token("agent", agent)
+        return self._join("start", agent)
 
     def _agent_run(self, kind: str, agent: str, run: str) -> str:
         validate_token("agent", agent)
@@ -99,3 +105,13 @@ class Namespace:
 
     def all(self, kind: str) -> str:
         return self._join(kind, ">")
+
+
+ANONYMOUS_INBOX = "anonymous"
+
+
+def inbox_prefix(identity: str) -> str:
+    """The inbox prefix of NATS user ``identity``: ``_INBOX.<identity>``
+    (``_INBOX.anonymous`` for ``""``). The coordinator sends the verdict of a
+    decision published as ``identity`` only under it."""
+    return "_INBOX." + (identity or ANONYMOUS_INBOX)

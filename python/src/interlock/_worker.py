@@ -115,7 +115,7 @@ class Worker:
                 stream,
                 api.ConsumerConfig(
                     durable_name=durable,
-                    filter_subjects=[self._ns.work(agent)],
+                    filter_subjects=[self._ns.work(agent), self._ns.start(agent)],
                     ack_policy=api.AckPolicy.EXPLICIT,
                     ack_wait=self._ack_wait,
                     max_deliver=self._max_deliver,
@@ -188,6 +188,17 @@ class Worker:
                 return
             if work["agent"] != agent:
                 await self._dead_letter(agent, m, f"work item for agent {work['agent']!r} arrived on {m.subject}")
+                return
+            first_pass = work.get("pass", 0) == 0 and not work.get("decisions") and not work.get("journal")
+            if m.subject == self._ns.start(agent) and not first_pass:
+                # Only the coordinator publishes replays (on the work
+                # subject): whoever may start a run may not hand a body
+                # decisions.
+                await self._dead_letter(
+                    agent,
+                    m,
+                    f"malformed: a work item on {m.subject} must be a first pass; replays come from the coordinator",
+                )
                 return
             if await self._pass_done(work):
                 await m.ack()
