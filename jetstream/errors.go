@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -34,6 +35,10 @@ var (
 	// binds to does not exist (or is not what it needs), and it has no
 	// right to create it.
 	ErrNotProvisioned = errors.New("not provisioned (run `interlock provision` with admin credentials)")
+	// ErrUnavailable means JetStream cannot serve the request for now: a
+	// cluster is forming or electing a leader. It passes within seconds;
+	// retry with a short backoff.
+	ErrUnavailable = errors.New("JetStream temporarily unavailable (cluster forming or electing a leader)")
 )
 
 // translate maps nats.go errors onto this package's sentinels, keeping the
@@ -71,6 +76,8 @@ func translate(err error) error {
 			return natsError(err)
 		case apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
 			sentinel = ErrTooLarge
+		case slices.Contains(unavailableCodes, apiErr.ErrorCode):
+			sentinel = ErrUnavailable
 		case apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence,
 			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant:
 			sentinel = ErrConflict
@@ -80,6 +87,11 @@ func translate(err error) error {
 	}
 	return fmt.Errorf("%w: %s", sentinel, err.Error())
 }
+
+// unavailableCodes are the JetStream API errors of a cluster that is
+// forming or electing: no suitable peers (yet), system temporarily
+// unavailable, cluster can not handle request.
+var unavailableCodes = []jetstream.ErrorCode{10005, 10008, 10009}
 
 // natsError keeps an unclassified error's text, marked as coming from NATS.
 func natsError(err error) error {

@@ -20,7 +20,10 @@ import (
 	"github.com/interlockhq/interlock/subjects"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	jstest.RunNode() // when this binary is started as a cluster node
+	goleak.VerifyTestMain(m)
+}
 
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)

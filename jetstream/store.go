@@ -109,7 +109,7 @@ func (c *Client) Bucket(ctx context.Context, name, description string, ttl time.
 	}
 	kv, err := c.provisionBucket(ctx, jetstream.KeyValueConfig{
 		Bucket: c.BucketName(name), Description: description,
-		History: 1, TTL: ttl, Storage: c.storage(), Replicas: c.cfg.Replicas,
+		History: 1, TTL: ttl, Storage: c.storage(), Replicas: c.provisionedReplicas(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("provision bucket %s: %w", c.BucketName(name), translate(err))

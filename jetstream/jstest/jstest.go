@@ -5,7 +5,6 @@ package jstest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -85,24 +84,13 @@ func ClientURL(t testing.TB, urls string, cfg ...jetstream.Config) *jetstream.Cl
 		t.Fatalf("dial %s: %v", urls, err)
 	}
 	t.Cleanup(cl.Close)
-	// A cluster that has just formed may time out creating R3 streams, or
-	// find no peers to place them on, while its peers catch up: try again
-	// until the deadline.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		pctx, pcancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := cl.Provision(pctx)
-		pcancel()
-		if err == nil {
-			return cl
-		}
-		// "no suitable peers": the meta leader does not know every peer yet.
-		settling := errors.Is(err, jetstream.ErrTimeout) || strings.Contains(err.Error(), "no suitable peers")
-		if !settling || time.Now().After(deadline) {
-			t.Fatalf("provision: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond) // polling the cluster's state; no event to wait on
+	// Provision itself waits out a cluster that is still forming.
+	pctx, pcancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer pcancel()
+	if err := cl.Provision(pctx); err != nil {
+		t.Fatalf("provision: %v", err)
 	}
+	return cl
 }
 
 // FreePorts returns n distinct free loopback ports.
