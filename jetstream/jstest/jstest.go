@@ -114,11 +114,12 @@ func FreePorts(t testing.TB, n int) []int {
 
 // Cluster starts n servers forming one JetStream cluster on loopback, each
 // in its own temporary directory. configs, when given, are nats-server
-// configuration files (one per node) whose ports are moved to free ones.
+// configuration files (one per node) whose ports (monitoring included) are
+// moved to free ones.
 // It returns when the cluster has a JetStream meta leader.
 func Cluster(t testing.TB, n int, configs ...string) []*embedded.Server {
 	t.Helper()
-	ports := FreePorts(t, 2*n)
+	ports := FreePorts(t, 3*n)
 	var routes []*url.URL
 	for i := range n {
 		routes = append(routes, &url.URL{Scheme: "nats-route", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[n+i]))})
@@ -131,8 +132,11 @@ func Cluster(t testing.TB, n int, configs ...string) []*embedded.Server {
 		if len(configs) > i {
 			cfg.ConfigFile, cfg.Name = configs[i], ""
 		}
-		clusterPort := ports[n+i]
+		clusterPort, httpPort := ports[n+i], ports[2*n+i]
 		cfg.Adjust = func(o *server.Options) {
+			if o.HTTPPort != 0 {
+				o.HTTPHost, o.HTTPPort = "127.0.0.1", httpPort
+			}
 			if o.Cluster.Name == "" {
 				o.Cluster.Name = "interlock-test"
 			}
