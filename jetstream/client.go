@@ -399,20 +399,39 @@ const provisionAttempt = 3 * time.Second
 // provisioner creating the same thing at the same moment ("already in
 // use"), a cluster still forming or electing (ErrUnavailable) and an
 // attempt that timed out are retried, each attempt reading the server's
-// state afresh, with a short backoff, until ctx ends (6 times the
-// client's Timeout when it has no deadline).
+// state afresh, until ctx ends (6 times the client's Timeout when it has no
+// deadline).
 func (c *Client) converge(ctx context.Context, step func(context.Context) error) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 6*c.cfg.Timeout)
 		defer cancel()
 	}
+	return retry(ctx, min(provisionAttempt, c.cfg.Timeout), racing, step)
+}
+
+// RetryAttempt bounds one attempt of RetryUnavailable.
+const RetryAttempt = 2 * time.Second
+
+// RetryUnavailable runs op until it succeeds, fails with an error other
+// than ErrUnavailable or ErrTimeout, or ctx ends; each attempt is bounded
+// by RetryAttempt and they are spaced by a short backoff (25 ms doubling
+// up to 500 ms). It is for writes that are safe to repeat (deduplicated by
+// message id) through a leader election.
+func RetryUnavailable(ctx context.Context, op func(context.Context) error) error {
+	return retry(ctx, RetryAttempt, func(err error) bool {
+		return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrTimeout)
+	}, op)
+}
+
+// retry is the loop of converge and RetryUnavailable.
+func retry(ctx context.Context, attempt time.Duration, retryable func(error) bool, op func(context.Context) error) error {
 	backoff := 25 * time.Millisecond
 	for {
-		actx, cancel := context.WithTimeout(ctx, min(provisionAttempt, c.cfg.Timeout))
-		err := step(actx)
+		actx, cancel := context.WithTimeout(ctx, attempt)
+		err := op(actx)
 		cancel()
-		if err == nil || !racing(err) || ctx.Err() != nil {
+		if err == nil || !retryable(err) || ctx.Err() != nil {
 			return err
 		}
 		select {
@@ -420,7 +439,7 @@ func (c *Client) converge(ctx context.Context, step func(context.Context) error)
 		case <-ctx.Done():
 			return err
 		}
-		backoff = min(2*backoff, time.Second)
+		backoff = min(2*backoff, 500*time.Millisecond)
 	}
 }
 
@@ -566,7 +585,7 @@ func (c *Client) refused(subject string, err error) error {
 	if last != nil && errors.Is(last, nats.ErrPermissionViolation) && strings.Contains(last.Error(), `"`+subject+`"`) {
 		return fmt.Errorf("%w: the server refused this user a publish on %s (%s)", ErrPermission, subject, last.Error())
 	}
-	return translate(err)
+	return c.written(subject, err)
 }
 
 // OutMsg is one message for PublishAll.
@@ -604,7 +623,7 @@ func (c *Client) PublishAll(ctx context.Context, msgs ...OutMsg) error {
 		}
 		f, err := c.js.PublishMsgAsync(nm)
 		if err != nil {
-			return fmt.Errorf("publish %s: %w", m.Subject, translate(err))
+			return fmt.Errorf("publish %s: %w", m.Subject, c.written(m.Subject, err))
 		}
 		futures = append(futures, f)
 	}
@@ -617,7 +636,7 @@ func (c *Client) PublishAll(ctx context.Context, msgs ...OutMsg) error {
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
-			return fmt.Errorf("publish %s: %w", msgs[i].Subject, translate(err))
+			return fmt.Errorf("publish %s: %w", msgs[i].Subject, c.written(msgs[i].Subject, err))
 		case <-ctx.Done():
 			return fmt.Errorf("publish %s: %w", msgs[i].Subject, translate(ctx.Err()))
 		}
@@ -705,6 +724,18 @@ func (c *Client) stream(ctx context.Context, s Stream) (jetstream.Stream, error)
 	}
 	c.streams.Store(name, st)
 	return st, nil
+}
+
+// StreamLeader names the server that leads stream, "" during an election.
+func (c *Client) StreamLeader(ctx context.Context, stream string) (string, error) {
+	st, err := c.js.Stream(ctx, stream)
+	if err != nil {
+		return "", translate(err)
+	}
+	if st.CachedInfo().Cluster == nil {
+		return "", nil
+	}
+	return st.CachedInfo().Cluster.Leader, nil
 }
 
 // ConsumerState is where a durable consumer stands.

@@ -430,6 +430,10 @@ func (k *Consumer) handle(h Handler, hm *held) {
 		k.deadLetter(raw, m, fmt.Errorf("gave up after %d deliveries: %w", m.Deliveries, err))
 	case errors.As(err, &retry):
 		_ = raw.NakWithDelay(retry.after)
+	case errors.Is(err, ErrUnavailable):
+		// A leader election: over in seconds, so retry soon, not after
+		// the backoff of a failing handler.
+		_ = raw.NakWithDelay(min(100*time.Millisecond<<(m.Deliveries-1), 2*time.Second))
 	default:
 		i := min(int(m.Deliveries)-1, len(k.cc.BackOff)-1)
 		k.cc.Logger.Warn("handler failed; will retry", "consumer", k.cc.Durable, "subject", m.Subject,

@@ -221,7 +221,8 @@ func (cl *Client) Start(ctx context.Context, agent string, input any, opts ...St
 	if err != nil {
 		return "", err
 	}
-	return w.RunID, cl.c.PublishAll(ctx, m)
+	// Deduplicated by its message id, so safe to repeat through an election.
+	return w.RunID, jetstream.RetryUnavailable(ctx, func(ctx context.Context) error { return cl.c.PublishAll(ctx, m) })
 }
 
 // DecisionRequest is what an approver decides.
@@ -302,7 +303,11 @@ func (cl *Client) Decide(ctx context.Context, req DecisionRequest) (subjects.Ver
 		return subjects.Verdict{}, err
 	}
 	defer stop()
-	ack, err := cl.c.Publish(ctx, subject, data, subjects.DecisionMsgID(req.Approver, d.DecisionID), h)
+	var ack jetstream.PubAck
+	err = jetstream.RetryUnavailable(ctx, func(ctx context.Context) error { // deduplicated by decision id
+		ack, err = cl.c.Publish(ctx, subject, data, subjects.DecisionMsgID(req.Approver, d.DecisionID), h)
+		return err
+	})
 	if err != nil {
 		return subjects.Verdict{}, err
 	}
