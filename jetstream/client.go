@@ -678,7 +678,10 @@ func (c *Client) Subscribe(subject string, fn func(subject string, data []byte))
 	if err != nil {
 		return nil, translate(err)
 	}
-	if err := c.nc.Flush(); err != nil {
+	// While the connection is being re-established (a node died) the flush
+	// fails, but the subscription stands: nats.go subscribes again on
+	// reconnect, before it sends anything published meanwhile.
+	if err := c.nc.Flush(); err != nil && (c.nc.IsClosed() || !c.nc.IsReconnecting()) {
 		_ = sub.Unsubscribe()
 		return nil, translate(err)
 	}
