@@ -372,17 +372,27 @@ func (c *Client) storage() jetstream.StorageType {
 
 // provisionStream creates want, or raises an existing stream to it.
 func (c *Client) provisionStream(ctx context.Context, want jetstream.StreamConfig) error {
+	return c.ensureStream(ctx, want.Name, func(ctx context.Context) error {
+		_, err := c.js.CreateStream(ctx, want)
+		return err
+	}, func(have jetstream.StreamConfig) jetstream.StreamConfig { return raiseStream(have, want) })
+}
+
+// ensureStream creates stream name with create when it does not exist, or
+// updates it to raise(its config) when that differs; converging with other
+// provisioners (an "already in use" from create reads it again).
+func (c *Client) ensureStream(ctx context.Context, name string, create func(context.Context) error,
+	raise func(jetstream.StreamConfig) jetstream.StreamConfig) error {
 	return c.converge(ctx, func(ctx context.Context) error {
-		st, err := c.js.Stream(ctx, want.Name)
+		st, err := c.js.Stream(ctx, name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			_, err = c.js.CreateStream(ctx, want)
-			return err // "already in use": created meanwhile by another provisioner; converge reads it again
+			return create(ctx)
 		}
 		if err != nil {
 			return err
 		}
 		have := st.CachedInfo().Config
-		next := raiseStream(have, want)
+		next := raise(have)
 		if reflect.DeepEqual(next, have) {
 			return nil
 		}
@@ -477,25 +487,20 @@ func longer(a, b time.Duration) time.Duration {
 // and TTL to cfg's; it never lowers them and keeps whatever else an
 // operator set (history, size limits).
 func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	var kv jetstream.KeyValue
-	err := c.converge(ctx, func(ctx context.Context) error {
-		st, err := c.js.Stream(ctx, "KV_"+cfg.Bucket)
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			kv, err = c.js.CreateKeyValue(ctx, cfg)
-			return err // "exists": created meanwhile by another provisioner; converge reads it again
-		}
-		if err != nil {
-			return err
-		}
-		have := st.CachedInfo().Config
+	err := c.ensureStream(ctx, "KV_"+cfg.Bucket, func(ctx context.Context) error {
+		_, err := c.js.CreateKeyValue(ctx, cfg)
+		return err
+	}, func(have jetstream.StreamConfig) jetstream.StreamConfig {
 		next := have
 		next.Replicas = max(have.Replicas, cfg.Replicas)
 		next.MaxAge = longer(have.MaxAge, cfg.TTL)
-		if !reflect.DeepEqual(next, have) {
-			if _, err := c.js.UpdateStream(ctx, next); err != nil {
-				return err
-			}
-		}
+		return next
+	})
+	if err != nil {
+		return nil, err
+	}
+	var kv jetstream.KeyValue
+	err = c.converge(ctx, func(ctx context.Context) error {
 		kv, err = c.js.KeyValue(ctx, cfg.Bucket)
 		return err
 	})

@@ -36,6 +36,28 @@ func retry(t *testing.T, what string, op func() error) {
 	}
 }
 
+// clusterHarness provisions R3 streams on the cluster at urls and runs n
+// coordinators and n workers of the approval agent, each on its own
+// connection.
+func clusterHarness(t *testing.T, urls string, n int) *harness {
+	t.Helper()
+	cfg := jetstream.Config{Replicas: 3}
+	var calls counter
+	h := &harness{t: t, agents: map[string]AgentFunc{"refunds": approvalAgent(&calls)}}
+	h.admin = jstest.ClientURL(t, urls, cfg)
+	h.client = NewClient(h.admin)
+	for range n {
+		co := NewCoordinator(jstest.ClientURL(t, urls, cfg), CoordinatorConfig{AckWait: 2 * time.Second, Logger: quiet})
+		require.NoError(t, co.Start(context.Background()))
+		t.Cleanup(co.Stop)
+		w := NewWorker(jstest.ClientURL(t, urls, cfg), WorkerConfig{AckWait: 2 * time.Second, Logger: quiet})
+		require.NoError(t, w.Register("refunds", h.agents["refunds"]))
+		require.NoError(t, w.Start(context.Background()))
+		t.Cleanup(func() { stopWorker(t, w) })
+	}
+	return h
+}
+
 // TestClusterNodeLoss runs Interlock on a three-node cluster with R3 streams,
 // with two coordinators and two workers, and kills a node while runs are
 // suspending and being decided: no run is lost and no decision is applied
@@ -45,22 +67,7 @@ func TestClusterNodeLoss(t *testing.T) {
 		t.Skip("cluster test")
 	}
 	servers := jstest.Cluster(t, 3)
-	urls := jstest.URLs(servers)
-	cfg := jetstream.Config{Replicas: 3}
-	var calls counter
-	h := &harness{t: t, agents: map[string]AgentFunc{"refunds": approvalAgent(&calls)}}
-	h.admin = jstest.ClientURL(t, urls, cfg)
-	h.client = NewClient(h.admin)
-	conn := func() *jetstream.Client { return jstest.ClientURL(t, urls, cfg) }
-	for range 2 {
-		co := NewCoordinator(conn(), CoordinatorConfig{AckWait: 2 * time.Second, Logger: quiet})
-		require.NoError(t, co.Start(context.Background()))
-		t.Cleanup(co.Stop)
-		w := NewWorker(conn(), WorkerConfig{AckWait: 2 * time.Second, Logger: quiet})
-		require.NoError(t, w.Register("refunds", h.agents["refunds"]))
-		require.NoError(t, w.Start(context.Background()))
-		t.Cleanup(func() { stopWorker(t, w) })
-	}
+	h := clusterHarness(t, jstest.URLs(servers), 2)
 
 	const runs = 30
 	ids := make([]string, runs)
@@ -125,19 +132,8 @@ func TestClusterElectionWindow(t *testing.T) {
 		t.Skip("cluster test")
 	}
 	nodes := jstest.ProcessCluster(t, 3)
-	urls := jstest.NodeURLs(nodes)
+	h := clusterHarness(t, jstest.NodeURLs(nodes), 1)
 	cfg := jetstream.Config{Replicas: 3}
-	var calls counter
-	h := &harness{t: t, agents: map[string]AgentFunc{"refunds": approvalAgent(&calls)}}
-	h.admin = jstest.ClientURL(t, urls, cfg)
-	h.client = NewClient(h.admin)
-	co := NewCoordinator(jstest.ClientURL(t, urls, cfg), CoordinatorConfig{AckWait: 2 * time.Second, Logger: quiet})
-	require.NoError(t, co.Start(context.Background()))
-	t.Cleanup(co.Stop)
-	w := NewWorker(jstest.ClientURL(t, urls, cfg), WorkerConfig{AckWait: 2 * time.Second, Logger: quiet})
-	require.NoError(t, w.Register("refunds", h.agents["refunds"]))
-	require.NoError(t, w.Start(context.Background()))
-	t.Cleanup(func() { stopWorker(t, w) })
 
 	kills := 3
 	if n, err := strconv.Atoi(os.Getenv("INTERLOCK_ELECTION_KILLS")); err == nil && n > 0 {
