@@ -110,9 +110,8 @@ const electionProbe = 2 * time.Second
 // found no stream to take it (ErrNoStream), or did not answer in time, and
 // the stream that captures subject exists without a leader, or cannot be
 // looked up for a reason other than not existing, its leader is being
-// elected: the error is ErrUnavailable. So
-// is a write cut off by the loss of the connection while the client
-// reconnects to another server.
+// elected: the error is ErrUnavailable. So is a write cut off by the loss
+// of the connection while the client reconnects to another server.
 func (c *Client) written(subject string, err error) error {
 	if (errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrDisconnected)) && !c.nc.IsClosed() {
 		return fmt.Errorf("%w: connection lost, reconnecting (%s)", ErrUnavailable, err.Error())
