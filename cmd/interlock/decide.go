@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -95,6 +96,10 @@ a duplicate of an accepted one), 3 when it was rejected, with the reason.`,
 
 func onlyPending(cmd *cobra.Command, api *processor.Client, run string) (string, error) {
 	rec, err := api.Run(cmd.Context(), run)
+	if errors.Is(err, jetstream.ErrPermission) {
+		return "", fmt.Errorf("%w: this NATS user may not read run records (approvers read none: a record holds answers); "+
+			"name the interrupt, as the notification does: RUN INTERRUPT", err)
+	}
 	if err != nil {
 		return "", err
 	}
