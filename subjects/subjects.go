@@ -98,6 +98,18 @@ func DecisionMsgID(approver, decisionID string) string {
 	return approver + ":" + decisionID
 }
 
+// DecisionAttemptMsgID is the Nats-Msg-Id of a decision sent again after
+// rejected attempts with the same decision id: DecisionMsgID followed by
+// ":<rejected>", the number of rejections recorded for it. A rejected
+// attempt so never deduplicates a later one away; copies of one attempt
+// still dedup.
+func DecisionAttemptMsgID(approver, decisionID string, rejected int) string {
+	if rejected == 0 {
+		return DecisionMsgID(approver, decisionID)
+	}
+	return DecisionMsgID(approver, decisionID) + ":" + strconv.Itoa(rejected)
+}
+
 // ResumeAs is the subject approver publishes decisions for run on. The
 // approver's identity is this token, not anything in the body, so NATS user
 // permissions (approver ada may publish only on <prefix>.resume.*.ada) make

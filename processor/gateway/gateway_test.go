@@ -416,3 +416,33 @@ func TestOneClickLinks(t *testing.T) {
 	status, body = e.page("POST", link3, url.Values{"payload": {`{"amount": 5}`}})
 	require.Equal(t, 200, status, body)
 }
+
+// A rejected attempt never burns the decision id of a later one: through
+// the API with the caller's own decisionId, and through a link, whose
+// decision id is fixed, the corrected answer is accepted at once.
+func TestRetryAfterRefusal(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	schema := map[string]any{"type": "object", "required": []string{"amount"},
+		"properties": map[string]any{"amount": map[string]any{"type": "number"}}}
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Schema": schema})
+	status, out := e.call("POST", decisionPath(run, id), "ada-token",
+		[]byte(`{"status":"resolved","payload":{"amount":"x"},"decisionId":"api-1"}`))
+	require.Equal(t, 422, status, out)
+	status, out = e.call("POST", decisionPath(run, id), "ada-token",
+		[]byte(`{"status":"resolved","payload":{"amount":3},"decisionId":"api-1"}`))
+	require.Equal(t, 200, status, out)
+	assert.Equal(t, "accepted", out["verdict"].(map[string]any)["outcome"])
+
+	run, id = e.suspend(map[string]any{"Approvers": []string{"ada"}, "Schema": schema})
+	link := e.linkFor(run, id, links.Approve, "ada", time.Hour)
+	status, body := e.page("POST", link, url.Values{"payload": {`{}`}})
+	require.Equal(t, 422, status, body)
+	status, body = e.page("POST", link, url.Values{"payload": {`{"amount": 4}`}})
+	require.Equal(t, 200, status, body)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	rec, err := e.client.Wait(ctx, run, processor.Finished)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"payload":{"amount":4},"by":"ada"}`, string(rec.Result))
+}
