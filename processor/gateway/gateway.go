@@ -124,8 +124,15 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 	}
 	g.mux.Handle("POST /agui/{agent}", bridge)
 	g.mux.HandleFunc("GET /v1/stream", g.auth(g.stream))
+	g.mux.HandleFunc("GET /v1/me", g.auth(func(w http.ResponseWriter, r *http.Request) {
+		id := identityOf(r)
+		writeJSON(w, http.StatusOK, map[string]any{"identity": id.Name, "groups": id.Groups, "auditor": id.Auditor})
+	}))
 	g.mux.HandleFunc("GET /inbox", g.inbox)
+	g.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/inbox", http.StatusFound) })
+	g.mux.HandleFunc("GET /static/{file}", static)
 	g.mux.HandleFunc("POST /inbox/login", g.login)
+	g.mux.HandleFunc("POST /inbox/logout", g.logout)
 	g.mux.HandleFunc("GET /l/{token}", g.confirmLink)
 	g.mux.HandleFunc("POST /l/{token}", g.useLink)
 	return g, nil

@@ -65,12 +65,13 @@ identities:
 			Approvers, Groups []string
 			Schema            map[string]any
 			Message, Reason   string
+			Metadata          map[string]any
 			// Quiet: the agent keeps the answer to itself.
 			Quiet bool
 		}
 		_ = json.Unmarshal(input, &req)
 		d, err := processor.Interrupt(ctx, processor.Request{Message: req.Message, Approvers: req.Approvers,
-			ApproverGroups: req.Groups, ResponseSchema: req.Schema, Reason: req.Reason})
+			ApproverGroups: req.Groups, ResponseSchema: req.Schema, Reason: req.Reason, Metadata: req.Metadata})
 		if err != nil {
 			return nil, err
 		}
@@ -368,6 +369,7 @@ func TestOneClickLinks(t *testing.T) {
 	assert.Contains(t, body, "Deploy to production?")
 	assert.Contains(t, body, `<form method="post">`)
 	assert.Contains(t, body, `name="viewport"`, "fits a phone")
+	assert.Contains(t, body, "You are deciding as <b>ada</b>")
 	rec, err := e.client.Run(context.Background(), run)
 	require.NoError(t, err)
 	assert.Len(t, rec.Pending(), 1, "a GET never decides")
@@ -385,7 +387,8 @@ func TestOneClickLinks(t *testing.T) {
 	assert.Contains(t, body, "This link has expired")
 	status, body = e.page("POST", e.linkFor(run, id, links.Approve, "bob", time.Hour), nil)
 	assert.Equal(t, 403, status)
-	assert.Contains(t, body, "not_allowed")
+	assert.Contains(t, body, "You may not decide this request", "in words, not a code")
+	assert.Contains(t, body, `href="/inbox"`, "a way back")
 
 	// Used once.
 	status, body = e.page("POST", approve, nil)
@@ -415,6 +418,9 @@ func TestOneClickLinks(t *testing.T) {
 	assert.Contains(t, body, `name="payload"`)
 	status, body = e.page("POST", link3, url.Values{"payload": {`{"amount": 5}`}})
 	require.Equal(t, 200, status, body)
+	assert.Contains(t, body, "You approved. The run continues.")
+	assert.Regexp(t, `<th scope="row">amount</th><td>5</td>`, body, "the page repeats what was decided")
+	assert.Contains(t, body, `href="/inbox#`+run3+`/`+id3+`"`, "and links to the run")
 }
 
 // A rejected attempt never burns the decision id of a later one: through
