@@ -453,6 +453,9 @@ type ConsumerState struct {
 	// Delivered counts messages handed out at least once; Pending the ones
 	// not yet handed out; AckPending the ones handed out and not yet acked.
 	Delivered, Pending, AckPending uint64
+	// Waiting counts the pull requests open now: a consumer someone is
+	// pulling from has at least one.
+	Waiting int
 }
 
 // ConsumerState returns the state of durable on stream s.
@@ -465,7 +468,22 @@ func (c *Client) ConsumerState(ctx context.Context, s Stream, durable string) (C
 	if err != nil {
 		return ConsumerState{}, translate(err)
 	}
-	return ConsumerState{Delivered: info.Delivered.Stream, Pending: info.NumPending, AckPending: uint64(info.NumAckPending)}, nil
+	return ConsumerState{Delivered: info.Delivered.Stream, Pending: info.NumPending, AckPending: uint64(info.NumAckPending),
+		Waiting: info.NumWaiting}, nil
+}
+
+// SubjectCounts returns how many messages stream s holds on each subject
+// matching filter.
+func (c *Client) SubjectCounts(ctx context.Context, s Stream, filter string) (map[string]uint64, error) {
+	st, err := c.js.Stream(ctx, c.StreamName(s))
+	if err != nil {
+		return nil, translate(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return nil, translate(err)
+	}
+	return info.State.Subjects, nil
 }
 
 // StoredBytes is what Interlock's streams and runs bucket hold on disk.

@@ -105,7 +105,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		}
 		cons, err := w.client.Consume(ctx, jetstream.ConsumerConfig{
 			Stream:         jetstream.StreamWork,
-			Durable:        "worker_" + name,
+			Durable:        workerDurable(name),
 			FilterSubjects: []string{subject},
 			AckWait:        w.cfg.AckWait,
 			MaxDeliver:     w.cfg.MaxDeliver,
