@@ -99,7 +99,10 @@ try {
     check(await amount.getAttribute("max") === "100" && await amount.getAttribute("min") === "0", "amount has no min/max");
     check(await amount.evaluate((e) => e.required), "amount is not required");
     check(await currency.evaluate((e) => e.options[e.selectedIndex].text) === "EUR", "currency does not start from the arguments");
-    check(await page.locator("#count").textContent() !== "", "no count");
+    check(/^\d+ waiting$/.test(await page.locator("#count").textContent()), "no count");
+    const head = await card.locator(".headline").textContent();
+    check(/^issue_refund · asked by gate · may decide: ada · waiting under a minute · expires in 1h5\dm \(\d\d:\d\d UTC\)$/.test(head),
+      "the header line: " + head);
     await audit(page, size, "inbox-card");
     step(size + " deep link");
 

@@ -66,12 +66,14 @@ identities:
 			Schema            map[string]any
 			Message, Reason   string
 			Metadata          map[string]any
+			Timeout           time.Duration
 			// Quiet: the agent keeps the answer to itself.
 			Quiet bool
 		}
 		_ = json.Unmarshal(input, &req)
 		d, err := processor.Interrupt(ctx, processor.Request{Message: req.Message, Approvers: req.Approvers,
-			ApproverGroups: req.Groups, ResponseSchema: req.Schema, Reason: req.Reason, Metadata: req.Metadata})
+			ApproverGroups: req.Groups, ResponseSchema: req.Schema, Reason: req.Reason, Metadata: req.Metadata,
+			Timeout: req.Timeout})
 		if err != nil {
 			return nil, err
 		}

@@ -55,7 +55,7 @@ func TestApproverInBrowser(t *testing.T) {
 	interrupts, linkPages, live := map[string]ref{}, map[string]map[string]string{}, map[string]string{}
 	for _, size := range []string{"phone", "desktop"} {
 		run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "Refund 12.50 to Lin (" + size + ")?",
-			"Schema": pay, "Metadata": map[string]any{"tool": "issue_refund",
+			"Schema": pay, "Timeout": 2 * time.Hour, "Metadata": map[string]any{"tool": "issue_refund",
 				"arguments": map[string]any{"amount": 12.5, "currency": "EUR", "order": "A-7"}}})
 		interrupts[size+"-pay"] = ref{run, id}
 		run, id = e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "Send the mail (" + size + ")?",

@@ -231,7 +231,8 @@ window.InterlockForm = (() => {
           show(f, pr.text);
           if (!focused) { f.input.focus(); focused = true; }
         }
-        general.textContent = message;
+        // The fields say what is wrong; without one, the message does.
+        general.textContent = focused ? "Not accepted: correct the marked fields." : message;
       },
       disable(on) { for (const f of fields) f.input.disabled = on; },
     };
