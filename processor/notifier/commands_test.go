@@ -67,3 +67,23 @@ func TestCommandsWorkWhenPasted(t *testing.T) {
 		assert.Equal(t, "3", payload)
 	}
 }
+
+// An interrupt's responseSchema and metadata come from agents: whatever
+// they hold, the example answer in a command is valid JSON, an object when
+// the schema asks for one with properties.
+func FuzzExamplePayload(f *testing.F) {
+	f.Add(`{"type":"object","required":["a"],"properties":{"a":{"enum":[1,"x"]},"b":{"type":"integer","minimum":2}}}`,
+		`{"arguments":{"a":"x","b":2.5}}`)
+	f.Add(`{"type":["string","null"]}`, `null`)
+	f.Add(`{"type":"object","properties":{"a":{"type":"number","minimum":1e999}}}`, `{"arguments":[]}`)
+	f.Fuzz(func(t *testing.T, schema, metadata string) {
+		out := examplePayload(json.RawMessage(schema), json.RawMessage(metadata))
+		if !json.Valid([]byte(out)) {
+			t.Fatalf("schema %s, metadata %s: %q is not JSON", schema, metadata, out)
+		}
+		var s property
+		if json.Unmarshal([]byte(schema), &s) == nil && s.Type == "object" && len(s.Properties) > 0 && out[0] != '{' {
+			t.Fatalf("schema %s: %s is not an object", schema, out)
+		}
+	})
+}
