@@ -151,7 +151,13 @@ try {
 
     // A new interrupt appears by itself (server-sent events).
     await wait(size + " live");
-    await page.locator("article", { hasText: plan.live[size] }).waitFor();
+    const liveCard = page.locator("article", { hasText: plan.live[size] });
+    await liveCard.waitFor();
+    await liveCard.locator("summary").focus(); // keyboard: open it with Enter
+    await page.keyboard.press("Enter");
+    await liveCard.locator("details[open]").waitFor();
+    await page.keyboard.press("Tab");
+    check(await page.evaluate(() => document.activeElement.closest("details") !== null), "Tab does not lead into the open card");
     step(size + " live");
 
     // Log out; an auditor sees what they may not decide, disabled.
@@ -189,7 +195,7 @@ try {
     check(await page.getByLabel("tier").evaluate((e) => e.options[e.selectedIndex].text) === "2", "the tier was not kept");
     await audit(page, size, "link-refused");
     await page.getByLabel("amount").fill("3.5");
-    await page.getByRole("button", { name: "Approve" }).click();
+    await page.getByLabel("amount").press("Enter"); // keyboard: Enter sends the form
     await page.locator("h1:has-text('Approved')").waitFor();
     check((await page.textContent("main")).includes("You approved as ada"), "the success page does not say who decided");
     check(await page.locator("th:has-text('tier') + td").textContent() === "2", "the success page does not repeat the answer");

@@ -185,6 +185,11 @@ func (g *Gateway) login(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: sid, Path: "/", HttpOnly: true, Secure: true,
 		SameSite: http.SameSiteStrictMode, MaxAge: int(g.cfg.SessionTTL.Seconds())})
+	whoAmI(w, id)
+}
+
+// whoAmI answers with who id is: the login's answer and GET /v1/me.
+func whoAmI(w http.ResponseWriter, id approvers.Identity) {
 	writeJSON(w, http.StatusOK, map[string]any{"identity": id.Name, "groups": id.Groups, "auditor": id.Auditor})
 }
 

@@ -124,10 +124,7 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 	}
 	g.mux.Handle("POST /agui/{agent}", bridge)
 	g.mux.HandleFunc("GET /v1/stream", g.auth(g.stream))
-	g.mux.HandleFunc("GET /v1/me", g.auth(func(w http.ResponseWriter, r *http.Request) {
-		id := identityOf(r)
-		writeJSON(w, http.StatusOK, map[string]any{"identity": id.Name, "groups": id.Groups, "auditor": id.Auditor})
-	}))
+	g.mux.HandleFunc("GET /v1/me", g.auth(func(w http.ResponseWriter, r *http.Request) { whoAmI(w, identityOf(r)) }))
 	g.mux.HandleFunc("GET /inbox", g.inbox)
 	g.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/inbox", http.StatusFound) })
 	g.mux.HandleFunc("GET /static/{file}", static)
