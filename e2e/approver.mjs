@@ -119,6 +119,8 @@ try {
     await card.getByRole("button", { name: "Approve", exact: true }).click();
     await gone(card, "approve");
     await page.locator("#notice:has-text('Approved')").waitFor();
+    await page.locator("#notice").getByRole("link", { name: "See the run" }).click();
+    await page.locator("#run-view td:has-text('resolved')").waitFor(); // the run, with its decision
     step(size + " refused then approved");
 
     // Edit arguments: the diff from what the agent proposed, then approve.

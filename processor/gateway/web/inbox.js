@@ -221,7 +221,13 @@
     for (const c of all) {
       c.card.hidden = agent !== "" && c.item.agent !== agent;
       if (!c.card.hidden) shown++;
-      list.append(c.card); // moves the node: what is typed in it stays
+    }
+    // Cards move only when the order changes (what is typed in them stays),
+    // and the focus stays where it was.
+    if (all.some((c, i) => list.children[i] !== c.card) || list.children.length !== all.length) {
+      const focused = document.activeElement;
+      list.append(...all.map((c) => c.card));
+      if (focused && focused !== document.activeElement && document.contains(focused)) focused.focus();
     }
     const total = cards.size;
     $("#count").textContent = agent ? `${shown} of ${total} waiting (agent ${agent})` : `${total} waiting`;
@@ -248,22 +254,25 @@
     pick.replaceChildren(el("option", {value: "", text: "All agents"}), ...agents.map((a) => el("option", {value: a, text: a})));
     pick.value = agents.includes(was) ? was : "";
     order();
+    loaded = true;
     openHash();
     return true;
   }
 
   // openHash opens, scrolls to and highlights the card #<run>/<interrupt>
-  // names; an interrupt no longer waiting shows its run instead.
-  let opened = "";
+  // names; an interrupt no longer waiting shows its run instead. Before the
+  // list has loaded it waits: the load calls it again.
+  let opened = "", shownRun = "", loaded = false;
   async function openHash() {
     const key = decodeURIComponent(location.hash.slice(1));
-    if (!key || key === opened || !me) return;
-    opened = key;
-    for (const c of cards.values()) c.card.classList.remove("highlight");
+    if (!key || !me) return;
     const c = cards.get(key);
     const view = $("#run-view");
-    view.replaceChildren();
     if (c) {
+      if (opened === key) return;
+      opened = key;
+      view.replaceChildren();
+      for (const o of cards.values()) o.card.classList.remove("highlight");
       c.card.hidden = false;
       c.details.open = true;
       c.card.classList.add("highlight");
@@ -271,6 +280,9 @@
       $("summary", c.card).focus();
       return;
     }
+    if (!loaded || shownRun === key) return;
+    shownRun = key;
+    view.replaceChildren();
     const [run, id] = key.split("/");
     const res = await api("/v1/runs/" + encodeURIComponent(run));
     const box = el("section", {class: "card highlight", "aria-label": "Run " + run});
@@ -287,7 +299,7 @@
             ...(st.decision.payload !== undefined ? [["Answer", st.decision.payload]] : [])] : [])]));
     }
     const back = el("a", {href: "#", class: "button secondary", text: "Back to the list"});
-    back.onclick = () => { view.replaceChildren(); opened = ""; };
+    back.onclick = () => { view.replaceChildren(); shownRun = ""; };
     box.append(back);
     view.append(box);
     box.scrollIntoView({block: "start"});
@@ -295,6 +307,8 @@
 
   function signedOut() {
     me = null;
+    loaded = false;
+    opened = shownRun = "";
     if (source) { source.close(); source = null; }
     for (const key of [...cards.keys()]) remove(key);
     $("#login").hidden = false;
@@ -336,7 +350,7 @@
   };
   $("#filter-agent").onchange = order;
   $("#sort").onchange = order;
-  window.addEventListener("hashchange", () => { opened = ""; openHash(); });
+  window.addEventListener("hashchange", () => { opened = shownRun = ""; openHash(); });
   setInterval(() => { for (const c of cards.values()) c.refreshHeader(); }, 30000);
   start();
 })();
