@@ -4,21 +4,25 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/approvers"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -115,4 +119,28 @@ func TestServeHelpNamesTheNotifierFile(t *testing.T) {
 	require.Equal(t, 0, r.code, r.err)
 	assert.Contains(t, r.out, "--notifier-config FILE")
 	assert.NotContains(t, r.out, "--notifier-config interlock")
+}
+
+// The gateway says where its inbox is when it starts, and / leads there.
+func TestGatewayPrintsTheInboxURL(t *testing.T) {
+	url, stop := serve(t, t.TempDir(), freePort(t))
+	ctx := context.Background()
+	conn, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url}, jetstream.Config{})
+	require.NoError(t, err)
+	defer conn.Close()
+	dir, err := approvers.Parse("ids", []byte("identities:\n  ada: {tokens: [\""+approvers.Digest("tok")+"\"]}\n"))
+	require.NoError(t, err)
+	logs := &syncBuffer{}
+	stopGateway, err := startGateway(conn, dir, nil, "127.0.0.1:0", nil, slog.New(slog.NewTextHandler(logs, nil)), prometheus.NewRegistry())
+	require.NoError(t, err)
+	defer stopGateway()
+	inbox := regexp.MustCompile(`inbox=(http://127\.0\.0\.1:\d+/inbox)`).FindStringSubmatch(logs.String())
+	require.NotNil(t, inbox, logs.String())
+	resp, err := http.Get(strings.TrimSuffix(inbox[1], "inbox"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "/inbox", resp.Request.URL.Path, "/ leads to the inbox")
+	stopGateway()
+	assert.Equal(t, 0, stop())
 }
