@@ -103,6 +103,7 @@ try {
     const head = await card.locator(".headline").textContent();
     check(/^issue_refund · asked by gate · may decide: ada · waiting under a minute · expires in 1h5\dm \(\d\d:\d\d UTC\)$/.test(head),
       "the header line: " + head);
+    await card.locator(".input th:has-text('Message') + td", { hasText: "Refund 12.50 to Lin" }).waitFor(); // the run's input
     await audit(page, size, "inbox-card");
     step(size + " deep link");
 

@@ -74,6 +74,20 @@
     card.append(details);
     body.append(table("About the request", [["Run", item.runId], ["Agent", item.agent], ["Reason", item.reason],
       ...(item.toolCallId ? [["Tool call", item.toolCallId]] : [])]));
+    // The run's input, read when the card is first opened.
+    const input = el("div", {class: "input"});
+    body.append(input);
+    details.addEventListener("toggle", async () => {
+      if (!details.open || input.dataset.loaded) return;
+      input.dataset.loaded = "1";
+      const res = await api("/v1/runs/" + encodeURIComponent(item.runId));
+      if (!res.ok) return;
+      const {run} = await res.json();
+      const v = run.input;
+      if (v === undefined || v === null) return;
+      const rows = typeof v === "object" && !Array.isArray(v) ? Object.entries(v) : [["Input", v]];
+      input.append(el("h3", {text: "The run's input"}), table("The run's input", rows));
+    });
     const args = argsOf(item);
     if (args) body.append(el("h3", {text: "Arguments"}), table("The tool's arguments", Object.entries(args)));
     const disabled = !item.canDecide;
