@@ -132,7 +132,9 @@ func TestServeApproveShowPending(t *testing.T) {
 	assert.Regexp(t, `in (59m\d+s|1h0m0s)`, r.out, "the deadline and the time left")
 	require.NotNil(t, pending[0].ExpiresAt)
 
-	r = cli(t, "approve", "--nats-url", url, run, "--payload", `{"amount": 1000}`)
+	// A rejected attempt does not burn its --decision-id: the corrected one
+	// below reuses it and is accepted.
+	r = cli(t, "approve", "--nats-url", url, run, "--payload", `{"amount": 1000}`, "--approver", "ada", "--decision-id", "cli-1")
 	assert.Equal(t, exitRejected, r.code)
 	assert.Contains(t, r.out, "rejected (schema_mismatch)")
 
@@ -144,7 +146,8 @@ func TestServeApproveShowPending(t *testing.T) {
 	assert.Equal(t, exitUsage, r.code)
 	r = cli(t, "approve", "--nats-url", url, run, "--edit", `[1]`)
 	assert.Equal(t, exitUsage, r.code)
-	r = cli(t, "approve", "--nats-url", url, run, "--edit", `{"amount": 12}`, "--approver", "ada", "--json")
+	r = cli(t, "approve", "--nats-url", url, run, "--edit", `{"amount": 12}`, "--approver", "ada", "--json",
+		"--decision-id", "cli-1")
 	require.Equal(t, 0, r.code, r.err)
 	var v subjects.Verdict
 	require.NoError(t, json.Unmarshal([]byte(r.out), &v))

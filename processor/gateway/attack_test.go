@@ -245,6 +245,7 @@ func TestAttackFramingAndContentPolicy(t *testing.T) {
 		csp := resp.Header.Get("Content-Security-Policy")
 		assert.Contains(t, csp, "frame-ancestors 'none'", path)
 		assert.Contains(t, csp, "default-src", path)
+		assert.NotContains(t, csp, "script-src 'unsafe-inline'", path, "no inline script runs: an injected one neither")
 		assert.Equal(t, "DENY", resp.Header.Get("X-Frame-Options"), path)
 		assert.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"), path)
 	}
@@ -356,4 +357,32 @@ func TestAttackRefusedLinksAreAudited(t *testing.T) {
 	used := e.refusals(run, subjects.CodeLinkUsed, 1)
 	assert.Equal(t, "GET /l/"+links.ID(good), used[0].Request)
 	assert.Equal(t, "ada", used[0].Identity)
+}
+
+// Attack: a session cookie copied before its owner logged out. Logging out
+// removes the session from the bucket, so the copy authenticates nothing;
+// a logout from another site is refused.
+func TestAttackCookieAfterLogout(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.login("ada-token")
+	get := func() int {
+		req, _ := http.NewRequest("GET", e.srv.URL+"/v1/me", nil)
+		req.AddCookie(c)
+		resp, _ := e.do(req)
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusOK, get())
+	req, _ := http.NewRequest("POST", e.srv.URL+"/inbox/logout", nil)
+	req.AddCookie(c)
+	resp, _ := e.do(req)
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "without X-Interlock-Request: a cross-site form")
+	assert.Equal(t, http.StatusOK, get())
+	req, _ = http.NewRequest("POST", e.srv.URL+"/inbox/logout", nil)
+	req.AddCookie(c)
+	req.Header.Set("X-Interlock-Request", "1")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, _ = e.do(req)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, http.StatusUnauthorized, get(), "the copied cookie is no session")
 }
