@@ -55,6 +55,7 @@ routes:
 `), 0o600))
 	url, stop := serve(t, t.TempDir(), freePort(t), "--notifier-config", cfg)
 	ctx := context.Background()
+	require.Equal(t, 0, cli(t, "provision", "--nats-url", url, "--agent", "pay").code)
 	conn, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url}, jetstream.Config{})
 	require.NoError(t, err)
 	defer conn.Close()

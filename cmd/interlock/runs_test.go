@@ -26,6 +26,7 @@ func TestRunsShowsStuckWork(t *testing.T) {
 	url, stop := serve(t, t.TempDir(), freePort(t), "--metrics-addr", metrics)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	require.Equal(t, 0, cli(t, "provision", "--nats-url", url, "--agent", "tally").code)
 	conn, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url}, jetstream.Config{})
 	require.NoError(t, err)
 	defer conn.Close()
