@@ -482,6 +482,8 @@ func (b *Bridge) check(rec *subjects.Run, entries []ResumeEntry, id approvers.Id
 			return CodeUnknownInterrupt, fmt.Sprintf("interrupt %s is not an interrupt of the thread's latest run", e.InterruptID)
 		case e.Status != subjects.StatusResolved && e.Status != subjects.StatusCancelled:
 			return CodeBadInput, fmt.Sprintf("interrupt %s: status %q is not resolved or cancelled", e.InterruptID, e.Status)
+		case !authz.MayDecide(st.Interrupt, id):
+			return CodeNotAllowed, fmt.Sprintf("%s may not decide interrupt %s", id.Name, e.InterruptID)
 		case st.Decision != nil && st.Decision.Approver == subjects.ExpiryApprover:
 			if e.Status == subjects.StatusResolved {
 				return CodeExpired, fmt.Sprintf("interrupt %s expired at %s and was closed; cancel it to continue the thread",
@@ -493,8 +495,6 @@ func (b *Bridge) check(rec *subjects.Run, entries []ResumeEntry, id approvers.Id
 		case e.Status == subjects.StatusResolved && st.ExpiresAt != nil && !now.Before(*st.ExpiresAt):
 			return CodeExpired, fmt.Sprintf("interrupt %s expired at %s; it can be cancelled, not resolved",
 				e.InterruptID, st.ExpiresAt.Format(time.RFC3339))
-		case !authz.MayDecide(st.Interrupt, id):
-			return CodeNotAllowed, fmt.Sprintf("%s may not decide interrupt %s", id.Name, e.InterruptID)
 		case e.Status == subjects.StatusResolved && len(st.ResponseSchema) > 0:
 			payload := e.Payload
 			if len(payload) == 0 {
