@@ -181,16 +181,11 @@ func (co *Coordinator) check(rec *subjects.Run, d subjects.Decision, identity st
 		return -1, reject(subjects.CodeExpired, "interrupt %s expired at %s; it can still be cancelled",
 			st.ID, st.ExpiresAt.Format(time.RFC3339))
 	}
-	if d.Status == subjects.StatusResolved && len(st.ResponseSchema) > 0 {
-		if len(d.Payload) == 0 {
-			return -1, reject(subjects.CodeSchemaMismatch, "interrupt %s has a responseSchema; a resolve needs a payload", st.ID)
-		}
-		// The error names the rule and where it failed, never the value.
-		if err := co.schemas.Validate(st.ResponseSchema, d.Payload); errors.Is(err, schema.ErrBudget) {
-			return -1, reject(subjects.CodeSchemaBudget, "%v", err)
-		} else if err != nil {
-			return -1, reject(subjects.CodeSchemaMismatch, "%v", err)
-		}
+	// The error names the rule and where it failed, never the value.
+	if err := checkAnswer(&co.schemas, st.Interrupt, d.Status, d.Payload); errors.Is(err, schema.ErrBudget) {
+		return -1, reject(subjects.CodeSchemaBudget, "%v", err)
+	} else if err != nil {
+		return -1, reject(subjects.CodeSchemaMismatch, "%v", err)
 	}
 	return i, nil
 }

@@ -53,6 +53,15 @@ type ResumeEntry struct {
 	Metadata    map[string]any  `json:"metadata,omitempty"`
 }
 
+// payload is the answer the bridge sends for e: none when it is absent or
+// null.
+func (e ResumeEntry) payload() json.RawMessage {
+	if len(e.Payload) == 0 || string(e.Payload) == "null" {
+		return nil
+	}
+	return e.Payload
+}
+
 // Error codes of RUN_ERROR events the bridge sends before a run starts.
 const (
 	CodeBadInput         = "bad_input"
@@ -452,8 +461,8 @@ func (b *Bridge) resume(ctx context.Context, s *session) {
 		req := processor.DecisionRequest{RunID: rec.RunID, InterruptID: e.InterruptID, Status: e.Status,
 			Metadata: e.Metadata, Approver: s.id.Name, Via: "agui",
 			DecisionID: "agui-" + threadKey(s.input.ThreadID+"\x00"+s.input.RunID+"\x00"+e.InterruptID)}
-		if len(e.Payload) > 0 && string(e.Payload) != "null" {
-			req.Payload = e.Payload
+		if p := e.payload(); p != nil {
+			req.Payload = p
 		}
 		if _, err := b.client.Decide(ctx, req); err != nil {
 			s.fail(CodeRejected, "interrupt %s: %v", e.InterruptID, err)
@@ -495,13 +504,10 @@ func (b *Bridge) check(rec *subjects.Run, entries []ResumeEntry, id approvers.Id
 		case e.Status == subjects.StatusResolved && st.ExpiresAt != nil && !now.Before(*st.ExpiresAt):
 			return CodeExpired, fmt.Sprintf("interrupt %s expired at %s; it can be cancelled, not resolved",
 				e.InterruptID, st.ExpiresAt.Format(time.RFC3339))
-		case e.Status == subjects.StatusResolved && len(st.ResponseSchema) > 0:
-			payload := e.Payload
-			if len(payload) == 0 {
-				payload = []byte("null")
-			}
-			if err := processor.ValidatePayload(st.ResponseSchema, payload); err != nil {
-				return CodeSchemaMismatch, fmt.Sprintf("interrupt %s: payload does not satisfy responseSchema: %v", e.InterruptID, err)
+		default:
+			// The coordinator's own rule, on the payload the bridge will send.
+			if err := processor.CheckAnswer(st.Interrupt, e.Status, e.payload()); err != nil {
+				return CodeSchemaMismatch, fmt.Sprintf("interrupt %s: %v", e.InterruptID, err)
 			}
 		}
 		seen[e.InterruptID] = true
