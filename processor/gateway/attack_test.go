@@ -437,19 +437,28 @@ func TestCancelExpiredNeedsAuthority(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, status, "bob may not decide ada's interrupt, expired or not: %v", out)
 }
 
-// Attack (security review): refused link decisions are counted against the link's identity
-// but the link path never checks the refusals budget: whoever holds ada's
-// link (a forwarded mail) submits refused answers without limit, and each
-// one locks ada herself out of deciding through the API.
+// Attack (security review): refused link decisions were counted against the link's
+// identity but the link path never checked the refusals budget: whoever
+// holds ada's link (a forwarded mail) submitted refused answers without
+// limit, and each one locked ada herself out of deciding through the API.
+// The link path is limited by address, and charges the address only.
 func TestLinkRefusalsLimitedAndNotChargedToApprover(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newEnvWith(t, func(c *Config) { c.DecisionRefusals = Limit{Burst: 5, Every: time.Hour} })
 	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Schema": map[string]any{"type": "integer"}})
 	approve := e.linkFor(run, id, "approve", "ada", time.Hour)
 	for i := range 15 {
 		status, body := e.page("POST", approve, map[string][]string{"payload": {`"x"`}})
-		require.Equal(t, http.StatusUnprocessableEntity, status, "attempt %d is checked, never 429: %s", i, body)
+		want := http.StatusUnprocessableEntity
+		if i >= 5 {
+			want = http.StatusTooManyRequests
+		}
+		require.Equal(t, want, status, "attempt %d: %s", i, body)
 	}
+	ev := e.refusals(run, subjects.CodeRateLimited, 1)
+	assert.Len(t, ev, 1, "audited once per episode")
+	assert.Equal(t, "127.0.0.1", ev[0].Address)
+	assert.Empty(t, ev[0].Identity, "the link's holder is not known to be ada")
 	// ada, from another address (127.0.0.2), with her own token.
 	client := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{
 		LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext}}
