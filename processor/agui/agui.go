@@ -678,7 +678,7 @@ func (b *Bridge) finish(ctx context.Context, s *session, rec *subjects.Run) {
 		final = append(final, map[string]any{"type": "MESSAGES_SNAPSHOT", "messages": messages})
 		interrupts := []map[string]any{}
 		for _, in := range rec.Pending() {
-			interrupts = append(interrupts, toAGUI(in))
+			interrupts = append(interrupts, toAGUI(in, authz.MayRead(in.Interrupt, s.id)))
 		}
 		done["outcome"] = map[string]any{"type": "interrupt", "interrupts": interrupts}
 	case subjects.RunCompleted:
@@ -728,14 +728,20 @@ func (b *Bridge) transcript(ctx context.Context, s *session, run string) ([]map[
 }
 
 // toAGUI maps an interrupt to an AG-UI Interrupt; the interrupt's approvers
-// and Interlock's run id travel in its metadata.
-func toAGUI(in subjects.InterruptState) map[string]any {
+// travel in its metadata. One the caller may not read (authz.MayRead) keeps
+// only its id, reason and tool call, and says it is withheld: the run waits
+// on it, and what it asks is its approvers' to see.
+func toAGUI(in subjects.InterruptState, readable bool) map[string]any {
 	out := map[string]any{"id": in.ID, "reason": in.Reason}
-	if in.Message != "" {
-		out["message"] = in.Message
-	}
 	if in.ToolCallID != "" {
 		out["toolCallId"] = in.ToolCallID
+	}
+	if !readable {
+		out["metadata"] = map[string]any{"interlock.withheld": true}
+		return out
+	}
+	if in.Message != "" {
+		out["message"] = in.Message
 	}
 	if len(in.ResponseSchema) > 0 {
 		out["responseSchema"] = json.RawMessage(in.ResponseSchema)

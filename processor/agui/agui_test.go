@@ -540,6 +540,9 @@ func TestBatchAuthorization(t *testing.T) {
 	ins := interrupts(t, e.run(0, "assistant", map[string]any{"threadId": "auth", "runId": "b1",
 		"forwardedProps": props{Two: true, Approvers: []string{"ada"}}}))
 	require.Len(t, ins, 2)
+	assert.Equal(t, "Refund 40?", ins[0]["message"], "eve reads the interrupt she may decide")
+	assert.Equal(t, map[string]any{"id": ins[1]["id"], "reason": "tool_call", "toolCallId": "call_2",
+		"metadata": map[string]any{"interlock.withheld": true}}, ins[1], "and not ada's: its id, reason and tool call only")
 	evs := e.run(0, "assistant", map[string]any{"threadId": "auth", "runId": "b2",
 		"resume": []any{entry(ins[0]["id"], "resolved", true), entry(ins[1]["id"], "resolved", nil)}})
 	require.Equal(t, []string{"RUN_ERROR"}, types(evs), "refused before the run starts")
