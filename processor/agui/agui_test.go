@@ -764,3 +764,35 @@ func TestBridgeShowsOnlyWhatAuthzLetsRead(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, resp.StatusCode, "the gateway: ada may not read the run")
 	assert.NotContains(t, fmt.Sprint(evs), "12-345", "the bridge: nor should it show her the run's interrupt")
 }
+
+// Attack (security review): after eve's interrupt expired, ada, who started
+// the run but may not decide it, cancels it in a resume batch. The bridge
+// checked the expiry before authorization and passed the batch on. It asks
+// the authorization rule first: not_allowed, before the run starts.
+func TestCancelExpiredNeedsAuthority(t *testing.T) {
+	e := newEnv(t, 1)
+	w := processor.NewWorker(jstest.Client(t, e.srv), processor.WorkerConfig{Logger: quiet})
+	require.NoError(t, w.Register("timed", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		return processor.Interrupt(ctx, processor.Request{Message: "eve only", Approvers: []string{"eve"},
+			Timeout: 300 * time.Millisecond})
+	}))
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+
+	ins := interrupts(t, e.runAs(0, adaToken, "timed", map[string]any{"threadId": "expired", "runId": "t1"}))
+	require.Len(t, ins, 1)
+	id := ins[0]["id"].(string)
+	require.Eventually(t, func() bool {
+		for _, in := range e.runOf(id).Interrupts {
+			if in.ID == id && in.Decision != nil {
+				return in.Decision.Approver == subjects.ExpiryApprover
+			}
+		}
+		return false
+	}, 10*time.Second, 20*time.Millisecond, "the interrupt expires")
+
+	evs := e.runAs(0, adaToken, "timed", map[string]any{"threadId": "expired", "runId": "t2",
+		"resume": []any{entry(id, "cancelled", nil)}})
+	require.Equal(t, []string{"RUN_ERROR"}, types(evs), "refused before the run starts: %v", evs)
+	assert.Equal(t, agui.CodeNotAllowed, evs[0]["code"])
+}
