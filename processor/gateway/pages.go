@@ -5,6 +5,7 @@ import (
 	"embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"maps"
 	"net/http"
@@ -295,6 +296,18 @@ func (g *Gateway) useLink(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// Whoever holds a link is not known to be its approver (a forwarded
+	// mail): refused answers count against the caller's address only, never
+	// against the approver's identity, which they would lock out of the API.
+	addr := addressOf(r)
+	if blocked, first := g.refusals.blocked(addr); blocked {
+		if first {
+			g.refusedRun(r, l.Run, subjects.CodeRateLimited, "", "too many refused link decisions from this address")
+		}
+		w.Header().Set("Retry-After", fmt.Sprint(int(g.refusals.limit.Every.Seconds())+1))
+		refuse(w, http.StatusTooManyRequests, "Too many attempts", "Too many answers from here were not accepted. Try again later.")
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, g.cfg.MaxBody)
 	if err := r.ParseForm(); err != nil {
 		refuse(w, http.StatusRequestEntityTooLarge, "Too large", "The answer is too large to send.")
@@ -323,7 +336,7 @@ func (g *Gateway) useLink(w http.ResponseWriter, r *http.Request) {
 	var rej *processor.RejectionError
 	switch {
 	case errors.As(err, &rej):
-		g.refusals.fail(limitKey(l.Approver), addressOf(r))
+		g.refusals.fail(addr)
 		status, known := statusOf[v.Code]
 		if !known {
 			status = http.StatusBadRequest
