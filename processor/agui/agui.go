@@ -87,6 +87,10 @@ type Bridge struct {
 	client  *processor.Client
 	threads *jetstream.Bucket
 	log     *slog.Logger
+	// Audit, when set, records a refusal of who may do what (codes
+	// agent_not_allowed, not_owner, not_allowed) in the audit trail; the
+	// gateway sets it to its access_refused events.
+	Audit func(r *http.Request, code, identity, detail string)
 	// Identity returns the authenticated caller; a request without one
 	// is refused. The gateway sets it to its own authentication.
 	Identity func(r *http.Request) approvers.Identity
@@ -207,6 +211,8 @@ type session struct {
 	// this request last read or wrote them.
 	rev    uint64
 	loaded string
+	// audit records an authorization refusal (nil: none).
+	audit func(code, detail string)
 	// caught are events of the thread's earlier run sent in this request,
 	// for the transcript.
 	caught []map[string]any
@@ -219,6 +225,9 @@ func (s *session) fail(code, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	s.log.Warn("AG-UI request refused", "code", code, "identity", s.id.Name, "agent", s.agent,
 		"thread", s.input.ThreadID, "clientRunId", s.input.RunID, "reason", msg)
+	if s.audit != nil && (code == CodeAgentNotAllowed || code == CodeNotOwner || code == CodeNotAllowed) {
+		s.audit(code, msg)
+	}
 	s.stream.fail(code, "%s", msg)
 }
 
@@ -245,6 +254,9 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	s := &session{stream: &stream{w: w, f: flusher, input: in}, id: id, agent: r.PathValue("agent"), log: b.log}
+	if b.Audit != nil {
+		s.audit = func(code, detail string) { b.Audit(r, code, id.Name, detail) }
+	}
 	switch {
 	case err != nil:
 		s.fail(CodeBadInput, "the body is not a RunAgentInput: %v", err)

@@ -594,6 +594,22 @@ func TestOwnership(t *testing.T) {
 		assert.Equal(t, agui.CodeNotOwner, evs[0]["code"])
 		assert.NotContains(t, fmt.Sprint(evs), "Refund 40", "nothing of the thread is shown")
 	}
+	// Each refusal of who may do what is in the audit trail, as the
+	// gateway's other refusals are.
+	refusals := func() map[subjects.Code][]string {
+		evs, err := e.client.Events(context.Background(), subjects.NoRun)
+		require.NoError(t, err)
+		by := map[subjects.Code][]string{}
+		for _, ev := range evs {
+			if ev.Type == subjects.EventAccessRefused {
+				by[ev.Code] = append(by[ev.Code], ev.Identity)
+			}
+		}
+		return by
+	}
+	require.Eventually(t, func() bool { return len(refusals()[agui.CodeNotOwner]) == 2 }, 10*time.Second, 20*time.Millisecond)
+	assert.Equal(t, map[subjects.Code][]string{subjects.CodeUnauthenticated: {""}, // the bad token
+		agui.CodeAgentNotAllowed: {"mal"}, agui.CodeNotOwner: {"ada", "ada"}}, refusals())
 	// A new thread naming eve's Interlock run id as its runId gets a run
 	// of its own; eve's run is untouched.
 	evs = e.runAs(0, adaToken, "assistant", map[string]any{"threadId": "other", "runId": run})

@@ -144,6 +144,9 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 		return nil, err
 	}
 	bridge.Identity = identityOf
+	bridge.Audit = func(r *http.Request, code, identity, detail string) {
+		g.refused(r, subjects.Code(code), identity, detail)
+	}
 	g.mux.HandleFunc("POST /agui/{agent}", g.auth(bridge.ServeHTTP))
 	g.mux.HandleFunc("GET /v1/stream", g.auth(g.stream))
 	g.mux.HandleFunc("GET /v1/me", g.auth(func(w http.ResponseWriter, r *http.Request) { whoAmI(w, identityOf(r)) }))
