@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/interlockhq/interlock/internal/syncbuf"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/jetstream/jstest"
@@ -299,7 +300,7 @@ func TestDeploySystemdUnit(t *testing.T) {
 	t.Setenv("NATS_PASSWORD", jstest.Password("coordinator"))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	errOut := &syncBuffer{}
+	errOut := &syncbuf.Buffer{}
 	go func() { done <- run(ctx, args, &bytes.Buffer{}, errOut) }()
 	defer func() {
 		cancel()
@@ -347,7 +348,7 @@ func TestServeRedactsNATSPassword(t *testing.T) {
 	url := jstest.As("coordinator", srv.URL())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	errOut := &syncBuffer{}
+	errOut := &syncbuf.Buffer{}
 	go func() { done <- run(ctx, []string{"serve", "--nats-url", url}, &bytes.Buffer{}, errOut) }()
 	require.Eventually(t, func() bool { return strings.Contains(errOut.String(), "coordinator running") },
 		15*time.Second, 20*time.Millisecond, "serve did not come up: %s", errOut)

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/interlockhq/interlock/internal/syncbuf"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/approvers"
@@ -55,7 +55,7 @@ func freePort(t *testing.T) int {
 func serve(t *testing.T, dir string, port int, extra ...string) (url string, stop func() int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	errOut := &syncBuffer{}
+	errOut := &syncbuf.Buffer{}
 	go func() {
 		args := append([]string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:" + strconv.Itoa(port),
 			"--log-level", "info"}, extra...)
@@ -77,24 +77,6 @@ func serve(t *testing.T, dir string, port int, extra ...string) (url string, sto
 			return -1
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestServeApproveShowPending(t *testing.T) {
@@ -321,7 +303,7 @@ func TestGatewayHistoryAndWatch(t *testing.T) {
 
 	// watch, in the background, until cancelled.
 	wctx, wcancel := context.WithCancel(ctx)
-	watched := &syncBuffer{}
+	watched := &syncbuf.Buffer{}
 	wdone := make(chan int, 1)
 	go func() { wdone <- run(wctx, []string{"watch", "--nats-url", url, "--json"}, watched, &bytes.Buffer{}) }()
 

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/interlockhq/interlock/internal/syncbuf"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/approvers"
@@ -131,7 +132,7 @@ func TestGatewayPrintsTheInboxURL(t *testing.T) {
 	defer conn.Close()
 	dir, err := approvers.Parse("ids", []byte("identities:\n  ada: {tokens: [\""+approvers.Digest("tok")+"\"]}\n"))
 	require.NoError(t, err)
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	stopGateway, err := startGateway(conn, dir, nil, "127.0.0.1:0", nil, slog.New(slog.NewTextHandler(logs, nil)), prometheus.NewRegistry())
 	require.NoError(t, err)
 	defer stopGateway()
