@@ -753,6 +753,9 @@ type ConsumerState struct {
 	Delivered, Pending, AckPending uint64
 	// AckWait is how long the server waits for an ack or a heartbeat.
 	AckWait time.Duration
+	// Waiting counts the pull requests open now: a consumer someone is
+	// pulling from has at least one.
+	Waiting int
 }
 
 // ConsumerState returns the state of durable on stream s.
@@ -766,7 +769,21 @@ func (c *Client) ConsumerState(ctx context.Context, s Stream, durable string) (C
 		return ConsumerState{}, translate(err)
 	}
 	return ConsumerState{Delivered: info.Delivered.Stream, Pending: info.NumPending, AckPending: uint64(info.NumAckPending),
-		AckWait: info.Config.AckWait}, nil
+		AckWait: info.Config.AckWait, Waiting: info.NumWaiting}, nil
+}
+
+// SubjectCounts returns how many messages stream s holds on each subject
+// matching filter.
+func (c *Client) SubjectCounts(ctx context.Context, s Stream, filter string) (map[string]uint64, error) {
+	st, err := c.js.Stream(ctx, c.StreamName(s))
+	if err != nil {
+		return nil, translate(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return nil, translate(err)
+	}
+	return info.State.Subjects, nil
 }
 
 // StoredBytes is what Interlock's streams and runs bucket hold on disk.
@@ -806,15 +823,8 @@ func (c *Client) MsgCount(ctx context.Context, s Stream) (uint64, error) {
 // SubjectCount returns how many messages stream s holds on subject (no
 // wildcards).
 func (c *Client) SubjectCount(ctx context.Context, s Stream, subject string) (int, error) {
-	st, err := c.js.Stream(ctx, c.StreamName(s))
-	if err != nil {
-		return 0, translate(err)
-	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
-	if err != nil {
-		return 0, translate(err)
-	}
-	return int(info.State.Subjects[subject]), nil
+	counts, err := c.SubjectCounts(ctx, s, subject)
+	return int(counts[subject]), err
 }
 
 // Messages returns up to limit messages of stream s on subject, oldest

@@ -194,6 +194,14 @@ func (m *Bucket) written(key string, err error) error {
 	return m.c.written("$KV."+m.name+"."+key, err)
 }
 
+// Delete removes key; a key that is not there is not an error.
+func (m *Bucket) Delete(ctx context.Context, key string) error {
+	if err := translate(m.kv.Delete(ctx, key)); err != nil && !isNotFound(err) {
+		return fmt.Errorf("delete %s: %w", key, err)
+	}
+	return nil
+}
+
 // Get returns the value under key, or ErrNotFound.
 func (m *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
 	e, err := m.kv.Get(ctx, key)

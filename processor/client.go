@@ -303,18 +303,27 @@ func (cl *Client) Decide(ctx context.Context, req DecisionRequest) (subjects.Ver
 		return subjects.Verdict{}, err
 	}
 	defer stop()
-	var ack jetstream.PubAck
-	err = jetstream.RetryUnavailable(ctx, func(ctx context.Context) error { // deduplicated by decision id
-		ack, err = cl.c.Publish(ctx, subject, data, subjects.DecisionMsgID(req.Approver, d.DecisionID), h)
-		return err
-	})
-	if err != nil {
-		return subjects.Verdict{}, err
-	}
-	if ack.Duplicate {
-		// The stream already holds this decision id, so the coordinator will
-		// not see this copy: answer with what became of the first one.
-		return cl.firstVerdict(ctx, req.RunID, d)
+	for rejected := 0; ; {
+		var ack jetstream.PubAck
+		err := jetstream.RetryUnavailable(ctx, func(ctx context.Context) error { // deduplicated by the attempt's id
+			var err error
+			ack, err = cl.c.Publish(ctx, subject, data, subjects.DecisionAttemptMsgID(req.Approver, d.DecisionID, rejected), h)
+			return err
+		})
+		if err != nil {
+			return subjects.Verdict{}, err
+		}
+		if !ack.Duplicate {
+			break
+		}
+		// The stream already holds this attempt, so the coordinator will not
+		// see this copy: answer with what became of it. If it was rejected,
+		// this is a new attempt, which no rejection may swallow.
+		v, n, err := cl.earlierVerdict(ctx, req.RunID, d, rejected)
+		if n == rejected {
+			return v, err
+		}
+		rejected = n
 	}
 	select {
 	case v := <-verdicts:
@@ -367,31 +376,40 @@ func verdictErr(v subjects.Verdict) error {
 	return nil
 }
 
-// firstVerdict finds the verdict on the first copy of decision d in run's
-// events, waiting for it if the coordinator has not answered yet. An accepted
-// first copy makes this one a duplicate; a rejected one, the same rejection.
-func (cl *Client) firstVerdict(ctx context.Context, run string, d subjects.Decision) (subjects.Verdict, error) {
+// earlierVerdict answers a copy of decision d whose attempt (the one sent
+// after rejected rejections) the stream already holds. It waits for that
+// attempt's verdict and returns the number of rejections then recorded for
+// d's id: more than rejected, and the caller sends a new attempt. Otherwise
+// it returns the answer: an accepted earlier attempt makes this copy a
+// duplicate.
+func (cl *Client) earlierVerdict(ctx context.Context, run string, d subjects.Decision, rejected int) (subjects.Verdict, int, error) {
 	for {
 		evs, err := cl.Events(ctx, run)
 		if err != nil && !errors.Is(err, subjects.ErrInvalidToken) {
-			return subjects.Verdict{}, err
+			return subjects.Verdict{}, rejected, err
 		}
+		var last *subjects.Verdict
+		n := 0
 		for _, ev := range evs {
 			v := ev.Verdict
 			if v == nil || v.DecisionID != d.DecisionID || v.InterruptID != d.InterruptID || v.Approver != d.Approver {
 				continue
 			}
-			if v.Outcome == subjects.OutcomeAccepted {
+			if v.Outcome != subjects.OutcomeRejected {
 				dup := *v
 				dup.Outcome, dup.Replay, dup.At = subjects.OutcomeDuplicate, false, time.Now().UTC()
 				dup.Detail = "this decision was already accepted; nothing changed"
-				return dup, nil
+				return dup, rejected, nil
 			}
-			return *v, verdictErr(*v)
+			n++
+			last = v
+		}
+		if n > rejected {
+			return *last, n, verdictErr(*last)
 		}
 		select {
 		case <-ctx.Done():
-			return subjects.Verdict{}, fmt.Errorf("decision %s was sent before; its verdict is not recorded yet: %w",
+			return subjects.Verdict{}, rejected, fmt.Errorf("decision %s was sent before; its verdict is not recorded yet: %w",
 				d.DecisionID, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}

@@ -32,8 +32,12 @@ func TestConformanceIDs(t *testing.T) {
 			RunID, MsgID string
 			Pass         int
 		}
-		PendingKeys      []struct{ RunID, InterruptID, Key string }
-		DecisionMsgIDs   []struct{ Approver, DecisionID, MsgID string }
+		PendingKeys           []struct{ RunID, InterruptID, Key string }
+		DecisionMsgIDs        []struct{ Approver, DecisionID, MsgID string }
+		DecisionAttemptMsgIDs []struct {
+			Approver, DecisionID, MsgID string
+			Rejected                    int
+		}
 		DeadLetterMsgIDs []struct {
 			Consumer, Stream, MsgID string
 			Sequence                uint64
@@ -63,6 +67,10 @@ func TestConformanceIDs(t *testing.T) {
 	require.NotEmpty(t, vec.DecisionMsgIDs)
 	for _, v := range vec.DecisionMsgIDs {
 		assert.Equal(t, v.MsgID, subjects.DecisionMsgID(v.Approver, v.DecisionID))
+	}
+	require.NotEmpty(t, vec.DecisionAttemptMsgIDs)
+	for _, v := range vec.DecisionAttemptMsgIDs {
+		assert.Equal(t, v.MsgID, subjects.DecisionAttemptMsgID(v.Approver, v.DecisionID, v.Rejected))
 	}
 	require.NotEmpty(t, vec.DeadLetterMsgIDs)
 	for _, v := range vec.DeadLetterMsgIDs {

@@ -107,6 +107,7 @@ func (co *Coordinator) Start(ctx context.Context) error {
 		registerLag(co.cfg.Registry, co.client, in.stream, in.durable)
 	}
 	registerPending(co.cfg.Registry, co.client)
+	registerBacklog(co.cfg.Registry, co.client)
 	return nil
 }
 

@@ -147,17 +147,19 @@ func (co *Coordinator) check(rec *subjects.Run, d subjects.Decision, identity st
 		return -1, reject(subjects.CodeUnknownInterrupt, "run %s has no interrupt %s", rec.RunID, d.InterruptID)
 	}
 	st := rec.Interrupts[i]
+	// A duplicate only from whoever made the decision: reusing another
+	// identity's decision id is refused, and so recorded.
+	if st.Decision != nil && st.Decision.DecisionID == d.DecisionID && st.Decision.Approver != d.Approver {
+		return -1, reject(subjects.CodeNotAllowed, "decision id %s is another identity's decision on interrupt %s; "+
+			"send your own decision with a fresh id", d.DecisionID, st.ID)
+	}
+	// Authorized before anything else is said about the interrupt: even the
+	// no-op cancel of an expired one is accepted only from who may decide it.
+	if rej := co.authorize(st, identity); rej != nil {
+		return -1, rej
+	}
 	if st.Decision != nil {
 		if st.Decision.DecisionID == d.DecisionID {
-			// A duplicate only from whoever made the decision: reusing another
-			// identity's decision id is refused, and so recorded.
-			if st.Decision.Approver != d.Approver {
-				return -1, reject(subjects.CodeNotAllowed, "decision id %s is another identity's decision on interrupt %s; "+
-					"send your own decision with a fresh id", d.DecisionID, st.ID)
-			}
-			if rej := co.authorize(st, identity); rej != nil {
-				return -1, rej
-			}
 			return i, nil
 		}
 		if st.Decision.Approver == subjects.ExpiryApprover {
@@ -179,19 +181,11 @@ func (co *Coordinator) check(rec *subjects.Run, d subjects.Decision, identity st
 		return -1, reject(subjects.CodeExpired, "interrupt %s expired at %s; it can still be cancelled",
 			st.ID, st.ExpiresAt.Format(time.RFC3339))
 	}
-	if rej := co.authorize(st, identity); rej != nil {
-		return -1, rej
-	}
-	if d.Status == subjects.StatusResolved && len(st.ResponseSchema) > 0 {
-		if len(d.Payload) == 0 {
-			return -1, reject(subjects.CodeSchemaMismatch, "interrupt %s has a responseSchema; a resolve needs a payload", st.ID)
-		}
-		// The error names the rule and where it failed, never the value.
-		if err := co.schemas.Validate(st.ResponseSchema, d.Payload); errors.Is(err, schema.ErrBudget) {
-			return -1, reject(subjects.CodeSchemaBudget, "%v", err)
-		} else if err != nil {
-			return -1, reject(subjects.CodeSchemaMismatch, "%v", err)
-		}
+	// The error names the rule and where it failed, never the value.
+	if err := checkAnswer(&co.schemas, st.Interrupt, d.Status, d.Payload); errors.Is(err, schema.ErrBudget) {
+		return -1, reject(subjects.CodeSchemaBudget, "%v", err)
+	} else if err != nil {
+		return -1, reject(subjects.CodeSchemaMismatch, "%v", err)
 	}
 	return i, nil
 }

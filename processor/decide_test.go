@@ -336,3 +336,33 @@ func TestReusedDecisionIDOfAnotherIdentity(t *testing.T) {
 	assert.JSONEq(t, `"ada's"`, string(done.Result))
 	assert.Len(t, h.waitEvents(rec.RunID, subjects.EventDecisionRejected, 2), 2, "each reuse is audited")
 }
+
+// A rejected attempt never consumes its decision id: the same id sent again
+// with a corrected answer is checked afresh and accepted at once, and a
+// copy of the accepted attempt is then a duplicate, not the old rejection.
+func TestRejectedAttemptDoesNotBurnTheDecisionID(t *testing.T) {
+	t.Parallel()
+	schema := map[string]any{"type": "object", "required": []any{"amount"},
+		"properties": map[string]any{"amount": map[string]any{"type": "number"}}}
+	h, rec := suspendedRun(t, Request{Message: "refund?", Approvers: []string{"ada"}, ResponseSchema: schema})
+	in := rec.Pending()[0].ID
+	req := DecisionRequest{RunID: rec.RunID, InterruptID: in, Status: subjects.StatusResolved, Approver: "ada",
+		DecisionID: "retry-1", Payload: map[string]any{"amount": "twelve"}}
+	v, err := h.client.Decide(h.ctx(), req)
+	assertRejected(t, h, v, err, subjects.CodeSchemaMismatch)
+	// The same wrong answer again is checked again, not swallowed.
+	v, err = h.client.Decide(h.ctx(), req)
+	assertRejected(t, h, v, err, subjects.CodeSchemaMismatch)
+	assert.Len(t, h.events(rec.RunID, subjects.EventDecisionRejected), 2, "each attempt is audited")
+
+	req.Payload = map[string]any{"amount": 12.5}
+	v, err = h.client.Decide(h.ctx(), req)
+	require.NoError(t, err)
+	assert.Equal(t, subjects.OutcomeAccepted, v.Outcome, v.Detail)
+	assert.Equal(t, "retry-1", v.DecisionID)
+	v, err = h.client.Decide(h.ctx(), req)
+	require.NoError(t, err)
+	assert.Equal(t, subjects.OutcomeDuplicate, v.Outcome, "a copy of the accepted attempt")
+	done := h.waitFor(rec.RunID, func(r *subjects.Run) bool { return r.Status == subjects.RunCompleted })
+	assert.JSONEq(t, `{"amount":12.5}`, string(done.Result))
+}

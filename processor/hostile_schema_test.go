@@ -1,47 +1,27 @@
 package processor
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/interlockhq/interlock/internal/syncbuf"
 	"github.com/interlockhq/interlock/processor/schema"
 	"github.com/interlockhq/interlock/subjects"
 )
 
-// lockedBuffer is a log destination tests can read while the coordinator
-// writes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // schemaHarness runs a coordinator logging to log, with budget, and a
 // worker whose agent "ask" asks with the schema in its input.
-func schemaHarness(t *testing.T, budget time.Duration) (*harness, *lockedBuffer) {
-	log := &lockedBuffer{}
+func schemaHarness(t *testing.T, budget time.Duration) (*harness, *syncbuf.Buffer) {
+	log := &syncbuf.Buffer{}
 	h := newBareHarness(t, map[string]AgentFunc{"ask": func(ctx context.Context, input json.RawMessage) (any, error) {
 		d, err := Interrupt(ctx, Request{Reason: subjects.ReasonInputRequired, ResponseSchema: input})
 		if err != nil {

@@ -164,7 +164,7 @@ func (w *Worker) consumerConfig(agent string, a registered) (jetstream.ConsumerC
 	}
 	return jetstream.ConsumerConfig{
 		Stream:         jetstream.StreamWork,
-		Durable:        "worker_" + agent,
+		Durable:        workerDurable(agent),
 		FilterSubjects: []string{replays, starts},
 		AckWait:        w.cfg.AckWait,
 		MaxDeliver:     w.cfg.MaxDeliver,

@@ -119,6 +119,18 @@ func DeadLetterMsgID(consumer, stream string, sequence uint64) string {
 	return fmt.Sprintf("dlq-%s-%s-%d", consumer, stream, sequence)
 }
 
+// DecisionAttemptMsgID is the Nats-Msg-Id of a decision sent again after
+// rejected attempts with the same decision id: DecisionMsgID followed by
+// ":<rejected>", the number of rejections recorded for it. A rejected
+// attempt so never deduplicates a later one away; copies of one attempt
+// still dedup.
+func DecisionAttemptMsgID(approver, decisionID string, rejected int) string {
+	if rejected == 0 {
+		return DecisionMsgID(approver, decisionID)
+	}
+	return DecisionMsgID(approver, decisionID) + ":" + strconv.Itoa(rejected)
+}
+
 // ResumeAs is the subject approver publishes decisions for run on. The
 // approver's identity is this token, not anything in the body, so NATS user
 // permissions (approver ada may publish only on <prefix>.resume.*.ada) make

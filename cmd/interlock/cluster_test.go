@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/interlockhq/interlock/internal/syncbuf"
 	"github.com/interlockhq/interlock/jetstream/jstest"
 )
 
@@ -33,11 +34,11 @@ func TestServeConcurrentStartCluster(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const serves = 3
-	logs := make([]*syncBuffer, serves)
+	logs := make([]*syncbuf.Buffer, serves)
 	codes := make(chan int, serves)
 	start := make(chan struct{})
 	for i := range serves {
-		logs[i] = &syncBuffer{}
+		logs[i] = &syncbuf.Buffer{}
 		go func() {
 			<-start
 			codes <- run(ctx, []string{"serve", "--nats-url", urls, "--replicas", "3", "--log-level", "info"}, &bytes.Buffer{}, logs[i])

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -77,7 +78,7 @@ a duplicate of an accepted one), 3 when it was rejected, with the reason.`,
 				printVerdict(cmd, v)
 			}
 			if err != nil {
-				return withCode(exitRejected, fmt.Errorf("%s: %s", v.Code, v.Detail))
+				return withCode(exitRejected, fmt.Errorf("%s: %s%s", v.Code, v.Detail, approverHint(cmd, api, req, v)))
 			}
 			return nil
 		},
@@ -93,8 +94,38 @@ a duplicate of an accepted one), 3 when it was rejected, with the reason.`,
 	return cmd
 }
 
+// approverHint says which flag to pass when a decision was refused as
+// not_allowed: who may decide the interrupt, and --approver.
+func approverHint(cmd *cobra.Command, api *processor.Client, req processor.DecisionRequest, v subjects.Verdict) string {
+	if v.Code != subjects.CodeNotAllowed {
+		return ""
+	}
+	var who []string
+	if rec, err := api.Run(cmd.Context(), req.RunID); err == nil {
+		for _, in := range rec.Interrupts {
+			if in.ID == req.InterruptID {
+				who = append(who, in.Approvers...)
+				for _, g := range in.ApproverGroups {
+					who = append(who, "a member of "+g)
+				}
+			}
+		}
+	}
+	switch {
+	case len(who) == 0:
+		return "; pass --approver NAME (or set INTERLOCK_APPROVER) to decide as yourself"
+	case len(who) == 1 && !strings.HasPrefix(who[0], "a member of "):
+		return fmt.Sprintf("; %s may decide it: pass --approver %s", who[0], who[0])
+	}
+	return fmt.Sprintf("; %s may decide it: pass --approver with your name (or set INTERLOCK_APPROVER)", strings.Join(who, ", "))
+}
+
 func onlyPending(cmd *cobra.Command, api *processor.Client, run string) (string, error) {
 	rec, err := api.Run(cmd.Context(), run)
+	if errors.Is(err, jetstream.ErrPermission) {
+		return "", fmt.Errorf("%w: this NATS user may not read run records (approvers read none: a record holds answers); "+
+			"name the interrupt, as the notification does: RUN INTERRUPT", err)
+	}
 	if err != nil {
 		return "", err
 	}

@@ -125,7 +125,7 @@ func startGateway(client *jetstream.Client, dir *approvers.Directory, signer *li
 			log.Error("gateway", "error", err)
 		}
 	}()
-	log.Info("gateway listening", "url", scheme+l.Addr().String())
+	log.Info("gateway listening", "url", scheme+l.Addr().String(), "inbox", scheme+l.Addr().String()+"/inbox")
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

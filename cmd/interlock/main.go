@@ -93,7 +93,7 @@ func newRoot() *cobra.Command {
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	g.register(root)
-	root.AddCommand(newServe(g), newDemo(g), newDecide(g, true), newDecide(g, false), newPending(g), newShow(g), newNotifier(g),
+	root.AddCommand(newServe(g), newDemo(g), newDecide(g, true), newDecide(g, false), newPending(g), newRuns(g), newShow(g), newNotifier(g),
 		newGateway(g), newProvision(g), newHistory(g), newWatch(g), newToken(g), newBench(g))
 	for _, c := range root.Commands() {
 		c.Args = wrapArgs(c.Args)

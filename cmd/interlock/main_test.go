@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/interlockhq/interlock/internal/syncbuf"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/jstest"
 	"github.com/interlockhq/interlock/processor"
@@ -59,7 +59,7 @@ func freePort(t *testing.T) int {
 func serve(t *testing.T, dir string, port int, extra ...string) (url string, stop func() int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	errOut := &syncBuffer{}
+	errOut := &syncbuf.Buffer{}
 	go func() {
 		args := append([]string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:" + strconv.Itoa(port),
 			"--log-level", "info"}, extra...)
@@ -81,24 +81,6 @@ func serve(t *testing.T, dir string, port int, extra ...string) (url string, sto
 			return -1
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestServeApproveShowPending(t *testing.T) {
@@ -136,7 +118,9 @@ func TestServeApproveShowPending(t *testing.T) {
 	assert.Regexp(t, `in (59m\d+s|1h0m0s)`, r.out, "the deadline and the time left")
 	require.NotNil(t, pending[0].ExpiresAt)
 
-	r = cli(t, "approve", "--nats-url", url, run, "--payload", `{"amount": 1000}`)
+	// A rejected attempt does not burn its --decision-id: the corrected one
+	// below reuses it and is accepted.
+	r = cli(t, "approve", "--nats-url", url, run, "--payload", `{"amount": 1000}`, "--approver", "ada", "--decision-id", "cli-1")
 	assert.Equal(t, exitRejected, r.code)
 	assert.Contains(t, r.out, "rejected (schema_mismatch)")
 
@@ -148,7 +132,8 @@ func TestServeApproveShowPending(t *testing.T) {
 	assert.Equal(t, exitUsage, r.code)
 	r = cli(t, "approve", "--nats-url", url, run, "--edit", `[1]`)
 	assert.Equal(t, exitUsage, r.code)
-	r = cli(t, "approve", "--nats-url", url, run, "--edit", `{"amount": 12}`, "--approver", "ada", "--json")
+	r = cli(t, "approve", "--nats-url", url, run, "--edit", `{"amount": 12}`, "--approver", "ada", "--json",
+		"--decision-id", "cli-1")
 	require.Equal(t, 0, r.code, r.err)
 	var v subjects.Verdict
 	require.NoError(t, json.Unmarshal([]byte(r.out), &v))
@@ -322,7 +307,7 @@ func TestGatewayHistoryAndWatch(t *testing.T) {
 
 	// watch, in the background, until cancelled.
 	wctx, wcancel := context.WithCancel(ctx)
-	watched := &syncBuffer{}
+	watched := &syncbuf.Buffer{}
 	wdone := make(chan int, 1)
 	go func() { wdone <- run(wctx, []string{"watch", "--nats-url", url, "--json"}, watched, &bytes.Buffer{}) }()
 

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/notifier"
 )
 
@@ -125,6 +126,17 @@ func startOps(addr string, reg *prometheus.Registry, client *jetstream.Client, l
 			return
 		}
 		fmt.Fprintln(w, "ready")
+		// Detail for operators: work no worker consumes (its runs stay in
+		// resuming). This process is ready all the same.
+		work, err := processor.NewClient(client).WorkBacklog(ctx)
+		if err != nil {
+			fmt.Fprintf(w, "work backlog unknown: %v\n", err)
+		}
+		for _, a := range work {
+			if !a.Served {
+				fmt.Fprintf(w, "unserved: agent %s has %d work items waiting and no worker consuming them\n", a.Agent, a.Waiting)
+			}
+		}
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {

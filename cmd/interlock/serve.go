@@ -118,7 +118,7 @@ stops taking messages, lets the ones under way finish, and exits.`,
 	cmd.Flags().IntVar(&concurrency, "concurrency", 4, "messages handled at once per input stream")
 	cmd.Flags().DurationVar(&ackWait, "ack-wait", 30*time.Second, "how long a message a crashed coordinator held waits before another takes it "+
 		"(shorter: faster recovery, more heartbeats; a process cut off from NATS longer than this loses what it holds)")
-	cmd.Flags().StringVar(&notify, "notifier-config", "", "also run a notifier with this configuration (see `interlock notifier`)")
+	cmd.Flags().StringVar(&notify, "notifier-config", "", "also run a notifier with the configuration in `FILE` (as interlock notifier --config does)")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz here, e.g. 127.0.0.1:9464")
 	f := cmd.Flags()
 	f.DurationVar(&expiry.Timeout, "default-timeout", 0, "deadline for interrupts that set none (0: none)")

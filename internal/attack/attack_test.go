@@ -338,3 +338,36 @@ func TestUnprovisionedRoleFailsClearly(t *testing.T) {
 	assert.Contains(t, err.Error(), "interlock provision")
 	assert.Contains(t, err.Error(), "worker_billing")
 }
+
+// TestAttackApproverReadsAnAnswer: the run record holds every answer, the
+// answers to sensitive questions (a PIN) too. Ada, who may decide run-1,
+// reads over NATS the record of run-2, where bob has answered: the shipped
+// approver users read no run record, only decide (and read the audit trail,
+// which carries no answers).
+func TestAttackApproverReadsAnAnswer(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	agent := d.client("agent")
+	d.suspend(agent, "run-1", "ada")
+	d.suspend(agent, "run-2", "bob")
+	v, err := processor.NewClient(d.client("bob")).Decide(d.ctx, processor.DecisionRequest{RunID: "run-2",
+		InterruptID: "ask", Status: subjects.StatusResolved, Payload: map[string]any{"pin": "8642"}, Approver: "bob"})
+	require.NoError(t, err)
+	require.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+
+	a := d.attacker("ada")
+	_, err = a.nc.Request("$JS.API.DIRECT.GET.KV_interlock_runs.$KV.interlock_runs.run-2", nil, 2*time.Second)
+	require.Error(t, err)
+	a.refused(t, "$JS.API.DIRECT.GET.KV_interlock_runs")
+	_, err = a.nc.Request("$JS.API.STREAM.MSG.GET.KV_interlock_runs", []byte(`{"last_by_subj":"$KV.interlock_runs.run-2"}`), 2*time.Second)
+	require.Error(t, err)
+	a.refused(t, "$JS.API.STREAM.MSG.GET.KV_interlock_runs")
+	// The audit trail she may read says that bob answered, never what.
+	evs, err := processor.NewClient(d.client("ada")).Events(d.ctx, "run-2")
+	require.NoError(t, err)
+	require.NotEmpty(t, evs)
+	for _, ev := range evs {
+		raw, _ := json.Marshal(ev)
+		assert.NotContains(t, string(raw), "8642")
+	}
+}

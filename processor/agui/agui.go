@@ -53,6 +53,15 @@ type ResumeEntry struct {
 	Metadata    map[string]any  `json:"metadata,omitempty"`
 }
 
+// payload is the answer the bridge sends for e: none when it is absent or
+// null.
+func (e ResumeEntry) payload() json.RawMessage {
+	if len(e.Payload) == 0 || string(e.Payload) == "null" {
+		return nil
+	}
+	return e.Payload
+}
+
 // Error codes of RUN_ERROR events the bridge sends before a run starts.
 const (
 	CodeBadInput         = "bad_input"
@@ -78,6 +87,10 @@ type Bridge struct {
 	client  *processor.Client
 	threads *jetstream.Bucket
 	log     *slog.Logger
+	// Audit, when set, records a refusal of who may do what (codes
+	// agent_not_allowed, not_owner, not_allowed) in the audit trail; the
+	// gateway sets it to its access_refused events.
+	Audit func(r *http.Request, code, identity, detail string)
 	// Identity returns the authenticated caller; a request without one
 	// is refused. The gateway sets it to its own authentication.
 	Identity func(r *http.Request) approvers.Identity
@@ -198,6 +211,8 @@ type session struct {
 	// this request last read or wrote them.
 	rev    uint64
 	loaded string
+	// audit records an authorization refusal (nil: none).
+	audit func(code, detail string)
 	// caught are events of the thread's earlier run sent in this request,
 	// for the transcript.
 	caught []map[string]any
@@ -210,6 +225,9 @@ func (s *session) fail(code, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	s.log.Warn("AG-UI request refused", "code", code, "identity", s.id.Name, "agent", s.agent,
 		"thread", s.input.ThreadID, "clientRunId", s.input.RunID, "reason", msg)
+	if s.audit != nil && (code == CodeAgentNotAllowed || code == CodeNotOwner || code == CodeNotAllowed) {
+		s.audit(code, msg)
+	}
 	s.stream.fail(code, "%s", msg)
 }
 
@@ -236,6 +254,9 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	s := &session{stream: &stream{w: w, f: flusher, input: in}, id: id, agent: r.PathValue("agent"), log: b.log}
+	if b.Audit != nil {
+		s.audit = func(code, detail string) { b.Audit(r, code, id.Name, detail) }
+	}
 	switch {
 	case err != nil:
 		s.fail(CodeBadInput, "the body is not a RunAgentInput: %v", err)
@@ -452,8 +473,8 @@ func (b *Bridge) resume(ctx context.Context, s *session) {
 		req := processor.DecisionRequest{RunID: rec.RunID, InterruptID: e.InterruptID, Status: e.Status,
 			Metadata: e.Metadata, Approver: s.id.Name, Via: "agui",
 			DecisionID: "agui-" + threadKey(s.input.ThreadID+"\x00"+s.input.RunID+"\x00"+e.InterruptID)}
-		if len(e.Payload) > 0 && string(e.Payload) != "null" {
-			req.Payload = e.Payload
+		if p := e.payload(); p != nil {
+			req.Payload = p
 		}
 		if _, err := b.client.Decide(ctx, req); err != nil {
 			s.fail(CodeRejected, "interrupt %s: %v", e.InterruptID, err)
@@ -482,6 +503,8 @@ func (b *Bridge) check(rec *subjects.Run, entries []ResumeEntry, id approvers.Id
 			return CodeUnknownInterrupt, fmt.Sprintf("interrupt %s is not an interrupt of the thread's latest run", e.InterruptID)
 		case e.Status != subjects.StatusResolved && e.Status != subjects.StatusCancelled:
 			return CodeBadInput, fmt.Sprintf("interrupt %s: status %q is not resolved or cancelled", e.InterruptID, e.Status)
+		case !authz.MayDecide(st.Interrupt, id):
+			return CodeNotAllowed, fmt.Sprintf("%s may not decide interrupt %s", id.Name, e.InterruptID)
 		case st.Decision != nil && st.Decision.Approver == subjects.ExpiryApprover:
 			if e.Status == subjects.StatusResolved {
 				return CodeExpired, fmt.Sprintf("interrupt %s expired at %s and was closed; cancel it to continue the thread",
@@ -493,15 +516,10 @@ func (b *Bridge) check(rec *subjects.Run, entries []ResumeEntry, id approvers.Id
 		case e.Status == subjects.StatusResolved && st.ExpiresAt != nil && !now.Before(*st.ExpiresAt):
 			return CodeExpired, fmt.Sprintf("interrupt %s expired at %s; it can be cancelled, not resolved",
 				e.InterruptID, st.ExpiresAt.Format(time.RFC3339))
-		case !authz.MayDecide(st.Interrupt, id):
-			return CodeNotAllowed, fmt.Sprintf("%s may not decide interrupt %s", id.Name, e.InterruptID)
-		case e.Status == subjects.StatusResolved && len(st.ResponseSchema) > 0:
-			payload := e.Payload
-			if len(payload) == 0 {
-				payload = []byte("null")
-			}
-			if err := processor.ValidatePayload(st.ResponseSchema, payload); err != nil {
-				return CodeSchemaMismatch, fmt.Sprintf("interrupt %s: payload does not satisfy responseSchema: %v", e.InterruptID, err)
+		default:
+			// The coordinator's own rule, on the payload the bridge will send.
+			if err := processor.CheckAnswer(st.Interrupt, e.Status, e.payload()); err != nil {
+				return CodeSchemaMismatch, fmt.Sprintf("interrupt %s: %v", e.InterruptID, err)
 			}
 		}
 		seen[e.InterruptID] = true
@@ -672,7 +690,7 @@ func (b *Bridge) finish(ctx context.Context, s *session, rec *subjects.Run) {
 		final = append(final, map[string]any{"type": "MESSAGES_SNAPSHOT", "messages": messages})
 		interrupts := []map[string]any{}
 		for _, in := range rec.Pending() {
-			interrupts = append(interrupts, toAGUI(in))
+			interrupts = append(interrupts, toAGUI(in, authz.MayRead(in.Interrupt, s.id)))
 		}
 		done["outcome"] = map[string]any{"type": "interrupt", "interrupts": interrupts}
 	case subjects.RunCompleted:
@@ -722,14 +740,20 @@ func (b *Bridge) transcript(ctx context.Context, s *session, run string) ([]map[
 }
 
 // toAGUI maps an interrupt to an AG-UI Interrupt; the interrupt's approvers
-// and Interlock's run id travel in its metadata.
-func toAGUI(in subjects.InterruptState) map[string]any {
+// travel in its metadata. One the caller may not read (authz.MayRead) keeps
+// only its id, reason and tool call, and says it is withheld: the run waits
+// on it, and what it asks is its approvers' to see.
+func toAGUI(in subjects.InterruptState, readable bool) map[string]any {
 	out := map[string]any{"id": in.ID, "reason": in.Reason}
-	if in.Message != "" {
-		out["message"] = in.Message
-	}
 	if in.ToolCallID != "" {
 		out["toolCallId"] = in.ToolCallID
+	}
+	if !readable {
+		out["metadata"] = map[string]any{"interlock.withheld": true}
+		return out
+	}
+	if in.Message != "" {
+		out["message"] = in.Message
 	}
 	if len(in.ResponseSchema) > 0 {
 		out["responseSchema"] = json.RawMessage(in.ResponseSchema)

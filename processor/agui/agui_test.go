@@ -540,6 +540,9 @@ func TestBatchAuthorization(t *testing.T) {
 	ins := interrupts(t, e.run(0, "assistant", map[string]any{"threadId": "auth", "runId": "b1",
 		"forwardedProps": props{Two: true, Approvers: []string{"ada"}}}))
 	require.Len(t, ins, 2)
+	assert.Equal(t, "Refund 40?", ins[0]["message"], "eve reads the interrupt she may decide")
+	assert.Equal(t, map[string]any{"id": ins[1]["id"], "reason": "tool_call", "toolCallId": "call_2",
+		"metadata": map[string]any{"interlock.withheld": true}}, ins[1], "and not ada's: its id, reason and tool call only")
 	evs := e.run(0, "assistant", map[string]any{"threadId": "auth", "runId": "b2",
 		"resume": []any{entry(ins[0]["id"], "resolved", true), entry(ins[1]["id"], "resolved", nil)}})
 	require.Equal(t, []string{"RUN_ERROR"}, types(evs), "refused before the run starts")
@@ -591,6 +594,22 @@ func TestOwnership(t *testing.T) {
 		assert.Equal(t, agui.CodeNotOwner, evs[0]["code"])
 		assert.NotContains(t, fmt.Sprint(evs), "Refund 40", "nothing of the thread is shown")
 	}
+	// Each refusal of who may do what is in the audit trail, as the
+	// gateway's other refusals are.
+	refusals := func() map[subjects.Code][]string {
+		evs, err := e.client.Events(context.Background(), subjects.NoRun)
+		require.NoError(t, err)
+		by := map[subjects.Code][]string{}
+		for _, ev := range evs {
+			if ev.Type == subjects.EventAccessRefused {
+				by[ev.Code] = append(by[ev.Code], ev.Identity)
+			}
+		}
+		return by
+	}
+	require.Eventually(t, func() bool { return len(refusals()[agui.CodeNotOwner]) == 2 }, 10*time.Second, 20*time.Millisecond)
+	assert.Equal(t, map[subjects.Code][]string{subjects.CodeUnauthenticated: {""}, // the bad token
+		agui.CodeAgentNotAllowed: {"mal"}, agui.CodeNotOwner: {"ada", "ada"}}, refusals())
 	// A new thread naming eve's Interlock run id as its runId gets a run
 	// of its own; eve's run is untouched.
 	evs = e.runAs(0, adaToken, "assistant", map[string]any{"threadId": "other", "runId": run})
@@ -697,4 +716,99 @@ func TestBadInput(t *testing.T) {
 	assert.Contains(t, string(b), `"code":"bad_input"`)
 	evs := e.runAs(0, adaToken, "bad.agent", map[string]any{"threadId": "t", "runId": "r"})
 	assert.Equal(t, agui.CodeBadInput, evs[0]["code"])
+}
+
+// Attack (security review): "Nothing is decided unless every entry passes." A batch
+// whose second entry passes the bridge's check (a resolve without payload,
+// which the bridge checks as null, against a schema that accepts null) but
+// that the coordinator refuses (a resolve of an interrupt with a
+// responseSchema needs a payload) leaves the first entry decided.
+func TestBatchNeverDecidedInPart(t *testing.T) {
+	e := newEnv(t, 1)
+	w := processor.NewWorker(jstest.Client(t, e.srv), processor.WorkerConfig{Logger: quiet})
+	require.NoError(t, w.Register("nullable", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		_, errA := processor.Interrupt(processor.WithToolCall(ctx, "a"), processor.Request{Message: "first?"})
+		_, errB := processor.Interrupt(processor.WithToolCall(ctx, "b"), processor.Request{Message: "second?",
+			ResponseSchema: map[string]any{"type": []string{"boolean", "null"}}})
+		if errA != nil {
+			return nil, errA
+		}
+		return nil, errB
+	}))
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+
+	ins := interrupts(t, e.runAs(0, adaToken, "nullable", map[string]any{"threadId": "partial", "runId": "p1"}))
+	require.Len(t, ins, 2)
+	evs := e.runAs(0, adaToken, "nullable", map[string]any{"threadId": "partial", "runId": "p2",
+		"resume": []any{entry(ins[0]["id"], "resolved", nil), entry(ins[1]["id"], "resolved", nil)}})
+	t.Logf("events: %v", evs)
+	rec := e.runOf(ins[0]["id"].(string))
+	decided := 0
+	for _, in := range rec.Interrupts {
+		if in.Decision != nil {
+			decided++
+		}
+	}
+	assert.Contains(t, []int{0, 2}, decided, "a batch is decided whole or not at all: %v", rec.Interrupts)
+}
+
+// Attack (security review): the bridge shows the thread owner the run's interrupts, their
+// messages and metadata, without the one authorization rule: ada may not
+// read this run on the gateway (403: it asks nothing she may decide), but
+// the bridge's RUN_FINISHED hands her eve's interrupt in full.
+func TestBridgeShowsOnlyWhatAuthzLetsRead(t *testing.T) {
+	e := newEnv(t, 1)
+	w := processor.NewWorker(jstest.Client(t, e.srv), processor.WorkerConfig{Logger: quiet})
+	require.NoError(t, w.Register("foreve", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		return processor.Interrupt(ctx, processor.Request{Message: "eve: wire 9000 to account 12-345?",
+			Approvers: []string{"eve"}, Metadata: map[string]any{"account": "12-345"}})
+	}))
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+
+	evs := e.runAs(0, adaToken, "foreve", map[string]any{"threadId": "t-read", "runId": "r1"})
+	ins := interrupts(t, evs)
+	require.Len(t, ins, 1)
+	run := e.runOf(ins[0]["id"].(string)).RunID
+
+	req, _ := http.NewRequest(http.MethodGet, e.gateways[0].URL+"/v1/runs/"+run, nil)
+	req.Header.Set("Authorization", "Bearer "+adaToken)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "the gateway: ada may not read the run")
+	assert.NotContains(t, fmt.Sprint(evs), "12-345", "the bridge: nor should it show her the run's interrupt")
+}
+
+// Attack (security review): after eve's interrupt expired, ada, who started
+// the run but may not decide it, cancels it in a resume batch. The bridge
+// checked the expiry before authorization and passed the batch on. It asks
+// the authorization rule first: not_allowed, before the run starts.
+func TestCancelExpiredNeedsAuthority(t *testing.T) {
+	e := newEnv(t, 1)
+	w := processor.NewWorker(jstest.Client(t, e.srv), processor.WorkerConfig{Logger: quiet})
+	require.NoError(t, w.Register("timed", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		return processor.Interrupt(ctx, processor.Request{Message: "eve only", Approvers: []string{"eve"},
+			Timeout: 300 * time.Millisecond})
+	}))
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+
+	ins := interrupts(t, e.runAs(0, adaToken, "timed", map[string]any{"threadId": "expired", "runId": "t1"}))
+	require.Len(t, ins, 1)
+	id := ins[0]["id"].(string)
+	require.Eventually(t, func() bool {
+		for _, in := range e.runOf(id).Interrupts {
+			if in.ID == id && in.Decision != nil {
+				return in.Decision.Approver == subjects.ExpiryApprover
+			}
+		}
+		return false
+	}, 10*time.Second, 20*time.Millisecond, "the interrupt expires")
+
+	evs := e.runAs(0, adaToken, "timed", map[string]any{"threadId": "expired", "runId": "t2",
+		"resume": []any{entry(id, "cancelled", nil)}})
+	require.Equal(t, []string{"RUN_ERROR"}, types(evs), "refused before the run starts: %v", evs)
+	assert.Equal(t, agui.CodeNotAllowed, evs[0]["code"])
 }

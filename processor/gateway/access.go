@@ -185,7 +185,30 @@ func (g *Gateway) login(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: sid, Path: "/", HttpOnly: true, Secure: true,
 		SameSite: http.SameSiteStrictMode, MaxAge: int(g.cfg.SessionTTL.Seconds())})
+	whoAmI(w, id)
+}
+
+// whoAmI answers with who id is: the login's answer and GET /v1/me.
+func whoAmI(w http.ResponseWriter, id approvers.Identity) {
 	writeJSON(w, http.StatusOK, map[string]any{"identity": id.Name, "groups": id.Groups, "auditor": id.Auditor})
+}
+
+// logout ends the caller's inbox session: it is removed from the sessions
+// bucket, so the cookie is worth nothing even if it was copied.
+func (g *Gateway) logout(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get(requestHeader) == "" {
+		writeError(w, http.StatusForbidden, string(subjects.CodeCrossOrigin), "log out from the inbox page")
+		return
+	}
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		if err := g.sessions.Delete(r.Context(), sessionKey(c.Value)); err != nil {
+			writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "the session could not be ended: %v", err)
+			return
+		}
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true, Secure: true,
+		SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	writeJSON(w, http.StatusOK, map[string]string{"status": "logged out"})
 }
 
 // refused records a refused request as an access_refused event on the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -245,6 +246,7 @@ func TestAttackFramingAndContentPolicy(t *testing.T) {
 		csp := resp.Header.Get("Content-Security-Policy")
 		assert.Contains(t, csp, "frame-ancestors 'none'", path)
 		assert.Contains(t, csp, "default-src", path)
+		assert.NotContains(t, csp, "script-src 'unsafe-inline'", path, "no inline script runs: an injected one neither")
 		assert.Equal(t, "DENY", resp.Header.Get("X-Frame-Options"), path)
 		assert.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"), path)
 	}
@@ -356,4 +358,193 @@ func TestAttackRefusedLinksAreAudited(t *testing.T) {
 	used := e.refusals(run, subjects.CodeLinkUsed, 1)
 	assert.Equal(t, "GET /l/"+links.ID(good), used[0].Request)
 	assert.Equal(t, "ada", used[0].Identity)
+}
+
+// Attack: a session cookie copied before its owner logged out. Logging out
+// removes the session from the bucket, so the copy authenticates nothing;
+// a logout from another site is refused.
+func TestAttackCookieAfterLogout(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.login("ada-token")
+	get := func() int {
+		req, _ := http.NewRequest("GET", e.srv.URL+"/v1/me", nil)
+		req.AddCookie(c)
+		resp, _ := e.do(req)
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusOK, get())
+	req, _ := http.NewRequest("POST", e.srv.URL+"/inbox/logout", nil)
+	req.AddCookie(c)
+	resp, _ := e.do(req)
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "without X-Interlock-Request: a cross-site form")
+	assert.Equal(t, http.StatusOK, get())
+	req, _ = http.NewRequest("POST", e.srv.URL+"/inbox/logout", nil)
+	req.AddCookie(c)
+	req.Header.Set("X-Interlock-Request", "1")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, _ = e.do(req)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, http.StatusUnauthorized, get(), "the copied cookie is no session")
+}
+
+// Attack (security review): one approver's slow answer to their own interrupt makes
+// every later answer to any interrupt with the same responseSchema -- other
+// runs, other approvers -- refused with schema_budget, without a check.
+// bob's correct, tiny answer to his own interrupt must be accepted.
+func TestSlowAnswerDoesNotRefuseOthers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	schema := map[string]any{"type": "string", "pattern": "[a-z]{1,500}x"}
+	adaRun, adaID := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Schema": schema})
+	bobRun, bobID := e.suspend(map[string]any{"Approvers": []string{"bob"}, "Schema": schema})
+
+	slow, _ := json.Marshal(map[string]any{"status": "resolved", "payload": strings.Repeat("a", 60000)})
+	status, out := e.call("POST", decisionPath(adaRun, adaID), "ada-token", slow)
+	require.Equal(t, http.StatusUnprocessableEntity, status, out)
+	require.Equal(t, "schema_budget", out["code"], out)
+
+	status, out = e.call("POST", decisionPath(bobRun, bobID), "bob-token", []byte(`{"status":"resolved","payload":"abcx"}`))
+	assert.Equal(t, http.StatusOK, status, "bob's valid answer to his own interrupt: %v", out)
+	if status == http.StatusOK {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_, err := e.client.Wait(ctx, bobRun, processor.Finished)
+		require.NoError(t, err)
+	}
+}
+
+// Attack (security review): ada mistypes the answer to a sensitive question (the
+// secret as an object key). The rejection's detail names the key, and carol,
+// who may read the run, reads it back from the history.
+func TestRejectedAnswerKeysNotInHistory(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	run, id := e.suspend(map[string]any{"Groups": []string{"finance"}, "Reason": "input_required", "Quiet": true,
+		"Message": "Vault PIN per account?", "Schema": map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "integer"}}})
+	status, out := e.call("POST", decisionPath(run, id), "ada-token", []byte(`{"status":"resolved","payload":{"pin-8642":"acct"}}`))
+	require.Equal(t, http.StatusUnprocessableEntity, status, out)
+	var raw []byte
+	require.Eventually(t, func() bool {
+		status, out = e.call("GET", "/v1/runs/"+run+"/history", "carol-token", nil)
+		raw, _ = json.Marshal(out)
+		return status == http.StatusOK && strings.Contains(string(raw), "decision_rejected")
+	}, 10*time.Second, 20*time.Millisecond)
+	assert.NotContains(t, string(raw), "8642", "carol reads part of ada's answer")
+}
+
+// Attack (security review): after ada's interrupt expired, bob (who may not decide it)
+// cancels it. The coordinator answers "accepted" without asking the
+// authorization rule, and the audit trail records bob's decision as
+// accepted on ada's interrupt.
+func TestCancelExpiredNeedsAuthority(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	w := processor.NewWorker(e.nc, processor.WorkerConfig{Logger: quiet})
+	require.NoError(t, w.Register("timed", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		_, err := processor.Interrupt(ctx, processor.Request{Message: "ada only", Approvers: []string{"ada"},
+			Timeout: 300 * time.Millisecond})
+		return "done", err
+	}))
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	run, err := e.client.Start(ctx, "timed", map[string]any{})
+	require.NoError(t, err)
+	var id string
+	require.Eventually(t, func() bool {
+		rec, err := e.client.Run(ctx, run)
+		if err != nil || len(rec.Interrupts) == 0 || rec.Interrupts[0].Decision == nil {
+			return false
+		}
+		id = rec.Interrupts[0].ID
+		return true
+	}, 10*time.Second, 20*time.Millisecond, "the interrupt expires")
+
+	status, out := e.call("POST", decisionPath(run, id), "bob-token", []byte(`{"status":"cancelled","comment":"bob was here"}`))
+	assert.Equal(t, http.StatusForbidden, status, "bob may not decide ada's interrupt, expired or not: %v", out)
+}
+
+// Attack (security review): refused link decisions were counted against the link's
+// identity but the link path never checked the refusals budget: whoever
+// holds ada's link (a forwarded mail) submitted refused answers without
+// limit, and each one locked ada herself out of deciding through the API.
+// The link path is limited by address, and charges the address only.
+func TestLinkRefusalsLimitedAndNotChargedToApprover(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, func(c *Config) { c.DecisionRefusals = Limit{Burst: 5, Every: time.Hour} })
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Schema": map[string]any{"type": "integer"}})
+	approve := e.linkFor(run, id, "approve", "ada", time.Hour)
+	for i := range 15 {
+		status, body := e.page("POST", approve, map[string][]string{"payload": {`"x"`}})
+		want := http.StatusUnprocessableEntity
+		if i >= 5 {
+			want = http.StatusTooManyRequests
+		}
+		require.Equal(t, want, status, "attempt %d: %s", i, body)
+	}
+	ev := e.refusals(run, subjects.CodeRateLimited, 1)
+	assert.Len(t, ev, 1, "audited once per episode")
+	assert.Equal(t, "127.0.0.1", ev[0].Address)
+	assert.Empty(t, ev[0].Identity, "the link's holder is not known to be ada")
+	// ada, from another address (127.0.0.2), with her own token.
+	client := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{
+		LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext}}
+	req, _ := http.NewRequest("POST", e.srv.URL+decisionPath(run, id), strings.NewReader(`{"status":"resolved","payload":5}`))
+	req.Header.Set("Authorization", "Bearer ada-token")
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "ada decides with her own token: %s", body)
+	if resp.StatusCode == http.StatusTooManyRequests {
+		ev := e.refusals(subjects.NoRun, subjects.CodeRateLimited, 1)[0]
+		assert.Equal(t, "127.0.0.2", ev.Address, "the refusal was ada's identity's, not the link's address")
+		assert.Equal(t, "ada", ev.Identity)
+	}
+}
+
+// Attack (security review): the time budget covers checking an answer, not compiling
+// the schema. A hostile agent's 32 KiB responseSchema of counted-repetition
+// patterns took seconds to compile (10 s under -race, 2 s without), while
+// the coordinator held its schema cache's lock: bob's decision on another
+// run, with a one-line schema, waited for it. The agent publishes the
+// suspension by hand (its SDK refuses such a schema, as the coordinator
+// now does at once: schema_unsafe).
+func TestSchemaCompileDoesNotStallDecisions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var b strings.Builder
+	b.WriteString(`{"type":"object","properties":{`)
+	for i := 0; b.Len() < 32<<10-100; i++ {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"p%d":{"pattern":"[a-z]{1,1000}"}`, i)
+	}
+	b.WriteString(`}}`)
+
+	bobRun, bobID := e.suspend(map[string]any{"Approvers": []string{"bob"}, "Schema": map[string]any{"type": "integer"}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	published := time.Now()
+	subject, err := e.nc.Namespace().Suspended("hostile", "run-hostile")
+	require.NoError(t, err)
+	body := `{"version":1,"runId":"run-hostile","agent":"hostile","pass":0,
+		"interrupts":[{"id":"ask-1","reason":"confirmation","responseSchema":` + b.String() + `}]}`
+	_, err = e.nc.Publish(ctx, subject, []byte(body), "run-hostile:0", nil)
+	require.NoError(t, err)
+
+	start := time.Now()
+	status, out := e.call("POST", decisionPath(bobRun, bobID), "bob-token", []byte(`{"status":"resolved","payload":5}`))
+	took := time.Since(start)
+	t.Logf("bob's decision: %d in %v", status, took)
+	assert.Equal(t, http.StatusOK, status, out)
+	assert.Less(t, took, time.Second, "bob's decision waits for the hostile schema's compilation")
+	require.Eventually(t, func() bool {
+		evs, err := e.client.Events(ctx, "run-hostile")
+		return err == nil && len(evs) > 0 && evs[0].Type == subjects.EventInputRejected && evs[0].Code == subjects.CodeSchemaUnsafe
+	}, 30*time.Second, 5*time.Millisecond, "the hostile schema is refused")
+	assert.Less(t, time.Since(published), 5*time.Second, "refused before it is compiled, not after seconds of compiling")
 }

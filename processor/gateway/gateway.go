@@ -144,10 +144,17 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 		return nil, err
 	}
 	bridge.Identity = identityOf
+	bridge.Audit = func(r *http.Request, code, identity, detail string) {
+		g.refused(r, subjects.Code(code), identity, detail)
+	}
 	g.mux.HandleFunc("POST /agui/{agent}", g.auth(bridge.ServeHTTP))
 	g.mux.HandleFunc("GET /v1/stream", g.auth(g.stream))
+	g.mux.HandleFunc("GET /v1/me", g.auth(func(w http.ResponseWriter, r *http.Request) { whoAmI(w, identityOf(r)) }))
 	g.mux.HandleFunc("GET /inbox", g.inbox)
+	g.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/inbox", http.StatusFound) })
+	g.mux.HandleFunc("GET /static/{file}", static)
 	g.mux.HandleFunc("POST /inbox/login", g.login)
+	g.mux.HandleFunc("POST /inbox/logout", g.logout)
 	g.mux.HandleFunc("GET /l/{token}", g.confirmLink)
 	g.mux.HandleFunc("POST /l/{token}", g.useLink)
 	return g, nil

@@ -26,7 +26,11 @@ import (
 	"github.com/interlockhq/interlock/subjects"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// A check abandoned at its budget runs to its end on purpose (bounded by
+// schema.MaxChecks); TestSlowAnswerDoesNotRefuseOthers leaves one.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/interlockhq/interlock/processor/schema.(*Cache).Validate.func1"))
+}
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
@@ -65,12 +69,15 @@ identities:
 			Approvers, Groups []string
 			Schema            map[string]any
 			Message, Reason   string
+			Metadata          map[string]any
+			Timeout           time.Duration
 			// Quiet: the agent keeps the answer to itself.
 			Quiet bool
 		}
 		_ = json.Unmarshal(input, &req)
 		d, err := processor.Interrupt(ctx, processor.Request{Message: req.Message, Approvers: req.Approvers,
-			ApproverGroups: req.Groups, ResponseSchema: req.Schema, Reason: req.Reason})
+			ApproverGroups: req.Groups, ResponseSchema: req.Schema, Reason: req.Reason, Metadata: req.Metadata,
+			Timeout: req.Timeout})
 		if err != nil {
 			return nil, err
 		}
@@ -368,6 +375,7 @@ func TestOneClickLinks(t *testing.T) {
 	assert.Contains(t, body, "Deploy to production?")
 	assert.Contains(t, body, `<form method="post">`)
 	assert.Contains(t, body, `name="viewport"`, "fits a phone")
+	assert.Contains(t, body, "You are deciding as <b>ada</b>")
 	rec, err := e.client.Run(context.Background(), run)
 	require.NoError(t, err)
 	assert.Len(t, rec.Pending(), 1, "a GET never decides")
@@ -385,7 +393,8 @@ func TestOneClickLinks(t *testing.T) {
 	assert.Contains(t, body, "This link has expired")
 	status, body = e.page("POST", e.linkFor(run, id, links.Approve, "bob", time.Hour), nil)
 	assert.Equal(t, 403, status)
-	assert.Contains(t, body, "not_allowed")
+	assert.Contains(t, body, "You may not decide this request", "in words, not a code")
+	assert.Contains(t, body, `href="/inbox"`, "a way back")
 
 	// Used once.
 	status, body = e.page("POST", approve, nil)
@@ -415,4 +424,37 @@ func TestOneClickLinks(t *testing.T) {
 	assert.Contains(t, body, `name="payload"`)
 	status, body = e.page("POST", link3, url.Values{"payload": {`{"amount": 5}`}})
 	require.Equal(t, 200, status, body)
+	assert.Contains(t, body, "You approved. The run continues.")
+	assert.Regexp(t, `<th scope="row">amount</th><td>5</td>`, body, "the page repeats what was decided")
+	assert.Contains(t, body, `href="/inbox#`+run3+`/`+id3+`"`, "and links to the run")
+}
+
+// A rejected attempt never burns the decision id of a later one: through
+// the API with the caller's own decisionId, and through a link, whose
+// decision id is fixed, the corrected answer is accepted at once.
+func TestRetryAfterRefusal(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	schema := map[string]any{"type": "object", "required": []string{"amount"},
+		"properties": map[string]any{"amount": map[string]any{"type": "number"}}}
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Schema": schema})
+	status, out := e.call("POST", decisionPath(run, id), "ada-token",
+		[]byte(`{"status":"resolved","payload":{"amount":"x"},"decisionId":"api-1"}`))
+	require.Equal(t, 422, status, out)
+	status, out = e.call("POST", decisionPath(run, id), "ada-token",
+		[]byte(`{"status":"resolved","payload":{"amount":3},"decisionId":"api-1"}`))
+	require.Equal(t, 200, status, out)
+	assert.Equal(t, "accepted", out["verdict"].(map[string]any)["outcome"])
+
+	run, id = e.suspend(map[string]any{"Approvers": []string{"ada"}, "Schema": schema})
+	link := e.linkFor(run, id, links.Approve, "ada", time.Hour)
+	status, body := e.page("POST", link, url.Values{"payload": {`{}`}})
+	require.Equal(t, 422, status, body)
+	status, body = e.page("POST", link, url.Values{"payload": {`{"amount": 4}`}})
+	require.Equal(t, 200, status, body)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	rec, err := e.client.Wait(ctx, run, processor.Finished)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"payload":{"amount":4},"by":"ada"}`, string(rec.Result))
 }

@@ -16,10 +16,12 @@ import (
 )
 
 // Content security policies: pages load nothing from elsewhere, run no
-// script but the inbox's own, submit forms only here, and are never framed.
+// script but the gateway's own files (no inline script), submit forms only
+// here, and are never framed.
 const (
-	cspPage  = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-	cspInbox = "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; " +
+	cspPage = "default-src 'none'; script-src 'self'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; " +
+		"base-uri 'none'"
+	cspInbox = "default-src 'self'; script-src 'self'; style-src 'self'; connect-src 'self'; " +
 		"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,21 +16,70 @@ import (
 
 	"github.com/interlockhq/interlock/internal/e2e"
 	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/subjects"
 )
 
-// TestInboxInBrowser: an approver logs in on a phone-sized screen, sees a
-// new interrupt appear, fills the answer the interrupt's responseSchema asks
-// for, approves, and the run completes; an interrupt decided elsewhere
-// leaves the page by itself.
-func TestInboxInBrowser(t *testing.T) {
-	node := e2e.Require(t, true, "playwright-core")
-	script := filepath.Join(e2e.Dir(), "inbox.mjs")
+// screenshots is where the browser tests save their screenshots: the
+// INTERLOCK_SCREENSHOTS directory, or e2e/screenshots (git-ignored).
+func screenshots() string {
+	if dir := os.Getenv("INTERLOCK_SCREENSHOTS"); dir != "" {
+		return dir
+	}
+	return filepath.Join(e2e.Dir(), "screenshots")
+}
+
+// TestApproverInBrowser: approvers at phone and desktop sizes in headless
+// Chromium (e2e/approver.mjs), every screen checked with axe-core. In the
+// inbox: / leads there; a deep link opens its card; the form starts from the
+// tool's arguments with typed choices; a refusal stays next to its field
+// and keeps what was typed; edit-arguments shows the diff; deny asks for a
+// reason; new interrupts arrive by themselves; logout; an auditor's
+// controls are disabled. On a link page: whom one decides as, a refusal
+// next to its field, a success page repeating the answer.
+func TestApproverInBrowser(t *testing.T) {
+	node := e2e.Require(t, true, "playwright-core", "axe-core")
 	e := newEnv(t)
-	shot := filepath.Join(t.TempDir(), "inbox.png")
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	pay := map[string]any{"type": "object", "required": []string{"amount", "currency"}, "properties": map[string]any{
+		"amount":   map[string]any{"type": "number", "minimum": 0, "maximum": 100, "multipleOf": 0.5},
+		"currency": map[string]any{"type": "string", "enum": []string{"USD", "EUR"}}}}
+	tiered := map[string]any{"type": "object", "required": []string{"tier", "amount"}, "properties": map[string]any{
+		"tier":   map[string]any{"type": "integer", "enum": []int{1, 2, 3}},
+		"amount": map[string]any{"type": "number", "multipleOf": 0.5}}}
+	type ref struct {
+		Run string `json:"run"`
+		ID  string `json:"id"`
+	}
+	plan := map[string]any{"url": e.srv.URL, "shots": screenshots(),
+		"tokens": map[string]string{"ada": "ada-token", "erin": "erin-token"}}
+	interrupts, linkPages, live := map[string]ref{}, map[string]map[string]string{}, map[string]string{}
+	for _, size := range []string{"phone", "desktop"} {
+		run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "Refund 12.50 to Lin (" + size + ")?",
+			"Schema": pay, "Timeout": 2 * time.Hour, "Metadata": map[string]any{"tool": "issue_refund",
+				"arguments": map[string]any{"amount": 12.5, "currency": "EUR", "order": "A-7"}}})
+		interrupts[size+"-pay"] = ref{run, id}
+		run, id = e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "Send the mail (" + size + ")?",
+			"Metadata": map[string]any{"tool": "send_mail", "arguments": map[string]any{"to": "ops@example.test", "subject": "hi"}}})
+		interrupts[size+"-mail"] = ref{run, id}
+		run, id = e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "Drop the table (" + size + ")?"})
+		interrupts[size+"-drop"] = ref{run, id}
+		run, id = e.suspend(map[string]any{"Approvers": []string{"bob"}, "Message": "Bob's refund (" + size + ")?",
+			"Schema": pay, "Metadata": map[string]any{"tool": "issue_refund", "arguments": map[string]any{"amount": 3}}})
+		interrupts[size+"-bob"] = ref{run, id}
+		run, id = e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "Raise the tier (" + size + ")?",
+			"Schema": tiered})
+		interrupts[size+"-link"] = ref{run, id}
+		linkPages[size] = map[string]string{"approve": e.linkFor(run, id, links.Approve, "ada", time.Hour)}
+		live[size] = "Arrived live (" + size + ")"
+	}
+	plan["interrupts"], plan["links"], plan["live"] = interrupts, linkPages, live
+	arg, err := json.Marshal(plan)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, script, e.srv.URL, "ada-token", "Refund 12.50 to Ada?", shot)
+	script := filepath.Join(e2e.Dir(), "approver.mjs")
+	cmd := exec.CommandContext(ctx, node, script, string(arg))
 	cmd.Dir = filepath.Dir(script)
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
@@ -39,42 +89,44 @@ func TestInboxInBrowser(t *testing.T) {
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
 	lines := bufio.NewScanner(stdout)
-	expect := func(want string) {
-		t.Helper()
-		for lines.Scan() {
-			if lines.Text() == want {
-				return
+	for lines.Scan() {
+		line := lines.Text()
+		t.Log(line)
+		if size, ok := strings.CutSuffix(strings.TrimPrefix(line, "WAIT "), " live"); ok && strings.HasPrefix(line, "WAIT ") {
+			_, err := e.client.Start(ctx, "gate", map[string]any{"Approvers": []string{"ada"}, "Message": live[size]})
+			require.NoError(t, err)
+			_, err = stdin.Write([]byte("go\n"))
+			require.NoError(t, err)
+		}
+	}
+	require.NoError(t, cmd.Wait(), stderr.String())
+
+	result := func(r ref) *subjects.Run {
+		rec, err := e.client.Wait(ctx, r.Run, processor.Finished)
+		require.NoError(t, err)
+		return rec
+	}
+	for _, size := range []string{"phone", "desktop"} {
+		assert.JSONEq(t, `{"payload":{"amount":12.5,"currency":"EUR"},"by":"ada"}`, string(result(interrupts[size+"-pay"]).Result),
+			"the choice is sent as its JSON value, not quoted")
+		assert.JSONEq(t, `{"payload":{"to":"ops@example.test","subject":"hello"},"by":"ada"}`,
+			string(result(interrupts[size+"-mail"]).Result), "the edited arguments are the answer")
+		dropped := result(interrupts[size+"-drop"]).Interrupts[0].Decision
+		assert.Equal(t, subjects.StatusCancelled, dropped.Status)
+		assert.Equal(t, "not this week", dropped.Comment)
+		assert.JSONEq(t, `{"payload":{"tier":2,"amount":3.5},"by":"ada"}`, string(result(interrupts[size+"-link"]).Result),
+			"an integer choice stays an integer")
+		rec, err := e.client.Run(ctx, interrupts[size+"-bob"].Run)
+		require.NoError(t, err)
+		assert.Len(t, rec.Pending(), 1, "the auditor decided nothing")
+	}
+	for _, shot := range []string{"login", "inbox-card", "inbox-refused", "inbox-edit", "inbox-deny", "inbox-auditor",
+		"link", "link-refused", "link-done", "link-error"} {
+		for _, size := range []string{"phone", "desktop"} {
+			info, err := os.Stat(filepath.Join(screenshots(), shot+"-"+size+".png"))
+			if assert.NoError(t, err) {
+				assert.Positive(t, info.Size())
 			}
 		}
-		_ = cmd.Wait()
-		t.Fatalf("browser script ended before %s: %s", want, stderr.String())
-	}
-
-	expect("READY")
-	schema := map[string]any{"type": "object", "required": []string{"amount"},
-		"properties": map[string]any{"amount": map[string]any{"type": "number"}}}
-	run, err := e.client.Start(ctx, "gate", map[string]any{"Approvers": []string{"ada"}, "Message": "Refund 12.50 to Ada?", "Schema": schema})
-	require.NoError(t, err)
-	expect("APPROVED")
-	rec, err := e.client.Wait(ctx, run, processor.Finished)
-	require.NoError(t, err)
-	assert.JSONEq(t, `{"payload":{"amount":12.5},"by":"ada"}`, string(rec.Result))
-
-	other, id := e.suspend(map[string]any{"Message": "Decided on the CLI"})
-	_, err = stdin.Write([]byte("GONE Decided on the CLI\n"))
-	require.NoError(t, err)
-	expect("SEEN")
-	_, err = e.client.Decide(ctx, processor.DecisionRequest{RunID: other, InterruptID: id, Status: subjects.StatusCancelled, Approver: "bob"})
-	require.NoError(t, err)
-	_, err = stdin.Write([]byte("WAIT-GONE\n"))
-	require.NoError(t, err)
-	expect("CLEARED")
-	require.NoError(t, cmd.Wait(), stderr.String())
-	info, err := os.Stat(shot)
-	require.NoError(t, err)
-	assert.Positive(t, info.Size(), "a screenshot of the inbox on a phone")
-	if dir := os.Getenv("INTERLOCK_SCREENSHOTS"); dir != "" {
-		data, _ := os.ReadFile(shot)
-		_ = os.WriteFile(filepath.Join(dir, "inbox.png"), data, 0o644)
 	}
 }

@@ -1,11 +1,15 @@
 package gateway
 
 import (
+	"cmp"
 	"embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,26 +21,32 @@ import (
 //go:embed web
 var web embed.FS
 
-var pages = template.Must(template.New("").Funcs(template.FuncMap{
-	"pretty": func(raw json.RawMessage) string {
-		var v any
-		if json.Unmarshal(raw, &v) != nil {
-			return string(raw)
-		}
-		b, _ := json.MarshalIndent(v, "", "  ")
-		return string(b)
-	},
-	"title": func(s string) string { return strings.ToUpper(s[:1]) + s[1:] },
-}).ParseFS(web, "web/*.html"))
+var pages = template.Must(template.New("").ParseFS(web, "web/*.html"))
+
+// row is one line of a key/value table on a page.
+type row struct{ Key, Value string }
 
 // page is what the link pages show.
 type page struct {
 	Title, Message string
-	Run            *subjects.Run
-	Interrupt      *subjects.InterruptState
-	Action         string
-	Token          string
-	Outcome        string
+	// Approver is whom a link decides as; empty for a link anyone may use.
+	Approver  string
+	Interrupt *subjects.InterruptState
+	Action    string
+	Button    string
+	// About describes the request; Arguments are the tool's, one per row.
+	About, Arguments []row
+	// Error says in words why the last answer was refused; Detail is the
+	// coordinator's detail, which the form places next to its field.
+	Error, Detail string
+	// Schema is the responseSchema the form is built from; Values fill it
+	// (the tool's arguments, or what was sent and refused).
+	Schema, Values string
+	InboxURL       string
+	// Decided repeats what a decision said; RunURL shows its run.
+	Decided []row
+	RunURL  string
+	Outcome string
 }
 
 func renderPage(w http.ResponseWriter, status int, name string, p page) {
@@ -49,6 +59,135 @@ func renderPage(w http.ResponseWriter, status int, name string, p page) {
 
 func refuse(w http.ResponseWriter, status int, title, message string) {
 	renderPage(w, status, "message.html", page{Title: title, Message: message})
+}
+
+// static serves the pages' script and style sheet.
+func static(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("file")
+	types := map[string]string{"form.js": "text/javascript", "inbox.js": "text/javascript", "style.css": "text/css"}
+	kind, ok := types[name]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	body, _ := web.ReadFile("web/" + name)
+	w.Header().Set("Content-Type", kind+"; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	_, _ = w.Write(body)
+}
+
+// describe is the request an interrupt makes, as rows: the agent and run,
+// the tool, who may decide, how long it has waited and the time left.
+func describe(rec *subjects.Run, in *subjects.InterruptState, now time.Time) []row {
+	suspendedAt := rec.UpdatedAt // as the pending index has it
+	rows := []row{{"Agent", rec.Agent}, {"Run", rec.RunID}}
+	var meta struct {
+		Tool string `json:"tool"`
+	}
+	_ = json.Unmarshal(in.Metadata, &meta)
+	if tool := cmp.Or(meta.Tool, in.ToolCallID); tool != "" {
+		rows = append(rows, row{"Tool", tool})
+	}
+	rows = append(rows, row{"Reason", in.Reason}, row{"Who may decide", mayDecide(in.Interrupt)})
+	if !suspendedAt.IsZero() {
+		rows = append(rows, row{"Waiting since", suspendedAt.UTC().Format("15:04 UTC, 2 Jan") + " (" + roundDur(now.Sub(suspendedAt)) + ")"})
+	}
+	if in.ExpiresAt != nil {
+		rows = append(rows, row{"Expires", expiresIn(*in.ExpiresAt, now)})
+	}
+	return rows
+}
+
+// mayDecide says who may decide in, in words.
+func mayDecide(in subjects.Interrupt) string {
+	var who []string
+	who = append(who, in.Approvers...)
+	for _, g := range in.ApproverGroups {
+		who = append(who, "group "+g)
+	}
+	if len(who) == 0 {
+		return "anyone"
+	}
+	return strings.Join(who, ", ")
+}
+
+// expiresIn says "in 1h58m (12:52 UTC)", or when it expired.
+func expiresIn(at, now time.Time) string {
+	clock := at.UTC().Format("15:04 UTC")
+	if !at.After(now) {
+		return "expired at " + clock
+	}
+	return "in " + roundDur(at.Sub(now)) + " (" + clock + ")"
+}
+
+// roundDur is d to the minute ("1h58m", "3m"), or "under a minute".
+func roundDur(d time.Duration) string {
+	if d < time.Minute {
+		return "under a minute"
+	}
+	s := d.Truncate(time.Minute).String()
+	return strings.TrimSuffix(s, "0s")
+}
+
+// arguments are the tool's arguments (metadata.arguments) as rows, by name.
+func arguments(metadata json.RawMessage) ([]row, json.RawMessage) {
+	var meta struct {
+		Arguments map[string]json.RawMessage `json:"arguments"`
+	}
+	if json.Unmarshal(metadata, &meta) != nil || len(meta.Arguments) == 0 {
+		return nil, nil
+	}
+	keys := slices.Sorted(maps.Keys(meta.Arguments))
+	rows := make([]row, 0, len(keys))
+	for _, k := range keys {
+		rows = append(rows, row{k, plain(meta.Arguments[k])})
+	}
+	raw, _ := json.Marshal(meta.Arguments)
+	return rows, raw
+}
+
+// plain shows a JSON value to people: a string as is, anything else as JSON.
+func plain(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
+
+// answerRows are the rows of an answer: its fields for an object, else
+// the value.
+func answerRows(payload json.RawMessage) []row {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(payload, &fields) == nil && fields != nil {
+		keys := slices.Sorted(maps.Keys(fields))
+		rows := make([]row, 0, len(keys))
+		for _, k := range keys {
+			rows = append(rows, row{k, plain(fields[k])})
+		}
+		return rows
+	}
+	if len(payload) == 0 {
+		return nil
+	}
+	return []row{{"Answer", plain(payload)}}
+}
+
+// inWords says why a decision was refused, for people.
+func inWords(code subjects.Code, detail string) string {
+	switch code {
+	case subjects.CodeSchemaMismatch:
+		return "The answer does not fit what the agent asked for. Correct the marked fields and send it again."
+	case subjects.CodeNotAllowed:
+		return "You may not decide this request. " + detail
+	case subjects.CodeAlreadyDecided:
+		return "Someone decided this already; nothing changed."
+	case subjects.CodeExpired:
+		return "This request has expired; it can no longer be approved."
+	case subjects.CodeUnknownRun, subjects.CodeUnknownInterrupt:
+		return "This request does not exist (any more)."
+	}
+	return "The answer was not accepted: " + detail
 }
 
 // link checks a link token; on a bad one it answers and returns false.
@@ -102,27 +241,44 @@ func (g *Gateway) confirmLink(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	g.showLink(w, r, l, token, http.StatusOK, page{})
+}
+
+// showLink renders the page of link l, with what p adds (a refusal and
+// what was sent), or a page in words when the interrupt no longer waits.
+func (g *Gateway) showLink(w http.ResponseWriter, r *http.Request, l links.Link, token string, status int, p page) {
 	rec, err := g.client.Run(r.Context(), l.Run)
 	if err != nil {
-		refuse(w, http.StatusNotFound, "Run not found", err.Error())
+		refuse(w, http.StatusNotFound, "Run not found", "There is no such run (any more). The inbox lists what waits for you.")
 		return
 	}
-	for i := range rec.Interrupts {
-		in := &rec.Interrupts[i]
-		if in.ID != l.Interrupt {
-			continue
-		}
-		if in.Decision != nil {
-			refuse(w, http.StatusConflict, "Already decided", "This interrupt was "+string(in.Decision.Status)+
-				" by "+orAnonymous(in.Decision.Approver)+".")
-			return
-		}
-		renderPage(w, http.StatusOK, "confirm.html", page{Title: title(l.Action) + "?", Run: rec, Interrupt: in,
-			Action: l.Action, Token: token})
+	i := slices.IndexFunc(rec.Interrupts, func(in subjects.InterruptState) bool { return in.ID == l.Interrupt })
+	if i < 0 {
+		refuse(w, http.StatusNotFound, "Request not found", "The run asks nothing like this. The inbox lists what waits for you.")
 		return
 	}
-	refuse(w, http.StatusNotFound, "Interrupt not found", "The run has no such interrupt.")
+	in := &rec.Interrupts[i]
+	if in.Decision != nil {
+		renderPage(w, http.StatusConflict, "message.html", page{Title: "Already decided", RunURL: runURL(l),
+			Message: "This request was " + string(in.Decision.Status) + " by " + orAnonymous(in.Decision.Approver) + "; nothing more to do."})
+		return
+	}
+	p.Title, p.Approver, p.Interrupt, p.Action = title(l.Action)+"?", l.Approver, in, l.Action
+	p.Button, p.InboxURL = title(l.Action), runURL(l)
+	p.About = describe(rec, in, time.Now())
+	var args json.RawMessage
+	p.Arguments, args = arguments(in.Metadata)
+	if l.Action == links.Approve && len(in.ResponseSchema) > 0 {
+		p.Schema = string(in.ResponseSchema)
+		if p.Values == "" {
+			p.Values = string(args)
+		}
+	}
+	renderPage(w, status, "confirm.html", p)
 }
+
+// runURL opens the link's interrupt, or its run once decided, in the inbox.
+func runURL(l links.Link) string { return "/inbox#" + l.Run + "/" + l.Interrupt }
 
 func title(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
 
@@ -133,28 +289,45 @@ func orAnonymous(s string) string {
 	return s
 }
 
-// useLink decides what the link says, once.
+// useLink decides what the link says, once. A refused answer shows the
+// form again with the reason next to its field and what was sent.
 func (g *Gateway) useLink(w http.ResponseWriter, r *http.Request) {
 	l, token, ok := g.link(w, r)
 	if !ok {
 		return
 	}
+	// Whoever holds a link is not known to be its approver (a forwarded
+	// mail): refused answers count against the caller's address only, never
+	// against the approver's identity, which they would lock out of the API.
+	addr := addressOf(r)
+	if blocked, first := g.refusals.blocked(addr); blocked {
+		if first {
+			g.refusedRun(r, l.Run, subjects.CodeRateLimited, "", "too many refused link decisions from this address")
+		}
+		w.Header().Set("Retry-After", fmt.Sprint(int(g.refusals.limit.Every.Seconds())+1))
+		refuse(w, http.StatusTooManyRequests, "Too many attempts", "Too many answers from here were not accepted. Try again later.")
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, g.cfg.MaxBody)
 	if err := r.ParseForm(); err != nil {
-		refuse(w, http.StatusRequestEntityTooLarge, "Too large", err.Error())
+		refuse(w, http.StatusRequestEntityTooLarge, "Too large", "The answer is too large to send.")
 		return
 	}
 	req := processor.DecisionRequest{RunID: l.Run, InterruptID: l.Interrupt, Approver: l.Approver,
 		DecisionID: "link-" + links.ID(token), Status: subjects.StatusCancelled, Comment: r.PostFormValue("comment"),
 		Via: "link"}
+	sent := strings.TrimSpace(r.PostFormValue("payload"))
+	var answer json.RawMessage
 	if l.Action == links.Approve {
 		req.Status = subjects.StatusResolved
-		if p := strings.TrimSpace(r.PostFormValue("payload")); p != "" {
-			if !json.Valid([]byte(p)) {
-				refuse(w, http.StatusBadRequest, "The answer is not JSON", "Go back and correct the answer.")
+		if sent != "" {
+			if !json.Valid([]byte(sent)) {
+				g.showLink(w, r, l, token, http.StatusBadRequest, page{Values: sent,
+					Error: "The answer is not valid JSON. Correct it and send it again."})
 				return
 			}
-			req.Payload = json.RawMessage(p)
+			answer = json.RawMessage(sent)
+			req.Payload = answer
 		}
 	}
 	ctx, cancel := contextWithTimeout(r, g.cfg.Timeout)
@@ -163,24 +336,41 @@ func (g *Gateway) useLink(w http.ResponseWriter, r *http.Request) {
 	var rej *processor.RejectionError
 	switch {
 	case errors.As(err, &rej):
-		g.refusals.fail(limitKey(l.Approver), addressOf(r))
+		g.refusals.fail(addr)
 		status, known := statusOf[v.Code]
 		if !known {
 			status = http.StatusBadRequest
 		}
-		refuse(w, status, "Not accepted", string(v.Code)+": "+v.Detail)
+		if v.Code == subjects.CodeSchemaMismatch || v.Code == subjects.CodeSchemaBudget {
+			g.showLink(w, r, l, token, status, page{Values: sent, Error: inWords(v.Code, v.Detail), Detail: v.Detail})
+			return
+		}
+		renderPage(w, status, "message.html", page{Title: "Not accepted", Message: inWords(v.Code, v.Detail), RunURL: runURL(l)})
 		return
 	case err != nil:
-		refuse(w, http.StatusServiceUnavailable, "Try again", err.Error())
+		refuse(w, http.StatusServiceUnavailable, "Try again", "The decision could not be sent or confirmed ("+err.Error()+
+			"). Go back and send it again: it counts once.")
 		return
 	}
 	if _, err := g.usedLinks.Mark(r.Context(), links.ID(token), []byte(v.DecisionID)); err != nil {
 		g.cfg.Logger.Warn("link use not recorded", "error", err)
 	}
-	done := "Approved"
+	done, verb := "Approved", "approved"
 	if l.Action == links.Deny {
-		done = "Denied"
+		done, verb = "Denied", "denied"
 	}
-	renderPage(w, http.StatusOK, "message.html", page{Title: done, Message: "Thank you. The run continues.",
-		Outcome: string(v.Outcome)})
+	who := ""
+	if l.Approver != "" {
+		who = " as " + l.Approver
+	}
+	decided := answerRows(answer)
+	if req.Comment != "" {
+		decided = append(decided, row{"Reason", req.Comment})
+	}
+	msg := "You " + verb + who + ". The run continues."
+	if v.Outcome == subjects.OutcomeDuplicate {
+		msg = "This was already " + verb + who + "; it counts once."
+	}
+	renderPage(w, http.StatusOK, "message.html", page{Title: done, Message: msg, Decided: decided,
+		Outcome: string(v.Outcome), RunURL: runURL(l)})
 }

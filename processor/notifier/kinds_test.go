@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/interlockhq/interlock/internal/syncbuf"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -36,7 +37,7 @@ func TestEachKindRendersDifferentlyOnEverySink(t *testing.T) {
 	mb := newMailbox(t, false, false)
 	host, port, _ := net.SplitHostPort(mb.addr)
 	t.Setenv("TEST_LINK_SECRET", linkSecret)
-	var logLines syncBuffer
+	var logLines syncbuf.Buffer
 	bus := make(chan []byte, 8)
 	sub, err := e.admin.Subscribe("team.notifications", func(_ string, data []byte) { bus <- data })
 	require.NoError(t, err)

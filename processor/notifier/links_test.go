@@ -1,7 +1,6 @@
 package notifier
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -9,35 +8,17 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/interlockhq/interlock/internal/syncbuf"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/subjects"
 )
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 const linkSecret = "a-secret-of-enough-bytes"
 
@@ -71,7 +52,7 @@ func TestPersonalLinksOnlyOnPersonalChannels(t *testing.T) {
 	mb := newMailbox(t, false, false)
 	host, port, _ := net.SplitHostPort(mb.addr)
 	t.Setenv("TEST_LINK_SECRET", linkSecret)
-	var logged, logLines syncBuffer
+	var logged, logLines syncbuf.Buffer
 	got := make(chan []byte, 1)
 	sub, err := e.admin.Subscribe("team.notifications", func(_ string, data []byte) { got <- data })
 	require.NoError(t, err)
@@ -166,7 +147,7 @@ func TestWebhookURLStaysOutOfErrors(t *testing.T) {
 	require.NoError(t, err)
 	addr := l.Addr().String()
 	require.NoError(t, l.Close()) // nothing listens there: every attempt fails
-	var logged syncBuffer
+	var logged syncbuf.Buffer
 	n := e.start(fmt.Sprintf(`
 sinks:
   chat: {type: slack, url: "http://%s/services/T000/B000/SECRETTOKEN"}

@@ -309,7 +309,7 @@ routes:
 	assert.Equal(t, s.RunID, body.Suspension.RunID)
 	assert.Equal(t, "refunds", body.Route)
 	require.Len(t, body.Decide, 1)
-	assert.Equal(t, "interlock --nats-url nats://127.0.0.1:4222 approve "+s.RunID+" int-1 --payload '{...}'", body.Decide[0].ApproveCommand)
+	assert.Equal(t, "interlock --nats-url nats://127.0.0.1:4222 approve "+s.RunID+" int-1 --payload '{}'", body.Decide[0].ApproveCommand)
 	assert.Contains(t, body.Decide[0].DenyCommand, "deny "+s.RunID+" int-1")
 	assert.Equal(t, "https://interlock.example.test/inbox#"+s.RunID+"/int-1", body.Decide[0].InboxURL)
 	assert.Contains(t, body.Text, "Refund 40 to Ada?")
@@ -618,7 +618,7 @@ routes:
 	var body WebhookBody
 	require.NoError(t, json.Unmarshal(hook.waitN(t, 1)[0].body, &body))
 	assert.Equal(t, "needs you: refunds", body.Subject)
-	assert.Equal(t, "Refund 40 to Ada? -> interlock approve "+s.RunID+" int-1 --payload '{...}'", body.Text)
+	assert.Equal(t, "Refund 40 to Ada? -> interlock approve "+s.RunID+" int-1 --payload '{}'", body.Text)
 }
 
 func TestInvalidConfig(t *testing.T) {

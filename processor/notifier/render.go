@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	htmltemplate "html/template"
+	"math"
+	"reflect"
 	"slices"
 	"strings"
 	texttemplate "text/template"
@@ -192,9 +194,14 @@ func decideHints(cfg *Config, signer *links.Signer, s *subjects.Suspension, pers
 		target := shellQuote(s.RunID) + " " + shellQuote(in.ID)
 		d.ApproveCommand = command + " approve " + target
 		if len(in.ResponseSchema) > 0 {
-			d.ApproveCommand += " --payload " + shellQuote(examplePayload(in.ResponseSchema))
+			d.ApproveCommand += " --payload " + shellQuote(examplePayload(in.ResponseSchema, in.Metadata))
 		}
 		d.DenyCommand = command + " deny " + target + ` --comment "..."`
+		if personal != "" {
+			// The person this notification is for decides as themselves.
+			d.ApproveCommand += " --approver " + shellQuote(personal)
+			d.DenyCommand += " --approver " + shellQuote(personal)
+		}
 		if cfg.GatewayURL != "" {
 			base := strings.TrimRight(cfg.GatewayURL, "/")
 			d.InboxURL = base + "/inbox#" + s.RunID + "/" + in.ID
@@ -227,23 +234,89 @@ func linkFor(in subjects.Interrupt, person string) bool {
 	return slices.Contains(in.Approvers, person)
 }
 
-// examplePayload is a placeholder answer shaped like the schema's top level.
-func examplePayload(schema json.RawMessage) string {
-	var s struct {
-		Type string `json:"type"`
-	}
+// examplePayload is an answer that satisfies the common shapes of schema,
+// as JSON: for an object, the tool's arguments (metadata.arguments) where
+// property names and types match, and for required properties without one
+// a first choice, the minimum, false or "". The inbox and link pages
+// prefill their forms the same way; the person edits it before sending.
+func examplePayload(schema, metadata json.RawMessage) string {
+	var s property
 	_ = json.Unmarshal(schema, &s)
-	switch s.Type {
-	case "object":
-		return "{...}"
-	case "array":
-		return "[...]"
-	case "string":
-		return `"..."`
-	case "boolean":
-		return "true"
+	if s.Type != "object" || len(s.Properties) == 0 {
+		b, _ := json.Marshal(s.initial())
+		return string(b)
 	}
-	return "<json>"
+	var meta struct {
+		Arguments map[string]any `json:"arguments"`
+	}
+	_ = json.Unmarshal(metadata, &meta)
+	out := map[string]any{}
+	for name, p := range s.Properties {
+		if v, ok := meta.Arguments[name]; ok && p.accepts(v) {
+			out[name] = v
+		} else if slices.Contains(s.Required, name) {
+			out[name] = p.initial()
+		}
+	}
+	b, _ := json.Marshal(out)
+	return string(b)
+}
+
+// property is the part of a JSON Schema the example answer follows.
+type property struct {
+	Type       any                 `json:"type"`
+	Enum       []any               `json:"enum"`
+	Minimum    *float64            `json:"minimum"`
+	Properties map[string]property `json:"properties"`
+	Required   []string            `json:"required"`
+}
+
+func (p property) kind() string {
+	if t, ok := p.Type.(string); ok {
+		return t
+	}
+	return ""
+}
+
+// initial is the value a form starts with when nothing better is known.
+func (p property) initial() any {
+	if len(p.Enum) > 0 {
+		return p.Enum[0]
+	}
+	switch p.kind() {
+	case "number", "integer":
+		if p.Minimum != nil {
+			return *p.Minimum
+		}
+		return 0
+	case "boolean":
+		return false
+	case "object":
+		return map[string]any{}
+	case "array":
+		return []any{}
+	}
+	return ""
+}
+
+// accepts reports whether v fits p's type and choices.
+func (p property) accepts(v any) bool {
+	if len(p.Enum) > 0 {
+		return slices.ContainsFunc(p.Enum, func(e any) bool { return reflect.DeepEqual(e, v) })
+	}
+	switch x := v.(type) {
+	case float64:
+		return p.kind() == "number" || p.kind() == "integer" && x == math.Trunc(x) || p.kind() == ""
+	case string:
+		return p.kind() == "string" || p.kind() == ""
+	case bool:
+		return p.kind() == "boolean" || p.kind() == ""
+	case map[string]any:
+		return p.kind() == "object" || p.kind() == ""
+	case []any:
+		return p.kind() == "array" || p.kind() == ""
+	}
+	return p.kind() == ""
 }
 
 func shellQuote(s string) string {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/interlockhq/interlock/internal/syncbuf"
 	"github.com/interlockhq/interlock/internal/wireschema"
 	"github.com/interlockhq/interlock/processor"
 )
@@ -23,7 +24,7 @@ func TestNotificationsMatchSchemas(t *testing.T) {
 
 	t.Setenv("TEST_LINK_SECRET", linkSecret)
 	hook, personal := newReceiver(t, nil), newReceiver(t, nil)
-	var logLines syncBuffer
+	var logLines syncbuf.Buffer
 	bus := make(chan []byte, 16)
 	sub, err := e.admin.Subscribe("team.notifications", func(_ string, data []byte) { bus <- data })
 	require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/interlockhq/interlock/internal/syncbuf"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
@@ -62,7 +63,7 @@ func TestShippedConfigsDeliver(t *testing.T) {
 			cfg, err := ParseConfig(name, data)
 			require.NoError(t, err)
 			e := newEnv(t)
-			var logLines syncBuffer
+			var logLines syncbuf.Buffer
 			opts := Options{Sinks: map[string]Sink{}}
 			check := map[string]func(){}
 			for i := range cfg.Sinks {

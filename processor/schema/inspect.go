@@ -3,6 +3,7 @@ package schema
 import (
 	"fmt"
 	"net/url"
+	"regexp/syntax"
 	"strconv"
 	"strings"
 )
@@ -37,28 +38,58 @@ type inspector struct {
 	anchors     map[string]string // anchor name -> JSON pointer
 	expanded    map[string]int    // JSON pointer -> size with refs expanded
 	onStack     map[string]bool
+	props       map[string]bool // names declared under properties
+	patterns    int             // regexp instructions of every pattern so far
 }
 
 // inspect refuses what this package does not compile: anything external,
-// cycles, and schemas over the limits.
-func inspect(doc any) error {
-	in := &inspector{root: doc, anchors: map[string]string{}, expanded: map[string]int{}, onStack: map[string]bool{}}
+// cycles, and schemas over the limits. It returns the names the schema
+// declares under properties.
+func inspect(doc any) (map[string]bool, error) {
+	in := &inspector{root: doc, anchors: map[string]string{}, expanded: map[string]int{}, onStack: map[string]bool{},
+		props: map[string]bool{}}
 	if _, ok := doc.(map[string]any); !ok {
-		return fmt.Errorf("%w: a responseSchema is a JSON object", ErrUnsafe)
+		return nil, fmt.Errorf("%w: a responseSchema is a JSON object", ErrUnsafe)
 	}
 	if err := in.walk(doc, "", 0); err != nil {
-		return err
+		return nil, err
 	}
 	if in.combinators > MaxCombinators {
-		return fmt.Errorf("%w: %d subschemas under allOf, anyOf, oneOf, not and if/then/else, over the limit of %d",
+		return nil, fmt.Errorf("%w: %d subschemas under allOf, anyOf, oneOf, not and if/then/else, over the limit of %d",
 			ErrUnsafe, in.combinators, MaxCombinators)
 	}
 	n, err := in.expand("")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if n > MaxExpanded {
-		return fmt.Errorf("%w: with every $ref expanded it has over %d subschemas (limit %d)", ErrUnsafe, n, MaxExpanded)
+		return nil, fmt.Errorf("%w: with every $ref expanded it has over %d subschemas (limit %d)", ErrUnsafe, n, MaxExpanded)
+	}
+	return in.props, nil
+}
+
+// pattern refuses a regular expression whose compiled program is over
+// MaxPatternSize instructions, or takes the schema's patterns over
+// MaxPatternsSize. One that does not parse is left to the compiler, which
+// refuses it as invalid.
+func (in *inspector) pattern(expr, ptr string) error {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return nil
+	}
+	prog, err := syntax.Compile(re.Simplify())
+	if err != nil {
+		return nil
+	}
+	n := len(prog.Inst)
+	if n > MaxPatternSize {
+		return fmt.Errorf("%w: the regular expression at #%s compiles to %d instructions, over the limit of %d",
+			ErrUnsafe, ptr, n, MaxPatternSize)
+	}
+	in.patterns += n
+	if in.patterns > MaxPatternsSize {
+		return fmt.Errorf("%w: its regular expressions compile to over %d instructions together (limit %d)",
+			ErrUnsafe, MaxPatternsSize, MaxPatternsSize)
 	}
 	return nil
 }
@@ -89,6 +120,12 @@ func (in *inspector) walk(v any, ptr string, depth int) error {
 			if !strings.HasPrefix(s, "#") {
 				return fmt.Errorf("%w: %s at #%s refers outside the schema; only local references (#...) are allowed", ErrUnsafe, k, ptr)
 			}
+		case k == "pattern":
+			if s, isString := val.(string); isString {
+				if err := in.pattern(s, at); err != nil {
+					return err
+				}
+			}
 		case anchorKeywords[k]:
 			if s, isString := val.(string); isString {
 				in.anchors[s] = ptr
@@ -116,6 +153,14 @@ func (in *inspector) walk(v any, ptr string, depth int) error {
 		case schemasByName[k]:
 			byName, _ := val.(map[string]any)
 			for name, s := range byName {
+				switch k {
+				case "properties":
+					in.props[name] = true
+				case "patternProperties":
+					if err := in.pattern(name, at+"/"+escape(name)); err != nil {
+						return err
+					}
+				}
 				if err := in.walk(s, at+"/"+escape(name), depth+1); err != nil {
 					return err
 				}

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -107,27 +108,113 @@ func TestCostlySchemasAreRefused(t *testing.T) {
 	assert.Less(t, len(nestedAnyOf(12, 3)), 2048, "the attack schema is small")
 }
 
-// Attack: an answer that takes long to check stalls every decision behind
-// it. The check is cut off at the budget and refused; later answers to
-// the same schema are refused at once.
-func TestValidationBudget(t *testing.T) {
-	t.Parallel()
-	c := Cache{Budget: time.Microsecond}
-	// A few milliseconds of work: well past the budget, and short enough
-	// that the abandoned check is over before the test binary ends.
-	raw := []byte(`{"type":"array","items":{"anyOf":[{"type":"string","pattern":"^a+b$"},{"type":"number","multipleOf":7},
+// slowCheck is a schema and an answer that take a few milliseconds to check:
+// well past a microsecond budget, and short enough that the abandoned check
+// is over before the test binary ends.
+func slowCheck() (raw, payload []byte) {
+	raw = []byte(`{"type":"array","items":{"anyOf":[{"type":"string","pattern":"^a+b$"},{"type":"number","multipleOf":7},
 		{"type":"object","required":["k"]}]}}`)
 	items := make([]string, 2000)
 	for i := range items {
 		items[i] = fmt.Sprintf(`"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa%dc"`, i)
 	}
-	payload := []byte("[" + strings.Join(items, ",") + "]")
+	return raw, []byte("[" + strings.Join(items, ",") + "]")
+}
+
+// Attack: an answer that takes long to check stalls every decision behind
+// it. The check is cut off at the budget and refused. Attack (security
+// review): that refusal must not refuse the next answer to the same schema
+// (another approver's) without a check.
+func TestValidationBudget(t *testing.T) {
+	t.Parallel()
+	c := Cache{Budget: time.Microsecond}
+	raw, payload := slowCheck()
 	err := c.Validate(raw, payload)
 	require.ErrorIs(t, err, ErrBudget)
-	start := time.Now()
-	err = c.Validate(raw, []byte(`[]`))
-	require.ErrorIs(t, err, ErrBudget, "the schema is known to be too costly")
-	assert.Less(t, time.Since(start), 50*time.Millisecond)
+	c.Budget = time.Minute
+	assert.NoError(t, c.Validate(raw, []byte(`[]`)), "the next answer to the schema is checked")
+	assert.ErrorIs(t, c.Validate(raw, []byte(`[1]`)), ErrMismatch, "and checked, not waved through")
+}
+
+// Attack (security review): checks abandoned at the budget pile up, each
+// on its own goroutine, until the process is all abandoned checks. At most
+// MaxChecks run at once; past that a check waits for a slot within its
+// budget, and is refused when none frees.
+func TestAbandonedChecksBounded(t *testing.T) {
+	t.Parallel()
+	c := Cache{Budget: time.Microsecond}
+	raw, payload := slowCheck()
+	// Hold every slot, as abandoned checks would.
+	for range MaxChecks {
+		require.True(t, c.acquire(nil))
+	}
+	err := c.Validate(raw, []byte(`[]`))
+	require.ErrorIs(t, err, ErrBudget)
+	assert.Contains(t, err.Error(), "checks were already under way")
+	for range MaxChecks {
+		c.release()
+	}
+	for range 3 * MaxChecks {
+		assert.ErrorIs(t, c.Validate(raw, payload), ErrBudget)
+	}
+	assert.LessOrEqual(t, len(c.slots), MaxChecks)
+	c.Budget = time.Minute
+	require.Eventually(t, func() bool { return c.Validate(raw, []byte(`[]`)) == nil }, 30*time.Second, time.Millisecond,
+		"slots free as abandoned checks end")
+}
+
+// Attack (security review): a regular expression of counted repetitions
+// compiles to a large program: checking a long answer against it costs
+// answer length times program size, and compiling a schema of many of them
+// takes seconds. Such patterns are refused when the schema is compiled.
+func TestLargePatternsRefused(t *testing.T) {
+	t.Parallel()
+	var many strings.Builder
+	many.WriteString(`{"type":"object","properties":{`)
+	for i := 0; many.Len() < MaxSize-100; i++ {
+		if i > 0 {
+			many.WriteString(",")
+		}
+		fmt.Fprintf(&many, `"p%d":{"pattern":"[a-z]{1,1000}"}`, i)
+	}
+	many.WriteString(`}}`)
+	for name, raw := range map[string]string{
+		"one large pattern":            `{"type":"string","pattern":"[a-z]{1,1000}"}`,
+		"one large patternProperties":  `{"type":"object","patternProperties":{"^(a{1,100}){1,10}$":{}}}`,
+		"many patterns, large in all":  `{"allOf":[{"pattern":"[a-z]{1,400}"},{"pattern":"[0-9]{1,400}"},{"pattern":"[A-Z]{1,400}"},{"pattern":"[b-z]{1,400}"},{"pattern":"[c-z]{1,400}"},{"pattern":"[d-z]{1,400}"}]}`,
+		"32 KiB of counted repetition": many.String(),
+	} {
+		start := time.Now()
+		var c Cache
+		err := c.Compile([]byte(raw))
+		assert.ErrorIs(t, err, ErrUnsafe, name)
+		assert.Contains(t, fmt.Sprint(err), "instructions", name)
+		assert.Less(t, time.Since(start), time.Second, name)
+	}
+	var c Cache
+	assert.NoError(t, c.Compile([]byte(`{"type":"string","pattern":"^[a-z]{1,100}$"}`)), "an ordinary pattern")
+}
+
+// Attack (security review): compiling ran under the cache's lock, so one
+// schema's compilation held every other check. Compiling happens outside
+// it: a check against a compiled schema goes on while another compiles.
+func TestCompileOutsideTheLock(t *testing.T) {
+	t.Parallel()
+	var c Cache
+	small := []byte(`{"type":"integer"}`)
+	require.NoError(t, c.Compile(small))
+	key := sha256.Sum256([]byte(`{"type":"string"}`))
+	// A compilation under way: its entry is there and not ready.
+	c.mu.Lock()
+	pending := &entry{ready: make(chan struct{})}
+	c.byKey[key] = pending
+	c.mu.Unlock()
+	require.NoError(t, c.Validate(small, []byte(`5`)), "another schema's check does not wait")
+	got := make(chan error, 1)
+	go func() { got <- c.Validate([]byte(`{"type":"string"}`), []byte(`"x"`)) }()
+	pending.err = ErrInvalid
+	close(pending.ready)
+	assert.ErrorIs(t, <-got, ErrInvalid, "it waits for the one compilation, and gets its result")
 }
 
 // Attack (found item 8): a mistyped PIN echoed in the rejection message,
@@ -162,4 +249,20 @@ func FuzzCompile(f *testing.F) {
 			_ = c.Validate(raw, []byte(`{"a":[1,"x",null]}`))
 		}
 	})
+}
+
+// Attack (security review): "Errors name the rule and where it failed, never the value". An
+// object's keys are part of the value; a refused answer's keys end up in the
+// decision_rejected event every reader of the run (and the log) sees.
+func TestErrorNamesNoKeyOfTheValue(t *testing.T) {
+	var c Cache
+	for _, schema := range []string{
+		`{"type":"object","additionalProperties":{"type":"integer"}}`,
+		`{"type":"object","propertyNames":{"maxLength":3}}`,
+		`{"type":"object","patternProperties":{"^s":{"type":"integer"}}}`,
+	} {
+		err := c.Validate([]byte(schema), []byte(`{"s3cr3t-pin-8642":"x"}`))
+		require.Error(t, err, schema)
+		assert.NotContains(t, err.Error(), "8642", schema)
+	}
 }

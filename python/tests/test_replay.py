@@ -91,8 +91,10 @@ async def test_approve_replays_with_the_decision(nc: NATS, client: Client, agent
         validator("pending").validate(listed[0])
         validator("run").validate(rec.raw)
         with pytest.raises(interlock.Rejected) as rej:
-            await client.approve(run, pending["id"], payload={"amt": 1})
+            await client.approve(run, pending["id"], payload={"amt": 1}, approver="ada", decision_id="d-" + run)
         assert rej.value.verdict.code == "schema_mismatch"
+        # A rejected attempt never burns its decision id: the corrected
+        # answer under the same id is a new attempt, checked afresh.
         v = await client.approve(run, pending["id"], payload={"amount": 40}, approver="ada", decision_id="d-" + run)
         assert v.outcome == "accepted" and v.replay and v.approver == "ada" and v.via == "sdk"
         again = await client.approve(run, pending["id"], payload={"amount": 40}, approver="ada", decision_id="d-" + run)

@@ -15,7 +15,7 @@ from nats.aio.msg import Msg
 
 from . import _trace
 from ._errors import Rejected, RunNotFound
-from ._ids import decision_msg_id, reply_token, uuid7, work_msg_id
+from ._ids import decision_attempt_msg_id, reply_token, uuid7, work_msg_id
 from ._subjects import DEFAULT_PREFIX, Namespace, inbox_prefix, validate_token
 from ._types import NO_PAYLOAD, Run, Status, Verdict
 from ._wire import decode_decision, decode_work
@@ -164,28 +164,33 @@ class Client:
         decode_decision(data)
         inbox, fut = await self._await_reply(d["decisionId"], approver or "")
         deadline = timeout if timeout is not None else self._timeout
-        headers = {"Nats-Msg-Id": decision_msg_id(approver or "", d["decisionId"]), "Interlock-Via": via}
+        headers = {"Interlock-Via": via}
         if inbox is not None:
             headers["Interlock-Reply-To"] = inbox
         try:
-            ack = await self._js.publish(
-                subject,
-                data,
-                headers=headers,
-            )
-            if ack.duplicate:
-                # The stream already holds this decision id, so the coordinator
-                # will not see this copy: answer with what became of the first.
-                v = await asyncio.wait_for(self._first_verdict(run_id, d), deadline)
-            else:
-                try:
-                    waiting = asyncio.shield(fut) if inbox is not None else self._verdict_event(run_id, d)
-                    v = await asyncio.wait_for(waiting, deadline)
-                except TimeoutError:
-                    raise TimeoutError(
-                        f"decision {d['decisionId']} is stored; no verdict within {deadline}s"
-                        " (is a coordinator running?)"
-                    ) from None
+            rejected = 0
+            while True:
+                headers["Nats-Msg-Id"] = decision_attempt_msg_id(approver or "", d["decisionId"], rejected)
+                ack = await self._js.publish(subject, data, headers=headers)
+                if not ack.duplicate:
+                    break
+                # The stream already holds this attempt, so the coordinator
+                # will not see this copy: answer with what became of it. If
+                # it was rejected, this is a new attempt, which no rejection
+                # may swallow.
+                v, n = await asyncio.wait_for(self._earlier_verdict(run_id, d, rejected), deadline)
+                if n == rejected:
+                    if v.outcome == "rejected":
+                        raise Rejected(v)
+                    return v
+                rejected = n
+            try:
+                waiting = asyncio.shield(fut) if inbox is not None else self._verdict_event(run_id, d, rejected)
+                v = await asyncio.wait_for(waiting, deadline)
+            except TimeoutError:
+                raise TimeoutError(
+                    f"decision {d['decisionId']} is stored; no verdict within {deadline}s (is a coordinator running?)"
+                ) from None
         finally:
             self._waiting.pop(reply_token(d["decisionId"]), None)
         if v.outcome == "rejected":
@@ -201,27 +206,44 @@ class Client:
         cancelled value, never an approval."""
         return await self.decide(run_id, interrupt_id, "cancelled", **kw)
 
-    async def _verdict_event(self, run_id: str, d: dict[str, Any]) -> Verdict:
-        """The verdict on decision d as recorded in the run's events, once
-        the coordinator has handled it."""
+    def _verdicts(self, d: dict[str, Any], events: list[dict[str, Any]]) -> list[Verdict]:
+        """The verdicts recorded on decision d's id, as its approver, oldest first."""
+        out = []
+        for ev in events:
+            raw = ev.get("verdict")
+            if (
+                raw
+                and raw.get("decisionId") == d["decisionId"]
+                and raw.get("interruptId") == d["interruptId"]
+                and raw.get("approver", "") == d.get("approver", "")
+            ):
+                out.append(Verdict.from_wire(raw))
+        return out
+
+    async def _verdict_event(self, run_id: str, d: dict[str, Any], rejected: int = 0) -> Verdict:
+        """The verdict on the attempt of decision d sent after ``rejected``
+        rejections, as recorded in the run's events, once the coordinator has
+        handled it."""
         while True:
-            for ev in await self.events(run_id):
-                raw = ev.get("verdict")
-                if (
-                    raw
-                    and raw.get("decisionId") == d["decisionId"]
-                    and raw.get("interruptId") == d["interruptId"]
-                    and raw.get("approver", "") == d.get("approver", "")
-                ):
-                    return Verdict.from_wire(raw)
+            vs = self._verdicts(d, await self.events(run_id))
+            if len(vs) > rejected:
+                return vs[rejected]
             await asyncio.sleep(0.1)
 
-    async def _first_verdict(self, run_id: str, d: dict[str, Any]) -> Verdict:
-        v = await self._verdict_event(run_id, d)
-        if v.outcome == "accepted":
-            detail = "this decision was already accepted; nothing changed"
-            return Verdict.from_wire(dict(v.raw, outcome="duplicate", replay=False, detail=detail))
-        return v
+    async def _earlier_verdict(self, run_id: str, d: dict[str, Any], rejected: int) -> tuple[Verdict, int]:
+        """What became of an attempt of d the stream already holds: an
+        accepted earlier attempt makes this copy a duplicate; otherwise the
+        number of rejections now recorded (more than ``rejected``: send a new
+        attempt) and the last of them."""
+        while True:
+            vs = self._verdicts(d, await self.events(run_id))
+            for v in vs:
+                if v.outcome != "rejected":
+                    detail = "this decision was already accepted; nothing changed"
+                    return Verdict.from_wire(dict(v.raw, outcome="duplicate", replay=False, detail=detail)), rejected
+            if len(vs) > rejected:
+                return vs[-1], len(vs)
+            await asyncio.sleep(0.1)
 
     async def run(self, run_id: str) -> Run:
         """The run's record; raises :class:`RunNotFound` before its first pass ends."""

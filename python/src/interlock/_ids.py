@@ -49,6 +49,15 @@ def decision_msg_id(approver: str, decision_id: str) -> str:
     return f"{approver}:{decision_id}" if approver else decision_id
 
 
+def decision_attempt_msg_id(approver: str, decision_id: str, rejected: int) -> str:
+    """``Nats-Msg-Id`` of a decision sent again after ``rejected`` rejected
+    attempts with the same decision id: :func:`decision_msg_id`, then
+    ``":<rejected>"`` when there were any. A rejected attempt so never
+    deduplicates a later one away; copies of one attempt still do."""
+    base = decision_msg_id(approver, decision_id)
+    return f"{base}:{rejected}" if rejected else base
+
+
 def dead_letter_msg_id(consumer: str, stream: str, sequence: int) -> str:
     """``Nats-Msg-Id`` of a dead letter: one per consumer that gave up on a
     message, so two consumers giving up on one message leave two."""

@@ -28,7 +28,6 @@ AgentFunc = Callable[[Any], Awaitable[Any]]
 """An agent body: one pass of a run, given the run's input. It runs again
 from the top on every replay."""
 
-PASS_END_EVENT = "interlock.pass_end"
 _log = logging.getLogger("interlock.worker")
 
 
@@ -46,7 +45,8 @@ class Worker:
     most ``concurrency`` work items per agent (no prefetch), sends a
     heartbeat (``+WPI``) every ``ack_wait / 2`` while a pass runs, cancels a
     pass after ``pass_timeout`` seconds (the pass is retried later, like
-    :class:`Retry`), and before running a pass checks that the pass has not
+    :class:`Retry`; on the last attempt the run fails, as with the Go
+    worker), and before running a pass checks that the pass has not
     already reported (the runs stream holds its outcome), on every delivery.
     """
 
@@ -204,13 +204,23 @@ class Worker:
                 await m.ack()
                 return
             heartbeat = asyncio.create_task(self._heartbeat(m))
+            traceparent = (m.headers or {}).get("traceparent")
             try:
-                subject, data, traceparent = await self._run_pass(agent, fn, work, (m.headers or {}).get("traceparent"))
+                subject, data, traceparent = await self._run_pass(agent, fn, work, traceparent)
+            except _PassTimeout as e:
+                if deliveries < self._max_deliver:
+                    raise
+                # The last attempt timed out too: the run fails, as with Go.
+                self._log.warning("pass timed out on its last attempt; the run fails: %s", e)
+                failed = _PassTimeout(
+                    f"pass timed out after {self._pass_timeout}s (attempt {deliveries} of {self._max_deliver})"
+                )
+                subject, msg = self._outcome(
+                    work, _Pass(_run_info(agent, work, traceparent or ""), [], {}), None, failed
+                )
+                data = json.dumps(msg, separators=(",", ":")).encode()
             finally:
                 heartbeat.cancel()
-            await self._nc.publish(
-                self._ns.agui(work["runId"]), json.dumps({"type": PASS_END_EVENT, "pass": work.get("pass", 0)}).encode()
-            )
             await self._js.publish(
                 subject,
                 data,
@@ -256,13 +266,7 @@ class Worker:
         self, agent: str, fn: AgentFunc, work: dict[str, Any], traceparent: str | None
     ) -> tuple[str, bytes, str]:
         tp = _trace.child(traceparent)
-        info = RunInfo(
-            run_id=work["runId"],
-            agent=agent,
-            pass_=work.get("pass", 0),
-            thread_id=work.get("threadId") or "",
-            traceparent=tp,
-        )
+        info = _run_info(agent, work, tp)
         p = _Pass(info, work.get("decisions") or [], work.get("journal") or {})
         ctx = contextvars.copy_context()
         ctx.run(_current.set, p)
@@ -358,3 +362,13 @@ async def _quiet(aw: Awaitable[Any]) -> None:
         await aw
     except Exception as e:  # acks are best effort: the server redelivers
         _log.debug("ack failed: %s", e)
+
+
+def _run_info(agent: str, work: dict[str, Any], traceparent: str) -> RunInfo:
+    return RunInfo(
+        run_id=work["runId"],
+        agent=agent,
+        pass_=work.get("pass", 0),
+        thread_id=work.get("threadId") or "",
+        traceparent=traceparent,
+    )
