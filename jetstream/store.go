@@ -196,7 +196,7 @@ func (m *Bucket) written(key string, err error) error {
 
 // Delete removes key; a key that is not there is not an error.
 func (m *Bucket) Delete(ctx context.Context, key string) error {
-	if err := translate(m.kv.Delete(ctx, key)); err != nil && !isNotFound(err) {
+	if err := m.written(key, m.kv.Delete(ctx, key)); err != nil && !isNotFound(err) {
 		return fmt.Errorf("delete %s: %w", key, err)
 	}
 	return nil

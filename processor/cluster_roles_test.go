@@ -201,14 +201,22 @@ retry:
 	defer nc.Close()
 	js, err := njs.New(nc)
 	require.NoError(t, err)
-	names := js.StreamNames(ctx())
-	count := 0
-	for name := range names.Name() {
-		st, err := js.Stream(ctx(), name)
-		require.NoError(t, err, name)
-		assert.Equal(t, 3, st.CachedInfo().Config.Replicas, name)
-		count++
+	// The meta leader may be re-elected after the second kill: read until
+	// the cluster answers.
+	replicas := map[string]int{}
+	require.Eventually(t, func() bool {
+		names := js.StreamNames(ctx())
+		for name := range names.Name() {
+			st, err := js.Stream(ctx(), name)
+			if err != nil {
+				return false
+			}
+			replicas[name] = st.CachedInfo().Config.Replicas
+		}
+		return names.Err() == nil
+	}, 30*time.Second, 100*time.Millisecond, "the cluster lists its streams")
+	assert.GreaterOrEqual(t, len(replicas), 12, "streams and buckets checked")
+	for name, n := range replicas {
+		assert.Equal(t, 3, n, name)
 	}
-	require.NoError(t, names.Err())
-	assert.GreaterOrEqual(t, count, 12, "streams and buckets checked")
 }

@@ -104,7 +104,7 @@ func TestDeployClusterConfigs(t *testing.T) {
 
 func httpGet(t *testing.T, url string) *http.Response {
 	t.Helper()
-	c := http.Client{Timeout: 5 * time.Second}
+	c := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := c.Get(url)
 	require.NoError(t, err)
 	t.Cleanup(func() { resp.Body.Close() })

@@ -180,7 +180,8 @@ func (n *Node) Stop() {
 // Healthy reports whether the node's monitoring listener says JetStream is
 // healthy (/healthz answers 200).
 func (n *Node) Healthy() bool {
-	c := http.Client{Timeout: 2 * time.Second}
+	// No kept-alive connection: its goroutines would outlive the test.
+	c := http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := c.Get(n.MonitorURL() + "/healthz")
 	if err != nil {
 		return false
