@@ -77,6 +77,10 @@ type Client struct {
 
 	mu          sync.Mutex
 	provisioner bool
+	// replicas is what this client creates streams and buckets with once
+	// it has provisioned: its Config's, or more when Interlock's streams
+	// already have more.
+	replicas int
 	// streams caches stream handles by name, for reads that would
 	// otherwise ask for the stream's info every time.
 	streams sync.Map
@@ -224,14 +228,14 @@ func (c *Client) RunsBucket() string {
 	return strings.ReplaceAll(c.cfg.Prefix, ".", "_") + "_runs"
 }
 
-func (c *Client) streamConfigs() []jetstream.StreamConfig {
+func (c *Client) streamConfigs(replicas int) []jetstream.StreamConfig {
 	storage := c.storage()
 	base := func(s Stream, maxAge time.Duration, subjects ...string) jetstream.StreamConfig {
 		return jetstream.StreamConfig{
 			Name:       c.StreamName(s),
 			Subjects:   subjects,
 			Storage:    storage,
-			Replicas:   c.cfg.Replicas,
+			Replicas:   replicas,
 			MaxAge:     maxAge,
 			Duplicates: c.cfg.DuplicateWindow,
 			Discard:    jetstream.DiscardOld,
@@ -273,7 +277,12 @@ var ErrRetention = errors.New("events retention shorter than runs retention")
 // replicas, retention and the duplicate window are raised, never reduced,
 // and whatever else an operator set is kept. The decisions and events
 // streams deny message deletes and purges (the server allows that to be
-// set, never unset). It is idempotent.
+// set, never unset). What is missing is created with the Config's replicas
+// or, when Interlock's existing streams have more, with as many as they
+// have. It is idempotent, and safe to run from any number of processes at
+// once: a provisioner that loses a race to create something, or finds a
+// cluster still forming or electing, reads again and converges, until ctx
+// ends (6 times Config.Timeout when ctx has no deadline).
 //
 // Only the roles that provision call it: `interlock provision` and `serve`
 // (the admin and coordinator users). A client that has provisioned also
@@ -285,7 +294,12 @@ func (c *Client) Provision(ctx context.Context) error {
 		return fmt.Errorf("%w: events kept %s, runs kept %s: audit events must outlive the runs",
 			ErrRetention, c.cfg.EventsMaxAge, orForever(c.cfg.MaxAge))
 	}
-	for _, sc := range c.streamConfigs() {
+	replicas, err := c.existingReplicas(ctx)
+	if err != nil {
+		return fmt.Errorf("provision: %w", translate(err))
+	}
+	replicas = max(replicas, c.cfg.Replicas)
+	for _, sc := range c.streamConfigs(replicas) {
 		if err := c.provisionStream(ctx, sc); err != nil {
 			return fmt.Errorf("provision stream %s: %w", sc.Name, translate(err))
 		}
@@ -295,7 +309,7 @@ func (c *Client) Provision(ctx context.Context) error {
 		Description: "Interlock run records",
 		History:     1,
 		Storage:     c.storage(),
-		Replicas:    c.cfg.Replicas,
+		Replicas:    replicas,
 	})
 	if err != nil {
 		return fmt.Errorf("provision bucket %s: %w", c.RunsBucket(), translate(err))
@@ -303,11 +317,42 @@ func (c *Client) Provision(ctx context.Context) error {
 	c.mu.Lock()
 	c.runs = kv
 	c.provisioner = true
+	c.replicas = replicas
 	c.mu.Unlock()
 	if _, err := c.Bucket(ctx, PendingBucket, "Interlock interrupts waiting for a decision", 0); err != nil {
 		return err
 	}
 	return nil
+}
+
+// existingReplicas is the most replicas any of Interlock's streams has
+// (0 when none exists), so that a client configured with fewer (the
+// default, one) creates what is missing with as many as the rest.
+func (c *Client) existingReplicas(ctx context.Context) (int, error) {
+	most := 0
+	for _, sc := range c.streamConfigs(0) {
+		err := c.converge(ctx, func(ctx context.Context) error {
+			st, err := c.js.Stream(ctx, sc.Name)
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				return nil
+			}
+			if err == nil {
+				most = max(most, st.CachedInfo().Config.Replicas)
+			}
+			return err
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	return most, nil
+}
+
+// provisionedReplicas is what the client creates streams and buckets with.
+func (c *Client) provisionedReplicas() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return max(c.replicas, c.cfg.Replicas)
 }
 
 // Provisioner reports whether this client has provisioned, and so creates
@@ -327,26 +372,93 @@ func (c *Client) storage() jetstream.StorageType {
 
 // provisionStream creates want, or raises an existing stream to it.
 func (c *Client) provisionStream(ctx context.Context, want jetstream.StreamConfig) error {
-	for attempt := 0; ; attempt++ {
-		st, err := c.js.Stream(ctx, want.Name)
+	return c.ensureStream(ctx, want.Name, func(ctx context.Context) error {
+		_, err := c.js.CreateStream(ctx, want)
+		return err
+	}, func(have jetstream.StreamConfig) jetstream.StreamConfig { return raiseStream(have, want) })
+}
+
+// ensureStream creates stream name with create when it does not exist, or
+// updates it to raise(its config) when that differs; converging with other
+// provisioners (an "already in use" from create reads it again).
+func (c *Client) ensureStream(ctx context.Context, name string, create func(context.Context) error,
+	raise func(jetstream.StreamConfig) jetstream.StreamConfig) error {
+	return c.converge(ctx, func(ctx context.Context) error {
+		st, err := c.js.Stream(ctx, name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			_, err = c.js.CreateStream(ctx, want)
-			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) && attempt == 0 {
-				continue // created meanwhile by another process: raise it instead
-			}
-			return err
+			return create(ctx)
 		}
 		if err != nil {
 			return err
 		}
 		have := st.CachedInfo().Config
-		next := raiseStream(have, want)
+		next := raise(have)
 		if reflect.DeepEqual(next, have) {
 			return nil
 		}
 		_, err = c.js.UpdateStream(ctx, next)
 		return err
+	})
+}
+
+// provisionAttempt bounds one attempt of a provisioning step, so that a
+// request lost while a cluster forms is asked again instead of waited for.
+const provisionAttempt = 3 * time.Second
+
+// converge runs step until it succeeds or fails for good. Another
+// provisioner creating the same thing at the same moment ("already in
+// use"), a cluster still forming or electing (ErrUnavailable) and an
+// attempt that timed out are retried, each attempt reading the server's
+// state afresh, until ctx ends (6 times the client's Timeout when it has no
+// deadline).
+func (c *Client) converge(ctx context.Context, step func(context.Context) error) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 6*c.cfg.Timeout)
+		defer cancel()
 	}
+	return retry(ctx, min(provisionAttempt, c.cfg.Timeout), racing, step)
+}
+
+// RetryAttempt bounds one attempt of RetryUnavailable.
+const RetryAttempt = 2 * time.Second
+
+// RetryUnavailable runs op until it succeeds, fails with an error other
+// than ErrUnavailable or ErrTimeout, or ctx ends; each attempt is bounded
+// by RetryAttempt and they are spaced by a short backoff (25 ms doubling
+// up to 500 ms). It is for writes that are safe to repeat (deduplicated by
+// message id) through a leader election.
+func RetryUnavailable(ctx context.Context, op func(context.Context) error) error {
+	return retry(ctx, RetryAttempt, func(err error) bool {
+		return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrTimeout)
+	}, op)
+}
+
+// retry is the loop of converge and RetryUnavailable.
+func retry(ctx context.Context, attempt time.Duration, retryable func(error) bool, op func(context.Context) error) error {
+	backoff := 25 * time.Millisecond
+	for {
+		actx, cancel := context.WithTimeout(ctx, attempt)
+		err := op(actx)
+		cancel()
+		if err == nil || !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return err
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+// racing reports whether a provisioning step failed because of a
+// concurrent provisioner or a cluster forming, not for good.
+func racing(err error) bool {
+	return errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) || errors.Is(err, jetstream.ErrBucketExists) ||
+		errors.Is(err, jetstream.ErrConsumerExists) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, ErrUnavailable) || errors.Is(translate(err), ErrUnavailable)
 }
 
 // raiseStream is have with want's subjects and features, and the larger of
@@ -372,26 +484,27 @@ func longer(a, b time.Duration) time.Duration {
 }
 
 // provisionBucket creates the bucket, or raises an existing one's replicas
-// and TTL to cfg's; it never lowers them.
+// and TTL to cfg's; it never lowers them and keeps whatever else an
+// operator set (history, size limits).
 func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	st, err := c.js.Stream(ctx, "KV_"+cfg.Bucket)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		kv, err := c.js.CreateKeyValue(ctx, cfg)
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			return c.js.KeyValue(ctx, cfg.Bucket) // created meanwhile by another provisioner
-		}
-		return kv, err
-	}
+	err := c.ensureStream(ctx, "KV_"+cfg.Bucket, func(ctx context.Context) error {
+		_, err := c.js.CreateKeyValue(ctx, cfg)
+		return err
+	}, func(have jetstream.StreamConfig) jetstream.StreamConfig {
+		next := have
+		next.Replicas = max(have.Replicas, cfg.Replicas)
+		next.MaxAge = longer(have.MaxAge, cfg.TTL)
+		return next
+	})
 	if err != nil {
 		return nil, err
 	}
-	have := st.CachedInfo().Config
-	cfg.Replicas = max(have.Replicas, cfg.Replicas)
-	cfg.TTL = longer(have.MaxAge, cfg.TTL)
-	if cfg.Replicas == have.Replicas && cfg.TTL == have.MaxAge {
-		return c.js.KeyValue(ctx, cfg.Bucket)
-	}
-	return c.js.UpdateKeyValue(ctx, cfg)
+	var kv jetstream.KeyValue
+	err = c.converge(ctx, func(ctx context.Context) error {
+		kv, err = c.js.KeyValue(ctx, cfg.Bucket)
+		return err
+	})
+	return kv, err
 }
 
 // PendingBucket names the index of interrupts waiting for a decision; the
@@ -477,7 +590,7 @@ func (c *Client) refused(subject string, err error) error {
 	if last != nil && errors.Is(last, nats.ErrPermissionViolation) && strings.Contains(last.Error(), `"`+subject+`"`) {
 		return fmt.Errorf("%w: the server refused this user a publish on %s (%s)", ErrPermission, subject, last.Error())
 	}
-	return translate(err)
+	return c.written(subject, err)
 }
 
 // OutMsg is one message for PublishAll.
@@ -515,7 +628,7 @@ func (c *Client) PublishAll(ctx context.Context, msgs ...OutMsg) error {
 		}
 		f, err := c.js.PublishMsgAsync(nm)
 		if err != nil {
-			return fmt.Errorf("publish %s: %w", m.Subject, translate(err))
+			return fmt.Errorf("publish %s: %w", m.Subject, c.written(m.Subject, err))
 		}
 		futures = append(futures, f)
 	}
@@ -528,7 +641,7 @@ func (c *Client) PublishAll(ctx context.Context, msgs ...OutMsg) error {
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
-			return fmt.Errorf("publish %s: %w", msgs[i].Subject, translate(err))
+			return fmt.Errorf("publish %s: %w", msgs[i].Subject, c.written(msgs[i].Subject, err))
 		case <-ctx.Done():
 			return fmt.Errorf("publish %s: %w", msgs[i].Subject, translate(ctx.Err()))
 		}
@@ -570,7 +683,10 @@ func (c *Client) Subscribe(subject string, fn func(subject string, data []byte))
 	if err != nil {
 		return nil, translate(err)
 	}
-	if err := c.nc.Flush(); err != nil {
+	// While the connection is being re-established (a node died) the flush
+	// fails, but the subscription stands: nats.go subscribes again on
+	// reconnect, before it sends anything published meanwhile.
+	if err := c.nc.Flush(); err != nil && (c.nc.IsClosed() || !c.nc.IsReconnecting()) {
 		_ = sub.Unsubscribe()
 		return nil, translate(err)
 	}
@@ -616,6 +732,18 @@ func (c *Client) stream(ctx context.Context, s Stream) (jetstream.Stream, error)
 	}
 	c.streams.Store(name, st)
 	return st, nil
+}
+
+// StreamLeader names the server that leads stream, "" during an election.
+func (c *Client) StreamLeader(ctx context.Context, stream string) (string, error) {
+	st, err := c.js.Stream(ctx, stream)
+	if err != nil {
+		return "", translate(err)
+	}
+	if st.CachedInfo().Cluster == nil {
+		return "", nil
+	}
+	return st.CachedInfo().Cluster.Leader, nil
 }
 
 // ConsumerState is where a durable consumer stands.

@@ -229,10 +229,24 @@ func (c *Client) Consume(ctx context.Context, cc ConsumerConfig, h Handler) (*Co
 // nothing, and fails with ErrNotProvisioned when it is missing or reads
 // other subjects.
 func (c *Client) consumer(ctx context.Context, stream string, want jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	var cons jetstream.Consumer
+	err := c.converge(ctx, func(ctx context.Context) error {
+		var err error
+		cons, err = c.bindOrCreate(ctx, stream, want)
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrNotProvisioned) {
+		err = translate(err)
+	}
+	return cons, err
+}
+
+// bindOrCreate is one attempt of consumer.
+func (c *Client) bindOrCreate(ctx context.Context, stream string, want jetstream.ConsumerConfig) (jetstream.Consumer, error) {
 	existing, err := c.js.Consumer(ctx, stream, want.Durable)
 	switch {
 	case err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound):
-		return nil, translate(err)
+		return nil, err
 	case !c.Provisioner() && err != nil:
 		return nil, fmt.Errorf("%w: consumer %s on stream %s does not exist", ErrNotProvisioned, want.Durable, stream)
 	case !c.Provisioner():
@@ -247,8 +261,7 @@ func (c *Client) consumer(ctx context.Context, stream string, want jetstream.Con
 		want.DeliverPolicy = have.DeliverPolicy
 		want.Replicas = max(want.Replicas, have.Replicas)
 	}
-	cons, err := c.js.CreateOrUpdateConsumer(ctx, stream, want)
-	return cons, translate(err)
+	return c.js.CreateOrUpdateConsumer(ctx, stream, want)
 }
 
 func filters(cc jetstream.ConsumerConfig) []string {
@@ -417,6 +430,10 @@ func (k *Consumer) handle(h Handler, hm *held) {
 		k.deadLetter(raw, m, fmt.Errorf("gave up after %d deliveries: %w", m.Deliveries, err))
 	case errors.As(err, &retry):
 		_ = raw.NakWithDelay(retry.after)
+	case errors.Is(err, ErrUnavailable):
+		// A leader election: over in seconds, so retry soon, not after
+		// the backoff of a failing handler.
+		_ = raw.NakWithDelay(min(100*time.Millisecond<<(m.Deliveries-1), 2*time.Second))
 	default:
 		i := min(int(m.Deliveries)-1, len(k.cc.BackOff)-1)
 		k.cc.Logger.Warn("handler failed; will retry", "consumer", k.cc.Durable, "subject", m.Subject,

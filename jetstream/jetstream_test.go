@@ -20,7 +20,10 @@ import (
 	"github.com/interlockhq/interlock/subjects"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	jstest.RunNode() // when this binary is started as a cluster node
+	goleak.VerifyTestMain(m)
+}
 
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -148,6 +151,35 @@ func TestConsumeRetriesThenAcks(t *testing.T) {
 	n, err := c.MsgCount(ctx(t), jetstream.StreamDLQ)
 	require.NoError(t, err)
 	assert.Zero(t, n)
+}
+
+// TestConsumeRetriesElectionSoon: a handler failing with ErrUnavailable (a
+// leader election) is redelivered after 100 ms, 200 ms, ..., not after the
+// consumer's BackOff, which is for handlers that fail.
+func TestConsumeRetriesElectionSoon(t *testing.T) {
+	t.Parallel()
+	c := jstest.Client(t, jstest.Server(t))
+	publishN(t, c, "r1", 1)
+	var attempts atomic.Int32
+	done := make(chan time.Time, 1)
+	began := time.Now()
+	k, err := c.Consume(ctx(t), jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "t",
+		BackOff: []time.Duration{time.Minute}},
+		func(_ context.Context, m *jetstream.Msg) error {
+			if attempts.Add(1) < 3 {
+				return fmt.Errorf("publish outcome: %w", jetstream.ErrUnavailable)
+			}
+			done <- time.Now()
+			return nil
+		})
+	require.NoError(t, err)
+	defer k.Stop()
+	select {
+	case at := <-done:
+		assert.Less(t, at.Sub(began), 10*time.Second, "retried soon, not after a minute")
+	case <-time.After(20 * time.Second):
+		t.Fatal("an election's failure waited for the handler backoff")
+	}
 }
 
 func dlqMsgs(t *testing.T, c *jetstream.Client, source string, want int) []jetstream.StoredMsg {

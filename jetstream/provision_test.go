@@ -80,6 +80,19 @@ func TestProvisionNeverLowers(t *testing.T) {
 	_, err = narrow.Bucket(ctx(t), "deliveries", "", time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, time.Hour, config("KV_"+wide.BucketName("deliveries")).MaxAge, "bucket TTL kept")
+
+	// An operator's history and size limit on a bucket survive a
+	// provisioning that raises its TTL.
+	kvc := config("KV_" + wide.BucketName("deliveries"))
+	kvc.MaxMsgsPerSubject, kvc.MaxBytes = 5, 1<<20
+	_, err = js.UpdateStream(ctx(t), kvc)
+	require.NoError(t, err)
+	_, err = wide.Bucket(ctx(t), "deliveries", "", 2*time.Hour)
+	require.NoError(t, err)
+	kvc = config("KV_" + wide.BucketName("deliveries"))
+	assert.Equal(t, 2*time.Hour, kvc.MaxAge, "TTL raised")
+	assert.Equal(t, int64(5), kvc.MaxMsgsPerSubject, "history kept")
+	assert.Equal(t, int64(1<<20), kvc.MaxBytes, "size limit kept")
 }
 
 func TestRedact(t *testing.T) {

@@ -60,7 +60,7 @@ func (c *Client) PutRun(ctx context.Context, key string, value []byte, revision 
 		rev, err = kv.Update(ctx, key, value, revision)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("put run %s at revision %d: %w", key, revision, translate(err))
+		return 0, fmt.Errorf("put run %s at revision %d: %w", key, revision, c.written("$KV."+c.RunsBucket()+"."+key, err))
 	}
 	return rev, nil
 }
@@ -94,6 +94,7 @@ func (c *Client) BucketName(name string) string {
 // Bucket is a small KV bucket: keys recorded once (deliveries made, links
 // used) or last-value indexes (a thread's latest run).
 type Bucket struct {
+	c    *Client
 	kv   jetstream.KeyValue
 	js   jetstream.JetStream
 	name string
@@ -109,12 +110,12 @@ func (c *Client) Bucket(ctx context.Context, name, description string, ttl time.
 	}
 	kv, err := c.provisionBucket(ctx, jetstream.KeyValueConfig{
 		Bucket: c.BucketName(name), Description: description,
-		History: 1, TTL: ttl, Storage: c.storage(), Replicas: c.cfg.Replicas,
+		History: 1, TTL: ttl, Storage: c.storage(), Replicas: c.provisionedReplicas(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("provision bucket %s: %w", c.BucketName(name), translate(err))
 	}
-	return &Bucket{kv: kv, js: c.js, name: c.BucketName(name)}, nil
+	return &Bucket{c: c, kv: kv, js: c.js, name: c.BucketName(name)}, nil
 }
 
 // OpenBucket opens an existing bucket BucketName(name); it fails with
@@ -127,7 +128,7 @@ func (c *Client) OpenBucket(ctx context.Context, name string) (*Bucket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open bucket %s: %w", c.BucketName(name), translate(err))
 	}
-	return &Bucket{kv: kv, js: c.js, name: c.BucketName(name)}, nil
+	return &Bucket{c: c, kv: kv, js: c.js, name: c.BucketName(name)}, nil
 }
 
 // Has reports whether key was marked.
@@ -143,7 +144,7 @@ func (m *Bucket) Has(ctx context.Context, key string) (bool, error) {
 // first mark stands, and first says whether this call made it.
 func (m *Bucket) Mark(ctx context.Context, key string, value []byte) (first bool, err error) {
 	_, err = m.kv.Create(ctx, key, value)
-	switch err = translate(err); {
+	switch err = m.written(key, err); {
 	case err == nil:
 		return true, nil
 	case errors.Is(err, ErrConflict):
@@ -155,7 +156,7 @@ func (m *Bucket) Mark(ctx context.Context, key string, value []byte) (first bool
 // Put stores value under key, replacing what was there.
 func (m *Bucket) Put(ctx context.Context, key string, value []byte) error {
 	if _, err := m.kv.Put(ctx, key, value); err != nil {
-		return fmt.Errorf("put %s: %w", key, translate(err))
+		return fmt.Errorf("put %s: %w", key, m.written(key, err))
 	}
 	return nil
 }
@@ -180,14 +181,22 @@ func (m *Bucket) Update(ctx context.Context, key string, value []byte, revision 
 		rev, err = m.kv.Update(ctx, key, value, revision)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("update %s at revision %d: %w", key, revision, translate(err))
+		return 0, fmt.Errorf("update %s at revision %d: %w", key, revision, m.written(key, err))
 	}
 	return rev, nil
 }
 
+// written is the error of a write of key, translated (see Client.written).
+func (m *Bucket) written(key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return m.c.written("$KV."+m.name+"."+key, err)
+}
+
 // Delete removes key; a key that is not there is not an error.
 func (m *Bucket) Delete(ctx context.Context, key string) error {
-	if err := translate(m.kv.Delete(ctx, key)); err != nil && !isNotFound(err) {
+	if err := m.written(key, m.kv.Delete(ctx, key)); err != nil && !isNotFound(err) {
 		return fmt.Errorf("delete %s: %w", key, err)
 	}
 	return nil

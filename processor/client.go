@@ -221,7 +221,8 @@ func (cl *Client) Start(ctx context.Context, agent string, input any, opts ...St
 	if err != nil {
 		return "", err
 	}
-	return w.RunID, cl.c.PublishAll(ctx, m)
+	// Deduplicated by its message id, so safe to repeat through an election.
+	return w.RunID, jetstream.RetryUnavailable(ctx, func(ctx context.Context) error { return cl.c.PublishAll(ctx, m) })
 }
 
 // DecisionRequest is what an approver decides.
@@ -303,7 +304,12 @@ func (cl *Client) Decide(ctx context.Context, req DecisionRequest) (subjects.Ver
 	}
 	defer stop()
 	for rejected := 0; ; {
-		ack, err := cl.c.Publish(ctx, subject, data, subjects.DecisionAttemptMsgID(req.Approver, d.DecisionID, rejected), h)
+		var ack jetstream.PubAck
+		err := jetstream.RetryUnavailable(ctx, func(ctx context.Context) error { // deduplicated by the attempt's id
+			var err error
+			ack, err = cl.c.Publish(ctx, subject, data, subjects.DecisionAttemptMsgID(req.Approver, d.DecisionID, rejected), h)
+			return err
+		})
 		if err != nil {
 			return subjects.Verdict{}, err
 		}

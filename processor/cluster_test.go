@@ -3,7 +3,11 @@ package processor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -32,6 +36,28 @@ func retry(t *testing.T, what string, op func() error) {
 	}
 }
 
+// clusterHarness provisions R3 streams on the cluster at urls and runs n
+// coordinators and n workers of the approval agent, each on its own
+// connection.
+func clusterHarness(t *testing.T, urls string, n int) *harness {
+	t.Helper()
+	cfg := jetstream.Config{Replicas: 3}
+	var calls counter
+	h := &harness{t: t, agents: map[string]AgentFunc{"refunds": approvalAgent(&calls)}}
+	h.admin = jstest.ClientURL(t, urls, cfg)
+	h.client = NewClient(h.admin)
+	for range n {
+		co := NewCoordinator(jstest.ClientURL(t, urls, cfg), CoordinatorConfig{AckWait: 2 * time.Second, Logger: quiet})
+		require.NoError(t, co.Start(context.Background()))
+		t.Cleanup(co.Stop)
+		w := NewWorker(jstest.ClientURL(t, urls, cfg), WorkerConfig{AckWait: 2 * time.Second, Logger: quiet})
+		require.NoError(t, w.Register("refunds", h.agents["refunds"]))
+		require.NoError(t, w.Start(context.Background()))
+		t.Cleanup(func() { stopWorker(t, w) })
+	}
+	return h
+}
+
 // TestClusterNodeLoss runs Interlock on a three-node cluster with R3 streams,
 // with two coordinators and two workers, and kills a node while runs are
 // suspending and being decided: no run is lost and no decision is applied
@@ -41,22 +67,7 @@ func TestClusterNodeLoss(t *testing.T) {
 		t.Skip("cluster test")
 	}
 	servers := jstest.Cluster(t, 3)
-	urls := jstest.URLs(servers)
-	cfg := jetstream.Config{Replicas: 3}
-	var calls counter
-	h := &harness{t: t, agents: map[string]AgentFunc{"refunds": approvalAgent(&calls)}}
-	h.admin = jstest.ClientURL(t, urls, cfg)
-	h.client = NewClient(h.admin)
-	conn := func() *jetstream.Client { return jstest.ClientURL(t, urls, cfg) }
-	for range 2 {
-		co := NewCoordinator(conn(), CoordinatorConfig{AckWait: 2 * time.Second, Logger: quiet})
-		require.NoError(t, co.Start(context.Background()))
-		t.Cleanup(co.Stop)
-		w := NewWorker(conn(), WorkerConfig{AckWait: 2 * time.Second, Logger: quiet})
-		require.NoError(t, w.Register("refunds", h.agents["refunds"]))
-		require.NoError(t, w.Start(context.Background()))
-		t.Cleanup(func() { stopWorker(t, w) })
-	}
+	h := clusterHarness(t, jstest.URLs(servers), 2)
 
 	const runs = 30
 	ids := make([]string, runs)
@@ -107,4 +118,112 @@ func TestClusterNodeLoss(t *testing.T) {
 		}
 		assert.Equal(t, 1, accepted, "%s: the decision is applied once", run)
 	}
+}
+
+// TestClusterElectionWindow runs a coordinator and a worker on three
+// separate nats-server processes with R3 streams, SIGKILLs the leader of
+// the decisions stream (restarting it after) a few times, and decides a
+// waiting run right after each kill: Decide rides out the election (no
+// error, the decision accepted once) and the test logs how long it took.
+// At the end, with two of three nodes dead, a write fails with
+// ErrUnavailable, not ErrNoStream ("not provisioned").
+func TestClusterElectionWindow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	nodes := jstest.ProcessCluster(t, 3)
+	h := clusterHarness(t, jstest.NodeURLs(nodes), 1)
+	cfg := jetstream.Config{Replicas: 3}
+
+	kills := 3
+	if n, err := strconv.Atoi(os.Getenv("INTERLOCK_ELECTION_KILLS")); err == nil && n > 0 {
+		kills = n // more samples for docs/benchmarks.md
+	}
+	ids := make([]string, kills)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("election-%02d", i)
+		_, err := h.client.Start(h.ctx(), "refunds", nil, WithRunID(ids[i]))
+		require.NoError(t, err)
+	}
+	pending := make([]string, kills)
+	for i, run := range ids {
+		rec, err := h.client.Wait(h.ctx(), run, Suspended)
+		require.NoError(t, err)
+		pending[i] = rec.Pending()[0].ID
+	}
+	decisions := h.admin.StreamName(jetstream.StreamDecisions)
+	var windows []time.Duration
+	for i, run := range ids {
+		leader := streamLeader(t, h.admin, decisions, nodes)
+		leader.Kill()
+		began := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		v, err := h.client.Decide(ctx, DecisionRequest{RunID: run, InterruptID: pending[i],
+			Status: subjects.StatusResolved, Payload: map[string]any{"amount": 1}, DecisionID: "d-" + run})
+		cancel()
+		windows = append(windows, time.Since(began))
+		require.NoError(t, err, "kill %d: the decision rides out the election", i+1)
+		require.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+		leader.Start()
+		jstest.WaitHealthy(t, 30*time.Second, leader) // caught up before the next kill
+	}
+	slices.Sort(windows)
+	t.Logf("decision after killing the decisions stream's leader (%d kills): p50 %s, max %s, all %v",
+		kills, windows[len(windows)/2].Round(time.Millisecond), windows[len(windows)-1].Round(time.Millisecond), windows)
+	for _, run := range ids {
+		rec, err := h.client.Wait(h.ctx(), run, Finished)
+		require.NoError(t, err)
+		assert.Equal(t, subjects.RunCompleted, rec.Status, "%s: %s", run, rec.Error)
+		accepted := 0
+		for _, e := range h.waitEvents(run, subjects.EventDecisionAccepted, 1) {
+			if e.Verdict.DecisionID == "d-"+run {
+				accepted++
+			}
+		}
+		assert.Equal(t, 1, accepted, "%s: the decision is applied once", run)
+	}
+
+	// No quorum: the write is refused as unavailable, not "not provisioned".
+	nodes[0].Kill()
+	nodes[1].Kill()
+	client, err := jetstream.Dial(h.ctx(), jetstream.DialConfig{URL: nodes[2].URL()}, cfg)
+	require.NoError(t, err)
+	defer client.Close()
+	subject, _ := client.Namespace().Resume("nobody")
+	// Until the survivor notices it lost its peers a write may just time
+	// out; never is it "not provisioned".
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		_, err = client.Publish(ctx, subject, []byte("{}"), "", nil)
+		cancel()
+		require.Error(t, err)
+		require.NotErrorIs(t, err, jetstream.ErrNoStream)
+		if errors.Is(err, jetstream.ErrUnavailable) || time.Now().After(deadline) {
+			break
+		}
+	}
+	require.ErrorIs(t, err, jetstream.ErrUnavailable)
+}
+
+// streamLeader is the node that leads stream.
+func streamLeader(t *testing.T, c *jetstream.Client, stream string, nodes []*jstest.Node) *jstest.Node {
+	t.Helper()
+	var leader string
+	retry(t, "stream leader", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var err error
+		if leader, err = c.StreamLeader(ctx, stream); err == nil && leader == "" {
+			err = fmt.Errorf("stream %s has no leader", stream)
+		}
+		return err
+	})
+	for _, n := range nodes {
+		if n.Name() == leader {
+			return n
+		}
+	}
+	t.Fatalf("leader %q is none of the nodes", leader)
+	return nil
 }

@@ -19,6 +19,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	jstest.RunNode() // when this binary is started as a cluster node
 	if role := os.Getenv(helperEnv); role == "nats" {
 		os.Exit(runNATSHelper()) // a nats-server process for kill tests
 	} else if role != "" {

@@ -289,6 +289,11 @@ func (w *Worker) cut(ctx context.Context, agent string, a registered, m *jetstre
 	return w.report(ctx, work, &pass{}, nil, err, info, log)
 }
 
+// outcomeRetry bounds how long a worker repeats an outcome publish refused
+// during a leader election before it lets the pass run again: longer than
+// an election (4 to 9 s with nats-server's defaults).
+const outcomeRetry = 15 * time.Second
+
 // report publishes the pass's one outcome.
 func (w *Worker) report(ctx context.Context, work subjects.Work, p *pass, result any, bodyErr error, info RunInfo,
 	log *slog.Logger) error {
@@ -300,7 +305,14 @@ func (w *Worker) report(ctx context.Context, work subjects.Work, p *pass, result
 		return err
 	}
 	msgID := outcomeMsgID(work.RunID, work.Pass)
-	if _, err := w.client.Publish(ctx, subject, data, msgID, jetstream.Header{trace.Header: {info.TraceParent}}); err != nil {
+	// Through a leader election the publish is repeated (deduplicated by
+	// msgID) rather than the pass: the item stays held meanwhile.
+	rctx, cancel := context.WithTimeout(ctx, outcomeRetry)
+	defer cancel()
+	if err := jetstream.RetryUnavailable(rctx, func(ctx context.Context) error {
+		_, err := w.client.Publish(ctx, subject, data, msgID, jetstream.Header{trace.Header: {info.TraceParent}})
+		return err
+	}); err != nil {
 		return err
 	}
 	if w.crash("after-outcome:" + strconv.Itoa(work.Pass)) {

@@ -22,12 +22,16 @@ import (
 
 	"github.com/interlockhq/interlock/internal/syncbuf"
 	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/jetstream/jstest"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/approvers"
 	"github.com/interlockhq/interlock/subjects"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	jstest.RunNode() // when this binary is started as a cluster node
+	goleak.VerifyTestMain(m)
+}
 
 type result struct {
 	out, err string

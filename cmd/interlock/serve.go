@@ -114,7 +114,7 @@ stops taking messages, lets the ones under way finish, and exits.`,
 		},
 	}
 	emb.register(cmd, "interlock-data", "127.0.0.1:4222")
-	cmd.Flags().IntVar(&replicas, "replicas", 1, "stream replicas (3 on a NATS cluster)")
+	cmd.Flags().IntVar(&replicas, "replicas", 1, "replicas of new streams and buckets, and the least existing ones are raised to (3 on a NATS cluster); never lowers, and what is missing gets as many as the existing streams have")
 	cmd.Flags().IntVar(&concurrency, "concurrency", 4, "messages handled at once per input stream")
 	cmd.Flags().DurationVar(&ackWait, "ack-wait", 30*time.Second, "how long a message a crashed coordinator held waits before another takes it "+
 		"(shorter: faster recovery, more heartbeats; a process cut off from NATS longer than this loses what it holds)")

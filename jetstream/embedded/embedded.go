@@ -164,5 +164,15 @@ func (s *Server) JetStreamReady() bool {
 	return s.ns.JetStreamEnabled() && (!s.ns.JetStreamIsClustered() || s.ns.JetStreamIsCurrent())
 }
 
+// MonitorURL is the server's monitoring listener, e.g.
+// http://127.0.0.1:8222, or "" when it has none.
+func (s *Server) MonitorURL() string {
+	addr := s.ns.MonitorAddr()
+	if addr == nil {
+		return ""
+	}
+	return "http://" + addr.String()
+}
+
 // Name is the server's name.
 func (s *Server) Name() string { return s.ns.Name() }

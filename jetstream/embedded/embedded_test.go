@@ -2,12 +2,16 @@ package embedded_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -50,6 +54,10 @@ func TestDeployClusterConfigs(t *testing.T) {
 		"../../deploy/nats/cluster/n3.conf")
 	for i, s := range servers {
 		require.Equal(t, fmt.Sprintf("interlock-n%d", i+1), s.Name(), "the config was loaded")
+		opts, err := server.ProcessConfigFile(fmt.Sprintf("../../deploy/nats/cluster/n%d.conf", i+1))
+		require.NoError(t, err)
+		assert.Equal(t, "127.0.0.1", opts.HTTPHost, "monitoring on loopback only")
+		assert.Equal(t, 8222+i, opts.HTTPPort, "monitoring shipped")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -74,4 +82,31 @@ func TestDeployClusterConfigs(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 3, st.CachedInfo().Config.Replicas, name)
 	}
+
+	// The monitoring listener answers: health, and which node leads what.
+	for _, s := range servers {
+		require.NotEmpty(t, s.MonitorURL(), s.Name())
+		require.Equal(t, http.StatusOK, httpGet(t, s.MonitorURL()+"/healthz").StatusCode, s.Name())
+		var jsz struct {
+			Meta struct {
+				Leader      string `json:"leader"`
+				ClusterSize int    `json:"cluster_size"`
+			} `json:"meta_cluster"`
+			Streams int `json:"streams"`
+		}
+		resp := httpGet(t, s.MonitorURL()+"/jsz")
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&jsz))
+		assert.NotEmpty(t, jsz.Meta.Leader, s.Name())
+		assert.Equal(t, 3, jsz.Meta.ClusterSize, s.Name())
+		assert.Positive(t, jsz.Streams, s.Name())
+	}
+}
+
+func httpGet(t *testing.T, url string) *http.Response {
+	t.Helper()
+	c := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get(url)
+	require.NoError(t, err)
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
 }

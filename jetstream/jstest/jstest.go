@@ -5,7 +5,6 @@ package jstest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -85,24 +84,13 @@ func ClientURL(t testing.TB, urls string, cfg ...jetstream.Config) *jetstream.Cl
 		t.Fatalf("dial %s: %v", urls, err)
 	}
 	t.Cleanup(cl.Close)
-	// A cluster that has just formed may time out creating R3 streams, or
-	// find no peers to place them on, while its peers catch up: try again
-	// until the deadline.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		pctx, pcancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := cl.Provision(pctx)
-		pcancel()
-		if err == nil {
-			return cl
-		}
-		// "no suitable peers": the meta leader does not know every peer yet.
-		settling := errors.Is(err, jetstream.ErrTimeout) || strings.Contains(err.Error(), "no suitable peers")
-		if !settling || time.Now().After(deadline) {
-			t.Fatalf("provision: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond) // polling the cluster's state; no event to wait on
+	// Provision itself waits out a cluster that is still forming.
+	pctx, pcancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer pcancel()
+	if err := cl.Provision(pctx); err != nil {
+		t.Fatalf("provision: %v", err)
 	}
+	return cl
 }
 
 // FreePorts returns n distinct free loopback ports.
@@ -126,11 +114,12 @@ func FreePorts(t testing.TB, n int) []int {
 
 // Cluster starts n servers forming one JetStream cluster on loopback, each
 // in its own temporary directory. configs, when given, are nats-server
-// configuration files (one per node) whose ports are moved to free ones.
+// configuration files (one per node) whose ports (monitoring included) are
+// moved to free ones.
 // It returns when the cluster has a JetStream meta leader.
 func Cluster(t testing.TB, n int, configs ...string) []*embedded.Server {
 	t.Helper()
-	ports := FreePorts(t, 2*n)
+	ports := FreePorts(t, 3*n)
 	var routes []*url.URL
 	for i := range n {
 		routes = append(routes, &url.URL{Scheme: "nats-route", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[n+i]))})
@@ -143,8 +132,11 @@ func Cluster(t testing.TB, n int, configs ...string) []*embedded.Server {
 		if len(configs) > i {
 			cfg.ConfigFile, cfg.Name = configs[i], ""
 		}
-		clusterPort := ports[n+i]
+		clusterPort, httpPort := ports[n+i], ports[2*n+i]
 		cfg.Adjust = func(o *server.Options) {
+			if o.HTTPPort != 0 {
+				o.HTTPHost, o.HTTPPort = "127.0.0.1", httpPort
+			}
 			if o.Cluster.Name == "" {
 				o.Cluster.Name = "interlock-test"
 			}
