@@ -58,8 +58,16 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Msg) err
 		err = fmt.Errorf("%w: %s is not a resume subject", subjects.ErrInvalidSubject, m.Subject)
 	}
 	if err != nil {
-		return co.verdict(ctx, o, subjects.Decision{}, subjects.NoRun,
-			reject(subjects.CodeInvalidSubject, "%v", err), false)
+		// Audited under the run the subject names, when there is such a run.
+		run := subjects.NoRun
+		if r, ok := co.ns.ResumeRun(m.Subject); ok {
+			if rec, _, lerr := co.load(ctx, r); lerr != nil {
+				return lerr
+			} else if rec != nil {
+				run = r
+			}
+		}
+		return co.verdict(ctx, o, subjects.Decision{}, run, reject(subjects.CodeInvalidSubject, "%v", err), false)
 	}
 	o.approver = addr.Approver
 	d, err := subjects.DecodeDecision(m.Data)

@@ -230,6 +230,12 @@ func TestDecisionMalformed(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			v := h.rawVerdict(subject, []byte(c.body), "")
 			assertRejected(t, h, v, nil, c.code)
+			assert.Equal(t, rec.RunID, v.RunID, "audited under the run the subject names")
+			if name != "not json" && name != "oversized" {
+				// The body parsed: the sender can match the verdict to what it sent.
+				assert.Equal(t, "d", v.DecisionID)
+				assert.Equal(t, id, v.InterruptID)
+			}
 		})
 	}
 	rec, err := h.client.Run(h.ctx(), rec.RunID)
@@ -242,11 +248,15 @@ func TestDecisionMalformed(t *testing.T) {
 }
 
 func TestDecisionInvalidSubject(t *testing.T) {
-	h, _ := suspendedRun(t, Request{})
+	h, rec := suspendedRun(t, Request{})
 	body := []byte(`{"version":1,"decisionId":"d","interruptId":"i","status":"resolved"}`)
-	v := h.rawVerdict("interlock.resume.run-1.a.b", body, "")
+	v := h.rawVerdict("interlock.resume.no-such-run.a.b", body, "")
 	assertRejected(t, h, v, nil, subjects.CodeInvalidSubject)
 	assert.Equal(t, subjects.NoRun, v.RunID)
+	// A subject that names a real run: audited under that run.
+	v = h.rawVerdict("interlock.resume."+rec.RunID+".a.b", body, "")
+	assertRejected(t, h, v, nil, subjects.CodeInvalidSubject)
+	assert.Equal(t, rec.RunID, v.RunID)
 }
 
 func TestDecideRefusesBadTokens(t *testing.T) {

@@ -17,9 +17,31 @@ const MaxIDLen = 256
 func DecodeDecision(data []byte) (Decision, error) {
 	var d Decision
 	if err := decode(data, MaxDecisionSize, &d); err != nil {
-		return Decision{}, err
+		return decisionIDs(data), err
 	}
 	return d, d.Validate()
+}
+
+// decisionIDs is what a refused decision still names: its decisionId and
+// interruptId, when the body is a JSON object within the size limit and
+// they are valid ids, so the verdict matches what was sent. Nothing else of
+// a refused body is trusted.
+func decisionIDs(data []byte) Decision {
+	var ids struct {
+		DecisionID  string `json:"decisionId"`
+		InterruptID string `json:"interruptId"`
+	}
+	if len(data) > MaxDecisionSize || json.Unmarshal(data, &ids) != nil {
+		return Decision{}
+	}
+	var d Decision
+	if validateID("decisionId", ids.DecisionID) == nil {
+		d.DecisionID = ids.DecisionID
+	}
+	if validateID("interruptId", ids.InterruptID) == nil {
+		d.InterruptID = ids.InterruptID
+	}
+	return d
 }
 
 // Validate checks a decision's fields.

@@ -131,6 +131,19 @@ func DecisionAttemptMsgID(approver, decisionID string, rejected int) string {
 	return DecisionMsgID(approver, decisionID) + ":" + strconv.Itoa(rejected)
 }
 
+// ResumeRun returns the run a resume subject names, even when the rest of
+// the subject is not valid (a bad approver token, extra tokens), so a
+// refused decision can be audited under its run; ok is false when subject
+// is not under this namespace's resume subjects or the run token is invalid.
+func (n Namespace) ResumeRun(subject string) (run string, ok bool) {
+	rest, found := strings.CutPrefix(subject, n.prefix+"."+KindResume+".")
+	if !found {
+		return "", false
+	}
+	run, _, _ = strings.Cut(rest, ".")
+	return run, ValidateToken("run id", run) == nil
+}
+
 // ResumeAs is the subject approver publishes decisions for run on. The
 // approver's identity is this token, not anything in the body, so NATS user
 // permissions (approver ada may publish only on <prefix>.resume.*.ada) make
