@@ -456,10 +456,18 @@ func retry(ctx context.Context, attempt time.Duration, retryable func(error) boo
 // racing reports whether a provisioning step failed because of a
 // concurrent provisioner or a cluster forming, not for good.
 func racing(err error) bool {
+	var apiErr *jetstream.APIError
 	return errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) || errors.Is(err, jetstream.ErrBucketExists) ||
 		errors.Is(err, jetstream.ErrConsumerExists) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, nats.ErrTimeout) || errors.Is(err, ErrUnavailable) || errors.Is(translate(err), ErrUnavailable)
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, ErrUnavailable) || errors.Is(translate(err), ErrUnavailable) ||
+		errors.As(err, &apiErr) && apiErr.ErrorCode == insufficientResources
 }
+
+// insufficientResources is the JetStream API error a fresh cluster's meta
+// leader answers a consumer placement with until it has heard from every
+// peer of the stream. In provisioning it is retried; should it last, the
+// step fails with it when ctx ends.
+const insufficientResources jetstream.ErrorCode = 10023
 
 // raiseStream is have with want's subjects and features, and the larger of
 // each limit Interlock sets. Everything else of have is kept.
