@@ -113,10 +113,12 @@ func TestDeployClusterConfigs(t *testing.T) {
 		require.Equal(t, 3, st.CachedInfo().Config.Replicas, name)
 	}
 
-	// The monitoring listener answers: health, and which node leads what.
+	// The monitoring listener answers: health (once the node has caught up
+	// with the streams just created), and which node leads what.
 	for _, s := range servers {
 		require.NotEmpty(t, s.MonitorURL(), s.Name())
-		require.Equal(t, http.StatusOK, httpGet(t, s.MonitorURL()+"/healthz").StatusCode, s.Name())
+		require.Eventually(t, func() bool { return httpGet(t, s.MonitorURL()+"/healthz").StatusCode == http.StatusOK },
+			20*time.Second, 20*time.Millisecond, s.Name())
 		var jsz struct {
 			Meta struct {
 				Leader      string `json:"leader"`
