@@ -22,6 +22,7 @@ import (
 
 func TestMain(m *testing.M) {
 	jstest.RunNode() // when this binary is started as a cluster node
+	jstest.RaiseParallel()
 	goleak.VerifyTestMain(m)
 }
 

@@ -22,7 +22,10 @@ import (
 	"github.com/interlockhq/interlock/jetstream/jstest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	jstest.RaiseParallel()
+	goleak.VerifyTestMain(m)
+}
 
 // The shipped single-node config starts, admits no anonymous client, and
 // Interlock provisions on it as admin.

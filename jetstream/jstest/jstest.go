@@ -6,10 +6,12 @@ package jstest
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -257,4 +259,24 @@ func SetPasswords(t testing.TB) {
 // As puts user's name and password into each of the comma-separated urls.
 func As(user, urls string) string {
 	return strings.ReplaceAll(urls, "nats://", "nats://"+user+":"+Password(user)+"@")
+}
+
+// waitingParallelism is how many tests RaiseParallel lets run at once per
+// CPU.
+const waitingParallelism = 4
+
+// RaiseParallel lets waitingParallelism parallel tests per CPU run at once
+// unless -test.parallel was given. Call it in TestMain before m.Run, in
+// packages whose tests each start their own server and spend most of their
+// time waiting on it (deliveries, acks, timers), not on the CPU: go test's
+// default, one per CPU, leaves a 2-core machine mostly idle.
+func RaiseParallel() {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		_ = flag.Set("test.parallel", strconv.Itoa(waitingParallelism*runtime.GOMAXPROCS(0)))
+	}
 }
