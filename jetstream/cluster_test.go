@@ -79,7 +79,7 @@ func TestConcurrentProvisionFreshCluster(t *testing.T) {
 	js, err := njs.New(nc)
 	require.NoError(t, err)
 	c := clients[0]
-	names := []string{"KV_" + c.RunsBucket(), "KV_" + c.BucketName(jetstream.PendingBucket), "KV_" + c.BucketName("added-later")}
+	names := []string{"KV_" + c.BucketName(jetstream.RunsBucket), "KV_" + c.BucketName(jetstream.PendingBucket), "KV_" + c.BucketName("added-later")}
 	for _, s := range []jetstream.Stream{jetstream.StreamWork, jetstream.StreamRuns, jetstream.StreamDecisions,
 		jetstream.StreamEvents, jetstream.StreamDLQ, jetstream.StreamTimers, jetstream.StreamAGUI} {
 		names = append(names, c.StreamName(s))

@@ -36,7 +36,7 @@ func TestProvisionIsIdempotent(t *testing.T) {
 	c := jstest.Client(t, srv, jetstream.Config{Prefix: "acme.il"})
 	require.NoError(t, c.Provision(ctx(t)), "second time")
 	assert.Equal(t, "ACME_IL_RUNS", c.StreamName(jetstream.StreamRuns))
-	assert.Equal(t, "acme_il_runs", c.RunsBucket())
+	assert.Equal(t, "acme_il_runs", c.BucketName(jetstream.RunsBucket))
 	// Updating the configuration in place works too.
 	c2 := jstest.Client(t, srv, jetstream.Config{Prefix: "acme.il", MaxAge: time.Hour, DuplicateWindow: time.Minute})
 	require.NoError(t, c2.Provision(ctx(t)))
@@ -80,25 +80,27 @@ func TestPublishDeduplicates(t *testing.T) {
 	assert.ErrorIs(t, err, jetstream.ErrTooLarge)
 }
 
-func TestRunRecordsCompareAndSet(t *testing.T) {
+func TestBucketCompareAndSet(t *testing.T) {
 	c := jstest.Client(t, jstest.Server(t))
-	_, err := c.GetRun(ctx(t), "r1")
+	b, err := c.OpenBucket(ctx(t), jetstream.RunsBucket)
+	require.NoError(t, err)
+	_, _, err = b.Entry(ctx(t), "r1")
 	assert.ErrorIs(t, err, jetstream.ErrNotFound)
-	rev, err := c.PutRun(ctx(t), "r1", []byte(`{"v":1}`), 0)
+	rev, err := b.Update(ctx(t), "r1", []byte(`{"v":1}`), 0)
 	require.NoError(t, err)
-	_, err = c.PutRun(ctx(t), "r1", []byte(`{"v":1}`), 0)
+	_, err = b.Update(ctx(t), "r1", []byte(`{"v":1}`), 0)
 	assert.ErrorIs(t, err, jetstream.ErrConflict, "create of an existing key")
-	rev2, err := c.PutRun(ctx(t), "r1", []byte(`{"v":2}`), rev)
+	rev2, err := b.Update(ctx(t), "r1", []byte(`{"v":2}`), rev)
 	require.NoError(t, err)
-	_, err = c.PutRun(ctx(t), "r1", []byte(`{"v":3}`), rev)
+	_, err = b.Update(ctx(t), "r1", []byte(`{"v":3}`), rev)
 	assert.ErrorIs(t, err, jetstream.ErrConflict, "update at a stale revision")
-	e, err := c.GetRun(ctx(t), "r1")
+	value, got, err := b.Entry(ctx(t), "r1")
 	require.NoError(t, err)
-	assert.Equal(t, rev2, e.Revision)
-	assert.JSONEq(t, `{"v":2}`, string(e.Value))
-	keys, err := c.RunKeys(ctx(t))
+	assert.Equal(t, rev2, got)
+	assert.JSONEq(t, `{"v":2}`, string(value))
+	values, err := b.Values(ctx(t))
 	require.NoError(t, err)
-	assert.Equal(t, []string{"r1"}, keys)
+	assert.Equal(t, [][]byte{[]byte(`{"v":2}`)}, values)
 }
 
 func TestLastMsgWithWildcard(t *testing.T) {
@@ -328,14 +330,18 @@ func TestEmbeddedSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	srv := jstest.Server(t, embedded.Config{DataDir: dir, Sync: embedded.SyncAlways})
 	c := jstest.Client(t, srv)
-	_, err := c.PutRun(ctx(t), "r1", []byte(`{"kept":true}`), 0)
+	b, err := c.OpenBucket(ctx(t), jetstream.RunsBucket)
+	require.NoError(t, err)
+	_, err = b.Update(ctx(t), "r1", []byte(`{"kept":true}`), 0)
 	require.NoError(t, err)
 	c.Close()
 	srv = jstest.Restart(t, srv, embedded.Config{DataDir: dir, Sync: embedded.SyncAlways})
 	c = jstest.Client(t, srv)
-	e, err := c.GetRun(ctx(t), "r1")
+	b, err = c.OpenBucket(ctx(t), jetstream.RunsBucket)
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"kept":true}`, string(e.Value))
+	value, err := b.Get(ctx(t), "r1")
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"kept":true}`, string(value))
 }
 
 func TestEmbeddedConfigErrors(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/interlockhq/interlock/internal/trace"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor/schema"
+	"github.com/interlockhq/interlock/processor/store"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -164,7 +165,7 @@ func (w *Worker) consumerConfig(agent string, a registered) (jetstream.ConsumerC
 	}
 	return jetstream.ConsumerConfig{
 		Stream:         jetstream.StreamWork,
-		Durable:        workerDurable(agent),
+		Durable:        store.WorkerDurable(agent),
 		FilterSubjects: []string{replays, starts},
 		AckWait:        w.cfg.AckWait,
 		MaxDeliver:     w.cfg.MaxDeliver,
@@ -304,7 +305,7 @@ func (w *Worker) report(ctx context.Context, work subjects.Work, p *pass, result
 	if err != nil {
 		return err
 	}
-	msgID := outcomeMsgID(work.RunID, work.Pass)
+	msgID := subjects.OutcomeMsgID(work.RunID, work.Pass)
 	// Through a leader election the publish is repeated (deduplicated by
 	// msgID) rather than the pass: the item stays held meanwhile.
 	rctx, cancel := context.WithTimeout(ctx, outcomeRetry)
