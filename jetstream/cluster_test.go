@@ -53,7 +53,7 @@ func TestConcurrentProvisionFreshCluster(t *testing.T) {
 			pctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			if errs[i] = c.Provision(pctx); errs[i] == nil { // then its consumers, as a coordinator does
-				errs[i] = c.CreateConsumer(pctx, jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions,
+				errs[i] = c.CreateConsumer(pctx, jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions,
 					Durable: "coordinator", FilterSubjects: []string{"interlock.resume.>"}, AckWait: 30 * time.Second})
 			}
 		}()

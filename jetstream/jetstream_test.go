@@ -134,9 +134,9 @@ func TestConsumeRetriesThenAcks(t *testing.T) {
 	publishN(t, c, "r1", 1)
 	var attempts atomic.Int32
 	done := make(chan struct{})
-	k, err := c.Consume(ctx(t), jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "t",
+	k, err := c.Consume(ctx(t), jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "t",
 		BackOff: []time.Duration{10 * time.Millisecond}},
-		func(_ context.Context, m *jetstream.Msg) error {
+		func(_ context.Context, m *jetstream.Delivery) error {
 			n := attempts.Add(1)
 			assert.EqualValues(t, n, m.Deliveries)
 			if n < 3 {
@@ -165,9 +165,9 @@ func TestConsumeRetriesElectionSoon(t *testing.T) {
 	var attempts atomic.Int32
 	done := make(chan time.Time, 1)
 	began := time.Now()
-	k, err := c.Consume(ctx(t), jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "t",
+	k, err := c.Consume(ctx(t), jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "t",
 		BackOff: []time.Duration{time.Minute}},
-		func(_ context.Context, m *jetstream.Msg) error {
+		func(_ context.Context, m *jetstream.Delivery) error {
 			if attempts.Add(1) < 3 {
 				return fmt.Errorf("publish outcome: %w", jetstream.ErrUnavailable)
 			}
@@ -199,9 +199,9 @@ func TestConsumeDeadLettersAfterMaxDeliver(t *testing.T) {
 	c := jstest.Client(t, jstest.Server(t))
 	subject := publishN(t, c, "r1", 1)
 	var attempts atomic.Int32
-	k, err := c.Consume(ctx(t), jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "always_fails",
+	k, err := c.Consume(ctx(t), jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "always_fails",
 		MaxDeliver: 3, BackOff: []time.Duration{5 * time.Millisecond}},
-		func(context.Context, *jetstream.Msg) error {
+		func(context.Context, *jetstream.Delivery) error {
 			attempts.Add(1)
 			return errors.New("sink is down")
 		})
@@ -224,9 +224,9 @@ func TestConsumeDeadLetterAtOnceAndPanics(t *testing.T) {
 	c := jstest.Client(t, jstest.Server(t))
 	publishN(t, c, "r1", 2)
 	var panicked atomic.Bool
-	k, err := c.Consume(ctx(t), jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "picky",
+	k, err := c.Consume(ctx(t), jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "picky",
 		BackOff: []time.Duration{5 * time.Millisecond}},
-		func(_ context.Context, m *jetstream.Msg) error {
+		func(_ context.Context, m *jetstream.Delivery) error {
 			if string(m.Data) == "0" {
 				return jetstream.DeadLetter(errors.New("cannot parse"))
 			}
@@ -255,8 +255,8 @@ func TestConsumeRetryAfter(t *testing.T) {
 	var first time.Time
 	var gap time.Duration
 	done := make(chan struct{})
-	k, err := c.Consume(ctx(t), jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "later"},
-		func(_ context.Context, m *jetstream.Msg) error {
+	k, err := c.Consume(ctx(t), jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "later"},
+		func(_ context.Context, m *jetstream.Delivery) error {
 			if m.Deliveries == 1 {
 				first = time.Now()
 				return jetstream.RetryAfter(300*time.Millisecond, errors.New("wait"))
@@ -278,9 +278,9 @@ func TestConsumeLongHandlerNotRedelivered(t *testing.T) {
 	publishN(t, c, "r1", 1)
 	var deliveries atomic.Int32
 	done := make(chan struct{})
-	k, err := c.Consume(ctx(t), jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "slow",
+	k, err := c.Consume(ctx(t), jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "slow",
 		AckWait: 500 * time.Millisecond, Concurrency: 2},
-		func(context.Context, *jetstream.Msg) error {
+		func(context.Context, *jetstream.Delivery) error {
 			if deliveries.Add(1) == 1 {
 				time.Sleep(1500 * time.Millisecond) // the long pass under test
 				close(done)
@@ -303,9 +303,9 @@ func TestConsumePartitionKeepsOrder(t *testing.T) {
 	seen := map[string][]string{}
 	var total atomic.Int32
 	done := make(chan struct{})
-	k, err := c.Consume(ctx(t), jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "ordered",
-		Concurrency: 4, PartitionKey: func(m *jetstream.Msg) string { return m.Subject }},
-		func(_ context.Context, m *jetstream.Msg) error {
+	k, err := c.Consume(ctx(t), jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "ordered",
+		Concurrency: 4, PartitionKey: func(m *jetstream.Delivery) string { return m.Subject }},
+		func(_ context.Context, m *jetstream.Delivery) error {
 			mu.Lock()
 			seen[m.Subject] = append(seen[m.Subject], string(m.Data))
 			mu.Unlock()
@@ -367,7 +367,7 @@ func TestConsumeBoundedHoldsAndKeepsAlive(t *testing.T) {
 	var mu sync.Mutex
 	handled := map[string]int{}
 	first := make(chan struct{}, n)
-	handler := func(_ context.Context, m *jetstream.Msg) error {
+	handler := func(_ context.Context, m *jetstream.Delivery) error {
 		mu.Lock()
 		handled[string(m.Data)]++
 		mu.Unlock()
@@ -376,7 +376,7 @@ func TestConsumeBoundedHoldsAndKeepsAlive(t *testing.T) {
 		time.Sleep(1200 * time.Millisecond) // the work, longer than AckWait
 		return nil
 	}
-	cc := jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "bounded", AckWait: time.Second,
+	cc := jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "bounded", AckWait: time.Second,
 		Concurrency: 1, Prefetch: 1}
 	a, err := c.Consume(ctx(t), cc, handler)
 	require.NoError(t, err)
@@ -417,9 +417,9 @@ func TestConsumeTimeoutEndsLease(t *testing.T) {
 	cause := errors.New("too slow")
 	release := make(chan struct{})
 	causes := make(chan error, 1)
-	cc := jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "timed", AckWait: time.Second,
+	cc := jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "timed", AckWait: time.Second,
 		Concurrency: 1, Prefetch: 1, Timeout: 200 * time.Millisecond, TimeoutCause: cause}
-	hung, err := c.Consume(ctx(t), cc, func(ctx context.Context, _ *jetstream.Msg) error {
+	hung, err := c.Consume(ctx(t), cc, func(ctx context.Context, _ *jetstream.Delivery) error {
 		<-ctx.Done()
 		causes <- context.Cause(ctx)
 		<-release // ignores its cancelled context
@@ -436,7 +436,7 @@ func TestConsumeTimeoutEndsLease(t *testing.T) {
 	require.ErrorIs(t, hung.Shutdown(sctx, nil), context.DeadlineExceeded)
 	began := time.Now()
 	redelivered := make(chan uint64, 1)
-	other, err := c.Consume(ctx(t), cc, func(_ context.Context, m *jetstream.Msg) error {
+	other, err := c.Consume(ctx(t), cc, func(_ context.Context, m *jetstream.Delivery) error {
 		redelivered <- m.Deliveries
 		return nil
 	})

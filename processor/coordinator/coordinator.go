@@ -85,7 +85,7 @@ func New(c *jetstream.Client, cfg Config) *Coordinator {
 // for crash tests.
 func (co *Coordinator) Start(ctx context.Context) error {
 	co.fault = fault.From(ctx)
-	byRun := func(m *jetstream.Msg) string {
+	byRun := func(m *jetstream.Delivery) string {
 		a, _ := co.ns.Parse(m.Subject)
 		return a.Run
 	}
@@ -104,7 +104,7 @@ func (co *Coordinator) Start(ctx context.Context) error {
 		{jetstream.StreamTimers, "coordinator_timers", []string{due}, co.handleTimer},
 	}
 	for _, in := range inputs {
-		cons, err := co.client.Consume(ctx, jetstream.ConsumerConfig{
+		cons, err := co.client.Consume(ctx, jetstream.ConsumeConfig{
 			Stream: in.stream, Durable: in.durable, FilterSubjects: in.filter, AckWait: co.cfg.AckWait,
 			// Decisions may wait for their suspension to be recorded.
 			MaxDeliver:  50,

@@ -24,7 +24,7 @@ type origin struct {
 	approver string
 }
 
-func originOf(m *jetstream.Msg) origin {
+func originOf(m *jetstream.Delivery) origin {
 	return origin{subject: m.Subject, key: "seq" + strconv.FormatUint(m.Sequence, 10),
 		replyTo: m.Header.Get(jetstream.HeaderReplyTo), via: truncate(m.Header.Get(jetstream.HeaderVia), 32)}
 }
@@ -36,7 +36,7 @@ func truncate(s string, n int) string {
 	return s
 }
 
-func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Msg) error {
+func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Delivery) error {
 	defer co.metrics.timed("decision", time.Now())
 	o := originOf(m)
 	addr, err := co.ns.Parse(m.Subject)

@@ -28,7 +28,7 @@ func (co *Coordinator) newEvent(ev subjects.Event, dedup string) store.Event {
 
 // rejectInput records bad input on the events subject and dead-letters it:
 // the message and the reason are kept.
-func (co *Coordinator) rejectInput(ctx context.Context, m *jetstream.Msg, run string, err error) error {
+func (co *Coordinator) rejectInput(ctx context.Context, m *jetstream.Delivery, run string, err error) error {
 	ev := subjects.Event{Type: subjects.EventInputRejected, RunID: run, Code: subjects.CodeOf(err),
 		Detail: err.Error(), Subject: m.Subject}
 	switch {

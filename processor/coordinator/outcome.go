@@ -16,7 +16,7 @@ import (
 
 // handleOutcome records a pass's outcome: a suspension, a completion or a
 // failure.
-func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Msg) error {
+func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Delivery) error {
 	defer co.metrics.timed("outcome", time.Now())
 	if co.crash("outcome-start") {
 		return errAbandoned
@@ -66,7 +66,7 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Msg) erro
 // redelivery after a crash (publish the pass's effects again, which
 // dedup), or a repeat of a pass that was run twice (audited, changes
 // nothing).
-func (co *Coordinator) staleOutcome(ctx context.Context, rec *subjects.Run, o rules.Outcome, m *jetstream.Msg, stale *rules.StaleError) error {
+func (co *Coordinator) staleOutcome(ctx context.Context, rec *subjects.Run, o rules.Outcome, m *jetstream.Delivery, stale *rules.StaleError) error {
 	if rules.Recorded(rec, o) {
 		return co.outcomeEffects(ctx, rec, o)
 	}

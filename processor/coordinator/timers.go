@@ -37,7 +37,7 @@ func (co *Coordinator) timerMsgs(rec *subjects.Run) ([]jetstream.OutMsg, error) 
 	return out, nil
 }
 
-func (co *Coordinator) handleTimer(ctx context.Context, m *jetstream.Msg) error {
+func (co *Coordinator) handleTimer(ctx context.Context, m *jetstream.Delivery) error {
 	defer co.metrics.timed("timer", time.Now())
 	t, err := subjects.DecodeTimer(m.Data)
 	if err != nil {
