@@ -110,7 +110,7 @@ func TestDeployClusterConfigs(t *testing.T) {
 	js, err := njs.New(nc)
 	require.NoError(t, err)
 	for _, name := range []string{one.StreamName(jetstream.StreamWork), one.StreamName(jetstream.StreamEvents),
-		"KV_" + one.RunsBucket(), "KV_" + one.BucketName(jetstream.PendingBucket)} {
+		"KV_" + one.BucketName(jetstream.RunsBucket), "KV_" + one.BucketName(jetstream.PendingBucket)} {
 		st, err := js.Stream(ctx, name)
 		require.NoError(t, err)
 		require.Equal(t, 3, st.CachedInfo().Config.Replicas, name)
