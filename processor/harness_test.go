@@ -27,6 +27,7 @@ func TestMain(m *testing.M) {
 	} else if role != "" {
 		os.Exit(runHelper(role)) // a coordinator or worker process for kill tests
 	}
+	jstest.RaiseParallel()
 	goleak.VerifyTestMain(m)
 }
 

@@ -35,6 +35,7 @@ func rssKB(pid int) int {
 //
 //	INTERLOCK_SOAK=1 go test -run TestParkedRunsCoordinatorMemory -v -timeout 60m ./processor
 func TestParkedRunsCoordinatorMemory(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("INTERLOCK_SOAK") == "" {
 		t.Skip("set INTERLOCK_SOAK=1")
 	}
