@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,7 +65,7 @@ a duplicate of an accepted one), 3 when it was rejected, with the reason.`,
 				}
 				req.Payload = json.RawMessage(payload)
 			}
-			wctx, cancel := withTimeout(ctx, g.timeout)
+			wctx, cancel := context.WithTimeout(ctx, g.timeout)
 			defer cancel()
 			v, err := api.Decide(wctx, req)
 			if err != nil && !errors.Is(err, processor.ErrRejected) {

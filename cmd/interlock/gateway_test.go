@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -47,11 +46,16 @@ func TestGatewayHistoryAndWatch(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Close()
 
-	// watch, in the background, until cancelled.
+	// watch, in the background, until cancelled; the run starts once it
+	// follows the feed.
 	wctx, wcancel := context.WithCancel(ctx)
-	watched := &syncbuf.Buffer{}
+	watched, watching := &syncbuf.Buffer{}, &syncbuf.Buffer{}
 	wdone := make(chan int, 1)
-	go func() { wdone <- run(wctx, []string{"watch", "--nats-url", url, "--json"}, nil, watched, &bytes.Buffer{}) }()
+	go func() {
+		wdone <- run(wctx, []string{"watch", "--nats-url", url, "--json"}, nil, watched, watching)
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(watching.String(), "watching events") },
+		15*time.Second, 20*time.Millisecond)
 
 	w := processor.NewWorker(conn, processor.WorkerConfig{})
 	require.NoError(t, w.Register("refunds", demoAgent(func(string, ...any) {})))

@@ -46,7 +46,7 @@ Run it again after adding an agent or a notifier sink.`,
 				return err
 			}
 			defer client.Close()
-			ctx, cancel := withTimeout(ctx, g.timeout+30*time.Second)
+			ctx, cancel := context.WithTimeout(ctx, g.timeout+30*time.Second)
 			defer cancel()
 			sinks, err := provision(ctx, client, agents, ncfg)
 			if err != nil {

@@ -377,9 +377,9 @@ func newWatch(g *globals) *cobra.Command {
 				return err
 			}
 			defer sub.Unsubscribe()
-			if !g.json {
-				fmt.Fprintln(out, "watching events (Ctrl-C to stop)")
-			}
+			// On stderr, with --json too: it says when the feed is
+			// followed, and stdout holds events only.
+			fmt.Fprintln(cmd.ErrOrStderr(), "watching events (Ctrl-C to stop)")
 			for {
 				select {
 				case <-ctx.Done():

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,7 +68,7 @@ suspends, and prints what it waits for, or ends; a run that failed exits 5.`,
 				return err
 			}
 			defer closeAPI()
-			sctx, cancel := withTimeout(ctx, g.timeout)
+			sctx, cancel := context.WithTimeout(ctx, g.timeout)
 			defer cancel()
 			var in any
 			if raw != nil {
@@ -84,7 +85,7 @@ suspends, and prints what it waits for, or ends; a run that failed exits 5.`,
 			if !g.json {
 				fmt.Fprintf(cmd.OutOrStdout(), "started run %s of agent %s; waiting for it to suspend or end\n", run, agent)
 			}
-			wctx, cancel := withTimeout(ctx, waitTimeout)
+			wctx, cancel := context.WithTimeout(ctx, waitTimeout)
 			defer cancel()
 			rec, err := api.Wait(wctx, run, func(r *subjects.Run) bool { return r.Status == subjects.RunSuspended || r.Status.Terminal() })
 			if err != nil {
