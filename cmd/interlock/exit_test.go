@@ -97,6 +97,13 @@ func TestExitCodes(t *testing.T) {
 		if c.want != exitOK {
 			assert.Contains(t, r.err, "interlock: ", "%s: the error is printed", c.name)
 		}
+		if c.want == exitUsage {
+			help := "see 'interlock " + args[0] + " --help'"
+			if args[0] == "nosuch" {
+				help = "see 'interlock --help'"
+			}
+			assert.Contains(t, r.err, help, "%s: where to read how", c.name)
+		}
 	}
 }
 

@@ -160,7 +160,8 @@ const aliasOf = "interlock-alias-of"
 
 // deprecatedAlias registers old, hidden, as another name of the flag name:
 // command lines written before the rename keep working, and warnDeprecated
-// says what to write instead.
+// says what to write instead. (pflag's MarkDeprecated would print its
+// warning where cobra prints output: among --json output, on stdout.)
 func deprecatedAlias(fs *pflag.FlagSet, old, name string) {
 	f := fs.Lookup(name)
 	fs.AddFlag(&pflag.Flag{Name: old, Usage: "deprecated: use --" + name, Value: f.Value, DefValue: f.DefValue,

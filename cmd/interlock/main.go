@@ -30,11 +30,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
+	code := exitCode(err)
 	if err != nil {
-		fmt.Fprintln(root.ErrOrStderr(), "interlock:", err)
+		fmt.Fprintln(stderr, "interlock:", err)
 	}
-	return exitCode(err)
+	if code == exitUsage {
+		fmt.Fprintf(stderr, "see '%s --help'\n", cmd.CommandPath())
+	}
+	return code
 }
 
 // The groups of `interlock --help`.
