@@ -504,6 +504,11 @@ func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConf
 	var kv jetstream.KeyValue
 	err = c.converge(ctx, func(ctx context.Context) error {
 		kv, err = c.js.KeyValue(ctx, cfg.Bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			// ensureStream has just seen or made it: in a cluster, the
+			// server that answered has not applied its creation yet.
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
 		return err
 	})
 	return kv, err

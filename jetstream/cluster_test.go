@@ -25,6 +25,7 @@ var shippedCluster = []string{"../deploy/nats/cluster/n1.conf", "../deploy/nats/
 // it: every one succeeds on its first try, and everything ends at three
 // replicas, including a bucket a default-config client creates later.
 func TestConcurrentProvisionFreshCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("cluster test")
 	}

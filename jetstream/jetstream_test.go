@@ -22,6 +22,7 @@ import (
 
 func TestMain(m *testing.M) {
 	jstest.RunNode() // when this binary is started as a cluster node
+	jstest.RaiseParallel()
 	goleak.VerifyTestMain(m)
 }
 
@@ -32,6 +33,7 @@ func ctx(t *testing.T) context.Context {
 }
 
 func TestProvisionIsIdempotent(t *testing.T) {
+	t.Parallel()
 	srv := jstest.Server(t)
 	c := jstest.Client(t, srv, jetstream.Config{Prefix: "acme.il"})
 	require.NoError(t, c.Provision(ctx(t)), "second time")
@@ -49,6 +51,7 @@ func TestProvisionIsIdempotent(t *testing.T) {
 }
 
 func TestAuditOutlivesRuns(t *testing.T) {
+	t.Parallel()
 	srv := jstest.Server(t)
 	c, err := jetstream.Dial(ctx(t), jetstream.DialConfig{URL: srv.URL()}, jetstream.Config{MaxAge: 48 * time.Hour, EventsMaxAge: 24 * time.Hour})
 	require.NoError(t, err)
@@ -61,6 +64,7 @@ func TestAuditOutlivesRuns(t *testing.T) {
 }
 
 func TestPublishDeduplicates(t *testing.T) {
+	t.Parallel()
 	c := jstest.Client(t, jstest.Server(t))
 	subject, _ := c.Namespace().Resume("r1")
 	a, err := c.Publish(ctx(t), subject, []byte(`1`), "id-1", nil)
@@ -81,6 +85,7 @@ func TestPublishDeduplicates(t *testing.T) {
 }
 
 func TestBucketCompareAndSet(t *testing.T) {
+	t.Parallel()
 	c := jstest.Client(t, jstest.Server(t))
 	b, err := c.OpenBucket(ctx(t), jetstream.RunsBucket)
 	require.NoError(t, err)
@@ -104,6 +109,7 @@ func TestBucketCompareAndSet(t *testing.T) {
 }
 
 func TestLastMsgWithWildcard(t *testing.T) {
+	t.Parallel()
 	c := jstest.Client(t, jstest.Server(t))
 	ns := c.Namespace()
 	for i, agent := range []string{"a", "b"} {
@@ -130,6 +136,7 @@ func publishN(t *testing.T, c *jetstream.Client, run string, n int) string {
 }
 
 func TestConsumeRetriesThenAcks(t *testing.T) {
+	t.Parallel()
 	c := jstest.Client(t, jstest.Server(t))
 	publishN(t, c, "r1", 1)
 	var attempts atomic.Int32
@@ -196,6 +203,7 @@ func dlqMsgs(t *testing.T, c *jetstream.Client, source string, want int) []jetst
 }
 
 func TestConsumeDeadLettersAfterMaxDeliver(t *testing.T) {
+	t.Parallel()
 	c := jstest.Client(t, jstest.Server(t))
 	subject := publishN(t, c, "r1", 1)
 	var attempts atomic.Int32
@@ -221,6 +229,7 @@ func TestConsumeDeadLettersAfterMaxDeliver(t *testing.T) {
 }
 
 func TestConsumeDeadLetterAtOnceAndPanics(t *testing.T) {
+	t.Parallel()
 	c := jstest.Client(t, jstest.Server(t))
 	publishN(t, c, "r1", 2)
 	var panicked atomic.Bool
@@ -250,6 +259,7 @@ func TestConsumeDeadLetterAtOnceAndPanics(t *testing.T) {
 }
 
 func TestConsumeRetryAfter(t *testing.T) {
+	t.Parallel()
 	c := jstest.Client(t, jstest.Server(t))
 	publishN(t, c, "r1", 1)
 	var first time.Time
@@ -274,6 +284,7 @@ func TestConsumeRetryAfter(t *testing.T) {
 // A handler that runs longer than AckWait keeps its message: InProgress
 // stops the server from handing it to someone else.
 func TestConsumeLongHandlerNotRedelivered(t *testing.T) {
+	t.Parallel()
 	c := jstest.Client(t, jstest.Server(t))
 	publishN(t, c, "r1", 1)
 	var deliveries atomic.Int32
@@ -295,6 +306,7 @@ func TestConsumeLongHandlerNotRedelivered(t *testing.T) {
 }
 
 func TestConsumePartitionKeepsOrder(t *testing.T) {
+	t.Parallel()
 	c := jstest.Client(t, jstest.Server(t))
 	for _, run := range []string{"a", "b", "c"} {
 		publishN(t, c, run, 30)
@@ -327,6 +339,7 @@ func TestConsumePartitionKeepsOrder(t *testing.T) {
 }
 
 func TestEmbeddedSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	srv := jstest.Server(t, embedded.Config{DataDir: dir, Sync: embedded.SyncAlways})
 	c := jstest.Client(t, srv)
@@ -345,6 +358,7 @@ func TestEmbeddedSurvivesRestart(t *testing.T) {
 }
 
 func TestEmbeddedConfigErrors(t *testing.T) {
+	t.Parallel()
 	_, err := embedded.Start(embedded.Config{Port: -1})
 	assert.ErrorIs(t, err, embedded.ErrConfig)
 	_, err = embedded.Start(embedded.Config{Port: -1, DataDir: t.TempDir(), Sync: "sometimes"})

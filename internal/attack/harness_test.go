@@ -35,6 +35,7 @@ func TestMain(m *testing.M) {
 	// deploy/notifier.yaml's secrets.
 	os.Setenv("OPS_WEBHOOK_SECRET", "a-webhook-secret-for-tests")
 	os.Setenv("SMTP_PASSWORD", "smtp-password")
+	jstest.RaiseParallel()
 	goleak.VerifyTestMain(m)
 }
 

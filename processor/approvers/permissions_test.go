@@ -28,6 +28,7 @@ import (
 // decision, approver ada cannot publish as bob, and ada's own decision is
 // accepted with her identity.
 func TestNATSPermissions(t *testing.T) {
+	t.Parallel()
 	jstest.SetPasswords(t)
 	srv, err := embedded.Start(embedded.Config{ConfigFile: "../../deploy/nats/single.conf", DataDir: t.TempDir(),
 		Port: -1, Sync: embedded.SyncInterval})

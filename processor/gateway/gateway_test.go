@@ -148,6 +148,7 @@ func decisionPath(run, id string) string {
 }
 
 func TestDecideThroughTheGateway(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "ship?"})
 	status, out := e.call("POST", decisionPath(run, id), "ada-token", []byte(`{"status":"resolved","payload":{"ok":true},"comment":"go"}`))
@@ -181,6 +182,7 @@ func TestDecideThroughTheGateway(t *testing.T) {
 }
 
 func TestRefusals(t *testing.T) {
+	t.Parallel()
 	// Every refusal below counts against the test's one address.
 	e := newEnvWith(t, func(c *Config) { c.DecisionRefusals = Limit{Burst: 100, Every: time.Second} })
 	adaOnly, adaID := e.suspend(map[string]any{"Approvers": []string{"ada"}})
@@ -233,6 +235,7 @@ func TestRefusals(t *testing.T) {
 }
 
 func TestListPending(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for range 3 {
 		e.suspend(map[string]any{"Groups": []string{"finance"}})
@@ -366,6 +369,7 @@ func (e *env) linkFor(run, id, action, approver string, ttl time.Duration) strin
 }
 
 func TestOneClickLinks(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "Deploy to production?"})
 	approve := e.linkFor(run, id, links.Approve, "ada", time.Hour)

@@ -43,6 +43,7 @@ func (e *env) escalatingAgent() {
 // worker, a notifier, a webhook receiver. Notification services tell new,
 // reminder, escalated and expired apart by kind.
 func TestReminderAndEscalationChain(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.escalatingAgent()
 
