@@ -69,7 +69,7 @@ histograms.
 			var all []benchResult
 			for _, mode := range syncModes {
 				if mode != string(embedded.SyncAlways) && mode != string(embedded.SyncInterval) {
-					return usageError{fmt.Errorf("--sync %q is not always or interval", mode)}
+					return usagef("--sync %q is not always or interval", mode)
 				}
 				for _, side := range []string{"interlock", "floor"} {
 					res, err := benchSide(cmd.Context(), cmd.ErrOrStderr(), side, embedded.Sync(mode), scenarios, runs, concurrency, parked, rate)
@@ -141,7 +141,7 @@ func benchSide(ctx context.Context, progress io.Writer, side string, mode embedd
 			r.Runs, r.P50ms, r.P99ms = runs, ms(h.Quantile(0.5)), ms(h.Quantile(0.99))
 		case "paced":
 			if rate <= 0 {
-				return nil, usageError{fmt.Errorf("--scenario paced needs --rate (cycles per second)")}
+				return nil, usagef("--scenario paced needs --rate (cycles per second)")
 			}
 			var h histogram.Histogram
 			var wg sync.WaitGroup
@@ -242,7 +242,7 @@ func benchSide(ctx context.Context, progress io.Writer, side string, mode embedd
 			r.BytesPerRun = float64(after-before) / float64(parked)
 			r.HeapPerRun = (float64(m1.HeapAlloc) - float64(m0.HeapAlloc)) / float64(parked)
 		default:
-			return nil, usageError{fmt.Errorf("--scenario %q is not suspend, replay, cycle, paced or parked", sc)}
+			return nil, usagef("--scenario %q is not suspend, replay, cycle, paced or parked", sc)
 		}
 		fmt.Fprintln(progress)
 		out = append(out, r)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,21 +51,21 @@ a duplicate of an accepted one), 3 when it was rejected, with the reason.`,
 			if edit != "" {
 				// Approve with edited arguments: they are the answer.
 				if payload != "" {
-					return usageError{errors.New("--edit and --payload exclude each other")}
+					return usage(errors.New("--edit and --payload exclude each other"))
 				}
 				var args map[string]any
 				if json.Unmarshal([]byte(edit), &args) != nil {
-					return usageError{fmt.Errorf("--edit takes the edited arguments as a JSON object: %s", edit)}
+					return usagef("--edit takes the edited arguments as a JSON object: %s", edit)
 				}
 				payload = edit
 			}
 			if payload != "" {
 				if !json.Valid([]byte(payload)) {
-					return usageError{fmt.Errorf("--payload is not valid JSON: %s", payload)}
+					return usagef("--payload is not valid JSON: %s", payload)
 				}
 				req.Payload = json.RawMessage(payload)
 			}
-			wctx, cancel := withTimeout(ctx, g.timeout)
+			wctx, cancel := context.WithTimeout(ctx, g.timeout)
 			defer cancel()
 			v, err := api.Decide(wctx, req)
 			if err != nil && !errors.Is(err, processor.ErrRejected) {
@@ -78,7 +79,7 @@ a duplicate of an accepted one), 3 when it was rejected, with the reason.`,
 				printVerdict(cmd, v)
 			}
 			if err != nil {
-				return withCode(exitRejected, fmt.Errorf("%s: %s%s", v.Code, v.Detail, approverHint(cmd, api, req, v)))
+				return fmt.Errorf("%w%s", err, approverHint(cmd, api, req, v))
 			}
 			return nil
 		},
@@ -140,7 +141,7 @@ func onlyPending(cmd *cobra.Command, api *processor.Client, run string) (string,
 	for i, p := range pending {
 		ids[i] = p.ID
 	}
-	return "", usageError{fmt.Errorf("run %s waits for %d interrupts; name one: %s", run, len(pending), strings.Join(ids, ", "))}
+	return "", usagef("run %s waits for %d interrupts; name one: %s", run, len(pending), strings.Join(ids, ", "))
 }
 
 func printVerdict(cmd *cobra.Command, v subjects.Verdict) {

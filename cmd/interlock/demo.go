@@ -101,7 +101,7 @@ result. --auto-approve or --auto-deny decide by themselves, for unattended runs.
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if autoApprove && autoDeny {
-				return usageError{errors.New("--auto-approve and --auto-deny exclude each other")}
+				return usage(errors.New("--auto-approve and --auto-deny exclude each other"))
 			}
 			return runDemo(cmd.Context(), g, &emb, cmd.OutOrStdout(), cmd.ErrOrStderr(), autoApprove, autoDeny)
 		},
@@ -189,7 +189,7 @@ func runDemo(ctx context.Context, g *globals, emb *embeddedFlags, out, errOut io
 		return err
 	}
 	if rec.Status != subjects.RunSuspended {
-		return withCode(exitRunFail, fmt.Errorf("run %s %s before asking: %s", run, rec.Status, rec.Error))
+		return &runFailedError{fmt.Errorf("run %s %s before asking: %s", run, rec.Status, rec.Error)}
 	}
 	in := rec.Pending()[0]
 	self := selfCommand()
@@ -237,7 +237,7 @@ func runDemo(ctx context.Context, g *globals, emb *embeddedFlags, out, errOut io
 	}
 	emit(map[string]any{"event": string(rec.Status), "runId": run, "result": rec.Result, "error": rec.Error})
 	if rec.Status == subjects.RunFailed {
-		return withCode(exitRunFail, fmt.Errorf("run %s failed: %s", run, rec.Error))
+		return &runFailedError{fmt.Errorf("run %s failed: %s", run, rec.Error)}
 	}
 	say("completed after %d passes: %s", rec.Pass+1, rec.Result)
 	return nil

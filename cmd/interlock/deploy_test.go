@@ -7,12 +7,12 @@ import (
 	"encoding/json"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
@@ -26,7 +26,8 @@ import (
 
 // checkArgs parses an interlock command line from a deployment file with
 // the real CLI, without running it: the command exists, every flag exists
-// and takes its value, required flags are there.
+// and takes its value, required flags are there, and no flag is named by a
+// deprecated alias.
 func checkArgs(t *testing.T, where string, args []string) {
 	t.Helper()
 	root := newRoot()
@@ -35,13 +36,18 @@ func checkArgs(t *testing.T, where string, args []string) {
 	require.NotEqual(t, root, cmd, "%s: no subcommand in %v", where, args)
 	require.NoError(t, cmd.ParseFlags(rest), "%s: %v", where, args)
 	require.NoError(t, cmd.ValidateRequiredFlags(), "%s: %v", where, args)
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		assert.Empty(t, f.Annotations[aliasOf], "%s: --%s is deprecated", where, f.Name)
+	})
 	if cmd.Args != nil {
 		require.NoError(t, cmd.Args(cmd, cmd.Flags().Args()), "%s: %v", where, args)
 	}
 }
 
 func TestCheckArgsCatchesMistakes(t *testing.T) {
-	for _, bad := range [][]string{{"serve", "--replica", "3"}, {"notifier"}, {"nosuch"}, {"show"}} {
+	t.Parallel()
+	for _, bad := range [][]string{{"serve", "--replica", "3"}, {"notifier"}, {"nosuch"}, {"show"},
+		{"gateway", "--identities", "ids.yaml", "--listen", "0.0.0.0:8080"}, {"serve", "--listen", "127.0.0.1:4222"}} {
 		ft := &testing.T{}
 		done := make(chan struct{})
 		go func() { defer close(done); checkArgs(ft, "bad", bad) }()
@@ -55,6 +61,7 @@ func TestCheckArgsCatchesMistakes(t *testing.T) {
 var roleOf = map[string]string{"provision": "admin", "coordinator": "coordinator", "notifier": "notifier", "gateway": "gateway"}
 
 func TestDeployComposeFile(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile("../../deploy/compose/compose.yaml")
 	require.NoError(t, err)
 	var doc struct {
@@ -135,6 +142,7 @@ func TestAttackAnonymousApproveCompose(t *testing.T) {
 }
 
 func TestDeployKubernetesManifests(t *testing.T) {
+	t.Parallel()
 	f, err := os.Open("../../deploy/kubernetes/interlock.yaml")
 	require.NoError(t, err)
 	defer f.Close()
@@ -285,8 +293,8 @@ func TestDeploySystemdUnit(t *testing.T) {
 	moved := map[string]string{
 		"/etc/interlock/nats/single.conf": "../../deploy/nats/single.conf",
 		"/var/lib/interlock":              t.TempDir(),
-		"127.0.0.1:4222":                  "127.0.0.1:" + strconv.Itoa(freePort(t)),
-		"127.0.0.1:9464":                  "127.0.0.1:" + strconv.Itoa(freePort(t)),
+		"127.0.0.1:4222":                  "127.0.0.1:0",
+		"127.0.0.1:9464":                  "127.0.0.1:0",
 	}
 	for i, a := range args {
 		if m, ok := moved[a]; ok {
@@ -298,18 +306,11 @@ func TestDeploySystemdUnit(t *testing.T) {
 	jstest.SetPasswords(t)
 	t.Setenv("NATS_USER", "coordinator")
 	t.Setenv("NATS_PASSWORD", jstest.Password("coordinator"))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	errOut := &syncbuf.Buffer{}
-	go func() { done <- run(ctx, args, &bytes.Buffer{}, errOut) }()
-	defer func() {
-		cancel()
-		assert.Equal(t, 0, <-done, "serve stops cleanly: %s", errOut)
-	}()
-	require.Eventually(t, func() bool { return strings.Contains(errOut.String(), "coordinator running") },
-		15*time.Second, 20*time.Millisecond, "serve did not come up: %s", errOut)
-	assert.NotContains(t, errOut.String(), jstest.Password("coordinator"), "no password in the logs")
-	url := "nats://" + moved["127.0.0.1:4222"]
+	d := runDaemon(t, "coordinator running", args...)
+	defer func() { assert.Equal(t, 0, d.Stop(), "serve stops cleanly") }()
+	assert.NotContains(t, d.logs.String(), jstest.Password("coordinator"), "no password in the logs")
+	url := d.url("embedded nats-server started")
+	ctx := context.Background()
 	attackAnonymousApprove(t, url)
 
 	// Ada, with her own user and inbox, decides a run that waits for her.
@@ -349,7 +350,7 @@ func TestServeRedactsNATSPassword(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	errOut := &syncbuf.Buffer{}
-	go func() { done <- run(ctx, []string{"serve", "--nats-url", url}, &bytes.Buffer{}, errOut) }()
+	go func() { done <- run(ctx, []string{"serve", "--nats-url", url}, nil, &bytes.Buffer{}, errOut) }()
 	require.Eventually(t, func() bool { return strings.Contains(errOut.String(), "coordinator running") },
 		15*time.Second, 20*time.Millisecond, "serve did not come up: %s", errOut)
 	cancel()

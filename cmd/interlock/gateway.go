@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -40,7 +39,7 @@ decide. Any number of gateways may run behind a load balancer.`,
 			}
 			dir, err := approvers.Load(identities)
 			if err != nil {
-				return usageError{err}
+				return usage(err)
 			}
 			signer, err := linkSigner(linkSecretEnv)
 			if err != nil {
@@ -56,9 +55,11 @@ decide. Any number of gateways may run behind a load balancer.`,
 				})
 		},
 	}
-	cmd.Flags().StringVar(&web.listen, "listen", "127.0.0.1:8080", "address to serve HTTP on")
-	cmd.Flags().StringVar(&web.cert, "tls-cert", "", "serve HTTPS with this certificate (PEM; with --tls-key)")
-	cmd.Flags().StringVar(&web.key, "tls-key", "", "the private key of --tls-cert (PEM)")
+	web.register(cmd, "127.0.0.1:8080", "address to serve the gateway's HTTP on")
+	// Before the rename these shadowed the NATS --listen and --tls-* flags.
+	for _, name := range []string{"listen", "tls-cert", "tls-key"} {
+		deprecatedAlias(cmd.Flags(), name, "gateway-"+name)
+	}
 	cmd.Flags().StringVar(&identities, "identities", "", "approvers and their API token digests (YAML)")
 	cmd.Flags().StringVar(&linkSecretEnv, "link-secret-env", "", "environment variable holding the secret that signs one-click decision links (the notifier's links.secret_env)")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz here")
@@ -74,11 +75,11 @@ func linkSigner(env string) (*links.Signer, error) {
 	}
 	secret := os.Getenv(env)
 	if secret == "" {
-		return nil, usageError{fmt.Errorf("--link-secret-env: %s is empty or unset", env)}
+		return nil, usagef("--link-secret-env: %s is empty or unset", env)
 	}
 	s, err := links.NewSigner([]byte(secret))
 	if err != nil {
-		return nil, usageError{err}
+		return nil, usage(err)
 	}
 	return s, nil
 }
@@ -86,17 +87,26 @@ func linkSigner(env string) (*links.Signer, error) {
 // webFlags are where and how the gateway serves HTTP.
 type webFlags struct{ listen, cert, key string }
 
+// register adds the --gateway-* flags to cmd (serve and gateway: one name,
+// one meaning).
+func (f *webFlags) register(cmd *cobra.Command, defaultListen, listenUsage string) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.listen, "gateway-listen", defaultListen, listenUsage)
+	fs.StringVar(&f.cert, "gateway-tls-cert", "", "serve the gateway over HTTPS with this certificate (PEM; with --gateway-tls-key)")
+	fs.StringVar(&f.key, "gateway-tls-key", "", "the private key of --gateway-tls-cert (PEM)")
+}
+
 // tls loads the certificate and key, if given: nil means plain HTTP.
 func (f webFlags) tls() (*tls.Config, error) {
 	if (f.cert == "") != (f.key == "") {
-		return nil, usageError{errors.New("give the TLS certificate and its key together")}
+		return nil, usage(errors.New("give the TLS certificate and its key together"))
 	}
 	if f.cert == "" {
 		return nil, nil
 	}
 	pair, err := tls.LoadX509KeyPair(f.cert, f.key)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("TLS certificate: %w", err)}
+		return nil, usagef("TLS certificate: %w", err)
 	}
 	return &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
 }
@@ -107,7 +117,7 @@ func startGateway(client *jetstream.Client, dir *approvers.Directory, signer *li
 	log *slog.Logger, reg *prometheus.Registry) (func(), error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, usageError{err}
+		return nil, usage(err)
 	}
 	gw, err := gateway.New(context.Background(), client, gateway.Config{Directory: dir, Logger: log, Links: signer, Registry: reg})
 	if err != nil {

@@ -10,10 +10,12 @@ import (
 	"log/slog"
 	neturl "net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
@@ -50,9 +52,12 @@ func (g *globals) register(root *cobra.Command) {
 	f.StringVar(&g.natsUser, "nats-user", os.Getenv("NATS_USER"), "NATS user name; its password is read from env NATS_PASSWORD (never a flag); env NATS_USER")
 	f.StringVar(&g.inbox, "inbox-prefix", os.Getenv("NATS_INBOX_PREFIX"),
 		"prefix of this connection's reply subjects (default _INBOX.<user> for --nats-user or the URL's user); env NATS_INBOX_PREFIX")
-	f.StringVar(&g.tlsCA, "tls-ca", os.Getenv("NATS_CA"), "CA certificate to verify the NATS server; env NATS_CA")
-	f.StringVar(&g.tlsCert, "tls-cert", os.Getenv("NATS_CERT"), "client certificate for TLS; env NATS_CERT")
-	f.StringVar(&g.tlsKey, "tls-key", os.Getenv("NATS_KEY"), "client key for TLS; env NATS_KEY")
+	f.StringVar(&g.tlsCA, "nats-tls-ca", os.Getenv("NATS_CA"), "CA certificate to verify the NATS server; env NATS_CA")
+	f.StringVar(&g.tlsCert, "nats-tls-cert", os.Getenv("NATS_CERT"), "client certificate for TLS to NATS; env NATS_CERT")
+	f.StringVar(&g.tlsKey, "nats-tls-key", os.Getenv("NATS_KEY"), "the key of --nats-tls-cert; env NATS_KEY")
+	for _, name := range []string{"tls-ca", "tls-cert", "tls-key"} {
+		deprecatedAlias(f, name, "nats-"+name)
+	}
 	f.StringVar(&g.prefix, "prefix", envOr("INTERLOCK_PREFIX", "interlock"), "subject prefix; env INTERLOCK_PREFIX")
 	f.BoolVar(&g.json, "json", false, "print JSON for machines instead of text")
 	f.DurationVar(&g.timeout, "timeout", 10*time.Second, "how long to wait for NATS and for a verdict")
@@ -63,7 +68,7 @@ func (g *globals) register(root *cobra.Command) {
 func (g *globals) logger(w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
-		return nil, usageError{fmt.Errorf("--log-level: %w", err)}
+		return nil, usagef("--log-level: %w", err)
 	}
 	opts := &slog.HandlerOptions{Level: level}
 	switch g.logFormat {
@@ -72,7 +77,7 @@ func (g *globals) logger(w io.Writer) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
-	return nil, usageError{fmt.Errorf("--log-format %q is not text or json", g.logFormat)}
+	return nil, usagef("--log-format %q is not text or json", g.logFormat)
 }
 
 func (g *globals) tlsConfig() (*tls.Config, error) {
@@ -83,18 +88,18 @@ func (g *globals) tlsConfig() (*tls.Config, error) {
 	if g.tlsCA != "" {
 		pem, err := os.ReadFile(g.tlsCA)
 		if err != nil {
-			return nil, fmt.Errorf("--tls-ca: %w", err)
+			return nil, fmt.Errorf("--nats-tls-ca: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--tls-ca %s: no PEM certificates", g.tlsCA)
+			return nil, fmt.Errorf("--nats-tls-ca %s: no PEM certificates", g.tlsCA)
 		}
 		cfg.RootCAs = pool
 	}
 	if g.tlsCert != "" || g.tlsKey != "" {
 		cert, err := tls.LoadX509KeyPair(g.tlsCert, g.tlsKey)
 		if err != nil {
-			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+			return nil, fmt.Errorf("--nats-tls-cert/--nats-tls-key: %w", err)
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
@@ -113,7 +118,7 @@ func (g *globals) dialConfig(ctx context.Context, url, name string, cfg jetstrea
 	}
 	tlsCfg, err := g.tlsConfig()
 	if err != nil {
-		return nil, usageError{err}
+		return nil, usage(err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
@@ -148,6 +153,39 @@ func (g *globals) api(ctx context.Context) (api *processor.Client, close func(),
 		return nil, nil, err
 	}
 	return processor.NewClient(c), c.Close, nil
+}
+
+// aliasOf is the annotation that names the flag a deprecated alias stands for.
+const aliasOf = "interlock-alias-of"
+
+// deprecatedAlias registers old, hidden, as another name of the flag name:
+// command lines written before the rename keep working, and warnDeprecated
+// says what to write instead. (pflag's MarkDeprecated would print its
+// warning where cobra prints output: among --json output, on stdout.)
+func deprecatedAlias(fs *pflag.FlagSet, old, name string) {
+	f := fs.Lookup(name)
+	fs.AddFlag(&pflag.Flag{Name: old, Usage: "deprecated: use --" + name, Value: f.Value, DefValue: f.DefValue,
+		NoOptDefVal: f.NoOptDefVal, Hidden: true, Annotations: map[string][]string{aliasOf: {name}}})
+}
+
+// changed reports whether the flag name, or one of its deprecated aliases,
+// was set on the command line.
+func changed(cmd *cobra.Command, name string) bool {
+	set := false
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		set = set || f.Name == name || slices.Contains(f.Annotations[aliasOf], name)
+	})
+	return set
+}
+
+// warnDeprecated tells, on stderr, which deprecated flag names cmd was
+// given and what replaces them.
+func warnDeprecated(cmd *cobra.Command) {
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if to := f.Annotations[aliasOf]; len(to) > 0 {
+			fmt.Fprintf(cmd.ErrOrStderr(), "interlock: --%s is deprecated; use --%s\n", f.Name, to[0])
+		}
+	})
 }
 
 func printJSON(w io.Writer, v any) error {

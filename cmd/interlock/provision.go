@@ -38,7 +38,7 @@ Run it again after adding an agent or a notifier sink.`,
 			if notify != "" {
 				var err error
 				if ncfg, err = notifier.LoadConfig(notify); err != nil {
-					return usageError{err}
+					return usage(err)
 				}
 			}
 			client, err := g.dialConfig(ctx, g.natsURL, "interlock-provision", jetstream.Config{Replicas: replicas})
@@ -46,7 +46,7 @@ Run it again after adding an agent or a notifier sink.`,
 				return err
 			}
 			defer client.Close()
-			ctx, cancel := withTimeout(ctx, g.timeout+30*time.Second)
+			ctx, cancel := context.WithTimeout(ctx, g.timeout+30*time.Second)
 			defer cancel()
 			sinks, err := provision(ctx, client, agents, ncfg)
 			if err != nil {
@@ -80,7 +80,7 @@ func provision(ctx context.Context, client *jetstream.Client, agents []string, n
 	w := processor.NewWorker(client, processor.WorkerConfig{})
 	for _, a := range agents {
 		if err := w.Register(a, nil); err != nil {
-			return 0, usageError{err}
+			return 0, usage(err)
 		}
 	}
 	if err := w.Provision(ctx); err != nil {
@@ -91,7 +91,7 @@ func provision(ctx context.Context, client *jetstream.Client, agents []string, n
 	}
 	n, err := notifier.New(client, ncfg, notifier.Options{})
 	if err != nil {
-		return 0, usageError{err}
+		return 0, usage(err)
 	}
 	return len(ncfg.Sinks), n.Provision(ctx)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,8 +21,10 @@ import (
 // stuck, the metrics and /readyz say no worker consumes the agent's work,
 // and all of it clears once a worker starts.
 func TestRunsShowsStuckWork(t *testing.T) {
-	metrics := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	url, stop := serve(t, t.TempDir(), freePort(t), "--metrics-addr", metrics)
+	t.Parallel()
+	srv := serve(t, t.TempDir(), "--metrics-addr", "127.0.0.1:0")
+	url, stop := srv.URL, srv.Stop
+	metrics := srv.addr("metrics and health")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.Equal(t, 0, cli(t, "provision", "--nats-url", url, "--agent", "tally").code)
@@ -112,4 +113,38 @@ func pendingID(t *testing.T, api *processor.Client, run string) string {
 	require.NoError(t, err)
 	require.Len(t, rec.Pending(), 1)
 	return rec.Pending()[0].ID
+}
+
+// Attack: the answer to a question that asks for a credential is read back
+// with `interlock show`. It shows that the answer was given, never what.
+func TestShowWithholdsSensitiveAnswers(t *testing.T) {
+	t.Parallel()
+	srv := serve(t, t.TempDir())
+	url, stop := srv.URL, srv.Stop
+	defer func() { assert.Equal(t, 0, stop()) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url}, jetstream.Config{})
+	require.NoError(t, err)
+	defer conn.Close()
+	subject, err := conn.Namespace().Suspended("py", "run-pin")
+	require.NoError(t, err)
+	_, err = conn.Publish(ctx, subject, []byte(`{"version":1,"runId":"run-pin","agent":"py","pass":0,
+		"interrupts":[{"id":"pin","reason":"input_required","message":"Your PIN?"}]}`), "run-pin:0", nil)
+	require.NoError(t, err)
+	api := processor.NewClient(conn)
+	_, err = api.Wait(ctx, "run-pin", processor.Suspended)
+	require.NoError(t, err)
+	v, err := api.Decide(ctx, processor.DecisionRequest{RunID: "run-pin", InterruptID: "pin",
+		Status: subjects.StatusResolved, Payload: "pin-8642", Comment: "pin-8642"})
+	require.NoError(t, err)
+	require.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+
+	for _, args := range [][]string{{"show", "--nats-url", url, "run-pin"}, {"show", "--nats-url", url, "run-pin", "--json"}} {
+		r := cli(t, args...)
+		require.Equal(t, 0, r.code, r.err)
+		assert.NotContains(t, r.out, "pin-8642", args)
+		assert.Contains(t, r.out, "resolved", args)
+	}
+	assert.Contains(t, cli(t, "show", "--nats-url", url, "run-pin").out, "answer withheld")
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -34,35 +33,36 @@ type embeddedFlags struct {
 func (e *embeddedFlags) register(cmd *cobra.Command, defaultDir, defaultListen string) {
 	f := cmd.Flags()
 	f.StringVar(&e.dataDir, "data-dir", envOr("INTERLOCK_DATA_DIR", defaultDir), "embedded server: JetStream data directory; env INTERLOCK_DATA_DIR")
-	f.StringVar(&e.listen, "listen", defaultListen, "embedded server: host:port to listen on (port 0 picks a free one)")
+	f.StringVar(&e.listen, "nats-listen", defaultListen, "embedded server: host:port to listen on (port 0 picks a free one)")
+	deprecatedAlias(f, "listen", "nats-listen")
 	f.StringVar(&e.sync, "sync", "always", "embedded server durability: always (fsync before every ack) or interval (faster; a power cut can lose the last writes)")
 	f.StringVar(&e.config, "nats-config", "", "embedded server: a nats-server configuration file (users and permissions, e.g. deploy/nats/auth.conf); "+
-		"its listen address and store_dir apply unless --listen or --data-dir is given")
+		"its listen address and store_dir apply unless --nats-listen or --data-dir is given")
 	e.cmd = cmd
 }
 
 func (e *embeddedFlags) start(log *slog.Logger) (*embedded.Server, error) {
 	host, portText, err := net.SplitHostPort(e.listen)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--listen %q: %w", e.listen, err)}
+		return nil, usagef("--nats-listen %q: %w", e.listen, err)
 	}
 	port, err := strconv.Atoi(portText)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--listen %q: port: %w", e.listen, err)}
+		return nil, usagef("--nats-listen %q: port: %w", e.listen, err)
 	}
 	if port == 0 {
 		port = -1
 	}
 	if e.sync != string(embedded.SyncAlways) && e.sync != string(embedded.SyncInterval) {
-		return nil, usageError{fmt.Errorf("--sync %q is not always or interval", e.sync)}
+		return nil, usagef("--sync %q is not always or interval", e.sync)
 	}
 	cfg := embedded.Config{DataDir: e.dataDir, Host: host, Port: port, Sync: embedded.Sync(e.sync), ConfigFile: e.config}
 	if e.config != "" {
 		// The file says where to listen and store unless a flag says otherwise.
-		if !e.cmd.Flags().Changed("listen") {
+		if !changed(e.cmd, "nats-listen") {
 			cfg.Host, cfg.Port = "", 0
 		}
-		if !e.cmd.Flags().Changed("data-dir") && os.Getenv("INTERLOCK_DATA_DIR") == "" {
+		if !changed(e.cmd, "data-dir") && os.Getenv("INTERLOCK_DATA_DIR") == "" {
 			cfg.DataDir = ""
 		}
 	}
@@ -97,13 +97,13 @@ stops taking messages, lets the ones under way finish, and exits.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if expiry.Action != subjects.ExpiryCancel && expiry.Action != subjects.ExpiryEscalate {
-				return usageError{fmt.Errorf("--on-expiry %q is not cancel or escalate", expiry.Action)}
+				return usagef("--on-expiry %q is not cancel or escalate", expiry.Action)
 			}
 			if expiry.Action == subjects.ExpiryEscalate && expiry.Extend <= 0 {
-				return usageError{errors.New("--on-expiry escalate needs --escalate-extend")}
+				return usage(errors.New("--on-expiry escalate needs --escalate-extend"))
 			}
 			if ackWait < minAckWait {
-				return usageError{fmt.Errorf("--ack-wait %s is shorter than %s", ackWait, minAckWait)}
+				return usagef("--ack-wait %s is shorter than %s", ackWait, minAckWait)
 			}
 			err := runServe(cmd, g, &emb, serveConfig{replicas: replicas, concurrency: concurrency, ackWait: ackWait, notify: notify,
 				metricsAddr: metricsAddr, expiry: expiry, web: web, identities: identities, linkSecretEnv: linkSecret})
@@ -129,9 +129,7 @@ stops taking messages, lets the ones under way finish, and exits.`,
 	f.IntVar(&expiry.Times, "escalate-times", 1, "escalate: escalations before cancelling")
 	f.StringSliceVar(&expiry.Approvers, "escalate-to", nil, "escalate: approvers added to those allowed to decide")
 	f.StringVar(&identities, "identities", "", "approvers file: their groups (for interrupts naming approver groups) and gateway tokens")
-	f.StringVar(&web.listen, "gateway-listen", "", "also serve the HTTP gateway here (needs --identities)")
-	f.StringVar(&web.cert, "gateway-tls-cert", "", "with --gateway-listen: serve HTTPS with this certificate (PEM)")
-	f.StringVar(&web.key, "gateway-tls-key", "", "with --gateway-listen: the private key of --gateway-tls-cert (PEM)")
+	web.register(cmd, "", "also serve the HTTP gateway here (needs --identities)")
 	f.StringVar(&linkSecret, "link-secret-env", "", "with --gateway-listen: environment variable holding the link-signing secret")
 	return cmd
 }
@@ -159,10 +157,10 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 	var dir *approvers.Directory
 	if sc.identities != "" {
 		if dir, err = approvers.Load(sc.identities); err != nil {
-			return usageError{err}
+			return usage(err)
 		}
 	} else if sc.web.listen != "" {
-		return usageError{errors.New("--gateway-listen needs --identities")}
+		return usage(errors.New("--gateway-listen needs --identities"))
 	}
 	tlsCfg, err := sc.web.tls()
 	if err != nil {
@@ -172,7 +170,7 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 	if sc.notify != "" {
 		// Checked before anything starts: a mistake is reported at once.
 		if notifyCfg, err = notifier.LoadConfig(sc.notify); err != nil {
-			return usageError{err}
+			return usage(err)
 		}
 	}
 	url := g.natsURL

@@ -14,9 +14,9 @@ import (
 	"github.com/interlockhq/interlock/jetstream"
 )
 
-// busyReceiver answers the first request with status and a Retry-After
-// header (made when that request arrives), later ones with 200, and records
-// when each arrived.
+// busyReceiver answers the first request with status and the Retry-After
+// header retryAfter returns at that moment, later ones with 200, and
+// records when each arrived.
 type busyReceiver struct {
 	*httptest.Server
 	mu    sync.Mutex

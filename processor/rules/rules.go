@@ -23,16 +23,20 @@ import (
 type Set struct {
 	// Expiry holds the defaults for deadlines, reminders and escalation.
 	Expiry ExpiryDefaults
-	// Schemas compiles and checks responseSchemas; nil: a private cache.
+	// Schemas compiles and checks responseSchemas; nil: a cache shared by
+	// every Set without one.
 	Schemas *schema.Cache
 	// Groups maps an approver identity to its groups, for interrupts that
 	// name approver groups.
 	Groups func(identity string) []string
 }
 
+// sharedSchemas is the cache of every Set that names none.
+var sharedSchemas schema.Cache
+
 func (s *Set) schemas() *schema.Cache {
 	if s.Schemas == nil {
-		s.Schemas = &schema.Cache{}
+		return &sharedSchemas
 	}
 	return s.Schemas
 }

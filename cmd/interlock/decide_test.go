@@ -4,26 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/interlockhq/interlock/internal/syncbuf"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
-	"github.com/interlockhq/interlock/processor/approvers"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -54,7 +49,8 @@ sinks:
 routes:
   - {match: 'true', sinks: [ada]}
 `), 0o600))
-	url, stop := serve(t, t.TempDir(), freePort(t), "--notifier-config", cfg)
+	srv := serve(t, t.TempDir(), "--notifier-config", cfg)
+	url, stop := srv.URL, srv.Stop
 	ctx := context.Background()
 	require.Equal(t, 0, cli(t, "provision", "--nats-url", url, "--agent", "pay").code)
 	conn, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url}, jetstream.Config{})
@@ -112,37 +108,5 @@ routes:
 	assert.Equal(t, subjects.RunCompleted, rec.Status)
 	assert.JSONEq(t, `{"amount":7,"currency":"USD"}`, string(rec.Result), "the tool's arguments, typed")
 	require.NoError(t, w.Stop(context.Background()))
-	assert.Equal(t, 0, stop())
-}
-
-// Flag help names what a flag takes, not a stray quoted phrase.
-func TestServeHelpNamesTheNotifierFile(t *testing.T) {
-	r := cli(t, "serve", "--help")
-	require.Equal(t, 0, r.code, r.err)
-	assert.Contains(t, r.out, "--notifier-config FILE")
-	assert.NotContains(t, r.out, "--notifier-config interlock")
-}
-
-// The gateway says where its inbox is when it starts, and / leads there.
-func TestGatewayPrintsTheInboxURL(t *testing.T) {
-	url, stop := serve(t, t.TempDir(), freePort(t))
-	ctx := context.Background()
-	conn, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url}, jetstream.Config{})
-	require.NoError(t, err)
-	defer conn.Close()
-	dir, err := approvers.Parse("ids", []byte("identities:\n  ada: {tokens: [\""+approvers.Digest("tok")+"\"]}\n"))
-	require.NoError(t, err)
-	logs := &syncbuf.Buffer{}
-	stopGateway, err := startGateway(conn, dir, nil, "127.0.0.1:0", nil, slog.New(slog.NewTextHandler(logs, nil)), prometheus.NewRegistry())
-	require.NoError(t, err)
-	defer stopGateway()
-	inbox := regexp.MustCompile(`inbox=(http://127\.0\.0\.1:\d+/inbox)`).FindStringSubmatch(logs.String())
-	require.NotNil(t, inbox, logs.String())
-	resp, err := http.Get(strings.TrimSuffix(inbox[1], "inbox"))
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.Equal(t, "/inbox", resp.Request.URL.Path, "/ leads to the inbox")
-	stopGateway()
 	assert.Equal(t, 0, stop())
 }

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestBenchCommand(t *testing.T) {
+	t.Parallel()
+	r := cli(t, "bench", "--runs", "5", "--parked", "20", "--concurrency", "2", "--sync", "interval", "--json")
+	require.Equal(t, 0, r.code, r.err)
+	var res []benchResult
+	require.NoError(t, json.Unmarshal([]byte(r.out), &res))
+	require.Len(t, res, 8, "four scenarios, Interlock and the floor")
+	for _, x := range res {
+		switch x.Scenario {
+		case "cycle":
+			assert.Positive(t, x.PerSecond, "%+v", x)
+		case "parked":
+			assert.Positive(t, x.BytesPerRun, "%+v", x)
+		default:
+			assert.Positive(t, x.P99ms, "%+v", x)
+			assert.GreaterOrEqual(t, x.P99ms, x.P50ms)
+		}
+	}
+	assert.Contains(t, r.err, "cycle interlock sync=interval", "progress on stderr")
+	r = cli(t, "bench", "--scenario", "nope", "--runs", "1", "--sync", "interval")
+	assert.Equal(t, exitUsage, r.code)
+	r = cli(t, "bench", "--scenario", "paced", "--runs", "1", "--sync", "interval")
+	assert.Equal(t, exitUsage, r.code, "paced needs --rate")
+	r = cli(t, "bench", "--scenario", "paced", "--rate", "50", "--runs", "10", "--sync", "interval", "--json")
+	require.Equal(t, 0, r.code, r.err)
+	require.NoError(t, json.Unmarshal([]byte(r.out), &res))
+	require.Len(t, res, 2)
+	for _, x := range res {
+		// A pacer never runs faster than asked; how close it comes to the
+		// rate depends on the machine, which a test must not assert.
+		assert.LessOrEqual(t, x.PerSecond, 50*1.25, "paced: never faster than the rate asked")
+		assert.Positive(t, x.PerSecond)
+		assert.Positive(t, x.P99ms)
+	}
+}
