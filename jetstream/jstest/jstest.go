@@ -50,7 +50,10 @@ func Server(t testing.TB, cfg ...embedded.Config) *embedded.Server {
 }
 
 // Restart shuts srv down and starts a server on the same port and data
-// directory, as a crash and restart of the NATS server would.
+// directory, as a crash and restart of the NATS server would. The port
+// must be the same, for the clients reconnect to it: should another socket
+// have taken it meanwhile (a connection's local port, say), Restart tries
+// again for a few seconds before it fails with embedded.ErrListen.
 func Restart(t testing.TB, srv *embedded.Server, cfg embedded.Config) *embedded.Server {
 	t.Helper()
 	port := srv.Port()
@@ -59,12 +62,18 @@ func Restart(t testing.TB, srv *embedded.Server, cfg embedded.Config) *embedded.
 	if cfg.Sync == "" {
 		cfg.Sync = embedded.SyncInterval
 	}
-	next, err := embedded.Start(cfg)
-	if err != nil {
-		t.Fatalf("restart embedded nats-server: %v", err)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		next, err := embedded.Start(cfg)
+		if err == nil {
+			t.Cleanup(next.Shutdown)
+			return next
+		}
+		if !errors.Is(err, embedded.ErrListen) || time.Now().After(deadline) {
+			t.Fatalf("restart embedded nats-server on port %d: %v", port, err)
+		}
+		time.Sleep(100 * time.Millisecond) // until the port's other holder lets go; nothing to wait on
 	}
-	t.Cleanup(next.Shutdown)
-	return next
 }
 
 // Client connects to srv, provisions Interlock's streams and closes the

@@ -147,11 +147,21 @@ func (n *Node) Running() bool {
 }
 
 // Start starts the node's process (again, on the same ports and data
-// directory after Kill) and waits until it accepts connections.
+// directory after Kill) and waits until it accepts connections. Should
+// another socket have taken one of its ports meanwhile, it tries again for
+// a few seconds.
 func (n *Node) Start() {
 	n.t.Helper()
-	if err := n.start(); err != nil {
-		n.t.Fatal(err)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := n.start()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, embedded.ErrListen) || time.Now().After(deadline) {
+			n.t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond) // until the port's other holder lets go; nothing to wait on
 	}
 }
 
