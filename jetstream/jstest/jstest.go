@@ -5,10 +5,8 @@ package jstest
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"runtime"
@@ -62,18 +60,13 @@ func Restart(t testing.TB, srv *embedded.Server, cfg embedded.Config) *embedded.
 	if cfg.Sync == "" {
 		cfg.Sync = embedded.SyncInterval
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		next, err := embedded.Start(cfg)
-		if err == nil {
-			t.Cleanup(next.Shutdown)
-			return next
-		}
-		if !errors.Is(err, embedded.ErrListen) || time.Now().After(deadline) {
-			t.Fatalf("restart embedded nats-server on port %d: %v", port, err)
-		}
-		time.Sleep(100 * time.Millisecond) // until the port's other holder lets go; nothing to wait on
+	var next *embedded.Server
+	err := samePort(func() (err error) { next, err = embedded.Start(cfg); return err })
+	if err != nil {
+		t.Fatalf("restart embedded nats-server on port %d: %v", port, err)
 	}
+	t.Cleanup(next.Shutdown)
+	return next
 }
 
 // Client connects to srv, provisions Interlock's streams and closes the
@@ -106,41 +99,6 @@ func ClientURL(t testing.TB, urls string, cfg ...jetstream.Config) *jetstream.Cl
 	return cl
 }
 
-// freePorts returns n distinct loopback ports that were free a moment ago.
-// Another process may take one before the caller binds it: only for what
-// must be known before anything listens (cluster route ports), with a
-// retry when the bind fails (see Cluster).
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var ls []net.Listener
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("free port: %v", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
-}
-
-// clusterAttempts bounds how often Cluster and ProcessCluster start again
-// on a new set of route ports after one was taken before its node bound it.
-const clusterAttempts = 5
-
-// routes are the route URLs of cluster nodes on the given ports.
-func routes(ports []int) []string {
-	var out []string
-	for _, p := range ports {
-		out = append(out, "nats-route://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-	}
-	return out
-}
-
 // Cluster starts n servers forming one JetStream cluster on loopback, each
 // in its own temporary directory. configs, when given, are nats-server
 // configuration files (one per node) whose ports are moved: client and
@@ -151,16 +109,7 @@ func routes(ports []int) []string {
 func Cluster(t testing.TB, n int, configs ...string) []*embedded.Server {
 	t.Helper()
 	var servers []*embedded.Server
-	for attempt := 1; ; attempt++ {
-		var err error
-		if servers, err = startCluster(t, n, configs); err == nil {
-			break
-		}
-		if !errors.Is(err, embedded.ErrListen) || attempt == clusterAttempts {
-			t.Fatalf("start cluster node: %v", err)
-		}
-		t.Logf("cluster attempt %d: %v; again on new route ports", attempt, err)
-	}
+	onNewPorts(t, func() (err error) { servers, err = startCluster(t, n, configs); return err })
 	for _, s := range servers {
 		t.Cleanup(s.Shutdown)
 	}
@@ -192,7 +141,7 @@ func startCluster(t testing.TB, n int, configs []string) ([]*embedded.Server, er
 		urls = append(urls, u)
 	}
 	servers := make([]*embedded.Server, n)
-	errs := make(chan error, n)
+	cfgs := make([]embedded.Config, n)
 	for i := range n {
 		cfg := embedded.Config{DataDir: t.TempDir(), Port: -1, Name: fmt.Sprintf("n%d", i+1),
 			Sync: embedded.SyncInterval, StartTimeout: 20 * time.Second}
@@ -208,27 +157,14 @@ func startCluster(t testing.TB, n int, configs []string) ([]*embedded.Server, er
 			}
 			o.Cluster.Host, o.Cluster.Port, o.Routes = "127.0.0.1", ports[i], urls
 		}
-		go func() {
-			srv, err := embedded.Start(cfg)
-			servers[i] = srv
-			errs <- err
-		}()
+		cfgs[i] = cfg
 	}
-	var first error
-	for range n {
-		if err := <-errs; err != nil && first == nil {
-			first = err
+	err := startAll(n, func(i int) (err error) { servers[i], err = embedded.Start(cfgs[i]); return err }, func(i int) {
+		if servers[i] != nil {
+			servers[i].Shutdown()
 		}
-	}
-	if first != nil {
-		for _, s := range servers {
-			if s != nil {
-				s.Shutdown()
-			}
-		}
-		return nil, first
-	}
-	return servers, nil
+	})
+	return servers, err
 }
 
 // URLs joins the servers' client URLs for a client that may fail over.
