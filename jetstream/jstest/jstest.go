@@ -61,7 +61,7 @@ func Restart(t testing.TB, srv *embedded.Server, cfg embedded.Config) *embedded.
 		cfg.Sync = embedded.SyncInterval
 	}
 	var next *embedded.Server
-	err := samePort(func() (err error) { next, err = embedded.Start(cfg); return err })
+	err := samePort(restartWithin, func() (err error) { next, err = embedded.Start(cfg); return err })
 	if err != nil {
 		t.Fatalf("restart embedded nats-server on port %d: %v", port, err)
 	}

@@ -53,11 +53,14 @@ func onNewPorts(t testing.TB, start func() error) {
 	}
 }
 
+// restartWithin is how long a restart waits for its ports.
+const restartWithin = 5 * time.Second
+
 // samePort runs start, which binds ports that must stay what they were
-// (a restart: clients reconnect to them), again for a few seconds while
-// another socket holds one (embedded.ErrListen).
-func samePort(start func() error) error {
-	deadline := time.Now().Add(5 * time.Second)
+// (a restart: clients reconnect to them), again while another socket holds
+// one (embedded.ErrListen), for up to within.
+func samePort(within time.Duration, start func() error) error {
+	deadline := time.Now().Add(within)
 	for {
 		err := start()
 		if err == nil || !errors.Is(err, embedded.ErrListen) || time.Now().After(deadline) {

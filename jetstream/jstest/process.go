@@ -152,7 +152,7 @@ func (n *Node) Running() bool {
 // a few seconds.
 func (n *Node) Start() {
 	n.t.Helper()
-	if err := samePort(n.start); err != nil {
+	if err := samePort(restartWithin, n.start); err != nil {
 		n.t.Fatal(err)
 	}
 }
