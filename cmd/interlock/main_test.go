@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	neturl "net/url"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -19,8 +20,24 @@ import (
 	"github.com/interlockhq/interlock/jetstream/jstest"
 )
 
+// testLinkSecretEnv holds the link-signing secret of the tests' notifier
+// configurations.
+const testLinkSecretEnv = "INTERLOCK_TEST_LINK_SECRET"
+
 func TestMain(m *testing.M) {
 	jstest.RunNode() // when this binary is started as a cluster node
+	// The tests run in parallel, and t.Setenv cannot: what they need from
+	// the environment is set here, once (the shipped NATS configurations
+	// read every user's password from it), and none of the caller's NATS
+	// settings leaks into a command's flag defaults.
+	for _, v := range []string{"NATS_URL", "NATS_USER", "NATS_PASSWORD", "NATS_CREDS", "NATS_INBOX_PREFIX", "NATS_CA",
+		"NATS_CERT", "NATS_KEY", "INTERLOCK_PREFIX", "INTERLOCK_DATA_DIR", "INTERLOCK_APPROVER"} {
+		os.Unsetenv(v)
+	}
+	for _, u := range jstest.Users {
+		os.Setenv(jstest.PasswordEnv(u), jstest.Password(u))
+	}
+	os.Setenv(testLinkSecretEnv, "a-secret-of-enough-bytes")
 	goleak.VerifyTestMain(m)
 }
 
