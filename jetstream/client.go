@@ -73,7 +73,6 @@ type Client struct {
 	cfg   Config
 	ns    subjects.Namespace
 	owned bool
-	runs  jetstream.KeyValue
 
 	mu          sync.Mutex
 	provisioner bool
@@ -223,11 +222,6 @@ func (c *Client) StreamName(s Stream) string {
 	return strings.ToUpper(strings.ReplaceAll(c.cfg.Prefix, ".", "_")) + "_" + string(s)
 }
 
-// RunsBucket is the name of the KV bucket of run records.
-func (c *Client) RunsBucket() string {
-	return strings.ReplaceAll(c.cfg.Prefix, ".", "_") + "_runs"
-}
-
 func (c *Client) streamConfigs(replicas int) []jetstream.StreamConfig {
 	storage := c.storage()
 	base := func(s Stream, maxAge time.Duration, subjects ...string) jetstream.StreamConfig {
@@ -304,18 +298,17 @@ func (c *Client) Provision(ctx context.Context) error {
 			return fmt.Errorf("provision stream %s: %w", sc.Name, translate(err))
 		}
 	}
-	kv, err := c.provisionBucket(ctx, jetstream.KeyValueConfig{
-		Bucket:      c.RunsBucket(),
+	_, err = c.provisionBucket(ctx, jetstream.KeyValueConfig{
+		Bucket:      c.BucketName(RunsBucket),
 		Description: "Interlock run records",
 		History:     1,
 		Storage:     c.storage(),
 		Replicas:    replicas,
 	})
 	if err != nil {
-		return fmt.Errorf("provision bucket %s: %w", c.RunsBucket(), translate(err))
+		return fmt.Errorf("provision bucket %s: %w", c.BucketName(RunsBucket), translate(err))
 	}
 	c.mu.Lock()
-	c.runs = kv
 	c.provisioner = true
 	c.replicas = replicas
 	c.mu.Unlock()
@@ -454,12 +447,21 @@ func retry(ctx context.Context, attempt time.Duration, retryable func(error) boo
 }
 
 // racing reports whether a provisioning step failed because of a
-// concurrent provisioner or a cluster forming, not for good.
+// concurrent provisioner or a cluster forming, not for good. A forming
+// cluster's meta leader can also answer "insufficient resources" (10023)
+// before it has heard every peer's resources; that too is retried within
+// the step's deadline, after which the error stands.
 func racing(err error) bool {
+	var api *jetstream.APIError
 	return errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) || errors.Is(err, jetstream.ErrBucketExists) ||
 		errors.Is(err, jetstream.ErrConsumerExists) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, nats.ErrTimeout) || errors.Is(err, ErrUnavailable) || errors.Is(translate(err), ErrUnavailable)
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, ErrUnavailable) || errors.Is(translate(err), ErrUnavailable) ||
+		(errors.As(err, &api) && api.ErrorCode == jsInsufficientResources)
 }
+
+// jsInsufficientResources is JetStream's error code for "insufficient
+// resources".
+const jsInsufficientResources = 10023
 
 // raiseStream is have with want's subjects and features, and the larger of
 // each limit Interlock sets. Everything else of have is kept.
@@ -502,6 +504,11 @@ func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConf
 	var kv jetstream.KeyValue
 	err = c.converge(ctx, func(ctx context.Context) error {
 		kv, err = c.js.KeyValue(ctx, cfg.Bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			// ensureStream has just seen or made it: in a cluster, the
+			// server that answered has not applied its creation yet.
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
 		return err
 	})
 	return kv, err
@@ -510,6 +517,10 @@ func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConf
 // PendingBucket names the index of interrupts waiting for a decision; the
 // coordinator keeps it in step with the run records.
 const PendingBucket = "pending"
+
+// RunsBucket names the bucket of run records, one per run, written only by
+// coordinators with compare-and-set.
+const RunsBucket = "runs"
 
 // KVPutMsg is the message that stores value under key in bucket (a name
 // given to BucketName), for PublishAll.
@@ -602,7 +613,9 @@ type OutMsg struct {
 	Header Header
 }
 
-// ScheduleMsg is the message ScheduleAt sends, for PublishAll.
+// ScheduleMsg is the message that stores data on subject as a durable
+// timer the server publishes to target at at (whole seconds), for
+// PublishAll.
 func ScheduleMsg(subject, target string, at time.Time, data []byte, msgID string) OutMsg {
 	return OutMsg{Subject: subject, Data: data, MsgID: msgID, Header: Header{
 		"Nats-Schedule": {"@at " + at.UTC().Format(time.RFC3339)}, "Nats-Schedule-Target": {target}}}
@@ -647,13 +660,6 @@ func (c *Client) PublishAll(ctx context.Context, msgs ...OutMsg) error {
 		}
 	}
 	return nil
-}
-
-// ScheduleAt stores data on subject as a durable timer that the server
-// publishes onto target at at (at once if at has passed), deduplicated by
-// msgID. Both subjects must belong to the timers stream.
-func (c *Client) ScheduleAt(ctx context.Context, subject, target string, at time.Time, data []byte, msgID string) error {
-	return c.PublishAll(ctx, ScheduleMsg(subject, target, at, data, msgID))
 }
 
 // Notify sends data on subject without storing it (core NATS); for replies.
@@ -788,7 +794,7 @@ func (c *Client) SubjectCounts(ctx context.Context, s Stream, filter string) (ma
 
 // StoredBytes is what Interlock's streams and runs bucket hold on disk.
 func (c *Client) StoredBytes(ctx context.Context) (uint64, error) {
-	names := []string{"KV_" + c.RunsBucket(), "KV_" + c.BucketName(PendingBucket)}
+	names := []string{"KV_" + c.BucketName(RunsBucket), "KV_" + c.BucketName(PendingBucket)}
 	for _, s := range []Stream{StreamWork, StreamRuns, StreamDecisions, StreamEvents, StreamDLQ, StreamTimers, StreamAGUI} {
 		names = append(names, c.StreamName(s))
 	}

@@ -25,6 +25,7 @@ var shippedCluster = []string{"../deploy/nats/cluster/n1.conf", "../deploy/nats/
 // it: every one succeeds on its first try, and everything ends at three
 // replicas, including a bucket a default-config client creates later.
 func TestConcurrentProvisionFreshCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
@@ -53,7 +54,7 @@ func TestConcurrentProvisionFreshCluster(t *testing.T) {
 			pctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			if errs[i] = c.Provision(pctx); errs[i] == nil { // then its consumers, as a coordinator does
-				errs[i] = c.CreateConsumer(pctx, jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions,
+				errs[i] = c.CreateConsumer(pctx, jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions,
 					Durable: "coordinator", FilterSubjects: []string{"interlock.resume.>"}, AckWait: 30 * time.Second})
 			}
 		}()
@@ -79,7 +80,7 @@ func TestConcurrentProvisionFreshCluster(t *testing.T) {
 	js, err := njs.New(nc)
 	require.NoError(t, err)
 	c := clients[0]
-	names := []string{"KV_" + c.RunsBucket(), "KV_" + c.BucketName(jetstream.PendingBucket), "KV_" + c.BucketName("added-later")}
+	names := []string{"KV_" + c.BucketName(jetstream.RunsBucket), "KV_" + c.BucketName(jetstream.PendingBucket), "KV_" + c.BucketName("added-later")}
 	for _, s := range []jetstream.Stream{jetstream.StreamWork, jetstream.StreamRuns, jetstream.StreamDecisions,
 		jetstream.StreamEvents, jetstream.StreamDLQ, jetstream.StreamTimers, jetstream.StreamAGUI} {
 		names = append(names, c.StreamName(s))

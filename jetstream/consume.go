@@ -17,8 +17,8 @@ import (
 	"github.com/interlockhq/interlock/subjects"
 )
 
-// Msg is a message delivered by a consumer loop.
-type Msg struct {
+// Delivery is a message delivered by a consumer loop.
+type Delivery struct {
 	Subject string
 	Data    []byte
 	Header  Header
@@ -32,7 +32,7 @@ type Msg struct {
 
 // Handler handles one message. A nil error acks it; any other error retries
 // it later (see RetryAfter and DeadLetter for the other outcomes).
-type Handler func(ctx context.Context, m *Msg) error
+type Handler func(ctx context.Context, m *Delivery) error
 
 type retryError struct {
 	after time.Duration
@@ -55,8 +55,8 @@ func (e *deadLetterError) Unwrap() error { return e.err }
 // err as the reason: for input no retry can fix.
 func DeadLetter(err error) error { return &deadLetterError{err: err} }
 
-// ConsumerConfig is what one durable consumer loop is.
-type ConsumerConfig struct {
+// ConsumeConfig is what one durable consumer loop is.
+type ConsumeConfig struct {
 	Stream  Stream
 	Durable string
 	// FilterSubjects narrows the stream; empty means every subject.
@@ -86,18 +86,18 @@ type ConsumerConfig struct {
 	TimeoutCause error
 	// PartitionKey, when set, sends messages with the same key to the same
 	// goroutine, so they are handled one at a time in stream order.
-	PartitionKey func(m *Msg) string
+	PartitionKey func(m *Delivery) string
 	// DeliverNew makes a consumer created now start with messages published
 	// from now on instead of the whole stream. It only matters at creation:
 	// an existing consumer keeps its position.
 	DeliverNew bool
 	// OnDeadLetter, when set, is called after a message was dead-lettered.
-	OnDeadLetter func(m *Msg, reason error)
+	OnDeadLetter func(m *Delivery, reason error)
 	// Logger receives retries and dead letters; default slog.Default().
 	Logger *slog.Logger
 }
 
-func (cc ConsumerConfig) withDefaults() ConsumerConfig {
+func (cc ConsumeConfig) withDefaults() ConsumeConfig {
 	if cc.AckWait == 0 {
 		cc.AckWait = 30 * time.Second
 	}
@@ -123,7 +123,7 @@ func (cc ConsumerConfig) withDefaults() ConsumerConfig {
 }
 
 // jetstreamConfig is the server-side consumer of cc.
-func (cc ConsumerConfig) jetstreamConfig() jetstream.ConsumerConfig {
+func (cc ConsumeConfig) jetstreamConfig() jetstream.ConsumerConfig {
 	jcc := jetstream.ConsumerConfig{
 		Durable:        cc.Durable,
 		FilterSubjects: cc.FilterSubjects,
@@ -141,7 +141,7 @@ func (cc ConsumerConfig) jetstreamConfig() jetstream.ConsumerConfig {
 
 // Consumer is a running consumer loop.
 type Consumer struct {
-	cc     ConsumerConfig
+	cc     ConsumeConfig
 	client *Client
 	cctx   jetstream.ConsumeContext
 	queues []chan *held
@@ -167,7 +167,7 @@ type held struct {
 
 // Consume creates or updates the durable consumer and runs h on its messages
 // until Stop.
-func (c *Client) Consume(ctx context.Context, cc ConsumerConfig, h Handler) (*Consumer, error) {
+func (c *Client) Consume(ctx context.Context, cc ConsumeConfig, h Handler) (*Consumer, error) {
 	cc = cc.withDefaults()
 	if cc.Prefetch > 0 && cc.PartitionKey != nil {
 		return nil, fmt.Errorf("consumer %s: Prefetch and PartitionKey cannot be combined", cc.Durable)
@@ -280,7 +280,7 @@ func sameFilter(a, b jetstream.ConsumerConfig) bool {
 // without consuming: for `interlock provision`, so that processes without
 // the right to create consumers find theirs. The client must have
 // provisioned.
-func (c *Client) CreateConsumer(ctx context.Context, cc ConsumerConfig) error {
+func (c *Client) CreateConsumer(ctx context.Context, cc ConsumeConfig) error {
 	if !c.Provisioner() {
 		return fmt.Errorf("%w: consumer %s: this client has not provisioned", ErrNotProvisioned, cc.Durable)
 	}
@@ -369,7 +369,7 @@ func (k *Consumer) dispatch(m jetstream.Msg) {
 	i := 0
 	if k.cc.PartitionKey != nil && len(k.queues) > 1 {
 		h := fnv.New32a()
-		_, _ = h.Write([]byte(k.cc.PartitionKey(&Msg{Subject: m.Subject(), Data: m.Data(), Header: Header(m.Headers())})))
+		_, _ = h.Write([]byte(k.cc.PartitionKey(&Delivery{Subject: m.Subject(), Data: m.Data(), Header: Header(m.Headers())})))
 		i = int(h.Sum32() % uint32(len(k.queues)))
 	} else if len(k.queues) > 1 {
 		// Any free goroutine: pick the shortest queue.
@@ -403,7 +403,7 @@ func (k *Consumer) handle(h Handler, hm *held) {
 		_ = raw.Term()
 		return
 	}
-	m := &Msg{
+	m := &Delivery{
 		Subject: raw.Subject(), Data: raw.Data(), Header: Header(raw.Headers()),
 		Stream: meta.Stream, Sequence: meta.Sequence.Stream, Deliveries: meta.NumDelivered, Time: meta.Timestamp,
 	}
@@ -489,7 +489,7 @@ func (l *lease) release() {
 	l.t.Stop()
 }
 
-func runHandler(ctx context.Context, h Handler, m *Msg) (err error) {
+func runHandler(ctx context.Context, h Handler, m *Delivery) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("handler panicked: %v", r)
@@ -501,7 +501,7 @@ func runHandler(ctx context.Context, h Handler, m *Msg) (err error) {
 // deadLetter copies the message with its reason to the dead-letter stream,
 // then terminates it. If the copy fails the message is retried instead, so a
 // dead letter is never lost.
-func (k *Consumer) deadLetter(raw jetstream.Msg, m *Msg, reason error) {
+func (k *Consumer) deadLetter(raw jetstream.Msg, m *Delivery, reason error) {
 	subject, err := k.client.ns.DeadLetter(k.cc.Durable)
 	if err == nil {
 		h := Header{}

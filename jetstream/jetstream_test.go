@@ -22,6 +22,7 @@ import (
 
 func TestMain(m *testing.M) {
 	jstest.RunNode() // when this binary is started as a cluster node
+	jstest.RaiseParallel()
 	goleak.VerifyTestMain(m)
 }
 
@@ -32,11 +33,12 @@ func ctx(t *testing.T) context.Context {
 }
 
 func TestProvisionIsIdempotent(t *testing.T) {
+	t.Parallel()
 	srv := jstest.Server(t)
 	c := jstest.Client(t, srv, jetstream.Config{Prefix: "acme.il"})
 	require.NoError(t, c.Provision(ctx(t)), "second time")
 	assert.Equal(t, "ACME_IL_RUNS", c.StreamName(jetstream.StreamRuns))
-	assert.Equal(t, "acme_il_runs", c.RunsBucket())
+	assert.Equal(t, "acme_il_runs", c.BucketName(jetstream.RunsBucket))
 	// Updating the configuration in place works too.
 	c2 := jstest.Client(t, srv, jetstream.Config{Prefix: "acme.il", MaxAge: time.Hour, DuplicateWindow: time.Minute})
 	require.NoError(t, c2.Provision(ctx(t)))
@@ -49,6 +51,7 @@ func TestProvisionIsIdempotent(t *testing.T) {
 }
 
 func TestAuditOutlivesRuns(t *testing.T) {
+	t.Parallel()
 	srv := jstest.Server(t)
 	c, err := jetstream.Dial(ctx(t), jetstream.DialConfig{URL: srv.URL()}, jetstream.Config{MaxAge: 48 * time.Hour, EventsMaxAge: 24 * time.Hour})
 	require.NoError(t, err)
@@ -61,6 +64,7 @@ func TestAuditOutlivesRuns(t *testing.T) {
 }
 
 func TestPublishDeduplicates(t *testing.T) {
+	t.Parallel()
 	c := jstest.Client(t, jstest.Server(t))
 	subject, _ := c.Namespace().Resume("r1")
 	a, err := c.Publish(ctx(t), subject, []byte(`1`), "id-1", nil)
@@ -80,28 +84,32 @@ func TestPublishDeduplicates(t *testing.T) {
 	assert.ErrorIs(t, err, jetstream.ErrTooLarge)
 }
 
-func TestRunRecordsCompareAndSet(t *testing.T) {
+func TestBucketCompareAndSet(t *testing.T) {
+	t.Parallel()
 	c := jstest.Client(t, jstest.Server(t))
-	_, err := c.GetRun(ctx(t), "r1")
+	b, err := c.OpenBucket(ctx(t), jetstream.RunsBucket)
+	require.NoError(t, err)
+	_, _, err = b.Entry(ctx(t), "r1")
 	assert.ErrorIs(t, err, jetstream.ErrNotFound)
-	rev, err := c.PutRun(ctx(t), "r1", []byte(`{"v":1}`), 0)
+	rev, err := b.Update(ctx(t), "r1", []byte(`{"v":1}`), 0)
 	require.NoError(t, err)
-	_, err = c.PutRun(ctx(t), "r1", []byte(`{"v":1}`), 0)
+	_, err = b.Update(ctx(t), "r1", []byte(`{"v":1}`), 0)
 	assert.ErrorIs(t, err, jetstream.ErrConflict, "create of an existing key")
-	rev2, err := c.PutRun(ctx(t), "r1", []byte(`{"v":2}`), rev)
+	rev2, err := b.Update(ctx(t), "r1", []byte(`{"v":2}`), rev)
 	require.NoError(t, err)
-	_, err = c.PutRun(ctx(t), "r1", []byte(`{"v":3}`), rev)
+	_, err = b.Update(ctx(t), "r1", []byte(`{"v":3}`), rev)
 	assert.ErrorIs(t, err, jetstream.ErrConflict, "update at a stale revision")
-	e, err := c.GetRun(ctx(t), "r1")
+	value, got, err := b.Entry(ctx(t), "r1")
 	require.NoError(t, err)
-	assert.Equal(t, rev2, e.Revision)
-	assert.JSONEq(t, `{"v":2}`, string(e.Value))
-	keys, err := c.RunKeys(ctx(t))
+	assert.Equal(t, rev2, got)
+	assert.JSONEq(t, `{"v":2}`, string(value))
+	values, err := b.Values(ctx(t))
 	require.NoError(t, err)
-	assert.Equal(t, []string{"r1"}, keys)
+	assert.Equal(t, [][]byte{[]byte(`{"v":2}`)}, values)
 }
 
 func TestLastMsgWithWildcard(t *testing.T) {
+	t.Parallel()
 	c := jstest.Client(t, jstest.Server(t))
 	ns := c.Namespace()
 	for i, agent := range []string{"a", "b"} {
@@ -128,13 +136,14 @@ func publishN(t *testing.T, c *jetstream.Client, run string, n int) string {
 }
 
 func TestConsumeRetriesThenAcks(t *testing.T) {
+	t.Parallel()
 	c := jstest.Client(t, jstest.Server(t))
 	publishN(t, c, "r1", 1)
 	var attempts atomic.Int32
 	done := make(chan struct{})
-	k, err := c.Consume(ctx(t), jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "t",
+	k, err := c.Consume(ctx(t), jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "t",
 		BackOff: []time.Duration{10 * time.Millisecond}},
-		func(_ context.Context, m *jetstream.Msg) error {
+		func(_ context.Context, m *jetstream.Delivery) error {
 			n := attempts.Add(1)
 			assert.EqualValues(t, n, m.Deliveries)
 			if n < 3 {
@@ -163,9 +172,9 @@ func TestConsumeRetriesElectionSoon(t *testing.T) {
 	var attempts atomic.Int32
 	done := make(chan time.Time, 1)
 	began := time.Now()
-	k, err := c.Consume(ctx(t), jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "t",
+	k, err := c.Consume(ctx(t), jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "t",
 		BackOff: []time.Duration{time.Minute}},
-		func(_ context.Context, m *jetstream.Msg) error {
+		func(_ context.Context, m *jetstream.Delivery) error {
 			if attempts.Add(1) < 3 {
 				return fmt.Errorf("publish outcome: %w", jetstream.ErrUnavailable)
 			}
@@ -194,12 +203,13 @@ func dlqMsgs(t *testing.T, c *jetstream.Client, source string, want int) []jetst
 }
 
 func TestConsumeDeadLettersAfterMaxDeliver(t *testing.T) {
+	t.Parallel()
 	c := jstest.Client(t, jstest.Server(t))
 	subject := publishN(t, c, "r1", 1)
 	var attempts atomic.Int32
-	k, err := c.Consume(ctx(t), jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "always_fails",
+	k, err := c.Consume(ctx(t), jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "always_fails",
 		MaxDeliver: 3, BackOff: []time.Duration{5 * time.Millisecond}},
-		func(context.Context, *jetstream.Msg) error {
+		func(context.Context, *jetstream.Delivery) error {
 			attempts.Add(1)
 			return errors.New("sink is down")
 		})
@@ -219,12 +229,13 @@ func TestConsumeDeadLettersAfterMaxDeliver(t *testing.T) {
 }
 
 func TestConsumeDeadLetterAtOnceAndPanics(t *testing.T) {
+	t.Parallel()
 	c := jstest.Client(t, jstest.Server(t))
 	publishN(t, c, "r1", 2)
 	var panicked atomic.Bool
-	k, err := c.Consume(ctx(t), jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "picky",
+	k, err := c.Consume(ctx(t), jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "picky",
 		BackOff: []time.Duration{5 * time.Millisecond}},
-		func(_ context.Context, m *jetstream.Msg) error {
+		func(_ context.Context, m *jetstream.Delivery) error {
 			if string(m.Data) == "0" {
 				return jetstream.DeadLetter(errors.New("cannot parse"))
 			}
@@ -248,13 +259,14 @@ func TestConsumeDeadLetterAtOnceAndPanics(t *testing.T) {
 }
 
 func TestConsumeRetryAfter(t *testing.T) {
+	t.Parallel()
 	c := jstest.Client(t, jstest.Server(t))
 	publishN(t, c, "r1", 1)
 	var first time.Time
 	var gap time.Duration
 	done := make(chan struct{})
-	k, err := c.Consume(ctx(t), jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "later"},
-		func(_ context.Context, m *jetstream.Msg) error {
+	k, err := c.Consume(ctx(t), jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "later"},
+		func(_ context.Context, m *jetstream.Delivery) error {
 			if m.Deliveries == 1 {
 				first = time.Now()
 				return jetstream.RetryAfter(300*time.Millisecond, errors.New("wait"))
@@ -272,13 +284,14 @@ func TestConsumeRetryAfter(t *testing.T) {
 // A handler that runs longer than AckWait keeps its message: InProgress
 // stops the server from handing it to someone else.
 func TestConsumeLongHandlerNotRedelivered(t *testing.T) {
+	t.Parallel()
 	c := jstest.Client(t, jstest.Server(t))
 	publishN(t, c, "r1", 1)
 	var deliveries atomic.Int32
 	done := make(chan struct{})
-	k, err := c.Consume(ctx(t), jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "slow",
+	k, err := c.Consume(ctx(t), jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "slow",
 		AckWait: 500 * time.Millisecond, Concurrency: 2},
-		func(context.Context, *jetstream.Msg) error {
+		func(context.Context, *jetstream.Delivery) error {
 			if deliveries.Add(1) == 1 {
 				time.Sleep(1500 * time.Millisecond) // the long pass under test
 				close(done)
@@ -293,6 +306,7 @@ func TestConsumeLongHandlerNotRedelivered(t *testing.T) {
 }
 
 func TestConsumePartitionKeepsOrder(t *testing.T) {
+	t.Parallel()
 	c := jstest.Client(t, jstest.Server(t))
 	for _, run := range []string{"a", "b", "c"} {
 		publishN(t, c, run, 30)
@@ -301,9 +315,9 @@ func TestConsumePartitionKeepsOrder(t *testing.T) {
 	seen := map[string][]string{}
 	var total atomic.Int32
 	done := make(chan struct{})
-	k, err := c.Consume(ctx(t), jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "ordered",
-		Concurrency: 4, PartitionKey: func(m *jetstream.Msg) string { return m.Subject }},
-		func(_ context.Context, m *jetstream.Msg) error {
+	k, err := c.Consume(ctx(t), jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "ordered",
+		Concurrency: 4, PartitionKey: func(m *jetstream.Delivery) string { return m.Subject }},
+		func(_ context.Context, m *jetstream.Delivery) error {
 			mu.Lock()
 			seen[m.Subject] = append(seen[m.Subject], string(m.Data))
 			mu.Unlock()
@@ -325,20 +339,26 @@ func TestConsumePartitionKeepsOrder(t *testing.T) {
 }
 
 func TestEmbeddedSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	srv := jstest.Server(t, embedded.Config{DataDir: dir, Sync: embedded.SyncAlways})
 	c := jstest.Client(t, srv)
-	_, err := c.PutRun(ctx(t), "r1", []byte(`{"kept":true}`), 0)
+	b, err := c.OpenBucket(ctx(t), jetstream.RunsBucket)
+	require.NoError(t, err)
+	_, err = b.Update(ctx(t), "r1", []byte(`{"kept":true}`), 0)
 	require.NoError(t, err)
 	c.Close()
 	srv = jstest.Restart(t, srv, embedded.Config{DataDir: dir, Sync: embedded.SyncAlways})
 	c = jstest.Client(t, srv)
-	e, err := c.GetRun(ctx(t), "r1")
+	b, err = c.OpenBucket(ctx(t), jetstream.RunsBucket)
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"kept":true}`, string(e.Value))
+	value, err := b.Get(ctx(t), "r1")
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"kept":true}`, string(value))
 }
 
 func TestEmbeddedConfigErrors(t *testing.T) {
+	t.Parallel()
 	_, err := embedded.Start(embedded.Config{Port: -1})
 	assert.ErrorIs(t, err, embedded.ErrConfig)
 	_, err = embedded.Start(embedded.Config{Port: -1, DataDir: t.TempDir(), Sync: "sometimes"})
@@ -361,7 +381,7 @@ func TestConsumeBoundedHoldsAndKeepsAlive(t *testing.T) {
 	var mu sync.Mutex
 	handled := map[string]int{}
 	first := make(chan struct{}, n)
-	handler := func(_ context.Context, m *jetstream.Msg) error {
+	handler := func(_ context.Context, m *jetstream.Delivery) error {
 		mu.Lock()
 		handled[string(m.Data)]++
 		mu.Unlock()
@@ -370,7 +390,7 @@ func TestConsumeBoundedHoldsAndKeepsAlive(t *testing.T) {
 		time.Sleep(1200 * time.Millisecond) // the work, longer than AckWait
 		return nil
 	}
-	cc := jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "bounded", AckWait: time.Second,
+	cc := jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "bounded", AckWait: time.Second,
 		Concurrency: 1, Prefetch: 1}
 	a, err := c.Consume(ctx(t), cc, handler)
 	require.NoError(t, err)
@@ -411,9 +431,9 @@ func TestConsumeTimeoutEndsLease(t *testing.T) {
 	cause := errors.New("too slow")
 	release := make(chan struct{})
 	causes := make(chan error, 1)
-	cc := jetstream.ConsumerConfig{Stream: jetstream.StreamDecisions, Durable: "timed", AckWait: time.Second,
+	cc := jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "timed", AckWait: time.Second,
 		Concurrency: 1, Prefetch: 1, Timeout: 200 * time.Millisecond, TimeoutCause: cause}
-	hung, err := c.Consume(ctx(t), cc, func(ctx context.Context, _ *jetstream.Msg) error {
+	hung, err := c.Consume(ctx(t), cc, func(ctx context.Context, _ *jetstream.Delivery) error {
 		<-ctx.Done()
 		causes <- context.Cause(ctx)
 		<-release // ignores its cancelled context
@@ -430,7 +450,7 @@ func TestConsumeTimeoutEndsLease(t *testing.T) {
 	require.ErrorIs(t, hung.Shutdown(sctx, nil), context.DeadlineExceeded)
 	began := time.Now()
 	redelivered := make(chan uint64, 1)
-	other, err := c.Consume(ctx(t), cc, func(_ context.Context, m *jetstream.Msg) error {
+	other, err := c.Consume(ctx(t), cc, func(_ context.Context, m *jetstream.Delivery) error {
 		redelivered <- m.Deliveries
 		return nil
 	})

@@ -49,9 +49,9 @@ func TestProvisionNeverLowers(t *testing.T) {
 	require.NoError(t, err)
 	defer role.Close()
 	require.False(t, role.Provisioner())
-	cc := jetstream.ConsumerConfig{Stream: jetstream.StreamWork, Durable: "worker_x",
+	cc := jetstream.ConsumeConfig{Stream: jetstream.StreamWork, Durable: "worker_x",
 		FilterSubjects: []string{"interlock.work.x"}, AckWait: 30 * time.Second}
-	noop := func(context.Context, *jetstream.Msg) error { return nil }
+	noop := func(context.Context, *jetstream.Delivery) error { return nil }
 	_, err = role.Consume(ctx(t), cc, noop)
 	require.ErrorIs(t, err, jetstream.ErrNotProvisioned)
 	assert.Contains(t, err.Error(), "interlock provision")

@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/interlockhq/interlock/internal/benchmark"
+	"github.com/interlockhq/interlock/internal/floor"
 	"github.com/interlockhq/interlock/internal/histogram"
 	"github.com/interlockhq/interlock/jetstream/embedded"
-	"github.com/interlockhq/interlock/jetstream/floor"
-	"github.com/interlockhq/interlock/processor/benchmark"
 )
 
 // BenchmarkCycle measures one full suspend-decide-replay-complete cycle, one
-// run in flight, through Interlock and through the floor (jetstream/floor:
+// run in flight, through Interlock and through the floor (internal/floor:
 // the same durable steps in raw nats.go), interleaved on one embedded
 // server, in each durability mode, and reports the ratio. `interlock bench`
 // measures more scenarios, at concurrency.

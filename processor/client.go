@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/interlockhq/interlock/internal/trace"
 	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor/store"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -23,6 +23,7 @@ import (
 // coordinator or worker in the same process.
 type Client struct {
 	c       *jetstream.Client
+	store   store.Store
 	replies replies
 	// decideTimeout and waitTimeout bound Decide and Wait when their
 	// context has no deadline.
@@ -123,7 +124,7 @@ func (r *replies) forget(decisionID string) {
 
 // NewClient returns a client working through c.
 func NewClient(c *jetstream.Client, opts ...ClientOption) *Client {
-	cl := &Client{c: c, decideTimeout: DefaultDecideTimeout, waitTimeout: DefaultWaitTimeout}
+	cl := &Client{c: c, store: store.NewJetStream(c), decideTimeout: DefaultDecideTimeout, waitTimeout: DefaultWaitTimeout}
 	for _, o := range opts {
 		o(cl)
 	}
@@ -217,10 +218,8 @@ func (cl *Client) Start(ctx context.Context, agent string, input any, opts ...St
 	if err != nil {
 		return "", err
 	}
-	m, err := workMsg(subject, w, trace.Child(call.traceParent))
-	if err != nil {
-		return "", err
-	}
+	m := jetstream.OutMsg{Subject: subject, Data: data, MsgID: subjects.WorkMsgID(w.RunID, w.Pass),
+		Header: jetstream.Header{trace.Header: {trace.Child(call.traceParent)}}}
 	// Deduplicated by its message id, so safe to repeat through an election.
 	return w.RunID, jetstream.RetryUnavailable(ctx, func(ctx context.Context) error { return cl.c.PublishAll(ctx, m) })
 }
@@ -421,81 +420,31 @@ func (cl *Client) Run(ctx context.Context, run string) (*subjects.Run, error) {
 	if err := subjects.ValidateToken("run id", run); err != nil {
 		return nil, err
 	}
-	e, err := cl.c.GetRun(ctx, run)
-	if errors.Is(err, jetstream.ErrNotFound) {
+	r, _, err := cl.store.Run(ctx, run)
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %s (a run has a record once its first pass ends)", ErrRunNotFound, run)
 	}
-	if err != nil {
-		return nil, err
-	}
-	var r subjects.Run
-	if err := json.Unmarshal(e.Value, &r); err != nil {
-		return nil, fmt.Errorf("run record %s: %w", run, err)
-	}
-	return &r, nil
-}
-
-// PendingInterrupt is an interrupt waiting for a decision, with its run.
-type PendingInterrupt struct {
-	RunID    string `json:"runId"`
-	Agent    string `json:"agent"`
-	ThreadID string `json:"threadId,omitempty"`
-	subjects.InterruptState
-	SuspendedAt time.Time `json:"suspendedAt"`
+	return r, err
 }
 
 // Pending lists every interrupt waiting for a decision, oldest first. It
 // reads the pending index, so it costs what is pending, not every run.
-func (cl *Client) Pending(ctx context.Context) ([]PendingInterrupt, error) {
-	index, err := cl.c.OpenBucket(ctx, jetstream.PendingBucket)
-	if err != nil {
-		return nil, err
-	}
-	values, err := index.Values(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]PendingInterrupt, 0, len(values))
-	for _, v := range values {
-		var p PendingInterrupt
-		if err := json.Unmarshal(v, &p); err != nil {
-			return nil, fmt.Errorf("pending index entry: %w", err)
-		}
-		out = append(out, p)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].SuspendedAt.Equal(out[j].SuspendedAt) {
-			return out[i].SuspendedAt.Before(out[j].SuspendedAt)
-		}
-		return out[i].RunID+out[i].ID < out[j].RunID+out[j].ID
-	})
-	return out, nil
+func (cl *Client) Pending(ctx context.Context) ([]subjects.PendingInterrupt, error) {
+	return cl.store.Pending(ctx)
 }
 
 // Events returns run's lifecycle and audit events, oldest first.
 func (cl *Client) Events(ctx context.Context, run string) ([]subjects.Event, error) {
-	filter, err := cl.c.Namespace().RunEvents(run)
-	if err != nil {
-		return nil, err
-	}
-	var out []subjects.Event
-	var from uint64
-	for {
-		msgs, err := cl.c.Messages(ctx, jetstream.StreamEvents, filter, from, 256)
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range msgs {
-			var ev subjects.Event
-			if err := json.Unmarshal(m.Data, &ev); err == nil {
-				out = append(out, ev)
-			}
-			from = m.Sequence + 1
-		}
-		if len(msgs) < 256 {
-			return out, nil
-		}
-	}
+	return cl.store.Events(ctx, run)
+}
+
+// Runs returns every run record, least recently updated first. It reads
+// every record: an operator's tool, not a hot path.
+func (cl *Client) Runs(ctx context.Context) ([]*subjects.Run, error) { return cl.store.Runs(ctx) }
+
+// WorkBacklog lists, by agent name, the agents with work waiting.
+func (cl *Client) WorkBacklog(ctx context.Context) ([]AgentWork, error) {
+	return store.WorkBacklog(ctx, cl.c)
 }
 
 // Wait returns run's record once done reports true for it, re-reading the

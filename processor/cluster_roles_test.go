@@ -22,6 +22,7 @@ import (
 	"github.com/interlockhq/interlock/jetstream/jstest"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/approvers"
+	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/processor/gateway"
 	"github.com/interlockhq/interlock/processor/notifier"
 	"github.com/interlockhq/interlock/subjects"
@@ -90,8 +91,8 @@ retry:
 	require.NoError(t, err)
 	require.NoError(t, pn.Provision(ctx()))
 
-	co := processor.NewCoordinator(jstest.ClientURL(t, urls, jetstream.Config{Replicas: 3}),
-		processor.CoordinatorConfig{AckWait: 2 * time.Second, Logger: quiet, Groups: dir.Groups})
+	co := coordinator.New(jstest.ClientURL(t, urls, jetstream.Config{Replicas: 3}),
+		coordinator.Config{AckWait: 2 * time.Second, Logger: quiet, Groups: dir.Groups})
 	require.NoError(t, co.Start(context.Background()))
 	t.Cleanup(co.Stop)
 	w := processor.NewWorker(bind(), processor.WorkerConfig{AckWait: 2 * time.Second, Logger: quiet})
@@ -214,7 +215,7 @@ retry:
 			replicas[name] = st.CachedInfo().Config.Replicas
 		}
 		return names.Err() == nil
-	}, 30*time.Second, 100*time.Millisecond, "the cluster lists its streams")
+	}, 60*time.Second, 100*time.Millisecond, "the cluster lists its streams")
 	assert.GreaterOrEqual(t, len(replicas), 12, "streams and buckets checked")
 	for name, n := range replicas {
 		assert.Equal(t, 3, n, name)

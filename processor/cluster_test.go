@@ -16,6 +16,7 @@ import (
 
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/jstest"
+	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -47,7 +48,7 @@ func clusterHarness(t *testing.T, urls string, n int) *harness {
 	h.admin = jstest.ClientURL(t, urls, cfg)
 	h.client = NewClient(h.admin)
 	for range n {
-		co := NewCoordinator(jstest.ClientURL(t, urls, cfg), CoordinatorConfig{AckWait: 2 * time.Second, Logger: quiet})
+		co := coordinator.New(jstest.ClientURL(t, urls, cfg), coordinator.Config{AckWait: 2 * time.Second, Logger: quiet})
 		require.NoError(t, co.Start(context.Background()))
 		t.Cleanup(co.Stop)
 		w := NewWorker(jstest.ClientURL(t, urls, cfg), WorkerConfig{AckWait: 2 * time.Second, Logger: quiet})

@@ -46,23 +46,23 @@ func TestConformanceIDs(t *testing.T) {
 	require.NoError(t, json.Unmarshal(data, &vec))
 	require.NotEmpty(t, vec.InterruptIDs)
 	for _, v := range vec.InterruptIDs {
-		assert.Equal(t, v.ID, InterruptID(v.RunID, v.ToolCallID, v.Ordinal), "%+v", v)
+		assert.Equal(t, v.ID, subjects.InterruptID(v.RunID, v.ToolCallID, v.Ordinal), "%+v", v)
 	}
 	require.NotEmpty(t, vec.StepKeys)
 	for _, v := range vec.StepKeys {
-		assert.Equal(t, v.Key, stepKey(v.ToolCallID, v.Name, v.Ordinal))
+		assert.Equal(t, v.Key, subjects.StepKey(v.ToolCallID, v.Name, v.Ordinal))
 	}
 	require.NotEmpty(t, vec.WorkMsgIDs)
 	for _, v := range vec.WorkMsgIDs {
-		assert.Equal(t, v.MsgID, workMsgID(v.RunID, v.Pass))
+		assert.Equal(t, v.MsgID, subjects.WorkMsgID(v.RunID, v.Pass))
 	}
 	require.NotEmpty(t, vec.OutcomeMsgIDs)
 	for _, v := range vec.OutcomeMsgIDs {
-		assert.Equal(t, v.MsgID, outcomeMsgID(v.RunID, v.Pass))
+		assert.Equal(t, v.MsgID, subjects.OutcomeMsgID(v.RunID, v.Pass))
 	}
 	require.NotEmpty(t, vec.PendingKeys)
 	for _, v := range vec.PendingKeys {
-		assert.Equal(t, v.Key, pendingKey(v.RunID, v.InterruptID))
+		assert.Equal(t, v.Key, subjects.PendingKey(v.RunID, v.InterruptID))
 	}
 	require.NotEmpty(t, vec.DecisionMsgIDs)
 	for _, v := range vec.DecisionMsgIDs {

@@ -276,7 +276,7 @@ func TestDecisionBeforeSuspensionRecorded(t *testing.T) {
 	h.co.Stop()
 	// A second run suspends while no coordinator runs.
 	run2 := h.start("gate", nil)
-	id := InterruptID(run2, "", 0)
+	id := subjects.InterruptID(run2, "", 0)
 	require.Eventually(t, func() bool {
 		filter, _ := h.admin.Namespace().RunSuspensions(run2)
 		_, err := h.admin.LastMsg(h.ctx(), jetstream.StreamRuns, filter)

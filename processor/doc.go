@@ -1,7 +1,10 @@
-// Package processor is the run lifecycle of Interlock: the Go SDK an agent
-// body uses (Interrupt, IsResuming, Step), the Worker that runs passes, the
-// Coordinator that keeps run records and applies the decision rules, and the
-// Client that starts runs and decides interrupts.
+// Package processor is Interlock's Go SDK: what an agent body uses
+// (Interrupt, IsResuming, Step, Emit), the Worker that runs passes, and the
+// Client that starts runs, decides interrupts and reads runs. It holds
+// aliases of the everyday wire types of package subjects (Decision, Run,
+// Event, Verdict, their statuses), so one import suffices. The coordinator
+// that keeps run records is a service of its own (processor/coordinator);
+// nothing of it is in this package.
 //
 // # The replay model
 //
@@ -23,9 +26,10 @@
 //
 // Workers, coordinators and clients talk only through JetStream, so they can
 // live in one process (as in `interlock demo`) or many, in any number. The
-// coordinator is the only writer of run records and writes them with
-// compare-and-set; every step is idempotent, so a crash anywhere converges on
-// redelivery.
+// coordinator (`interlock serve`, or processor/coordinator embedded) is the
+// only writer of run records and writes them with compare-and-set; every
+// step is idempotent, so a crash anywhere converges on redelivery.
+// docs/architecture.md follows a decision through the packages.
 //
 // # Running passes
 //

@@ -22,8 +22,6 @@ var (
 	ErrToolCallMismatch = errors.New("request tool call differs from the context's")
 	// ErrInvalidRequest means an interrupt request cannot be published.
 	ErrInvalidRequest = errors.New("invalid interrupt request")
-	// ErrUnknownAgent means no agent of that name is registered.
-	ErrUnknownAgent = errors.New("unknown agent")
 	// ErrRejected is matched by the error Decide returns when the
 	// coordinator rejected the decision.
 	ErrRejected = errors.New("decision rejected")

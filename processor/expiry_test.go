@@ -16,6 +16,7 @@ import (
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/jetstream/jstest"
+	"github.com/interlockhq/interlock/processor/rules"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -70,7 +71,7 @@ func TestExpiryCancelsByDefault(t *testing.T) {
 func TestExpiryResolvesWithTheAgentsDefault(t *testing.T) {
 	h := newHarness(t, map[string]AgentFunc{"a": gated(func() Request {
 		return Request{Timeout: time.Second, ResponseSchema: map[string]any{"type": "object"},
-			OnExpiry: ExpiryPolicy{Action: subjects.ExpiryResolve, Payload: map[string]any{"amount": 0}}}
+			OnExpiry: Expiry{Action: subjects.ExpiryResolve, Payload: map[string]any{"amount": 0}}}
 	})})
 	run := h.start("a", nil)
 	rec := h.waitFor(run, Finished)
@@ -80,7 +81,7 @@ func TestExpiryResolvesWithTheAgentsDefault(t *testing.T) {
 func TestExpiryResolvePayloadMustFitSchema(t *testing.T) {
 	h := newHarness(t, map[string]AgentFunc{"a": gated(func() Request {
 		return Request{Timeout: time.Second, ResponseSchema: map[string]any{"type": "object"},
-			OnExpiry: ExpiryPolicy{Action: subjects.ExpiryResolve, Payload: "yes"}}
+			OnExpiry: Expiry{Action: subjects.ExpiryResolve, Payload: "yes"}}
 	})})
 	rec := h.waitFor(h.start("a", nil), Finished)
 	assert.Equal(t, subjects.RunFailed, rec.Status)
@@ -90,7 +91,7 @@ func TestExpiryResolvePayloadMustFitSchema(t *testing.T) {
 func TestExpiryEscalates(t *testing.T) {
 	req := func() Request {
 		return Request{Timeout: time.Second, Approvers: []string{"alice"},
-			OnExpiry: ExpiryPolicy{Action: subjects.ExpiryEscalate, Approvers: []string{"boss"}, Extend: 2 * time.Second}}
+			OnExpiry: Expiry{Action: subjects.ExpiryEscalate, Approvers: []string{"boss"}, Extend: 2 * time.Second}}
 	}
 	h := newHarness(t, map[string]AgentFunc{"a": gated(req)})
 
@@ -250,7 +251,7 @@ func TestReminderNotices(t *testing.T) {
 
 func TestTimerMessagesMatchSchema(t *testing.T) {
 	deadline := time.Now().UTC()
-	tm := subjects.Timer{Version: 1, Name: timerName(subjects.TimerRemind, time.Minute, "int-1", deadline), RunID: "r1",
+	tm := subjects.Timer{Version: 1, Name: rules.TimerName(subjects.TimerRemind, time.Minute, "int-1", deadline), RunID: "r1",
 		InterruptID: "int-1", Kind: subjects.TimerRemind, Deadline: deadline, At: deadline.Add(-time.Minute)}
 	data, err := json.Marshal(tm)
 	require.NoError(t, err)

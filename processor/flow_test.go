@@ -20,7 +20,7 @@ func TestSuspendDecideReplay(t *testing.T) {
 	rec := h.suspendedAtPass(run, 0)
 	require.Len(t, rec.Pending(), 1)
 	in := rec.Pending()[0]
-	assert.Equal(t, InterruptID(run, "call_refund", 0), in.ID)
+	assert.Equal(t, subjects.InterruptID(run, "call_refund", 0), in.ID)
 	assert.Equal(t, subjects.ReasonToolCall, in.Reason)
 	assert.Equal(t, "call_refund", in.ToolCallID)
 	assert.Equal(t, "thread-1", rec.ThreadID)
@@ -159,7 +159,7 @@ func TestSequentialInterrupts(t *testing.T) {
 	rec = h.suspendedAtPass(run, 1)
 	require.Len(t, rec.Pending(), 1)
 	assert.Equal(t, "second?", rec.Pending()[0].Message)
-	assert.Equal(t, InterruptID(run, "", 1), rec.Pending()[0].ID)
+	assert.Equal(t, subjects.InterruptID(run, "", 1), rec.Pending()[0].ID)
 	h.decide(run, rec.Pending()[0].ID, subjects.StatusResolved, 2)
 
 	rec = h.waitFor(run, Finished)
@@ -268,10 +268,10 @@ func TestRetryableRunsPassAgain(t *testing.T) {
 }
 
 func TestInterruptIDsAreDeterministic(t *testing.T) {
-	a := InterruptID("run-1", "call_1", 0)
-	assert.Equal(t, a, InterruptID("run-1", "call_1", 0))
-	assert.NotEqual(t, a, InterruptID("run-1", "call_2", 0))
-	assert.NotEqual(t, a, InterruptID("run-1", "call_1", 1))
-	assert.NotEqual(t, a, InterruptID("run-2", "call_1", 0))
-	assert.NotEqual(t, InterruptID("run", "1", 0), InterruptID("run1", "", 0), "fields are separated")
+	a := subjects.InterruptID("run-1", "call_1", 0)
+	assert.Equal(t, a, subjects.InterruptID("run-1", "call_1", 0))
+	assert.NotEqual(t, a, subjects.InterruptID("run-1", "call_2", 0))
+	assert.NotEqual(t, a, subjects.InterruptID("run-1", "call_1", 1))
+	assert.NotEqual(t, a, subjects.InterruptID("run-2", "call_1", 0))
+	assert.NotEqual(t, subjects.InterruptID("run", "1", 0), subjects.InterruptID("run1", "", 0), "fields are separated")
 }

@@ -12,9 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/interlockhq/interlock/internal/fault"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/jetstream/jstest"
+	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -37,7 +39,7 @@ type harness struct {
 	srv    *embedded.Server
 	admin  *jetstream.Client
 	client *Client
-	co     *Coordinator
+	co     *coordinator.Coordinator
 	w      *Worker
 	agents map[string]AgentFunc
 }
@@ -63,10 +65,9 @@ func newBareHarness(t *testing.T, agents map[string]AgentFunc) *harness {
 
 func (h *harness) conn() *jetstream.Client { return jstest.Client(h.t, h.srv) }
 
-func (h *harness) startCoordinator(fault func(string) bool) *Coordinator {
-	co := NewCoordinator(h.conn(), CoordinatorConfig{AckWait: testAckWait, Logger: quiet})
-	co.fault = fault
-	require.NoError(h.t, co.Start(context.Background()))
+func (h *harness) startCoordinator(hook fault.Hook) *coordinator.Coordinator {
+	co := coordinator.New(h.conn(), coordinator.Config{AckWait: testAckWait, Logger: quiet})
+	require.NoError(h.t, co.Start(fault.With(context.Background(), hook)))
 	h.t.Cleanup(co.Stop)
 	h.co = co
 	return co

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/interlockhq/interlock/internal/syncbuf"
+	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/processor/schema"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -29,7 +30,7 @@ func schemaHarness(t *testing.T, budget time.Duration) (*harness, *syncbuf.Buffe
 		}
 		return len(d.Payload), nil
 	}})
-	co := NewCoordinator(h.conn(), CoordinatorConfig{AckWait: testAckWait, SchemaBudget: budget,
+	co := coordinator.New(h.conn(), coordinator.Config{AckWait: testAckWait, SchemaBudget: budget,
 		Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.NoError(t, co.Start(context.Background()))
 	t.Cleanup(co.Stop)

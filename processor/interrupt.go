@@ -122,7 +122,7 @@ type Request struct {
 	ApproverGroups []string
 	// OnExpiry says what happens when nobody decides by the deadline; the
 	// zero value takes the coordinator's default (cancel: fail closed).
-	OnExpiry ExpiryPolicy
+	OnExpiry Expiry
 	// RemindBefore lists reminders before the deadline; nil takes the
 	// coordinator's default.
 	RemindBefore []time.Duration
@@ -132,10 +132,11 @@ type Request struct {
 	Sensitive *bool
 }
 
-// ExpiryPolicy is what happens to an interrupt at its deadline.
-type ExpiryPolicy struct {
-	// Action: subjects.ExpiryCancel, ExpiryResolve or ExpiryEscalate.
-	Action string
+// Expiry is what happens to an interrupt at its deadline, as an agent
+// writes it; it travels as a subjects.ExpiryPolicy.
+type Expiry struct {
+	// Action: ExpiryCancel, ExpiryResolve or ExpiryEscalate.
+	Action ExpiryAction
 	// Payload is the answer Resolve applies; it must satisfy ResponseSchema.
 	Payload any
 	// Escalate: Approvers join those allowed to decide, the deadline moves
@@ -143,29 +144,6 @@ type ExpiryPolicy struct {
 	Approvers []string
 	Extend    time.Duration
 	Times     int
-}
-
-// Decision is the answer an interrupt returns on the replay pass.
-type Decision struct {
-	InterruptID string
-	Status      subjects.Status
-	// Payload is the approver's answer; false, 0, "" and {} are answers.
-	// Empty when the approver sent none.
-	Payload  json.RawMessage
-	Metadata json.RawMessage
-	Approver string
-	Comment  string
-}
-
-// Cancelled reports whether the interrupt was cancelled (denied or expired).
-func (d Decision) Cancelled() bool { return d.Status == subjects.StatusCancelled }
-
-// Decode unmarshals the payload into v. It fails when there is no payload.
-func (d Decision) Decode(v any) error {
-	if len(d.Payload) == 0 {
-		return fmt.Errorf("interrupt %s: decision has no payload", d.InterruptID)
-	}
-	return json.Unmarshal(d.Payload, v)
 }
 
 // Interrupt asks a person for a decision.
@@ -186,14 +164,12 @@ func Interrupt(ctx context.Context, req Request) (Decision, error) {
 	ord := p.ordinals[scope]
 	p.ordinals[scope]++
 	p.mu.Unlock()
-	id := InterruptID(p.info.RunID, scope, ord)
+	id := subjects.InterruptID(p.info.RunID, scope, ord)
 	if d, ok := p.decisions[id]; ok {
-		out := Decision{InterruptID: id, Status: d.Status, Payload: d.Payload, Metadata: d.Metadata,
-			Approver: d.Approver, Comment: d.Comment}
-		if out.Cancelled() {
-			return out, &CancelledError{InterruptID: id, Comment: d.Comment, Approver: d.Approver, Reason: cancelReason(d)}
+		if d.Cancelled() {
+			return d, &CancelledError{InterruptID: id, Comment: d.Comment, Approver: d.Approver, Reason: cancelReason(d)}
 		}
-		return out, nil
+		return d, nil
 	}
 	in, err := p.interrupt(id, scope, req)
 	if err != nil {
@@ -296,7 +272,7 @@ func IsResuming(ctx context.Context) bool {
 	p.mu.Lock()
 	ord := p.ordinals[scope]
 	p.mu.Unlock()
-	_, ok := p.decisions[InterruptID(p.info.RunID, scope, ord)]
+	_, ok := p.decisions[subjects.InterruptID(p.info.RunID, scope, ord)]
 	return ok
 }
 
@@ -318,7 +294,7 @@ func Step[T any](ctx context.Context, name string, fn func(context.Context) (T, 
 	p.mu.Lock()
 	n := p.steps[scope+"\x00"+name]
 	p.steps[scope+"\x00"+name]++
-	key := stepKey(scope, name, n)
+	key := subjects.StepKey(scope, name, n)
 	raw, ok := p.journal[key]
 	p.mu.Unlock()
 	if ok {

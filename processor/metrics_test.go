@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -16,7 +17,7 @@ func TestMetrics(t *testing.T) {
 	var calls counter
 	h := newBareHarness(t, map[string]AgentFunc{"refunds": approvalAgent(&calls)})
 	reg := prometheus.NewRegistry()
-	co := NewCoordinator(h.conn(), CoordinatorConfig{Logger: quiet, Registry: reg})
+	co := coordinator.New(h.conn(), coordinator.Config{Logger: quiet, Registry: reg})
 	require.NoError(t, co.Start(context.Background()))
 	t.Cleanup(co.Stop)
 	w := NewWorker(h.conn(), WorkerConfig{Logger: quiet, Registry: reg})
@@ -32,12 +33,12 @@ func TestMetrics(t *testing.T) {
 	h.decide(run, id, subjects.StatusResolved, map[string]any{"amount": 1})
 	h.waitFor(run, Finished)
 
-	assert.Equal(t, 1.0, testutil.ToFloat64(co.metrics.decisions.WithLabelValues("accepted", "")))
-	assert.Equal(t, 1.0, testutil.ToFloat64(co.metrics.decisions.WithLabelValues("rejected", "schema_mismatch")))
-	assert.Equal(t, 1.0, testutil.ToFloat64(co.metrics.outcomes.WithLabelValues("suspended")))
-	assert.Equal(t, 1.0, testutil.ToFloat64(co.metrics.outcomes.WithLabelValues("completed")))
+	assert.Equal(t, 1.0, counterValue(t, reg, "interlock_decisions_total", "outcome", "accepted", "code", ""))
+	assert.Equal(t, 1.0, counterValue(t, reg, "interlock_decisions_total", "outcome", "rejected", "code", "schema_mismatch"))
+	assert.Equal(t, 1.0, counterValue(t, reg, "interlock_pass_outcomes_total", "kind", "suspended"))
+	assert.Equal(t, 1.0, counterValue(t, reg, "interlock_pass_outcomes_total", "kind", "completed"))
 	for _, st := range []string{"suspended", "resuming", "completed"} {
-		assert.Equal(t, 1.0, testutil.ToFloat64(co.metrics.runs.WithLabelValues(st)), st)
+		assert.Equal(t, 1.0, counterValue(t, reg, "interlock_runs_total", "status", st), st)
 	}
 	assert.Equal(t, 1.0, testutil.ToFloat64(w.metrics.passes.WithLabelValues("refunds", "suspended")))
 	assert.Equal(t, 1.0, testutil.ToFloat64(w.metrics.passes.WithLabelValues("refunds", "completed")))
@@ -66,5 +67,32 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		}
 	}
 	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+// counterValue is the value of the counter name with the given label pairs.
+func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				have[lp.GetName()] = lp.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue metrics
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s %v", name, labels)
 	return 0
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/jetstream/jstest"
+	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -116,7 +117,7 @@ func TestNATSServerKilled(t *testing.T) {
 	conn := func() *jetstream.Client { return jstest.ClientURL(t, url) }
 	admin := conn()
 	client := NewClient(admin)
-	co := NewCoordinator(conn(), CoordinatorConfig{AckWait: time.Second, Logger: quiet})
+	co := coordinator.New(conn(), coordinator.Config{AckWait: time.Second, Logger: quiet})
 	require.NoError(t, co.Start(context.Background()))
 	t.Cleanup(co.Stop)
 	var stored atomic.Int32

@@ -17,7 +17,7 @@ func TestPendingIndex(t *testing.T) {
 		"gate": gated(func() Request { return Request{Message: "plain"} }),
 		"esc": gated(func() Request {
 			return Request{Message: "escalates", Timeout: time.Second,
-				OnExpiry: ExpiryPolicy{Action: subjects.ExpiryEscalate, Extend: time.Hour}}
+				OnExpiry: Expiry{Action: subjects.ExpiryEscalate, Extend: time.Hour}}
 		}),
 	})
 	pending := func() map[string]PendingInterrupt {

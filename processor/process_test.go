@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -44,7 +45,7 @@ func runHelper(role string) int {
 	}
 	switch role {
 	case "coordinator":
-		co := NewCoordinator(c, CoordinatorConfig{AckWait: time.Second, Logger: quiet})
+		co := coordinator.New(c, coordinator.Config{AckWait: time.Second, Logger: quiet})
 		if co.Start(ctx) != nil {
 			return 4
 		}

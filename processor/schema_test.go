@@ -81,9 +81,11 @@ func TestWireMessagesMatchSchemas(t *testing.T) {
 	assert.Error(t, wireschema.Validate("decision", decisions[2].Data), "the schema refuses what the coordinator refuses")
 
 	for _, r := range []string{run} {
-		e, err := h.admin.GetRun(h.ctx(), r)
+		b, err := h.admin.OpenBucket(h.ctx(), jetstream.RunsBucket)
 		require.NoError(t, err)
-		assert.NoError(t, wireschema.Validate("run", e.Value))
+		value, err := b.Get(h.ctx(), r)
+		require.NoError(t, err)
+		assert.NoError(t, wireschema.Validate("run", value))
 	}
 	// Work items are consumed from the work queue; check the ones the code
 	// builds by publishing a replay to a stream no worker reads.

@@ -17,6 +17,7 @@ import (
 	"github.com/interlockhq/interlock/internal/trace"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor/schema"
+	"github.com/interlockhq/interlock/processor/store"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -142,7 +143,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		cons, err := w.client.Consume(ctx, cc, func(ctx context.Context, m *jetstream.Msg) error { return w.handle(ctx, name, a, m) })
+		cons, err := w.client.Consume(ctx, cc, func(ctx context.Context, m *jetstream.Delivery) error { return w.handle(ctx, name, a, m) })
 		if err != nil {
 			w.running.Stop()
 			return err
@@ -153,18 +154,18 @@ func (w *Worker) Start(ctx context.Context) error {
 }
 
 // consumerConfig is the durable consumer of agent's work items.
-func (w *Worker) consumerConfig(agent string, a registered) (jetstream.ConsumerConfig, error) {
+func (w *Worker) consumerConfig(agent string, a registered) (jetstream.ConsumeConfig, error) {
 	replays, err := w.client.Namespace().Work(agent)
 	if err != nil {
-		return jetstream.ConsumerConfig{}, err
+		return jetstream.ConsumeConfig{}, err
 	}
 	starts, err := w.client.Namespace().Start(agent)
 	if err != nil {
-		return jetstream.ConsumerConfig{}, err
+		return jetstream.ConsumeConfig{}, err
 	}
-	return jetstream.ConsumerConfig{
+	return jetstream.ConsumeConfig{
 		Stream:         jetstream.StreamWork,
-		Durable:        workerDurable(agent),
+		Durable:        store.WorkerDurable(agent),
 		FilterSubjects: []string{replays, starts},
 		AckWait:        w.cfg.AckWait,
 		MaxDeliver:     w.cfg.MaxDeliver,
@@ -215,7 +216,7 @@ var errAbandoned = errors.New("abandoned by fault injection")
 
 func (w *Worker) crash(point string) bool { return w.fault.Crash(point, w.client.Close) }
 
-func (w *Worker) handle(ctx context.Context, agent string, a registered, m *jetstream.Msg) error {
+func (w *Worker) handle(ctx context.Context, agent string, a registered, m *jetstream.Delivery) error {
 	work, err := subjects.DecodeWork(m.Data)
 	if err != nil {
 		return jetstream.DeadLetter(fmt.Errorf("work item: %w", err))
@@ -271,7 +272,7 @@ func (w *Worker) handle(ctx context.Context, agent string, a registered, m *jets
 // outcome. Stopped with the worker: its item goes back at once. Timed out:
 // it is retried after the consumer's backoff, and on the last attempt the
 // run fails with ErrPassTimeout.
-func (w *Worker) cut(ctx context.Context, agent string, a registered, m *jetstream.Msg, work subjects.Work,
+func (w *Worker) cut(ctx context.Context, agent string, a registered, m *jetstream.Delivery, work subjects.Work,
 	info RunInfo, log *slog.Logger) error {
 	cause := context.Cause(ctx)
 	if !errors.Is(cause, ErrPassTimeout) {
@@ -304,7 +305,7 @@ func (w *Worker) report(ctx context.Context, work subjects.Work, p *pass, result
 	if err != nil {
 		return err
 	}
-	msgID := outcomeMsgID(work.RunID, work.Pass)
+	msgID := subjects.OutcomeMsgID(work.RunID, work.Pass)
 	// Through a leader election the publish is repeated (deduplicated by
 	// msgID) rather than the pass: the item stays held meanwhile.
 	rctx, cancel := context.WithTimeout(ctx, outcomeRetry)

@@ -2,6 +2,7 @@ package subjects
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -65,11 +66,14 @@ func (in *Interrupt) IsSensitive() bool {
 	return in.Reason == ReasonInputRequired
 }
 
+// ExpiryAction is what happens to an interrupt at its deadline.
+type ExpiryAction string
+
 // Expiry actions.
 const (
-	ExpiryCancel   = "cancel"
-	ExpiryResolve  = "resolve"
-	ExpiryEscalate = "escalate"
+	ExpiryCancel   ExpiryAction = "cancel"
+	ExpiryResolve  ExpiryAction = "resolve"
+	ExpiryEscalate ExpiryAction = "escalate"
 )
 
 // ExpiryPolicy is what happens to an interrupt nobody answered in time.
@@ -77,7 +81,7 @@ const (
 // itself chose.
 type ExpiryPolicy struct {
 	// Action is cancel (the default), resolve or escalate.
-	Action string `json:"action"`
+	Action ExpiryAction `json:"action"`
 	// Payload is the answer resolve applies.
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// Approvers are added to those allowed to decide when escalating.
@@ -97,17 +101,20 @@ type Timer struct {
 	RunID       string `json:"runId"`
 	InterruptID string `json:"interruptId"`
 	// Kind is "expire" or "remind".
-	Kind string `json:"kind"`
+	Kind TimerKind `json:"kind"`
 	// Deadline is the interrupt's deadline the timer was armed for; a timer
 	// whose deadline has since moved (an escalation) does nothing.
 	Deadline time.Time `json:"deadline"`
 	At       time.Time `json:"at"`
 }
 
+// TimerKind is what a timer does when due.
+type TimerKind string
+
 // Timer kinds.
 const (
-	TimerExpire = "expire"
-	TimerRemind = "remind"
+	TimerExpire TimerKind = "expire"
+	TimerRemind TimerKind = "remind"
 )
 
 // ExpiryApprover is the approver of decisions an expiry applies.
@@ -200,6 +207,17 @@ type Decision struct {
 	Comment  string          `json:"comment,omitempty"`
 }
 
+// Cancelled reports whether the interrupt was cancelled (denied or expired).
+func (d Decision) Cancelled() bool { return d.Status == StatusCancelled }
+
+// Decode unmarshals the payload into v. It fails when there is no payload.
+func (d Decision) Decode(v any) error {
+	if len(d.Payload) == 0 {
+		return fmt.Errorf("interrupt %s: decision has no payload", d.InterruptID)
+	}
+	return json.Unmarshal(d.Payload, v)
+}
+
 // Work is a work item on <prefix>.work.<agent>: run one pass of a run. Pass 0
 // is the first pass; a replay carries every decision and journaled step the
 // run has so far.
@@ -262,6 +280,30 @@ const (
 	CodeLinkInvalid     Code = "link_invalid"
 	CodeLinkExpired     Code = "link_expired"
 	CodeLinkUsed        Code = "link_used"
+)
+
+// Codes of the HTTP gateway's error bodies, besides the ones above.
+const (
+	CodeInvalidJSON Code = "invalid_json"
+	CodeBadRequest  Code = "bad_request"
+	CodeNotFound    Code = "not_found"
+	// CodeUnavailable: JetStream has no leader for a stream right now (an
+	// election); try again shortly.
+	CodeUnavailable Code = "unavailable"
+)
+
+// Codes of the AG-UI bridge's RUN_ERROR events, besides the ones above.
+const (
+	CodeBadInput        Code = "bad_input"
+	CodeDuplicateEntry  Code = "duplicate_entry"
+	CodeMissingEntry    Code = "missing_entry"
+	CodeLostState       Code = "lost_state"
+	CodeNotInterrupted  Code = "not_interrupted"
+	CodeRejected        Code = "rejected"
+	CodeRunFailed       Code = "run_failed"
+	CodeAgentNotAllowed Code = "agent_not_allowed"
+	CodeNotOwner        Code = "not_owner"
+	CodeRunExists       Code = "run_exists"
 )
 
 // Verdict tells a decision's sender what became of it. It is the body of the
@@ -429,4 +471,14 @@ type HistoryEntry struct {
 	DecisionID  string    `json:"decisionId,omitempty"`
 	Approver    string    `json:"approver,omitempty"`
 	Detail      string    `json:"detail,omitempty"`
+}
+
+// PendingInterrupt is an entry of the pending index: an interrupt waiting
+// for a decision, with its run.
+type PendingInterrupt struct {
+	RunID    string `json:"runId"`
+	Agent    string `json:"agent"`
+	ThreadID string `json:"threadId,omitempty"`
+	InterruptState
+	SuspendedAt time.Time `json:"suspendedAt"`
 }

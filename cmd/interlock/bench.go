@@ -13,10 +13,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/interlockhq/interlock/internal/benchmark"
+	"github.com/interlockhq/interlock/internal/floor"
 	"github.com/interlockhq/interlock/internal/histogram"
 	"github.com/interlockhq/interlock/jetstream/embedded"
-	"github.com/interlockhq/interlock/jetstream/floor"
-	"github.com/interlockhq/interlock/processor/benchmark"
 )
 
 // cycler is what both Interlock and the floor do.

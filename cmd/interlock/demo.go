@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -160,7 +161,7 @@ func runDemo(ctx context.Context, g *globals, emb *embeddedFlags, out, errOut io
 	if err := client.Provision(ctx); err != nil {
 		return err
 	}
-	co := processor.NewCoordinator(client, processor.CoordinatorConfig{Logger: log})
+	co := coordinator.New(client, coordinator.Config{Logger: log})
 	if err := co.Start(ctx); err != nil {
 		return err
 	}

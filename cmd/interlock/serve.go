@@ -14,9 +14,10 @@ import (
 
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
-	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/approvers"
+	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/processor/notifier"
+	"github.com/interlockhq/interlock/processor/rules"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -81,7 +82,7 @@ func newServe(g *globals) *cobra.Command {
 		ackWait     time.Duration
 		notify      string
 		metricsAddr string
-		expiry      processor.ExpiryDefaults
+		expiry      rules.ExpiryDefaults
 		web         webFlags
 		identities  string
 		linkSecret  string
@@ -122,7 +123,7 @@ stops taking messages, lets the ones under way finish, and exits.`,
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz here, e.g. 127.0.0.1:9464")
 	f := cmd.Flags()
 	f.DurationVar(&expiry.Timeout, "default-timeout", 0, "deadline for interrupts that set none (0: none)")
-	f.StringVar(&expiry.Action, "on-expiry", subjects.ExpiryCancel, "default at a deadline: cancel (fail closed) or escalate")
+	f.StringVar((*string)(&expiry.Action), "on-expiry", string(subjects.ExpiryCancel), "default at a deadline: cancel (fail closed) or escalate")
 	f.DurationSliceVar(&expiry.RemindBefore, "remind-before", nil, "default reminders before each deadline, e.g. 1h,10m")
 	f.DurationVar(&expiry.Extend, "escalate-extend", 0, "escalate: how far each escalation moves the deadline")
 	f.IntVar(&expiry.Times, "escalate-times", 1, "escalate: escalations before cancelling")
@@ -141,7 +142,7 @@ type serveConfig struct {
 	replicas, concurrency int
 	ackWait               time.Duration
 	notify, metricsAddr   string
-	expiry                processor.ExpiryDefaults
+	expiry                rules.ExpiryDefaults
 	web                   webFlags
 	identities            string
 	linkSecretEnv         string
@@ -191,7 +192,7 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 			return err
 		}, sc.metricsAddr,
 		func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
-			co := processor.NewCoordinator(client, processor.CoordinatorConfig{Concurrency: sc.concurrency, AckWait: sc.ackWait, Logger: log,
+			co := coordinator.New(client, coordinator.Config{Concurrency: sc.concurrency, AckWait: sc.ackWait, Logger: log,
 				Expiry: sc.expiry, Groups: dir.Groups, Registry: reg})
 			if err := co.Start(ctx); err != nil {
 				return nil, err

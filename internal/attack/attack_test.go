@@ -13,6 +13,7 @@ import (
 
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/store"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -188,7 +189,8 @@ func TestAttackReplyToOverwritesAnotherRun(t *testing.T) {
 	d.suspend(agent, "run-1", "ada")
 	d.suspend(agent, "run-2", "bob")
 	auditor := d.client("auditor")
-	before, err := auditor.GetRun(d.ctx, "run-2")
+	runs := store.NewJetStream(auditor)
+	_, before, err := runs.Run(d.ctx, "run-2")
 	require.NoError(t, err)
 
 	a := d.attacker("ada")
@@ -214,9 +216,9 @@ func TestAttackReplyToOverwritesAnotherRun(t *testing.T) {
 		return n == 3
 	}, 20*time.Second, 20*time.Millisecond, "each refused reply is audited")
 
-	after, err := auditor.GetRun(d.ctx, "run-2")
+	_, after, err := runs.Run(d.ctx, "run-2")
 	require.NoError(t, err)
-	assert.Equal(t, before.Revision, after.Revision, "run-2's record is untouched")
+	assert.Equal(t, before, after, "run-2's record is untouched")
 	rec, err := processor.NewClient(auditor).Run(d.ctx, "run-2")
 	require.NoError(t, err)
 	assert.Equal(t, subjects.RunSuspended, rec.Status)

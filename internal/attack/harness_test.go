@@ -20,6 +20,7 @@ import (
 	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/jetstream/jstest"
 	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/processor/gateway"
 	"github.com/interlockhq/interlock/processor/notifier"
 	"github.com/interlockhq/interlock/subjects"
@@ -34,6 +35,7 @@ func TestMain(m *testing.M) {
 	// deploy/notifier.yaml's secrets.
 	os.Setenv("OPS_WEBHOOK_SECRET", "a-webhook-secret-for-tests")
 	os.Setenv("SMTP_PASSWORD", "smtp-password")
+	jstest.RaiseParallel()
 	goleak.VerifyTestMain(m)
 }
 
@@ -61,7 +63,7 @@ func newDeployment(t *testing.T) *deployment {
 	// `interlock serve --nats-url ...` as the coordinator: it provisions too.
 	coord := d.client("coordinator")
 	require.NoError(t, coord.Provision(ctx))
-	co := processor.NewCoordinator(coord, processor.CoordinatorConfig{Logger: quiet, AckWait: 2 * time.Second})
+	co := coordinator.New(coord, coordinator.Config{Logger: quiet, AckWait: 2 * time.Second})
 	require.NoError(t, co.Start(ctx))
 	t.Cleanup(co.Stop)
 	return d

@@ -3,7 +3,10 @@
 // connection closes with the message unacked, as when its process dies.
 package fault
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // Hook, when it returns true for a point, abandons the work there.
 type Hook func(point string) bool
@@ -30,4 +33,16 @@ func Once(point string) (Hook, <-chan struct{}) {
 		}
 		return picked
 	}, fired
+}
+
+type hookKey struct{}
+
+// With returns ctx carrying h, for a component that takes its fault hook
+// from the context its Start is given.
+func With(ctx context.Context, h Hook) context.Context { return context.WithValue(ctx, hookKey{}, h) }
+
+// From returns the hook ctx carries, or nil.
+func From(ctx context.Context) Hook {
+	h, _ := ctx.Value(hookKey{}).(Hook)
+	return h
 }

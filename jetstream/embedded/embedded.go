@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -30,6 +31,11 @@ const (
 
 // ErrConfig means the server configuration is not usable.
 var ErrConfig = errors.New("embedded server config")
+
+// ErrListen means the server could not start one of its listeners (client,
+// cluster or monitoring), typically because the port is in use. Start
+// reports it as soon as the server does, not after StartTimeout.
+var ErrListen = errors.New("embedded server cannot listen")
 
 // Config is what the embedded server is.
 type Config struct {
@@ -116,18 +122,49 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	fatal := fatalLog(make(chan string, 1))
+	ns.SetLogger(fatal, false, false)
 	ns.Start()
 	timeout := cfg.StartTimeout
 	if timeout == 0 {
 		timeout = 10 * time.Second
 	}
-	if !ns.ReadyForConnections(timeout) {
-		ns.Shutdown()
-		return nil, fmt.Errorf("nats-server did not start listening on %s within %s (is the port in use?)",
-			net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)), timeout)
+	deadline := time.Now().Add(timeout)
+	for !ns.ReadyForConnections(50 * time.Millisecond) {
+		select {
+		case msg := <-fatal:
+			ns.Shutdown()
+			if strings.Contains(msg, "listen") {
+				return nil, fmt.Errorf("%w: %s", ErrListen, msg)
+			}
+			return nil, fmt.Errorf("%w: %s", ErrConfig, msg)
+		default:
+		}
+		if time.Now().After(deadline) {
+			ns.Shutdown()
+			return nil, fmt.Errorf("nats-server did not start listening on %s within %s (is the port in use?)",
+				net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)), timeout)
+		}
 	}
 	return &Server{ns: ns, cfg: cfg}, nil
 }
+
+// fatalLog is the server's logger: silent, except that it hands the first
+// fatal error (a listener that could not start, JetStream that could not)
+// to Start.
+type fatalLog chan string
+
+func (l fatalLog) Fatalf(format string, v ...any) {
+	select {
+	case l <- fmt.Sprintf(format, v...):
+	default:
+	}
+}
+func (fatalLog) Noticef(string, ...any) {}
+func (fatalLog) Warnf(string, ...any)   {}
+func (fatalLog) Errorf(string, ...any)  {}
+func (fatalLog) Debugf(string, ...any)  {}
+func (fatalLog) Tracef(string, ...any)  {}
 
 func orDefault(s, d string) string {
 	if s == "" {

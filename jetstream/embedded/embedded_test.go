@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
@@ -20,11 +22,15 @@ import (
 	"github.com/interlockhq/interlock/jetstream/jstest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	jstest.RaiseParallel()
+	goleak.VerifyTestMain(m)
+}
 
 // The shipped single-node config starts, admits no anonymous client, and
 // Interlock provisions on it as admin.
 func TestDeploySingleConfig(t *testing.T) {
+	t.Parallel()
 	jstest.SetPasswords(t)
 	srv, err := embedded.Start(embedded.Config{ConfigFile: "../../deploy/nats/single.conf",
 		DataDir: t.TempDir(), Port: -1})
@@ -40,7 +46,33 @@ func TestDeploySingleConfig(t *testing.T) {
 	require.NoError(t, c.Provision(ctx))
 }
 
+// A listener that cannot bind (client, cluster or monitoring port in use)
+// fails Start at once with ErrListen naming the cause, not after
+// StartTimeout.
+func TestListenErrors(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	port := taken.Addr().(*net.TCPAddr).Port
+	for name, adjust := range map[string]func(*server.Options){
+		"client": func(o *server.Options) { o.Port = port },
+		"cluster": func(o *server.Options) {
+			o.Cluster.Name, o.Cluster.Host, o.Cluster.Port = "c", "127.0.0.1", port
+			o.Routes = []*url.URL{{Scheme: "nats-route", Host: taken.Addr().String()}}
+		},
+		"monitoring": func(o *server.Options) { o.HTTPHost, o.HTTPPort = "127.0.0.1", port },
+	} {
+		began := time.Now()
+		_, err := embedded.Start(embedded.Config{DataDir: t.TempDir(), Port: -1, StartTimeout: time.Minute, Adjust: adjust})
+		require.ErrorIs(t, err, embedded.ErrListen, name)
+		assert.Contains(t, err.Error(), "address already in use", name)
+		assert.Less(t, time.Since(began), 20*time.Second, "%s: reported at once, not after StartTimeout", name)
+	}
+}
+
 func TestConfigFileErrors(t *testing.T) {
+	t.Parallel()
 	_, err := embedded.Start(embedded.Config{ConfigFile: "no-such.conf"})
 	require.ErrorIs(t, err, embedded.ErrConfig)
 }
@@ -49,6 +81,7 @@ func TestConfigFileErrors(t *testing.T) {
 // no anonymous client, Interlock provisions R3 streams on it, and a later
 // provisioning with fewer replicas lowers nothing.
 func TestDeployClusterConfigs(t *testing.T) {
+	t.Parallel()
 	jstest.SetPasswords(t)
 	servers := jstest.Cluster(t, 3, "../../deploy/nats/cluster/n1.conf", "../../deploy/nats/cluster/n2.conf",
 		"../../deploy/nats/cluster/n3.conf")
@@ -77,16 +110,18 @@ func TestDeployClusterConfigs(t *testing.T) {
 	js, err := njs.New(nc)
 	require.NoError(t, err)
 	for _, name := range []string{one.StreamName(jetstream.StreamWork), one.StreamName(jetstream.StreamEvents),
-		"KV_" + one.RunsBucket(), "KV_" + one.BucketName(jetstream.PendingBucket)} {
+		"KV_" + one.BucketName(jetstream.RunsBucket), "KV_" + one.BucketName(jetstream.PendingBucket)} {
 		st, err := js.Stream(ctx, name)
 		require.NoError(t, err)
 		require.Equal(t, 3, st.CachedInfo().Config.Replicas, name)
 	}
 
-	// The monitoring listener answers: health, and which node leads what.
+	// The monitoring listener answers: health (once the node has caught up
+	// with the streams just created), and which node leads what.
 	for _, s := range servers {
 		require.NotEmpty(t, s.MonitorURL(), s.Name())
-		require.Equal(t, http.StatusOK, httpGet(t, s.MonitorURL()+"/healthz").StatusCode, s.Name())
+		require.Eventually(t, func() bool { return httpGet(t, s.MonitorURL()+"/healthz").StatusCode == http.StatusOK },
+			20*time.Second, 20*time.Millisecond, s.Name())
 		var jsz struct {
 			Meta struct {
 				Leader      string `json:"leader"`

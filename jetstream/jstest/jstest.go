@@ -5,9 +5,13 @@ package jstest
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -93,7 +97,10 @@ func ClientURL(t testing.TB, urls string, cfg ...jetstream.Config) *jetstream.Cl
 	return cl
 }
 
-// FreePorts returns n distinct free loopback ports.
+// FreePorts returns n distinct loopback ports that were free a moment ago.
+// Another process may take one before the caller binds it: only for what
+// must be known before anything listens (cluster route ports), with a
+// retry when the bind fails (see Cluster).
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
 	var ls []net.Listener
@@ -112,46 +119,38 @@ func FreePorts(t testing.TB, n int) []int {
 	return ports
 }
 
+// clusterAttempts bounds how often Cluster and ProcessCluster start again
+// on a new set of route ports after one was taken before its node bound it.
+const clusterAttempts = 5
+
+// routes are the route URLs of cluster nodes on the given ports.
+func routes(ports []int) []string {
+	var out []string
+	for _, p := range ports {
+		out = append(out, "nats-route://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+	}
+	return out
+}
+
 // Cluster starts n servers forming one JetStream cluster on loopback, each
 // in its own temporary directory. configs, when given, are nats-server
-// configuration files (one per node) whose ports (monitoring included) are
-// moved to free ones.
-// It returns when the cluster has a JetStream meta leader.
+// configuration files (one per node) whose ports are moved: client and
+// monitoring listeners to ports the kernel picks, routes to free ones.
+// A route port taken before its node could bind it starts the cluster
+// again on new ones. It returns when the cluster has a JetStream meta
+// leader.
 func Cluster(t testing.TB, n int, configs ...string) []*embedded.Server {
 	t.Helper()
-	ports := FreePorts(t, 3*n)
-	var routes []*url.URL
-	for i := range n {
-		routes = append(routes, &url.URL{Scheme: "nats-route", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[n+i]))})
-	}
-	servers := make([]*embedded.Server, n)
-	errs := make(chan error, n)
-	for i := range n {
-		cfg := embedded.Config{DataDir: t.TempDir(), Port: ports[i], Name: fmt.Sprintf("n%d", i+1),
-			Sync: embedded.SyncInterval, StartTimeout: 20 * time.Second}
-		if len(configs) > i {
-			cfg.ConfigFile, cfg.Name = configs[i], ""
+	var servers []*embedded.Server
+	for attempt := 1; ; attempt++ {
+		var err error
+		if servers, err = startCluster(t, n, configs); err == nil {
+			break
 		}
-		clusterPort, httpPort := ports[n+i], ports[2*n+i]
-		cfg.Adjust = func(o *server.Options) {
-			if o.HTTPPort != 0 {
-				o.HTTPHost, o.HTTPPort = "127.0.0.1", httpPort
-			}
-			if o.Cluster.Name == "" {
-				o.Cluster.Name = "interlock-test"
-			}
-			o.Cluster.Host, o.Cluster.Port, o.Routes = "127.0.0.1", clusterPort, routes
-		}
-		go func() {
-			srv, err := embedded.Start(cfg)
-			servers[i] = srv
-			errs <- err
-		}()
-	}
-	for range n {
-		if err := <-errs; err != nil {
+		if !errors.Is(err, embedded.ErrListen) || attempt == clusterAttempts {
 			t.Fatalf("start cluster node: %v", err)
 		}
+		t.Logf("cluster attempt %d: %v; again on new route ports", attempt, err)
 	}
 	for _, s := range servers {
 		t.Cleanup(s.Shutdown)
@@ -172,6 +171,55 @@ func Cluster(t testing.TB, n int, configs ...string) []*embedded.Server {
 		}
 		time.Sleep(50 * time.Millisecond) // polling the servers' state; no event to wait on
 	}
+}
+
+// startCluster starts the n nodes of Cluster at once, on new route ports;
+// when one fails it stops the others and returns its error.
+func startCluster(t testing.TB, n int, configs []string) ([]*embedded.Server, error) {
+	ports := FreePorts(t, n)
+	var urls []*url.URL
+	for _, r := range routes(ports) {
+		u, _ := url.Parse(r)
+		urls = append(urls, u)
+	}
+	servers := make([]*embedded.Server, n)
+	errs := make(chan error, n)
+	for i := range n {
+		cfg := embedded.Config{DataDir: t.TempDir(), Port: -1, Name: fmt.Sprintf("n%d", i+1),
+			Sync: embedded.SyncInterval, StartTimeout: 20 * time.Second}
+		if len(configs) > i {
+			cfg.ConfigFile, cfg.Name = configs[i], ""
+		}
+		cfg.Adjust = func(o *server.Options) {
+			if o.HTTPPort != 0 {
+				o.HTTPHost, o.HTTPPort = "127.0.0.1", -1
+			}
+			if o.Cluster.Name == "" {
+				o.Cluster.Name = "interlock-test"
+			}
+			o.Cluster.Host, o.Cluster.Port, o.Routes = "127.0.0.1", ports[i], urls
+		}
+		go func() {
+			srv, err := embedded.Start(cfg)
+			servers[i] = srv
+			errs <- err
+		}()
+	}
+	var first error
+	for range n {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		for _, s := range servers {
+			if s != nil {
+				s.Shutdown()
+			}
+		}
+		return nil, first
+	}
+	return servers, nil
 }
 
 // URLs joins the servers' client URLs for a client that may fail over.
@@ -195,16 +243,40 @@ func Password(user string) string { return "pw-" + user }
 // from.
 func PasswordEnv(user string) string { return "INTERLOCK_" + strings.ToUpper(user) + "_PASSWORD" }
 
-// SetPasswords sets every user's password in the environment for t, so
-// that a server can load the shipped auth.conf.
-func SetPasswords(t *testing.T) {
+// SetPasswords sets every user's password in the process environment, so
+// that a server can load the shipped auth.conf. The values are always the
+// same, so they stay set for the rest of the test binary and parallel tests
+// may all call it (t.Setenv would forbid t.Parallel).
+func SetPasswords(t testing.TB) {
 	t.Helper()
 	for _, u := range Users {
-		t.Setenv(PasswordEnv(u), Password(u))
+		if err := os.Setenv(PasswordEnv(u), Password(u)); err != nil {
+			t.Fatalf("set %s: %v", PasswordEnv(u), err)
+		}
 	}
 }
 
 // As puts user's name and password into each of the comma-separated urls.
 func As(user, urls string) string {
 	return strings.ReplaceAll(urls, "nats://", "nats://"+user+":"+Password(user)+"@")
+}
+
+// waitingParallelism is how many tests RaiseParallel lets run at once per
+// CPU.
+const waitingParallelism = 4
+
+// RaiseParallel lets waitingParallelism parallel tests per CPU run at once
+// unless -test.parallel was given. Call it in TestMain before m.Run, in
+// packages whose tests each start their own server and spend most of their
+// time waiting on it (deliveries, acks, timers), not on the CPU: go test's
+// default, one per CPU, leaves a 2-core machine mostly idle.
+func RaiseParallel() {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		_ = flag.Set("test.parallel", strconv.Itoa(waitingParallelism*runtime.GOMAXPROCS(0)))
+	}
 }

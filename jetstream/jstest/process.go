@@ -3,8 +3,8 @@ package jstest
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -24,12 +24,25 @@ import (
 // nodeEnv carries a node's spec to the child process RunNode serves it in.
 const nodeEnv = "INTERLOCK_JSTEST_NODE"
 
-// nodeSpec is one cluster node run in a process of its own.
+// nodeSpec is one cluster node run in a process of its own. Port and
+// HTTPPort are -1 (the kernel picks) until the node first starts, and then
+// the ports it got, which a restart binds again.
 type nodeSpec struct {
 	Name, ConfigFile, DataDir   string
 	Port, ClusterPort, HTTPPort int
 	Routes                      []string
 }
+
+// nodeReady is what a node process prints on its first line once it
+// listens: "ready" and the ports it got, or "listen-failed" and why.
+type nodeReady struct {
+	Port, HTTPPort int
+}
+
+const (
+	readyLine        = "ready "
+	listenFailedLine = "listen-failed "
+)
 
 // RunNode serves a cluster node and exits when this process was started by
 // ProcessCluster for that; otherwise it returns at once. Call it first in
@@ -46,11 +59,16 @@ func RunNode() {
 		os.Exit(2)
 	}
 	srv, err := embedded.Start(spec.config())
+	if errors.Is(err, embedded.ErrListen) {
+		fmt.Println(listenFailedLine + err.Error())
+		os.Exit(1)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start node:", err)
 		os.Exit(1)
 	}
-	fmt.Println("ready")
+	ports, _ := json.Marshal(nodeReady{Port: srv.Port(), HTTPPort: monitorPort(srv)})
+	fmt.Println(readyLine + string(ports))
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	eof := make(chan struct{})
@@ -64,6 +82,16 @@ func RunNode() {
 	}
 	srv.Shutdown()
 	os.Exit(0)
+}
+
+// monitorPort is the port of srv's monitoring listener.
+func monitorPort(srv *embedded.Server) int {
+	u, err := url.Parse(srv.MonitorURL())
+	if err != nil {
+		return 0
+	}
+	p, _ := strconv.Atoi(u.Port())
+	return p
 }
 
 func (s nodeSpec) config() embedded.Config {
@@ -122,9 +150,17 @@ func (n *Node) Running() bool {
 // directory after Kill) and waits until it accepts connections.
 func (n *Node) Start() {
 	n.t.Helper()
+	if err := n.start(); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+// start is Start, with a port that could not be bound reported as an error
+// matching embedded.ErrListen.
+func (n *Node) start() error {
 	exe, err := os.Executable()
 	if err != nil {
-		n.t.Fatalf("test binary: %v", err)
+		return fmt.Errorf("test binary: %w", err)
 	}
 	spec, _ := json.Marshal(n.spec)
 	cmd := exec.Command(exe, "-test.run=^$")
@@ -132,14 +168,14 @@ func (n *Node) Start() {
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		n.t.Fatalf("node stdin: %v", err)
+		return fmt.Errorf("node stdin: %w", err)
 	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		n.t.Fatalf("node stdout: %v", err)
+		return fmt.Errorf("node stdout: %w", err)
 	}
 	if err := cmd.Start(); err != nil {
-		n.t.Fatalf("start node %s: %v", n.spec.Name, err)
+		return fmt.Errorf("start node %s: %w", n.spec.Name, err)
 	}
 	n.cmd, n.done = cmd, make(chan struct{})
 	line, _ := bufio.NewReader(out).ReadString('\n')
@@ -148,10 +184,18 @@ func (n *Node) Start() {
 		_ = stdin.Close()
 		close(n.done)
 	}()
-	if strings.TrimSpace(line) != "ready" {
+	line = strings.TrimSpace(line)
+	if reason, ok := strings.CutPrefix(line, listenFailedLine); ok {
 		<-n.done
-		n.t.Fatalf("node %s did not start", n.spec.Name)
+		return fmt.Errorf("node %s: %w (%s)", n.spec.Name, embedded.ErrListen, reason)
 	}
+	var ready nodeReady
+	if raw, ok := strings.CutPrefix(line, readyLine); !ok || json.Unmarshal([]byte(raw), &ready) != nil {
+		<-n.done
+		return fmt.Errorf("node %s did not start", n.spec.Name)
+	}
+	n.spec.Port, n.spec.HTTPPort = ready.Port, ready.HTTPPort
+	return nil
 }
 
 // Kill SIGKILLs the node's process, as a crash would, and waits until it
@@ -191,22 +235,39 @@ func (n *Node) Healthy() bool {
 }
 
 // ProcessCluster starts n cluster nodes, each a separate process (the test
-// binary, see RunNode) with its own temporary directory and free loopback
-// ports, a monitoring listener included. configs, when given, are
-// nats-server configuration files (one per node) whose ports are moved.
-// It returns when every node's /healthz answers 200; the nodes are stopped
-// at cleanup.
+// binary, see RunNode) with its own temporary directory, loopback client
+// and monitoring listeners on ports the kernel picks, and free route ports.
+// configs, when given, are nats-server configuration files (one per node)
+// whose ports are moved. A route port taken before its node could bind it
+// starts the cluster again on new ones. It returns when every node's
+// /healthz answers 200; the nodes are stopped at cleanup.
 func ProcessCluster(t testing.TB, n int, configs ...string) []*Node {
 	t.Helper()
-	ports := FreePorts(t, 3*n)
-	var routes []string
-	for i := range n {
-		routes = append(routes, "nats-route://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[n+i])))
+	for attempt := 1; ; attempt++ {
+		nodes, err := startProcessCluster(t, n, configs)
+		if err == nil {
+			for _, node := range nodes {
+				t.Cleanup(node.Stop)
+			}
+			WaitHealthy(t, 30*time.Second, nodes...)
+			return nodes
+		}
+		if !errors.Is(err, embedded.ErrListen) || attempt == clusterAttempts {
+			t.Fatal(err)
+		}
+		t.Logf("cluster attempt %d: %v; again on new route ports", attempt, err)
 	}
+}
+
+// startProcessCluster starts the nodes of ProcessCluster on new route
+// ports, all at once; when one fails it stops the others and returns its
+// error.
+func startProcessCluster(t testing.TB, n int, configs []string) ([]*Node, error) {
+	ports := FreePorts(t, n)
 	nodes := make([]*Node, n)
 	for i := range n {
-		spec := nodeSpec{Name: fmt.Sprintf("n%d", i+1), DataDir: t.TempDir(), Port: ports[i], ClusterPort: ports[n+i],
-			HTTPPort: ports[2*n+i], Routes: routes}
+		spec := nodeSpec{Name: fmt.Sprintf("n%d", i+1), DataDir: t.TempDir(), Port: -1, ClusterPort: ports[i],
+			HTTPPort: -1, Routes: routes(ports)}
 		if len(configs) > i {
 			spec.ConfigFile = configs[i]
 			if o, err := server.ProcessConfigFile(configs[i]); err == nil {
@@ -215,12 +276,23 @@ func ProcessCluster(t testing.TB, n int, configs ...string) []*Node {
 		}
 		nodes[i] = &Node{t: t, spec: spec}
 	}
+	errs := make(chan error, n)
 	for _, node := range nodes {
-		node.Start()
-		t.Cleanup(node.Stop)
+		go func() { errs <- node.start() }()
 	}
-	WaitHealthy(t, 30*time.Second, nodes...)
-	return nodes
+	var first error
+	for range n {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		for _, node := range nodes {
+			node.Stop()
+		}
+		return nil, first
+	}
+	return nodes, nil
 }
 
 // WaitHealthy waits until every node's /healthz answers 200, or fails t.

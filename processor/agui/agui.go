@@ -29,6 +29,7 @@ import (
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/approvers"
 	"github.com/interlockhq/interlock/processor/authz"
+	"github.com/interlockhq/interlock/processor/rules"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -62,38 +63,26 @@ func (e ResumeEntry) payload() json.RawMessage {
 	return e.Payload
 }
 
-// Error codes of RUN_ERROR events the bridge sends before a run starts.
-const (
-	CodeBadInput         = "bad_input"
-	CodeDuplicateEntry   = "duplicate_entry"
-	CodeUnknownInterrupt = "unknown_interrupt"
-	CodeMissingEntry     = "missing_entry"
-	CodeExpired          = "expired"
-	CodeSchemaMismatch   = "schema_mismatch"
-	CodeLostState        = "lost_state"
-	CodeNotInterrupted   = "not_interrupted"
-	CodeRejected         = "rejected"
-	CodeRunFailed        = "run_failed"
-	CodeUnavailable      = "unavailable"
-	CodeNotAllowed       = "not_allowed"
-	CodeAgentNotAllowed  = "agent_not_allowed"
-	CodeNotOwner         = "not_owner"
-	CodeRunExists        = "run_exists"
-)
-
 // Bridge serves POST /agui/{agent}.
 type Bridge struct {
 	nc      *jetstream.Client
 	client  *processor.Client
 	threads *jetstream.Bucket
-	log     *slog.Logger
+	rules   rules.Set
+	cfg     Config
+}
+
+// Config is what a bridge is: who its callers are, where refusals are
+// audited, how long a request waits.
+type Config struct {
+	Logger *slog.Logger
+	// Identity returns the authenticated caller; a request without one is
+	// refused. The gateway passes its own authentication.
+	Identity func(r *http.Request) approvers.Identity
 	// Audit, when set, records a refusal of who may do what (codes
 	// agent_not_allowed, not_owner, not_allowed) in the audit trail; the
-	// gateway sets it to its access_refused events.
-	Audit func(r *http.Request, code, identity, detail string)
-	// Identity returns the authenticated caller; a request without one
-	// is refused. The gateway sets it to its own authentication.
-	Identity func(r *http.Request) approvers.Identity
+	// gateway passes its access_refused events.
+	Audit func(r *http.Request, code subjects.Code, identity, detail string)
 	// Wait bounds how long one request waits for its pass; default 5 minutes.
 	Wait time.Duration
 }
@@ -153,15 +142,18 @@ func threadsBucket(ctx context.Context, nc *jetstream.Client) (*jetstream.Bucket
 
 // New returns a bridge; it opens the threads bucket (a client that has
 // provisioned creates it).
-func New(ctx context.Context, nc *jetstream.Client, log *slog.Logger) (*Bridge, error) {
+func New(ctx context.Context, nc *jetstream.Client, cfg Config) (*Bridge, error) {
 	threads, err := threadsBucket(ctx, nc)
 	if err != nil {
 		return nil, err
 	}
-	if log == nil {
-		log = slog.Default()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
-	return &Bridge{nc: nc, client: processor.NewClient(nc), threads: threads, log: log, Wait: 5 * time.Minute}, nil
+	if cfg.Wait <= 0 {
+		cfg.Wait = 5 * time.Minute
+	}
+	return &Bridge{nc: nc, client: processor.NewClient(nc), threads: threads, cfg: cfg, rules: rules.Set{}}, nil
 }
 
 func threadKey(thread string) string {
@@ -197,7 +189,7 @@ func (s *stream) started() {
 	s.send(map[string]any{"type": "RUN_STARTED", "threadId": s.input.ThreadID, "runId": s.input.RunID})
 }
 
-func (s *stream) fail(code, format string, args ...any) {
+func (s *stream) fail(code subjects.Code, format string, args ...any) {
 	s.send(map[string]any{"type": "RUN_ERROR", "message": fmt.Sprintf(format, args...), "code": code})
 }
 
@@ -212,7 +204,7 @@ type session struct {
 	rev    uint64
 	loaded string
 	// audit records an authorization refusal (nil: none).
-	audit func(code, detail string)
+	audit func(code subjects.Code, detail string)
 	// caught are events of the thread's earlier run sent in this request,
 	// for the transcript.
 	caught []map[string]any
@@ -221,11 +213,11 @@ type session struct {
 
 // fail ends the request with RUN_ERROR and records why in the log: who
 // asked what on which thread, and the code.
-func (s *session) fail(code, format string, args ...any) {
+func (s *session) fail(code subjects.Code, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	s.log.Warn("AG-UI request refused", "code", code, "identity", s.id.Name, "agent", s.agent,
 		"thread", s.input.ThreadID, "clientRunId", s.input.RunID, "reason", msg)
-	if s.audit != nil && (code == CodeAgentNotAllowed || code == CodeNotOwner || code == CodeNotAllowed) {
+	if s.audit != nil && (code == subjects.CodeAgentNotAllowed || code == subjects.CodeNotOwner || code == subjects.CodeNotAllowed) {
 		s.audit(code, msg)
 	}
 	s.stream.fail(code, "%s", msg)
@@ -238,8 +230,8 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var id approvers.Identity
-	if b.Identity != nil {
-		id = b.Identity(r)
+	if b.cfg.Identity != nil {
+		id = b.cfg.Identity(r)
 	}
 	if id.Name == "" {
 		// Fail closed: the gateway authenticates before this.
@@ -253,27 +245,27 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	s := &session{stream: &stream{w: w, f: flusher, input: in}, id: id, agent: r.PathValue("agent"), log: b.log}
-	if b.Audit != nil {
-		s.audit = func(code, detail string) { b.Audit(r, code, id.Name, detail) }
+	s := &session{stream: &stream{w: w, f: flusher, input: in}, id: id, agent: r.PathValue("agent"), log: b.cfg.Logger}
+	if b.cfg.Audit != nil {
+		s.audit = func(code subjects.Code, detail string) { b.cfg.Audit(r, code, id.Name, detail) }
 	}
 	switch {
 	case err != nil:
-		s.fail(CodeBadInput, "the body is not a RunAgentInput: %v", err)
+		s.fail(subjects.CodeBadInput, "the body is not a RunAgentInput: %v", err)
 		return
 	case in.ThreadID == "" || in.RunID == "":
-		s.fail(CodeBadInput, "threadId and runId are required")
+		s.fail(subjects.CodeBadInput, "threadId and runId are required")
 		return
 	}
 	if err := subjects.ValidateToken("agent", s.agent); err != nil {
-		s.fail(CodeBadInput, "%v", err)
+		s.fail(subjects.CodeBadInput, "%v", err)
 		return
 	}
 	if !authz.MayStart(s.agent, id) {
-		s.fail(CodeAgentNotAllowed, "%s may not run agent %s (the identities file lists the agents each identity may start)", id.Name, s.agent)
+		s.fail(subjects.CodeAgentNotAllowed, "%s may not run agent %s (the identities file lists the agents each identity may start)", id.Name, s.agent)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), b.Wait)
+	ctx, cancel := context.WithTimeout(r.Context(), b.cfg.Wait)
 	defer cancel()
 	b.serve(ctx, s)
 }
@@ -283,7 +275,7 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (b *Bridge) serve(ctx context.Context, s *session) {
 	t, rev, err := b.loadThread(ctx, s.input.ThreadID)
 	if err != nil {
-		s.fail(CodeUnavailable, "%v", err)
+		s.fail(subjects.CodeUnavailable, "%v", err)
 		return
 	}
 	s.thread, s.rev = t, rev
@@ -291,10 +283,10 @@ func (b *Bridge) serve(ctx context.Context, s *session) {
 		s.loaded = t.RunID
 		switch {
 		case t.Owner != s.id.Name:
-			s.fail(CodeNotOwner, "thread %q belongs to another identity; start a thread of your own", t.ThreadID)
+			s.fail(subjects.CodeNotOwner, "thread %q belongs to another identity; start a thread of your own", t.ThreadID)
 			return
 		case t.Agent != s.agent:
-			s.fail(CodeBadInput, "thread %q runs agent %s, not %s", t.ThreadID, t.Agent, s.agent)
+			s.fail(subjects.CodeBadInput, "thread %q runs agent %s, not %s", t.ThreadID, t.Agent, s.agent)
 			return
 		}
 		if run := t.answered(s.input.RunID); run != "" {
@@ -311,7 +303,7 @@ func (b *Bridge) serve(ctx context.Context, s *session) {
 	if t != nil && t.RunID != "" {
 		rec, err := b.client.Run(ctx, t.RunID)
 		if err != nil && !errors.Is(err, processor.ErrRunNotFound) {
-			s.fail(CodeUnavailable, "%v", err)
+			s.fail(subjects.CodeUnavailable, "%v", err)
 			return
 		}
 		if rec == nil || !rec.Status.Terminal() {
@@ -397,17 +389,17 @@ func (b *Bridge) start(ctx context.Context, s *session) {
 	if s.thread == nil {
 		s.thread = &threadRecord{ThreadID: s.input.ThreadID, Owner: s.id.Name, Agent: s.agent}
 		if err := b.saveThread(s); err != nil {
-			s.fail(CodeUnavailable, "%v", err)
+			s.fail(subjects.CodeUnavailable, "%v", err)
 			return
 		}
 		if s.thread.Owner != s.id.Name || s.thread.Agent != s.agent { // a concurrent request created it
-			s.fail(CodeNotOwner, "thread %q belongs to another identity or agent; start a thread of your own", s.input.ThreadID)
+			s.fail(subjects.CodeNotOwner, "thread %q belongs to another identity or agent; start a thread of your own", s.input.ThreadID)
 			return
 		}
 	}
 	f, err := b.subscribe(run)
 	if err != nil {
-		s.fail(CodeUnavailable, "%v", err)
+		s.fail(subjects.CodeUnavailable, "%v", err)
 		return
 	}
 	defer f.close()
@@ -422,9 +414,9 @@ func (b *Bridge) start(ctx context.Context, s *session) {
 	input, _ := json.Marshal(s.input)
 	if _, err := b.client.Start(ctx, s.agent, json.RawMessage(input), processor.WithRunID(run),
 		processor.WithThreadID(s.input.ThreadID)); err != nil {
-		code := CodeUnavailable
+		code := subjects.CodeUnavailable
 		if errors.Is(err, processor.ErrRunExists) {
-			code = CodeRunExists
+			code = subjects.CodeRunExists
 		}
 		_ = b.saveThread(s) // what was caught up was delivered
 		s.fail(code, "%v", err)
@@ -435,7 +427,7 @@ func (b *Bridge) start(ctx context.Context, s *session) {
 	s.thread.RunID, s.thread.Delivered = run, 0
 	s.thread.remember(s.input.RunID, run)
 	if err := b.saveThread(s); err != nil {
-		s.fail(CodeUnavailable, "%v", err)
+		s.fail(subjects.CodeUnavailable, "%v", err)
 		return
 	}
 	b.relay(ctx, s, f, run, 0)
@@ -446,16 +438,16 @@ func (b *Bridge) start(ctx context.Context, s *session) {
 // decided unless every entry passes.
 func (b *Bridge) resume(ctx context.Context, s *session) {
 	if s.thread == nil || s.thread.RunID == "" {
-		s.fail(CodeLostState, "no interrupted run is known for thread %q", s.input.ThreadID)
+		s.fail(subjects.CodeLostState, "no interrupted run is known for thread %q", s.input.ThreadID)
 		return
 	}
 	rec, err := b.client.Run(ctx, s.thread.RunID)
 	if errors.Is(err, processor.ErrRunNotFound) {
-		s.fail(CodeLostState, "no interrupted run is known for thread %q", s.input.ThreadID)
+		s.fail(subjects.CodeLostState, "no interrupted run is known for thread %q", s.input.ThreadID)
 		return
 	}
 	if err != nil {
-		s.fail(CodeUnavailable, "%v", err)
+		s.fail(subjects.CodeUnavailable, "%v", err)
 		return
 	}
 	if code, msg := b.check(rec, s.input.Resume, s.id); code != "" {
@@ -464,7 +456,7 @@ func (b *Bridge) resume(ctx context.Context, s *session) {
 	}
 	f, err := b.subscribe(rec.RunID)
 	if err != nil {
-		s.fail(CodeUnavailable, "%v", err)
+		s.fail(subjects.CodeUnavailable, "%v", err)
 		return
 	}
 	defer f.close()
@@ -477,7 +469,7 @@ func (b *Bridge) resume(ctx context.Context, s *session) {
 			req.Payload = p
 		}
 		if _, err := b.client.Decide(ctx, req); err != nil {
-			s.fail(CodeRejected, "interrupt %s: %v", e.InterruptID, err)
+			s.fail(subjects.CodeRejected, "interrupt %s: %v", e.InterruptID, err)
 			return
 		}
 	}
@@ -487,46 +479,36 @@ func (b *Bridge) resume(ctx context.Context, s *session) {
 
 // check applies the resume rules to a batch: the first broken rule's code
 // and message, or "" when every entry may be decided.
-func (b *Bridge) check(rec *subjects.Run, entries []ResumeEntry, id approvers.Identity) (code, msg string) {
-	byID := map[string]subjects.InterruptState{}
-	for _, in := range rec.Interrupts {
-		byID[in.ID] = in
-	}
+func (b *Bridge) check(rec *subjects.Run, entries []ResumeEntry, id approvers.Identity) (code subjects.Code, msg string) {
 	seen := map[string]bool{}
 	now := time.Now()
 	for _, e := range entries {
-		st, ok := byID[e.InterruptID]
 		switch {
 		case seen[e.InterruptID]:
-			return CodeDuplicateEntry, fmt.Sprintf("interrupt %s is answered twice", e.InterruptID)
-		case !ok:
-			return CodeUnknownInterrupt, fmt.Sprintf("interrupt %s is not an interrupt of the thread's latest run", e.InterruptID)
+			return subjects.CodeDuplicateEntry, fmt.Sprintf("interrupt %s is answered twice", e.InterruptID)
+		case rules.Find(rec, e.InterruptID) < 0:
+			return subjects.CodeUnknownInterrupt, fmt.Sprintf("interrupt %s is not an interrupt of the thread's latest run", e.InterruptID)
 		case e.Status != subjects.StatusResolved && e.Status != subjects.StatusCancelled:
-			return CodeBadInput, fmt.Sprintf("interrupt %s: status %q is not resolved or cancelled", e.InterruptID, e.Status)
-		case !authz.MayDecide(st.Interrupt, id):
-			return CodeNotAllowed, fmt.Sprintf("%s may not decide interrupt %s", id.Name, e.InterruptID)
-		case st.Decision != nil && st.Decision.Approver == subjects.ExpiryApprover:
-			if e.Status == subjects.StatusResolved {
-				return CodeExpired, fmt.Sprintf("interrupt %s expired at %s and was closed; cancel it to continue the thread",
-					e.InterruptID, st.ExpiresAt.Format(time.RFC3339))
-			}
-		case st.Decision != nil || rec.Status != subjects.RunSuspended || st.Pass != rec.Pass:
-			return CodeNotInterrupted, fmt.Sprintf("interrupt %s no longer waits (the run is %s; it was decided on another path?); "+
+			return subjects.CodeBadInput, fmt.Sprintf("interrupt %s: status %q is not resolved or cancelled", e.InterruptID, e.Status)
+		}
+		// The coordinator's own rules, on the decision the bridge will send.
+		d := subjects.Decision{Version: subjects.Version, InterruptID: e.InterruptID, Status: e.Status,
+			Payload: e.payload(), Approver: id.Name}
+		switch _, rej := b.rules.CheckDecision(rec, d, id, now); {
+		case rej == nil, rej == rules.Noop:
+			// Decidable, or a cancel of an expired interrupt: it changes
+			// nothing and lets the thread go on.
+		case rej.Code == subjects.CodeAlreadyDecided:
+			return subjects.CodeNotInterrupted, fmt.Sprintf("interrupt %s no longer waits (the run is %s; it was decided on another path?); "+
 				"send a run without resume to see where the thread stands", e.InterruptID, rec.Status)
-		case e.Status == subjects.StatusResolved && st.ExpiresAt != nil && !now.Before(*st.ExpiresAt):
-			return CodeExpired, fmt.Sprintf("interrupt %s expired at %s; it can be cancelled, not resolved",
-				e.InterruptID, st.ExpiresAt.Format(time.RFC3339))
 		default:
-			// The coordinator's own rule, on the payload the bridge will send.
-			if err := processor.CheckAnswer(st.Interrupt, e.Status, e.payload()); err != nil {
-				return CodeSchemaMismatch, fmt.Sprintf("interrupt %s: %v", e.InterruptID, err)
-			}
+			return rej.Code, fmt.Sprintf("interrupt %s: %s", e.InterruptID, rej.Detail)
 		}
 		seen[e.InterruptID] = true
 	}
 	for _, p := range rec.Pending() {
 		if !seen[p.ID] {
-			return CodeMissingEntry, fmt.Sprintf("interrupt %s is open and not answered: every open interrupt needs an entry", p.ID)
+			return subjects.CodeMissingEntry, fmt.Sprintf("interrupt %s is open and not answered: every open interrupt needs an entry", p.ID)
 		}
 	}
 	return "", ""
@@ -538,14 +520,14 @@ func (b *Bridge) check(rec *subjects.Run, entries []ResumeEntry, id approvers.Id
 func (b *Bridge) follow(ctx context.Context, s *session, run string) {
 	f, err := b.subscribe(run)
 	if err != nil {
-		s.fail(CodeUnavailable, "%v", err)
+		s.fail(subjects.CodeUnavailable, "%v", err)
 		return
 	}
 	defer f.close()
 	s.started()
 	rec, err := b.client.Run(ctx, run)
 	if err != nil && !errors.Is(err, processor.ErrRunNotFound) {
-		s.fail(CodeUnavailable, "%v", err)
+		s.fail(subjects.CodeUnavailable, "%v", err)
 		return
 	}
 	target := 0
@@ -616,7 +598,7 @@ func (b *Bridge) relay(ctx context.Context, s *session, f *feed, run string, tar
 		}
 		rec, err := b.client.Run(ctx, run)
 		if err != nil && !errors.Is(err, processor.ErrRunNotFound) {
-			s.fail(CodeUnavailable, "%v", err)
+			s.fail(subjects.CodeUnavailable, "%v", err)
 			return
 		}
 		if rec != nil && (rec.Status.Terminal() || rec.Status == subjects.RunSuspended && rec.Pass >= target) {
@@ -629,7 +611,7 @@ func (b *Bridge) relay(ctx context.Context, s *session, f *feed, run string, tar
 		select {
 		case <-ctx.Done():
 			_ = b.saveThread(s)
-			s.fail(CodeUnavailable, "the run did not report back in time; it goes on, and the next request on the thread shows it")
+			s.fail(subjects.CodeUnavailable, "the run did not report back in time; it goes on, and the next request on the thread shows it")
 			return
 		case <-f.wake:
 		case <-tick.C:
@@ -646,19 +628,19 @@ func (b *Bridge) pump(ctx context.Context, s *session, run string, caught bool) 
 	}
 	subject, err := b.nc.Namespace().AGUI(run)
 	if err != nil {
-		s.fail(CodeUnavailable, "%v", err)
+		s.fail(subjects.CodeUnavailable, "%v", err)
 		return false
 	}
 	for {
 		msgs, err := b.nc.Messages(ctx, jetstream.StreamAGUI, subject, s.thread.Delivered+1, 256)
 		if err != nil {
-			s.fail(CodeUnavailable, "%v", err)
+			s.fail(subjects.CodeUnavailable, "%v", err)
 			return false
 		}
 		for _, m := range msgs {
 			var ev map[string]any
 			if json.Unmarshal(m.Data, &ev) != nil {
-				b.log.Warn("AG-UI event is not a JSON object; skipped", "run", run, "seq", m.Sequence)
+				b.cfg.Logger.Warn("AG-UI event is not a JSON object; skipped", "run", run, "seq", m.Sequence)
 			} else if !s.send(ev) {
 				return false
 			}
@@ -684,7 +666,7 @@ func (b *Bridge) finish(ctx context.Context, s *session, rec *subjects.Run) {
 		}
 		messages, err := b.transcript(ctx, s, rec.RunID)
 		if err != nil {
-			s.fail(CodeUnavailable, "%v", err)
+			s.fail(subjects.CodeUnavailable, "%v", err)
 			return
 		}
 		final = append(final, map[string]any{"type": "MESSAGES_SNAPSHOT", "messages": messages})
@@ -699,10 +681,10 @@ func (b *Bridge) finish(ctx context.Context, s *session, rec *subjects.Run) {
 		}
 		done["outcome"] = map[string]any{"type": "success"}
 	default:
-		done = map[string]any{"type": "RUN_ERROR", "message": rec.Error, "code": CodeRunFailed}
+		done = map[string]any{"type": "RUN_ERROR", "message": rec.Error, "code": subjects.CodeRunFailed}
 	}
 	if err := b.saveThread(s); err != nil {
-		s.fail(CodeUnavailable, "%v", err)
+		s.fail(subjects.CodeUnavailable, "%v", err)
 		return
 	}
 	for _, ev := range append(final, done) {

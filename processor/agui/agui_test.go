@@ -25,6 +25,7 @@ import (
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/agui"
 	"github.com/interlockhq/interlock/processor/approvers"
+	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/processor/gateway"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -128,7 +129,7 @@ type env struct {
 	t        *testing.T
 	srv      *embedded.Server
 	nc       *jetstream.Client
-	co       *processor.Coordinator
+	co       *coordinator.Coordinator
 	client   *processor.Client
 	gateways []*httptest.Server
 }
@@ -145,7 +146,7 @@ identities:
 	require.NoError(t, err)
 	e.nc = jstest.Client(t, e.srv)
 	e.client = processor.NewClient(e.nc)
-	e.co = processor.NewCoordinator(jstest.Client(t, e.srv), processor.CoordinatorConfig{Logger: quiet, Groups: dir.Groups})
+	e.co = coordinator.New(jstest.Client(t, e.srv), coordinator.Config{Logger: quiet, Groups: dir.Groups})
 	require.NoError(t, e.co.Start(context.Background()))
 	t.Cleanup(e.co.Stop)
 	w := processor.NewWorker(jstest.Client(t, e.srv), processor.WorkerConfig{Logger: quiet})
@@ -217,11 +218,9 @@ func (e *env) runAs(i int, token, agent string, in map[string]any) []map[string]
 func (e *env) runOf(interruptID string) *subjects.Run {
 	e.t.Helper()
 	ctx := context.Background()
-	keys, err := e.nc.RunKeys(ctx)
+	runs, err := e.client.Runs(ctx)
 	require.NoError(e.t, err)
-	for _, k := range keys {
-		rec, err := e.client.Run(ctx, k)
-		require.NoError(e.t, err)
+	for _, rec := range runs {
 		for _, in := range rec.Interrupts {
 			if in.ID == interruptID {
 				return rec
@@ -404,20 +403,20 @@ func TestResumeRules(t *testing.T) {
 		name   string
 		thread string
 		resume []any
-		code   string
+		code   subjects.Code
 	}{
-		{"duplicate entry", "two", []any{ok(a), ok(a), ok(b)}, agui.CodeDuplicateEntry},
-		{"unknown entry", "two", []any{ok(a), ok(b), ok("int-nope")}, agui.CodeUnknownInterrupt},
-		{"missing entry", "two", []any{ok(a)}, agui.CodeMissingEntry},
-		{"payload failing responseSchema", "two", []any{entry(a, "resolved", "yes"), ok(b)}, agui.CodeSchemaMismatch},
-		{"bad status", "two", []any{entry(a, "approved", nil), ok(b)}, agui.CodeBadInput},
-		{"lost state", "never-seen", []any{ok(a)}, agui.CodeLostState},
+		{"duplicate entry", "two", []any{ok(a), ok(a), ok(b)}, subjects.CodeDuplicateEntry},
+		{"unknown entry", "two", []any{ok(a), ok(b), ok("int-nope")}, subjects.CodeUnknownInterrupt},
+		{"missing entry", "two", []any{ok(a)}, subjects.CodeMissingEntry},
+		{"payload failing responseSchema", "two", []any{entry(a, "resolved", "yes"), ok(b)}, subjects.CodeSchemaMismatch},
+		{"bad status", "two", []any{entry(a, "approved", nil), ok(b)}, subjects.CodeBadInput},
+		{"lost state", "never-seen", []any{ok(a)}, subjects.CodeLostState},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			evs := e.run(0, "assistant", map[string]any{"threadId": c.thread, "runId": "x2-" + c.name, "resume": c.resume})
 			require.Equal(t, []string{"RUN_ERROR"}, types(evs), "one RUN_ERROR before the run starts")
-			assert.Equal(t, c.code, evs[0]["code"])
+			assert.Equal(t, string(c.code), evs[0]["code"])
 			assert.NotEmpty(t, evs[0]["message"])
 		})
 	}
@@ -434,7 +433,7 @@ func TestResumeRules(t *testing.T) {
 	require.Eventually(t, func() bool { return time.Now().After(deadline) }, 5*time.Second, 20*time.Millisecond)
 	evs := e.run(0, "assistant", map[string]any{"threadId": "exp", "runId": "y2", "resume": []any{ok(exp["id"])}})
 	require.Equal(t, []string{"RUN_ERROR"}, types(evs))
-	assert.Equal(t, agui.CodeExpired, evs[0]["code"])
+	assert.Equal(t, string(subjects.CodeExpired), evs[0]["code"])
 }
 
 // Issue 12.2: once the expiry timer has closed an interrupt, resolving it
@@ -455,7 +454,7 @@ func TestExpiredInterrupt(t *testing.T) {
 
 	evs := e.run(0, "assistant", map[string]any{"threadId": "exp2", "runId": "z2", "resume": []any{entry(id, "resolved", true)}})
 	require.Equal(t, []string{"RUN_ERROR"}, types(evs))
-	assert.Equal(t, agui.CodeExpired, evs[0]["code"])
+	assert.Equal(t, string(subjects.CodeExpired), evs[0]["code"])
 
 	evs = e.run(0, "assistant", map[string]any{"threadId": "exp2", "runId": "z3", "resume": []any{entry(id, "cancelled", nil)}})
 	require.Equal(t, "RUN_STARTED", evs[0]["type"], "%v", evs)
@@ -500,7 +499,7 @@ func TestEventsWhileAwayReachNextRun(t *testing.T) {
 	// Issue 12.6: a resume for interrupts that no longer wait.
 	evs := e.run(0, "assistant", map[string]any{"threadId": "away", "runId": "w2", "resume": []any{entry(id, "resolved", true)}})
 	require.Equal(t, []string{"RUN_ERROR"}, types(evs))
-	assert.Equal(t, agui.CodeNotInterrupted, evs[0]["code"])
+	assert.Equal(t, string(subjects.CodeNotInterrupted), evs[0]["code"])
 
 	// The next run on the thread first delivers what the replay emitted
 	// while nobody listened, then starts afresh.
@@ -529,7 +528,7 @@ func TestResumeDecidedWhileRunAsksAgain(t *testing.T) {
 	require.NoError(t, err)
 	evs := e.run(0, "sequential", map[string]any{"threadId": "again", "runId": "q2", "resume": []any{entry(id, "resolved", nil)}})
 	require.Equal(t, []string{"RUN_ERROR"}, types(evs))
-	assert.Equal(t, agui.CodeNotInterrupted, evs[0]["code"])
+	assert.Equal(t, string(subjects.CodeNotInterrupted), evs[0]["code"])
 	assert.Contains(t, evs[0]["message"], "no longer waits")
 }
 
@@ -546,7 +545,7 @@ func TestBatchAuthorization(t *testing.T) {
 	evs := e.run(0, "assistant", map[string]any{"threadId": "auth", "runId": "b2",
 		"resume": []any{entry(ins[0]["id"], "resolved", true), entry(ins[1]["id"], "resolved", nil)}})
 	require.Equal(t, []string{"RUN_ERROR"}, types(evs), "refused before the run starts")
-	assert.Equal(t, agui.CodeNotAllowed, evs[0]["code"])
+	assert.Equal(t, string(subjects.CodeNotAllowed), evs[0]["code"])
 	rec := e.runOf(ins[0]["id"].(string))
 	assert.Len(t, rec.Pending(), 2, "the allowed entry was not applied either")
 
@@ -575,7 +574,7 @@ func TestOwnership(t *testing.T) {
 	}
 	evs := e.runAs(0, malToken, "assistant", map[string]any{"threadId": "o", "runId": "o1"})
 	require.Equal(t, []string{"RUN_ERROR"}, types(evs))
-	assert.Equal(t, agui.CodeAgentNotAllowed, evs[0]["code"])
+	assert.Equal(t, string(subjects.CodeAgentNotAllowed), evs[0]["code"])
 
 	first := e.run(0, "assistant", map[string]any{"threadId": "mine", "runId": "o1"})
 	id := interrupts(t, first)[0]["id"].(string)
@@ -591,7 +590,7 @@ func TestOwnership(t *testing.T) {
 	} {
 		evs := e.runAs(0, adaToken, "assistant", in)
 		require.Equal(t, []string{"RUN_ERROR"}, types(evs))
-		assert.Equal(t, agui.CodeNotOwner, evs[0]["code"])
+		assert.Equal(t, string(subjects.CodeNotOwner), evs[0]["code"])
 		assert.NotContains(t, fmt.Sprint(evs), "Refund 40", "nothing of the thread is shown")
 	}
 	// Each refusal of who may do what is in the audit trail, as the
@@ -607,9 +606,9 @@ func TestOwnership(t *testing.T) {
 		}
 		return by
 	}
-	require.Eventually(t, func() bool { return len(refusals()[agui.CodeNotOwner]) == 2 }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return len(refusals()[subjects.CodeNotOwner]) == 2 }, 10*time.Second, 20*time.Millisecond)
 	assert.Equal(t, map[subjects.Code][]string{subjects.CodeUnauthenticated: {""}, // the bad token
-		agui.CodeAgentNotAllowed: {"mal"}, agui.CodeNotOwner: {"ada", "ada"}}, refusals())
+		subjects.CodeAgentNotAllowed: {"mal"}, subjects.CodeNotOwner: {"ada", "ada"}}, refusals())
 	// A new thread naming eve's Interlock run id as its runId gets a run
 	// of its own; eve's run is untouched.
 	evs = e.runAs(0, adaToken, "assistant", map[string]any{"threadId": "other", "runId": run})
@@ -624,7 +623,7 @@ func TestThreadKeepsItsAgent(t *testing.T) {
 	interrupts(t, e.run(0, "assistant", map[string]any{"threadId": "one", "runId": "k1"}))
 	evs := e.run(0, "gated", map[string]any{"threadId": "one", "runId": "k2"})
 	require.Equal(t, []string{"RUN_ERROR"}, types(evs))
-	assert.Equal(t, agui.CodeBadInput, evs[0]["code"])
+	assert.Equal(t, string(subjects.CodeBadInput), evs[0]["code"])
 }
 
 // Issue 12.5: re-sending a request that already finished is answered at
@@ -691,9 +690,9 @@ func TestConcurrentRequestsOnAThread(t *testing.T) {
 		evs := e.run(0, "assistant", map[string]any{"threadId": "busy", "runId": fmt.Sprint("c", i+1)})
 		assert.Equal(t, map[string]any{"type": "success"}, last(evs)["outcome"], "c%d was forgotten: %v", i+1, types(evs))
 	}
-	keys, err := e.nc.RunKeys(ctx)
+	runs, err := e.client.Runs(ctx)
 	require.NoError(t, err)
-	assert.Len(t, keys, 1, "no request started a run")
+	assert.Len(t, runs, 1, "no request started a run")
 }
 
 // A resume can land on any gateway: the state is in JetStream.
@@ -715,7 +714,7 @@ func TestBadInput(t *testing.T) {
 	resp.Body.Close()
 	assert.Contains(t, string(b), `"code":"bad_input"`)
 	evs := e.runAs(0, adaToken, "bad.agent", map[string]any{"threadId": "t", "runId": "r"})
-	assert.Equal(t, agui.CodeBadInput, evs[0]["code"])
+	assert.Equal(t, string(subjects.CodeBadInput), evs[0]["code"])
 }
 
 // Attack (security review): "Nothing is decided unless every entry passes." A batch
@@ -810,5 +809,5 @@ func TestCancelExpiredNeedsAuthority(t *testing.T) {
 	evs := e.runAs(0, adaToken, "timed", map[string]any{"threadId": "expired", "runId": "t2",
 		"resume": []any{entry(id, "cancelled", nil)}})
 	require.Equal(t, []string{"RUN_ERROR"}, types(evs), "refused before the run starts: %v", evs)
-	assert.Equal(t, agui.CodeNotAllowed, evs[0]["code"])
+	assert.Equal(t, string(subjects.CodeNotAllowed), evs[0]["code"])
 }

@@ -10,6 +10,7 @@ import (
 )
 
 func TestDirectory(t *testing.T) {
+	t.Parallel()
 	d, err := Parse("x", []byte("identities:\n  ada:\n    groups: [finance]\n    tokens: [\""+Digest("ada-token")+"\"]\n  bob: {}\n"))
 	require.NoError(t, err)
 	id, ok := d.Authenticate("ada-token")
@@ -43,6 +44,7 @@ func TestDirectory(t *testing.T) {
 }
 
 func TestDeployExampleLoads(t *testing.T) {
+	t.Parallel()
 	d, err := Load("../../deploy/identities.yaml")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"finance"}, d.Groups("ada"))
@@ -51,6 +53,7 @@ func TestDeployExampleLoads(t *testing.T) {
 // The agents an identity may start through the AG-UI bridge: listed, all
 // ("*"), or none when the key is absent (fail closed).
 func TestAgents(t *testing.T) {
+	t.Parallel()
 	d, err := Parse("x", []byte(`identities:
   ada: {tokens: ["`+Digest("a")+`"], agents: ["*"]}
   eve: {tokens: ["`+Digest("e")+`"], agents: [assistant]}

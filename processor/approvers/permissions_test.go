@@ -18,6 +18,7 @@ import (
 	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/jetstream/jstest"
 	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/processor/gateway"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -27,6 +28,7 @@ import (
 // decision, approver ada cannot publish as bob, and ada's own decision is
 // accepted with her identity.
 func TestNATSPermissions(t *testing.T) {
+	t.Parallel()
 	jstest.SetPasswords(t)
 	srv, err := embedded.Start(embedded.Config{ConfigFile: "../../deploy/nats/single.conf", DataDir: t.TempDir(),
 		Port: -1, Sync: embedded.SyncInterval})
@@ -47,7 +49,7 @@ func TestNATSPermissions(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	coord := dial("coordinator")
 	require.NoError(t, coord.Provision(ctx)) // as serve does
-	co := processor.NewCoordinator(coord, processor.CoordinatorConfig{Logger: quiet})
+	co := coordinator.New(coord, coordinator.Config{Logger: quiet})
 	require.NoError(t, co.Start(ctx))
 	defer co.Stop()
 

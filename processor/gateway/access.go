@@ -109,16 +109,16 @@ func (g *Gateway) auth(next http.HandlerFunc) http.HandlerFunc {
 		switch {
 		case errors.Is(err, errNoCredentials):
 			w.Header().Set("WWW-Authenticate", `Bearer realm="interlock"`)
-			writeError(w, http.StatusUnauthorized, CodeUnauthenticated, "%v", err)
+			writeError(w, http.StatusUnauthorized, subjects.CodeUnauthenticated, "%v", err)
 			return
 		case errors.Is(err, ErrUnauthenticated):
 			g.logins.fail(addressOf(r))
 			g.refused(r, subjects.CodeUnauthenticated, "", err.Error())
 			w.Header().Set("WWW-Authenticate", `Bearer realm="interlock"`)
-			writeError(w, http.StatusUnauthorized, CodeUnauthenticated, "%v", err)
+			writeError(w, http.StatusUnauthorized, subjects.CodeUnauthenticated, "%v", err)
 			return
 		case err != nil:
-			writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "%v", err)
+			writeError(w, http.StatusServiceUnavailable, subjects.CodeUnavailable, "%v", err)
 			return
 		}
 		next(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
@@ -136,7 +136,7 @@ func (g *Gateway) limited(w http.ResponseWriter, r *http.Request, l *limiter, id
 		g.refused(r, subjects.CodeRateLimited, identity, "too many failures; refused for a while")
 	}
 	w.Header().Set("Retry-After", fmt.Sprint(int(l.limit.Every.Seconds())+1))
-	writeError(w, http.StatusTooManyRequests, string(subjects.CodeRateLimited),
+	writeError(w, http.StatusTooManyRequests, subjects.CodeRateLimited,
 		"too many failed attempts from this identity or address; try again later")
 	return true
 }
@@ -154,7 +154,7 @@ func (g *Gateway) login(w http.ResponseWriter, r *http.Request) {
 	addr := addressOf(r)
 	if r.Header.Get(requestHeader) == "" {
 		g.refused(r, subjects.CodeCrossOrigin, "", "login without the "+requestHeader+" header")
-		writeError(w, http.StatusForbidden, string(subjects.CodeCrossOrigin), "log in from the inbox page")
+		writeError(w, http.StatusForbidden, subjects.CodeCrossOrigin, "log in from the inbox page")
 		return
 	}
 	if g.limited(w, r, g.logins, "", addr) {
@@ -164,14 +164,14 @@ func (g *Gateway) login(w http.ResponseWriter, r *http.Request) {
 		Token string `json:"token"`
 	}
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&body); err != nil {
-		writeError(w, http.StatusBadRequest, CodeInvalidJSON, "send {\"token\": \"...\"}")
+		writeError(w, http.StatusBadRequest, subjects.CodeInvalidJSON, "send {\"token\": \"...\"}")
 		return
 	}
 	id, ok := g.cfg.Directory.Authenticate(body.Token)
 	if !ok {
 		g.logins.fail(addr)
 		g.refused(r, subjects.CodeUnauthenticated, "", "login with a token that is not valid")
-		writeError(w, http.StatusUnauthorized, CodeUnauthenticated, "that token is not valid")
+		writeError(w, http.StatusUnauthorized, subjects.CodeUnauthenticated, "that token is not valid")
 		return
 	}
 	raw := make([]byte, 32)
@@ -180,7 +180,7 @@ func (g *Gateway) login(w http.ResponseWriter, r *http.Request) {
 	sum := sha256.Sum256([]byte(body.Token))
 	value, _ := json.Marshal(session{Identity: id.Name, Token: hex.EncodeToString(sum[:])})
 	if _, err := g.sessions.Mark(r.Context(), sessionKey(sid), value); err != nil {
-		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "the session could not be stored: %v", err)
+		writeError(w, http.StatusServiceUnavailable, subjects.CodeUnavailable, "the session could not be stored: %v", err)
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: sid, Path: "/", HttpOnly: true, Secure: true,
@@ -197,12 +197,12 @@ func whoAmI(w http.ResponseWriter, id approvers.Identity) {
 // bucket, so the cookie is worth nothing even if it was copied.
 func (g *Gateway) logout(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get(requestHeader) == "" {
-		writeError(w, http.StatusForbidden, string(subjects.CodeCrossOrigin), "log out from the inbox page")
+		writeError(w, http.StatusForbidden, subjects.CodeCrossOrigin, "log out from the inbox page")
 		return
 	}
 	if c, err := r.Cookie(sessionCookie); err == nil {
 		if err := g.sessions.Delete(r.Context(), sessionKey(c.Value)); err != nil {
-			writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "the session could not be ended: %v", err)
+			writeError(w, http.StatusServiceUnavailable, subjects.CodeUnavailable, "the session could not be ended: %v", err)
 			return
 		}
 	}

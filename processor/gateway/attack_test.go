@@ -176,7 +176,7 @@ func TestAttackCrossSiteLoginAndDecision(t *testing.T) {
 		}
 		resp, body := e.do(req)
 		assert.Equal(t, http.StatusForbidden, resp.StatusCode, "%v: %s", h, body)
-		assert.Contains(t, body, string(subjects.CodeCrossOrigin))
+		assert.Contains(t, body, subjects.CodeCrossOrigin)
 		assert.Empty(t, resp.Cookies(), "no session")
 	}
 	cookie := e.login("ada-token")

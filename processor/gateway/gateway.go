@@ -139,13 +139,9 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 	g.mux.HandleFunc("GET /v1/runs/{run}", g.auth(g.getRun))
 	g.mux.HandleFunc("GET /v1/runs/{run}/history", g.auth(g.history))
 	g.mux.HandleFunc("POST /v1/runs/{run}/interrupts/{interrupt}/decision", g.auth(g.decide))
-	bridge, err := agui.New(ctx, c, cfg.Logger)
+	bridge, err := agui.New(ctx, c, agui.Config{Logger: cfg.Logger, Identity: identityOf, Audit: g.refused})
 	if err != nil {
 		return nil, err
-	}
-	bridge.Identity = identityOf
-	bridge.Audit = func(r *http.Request, code, identity, detail string) {
-		g.refused(r, subjects.Code(code), identity, detail)
 	}
 	g.mux.HandleFunc("POST /agui/{agent}", g.auth(bridge.ServeHTTP))
 	g.mux.HandleFunc("GET /v1/stream", g.auth(g.stream))
@@ -196,20 +192,10 @@ func (s *statusWriter) Flush() {
 
 // Error is every error body: a stable code and a message for people.
 type Error struct {
-	Code    string            `json:"code"`
+	Code    subjects.Code     `json:"code"`
 	Message string            `json:"message"`
 	Verdict *subjects.Verdict `json:"verdict,omitempty"`
 }
-
-// Error codes the gateway adds to the coordinator's rejection codes.
-const (
-	CodeUnauthenticated = "unauthenticated"
-	CodeInvalidJSON     = "invalid_json"
-	CodeTooLarge        = "too_large"
-	CodeBadRequest      = "bad_request"
-	CodeNotFound        = "not_found"
-	CodeUnavailable     = "unavailable"
-)
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -217,7 +203,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func writeError(w http.ResponseWriter, status int, code, format string, args ...any) {
+func writeError(w http.ResponseWriter, status int, code subjects.Code, format string, args ...any) {
 	writeJSON(w, status, Error{Code: code, Message: fmt.Sprintf(format, args...)})
 }
 
@@ -247,7 +233,7 @@ func (g *Gateway) listInterrupts(w http.ResponseWriter, r *http.Request) {
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 500 {
-			writeError(w, http.StatusBadRequest, CodeBadRequest, "limit %q is not a number from 1 to 500", s)
+			writeError(w, http.StatusBadRequest, subjects.CodeBadRequest, "limit %q is not a number from 1 to 500", s)
 			return
 		}
 		limit = n
@@ -256,7 +242,7 @@ func (g *Gateway) listInterrupts(w http.ResponseWriter, r *http.Request) {
 	if s := q.Get("olderThan"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, CodeBadRequest, "olderThan %q is not a duration such as 10m", s)
+			writeError(w, http.StatusBadRequest, subjects.CodeBadRequest, "olderThan %q is not a duration such as 10m", s)
 			return
 		}
 		olderThan = d
@@ -265,14 +251,14 @@ func (g *Gateway) listInterrupts(w http.ResponseWriter, r *http.Request) {
 	if c := q.Get("cursor"); c != "" {
 		raw, err := base64.RawURLEncoding.DecodeString(c)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, CodeBadRequest, "cursor is not one this gateway returned")
+			writeError(w, http.StatusBadRequest, subjects.CodeBadRequest, "cursor is not one this gateway returned")
 			return
 		}
 		after = string(raw)
 	}
 	all, err := g.client.Pending(r.Context())
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "%v", err)
+		writeError(w, http.StatusServiceUnavailable, subjects.CodeUnavailable, "%v", err)
 		return
 	}
 	me := identityOf(r)
@@ -331,7 +317,7 @@ func (g *Gateway) readableRun(w http.ResponseWriter, r *http.Request) (*subjects
 	if !authz.MayReadRun(rec, me) {
 		g.refusals.fail(limitKey(me.Name), addr)
 		g.refusedRun(r, rec.RunID, subjects.CodeNotAllowed, me.Name, "read of a run the identity may not decide")
-		writeError(w, http.StatusForbidden, string(subjects.CodeNotAllowed),
+		writeError(w, http.StatusForbidden, subjects.CodeNotAllowed,
 			"%s may not read run %s: it asks nothing %s may decide", me.Name, rec.RunID, me.Name)
 		return nil, false
 	}
@@ -343,7 +329,7 @@ func (g *Gateway) readableRun(w http.ResponseWriter, r *http.Request) (*subjects
 func (g *Gateway) history(w http.ResponseWriter, r *http.Request) {
 	run := r.PathValue("run")
 	if err := subjects.ValidateToken("run id", run); err != nil {
-		writeError(w, http.StatusBadRequest, CodeBadRequest, "%v", err)
+		writeError(w, http.StatusBadRequest, subjects.CodeBadRequest, "%v", err)
 		return
 	}
 	// Auditors read the trail of any run id, recorded or not (rejected
@@ -356,7 +342,7 @@ func (g *Gateway) history(w http.ResponseWriter, r *http.Request) {
 	}
 	evs, err := g.client.Events(r.Context(), run)
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "%v", err)
+		writeError(w, http.StatusServiceUnavailable, subjects.CodeUnavailable, "%v", err)
 		return
 	}
 	if evs == nil {
@@ -370,11 +356,11 @@ func (g *Gateway) lookupFailed(w http.ResponseWriter, err error) bool {
 	case err == nil:
 		return false
 	case errors.Is(err, subjects.ErrInvalidToken):
-		writeError(w, http.StatusBadRequest, CodeBadRequest, "%v", err)
+		writeError(w, http.StatusBadRequest, subjects.CodeBadRequest, "%v", err)
 	case errors.Is(err, processor.ErrRunNotFound):
-		writeError(w, http.StatusNotFound, CodeNotFound, "%v", err)
+		writeError(w, http.StatusNotFound, subjects.CodeNotFound, "%v", err)
 	default:
-		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "%v", err)
+		writeError(w, http.StatusServiceUnavailable, subjects.CodeUnavailable, "%v", err)
 	}
 	return true
 }
@@ -411,27 +397,27 @@ func (g *Gateway) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	// refuse answers bad input the coordinator never sees: audited, and
 	// counted against the caller like a refused decision.
-	refuse := func(status int, code, format string, args ...any) {
+	refuse := func(status int, code subjects.Code, format string, args ...any) {
 		msg := fmt.Sprintf(format, args...)
 		g.refusals.fail(limitKey(me.Name), addr)
-		g.refusedRun(r, r.PathValue("run"), subjects.Code(code), me.Name, msg)
+		g.refusedRun(r, r.PathValue("run"), code, me.Name, msg)
 		writeError(w, status, code, "%s", msg)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.cfg.MaxBody))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		refuse(http.StatusRequestEntityTooLarge, CodeTooLarge, "the body is over %d bytes", g.cfg.MaxBody)
+		refuse(http.StatusRequestEntityTooLarge, subjects.CodeTooLarge, "the body is over %d bytes", g.cfg.MaxBody)
 		return
 	}
 	if err != nil {
-		refuse(http.StatusBadRequest, CodeBadRequest, "reading the body: %v", err)
+		refuse(http.StatusBadRequest, subjects.CodeBadRequest, "reading the body: %v", err)
 		return
 	}
 	var b DecisionBody
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&b); err != nil {
-		refuse(http.StatusBadRequest, CodeInvalidJSON, "the body is not a decision: %v", err)
+		refuse(http.StatusBadRequest, subjects.CodeInvalidJSON, "the body is not a decision: %v", err)
 		return
 	}
 	req := processor.DecisionRequest{RunID: r.PathValue("run"), InterruptID: r.PathValue("interrupt"), Status: b.Status,
@@ -451,13 +437,13 @@ func (g *Gateway) decide(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			status = http.StatusBadRequest
 		}
-		writeJSON(w, status, Error{Code: string(v.Code), Message: v.Detail, Verdict: &v})
+		writeJSON(w, status, Error{Code: v.Code, Message: v.Detail, Verdict: &v})
 	case errors.As(err, &pe):
-		refuse(statusOf[pe.Code], string(pe.Code), "%s", pe.Detail)
+		refuse(statusOf[pe.Code], pe.Code, "%s", pe.Detail)
 	case errors.Is(err, subjects.ErrInvalidToken):
-		refuse(http.StatusBadRequest, CodeBadRequest, "%v", err)
+		refuse(http.StatusBadRequest, subjects.CodeBadRequest, "%v", err)
 	case err != nil:
-		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "%v", err)
+		writeError(w, http.StatusServiceUnavailable, subjects.CodeUnavailable, "%v", err)
 	default:
 		writeJSON(w, http.StatusOK, map[string]any{"verdict": v})
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/interlockhq/interlock/jetstream/jstest"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/approvers"
+	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -60,7 +61,7 @@ identities:
   erin: {roles: [auditor], tokens: ["%s"]}
 `, approvers.Digest("ada-token"), approvers.Digest("bob-token"), approvers.Digest("carol-token"), approvers.Digest("erin-token"))))
 	require.NoError(t, err)
-	co := processor.NewCoordinator(jstest.Client(t, srv), processor.CoordinatorConfig{Logger: quiet, Groups: dir.Groups})
+	co := coordinator.New(jstest.Client(t, srv), coordinator.Config{Logger: quiet, Groups: dir.Groups})
 	require.NoError(t, co.Start(context.Background()))
 	t.Cleanup(co.Stop)
 	w := processor.NewWorker(jstest.Client(t, srv), processor.WorkerConfig{Logger: quiet})
@@ -147,6 +148,7 @@ func decisionPath(run, id string) string {
 }
 
 func TestDecideThroughTheGateway(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "ship?"})
 	status, out := e.call("POST", decisionPath(run, id), "ada-token", []byte(`{"status":"resolved","payload":{"ok":true},"comment":"go"}`))
@@ -176,10 +178,11 @@ func TestDecideThroughTheGateway(t *testing.T) {
 	assert.Contains(t, types, "decision_accepted")
 	status, out = e.call("GET", "/v1/runs/nope", "ada-token", nil)
 	assert.Equal(t, http.StatusNotFound, status)
-	assert.Equal(t, CodeNotFound, out["code"])
+	assert.Equal(t, string(subjects.CodeNotFound), out["code"])
 }
 
 func TestRefusals(t *testing.T) {
+	t.Parallel()
 	// Every refusal below counts against the test's one address.
 	e := newEnvWith(t, func(c *Config) { c.DecisionRefusals = Limit{Burst: 100, Every: time.Second} })
 	adaOnly, adaID := e.suspend(map[string]any{"Approvers": []string{"ada"}})
@@ -192,35 +195,35 @@ func TestRefusals(t *testing.T) {
 		name, path, token string
 		body              []byte
 		status            int
-		code              string
+		code              subjects.Code
 	}{
-		{"unauthenticated", decisionPath(adaOnly, adaID), "", ok, 401, CodeUnauthenticated},
-		{"unknown token", decisionPath(adaOnly, adaID), "forged", ok, 401, CodeUnauthenticated},
+		{"unauthenticated", decisionPath(adaOnly, adaID), "", ok, 401, subjects.CodeUnauthenticated},
+		{"unknown token", decisionPath(adaOnly, adaID), "forged", ok, 401, subjects.CodeUnauthenticated},
 		{"wrong approver", decisionPath(adaOnly, adaID), "bob-token", ok, 403, "not_allowed"},
 		{"wrong group", decisionPath(finance, finID), "bob-token", ok, 403, "not_allowed"},
 		{"someone else's interrupt", decisionPath(other, adaID), "ada-token", ok, 404, "unknown_interrupt"},
 		{"oversized body", decisionPath(adaOnly, adaID), "ada-token",
-			[]byte(`{"status":"resolved","payload":"` + strings.Repeat("x", 70<<10) + `"}`), 413, CodeTooLarge},
-		{"invalid JSON", decisionPath(adaOnly, adaID), "ada-token", []byte(`{"status":`), 400, CodeInvalidJSON},
-		{"unknown field", decisionPath(adaOnly, adaID), "ada-token", []byte(`{"status":"resolved","approver":"ada"}`), 400, CodeInvalidJSON},
+			[]byte(`{"status":"resolved","payload":"` + strings.Repeat("x", 70<<10) + `"}`), 413, subjects.CodeTooLarge},
+		{"invalid JSON", decisionPath(adaOnly, adaID), "ada-token", []byte(`{"status":`), 400, subjects.CodeInvalidJSON},
+		{"unknown field", decisionPath(adaOnly, adaID), "ada-token", []byte(`{"status":"resolved","approver":"ada"}`), 400, subjects.CodeInvalidJSON},
 		{"bad status", decisionPath(adaOnly, adaID), "ada-token", []byte(`{"status":"approved"}`), 400, "malformed"},
 		{"payload failing responseSchema", decisionPath(schema, schemaID), "bob-token", []byte(`{"status":"resolved","payload":{}}`), 422, "schema_mismatch"},
-		{"bad run id", decisionPath("a.b", "x"), "ada-token", ok, 400, CodeBadRequest},
+		{"bad run id", decisionPath("a.b", "x"), "ada-token", ok, 400, subjects.CodeBadRequest},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			status, out := e.call("POST", c.path, c.token, c.body)
 			assert.Equal(t, c.status, status, out)
-			assert.Equal(t, c.code, out["code"], out)
+			assert.Equal(t, string(c.code), out["code"], out)
 			assert.NotEmpty(t, out["message"])
 		})
 	}
 	// Each refusal is audited: the coordinator's as decision_rejected, the
 	// gateway's own (bad input it never forwards) as access_refused.
-	e.refusals(adaOnly, CodeInvalidJSON, 2)
-	e.refusals(adaOnly, CodeTooLarge, 1)
+	e.refusals(adaOnly, subjects.CodeInvalidJSON, 2)
+	e.refusals(adaOnly, subjects.CodeTooLarge, 1)
 	e.refusals(adaOnly, subjects.CodeMalformed, 1)
-	e.refusals(subjects.NoRun, CodeBadRequest, 1)
+	e.refusals(subjects.NoRun, subjects.CodeBadRequest, 1)
 	// The group member may; nothing above changed anything.
 	status, out := e.call("POST", decisionPath(finance, finID), "carol-token", ok)
 	assert.Equal(t, 200, status, out)
@@ -232,6 +235,7 @@ func TestRefusals(t *testing.T) {
 }
 
 func TestListPending(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for range 3 {
 		e.suspend(map[string]any{"Groups": []string{"finance"}})
@@ -274,7 +278,7 @@ func TestListPending(t *testing.T) {
 	assert.Empty(t, out["interrupts"])
 	status, out = e.call("GET", "/v1/interrupts?limit=0", "ada-token", nil)
 	assert.Equal(t, 400, status)
-	assert.Equal(t, CodeBadRequest, out["code"])
+	assert.Equal(t, string(subjects.CodeBadRequest), out["code"])
 	status, _ = e.call("GET", "/v1/interrupts", "", nil)
 	assert.Equal(t, 401, status)
 }
@@ -287,7 +291,7 @@ func BenchmarkDecisions(b *testing.B) {
 	srv := jstest.Server(b)
 	nc := jstest.Client(b, srv)
 	dir, _ := approvers.Parse("b", []byte(`identities: {ada: {tokens: ["`+approvers.Digest("tok")+`"]}}`))
-	co := processor.NewCoordinator(jstest.Client(b, srv), processor.CoordinatorConfig{Logger: quiet})
+	co := coordinator.New(jstest.Client(b, srv), coordinator.Config{Logger: quiet})
 	if err := co.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}
@@ -365,6 +369,7 @@ func (e *env) linkFor(run, id, action, approver string, ttl time.Duration) strin
 }
 
 func TestOneClickLinks(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "Deploy to production?"})
 	approve := e.linkFor(run, id, links.Approve, "ada", time.Hour)

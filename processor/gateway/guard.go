@@ -31,7 +31,7 @@ func (g *Gateway) guard(next http.Handler) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.refused(r, subjects.CodeCrossOrigin, "", "")
-		writeError(w, http.StatusForbidden, string(subjects.CodeCrossOrigin),
+		writeError(w, http.StatusForbidden, subjects.CodeCrossOrigin,
 			"cross-origin requests that change state are refused; use the gateway's own pages or an API token")
 	}))
 	protected := cop.Handler(next)

@@ -25,7 +25,7 @@ func (g *Gateway) inbox(w http.ResponseWriter, _ *http.Request) {
 func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
-		writeError(w, http.StatusInternalServerError, CodeUnavailable, "streaming unsupported")
+		writeError(w, http.StatusInternalServerError, subjects.CodeUnavailable, "streaming unsupported")
 		return
 	}
 	events := make(chan []byte, 64)
@@ -36,7 +36,7 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 		}
 	})
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "%v", err)
+		writeError(w, http.StatusServiceUnavailable, subjects.CodeUnavailable, "%v", err)
 		return
 	}
 	defer sub.Unsubscribe()

@@ -38,6 +38,7 @@ func screenshots() string {
 // controls are disabled. On a link page: whom one decides as, a refusal
 // next to its field, a success page repeating the answer.
 func TestApproverInBrowser(t *testing.T) {
+	t.Parallel()
 	node := e2e.Require(t, true, "playwright-core", "axe-core")
 	e := newEnv(t)
 	pay := map[string]any{"type": "object", "required": []string{"amount", "currency"}, "properties": map[string]any{

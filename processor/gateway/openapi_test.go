@@ -12,6 +12,7 @@ import (
 
 // The OpenAPI document parses and describes every route the gateway serves.
 func TestOpenAPIDescribesEveryRoute(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile("../../docs/openapi.yaml")
 	require.NoError(t, err)
 	var doc struct {

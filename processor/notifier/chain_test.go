@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -23,7 +24,7 @@ import (
 func (e *env) escalatingAgent() {
 	e.t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	co := processor.NewCoordinator(e.admin, processor.CoordinatorConfig{Logger: quiet})
+	co := coordinator.New(e.admin, coordinator.Config{Logger: quiet})
 	require.NoError(e.t, co.Start(ctx(e.t)))
 	e.t.Cleanup(co.Stop)
 	w := processor.NewWorker(e.admin, processor.WorkerConfig{Logger: quiet})
@@ -31,7 +32,7 @@ func (e *env) escalatingAgent() {
 		_, err := processor.Interrupt(ctx, processor.Request{Message: "Refund?", Timeout: 2 * time.Second,
 			Approvers: []string{"ada"}, ResponseSchema: json.RawMessage(`{"type":"object"}`),
 			Metadata: map[string]any{"team": "finance"}, RemindBefore: []time.Duration{time.Second},
-			OnExpiry: processor.ExpiryPolicy{Action: subjects.ExpiryEscalate, Approvers: []string{"boss"}, Extend: 2 * time.Second}})
+			OnExpiry: processor.Expiry{Action: subjects.ExpiryEscalate, Approvers: []string{"boss"}, Extend: 2 * time.Second}})
 		return nil, err
 	}))
 	require.NoError(e.t, w.Start(ctx(e.t)))
@@ -42,6 +43,7 @@ func (e *env) escalatingAgent() {
 // worker, a notifier, a webhook receiver. Notification services tell new,
 // reminder, escalated and expired apart by kind.
 func TestReminderAndEscalationChain(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.escalatingAgent()
 

@@ -32,11 +32,11 @@ func (e *env) notice(s subjects.Suspension, kind, timer string, at time.Time, st
 // differently on every sink, and one about a closed interrupt offers no
 // way to decide it: no commands, no links, no buttons.
 func TestEachKindRendersDifferentlyOnEverySink(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	hook, chat, dm := newReceiver(t, nil), newReceiver(t, nil), newReceiver(t, nil)
 	mb := newMailbox(t, false, false)
 	host, port, _ := net.SplitHostPort(mb.addr)
-	t.Setenv("TEST_LINK_SECRET", linkSecret)
 	var logLines syncbuf.Buffer
 	bus := make(chan []byte, 8)
 	sub, err := e.admin.Subscribe("team.notifications", func(_ string, data []byte) { bus <- data })

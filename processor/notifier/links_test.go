@@ -47,11 +47,11 @@ func linksIn(t *testing.T, text string) []string {
 // channel, a generic webhook, the log, NATS) get the inbox link, which needs
 // a login, and no link ever reaches a log.
 func TestPersonalLinksOnlyOnPersonalChannels(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	hook, chat, dm, bobHook := newReceiver(t, nil), newReceiver(t, nil), newReceiver(t, nil), newReceiver(t, nil)
 	mb := newMailbox(t, false, false)
 	host, port, _ := net.SplitHostPort(mb.addr)
-	t.Setenv("TEST_LINK_SECRET", linkSecret)
 	var logged, logLines syncbuf.Buffer
 	got := make(chan []byte, 1)
 	sub, err := e.admin.Subscribe("team.notifications", func(_ string, data []byte) { got <- data })
@@ -122,8 +122,8 @@ routes:
 }
 
 func TestPersonalSinkConfig(t *testing.T) {
+	t.Parallel()
 	const head = "gateway_url: https://gw.example.test\nlinks: {secret_env: TEST_PERSONAL_SECRET}\nsinks:\n"
-	t.Setenv("TEST_PERSONAL_SECRET", linkSecret)
 	for want, yaml := range map[string]string{
 		`x.yaml:4: sink "a": a log sink is a shared channel; it cannot carry ada's personal links`:  head + "  a: {type: log, personal: ada}\n",
 		`x.yaml:4: sink "a": a nats sink is a shared channel; it cannot carry ada's personal links`: head + "  a: {type: nats, subject: x, personal: ada}\n",
@@ -142,6 +142,7 @@ func TestPersonalSinkConfig(t *testing.T) {
 // channel): a failed delivery names only its host, in the logs, the dead
 // letter and the notification_failed event.
 func TestWebhookURLStaysOutOfErrors(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -142,7 +142,7 @@ func (n *Notifier) Start(ctx context.Context) error {
 	for _, cc := range n.consumerConfigs() {
 		name := strings.TrimPrefix(cc.Durable, "notifier_")
 		sink := n.sinks[name]
-		cons, err := n.client.Consume(ctx, cc, func(ctx context.Context, m *jetstream.Msg) error { return n.handle(ctx, name, sink, m) })
+		cons, err := n.client.Consume(ctx, cc, func(ctx context.Context, m *jetstream.Delivery) error { return n.handle(ctx, name, sink, m) })
 		if err != nil {
 			n.consumers.Stop()
 			return err
@@ -177,14 +177,14 @@ func (n *Notifier) bucket(ctx context.Context) (*jetstream.Bucket, error) {
 }
 
 // consumerConfigs are the durable consumers of the sinks some route sends to.
-func (n *Notifier) consumerConfigs() []jetstream.ConsumerConfig {
-	var out []jetstream.ConsumerConfig
+func (n *Notifier) consumerConfigs() []jetstream.ConsumeConfig {
+	var out []jetstream.ConsumeConfig
 	for _, sc := range n.cfg.Sinks {
 		if len(n.routes[sc.Name]) == 0 {
 			continue // no route sends here
 		}
 		name := sc.Name
-		out = append(out, jetstream.ConsumerConfig{
+		out = append(out, jetstream.ConsumeConfig{
 			Stream:         jetstream.StreamRuns,
 			Durable:        "notifier_" + name,
 			FilterSubjects: feedSubjects(n.client.Namespace()),
@@ -195,7 +195,7 @@ func (n *Notifier) consumerConfigs() []jetstream.ConsumerConfig {
 			Concurrency:    n.opts.MaxInFlight,
 			DeliverNew:     true,
 			Logger:         n.log,
-			OnDeadLetter:   func(m *jetstream.Msg, reason error) { n.deadLettered(name, m, reason) },
+			OnDeadLetter:   func(m *jetstream.Delivery, reason error) { n.deadLettered(name, m, reason) },
 		})
 	}
 	return out
@@ -236,7 +236,7 @@ func deliveryKey(sink string, s *subjects.Suspension, kind, timer string) string
 
 // feedItem decodes a message of the feed into the suspension it is about
 // and, for a notice, the notice (a new suspension gets Kind "new").
-func (n *Notifier) feedItem(m *jetstream.Msg) (subjects.Suspension, subjects.Notice, error) {
+func (n *Notifier) feedItem(m *jetstream.Delivery) (subjects.Suspension, subjects.Notice, error) {
 	a, err := n.client.Namespace().Parse(m.Subject)
 	if err != nil {
 		return subjects.Suspension{}, subjects.Notice{}, err
@@ -252,7 +252,7 @@ func (n *Notifier) feedItem(m *jetstream.Msg) (subjects.Suspension, subjects.Not
 	return subjects.Suspension{PassRef: notice.PassRef, Interrupts: notice.Interrupts}, notice, nil
 }
 
-func (n *Notifier) handle(ctx context.Context, sinkName string, sink Sink, m *jetstream.Msg) error {
+func (n *Notifier) handle(ctx context.Context, sinkName string, sink Sink, m *jetstream.Delivery) error {
 	s, notice, err := n.feedItem(m)
 	kind := notice.Kind
 	if err != nil {
@@ -369,7 +369,7 @@ func (n *Notifier) route(sink string, s *subjects.Suspension, kind string) (*rou
 }
 
 // deadLettered records a notification a sink never accepted.
-func (n *Notifier) deadLettered(sink string, m *jetstream.Msg, reason error) {
+func (n *Notifier) deadLettered(sink string, m *jetstream.Delivery, reason error) {
 	n.counts.WithLabelValues(sink, OutcomeDeadLettered).Inc()
 	a, err := n.client.Namespace().Parse(m.Subject)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -39,7 +40,26 @@ import (
 	"github.com/interlockhq/interlock/subjects"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// testEnv are the secrets the test configurations name by environment
+// variable. They are set once for the whole binary, not with t.Setenv,
+// which would forbid t.Parallel; no test changes them.
+var testEnv = map[string]string{
+	"TEST_LINK_SECRET":     linkSecret,
+	"TEST_PERSONAL_SECRET": linkSecret,
+	"TEST_SMTP_PASSWORD":   "secret",
+	"OPS_WEBHOOK_SECRET":   "ops-secret", // the shipped configs' names
+	"SMTP_PASSWORD":        "smtp-secret",
+}
+
+func TestMain(m *testing.M) {
+	for k, v := range testEnv {
+		if err := os.Setenv(k, v); err != nil {
+			panic(err)
+		}
+	}
+	jstest.RaiseParallel()
+	goleak.VerifyTestMain(m)
+}
 
 func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -271,6 +291,7 @@ retry:
 `
 
 func TestFanOutToThreeSinks(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	hook, slackRecv := newReceiver(t, nil), newReceiver(t, nil)
 	mb := newMailbox(t, false, false)
@@ -344,6 +365,7 @@ routes:
 }
 
 func TestRouteThatDoesNotMatch(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	hook := newReceiver(t, nil)
 	e.start(fmt.Sprintf(`
@@ -361,6 +383,7 @@ routes:
 }
 
 func TestSinkFailsTwiceThenSucceeds(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	hook := newReceiver(t, func(n int) int {
 		if n <= 2 {
@@ -389,6 +412,7 @@ routes:
 }
 
 func TestSinkThatAlwaysFailsIsDeadLettered(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	broken := newReceiver(t, func(int) int { return http.StatusBadGateway })
 	fine := newReceiver(t, nil)
@@ -425,6 +449,7 @@ routes:
 }
 
 func TestPermanentFailureIsNotRetried(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	hook := newReceiver(t, func(int) int { return http.StatusUnauthorized })
 	n := e.start(fmt.Sprintf(`
@@ -443,11 +468,13 @@ routes:
 // sink's acceptance and the record, the repeat carries the same
 // idempotency key, so the receiver can drop it.
 func TestNotifierKilledMidDelivery(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		point string
 		sends int
 	}{{"after-record", 1}, {"after-accept", 2}} {
 		t.Run(c.point, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t)
 			hook := newReceiver(t, nil)
 			cfg := fmt.Sprintf(`
@@ -476,6 +503,7 @@ routes:
 }
 
 func TestTwoNotifiersShareTheLoad(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	hook := newReceiver(t, nil)
 	cfg := fmt.Sprintf(`
@@ -513,6 +541,7 @@ routes:
 }
 
 func TestSignatureVerification(t *testing.T) {
+	t.Parallel()
 	secret := []byte("k")
 	body := []byte(`{"a":1}`)
 	now := time.Unix(1_700_000_000, 0)
@@ -528,10 +557,10 @@ func TestSignatureVerification(t *testing.T) {
 }
 
 func TestEmailWithStartTLSAndAuth(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	mb := newMailbox(t, true, true)
 	host, port, _ := net.SplitHostPort(mb.addr)
-	t.Setenv("TEST_SMTP_PASSWORD", "secret")
 	e.start(fmt.Sprintf(`
 sinks:
   mail:
@@ -549,6 +578,7 @@ routes:
 }
 
 func TestEmailWrongPasswordIsDeadLettered(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	mb := newMailbox(t, false, true)
 	host, port, _ := net.SplitHostPort(mb.addr)
@@ -602,6 +632,7 @@ routes:
 }
 
 func TestRouteTemplatesOverride(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	hook := newReceiver(t, nil)
 	e.start(fmt.Sprintf(`
@@ -622,6 +653,7 @@ routes:
 }
 
 func TestInvalidConfig(t *testing.T) {
+	t.Parallel()
 	cases := map[string]struct {
 		yaml, want string
 	}{
@@ -662,6 +694,7 @@ func TestInvalidConfig(t *testing.T) {
 }
 
 func TestWebhookCarriesTraceContext(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	hook := newReceiver(t, nil)
 	e.start(fmt.Sprintf("sinks:\n  ops: {type: webhook, url: %s}\nroutes:\n  - {match: 'true', sinks: [ops]}\n", hook.URL), nil)

@@ -14,6 +14,7 @@ import (
 // POST fails, the error (which reaches logs and dead letters) names the host
 // only.
 func TestWebhookErrorHidesURL(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := l.Addr().String()

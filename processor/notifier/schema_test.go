@@ -19,10 +19,10 @@ import (
 // escalation and an expiry, and checks every notification the webhook, NATS
 // and log sinks sent against docs/schema.
 func TestNotificationsMatchSchemas(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.escalatingAgent()
 
-	t.Setenv("TEST_LINK_SECRET", linkSecret)
 	hook, personal := newReceiver(t, nil), newReceiver(t, nil)
 	var logLines syncbuf.Buffer
 	bus := make(chan []byte, 16)

@@ -56,10 +56,10 @@ func shippedConfigs(t *testing.T) map[string][]byte {
 // notification. Sender, recipients, STARTTLS, AUTH, secrets, headers,
 // routes and templates stay as shipped.
 func TestShippedConfigsDeliver(t *testing.T) {
-	t.Setenv("OPS_WEBHOOK_SECRET", "ops-secret")
-	t.Setenv("SMTP_PASSWORD", "smtp-secret")
+	t.Parallel()
 	for name, data := range shippedConfigs(t) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			cfg, err := ParseConfig(name, data)
 			require.NoError(t, err)
 			e := newEnv(t)

@@ -27,6 +27,7 @@ package schema
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -34,6 +35,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/interlockhq/interlock/subjects"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -295,4 +297,19 @@ func compile(raw []byte) (*jsonschema.Schema, map[string]bool, error) {
 		return nil, nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return sch, props, nil
+}
+
+// CheckAnswer applies the responseSchema rule to an answer: a resolve of an
+// interrupt with a responseSchema needs a payload (absent when empty) that
+// satisfies it; a cancel, or an interrupt without a schema, needs nothing.
+// Errors match ErrMismatch, ErrBudget or ErrUnsafe and never contain the
+// payload.
+func (c *Cache) CheckAnswer(in subjects.Interrupt, status subjects.Status, payload json.RawMessage) error {
+	if status != subjects.StatusResolved || len(in.ResponseSchema) == 0 {
+		return nil
+	}
+	if len(payload) == 0 {
+		return fmt.Errorf("%w: interrupt %s has a responseSchema; a resolve needs a payload", ErrMismatch, in.ID)
+	}
+	return c.Validate(in.ResponseSchema, payload)
 }

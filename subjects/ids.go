@@ -1,4 +1,4 @@
-package processor
+package subjects
 
 import (
 	"crypto/sha256"
@@ -21,18 +21,23 @@ func InterruptID(run, toolCallID string, ordinal int) string {
 	return "int-" + hex.EncodeToString(h.Sum(nil))[:24]
 }
 
-// stepKey is the journal key of the ordinal-th call of step name within a
+// StepKey is the journal key of the ordinal-th call of step name within a
 // tool call.
-func stepKey(toolCallID, name string, ordinal int) string {
+func StepKey(toolCallID, name string, ordinal int) string {
 	return toolCallID + "/" + name + "#" + strconv.Itoa(ordinal)
 }
 
-// workMsgID is the Nats-Msg-Id of pass's work item: one per pass, so a
+// WorkMsgID is the Nats-Msg-Id of a pass's work item: one per pass, so a
 // work item published twice is stored once.
-func workMsgID(run string, pass int) string { return run + ":" + strconv.Itoa(pass) + ":work" }
+func WorkMsgID(run string, pass int) string { return run + ":" + strconv.Itoa(pass) + ":work" }
 
-// outcomeMsgID is the Nats-Msg-Id of a pass's outcome: one per pass,
+// OutcomeMsgID is the Nats-Msg-Id of a pass's outcome: one per pass,
 // whatever its kind.
-func outcomeMsgID(run string, pass int) string {
-	return run + ":" + strconv.Itoa(pass)
+func OutcomeMsgID(run string, pass int) string { return run + ":" + strconv.Itoa(pass) }
+
+// PendingKey is the key of an interrupt in the pending index: the run id,
+// a dot, and 24 hex digits of SHA-256 over the interrupt id.
+func PendingKey(run, interrupt string) string {
+	sum := sha256.Sum256([]byte(interrupt))
+	return run + "." + hex.EncodeToString(sum[:12])
 }

@@ -1,7 +1,7 @@
 // Package benchmark drives Interlock the way `interlock bench` measures it:
 // full cycles (start, suspend, decide, replay, complete) and parked runs,
 // with a coordinator and a worker on their own connections. Its figures are
-// compared with jetstream/floor, the same durable steps in raw nats.go.
+// compared with internal/floor, the same durable steps in raw nats.go.
 package benchmark
 
 import (
@@ -11,17 +11,18 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/interlockhq/interlock/internal/floor"
 	"github.com/interlockhq/interlock/internal/waiter"
 	"github.com/interlockhq/interlock/jetstream"
-	"github.com/interlockhq/interlock/jetstream/floor"
 	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/subjects"
 )
 
 // Cycle runs Interlock cycles against one server, under the prefix "bench".
 type Cycle struct {
 	conns  []*jetstream.Client
-	co     *processor.Coordinator
+	co     *coordinator.Coordinator
 	w      *processor.Worker
 	client *processor.Client
 	subs   []*jetstream.Subscription
@@ -71,7 +72,7 @@ func New(ctx context.Context, url string) (*Cycle, error) {
 		c.Close()
 		return nil, err
 	}
-	c.co = processor.NewCoordinator(cc, processor.CoordinatorConfig{Logger: quiet, Concurrency: 8})
+	c.co = coordinator.New(cc, coordinator.Config{Logger: quiet, Concurrency: 8})
 	wc, err := dial()
 	if err != nil {
 		c.Close()

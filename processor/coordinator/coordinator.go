@@ -1,0 +1,147 @@
+// Package coordinator is Interlock's coordinator service: the only writer
+// of run records. It consumes pass outcomes, decisions and due timers,
+// applies the rules of package rules to each, stores the new record with
+// compare-and-set (store.Update) and then publishes what the change
+// implies: the pending index, timers, the replay's work item, events and
+// the decision's verdict. Every publish is deduplicated by what it is
+// about, so a coordinator that crashes anywhere converges on redelivery,
+// and any number of coordinators may run against one NATS deployment.
+//
+// A decision's path: decision.go checks and records it; replay.go queues
+// the replay when it was the last one its pass waited for; events.go
+// publishes the events.
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/interlockhq/interlock/internal/fault"
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor/rules"
+	"github.com/interlockhq/interlock/processor/schema"
+	"github.com/interlockhq/interlock/processor/store"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// Config is what a coordinator is.
+type Config struct {
+	// Concurrency is the number of messages handled at once per input
+	// stream; messages of one run are handled in order. Default 4.
+	Concurrency int
+	// AckWait before another coordinator takes over an unacked message;
+	// default 30s.
+	AckWait time.Duration
+	Logger  *slog.Logger
+	// Now is the clock used for expiry; default time.Now.
+	Now func() time.Time
+	// Expiry holds the defaults for deadlines, reminders and escalation.
+	Expiry rules.ExpiryDefaults
+	// Groups maps an approver identity to its groups, for interrupts that
+	// name approver groups.
+	Groups func(identity string) []string
+	// Registry, when set, receives the coordinator's Prometheus metrics.
+	Registry prometheus.Registerer
+	// SchemaBudget bounds checking one payload against its responseSchema;
+	// default schema.DefaultBudget.
+	SchemaBudget time.Duration
+}
+
+// Coordinator is the only writer of run records.
+type Coordinator struct {
+	client  *jetstream.Client
+	store   store.Store
+	cfg     Config
+	ns      subjects.Namespace
+	rules   rules.Set
+	running jetstream.Consumers
+	metrics *metrics
+	// fault, in tests, abandons a message at a named point.
+	fault fault.Hook
+}
+
+// New returns a coordinator working through c.
+func New(c *jetstream.Client, cfg Config) *Coordinator {
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 4
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Coordinator{client: c, store: store.NewJetStream(c), cfg: cfg, ns: c.Namespace(),
+		metrics: newMetrics(cfg.Registry),
+		rules:   rules.Set{Expiry: cfg.Expiry, Groups: cfg.Groups, Schemas: &schema.Cache{Budget: cfg.SchemaBudget}}}
+}
+
+// Start consumes outcomes, decisions and due timers until Stop. A context
+// carrying a fault hook (internal/fault) abandons messages at its points,
+// for crash tests.
+func (co *Coordinator) Start(ctx context.Context) error {
+	co.fault = fault.From(ctx)
+	byRun := func(m *jetstream.Delivery) string {
+		a, _ := co.ns.Parse(m.Subject)
+		return a.Run
+	}
+	ns := co.ns
+	due := ns.All(subjects.KindTimers)
+	due = due[:len(due)-1] + "due.>"
+	inputs := []struct {
+		stream  jetstream.Stream
+		durable string
+		filter  []string
+		handle  jetstream.Handler
+	}{
+		{jetstream.StreamRuns, "coordinator_runs", []string{ns.All(subjects.KindSuspended), ns.All(subjects.KindCompleted),
+			ns.All(subjects.KindFailed)}, co.handleOutcome},
+		{jetstream.StreamDecisions, "coordinator_decisions", nil, co.handleDecision},
+		{jetstream.StreamTimers, "coordinator_timers", []string{due}, co.handleTimer},
+	}
+	for _, in := range inputs {
+		cons, err := co.client.Consume(ctx, jetstream.ConsumeConfig{
+			Stream: in.stream, Durable: in.durable, FilterSubjects: in.filter, AckWait: co.cfg.AckWait,
+			// Decisions may wait for their suspension to be recorded.
+			MaxDeliver:  50,
+			Concurrency: co.cfg.Concurrency, PartitionKey: byRun, Logger: co.cfg.Logger,
+		}, in.handle)
+		if err != nil {
+			co.Stop()
+			return err
+		}
+		co.running.Add(cons)
+		registerLag(co.cfg.Registry, co.client, in.stream, in.durable)
+	}
+	registerPending(co.cfg.Registry, co.client)
+	registerBacklog(co.cfg.Registry, co.client)
+	return nil
+}
+
+// Stop stops consuming and waits for the messages under way.
+func (co *Coordinator) Stop() { co.running.Stop() }
+
+// errAbandoned is a handler's error at a fault point.
+var errAbandoned = errors.New("abandoned by fault injection")
+
+func (co *Coordinator) crash(point string) bool { return co.fault.Crash(point, co.client.Close) }
+
+func (co *Coordinator) now() time.Time { return co.cfg.Now().UTC() }
+
+// update changes run's record through the one compare-and-set loop.
+func (co *Coordinator) update(ctx context.Context, run string, change func(rec *subjects.Run) (*subjects.Run, error)) (*subjects.Run, error) {
+	return store.Update(ctx, co.store, run, change)
+}
+
+// load returns run's record and revision; a nil record means none exists.
+func (co *Coordinator) load(ctx context.Context, run string) (*subjects.Run, error) {
+	rec, _, err := co.store.Run(ctx, run)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	return rec, err
+}

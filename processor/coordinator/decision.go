@@ -1,0 +1,234 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor/rules"
+	"github.com/interlockhq/interlock/processor/store"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// origin is the input a verdict answers: its subject, the dedup key of the
+// events about it, and where to send the reply.
+type origin struct {
+	subject  string
+	key      string
+	replyTo  string
+	via      string
+	approver string
+}
+
+func originOf(m *jetstream.Delivery) origin {
+	return origin{subject: m.Subject, key: "seq" + strconv.FormatUint(m.Sequence, 10),
+		replyTo: m.Header.Get(jetstream.HeaderReplyTo), via: truncate(m.Header.Get(jetstream.HeaderVia), 32)}
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Delivery) error {
+	defer co.metrics.timed("decision", time.Now())
+	o := originOf(m)
+	addr, err := co.ns.Parse(m.Subject)
+	if err == nil && addr.Kind != subjects.KindResume {
+		err = fmt.Errorf("%w: %s is not a resume subject", subjects.ErrInvalidSubject, m.Subject)
+	}
+	if err != nil {
+		// Audited under the run the subject names, when there is such a run.
+		run := subjects.NoRun
+		if r, ok := co.ns.ResumeRun(m.Subject); ok {
+			if rec, lerr := co.load(ctx, r); lerr != nil {
+				return lerr
+			} else if rec != nil {
+				run = r
+			}
+		}
+		return co.verdict(ctx, o, subjects.Decision{}, run, rules.Reject(subjects.CodeInvalidSubject, "%v", err), false)
+	}
+	o.approver = addr.Approver
+	d, err := subjects.DecodeDecision(m.Data)
+	if err != nil {
+		return co.verdict(ctx, o, d, addr.Run, rules.Reject(subjects.CodeOf(err), "%v", err), false)
+	}
+	// The identity is the subject's approver token, which NATS permissions
+	// bind to the publishing user; the body cannot claim another.
+	identity := addr.Approver
+	if identity != "" && d.Approver != "" && d.Approver != identity {
+		return co.verdict(ctx, o, d, addr.Run, rules.Reject(subjects.CodeNotAllowed,
+			"published as %s but the body names approver %s", identity, d.Approver), false)
+	}
+	if identity != "" {
+		d.Approver = identity
+	}
+	// The rules decide on the record as read; what they say is acted on
+	// once the compare-and-set is through.
+	var (
+		rec *subjects.Run
+		at  int
+		rej *rules.Rejection
+	)
+	next, err := co.update(ctx, addr.Run, func(current *subjects.Run) (*subjects.Run, error) {
+		rec = current
+		at, rej = co.rules.CheckDecision(current, d, co.rules.Principal(identity), co.now())
+		if rej != nil || current.Interrupts[at].Decision != nil {
+			return nil, nil
+		}
+		return rules.ApplyDecision(current, at, d, m.Sequence, co.now()), nil
+	})
+	switch {
+	case err != nil:
+		return err
+	case next != nil:
+		if co.crash("decision-after-record") {
+			return errAbandoned
+		}
+		if next.Status == subjects.RunResuming {
+			co.metrics.runs.WithLabelValues(string(subjects.RunResuming)).Inc()
+		}
+		return co.accepted(ctx, o, next, d)
+	case rej == rules.Noop:
+		return co.publishVerdict(ctx, o, rec.Agent, rec.Interrupts[at].Pass, subjects.Verdict{Version: subjects.Version,
+			DecisionID: d.DecisionID, RunID: rec.RunID, InterruptID: d.InterruptID, Outcome: subjects.OutcomeAccepted,
+			Detail: rej.Detail, At: co.now()})
+	case rej != nil:
+		if rej.Code == subjects.CodeUnknownRun || rej.Code == subjects.CodeUnknownInterrupt {
+			if wait, err := co.suspensionPending(ctx, addr.Run, rec); err != nil {
+				return err
+			} else if wait {
+				co.crash("decision-wait")
+				// The suspension this decision answers is in the stream but not
+				// yet recorded: come back once it is.
+				return jetstream.RetryAfter(retryDelay(m.Deliveries), rej)
+			}
+		}
+		return co.verdict(ctx, o, d, addr.Run, rej, false)
+	case rec.Interrupts[at].DecisionSeq == m.Sequence:
+		// The very message that was accepted, redelivered after a crash:
+		// finish its side effects and answer as the first time.
+		return co.accepted(ctx, o, rec, d)
+	default:
+		// Same decision id as the accepted one: a duplicate.
+		return co.verdict(ctx, o, d, addr.Run, nil, true)
+	}
+}
+
+func retryDelay(deliveries uint64) time.Duration {
+	d := 50 * time.Millisecond << min(deliveries, 6)
+	return min(d, 2*time.Second)
+}
+
+// suspensionPending reports whether the runs stream holds a suspension of
+// run newer than the record knows.
+func (co *Coordinator) suspensionPending(ctx context.Context, run string, rec *subjects.Run) (bool, error) {
+	filter, err := co.ns.RunSuspensions(run)
+	if err != nil {
+		return false, nil
+	}
+	last, err := co.client.LastMsg(ctx, jetstream.StreamRuns, filter)
+	if errors.Is(err, jetstream.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return rec == nil || last.Sequence > rec.SuspensionSeq, nil
+}
+
+// accepted finishes an accepted decision: the replay work item when it was
+// the last one awaited, the events, the reply. Every publish is deduplicated,
+// so running it again after a crash changes nothing.
+func (co *Coordinator) accepted(ctx context.Context, o origin, rec *subjects.Run, d subjects.Decision) error {
+	st := rec.Interrupts[rules.Find(rec, d.InterruptID)]
+	fx, replay, err := co.replay(rec, st)
+	if err != nil {
+		return err
+	}
+	fx.Unindex = append(fx.Unindex, store.PendingRef{RunID: rec.RunID, InterruptID: st.ID})
+	v := subjects.Verdict{Version: subjects.Version, DecisionID: d.DecisionID, RunID: rec.RunID,
+		InterruptID: d.InterruptID, Outcome: subjects.OutcomeAccepted, Replay: replay, At: co.now()}
+	fx.Events = append(fx.Events, co.verdictEvent(o, rec.Agent, st.Pass, &v))
+	if err := co.store.Commit(ctx, fx); err != nil {
+		return err
+	}
+	if co.crash("decision-after-work") {
+		return errAbandoned
+	}
+	return co.reply(ctx, o, v)
+}
+
+// verdict answers a decision that changes nothing: a rejection (rej set) or
+// a duplicate.
+func (co *Coordinator) verdict(ctx context.Context, o origin, d subjects.Decision, run string, rej *rules.Rejection, dup bool) error {
+	v := subjects.Verdict{Version: subjects.Version, DecisionID: d.DecisionID, RunID: run,
+		InterruptID: d.InterruptID, At: co.now()}
+	switch {
+	case dup:
+		v.Outcome = subjects.OutcomeDuplicate
+		v.Detail = "this decision was already accepted; nothing changed"
+	default:
+		v.Outcome, v.Code, v.Detail = subjects.OutcomeRejected, rej.Code, rej.Detail
+		co.cfg.Logger.Info("decision rejected", "run", run, "interrupt", d.InterruptID, "decision", d.DecisionID,
+			"code", rej.Code, "detail", rej.Detail)
+	}
+	return co.publishVerdict(ctx, o, "", 0, v)
+}
+
+func (co *Coordinator) publishVerdict(ctx context.Context, o origin, agent string, pass int, v subjects.Verdict) error {
+	if err := co.store.Commit(ctx, store.Effects{Events: []store.Event{co.verdictEvent(o, agent, pass, &v)}}); err != nil {
+		return err
+	}
+	return co.reply(ctx, o, v)
+}
+
+// verdictEvent is the decision_* event of verdict v (filled in with who and
+// how): one per decision message, its stream sequence the dedup key.
+func (co *Coordinator) verdictEvent(o origin, agent string, pass int, v *subjects.Verdict) store.Event {
+	v.Approver, v.Via = o.approver, o.via
+	co.metrics.decisions.WithLabelValues(string(v.Outcome), string(v.Code)).Inc()
+	t := map[subjects.Outcome]subjects.EventType{
+		subjects.OutcomeAccepted:  subjects.EventDecisionAccepted,
+		subjects.OutcomeRejected:  subjects.EventDecisionRejected,
+		subjects.OutcomeDuplicate: subjects.EventDecisionDuplicate,
+	}[v.Outcome]
+	return co.newEvent(subjects.Event{Type: t, RunID: v.RunID, Agent: agent, Pass: pass, Verdict: v,
+		Code: v.Code, Detail: v.Detail, Subject: o.subject}, o.key)
+}
+
+// reply sends the verdict to the sender's reply subject, if it named one
+// under the sender's own inbox prefix. Any other subject (another user's
+// inbox, a KV key, a stream's subject) is ignored and audited: the
+// coordinator never publishes where a sender points it with its own rights.
+func (co *Coordinator) reply(ctx context.Context, o origin, v subjects.Verdict) error {
+	if o.replyTo == "" {
+		return nil
+	}
+	if !subjects.ReplyAllowed(o.approver, o.replyTo) {
+		co.cfg.Logger.Warn("verdict reply refused", "run", v.RunID, "decision", v.DecisionID, "approver", o.approver,
+			"reply_to", truncate(o.replyTo, 256))
+		return co.event(ctx, subjects.Event{Type: subjects.EventReplyRefused, RunID: v.RunID, Code: subjects.CodeReplyRefused,
+			Subject: o.subject, Detail: fmt.Sprintf("Interlock-Reply-To %q is not under %s., the inbox of %s; no verdict was sent there",
+				truncate(o.replyTo, 256), subjects.InboxPrefix(o.approver), orAnonymous(o.approver))}, o.key+":reply")
+	}
+	data, _ := json.Marshal(v)
+	if err := co.client.Notify(o.replyTo, data); err != nil {
+		co.cfg.Logger.Debug("verdict reply failed", "reply_to", o.replyTo, "error", err)
+	}
+	return nil
+}
+
+func orAnonymous(identity string) string {
+	if identity == "" {
+		return "anonymous decisions"
+	}
+	return identity
+}

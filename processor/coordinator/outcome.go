@@ -1,0 +1,117 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/interlockhq/interlock/internal/trace"
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor/rules"
+	"github.com/interlockhq/interlock/processor/store"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// handleOutcome records a pass's outcome: a suspension, a completion or a
+// failure.
+func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Delivery) error {
+	defer co.metrics.timed("outcome", time.Now())
+	if co.crash("outcome-start") {
+		return errAbandoned
+	}
+	addr, err := co.ns.Parse(m.Subject)
+	if err != nil {
+		return co.rejectInput(ctx, m, subjects.NoRun, err)
+	}
+	o, err := rules.DecodeOutcome(addr.Kind, m.Data)
+	if err == nil && (o.RunID != addr.Run || o.Agent != addr.Agent) {
+		err = fmt.Errorf("%w: subject names agent %q run %q, body names agent %q run %q",
+			subjects.ErrMalformed, addr.Agent, addr.Run, o.Agent, o.RunID)
+	}
+	if err != nil {
+		return co.rejectInput(ctx, m, addr.Run, err)
+	}
+	arrival := rules.Arrival{Seq: m.Sequence, TraceParent: m.Header.Get(trace.Header)}
+	// The rule's refusal is kept apart from the store's errors: only the
+	// first is the input's fault.
+	var current *subjects.Run
+	var refused error
+	next, err := co.update(ctx, o.RunID, func(rec *subjects.Run) (*subjects.Run, error) {
+		current = rec
+		next, err := co.rules.ApplyOutcome(rec, o, arrival, co.now())
+		refused = err
+		return next, nil
+	})
+	if err != nil {
+		return err
+	}
+	var stale *rules.StaleError
+	switch {
+	case errors.As(refused, &stale):
+		return co.staleOutcome(ctx, current, o, m, stale)
+	case refused != nil:
+		return co.rejectInput(ctx, m, o.RunID, refused)
+	}
+	if co.crash("outcome-after-record") {
+		return errAbandoned
+	}
+	co.metrics.outcomes.WithLabelValues(o.Kind).Inc()
+	co.metrics.runs.WithLabelValues(string(next.Status)).Inc()
+	return co.outcomeEffects(ctx, next, o)
+}
+
+// staleOutcome handles an outcome for a pass the record has moved past: a
+// redelivery after a crash (publish the pass's effects again, which
+// dedup), or a repeat of a pass that was run twice (audited, changes
+// nothing).
+func (co *Coordinator) staleOutcome(ctx context.Context, rec *subjects.Run, o rules.Outcome, m *jetstream.Delivery, stale *rules.StaleError) error {
+	if rules.Recorded(rec, o) {
+		return co.outcomeEffects(ctx, rec, o)
+	}
+	co.cfg.Logger.Info("stale pass outcome ignored", "run", o.RunID, "pass", o.Pass, "expected", stale.Expected)
+	return co.event(ctx, subjects.Event{Type: subjects.EventInputRejected, RunID: o.RunID, Agent: o.Agent, Pass: o.Pass,
+		Code: subjects.CodeStalePass, Subject: m.Subject,
+		Detail: fmt.Sprintf("%s outcome of pass %d ignored: the run is %s at pass %d", o.Kind, o.Pass, rec.Status, rec.Pass)},
+		"seq"+strconv.FormatUint(m.Sequence, 10))
+}
+
+// outcomeEffects publishes what recording o implies: for a suspension the
+// pending index first (whoever sees the suspended event, an inbox or a
+// client listing what waits, then finds the interrupt in it), then the
+// timers of its deadlines with the pass's event.
+func (co *Coordinator) outcomeEffects(ctx context.Context, rec *subjects.Run, o rules.Outcome) error {
+	var fx store.Effects
+	if o.Kind == subjects.KindSuspended && rec.Status == subjects.RunSuspended && rec.Pass == o.Pass {
+		if err := co.store.Commit(ctx, store.Effects{Index: pendingEntries(rec)}); err != nil {
+			return err
+		}
+		timers, err := co.timerMsgs(rec)
+		if err != nil {
+			return err
+		}
+		fx.Messages = timers
+	}
+	ev := co.outcomeEvent(rec, o)
+	ev.TraceParent = rec.TraceParent
+	fx.Events = append(fx.Events, ev)
+	return co.store.Commit(ctx, fx)
+}
+
+// outcomeEvent is the event of outcome o, once per pass.
+func (co *Coordinator) outcomeEvent(rec *subjects.Run, o rules.Outcome) store.Event {
+	ev := subjects.Event{RunID: rec.RunID, Agent: rec.Agent, Pass: o.Pass}
+	switch o.Kind {
+	case subjects.KindSuspended:
+		ev.Type = subjects.EventSuspended
+		for _, in := range o.Suspension.Interrupts {
+			ev.InterruptIDs = append(ev.InterruptIDs, in.ID)
+		}
+	case subjects.KindCompleted:
+		ev.Type = subjects.EventCompleted
+	default:
+		ev.Type, ev.Detail = subjects.EventFailed, o.Failure
+	}
+	return co.newEvent(ev, "pass"+strconv.Itoa(o.Pass))
+}

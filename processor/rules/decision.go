@@ -1,0 +1,159 @@
+package rules
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/interlockhq/interlock/processor/authz"
+	"github.com/interlockhq/interlock/processor/schema"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// Noop is CheckDecision's answer for a decision accepted without any
+// change: the cancel of an interrupt that already expired.
+var Noop = &Rejection{Code: "noop", Detail: "the interrupt had already expired and was closed; nothing changed"}
+
+// CheckDecision applies the decision rules to d, sent by p (an empty name:
+// an anonymous decision) at now. It returns the interrupt's index, or why
+// the decision is refused. An interrupt already decided with the same
+// decision id by the same identity is not refused: that is a duplicate, and
+// rec.Interrupts[i].Decision is set.
+func (s *Set) CheckDecision(rec *subjects.Run, d subjects.Decision, p authz.Principal, now time.Time) (int, *Rejection) {
+	if rec == nil {
+		return -1, Reject(subjects.CodeUnknownRun, "no run with this id")
+	}
+	i := Find(rec, d.InterruptID)
+	if i < 0 {
+		return -1, Reject(subjects.CodeUnknownInterrupt, "run %s has no interrupt %s", rec.RunID, d.InterruptID)
+	}
+	st := rec.Interrupts[i]
+	// A duplicate only from whoever made the decision: reusing another
+	// identity's decision id is refused, and so recorded.
+	if st.Decision != nil && st.Decision.DecisionID == d.DecisionID && st.Decision.Approver != d.Approver {
+		return -1, Reject(subjects.CodeNotAllowed, "decision id %s is another identity's decision on interrupt %s; "+
+			"send your own decision with a fresh id", d.DecisionID, st.ID)
+	}
+	// Authorized before anything else is said about the interrupt: even the
+	// no-op cancel of an expired one is accepted only from who may decide it.
+	if err := authz.Decide(st.Interrupt, p); err != nil {
+		return -1, Reject(subjects.CodeNotAllowed, "%v", err)
+	}
+	if st.Decision != nil {
+		if st.Decision.DecisionID == d.DecisionID {
+			return i, nil
+		}
+		if st.Decision.Approver == subjects.ExpiryApprover {
+			// After expiry a resolve is refused and a cancel accepted (it
+			// changes nothing: the interrupt is closed).
+			if d.Status == subjects.StatusResolved {
+				return -1, Reject(subjects.CodeExpired, "interrupt %s expired at %s and was %s; it can still be cancelled",
+					st.ID, st.ExpiresAt.Format(time.RFC3339), st.Decision.Status)
+			}
+			return i, Noop
+		}
+		return -1, Reject(subjects.CodeAlreadyDecided, "interrupt %s was %s by decision %s",
+			st.ID, st.Decision.Status, st.Decision.DecisionID)
+	}
+	if rec.Status != subjects.RunSuspended || st.Pass != rec.Pass {
+		return -1, Reject(subjects.CodeAlreadyDecided, "run %s is %s; interrupt %s no longer waits", rec.RunID, rec.Status, st.ID)
+	}
+	if st.ExpiresAt != nil && !now.Before(*st.ExpiresAt) && d.Status == subjects.StatusResolved {
+		return -1, Reject(subjects.CodeExpired, "interrupt %s expired at %s; it can still be cancelled",
+			st.ID, st.ExpiresAt.Format(time.RFC3339))
+	}
+	// The error names the rule and where it failed, never the value.
+	if err := s.schemas().CheckAnswer(st.Interrupt, d.Status, d.Payload); errors.Is(err, schema.ErrBudget) {
+		return -1, Reject(subjects.CodeSchemaBudget, "%v", err)
+	} else if err != nil {
+		return -1, Reject(subjects.CodeSchemaMismatch, "%v", err)
+	}
+	return i, nil
+}
+
+// Principal is identity with the groups it belongs to.
+func (s *Set) Principal(identity string) authz.Principal {
+	p := authz.Principal{Name: identity}
+	if s.Groups != nil && identity != "" {
+		p.Groups = s.Groups(identity)
+	}
+	return p
+}
+
+// ApplyDecision returns rec with decision d (checked by CheckDecision)
+// recorded on interrupt i at now; seq is the decision's stream sequence
+// (zero for a decision the coordinator made, such as an expiry). When it
+// was the last decision the pass waited for, the run is resuming.
+func ApplyDecision(rec *subjects.Run, i int, d subjects.Decision, seq uint64, now time.Time) *subjects.Run {
+	now = utc(now)
+	cp := clone(rec)
+	st := &cp.Interrupts[i]
+	st.Decision, st.DecidedAt, st.DecisionSeq = &d, &now, seq
+	st.Order = decisionCount(rec) + 1
+	cp.History = append(cp.History, subjects.HistoryEntry{At: now, Type: subjects.EventDecisionAccepted, Pass: cp.Pass,
+		InterruptID: d.InterruptID, DecisionID: d.DecisionID, Approver: d.Approver, Detail: string(d.Status)})
+	if len(cp.Pending()) == 0 {
+		cp.Status = subjects.RunResuming
+		cp.History = append(cp.History, subjects.HistoryEntry{At: now, Type: subjects.EventResumed, Pass: cp.Pass + 1})
+	}
+	cp.UpdatedAt = now
+	return cp
+}
+
+// CompletesPass reports whether st's decision was the last one its pass
+// waited for.
+func CompletesPass(rec *subjects.Run, st subjects.InterruptState) bool {
+	for _, in := range rec.Interrupts {
+		if in.Pass == st.Pass && (in.Decision == nil || in.Order > st.Order) {
+			return false
+		}
+	}
+	return true
+}
+
+func decisionCount(rec *subjects.Run) int {
+	n := 0
+	for _, in := range rec.Interrupts {
+		if in.Decision != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// Replay is the work item of rec's next pass, carrying every decision and
+// journaled step so far. It is due only while ReplayDue says so.
+func Replay(rec *subjects.Run) subjects.Work {
+	w := subjects.Work{PassRef: subjects.PassRef{Version: subjects.Version, RunID: rec.RunID, Agent: rec.Agent,
+		ThreadID: rec.ThreadID, Pass: rec.Pass + 1, Input: rec.Input}, Journal: rec.Journal}
+	for _, in := range rec.Interrupts {
+		if in.Decision != nil {
+			w.Decisions = append(w.Decisions, *in.Decision)
+		}
+	}
+	return w
+}
+
+// ReplayDue reports whether the replay that st's decision started is still
+// to be scheduled: the run resumes from st's pass and its replay has not
+// reported back.
+func ReplayDue(rec *subjects.Run, st subjects.InterruptState) bool {
+	return CompletesPass(rec, st) && rec.Status == subjects.RunResuming && rec.Pass == st.Pass
+}
+
+// ExpiryDecision is the decision an expiry timer applies to st at deadline
+// under policy p: a cancel, or a resolve with the payload the agent chose.
+// Silence is never approval: nothing else is ever resolved.
+func ExpiryDecision(st subjects.InterruptState, timer string, deadline time.Time, p subjects.ExpiryPolicy) subjects.Decision {
+	d := subjects.Decision{Version: subjects.Version, DecisionID: ExpiryDecisionID(timer), InterruptID: st.ID,
+		Status: subjects.StatusCancelled, Approver: subjects.ExpiryApprover, Metadata: json.RawMessage(`{"reason":"expired"}`),
+		Comment: "nobody decided by " + deadline.Format(time.RFC3339)}
+	if p.Action == subjects.ExpiryResolve {
+		d.Status, d.Payload = subjects.StatusResolved, p.Payload
+		d.Comment += "; resolved with the agent's default"
+	}
+	return d
+}
+
+// ExpiryDecisionID is the decision id of the expiry applied by timer.
+func ExpiryDecisionID(timer string) string { return "expiry-" + timer }

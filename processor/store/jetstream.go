@@ -1,0 +1,265 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/interlockhq/interlock/internal/trace"
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// JetStream is the Store kept in JetStream: run records in the runs bucket,
+// the pending index in the pending bucket, events in the events stream.
+type JetStream struct {
+	c *jetstream.Client
+
+	mu      sync.Mutex
+	runs    *jetstream.Bucket
+	pending *jetstream.Bucket
+}
+
+// NewJetStream returns the store kept through c.
+func NewJetStream(c *jetstream.Client) *JetStream { return &JetStream{c: c} }
+
+var _ Store = (*JetStream)(nil)
+
+// bucket opens the named bucket once.
+func (s *JetStream) bucket(ctx context.Context, name string) (*jetstream.Bucket, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := &s.runs
+	if name == jetstream.PendingBucket {
+		b = &s.pending
+	}
+	if *b != nil {
+		return *b, nil
+	}
+	opened, err := s.c.OpenBucket(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	*b = opened
+	return opened, nil
+}
+
+// Run implements Store.
+func (s *JetStream) Run(ctx context.Context, run string) (*subjects.Run, uint64, error) {
+	b, err := s.bucket(ctx, jetstream.RunsBucket)
+	if err != nil {
+		return nil, 0, err
+	}
+	data, rev, err := b.Entry(ctx, run)
+	if err != nil {
+		return nil, 0, err
+	}
+	var r subjects.Run
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, 0, fmt.Errorf("run record %s is corrupt: %w", run, err)
+	}
+	return &r, rev, nil
+}
+
+// PutRun implements Store.
+func (s *JetStream) PutRun(ctx context.Context, r *subjects.Run, rev uint64) (uint64, error) {
+	b, err := s.bucket(ctx, jetstream.RunsBucket)
+	if err != nil {
+		return 0, err
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return 0, err
+	}
+	return b.Update(ctx, r.RunID, data, rev)
+}
+
+// Runs implements Store. It reads the whole runs bucket: an operator's
+// tool, not a hot path.
+func (s *JetStream) Runs(ctx context.Context) ([]*subjects.Run, error) {
+	b, err := s.bucket(ctx, jetstream.RunsBucket)
+	if err != nil {
+		return nil, err
+	}
+	values, err := b.Values(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*subjects.Run, 0, len(values))
+	for _, v := range values {
+		var r subjects.Run
+		if err := json.Unmarshal(v, &r); err != nil {
+			return nil, fmt.Errorf("run record: %w", err)
+		}
+		out = append(out, &r)
+	}
+	slices.SortFunc(out, func(a, b *subjects.Run) int {
+		if c := a.UpdatedAt.Compare(b.UpdatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.RunID, b.RunID)
+	})
+	return out, nil
+}
+
+// Pending implements Store. It reads the pending index, so it costs what is
+// pending, not every run.
+func (s *JetStream) Pending(ctx context.Context) ([]subjects.PendingInterrupt, error) {
+	b, err := s.bucket(ctx, jetstream.PendingBucket)
+	if err != nil {
+		return nil, err
+	}
+	values, err := b.Values(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]subjects.PendingInterrupt, 0, len(values))
+	for _, v := range values {
+		var p subjects.PendingInterrupt
+		if err := json.Unmarshal(v, &p); err != nil {
+			return nil, fmt.Errorf("pending index entry: %w", err)
+		}
+		out = append(out, p)
+	}
+	SortPending(out)
+	return out, nil
+}
+
+// SortPending orders pending interrupts oldest first, then by run and
+// interrupt id.
+func SortPending(p []subjects.PendingInterrupt) {
+	sort.Slice(p, func(i, j int) bool {
+		if !p[i].SuspendedAt.Equal(p[j].SuspendedAt) {
+			return p[i].SuspendedAt.Before(p[j].SuspendedAt)
+		}
+		return p[i].RunID+p[i].ID < p[j].RunID+p[j].ID
+	})
+}
+
+// Events implements Store.
+func (s *JetStream) Events(ctx context.Context, run string) ([]subjects.Event, error) {
+	filter, err := s.c.Namespace().RunEvents(run)
+	if err != nil {
+		return nil, err
+	}
+	var out []subjects.Event
+	var from uint64
+	for {
+		msgs, err := s.c.Messages(ctx, jetstream.StreamEvents, filter, from, 256)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range msgs {
+			var ev subjects.Event
+			if err := json.Unmarshal(m.Data, &ev); err == nil {
+				out = append(out, ev)
+			}
+			from = m.Sequence + 1
+		}
+		if len(msgs) < 256 {
+			return out, nil
+		}
+	}
+}
+
+// AgentWork is the work waiting for one agent: first passes and replays no
+// worker has finished yet.
+type AgentWork struct {
+	Agent string `json:"agent"`
+	// Waiting counts work items in the work queue for the agent.
+	Waiting uint64 `json:"waiting"`
+	// Served says whether a worker is consuming the agent's work now: it
+	// is pulling, or holds items it has not acked. Work waiting unserved
+	// is stuck until a worker for the agent starts; its runs stay in
+	// resuming.
+	Served bool `json:"served"`
+}
+
+// WorkerDurable is the durable consumer through which workers take agent's
+// work.
+func WorkerDurable(agent string) string { return "worker_" + agent }
+
+// WorkBacklog lists, by agent name, the agents with work waiting.
+func WorkBacklog(ctx context.Context, c *jetstream.Client) ([]AgentWork, error) {
+	// First passes wait on <prefix>.start.<agent>, replays on
+	// <prefix>.work.<agent>: both are the agent's work.
+	counts := map[string]uint64{}
+	for _, kind := range []string{subjects.KindStart, subjects.KindWork} {
+		bySubject, err := c.SubjectCounts(ctx, jetstream.StreamWork, c.Namespace().All(kind))
+		if err != nil {
+			return nil, err
+		}
+		for subject, n := range bySubject {
+			counts[subject[strings.LastIndexByte(subject, '.')+1:]] += n
+		}
+	}
+	var out []AgentWork
+	for agent, n := range counts {
+		if n == 0 {
+			continue
+		}
+		st, err := c.ConsumerState(ctx, jetstream.StreamWork, WorkerDurable(agent))
+		if err != nil && !errors.Is(err, jetstream.ErrNotFound) {
+			return nil, err
+		}
+		out = append(out, AgentWork{Agent: agent, Waiting: n, Served: err == nil && (st.Waiting > 0 || st.AckPending > 0)})
+	}
+	slices.SortFunc(out, func(a, b AgentWork) int { return strings.Compare(a.Agent, b.Agent) })
+	return out, nil
+}
+
+// Commit implements Store: every write of fx is one message, published
+// together; each carries a message id (index puts and events) or is
+// idempotent (index deletes).
+func (s *JetStream) Commit(ctx context.Context, fx Effects) error {
+	msgs := make([]jetstream.OutMsg, 0, len(fx.Index)+len(fx.Unindex)+len(fx.Events)+len(fx.Messages))
+	for _, p := range fx.Index {
+		data, err := json.Marshal(p)
+		if err != nil {
+			return err
+		}
+		key := subjects.PendingKey(p.RunID, p.ID)
+		msgs = append(msgs, s.c.KVPutMsg(jetstream.PendingBucket, key, data, "pending:"+key+":"+strconv.Itoa(p.Escalations)))
+	}
+	for _, r := range fx.Unindex {
+		msgs = append(msgs, s.c.KVDeleteMsg(jetstream.PendingBucket, subjects.PendingKey(r.RunID, r.InterruptID)))
+	}
+	for _, ev := range fx.Events {
+		m, err := EventMsg(s.c.Namespace(), ev)
+		if err != nil {
+			return err
+		}
+		msgs = append(msgs, m)
+	}
+	msgs = append(msgs, fx.Messages...)
+	if len(msgs) == 0 {
+		return nil
+	}
+	return s.c.PublishAll(ctx, msgs...)
+}
+
+// EventMsg is the message of ev on its run's events subject (the no-run
+// subject when its run id is not a valid token), deduplicated by its run,
+// ev.Dedup and its type.
+func EventMsg(ns subjects.Namespace, ev Event) (jetstream.OutMsg, error) {
+	run := ev.Run()
+	subject, err := ns.Events(run, ev.Type)
+	if err != nil {
+		return jetstream.OutMsg{}, err
+	}
+	data, err := json.Marshal(ev.Event)
+	if err != nil {
+		return jetstream.OutMsg{}, err
+	}
+	m := jetstream.OutMsg{Subject: subject, Data: data, MsgID: ev.MsgID()}
+	if trace.Valid(ev.TraceParent) {
+		m.Header = jetstream.Header{trace.Header: {trace.Child(ev.TraceParent)}}
+	}
+	return m, nil
+}

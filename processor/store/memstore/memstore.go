@@ -1,0 +1,157 @@
+// Package memstore is a Store kept in memory: for tests of code that
+// reads and writes run records without a NATS server, and as the second
+// implementation the conformance suite (store/storetest) holds the
+// JetStream one to.
+package memstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor/store"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// Store is a store.Store in memory. Records are kept encoded, as the
+// JetStream store keeps them, so a caller never shares a record with it.
+type Store struct {
+	mu       sync.Mutex
+	runs     map[string]entry
+	rev      uint64
+	pending  map[string]subjects.PendingInterrupt
+	events   map[string][]subjects.Event
+	seen     map[string]bool
+	messages []jetstream.OutMsg
+}
+
+type entry struct {
+	data []byte
+	rev  uint64
+}
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{runs: map[string]entry{}, pending: map[string]subjects.PendingInterrupt{},
+		events: map[string][]subjects.Event{}, seen: map[string]bool{}}
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Run implements store.Store.
+func (s *Store) Run(_ context.Context, run string) (*subjects.Run, uint64, error) {
+	s.mu.Lock()
+	e, ok := s.runs[run]
+	s.mu.Unlock()
+	if !ok {
+		return nil, 0, fmt.Errorf("run %s: %w", run, store.ErrNotFound)
+	}
+	var r subjects.Run
+	if err := json.Unmarshal(e.data, &r); err != nil {
+		return nil, 0, err
+	}
+	return &r, e.rev, nil
+}
+
+// PutRun implements store.Store. Revisions grow across the store, as a
+// stream's sequence does.
+func (s *Store) PutRun(_ context.Context, r *subjects.Run, rev uint64) (uint64, error) {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.runs[r.RunID].rev != rev {
+		return 0, fmt.Errorf("run %s at revision %d: %w", r.RunID, rev, store.ErrConflict)
+	}
+	s.rev++
+	s.runs[r.RunID] = entry{data: data, rev: s.rev}
+	return s.rev, nil
+}
+
+// Runs implements store.Store.
+func (s *Store) Runs(ctx context.Context) ([]*subjects.Run, error) {
+	s.mu.Lock()
+	ids := make([]string, 0, len(s.runs))
+	for id := range s.runs {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	out := make([]*subjects.Run, 0, len(ids))
+	for _, id := range ids {
+		r, _, err := s.Run(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b *subjects.Run) int {
+		if c := a.UpdatedAt.Compare(b.UpdatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.RunID, b.RunID)
+	})
+	return out, nil
+}
+
+// Pending implements store.Store.
+func (s *Store) Pending(context.Context) ([]subjects.PendingInterrupt, error) {
+	s.mu.Lock()
+	out := make([]subjects.PendingInterrupt, 0, len(s.pending))
+	for _, p := range s.pending {
+		out = append(out, p)
+	}
+	s.mu.Unlock()
+	store.SortPending(out)
+	return out, nil
+}
+
+// Events implements store.Store.
+func (s *Store) Events(_ context.Context, run string) ([]subjects.Event, error) {
+	if err := subjects.ValidateToken("run id", run); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.events[run]), nil
+}
+
+// Commit implements store.Store, with the JetStream store's message ids:
+// an index put, an event or a message already committed is not repeated.
+func (s *Store) Commit(_ context.Context, fx store.Effects) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range fx.Index {
+		s.pending[subjects.PendingKey(p.RunID, p.ID)] = p
+	}
+	for _, r := range fx.Unindex {
+		delete(s.pending, subjects.PendingKey(r.RunID, r.InterruptID))
+	}
+	for _, ev := range fx.Events {
+		if id := ev.MsgID(); !s.seen[id] {
+			s.seen[id] = true
+			s.events[ev.Run()] = append(s.events[ev.Run()], ev.Event)
+		}
+	}
+	for _, m := range fx.Messages {
+		if m.MsgID != "" && s.seen[m.MsgID] {
+			continue
+		}
+		s.seen[m.MsgID] = true
+		s.messages = append(s.messages, m)
+	}
+	return nil
+}
+
+// Messages returns the messages committed for subjects outside the store,
+// in order.
+func (s *Store) Messages() []jetstream.OutMsg {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.messages)
+}

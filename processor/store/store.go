@@ -1,0 +1,121 @@
+// Package store keeps Interlock's domain records: run records, written with
+// compare-and-set, the pending index of interrupts waiting for a decision,
+// and each run's events. Store is the small interface the coordinator and
+// the SDK's Client read and write through; JetStream implements it over the
+// generic adapter in package jetstream.
+//
+// Update is the one compare-and-set loop: every change of a run record goes
+// through it.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// Errors a Store returns; they are the adapter's, so errors.Is matches
+// either name.
+var (
+	// ErrNotFound: no record (or entry) under that key.
+	ErrNotFound = jetstream.ErrNotFound
+	// ErrConflict: a compare-and-set lost to another writer.
+	ErrConflict = jetstream.ErrConflict
+)
+
+// Store is where run records, the pending index and events are kept.
+type Store interface {
+	// Run returns run's record and its revision, or an error matching
+	// ErrNotFound.
+	Run(ctx context.Context, run string) (*subjects.Run, uint64, error)
+	// PutRun stores r if the stored revision of r.RunID is still rev (zero:
+	// there is no record yet) and returns the new revision; otherwise an
+	// error matching ErrConflict.
+	PutRun(ctx context.Context, r *subjects.Run, rev uint64) (uint64, error)
+	// Runs returns every run record, least recently updated first.
+	Runs(ctx context.Context) ([]*subjects.Run, error)
+	// Pending returns every interrupt waiting for a decision, oldest first.
+	Pending(ctx context.Context) ([]subjects.PendingInterrupt, error)
+	// Events returns run's events, oldest first.
+	Events(ctx context.Context, run string) ([]subjects.Event, error)
+	// Commit writes fx. Each write in it is deduplicated by what it is
+	// about, so committing the same effects again after an error (or a
+	// crash) completes them and repeats nothing.
+	Commit(ctx context.Context, fx Effects) error
+}
+
+// Effects are the writes a record change implies besides the record
+// itself: entries put into and removed from the pending index, events, and
+// messages to other subjects (work items, timers, notices).
+type Effects struct {
+	Index   []subjects.PendingInterrupt
+	Unindex []PendingRef
+	Events  []Event
+	// Messages go to subjects outside the store; each should carry a
+	// message id.
+	Messages []jetstream.OutMsg
+}
+
+// PendingRef names an entry of the pending index.
+type PendingRef struct{ RunID, InterruptID string }
+
+// Event is an event to append to its run's events.
+type Event struct {
+	subjects.Event
+	// Dedup says what the event is about (an input's sequence, a pass, a
+	// timer): the same event about the same thing is stored once.
+	Dedup string
+	// TraceParent, when valid, is continued on the event.
+	TraceParent string
+}
+
+// Run is the run whose events ev is filed under: its run id, or
+// subjects.NoRun when that is not a valid token (input too broken to name
+// a run).
+func (ev Event) Run() string {
+	if subjects.ValidateToken("run id", ev.RunID) != nil {
+		return subjects.NoRun
+	}
+	return ev.RunID
+}
+
+// MsgID is the message id that makes ev stored once: its run, what it is
+// about and its type.
+func (ev Event) MsgID() string { return ev.Run() + ":" + ev.Dedup + ":" + string(ev.Type) }
+
+// MaxAttempts bounds the compare-and-set attempts of one Update.
+const MaxAttempts = 20
+
+// ErrContended is Update's error when every attempt lost to another writer.
+var ErrContended = errors.New("compare-and-set kept losing")
+
+// Update changes run's record with compare-and-set: it reads the record
+// (nil when there is none), asks change for the next one, and stores it if
+// nobody wrote in between, reading and asking again when somebody did.
+// change must be a pure function of the record it is given; it returns nil
+// to write nothing. Update returns the record stored, or nil when change
+// wrote nothing (or failed).
+func Update(ctx context.Context, s Store, run string, change func(rec *subjects.Run) (*subjects.Run, error)) (*subjects.Run, error) {
+	for range MaxAttempts {
+		rec, rev, err := s.Run(ctx, run)
+		if errors.Is(err, ErrNotFound) {
+			rec, rev = nil, 0
+		} else if err != nil {
+			return nil, err
+		}
+		next, err := change(rec)
+		if err != nil || next == nil {
+			return nil, err
+		}
+		if _, err := s.PutRun(ctx, next, rev); errors.Is(err, ErrConflict) {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		return next, nil
+	}
+	return nil, fmt.Errorf("run %s: %w after %d attempts", run, ErrContended, MaxAttempts)
+}
