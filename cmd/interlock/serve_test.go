@@ -162,11 +162,7 @@ func TestServeConcurrentStartCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	// Known to fail now and then, alone too: a serve or the provision ends
-	// with "provision bucket interlock_...: not found: nats: bucket not
-	// found" (jetstream's provisionBucket does not retry the look-up of a
-	// bucket another provisioner has just created). Not parallel, so that
-	// load does not make it likelier until that is fixed.
+	t.Parallel()
 	nodes := jstest.ProcessCluster(t, 3, "../../deploy/nats/cluster/n1.conf", "../../deploy/nats/cluster/n2.conf",
 		"../../deploy/nats/cluster/n3.conf")
 	urls := jstest.As("coordinator", jstest.NodeURLs(nodes))
