@@ -106,13 +106,17 @@ func (d *daemon) Stop() int {
 	return d.code
 }
 
-// url is the url of the log line msg: where the command listens.
+// url is the url of the log line msg, once logged: where the command
+// listens. (A command may log it after the line runDaemon waited for.)
 func (d *daemon) url(msg string) string {
 	d.t.Helper()
 	// Text logs say msg="..." url=..., JSON logs "msg":"...","url":"...".
-	m := regexp.MustCompile(`msg(?:=|":)"?` + regexp.QuoteMeta(msg) + `"?[ ,][^\n]*?\burl(?:=|":")([^\s"]+)`).
-		FindStringSubmatch(d.logs.String())
-	require.NotNil(d.t, m, "no %q with a url in the logs: %s", msg, d.logs)
+	re := regexp.MustCompile(`msg(?:=|":)"?` + regexp.QuoteMeta(msg) + `"?[ ,][^\n]*?\burl(?:=|":")([^\s"]+)`)
+	var m []string
+	require.Eventually(d.t, func() bool {
+		m = re.FindStringSubmatch(d.logs.String())
+		return m != nil
+	}, 15*time.Second, 10*time.Millisecond, "no %q with a url in the logs: %s", msg, d.logs)
 	return m[1]
 }
 
