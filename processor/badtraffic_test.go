@@ -25,6 +25,7 @@ import (
 // reason, lost (must be 0) and applied twice (must be 0). The default size
 // is small; INTERLOCK_SOAK=1 runs 2,000 runs.
 func TestBadTrafficLoad(t *testing.T) {
+	t.Parallel()
 	runs := 100
 	if os.Getenv("INTERLOCK_SOAK") != "" {
 		runs = 2000

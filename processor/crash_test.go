@@ -20,6 +20,7 @@ import (
 // converges: the run completes once, the decision is applied once, the
 // suspension has its record and its event, and the journaled step ran once.
 func TestCrashConverges(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		component string
 		point     string
@@ -40,6 +41,7 @@ func TestCrashConverges(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%s/%s", c.component, c.point), func(t *testing.T) {
+			t.Parallel()
 			var calls counter
 			h := newBareHarness(t, map[string]AgentFunc{"refunds": approvalAgent(&calls)})
 			hook, crashed := fault.Once(c.point)

@@ -97,12 +97,14 @@ func assertRejected(t *testing.T, h *harness, v subjects.Verdict, err error, cod
 }
 
 func TestDecisionUnknownRun(t *testing.T) {
+	t.Parallel()
 	h, _ := suspendedRun(t, Request{})
 	v, err := h.client.Decide(h.ctx(), DecisionRequest{RunID: "no-such-run", InterruptID: "int-x", Status: subjects.StatusResolved})
 	assertRejected(t, h, v, err, subjects.CodeUnknownRun)
 }
 
 func TestDecisionUnknownInterrupt(t *testing.T) {
+	t.Parallel()
 	h, rec := suspendedRun(t, Request{})
 	v, err := h.client.Decide(h.ctx(), DecisionRequest{RunID: rec.RunID, InterruptID: "int-nope", Status: subjects.StatusResolved})
 	assertRejected(t, h, v, err, subjects.CodeUnknownInterrupt)
@@ -112,6 +114,7 @@ func TestDecisionUnknownInterrupt(t *testing.T) {
 }
 
 func TestDecisionAlreadyDecided(t *testing.T) {
+	t.Parallel()
 	// Two interrupts, so the run stays suspended after the first decision.
 	h := newHarness(t, map[string]AgentFunc{"two": func(ctx context.Context, _ json.RawMessage) (any, error) {
 		_, e1 := Interrupt(WithToolCall(ctx, "a"), Request{})
@@ -133,6 +136,7 @@ func TestDecisionAlreadyDecided(t *testing.T) {
 }
 
 func TestDuplicateDecisionIsNoOp(t *testing.T) {
+	t.Parallel()
 	h, rec := suspendedRun(t, Request{})
 	req := DecisionRequest{RunID: rec.RunID, InterruptID: rec.Pending()[0].ID, Status: subjects.StatusResolved,
 		Payload: "yes", DecisionID: "decision-1"}
@@ -163,6 +167,7 @@ func TestDuplicateDecisionIsNoOp(t *testing.T) {
 // Resending a rejected decision (same id) reports the same rejection, not a
 // duplicate of something that was never applied.
 func TestResentRejectedDecision(t *testing.T) {
+	t.Parallel()
 	h, rec := suspendedRun(t, Request{Approvers: []string{"alice"}})
 	req := DecisionRequest{RunID: rec.RunID, InterruptID: rec.Pending()[0].ID, Status: subjects.StatusResolved,
 		Approver: "bob", DecisionID: "bob-1"}
@@ -174,6 +179,7 @@ func TestResentRejectedDecision(t *testing.T) {
 }
 
 func TestDecisionSchemaMismatch(t *testing.T) {
+	t.Parallel()
 	h, rec := suspendedRun(t, Request{ResponseSchema: map[string]any{
 		"type": "object", "required": []string{"amount"},
 		"properties": map[string]any{"amount": map[string]any{"type": "number", "maximum": 100}},
@@ -189,6 +195,7 @@ func TestDecisionSchemaMismatch(t *testing.T) {
 }
 
 func TestDecisionNotAllowed(t *testing.T) {
+	t.Parallel()
 	h, rec := suspendedRun(t, Request{Approvers: []string{"alice"}})
 	id := rec.Pending()[0].ID
 	v, err := h.client.Decide(h.ctx(), DecisionRequest{RunID: rec.RunID, InterruptID: id, Status: subjects.StatusResolved, Approver: "mallory"})
@@ -201,6 +208,7 @@ func TestDecisionNotAllowed(t *testing.T) {
 }
 
 func TestDecisionAfterExpiry(t *testing.T) {
+	t.Parallel()
 	h, rec := suspendedRun(t, Request{ExpiresAt: time.Now().Add(-time.Minute)})
 	id := rec.Pending()[0].ID
 	v, err := h.client.Decide(h.ctx(), DecisionRequest{RunID: rec.RunID, InterruptID: id, Status: subjects.StatusResolved, Payload: true})
@@ -211,6 +219,7 @@ func TestDecisionAfterExpiry(t *testing.T) {
 }
 
 func TestDecisionMalformed(t *testing.T) {
+	t.Parallel()
 	h, rec := suspendedRun(t, Request{})
 	subject := h.resumeSubject(rec.RunID)
 	id := rec.Pending()[0].ID
@@ -248,6 +257,7 @@ func TestDecisionMalformed(t *testing.T) {
 }
 
 func TestDecisionInvalidSubject(t *testing.T) {
+	t.Parallel()
 	h, rec := suspendedRun(t, Request{})
 	body := []byte(`{"version":1,"decisionId":"d","interruptId":"i","status":"resolved"}`)
 	v := h.rawVerdict("interlock.resume.no-such-run.a.b", body, "")
@@ -260,6 +270,7 @@ func TestDecisionInvalidSubject(t *testing.T) {
 }
 
 func TestDecideRefusesBadTokens(t *testing.T) {
+	t.Parallel()
 	h, _ := suspendedRun(t, Request{})
 	for _, run := range []string{"a.b", "a*", "a>", "a b", "a\tb", ""} {
 		_, err := h.client.Decide(h.ctx(), DecisionRequest{RunID: run, InterruptID: "i", Status: subjects.StatusResolved})
@@ -272,6 +283,7 @@ func TestDecideRefusesBadTokens(t *testing.T) {
 // A decision that arrives before the coordinator has recorded the
 // suspension it answers waits for it, instead of being refused as unknown.
 func TestDecisionBeforeSuspensionRecorded(t *testing.T) {
+	t.Parallel()
 	h, rec := suspendedRun(t, Request{})
 	h.co.Stop()
 	// A second run suspends while no coordinator runs.
@@ -317,6 +329,7 @@ func TestDecisionBeforeSuspensionRecorded(t *testing.T) {
 // the coordinator used to answer "duplicate"). Both are not_allowed,
 // recorded as rejected, and ada's decision stands.
 func TestReusedDecisionIDOfAnotherIdentity(t *testing.T) {
+	t.Parallel()
 	h, rec := suspendedRun(t, Request{Approvers: []string{"ada", "bob"}})
 	id := rec.Pending()[0].ID
 	v, err := h.client.Decide(h.ctx(), DecisionRequest{RunID: rec.RunID, InterruptID: id, Status: subjects.StatusResolved,

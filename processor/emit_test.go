@@ -62,5 +62,6 @@ func TestEmitStoresEachEventOnce(t *testing.T) {
 }
 
 func TestEmitOutsideRun(t *testing.T) {
+	t.Parallel()
 	assert.ErrorIs(t, Emit(context.Background(), map[string]any{"type": "CUSTOM"}), ErrNotInRun)
 }

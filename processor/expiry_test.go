@@ -58,6 +58,7 @@ func historyTypes(r *subjects.Run) []subjects.EventType {
 }
 
 func TestExpiryCancelsByDefault(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, map[string]AgentFunc{"a": gated(func() Request { return Request{Timeout: time.Second} })})
 	run := h.start("a", nil)
 	rec := h.waitFor(run, Finished)
@@ -69,6 +70,7 @@ func TestExpiryCancelsByDefault(t *testing.T) {
 }
 
 func TestExpiryResolvesWithTheAgentsDefault(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, map[string]AgentFunc{"a": gated(func() Request {
 		return Request{Timeout: time.Second, ResponseSchema: map[string]any{"type": "object"},
 			OnExpiry: Expiry{Action: subjects.ExpiryResolve, Payload: map[string]any{"amount": 0}}}
@@ -79,6 +81,7 @@ func TestExpiryResolvesWithTheAgentsDefault(t *testing.T) {
 }
 
 func TestExpiryResolvePayloadMustFitSchema(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, map[string]AgentFunc{"a": gated(func() Request {
 		return Request{Timeout: time.Second, ResponseSchema: map[string]any{"type": "object"},
 			OnExpiry: Expiry{Action: subjects.ExpiryResolve, Payload: "yes"}}
@@ -89,6 +92,7 @@ func TestExpiryResolvePayloadMustFitSchema(t *testing.T) {
 }
 
 func TestExpiryEscalates(t *testing.T) {
+	t.Parallel()
 	req := func() Request {
 		return Request{Timeout: time.Second, Approvers: []string{"alice"},
 			OnExpiry: Expiry{Action: subjects.ExpiryEscalate, Approvers: []string{"boss"}, Extend: 2 * time.Second}}
@@ -120,7 +124,9 @@ func TestExpiryEscalates(t *testing.T) {
 }
 
 func TestDecisionAroundTheDeadline(t *testing.T) {
+	t.Parallel()
 	t.Run("a moment before", func(t *testing.T) {
+		t.Parallel()
 		h := newHarness(t, map[string]AgentFunc{"a": gated(func() Request { return Request{Timeout: 1500 * time.Millisecond} })})
 		run := h.start("a", nil)
 		rec := h.suspendedAtPass(run, 0)
@@ -131,6 +137,7 @@ func TestDecisionAroundTheDeadline(t *testing.T) {
 		assert.Len(t, h.events(run, subjects.EventDecisionAccepted), 1)
 	})
 	t.Run("a moment after", func(t *testing.T) {
+		t.Parallel()
 		h := newHarness(t, map[string]AgentFunc{"a": gated(func() Request { return Request{Timeout: time.Second} })})
 		run := h.start("a", nil)
 		id := h.suspendedAtPass(run, 0).Pending()[0].ID
@@ -146,6 +153,7 @@ func TestDecisionAroundTheDeadline(t *testing.T) {
 }
 
 func TestTimerSurvivesCoordinatorRestart(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, map[string]AgentFunc{"a": gated(func() Request { return Request{Timeout: time.Second} })})
 	run := h.start("a", nil)
 	st := h.suspendedAtPass(run, 0).Pending()[0]
@@ -158,6 +166,7 @@ func TestTimerSurvivesCoordinatorRestart(t *testing.T) {
 }
 
 func TestTimerSurvivesNATSRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := embedded.Config{DataDir: dir, Sync: embedded.SyncAlways}
 	h := &harness{t: t, srv: jstest.Server(t, cfg),
@@ -188,6 +197,7 @@ func TestTimerSurvivesNATSRestart(t *testing.T) {
 }
 
 func TestThreeCoordinatorsFireOnce(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, map[string]AgentFunc{"a": gated(func() Request { return Request{Timeout: time.Second} })})
 	h.startCoordinator(nil)
 	h.startCoordinator(nil)
@@ -208,6 +218,7 @@ func TestThreeCoordinatorsFireOnce(t *testing.T) {
 }
 
 func TestCoordinatorCrashWhileExpiring(t *testing.T) {
+	t.Parallel()
 	h := newBareHarness(t, map[string]AgentFunc{"a": gated(func() Request { return Request{Timeout: time.Second} })})
 	h.startWorker(nil)
 	hook, crashed := fault.Once("timer-after-record")
@@ -222,6 +233,7 @@ func TestCoordinatorCrashWhileExpiring(t *testing.T) {
 }
 
 func TestReminderNotices(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, map[string]AgentFunc{"a": gated(func() Request {
 		return Request{Timeout: 3 * time.Second, RemindBefore: []time.Duration{2 * time.Second, time.Second}}
 	})})
@@ -250,6 +262,7 @@ func TestReminderNotices(t *testing.T) {
 }
 
 func TestTimerMessagesMatchSchema(t *testing.T) {
+	t.Parallel()
 	deadline := time.Now().UTC()
 	tm := subjects.Timer{Version: 1, Name: rules.TimerName(subjects.TimerRemind, time.Minute, "int-1", deadline), RunID: "r1",
 		InterruptID: "int-1", Kind: subjects.TimerRemind, Deadline: deadline, At: deadline.Add(-time.Minute)}
@@ -263,6 +276,7 @@ func TestTimerMessagesMatchSchema(t *testing.T) {
 // The NATS server restarted with file storage: every suspended run is still
 // there and decidable.
 func TestSuspendedRunsSurviveNATSRestart(t *testing.T) {
+	t.Parallel()
 	cfg := embedded.Config{DataDir: t.TempDir(), Sync: embedded.SyncAlways}
 	var calls counter
 	h := &harness{t: t, srv: jstest.Server(t, cfg), agents: map[string]AgentFunc{"refunds": approvalAgent(&calls)}}

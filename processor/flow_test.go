@@ -13,6 +13,7 @@ import (
 )
 
 func TestSuspendDecideReplay(t *testing.T) {
+	t.Parallel()
 	var calls counter
 	h := newHarness(t, map[string]AgentFunc{"refunds": approvalAgent(&calls)})
 	run := h.start("refunds", map[string]string{"order": "A-1"}, WithThreadID("thread-1"))
@@ -51,6 +52,7 @@ func TestSuspendDecideReplay(t *testing.T) {
 }
 
 func TestIsResumingAndRequestNotReadOnReplay(t *testing.T) {
+	t.Parallel()
 	type seen struct{ before, after bool }
 	results := make(chan seen, 4)
 	agent := func(ctx context.Context, _ json.RawMessage) (any, error) {
@@ -80,6 +82,7 @@ func TestIsResumingAndRequestNotReadOnReplay(t *testing.T) {
 }
 
 func TestOutsideRun(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, err := Interrupt(ctx, Request{Message: "x"})
 	assert.ErrorIs(t, err, ErrNotInRun)
@@ -93,6 +96,7 @@ func TestOutsideRun(t *testing.T) {
 // Two identical gated calls in one turn are tracked independently, and one
 // suspension carries both.
 func TestParallelToolCalls(t *testing.T) {
+	t.Parallel()
 	var calls counter
 	agent := func(ctx context.Context, _ json.RawMessage) (any, error) {
 		calls.inc("body")
@@ -138,6 +142,7 @@ func TestParallelToolCalls(t *testing.T) {
 }
 
 func TestSequentialInterrupts(t *testing.T) {
+	t.Parallel()
 	agent := func(ctx context.Context, _ json.RawMessage) (any, error) {
 		first, err := Interrupt(ctx, Request{Message: "first?"})
 		if err != nil {
@@ -169,6 +174,7 @@ func TestSequentialInterrupts(t *testing.T) {
 }
 
 func TestCancelledIsDistinct(t *testing.T) {
+	t.Parallel()
 	agent := func(ctx context.Context, _ json.RawMessage) (any, error) {
 		d, err := Interrupt(ctx, Request{Message: "ship it?"})
 		if errors.Is(err, ErrCancelled) {
@@ -194,6 +200,7 @@ func TestCancelledIsDistinct(t *testing.T) {
 // A body that ignores the cancelled error and propagates it fails the run:
 // a cancellation is never mistaken for an approval.
 func TestCancelledPropagatedFailsRun(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, map[string]AgentFunc{"a": func(ctx context.Context, _ json.RawMessage) (any, error) {
 		_, err := Interrupt(ctx, Request{})
 		return "approved", err
@@ -209,8 +216,10 @@ func TestCancelledPropagatedFailsRun(t *testing.T) {
 }
 
 func TestFalsyPayloadsAreAnswers(t *testing.T) {
+	t.Parallel()
 	for _, payload := range []string{`false`, `0`, `""`, `{}`, `[]`} {
 		t.Run(payload, func(t *testing.T) {
+			t.Parallel()
 			h := newHarness(t, map[string]AgentFunc{"a": func(ctx context.Context, _ json.RawMessage) (any, error) {
 				d, err := Interrupt(ctx, Request{})
 				if err != nil {
@@ -229,6 +238,7 @@ func TestFalsyPayloadsAreAnswers(t *testing.T) {
 }
 
 func TestInvalidRequestFailsRun(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, map[string]AgentFunc{"a": func(ctx context.Context, _ json.RawMessage) (any, error) {
 		_, err := Interrupt(ctx, Request{ResponseSchema: json.RawMessage(`{"type":"nonsense"}`)})
 		return nil, err
@@ -240,6 +250,7 @@ func TestInvalidRequestFailsRun(t *testing.T) {
 }
 
 func TestToolCallMismatch(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, map[string]AgentFunc{"a": func(ctx context.Context, _ json.RawMessage) (any, error) {
 		_, err := Interrupt(WithToolCall(ctx, "call_a"), Request{ToolCallID: "call_b"})
 		if !errors.Is(err, ErrToolCallMismatch) {
@@ -253,6 +264,7 @@ func TestToolCallMismatch(t *testing.T) {
 }
 
 func TestRetryableRunsPassAgain(t *testing.T) {
+	t.Parallel()
 	var calls counter
 	h := newHarness(t, map[string]AgentFunc{"flaky": func(ctx context.Context, _ json.RawMessage) (any, error) {
 		calls.inc("body")
@@ -268,6 +280,7 @@ func TestRetryableRunsPassAgain(t *testing.T) {
 }
 
 func TestInterruptIDsAreDeterministic(t *testing.T) {
+	t.Parallel()
 	a := subjects.InterruptID("run-1", "call_1", 0)
 	assert.Equal(t, a, subjects.InterruptID("run-1", "call_1", 0))
 	assert.NotEqual(t, a, subjects.InterruptID("run-1", "call_2", 0))

@@ -27,6 +27,7 @@ func TestMain(m *testing.M) {
 	} else if role != "" {
 		os.Exit(runHelper(role)) // a coordinator or worker process for kill tests
 	}
+	jstest.RaiseParallel()
 	goleak.VerifyTestMain(m)
 }
 
@@ -44,7 +45,10 @@ type harness struct {
 	agents map[string]AgentFunc
 }
 
-const testAckWait = time.Second
+// testAckWait is the AckWait of the harness's coordinators and workers:
+// how long a crashed one's message waits before it is redelivered. The
+// survivors keep what they hold alive every AckWait/2.
+const testAckWait = 500 * time.Millisecond
 
 func newHarness(t *testing.T, agents map[string]AgentFunc) *harness {
 	t.Helper()

@@ -14,6 +14,7 @@ import (
 )
 
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	var calls counter
 	h := newBareHarness(t, map[string]AgentFunc{"refunds": approvalAgent(&calls)})
 	reg := prometheus.NewRegistry()

@@ -16,6 +16,7 @@ import (
 // A worker in any language: publish a suspension by hand, decide it, and see
 // the replay work item arrive.
 func TestSuspensionFromAnotherLanguage(t *testing.T) {
+	t.Parallel()
 	h := newBareHarness(t, nil)
 	h.startCoordinator(nil)
 	run, agent := "run-py-1", "py_agent"
@@ -74,6 +75,7 @@ func TestSuspensionFromAnotherLanguage(t *testing.T) {
 }
 
 func TestMalformedOutcomeIsDeadLettered(t *testing.T) {
+	t.Parallel()
 	h := newBareHarness(t, nil)
 	h.startCoordinator(nil)
 	subject, _ := h.admin.Namespace().Suspended("agent", "run-bad")

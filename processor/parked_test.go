@@ -35,6 +35,7 @@ func rssKB(pid int) int {
 //
 //	INTERLOCK_SOAK=1 go test -run TestParkedRunsCoordinatorMemory -v -timeout 60m ./processor
 func TestParkedRunsCoordinatorMemory(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("INTERLOCK_SOAK") == "" {
 		t.Skip("set INTERLOCK_SOAK=1")
 	}
@@ -47,7 +48,10 @@ func TestParkedRunsCoordinatorMemory(t *testing.T) {
 	cmd.Env = append(os.Environ(), helperEnv+"=coordinator", "INTERLOCK_TEST_NATS="+h.srv.URL(), "INTERLOCK_TEST_JOURNAL="+t.TempDir()+"/j")
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	time.Sleep(time.Second) // the helper connects; nothing to wait on from here
+	require.Eventually(t, func() bool { // the helper has connected and made its consumers
+		_, err := h.admin.ConsumerState(h.ctx(), jetstream.StreamTimers, "coordinator_timers")
+		return err == nil
+	}, 20*time.Second, 20*time.Millisecond, "the coordinator process started")
 	before, err := h.admin.StoredBytes(h.ctx())
 	require.NoError(t, err)
 	start := time.Now()

@@ -63,11 +63,15 @@ func TestBurstWithWorkerJoining(t *testing.T) {
 	}
 }
 
-// spawnNATS runs nats-server with JetStream as a separate process on port
-// with its store in dir, fsyncing every write before acknowledging it, and
-// waits until it accepts connections.
-func spawnNATS(t *testing.T, dir string, port int) *exec.Cmd {
+// spawnNATS runs nats-server with JetStream as a separate process with its
+// store in dir, fsyncing every write before acknowledging it, and waits
+// until it accepts connections. It listens on port, or on one the kernel
+// picks when port is 0; it returns the port (a restart passes it back).
+func spawnNATS(t *testing.T, dir string, port int) (*exec.Cmd, int) {
 	t.Helper()
+	if port == 0 {
+		port = -1
+	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"=nats", "INTERLOCK_TEST_NATS_DIR="+dir,
 		"INTERLOCK_TEST_NATS_PORT="+strconv.Itoa(port))
@@ -75,22 +79,28 @@ func spawnNATS(t *testing.T, dir string, port int) *exec.Cmd {
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	ready := filepath.Join(dir, "ready")
-	require.Eventually(t, func() bool { _, err := os.Stat(ready); return err == nil }, 20*time.Second, 10*time.Millisecond,
-		"nats-server process did not start")
+	var got []byte
+	require.Eventually(t, func() bool { var err error; got, err = os.ReadFile(ready); return err == nil }, 20*time.Second,
+		10*time.Millisecond, "nats-server process did not start")
 	require.NoError(t, os.Remove(ready))
-	return cmd
+	port, err := strconv.Atoi(string(got))
+	require.NoError(t, err, "the helper's port")
+	return cmd, port
 }
 
-// runNATSHelper is the main of a nats-server helper process.
+// runNATSHelper is the main of a nats-server helper process. Once it
+// listens it writes its port to dir/ready (renamed into place, so that the
+// test never reads it half written).
 func runNATSHelper() int {
 	port, _ := strconv.Atoi(os.Getenv("INTERLOCK_TEST_NATS_PORT"))
 	dir := os.Getenv("INTERLOCK_TEST_NATS_DIR")
-	_, err := embedded.Start(embedded.Config{DataDir: filepath.Join(dir, "js"), Port: port, Sync: embedded.SyncAlways})
+	srv, err := embedded.Start(embedded.Config{DataDir: filepath.Join(dir, "js"), Port: port, Sync: embedded.SyncAlways})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 5
 	}
-	if os.WriteFile(filepath.Join(dir, "ready"), nil, 0o600) != nil {
+	tmp := filepath.Join(dir, "ready.tmp")
+	if os.WriteFile(tmp, []byte(strconv.Itoa(srv.Port())), 0o600) != nil || os.Rename(tmp, filepath.Join(dir, "ready")) != nil {
 		return 6
 	}
 	select {} // until killed
@@ -105,9 +115,8 @@ func TestNATSServerKilled(t *testing.T) {
 	t.Parallel()
 	const runs = 24
 	dir := t.TempDir()
-	port := jstest.FreePorts(t, 1)[0]
+	nats, port := spawnNATS(t, dir, 0)
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)
-	nats := spawnNATS(t, dir, port)
 
 	var calls counter
 	agent := func(_ context.Context, in json.RawMessage) (any, error) {
@@ -150,7 +159,7 @@ func TestNATSServerKilled(t *testing.T) {
 	}
 	require.NoError(t, nats.Process.Signal(syscall.SIGKILL))
 	_ = nats.Wait()
-	spawnNATS(t, dir, port)
+	spawnNATS(t, dir, port) // on the same port: the clients reconnect to it
 
 	for _, id := range ids {
 		r, err := client.Wait(ctx, id, Finished)

@@ -13,6 +13,7 @@ import (
 // The pending index follows the records: an interrupt appears when its run
 // suspends, moves with an escalation, and leaves when decided or expired.
 func TestPendingIndex(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, map[string]AgentFunc{
 		"gate": gated(func() Request { return Request{Message: "plain"} }),
 		"esc": gated(func() Request {

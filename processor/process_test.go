@@ -76,6 +76,7 @@ func runHelper(role string) int {
 // new ones: the run completes once, and the journaled step that was recorded
 // before is not run again.
 func TestKilledProcesses(t *testing.T) {
+	t.Parallel()
 	h := newBareHarness(t, nil)
 	journal := filepath.Join(t.TempDir(), "journal")
 	spawn := func(role string) *exec.Cmd {

@@ -17,6 +17,7 @@ import (
 // rejection, a duplicate, a malformed input) and checks every message the
 // system stored against docs/schema.
 func TestWireMessagesMatchSchemas(t *testing.T) {
+	t.Parallel()
 	var calls counter
 	h := newHarness(t, map[string]AgentFunc{
 		"refunds": approvalAgent(&calls),

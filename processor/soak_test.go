@@ -21,6 +21,7 @@ import (
 //
 //	INTERLOCK_SOAK=1 go test -run TestTenThousandDeadlines -v -timeout 10m ./processor
 func TestTenThousandDeadlines(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("INTERLOCK_SOAK") == "" {
 		t.Skip("set INTERLOCK_SOAK=1 to run the 10,000-deadline soak test")
 	}

@@ -101,6 +101,7 @@ func (p *stallProxy) close() {
 // duplicate. The run completes once, with one replay scheduled and one
 // completion recorded.
 func TestNetworkStallLongerThanAckWait(t *testing.T) {
+	t.Parallel()
 	h := newBareHarness(t, nil)
 	h.startCoordinator(nil)
 	var bodies atomic.Int32

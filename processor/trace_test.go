@@ -14,6 +14,7 @@ import (
 // One W3C trace from the run's start through its suspension, decision,
 // replay and completion.
 func TestTraceContextFlows(t *testing.T) {
+	t.Parallel()
 	var calls counter
 	h := newHarness(t, map[string]AgentFunc{"refunds": approvalAgent(&calls)})
 	tp := trace.New()

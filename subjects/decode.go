@@ -210,13 +210,13 @@ func DecodeTimer(data []byte) (Timer, error) {
 		return Timer{}, err
 	}
 	if err := ValidateToken("runId", t.RunID); err != nil {
-		return Timer{}, &ProtocolError{Code: CodeMalformed, Detail: err.Error(), err: errors.Join(ErrMalformed, err)}
+		return Timer{}, malformedBy(err)
 	}
 	if err := validateID("interruptId", t.InterruptID); err != nil {
 		return Timer{}, err
 	}
 	if err := ValidateToken("name", t.Name); err != nil {
-		return Timer{}, &ProtocolError{Code: CodeMalformed, Detail: err.Error(), err: errors.Join(ErrMalformed, err)}
+		return Timer{}, malformedBy(err)
 	}
 	if t.Kind != TimerExpire && t.Kind != TimerRemind {
 		return Timer{}, malformed("kind %q is not %q or %q", t.Kind, TimerExpire, TimerRemind)
@@ -242,7 +242,7 @@ func DecodeNotice(data []byte) (Notice, error) {
 		return Notice{}, malformed("interrupts is empty")
 	}
 	if err := ValidateToken("timer", n.Timer); err != nil {
-		return Notice{}, &ProtocolError{Code: CodeMalformed, Detail: err.Error(), err: errors.Join(ErrMalformed, err)}
+		return Notice{}, malformedBy(err)
 	}
 	return n, nil
 }
@@ -292,10 +292,10 @@ func jsonError(err error) string {
 
 func (p *PassRef) validate() error {
 	if err := ValidateToken("runId", p.RunID); err != nil {
-		return &ProtocolError{Code: CodeMalformed, Detail: err.Error(), err: errors.Join(ErrMalformed, err)}
+		return malformedBy(err)
 	}
 	if err := ValidateToken("agent", p.Agent); err != nil {
-		return &ProtocolError{Code: CodeMalformed, Detail: err.Error(), err: errors.Join(ErrMalformed, err)}
+		return malformedBy(err)
 	}
 	if p.ThreadID != "" {
 		if err := validateID("threadId", p.ThreadID); err != nil {

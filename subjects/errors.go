@@ -36,6 +36,12 @@ func malformed(format string, args ...any) error {
 	return &ProtocolError{Code: CodeMalformed, Detail: fmt.Sprintf(format, args...), err: ErrMalformed}
 }
 
+// malformedBy is a malformed-message error caused by err (a field that is
+// not a valid token): it matches both ErrMalformed and err.
+func malformedBy(err error) error {
+	return &ProtocolError{Code: CodeMalformed, Detail: err.Error(), err: errors.Join(ErrMalformed, err)}
+}
+
 // CodeOf returns the rejection code carried by err, or CodeMalformed when err
 // carries none.
 func CodeOf(err error) Code {

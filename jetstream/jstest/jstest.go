@@ -97,11 +97,11 @@ func ClientURL(t testing.TB, urls string, cfg ...jetstream.Config) *jetstream.Cl
 	return cl
 }
 
-// FreePorts returns n distinct loopback ports that were free a moment ago.
+// freePorts returns n distinct loopback ports that were free a moment ago.
 // Another process may take one before the caller binds it: only for what
 // must be known before anything listens (cluster route ports), with a
 // retry when the bind fails (see Cluster).
-func FreePorts(t testing.TB, n int) []int {
+func freePorts(t testing.TB, n int) []int {
 	t.Helper()
 	var ls []net.Listener
 	var ports []int
@@ -176,7 +176,7 @@ func Cluster(t testing.TB, n int, configs ...string) []*embedded.Server {
 // startCluster starts the n nodes of Cluster at once, on new route ports;
 // when one fails it stops the others and returns its error.
 func startCluster(t testing.TB, n int, configs []string) ([]*embedded.Server, error) {
-	ports := FreePorts(t, n)
+	ports := freePorts(t, n)
 	var urls []*url.URL
 	for _, r := range routes(ports) {
 		u, _ := url.Parse(r)

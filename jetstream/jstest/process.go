@@ -263,7 +263,7 @@ func ProcessCluster(t testing.TB, n int, configs ...string) []*Node {
 // ports, all at once; when one fails it stops the others and returns its
 // error.
 func startProcessCluster(t testing.TB, n int, configs []string) ([]*Node, error) {
-	ports := FreePorts(t, n)
+	ports := freePorts(t, n)
 	nodes := make([]*Node, n)
 	for i := range n {
 		spec := nodeSpec{Name: fmt.Sprintf("n%d", i+1), DataDir: t.TempDir(), Port: -1, ClusterPort: ports[i],

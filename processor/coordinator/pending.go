@@ -9,8 +9,13 @@ import "github.com/interlockhq/interlock/subjects"
 func pendingEntries(rec *subjects.Run) []subjects.PendingInterrupt {
 	var out []subjects.PendingInterrupt
 	for _, in := range rec.Pending() {
-		out = append(out, subjects.PendingInterrupt{RunID: rec.RunID, Agent: rec.Agent, ThreadID: rec.ThreadID,
-			InterruptState: in, SuspendedAt: rec.UpdatedAt})
+		out = append(out, pendingEntry(rec, in))
 	}
 	return out
+}
+
+// pendingEntry is st's entry in the pending index.
+func pendingEntry(rec *subjects.Run, st subjects.InterruptState) subjects.PendingInterrupt {
+	return subjects.PendingInterrupt{RunID: rec.RunID, Agent: rec.Agent, ThreadID: rec.ThreadID,
+		InterruptState: st, SuspendedAt: rec.UpdatedAt}
 }

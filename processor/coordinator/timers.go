@@ -101,9 +101,11 @@ func (co *Coordinator) timerEffects(ctx context.Context, rec *subjects.Run, i in
 		if err != nil {
 			return err
 		}
-		// The new deadline's timers, and the index with the new deadline
-		// and approvers.
-		if err := co.store.Commit(ctx, store.Effects{Messages: timers, Index: pendingEntries(rec)}); err != nil {
+		// The new deadline's timers, and the escalated interrupt's entry with
+		// its new deadline and approvers (only its own: another interrupt
+		// of the run may have been decided since, and its entry removed).
+		if err := co.store.Commit(ctx, store.Effects{Messages: timers,
+			Index: []subjects.PendingInterrupt{pendingEntry(rec, st)}}); err != nil {
 			return err
 		}
 		kind, evType, seq = subjects.KindEscalated, subjects.EventEscalated, st.Escalations

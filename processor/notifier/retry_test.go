@@ -14,15 +14,16 @@ import (
 	"github.com/interlockhq/interlock/jetstream"
 )
 
-// busyReceiver answers the first request with status and a Retry-After
-// header, later ones with 200, and records when each arrived.
+// busyReceiver answers the first request with status and the Retry-After
+// header retryAfter returns at that moment, later ones with 200, and
+// records when each arrived.
 type busyReceiver struct {
 	*httptest.Server
 	mu    sync.Mutex
 	times []time.Time
 }
 
-func newBusyReceiver(t *testing.T, status int, retryAfter string) *busyReceiver {
+func newBusyReceiver(t *testing.T, status int, retryAfter func() string) *busyReceiver {
 	r := &busyReceiver{}
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		r.mu.Lock()
@@ -30,7 +31,7 @@ func newBusyReceiver(t *testing.T, status int, retryAfter string) *busyReceiver 
 		first := len(r.times) == 1
 		r.mu.Unlock()
 		if first {
-			w.Header().Set("Retry-After", retryAfter)
+			w.Header().Set("Retry-After", retryAfter())
 			w.WriteHeader(status)
 		}
 	}))
@@ -67,7 +68,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 		t.Run(fmt.Sprint(c.status), func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			hook := newBusyReceiver(t, c.status, c.header())
+			hook := newBusyReceiver(t, c.status, c.header)
 			n := e.start(fmt.Sprintf(busyConfig, hook.URL), nil)
 			e.suspend("refunds")
 			require.Eventually(t, func() bool { return n.Count("ops", OutcomeDelivered) == 1 }, 15*time.Second, 10*time.Millisecond)
@@ -85,7 +86,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 func TestRetryAfterBeyondTheBudgetIsDeadLettered(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	hook := newBusyReceiver(t, http.StatusTooManyRequests, "3600")
+	hook := newBusyReceiver(t, http.StatusTooManyRequests, func() string { return "3600" })
 	n := e.start(fmt.Sprintf(busyConfig, hook.URL), nil)
 	e.suspend("refunds")
 	require.Eventually(t, func() bool { return n.Count("ops", OutcomeDeadLettered) == 1 }, 15*time.Second, 10*time.Millisecond)

@@ -224,8 +224,7 @@ func (s *JetStream) Commit(ctx context.Context, fx Effects) error {
 		if err != nil {
 			return err
 		}
-		key := subjects.PendingKey(p.RunID, p.ID)
-		msgs = append(msgs, s.c.KVPutMsg(jetstream.PendingBucket, key, data, "pending:"+key+":"+strconv.Itoa(p.Escalations)))
+		msgs = append(msgs, s.c.KVPutMsg(jetstream.PendingBucket, subjects.PendingKey(p.RunID, p.ID), data, IndexMsgID(p)))
 	}
 	for _, r := range fx.Unindex {
 		msgs = append(msgs, s.c.KVDeleteMsg(jetstream.PendingBucket, subjects.PendingKey(r.RunID, r.InterruptID)))
@@ -242,6 +241,13 @@ func (s *JetStream) Commit(ctx context.Context, fx Effects) error {
 		return nil
 	}
 	return s.c.PublishAll(ctx, msgs...)
+}
+
+// IndexMsgID is the message id of p's put into the pending index: one per
+// interrupt and escalation, so the put of a suspension or an escalation
+// repeated after a crash is stored once.
+func IndexMsgID(p subjects.PendingInterrupt) string {
+	return "pending:" + subjects.PendingKey(p.RunID, p.ID) + ":" + strconv.Itoa(p.Escalations)
 }
 
 // EventMsg is the message of ev on its run's events subject (the no-run

@@ -41,9 +41,11 @@ type Store interface {
 	Pending(ctx context.Context) ([]subjects.PendingInterrupt, error)
 	// Events returns run's events, oldest first.
 	Events(ctx context.Context, run string) ([]subjects.Event, error)
-	// Commit writes fx. Each write in it is deduplicated by what it is
-	// about, so committing the same effects again after an error (or a
-	// crash) completes them and repeats nothing.
+	// Commit writes fx. Each put and event in it carries a message id
+	// derived from what it is about, so committing the same effects again
+	// after an error or a crash, within the streams' duplicate window (two
+	// minutes by default), completes them and repeats nothing; removing
+	// an index entry twice is harmless at any time.
 	Commit(ctx context.Context, fx Effects) error
 }
 

@@ -123,11 +123,15 @@ func (s *Store) Events(_ context.Context, run string) ([]subjects.Event, error) 
 
 // Commit implements store.Store, with the JetStream store's message ids:
 // an index put, an event or a message already committed is not repeated.
+// Its duplicate window never closes.
 func (s *Store) Commit(_ context.Context, fx store.Effects) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range fx.Index {
-		s.pending[subjects.PendingKey(p.RunID, p.ID)] = p
+		if id := store.IndexMsgID(p); !s.seen[id] {
+			s.seen[id] = true
+			s.pending[subjects.PendingKey(p.RunID, p.ID)] = p
+		}
 	}
 	for _, r := range fx.Unindex {
 		delete(s.pending, subjects.PendingKey(r.RunID, r.InterruptID))

@@ -30,6 +30,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"UpdateWritesNothing", updateWritesNothing},
 		{"RunsInUpdateOrder", runsInUpdateOrder},
 		{"PendingIndex", pendingIndex},
+		{"IndexPutRepeatedAfterRemoval", indexPutRepeatedAfterRemoval},
 		{"EventsOncePerKey", eventsOncePerKey},
 		{"EventsWithoutRun", eventsWithoutRun},
 	}
@@ -178,6 +179,20 @@ func pendingIndex(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"r1/a", "r2/x"}, keys(got))
 	assert.Equal(t, 1, got[0].Escalations)
+}
+
+// indexPutRepeatedAfterRemoval commits a suspension's index put again
+// after its interrupt was decided and removed (a redelivered outcome): the
+// repeat is the same write, so it stores nothing and the decided interrupt
+// stays out of the index.
+func indexPutRepeatedAfterRemoval(t *testing.T, s store.Store) {
+	put := store.Effects{Index: []subjects.PendingInterrupt{pending("r1", "a", t0, 0)}}
+	require.NoError(t, s.Commit(ctx(t), put))
+	require.NoError(t, s.Commit(ctx(t), store.Effects{Unindex: []store.PendingRef{{RunID: "r1", InterruptID: "a"}}}))
+	require.NoError(t, s.Commit(ctx(t), put))
+	got, err := s.Pending(ctx(t))
+	require.NoError(t, err)
+	assert.Empty(t, got)
 }
 
 func keys(p []subjects.PendingInterrupt) []string {
