@@ -44,9 +44,18 @@ func TestBadTrafficLoad(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	ns := h.admin.Namespace()
+	// check fails the test from a run's goroutine and ends the others'
+	// waits at once, rather than at the deadline.
+	check := func(err error) bool {
+		if err != nil {
+			t.Error(err)
+			cancel()
+		}
+		return err == nil
+	}
 	raw := func(subject string, body []byte) {
 		_, err := h.admin.Publish(ctx, subject, body, "", nil)
-		require.NoError(t, err)
+		check(err)
 	}
 	var sent sync.Map // kind -> *atomic.Int64
 	count := func(kind string) {
@@ -64,9 +73,13 @@ func TestBadTrafficLoad(t *testing.T) {
 			defer func() { <-sem }()
 			run := fmt.Sprintf("bad-%05d", i)
 			_, err := h.client.Start(ctx, "gate", nil, WithRunID(run))
-			require.NoError(t, err)
+			if !check(err) {
+				return
+			}
 			rec, err := h.client.Wait(ctx, run, Suspended)
-			require.NoError(t, err)
+			if !check(err) {
+				return
+			}
 			id := rec.Pending()[0].ID
 			good := DecisionRequest{RunID: run, InterruptID: id, Status: subjects.StatusResolved, Payload: i,
 				Approver: "ada", DecisionID: "good-" + run}
@@ -90,21 +103,31 @@ func TestBadTrafficLoad(t *testing.T) {
 				count("malformed")
 			}
 			v, err := h.client.Decide(ctx, good)
-			require.NoError(t, err)
-			require.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+			if !check(err) {
+				return
+			}
+			if v.Outcome != subjects.OutcomeAccepted {
+				check(fmt.Errorf("run %s: good decision %+v", run, v))
+				return
+			}
 			count("good")
 			// After it: a duplicate (another message id), a conflicting one, a late one.
 			data, _ := json.Marshal(subjects.Decision{Version: 1, DecisionID: good.DecisionID, InterruptID: id,
 				Status: subjects.StatusResolved, Payload: json.RawMessage(strconv.Itoa(i)), Approver: "ada"})
 			subject, _ := ns.ResumeAs(run, "ada")
 			_, err = h.admin.Publish(ctx, subject, data, "resend-"+run, nil)
-			require.NoError(t, err)
+			if !check(err) {
+				return
+			}
 			count("duplicate")
 			_, _ = h.client.Decide(ctx, DecisionRequest{RunID: run, InterruptID: id, Status: subjects.StatusCancelled, Approver: "ada"})
 			count("conflicting")
 		}(i)
 	}
 	wg.Wait()
+	if t.Failed() {
+		return
+	}
 	completed, applied := 0, 0
 	for i := range runs {
 		run := fmt.Sprintf("bad-%05d", i)

@@ -50,6 +50,11 @@ type harness struct {
 // survivors keep what they hold alive every AckWait/2.
 const testAckWait = 500 * time.Millisecond
 
+// testSchemaBudget is the harness coordinators' SchemaBudget: generous,
+// so that a machine busy with parallel tests under -race does not refuse a
+// small schema check as over budget (hostile_schema_test sets its own).
+const testSchemaBudget = 10 * time.Second
+
 func newHarness(t *testing.T, agents map[string]AgentFunc) *harness {
 	t.Helper()
 	h := newBareHarness(t, agents)
@@ -70,7 +75,7 @@ func newBareHarness(t *testing.T, agents map[string]AgentFunc) *harness {
 func (h *harness) conn() *jetstream.Client { return jstest.Client(h.t, h.srv) }
 
 func (h *harness) startCoordinator(hook fault.Hook) *coordinator.Coordinator {
-	co := coordinator.New(h.conn(), coordinator.Config{AckWait: testAckWait, Logger: quiet})
+	co := coordinator.New(h.conn(), coordinator.Config{AckWait: testAckWait, SchemaBudget: testSchemaBudget, Logger: quiet})
 	require.NoError(h.t, co.Start(fault.With(context.Background(), hook)))
 	h.t.Cleanup(co.Stop)
 	h.co = co
