@@ -33,17 +33,17 @@ func shellWords(t *testing.T, command string) []string {
 // The commands a personal notification carries work when pasted; without
 // --approver the refusal says to pass it.
 func TestNotificationCommandsWorkWhenPasted(t *testing.T) {
+	t.Parallel()
 	got := make(chan []byte, 4)
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		got <- b
 	}))
 	defer hook.Close()
-	t.Setenv("TEST_LINK_SECRET", "a-secret-of-enough-bytes")
 	cfg := filepath.Join(t.TempDir(), "notifier.yaml")
 	require.NoError(t, os.WriteFile(cfg, []byte(`
 gateway_url: https://gw.example.test
-links: {secret_env: TEST_LINK_SECRET}
+links: {secret_env: `+testLinkSecretEnv+`}
 sinks:
   ada: {type: webhook, url: `+hook.URL+`, personal: ada}
 routes:

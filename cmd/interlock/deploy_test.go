@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/interlockhq/interlock/internal/syncbuf"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/jetstream/jstest"
@@ -105,12 +104,14 @@ func TestDeployComposeFile(t *testing.T) {
 	assert.Contains(t, strings.Join(doc.Services["provision"].Command, " "), "--replicas 3")
 }
 
-// as runs the CLI as NATS user (empty: anonymous).
-func as(t *testing.T, user string, args ...string) result {
+// as runs the CLI against the server at url as NATS user (empty:
+// anonymous), its name and password in the URL.
+func as(t *testing.T, user, url string, args ...string) result {
 	t.Helper()
-	t.Setenv("NATS_USER", user)
-	t.Setenv("NATS_PASSWORD", jstest.Password(user))
-	return cli(t, args...)
+	if user != "" {
+		url = jstest.As(user, url)
+	}
+	return cli(t, append(args, "--nats-url", url)...)
 }
 
 // attackAnonymousApprove is found item 7: anyone who reaches NATS approves
@@ -118,10 +119,10 @@ func as(t *testing.T, user string, args ...string) result {
 // herself gets through (to a run that does not exist).
 func attackAnonymousApprove(t *testing.T, url string) {
 	t.Helper()
-	r := as(t, "", "approve", "run-1", "ask", "--approver", "ada", "--nats-url", url)
+	r := as(t, "", url, "approve", "run-1", "ask", "--approver", "ada")
 	require.Equal(t, exitFailure, r.code, "anonymous: %s %s", r.out, r.err)
 	assert.Contains(t, strings.ToLower(r.err), "authorization violation")
-	r = as(t, "ada", "approve", "run-1", "ask", "--approver", "ada", "--nats-url", url, "--timeout", "2s")
+	r = as(t, "ada", url, "approve", "run-1", "ask", "--approver", "ada", "--timeout", "2s")
 	assert.NotEqual(t, 0, r.code, "no such run: %s", r.out)
 	assert.NotContains(t, strings.ToLower(r.err), "authorization violation", "ada herself gets through")
 	assert.NotContains(t, r.err, "permission denied", "ada may decide as herself")
@@ -131,12 +132,12 @@ func attackAnonymousApprove(t *testing.T, url string) {
 // file's configuration (on loopback, a free port and a temporary
 // directory) and attacks it.
 func TestAttackAnonymousApproveCompose(t *testing.T) {
-	jstest.SetPasswords(t)
+	t.Parallel()
 	srv, err := embedded.Start(embedded.Config{ConfigFile: "../../deploy/nats/compose.conf", Host: "127.0.0.1", Port: -1,
 		DataDir: t.TempDir(), Sync: embedded.SyncInterval})
 	require.NoError(t, err)
 	defer srv.Shutdown()
-	r := as(t, "admin", "provision", "--nats-url", srv.URL())
+	r := as(t, "admin", srv.URL(), "provision")
 	require.Equal(t, 0, r.code, r.err)
 	attackAnonymousApprove(t, srv.URL())
 }
@@ -209,7 +210,7 @@ func TestDeployKubernetesManifests(t *testing.T) {
 // TestDeployKubernetesNATSUsers: the Helm values give NATS exactly the users
 // and permissions of deploy/nats/auth.conf, each password from the Secret.
 func TestDeployKubernetesNATSUsers(t *testing.T) {
-	jstest.SetPasswords(t)
+	t.Parallel()
 	opts, err := server.ProcessConfigFile("../../deploy/nats/auth.conf")
 	require.NoError(t, err)
 	type rules struct {
@@ -303,10 +304,13 @@ func TestDeploySystemdUnit(t *testing.T) {
 	}
 	require.Contains(t, args, "../../deploy/nats/single.conf", "the unit loads the shipped config")
 
-	jstest.SetPasswords(t)
+	// The unit's environment; this test alone runs with it (t.Setenv), and
+	// only while serve reads it.
 	t.Setenv("NATS_USER", "coordinator")
 	t.Setenv("NATS_PASSWORD", jstest.Password("coordinator"))
 	d := runDaemon(t, "coordinator running", args...)
+	t.Setenv("NATS_USER", "")
+	t.Setenv("NATS_PASSWORD", "")
 	defer func() { assert.Equal(t, 0, d.Stop(), "serve stops cleanly") }()
 	assert.NotContains(t, d.logs.String(), jstest.Password("coordinator"), "no password in the logs")
 	url := d.url("embedded nats-server started")
@@ -327,12 +331,12 @@ func TestDeploySystemdUnit(t *testing.T) {
 	require.NoError(t, err)
 	var r result
 	require.Eventually(t, func() bool {
-		r = as(t, "ada", "approve", "run-2", "ask", "--approver", "ada", "--nats-url", url, "--timeout", "2s")
+		r = as(t, "ada", url, "approve", "run-2", "ask", "--approver", "ada", "--timeout", "2s")
 		return r.code == 0 // once the coordinator has recorded the run (before, unknown_run)
 	}, 15*time.Second, 50*time.Millisecond)
 	require.Equal(t, 0, r.code, r.err)
 	assert.Contains(t, r.out, "accepted")
-	r = as(t, "ada", "approve", "run-2", "ask", "--approver", "bob", "--nats-url", url, "--timeout", "2s")
+	r = as(t, "ada", url, "approve", "run-2", "ask", "--approver", "bob", "--timeout", "2s")
 	assert.Equal(t, exitFailure, r.code, "ada may not publish as bob: %s", r.err)
 	assert.Contains(t, r.err, "permission denied")
 }
@@ -340,21 +344,13 @@ func TestDeploySystemdUnit(t *testing.T) {
 // TestServeRedactsNATSPassword is found item 8: serve logged the NATS URL
 // with the password in it.
 func TestServeRedactsNATSPassword(t *testing.T) {
-	jstest.SetPasswords(t)
+	t.Parallel()
 	srv, err := embedded.Start(embedded.Config{ConfigFile: "../../deploy/nats/single.conf", Port: -1,
 		DataDir: t.TempDir(), Sync: embedded.SyncInterval})
 	require.NoError(t, err)
 	defer srv.Shutdown()
-	t.Setenv("NATS_USER", "")
-	url := jstest.As("coordinator", srv.URL())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	errOut := &syncbuf.Buffer{}
-	go func() { done <- run(ctx, []string{"serve", "--nats-url", url}, nil, &bytes.Buffer{}, errOut) }()
-	require.Eventually(t, func() bool { return strings.Contains(errOut.String(), "coordinator running") },
-		15*time.Second, 20*time.Millisecond, "serve did not come up: %s", errOut)
-	cancel()
-	require.Equal(t, 0, <-done, errOut.String())
-	assert.NotContains(t, errOut.String(), jstest.Password("coordinator"))
-	assert.Contains(t, errOut.String(), "coordinator:xxxxx@")
+	d := runDaemon(t, "coordinator running", "serve", "--nats-url", jstest.As("coordinator", srv.URL()))
+	require.Equal(t, 0, d.Stop(), d.logs.String())
+	assert.NotContains(t, d.logs.String(), jstest.Password("coordinator"))
+	assert.Contains(t, d.logs.String(), "coordinator:xxxxx@")
 }

@@ -36,6 +36,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintln(stderr, "interlock:", err)
 	}
 	if code == exitUsage {
+		if cmd == nil {
+			cmd = root
+		}
 		fmt.Fprintf(stderr, "see '%s --help'\n", cmd.CommandPath())
 	}
 	return code

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	neturl "net/url"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -19,8 +20,24 @@ import (
 	"github.com/interlockhq/interlock/jetstream/jstest"
 )
 
+// testLinkSecretEnv holds the link-signing secret of the tests' notifier
+// configurations.
+const testLinkSecretEnv = "INTERLOCK_TEST_LINK_SECRET"
+
 func TestMain(m *testing.M) {
 	jstest.RunNode() // when this binary is started as a cluster node
+	// The tests run in parallel, and t.Setenv cannot: what they need from
+	// the environment is set here, once (the shipped NATS configurations
+	// read every user's password from it), and none of the caller's NATS
+	// settings leaks into a command's flag defaults.
+	for _, v := range []string{"NATS_URL", "NATS_USER", "NATS_PASSWORD", "NATS_CREDS", "NATS_INBOX_PREFIX", "NATS_CA",
+		"NATS_CERT", "NATS_KEY", "INTERLOCK_PREFIX", "INTERLOCK_DATA_DIR", "INTERLOCK_APPROVER"} {
+		os.Unsetenv(v)
+	}
+	for _, u := range jstest.Users {
+		os.Setenv(jstest.PasswordEnv(u), jstest.Password(u))
+	}
+	os.Setenv(testLinkSecretEnv, "a-secret-of-enough-bytes")
 	goleak.VerifyTestMain(m)
 }
 
@@ -89,13 +106,17 @@ func (d *daemon) Stop() int {
 	return d.code
 }
 
-// url is the url of the log line msg: where the command listens.
+// url is the url of the log line msg, once logged: where the command
+// listens. (A command may log it after the line runDaemon waited for.)
 func (d *daemon) url(msg string) string {
 	d.t.Helper()
 	// Text logs say msg="..." url=..., JSON logs "msg":"...","url":"...".
-	m := regexp.MustCompile(`msg(?:=|":)"?` + regexp.QuoteMeta(msg) + `"?[ ,][^\n]*?\burl(?:=|":")([^\s"]+)`).
-		FindStringSubmatch(d.logs.String())
-	require.NotNil(d.t, m, "no %q with a url in the logs: %s", msg, d.logs)
+	re := regexp.MustCompile(`msg(?:=|":)"?` + regexp.QuoteMeta(msg) + `"?[ ,][^\n]*?\burl(?:=|":")([^\s"]+)`)
+	var m []string
+	require.Eventually(d.t, func() bool {
+		m = re.FindStringSubmatch(d.logs.String())
+		return m != nil
+	}, 15*time.Second, 10*time.Millisecond, "no %q with a url in the logs: %s", msg, d.logs)
 	return m[1]
 }
 

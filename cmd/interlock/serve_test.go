@@ -162,12 +162,10 @@ func TestServeConcurrentStartCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	jstest.SetPasswords(t)
+	t.Parallel()
 	nodes := jstest.ProcessCluster(t, 3, "../../deploy/nats/cluster/n1.conf", "../../deploy/nats/cluster/n2.conf",
 		"../../deploy/nats/cluster/n3.conf")
-	urls := jstest.NodeURLs(nodes)
-	t.Setenv("NATS_USER", "coordinator")
-	t.Setenv("NATS_PASSWORD", jstest.Password("coordinator"))
+	urls := jstest.As("coordinator", jstest.NodeURLs(nodes))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -194,14 +192,20 @@ func TestServeConcurrentStartCluster(t *testing.T) {
 	wg.Wait()
 	require.Zero(t, prov.code, "provision: %s", prov.err)
 	assert.Contains(t, prov.out, "replicas at least 3")
-	require.Eventually(t, func() bool {
+	up := func() bool {
 		for _, l := range logs {
 			if !strings.Contains(l.String(), "coordinator running") {
 				return false
 			}
 		}
 		return true
-	}, 60*time.Second, 50*time.Millisecond, "every serve comes up")
+	}
+	if !assert.Eventually(t, up, 60*time.Second, 50*time.Millisecond, "every serve comes up") {
+		for i, l := range logs {
+			t.Logf("serve %d: %s", i, l)
+		}
+		t.FailNow()
+	}
 	require.Empty(t, codes, "no serve exited")
 	cancel()
 	for range serves {

@@ -50,7 +50,7 @@ class Server:
         self.log: list[str] = []
         ready = threading.Event()
         self.proc = subprocess.Popen(
-            [str(binary), "serve", "--listen", f"127.0.0.1:{self.port}", "--data-dir", str(data_dir)],
+            [str(binary), "serve", "--nats-listen", f"127.0.0.1:{self.port}", "--data-dir", str(data_dir)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
