@@ -232,10 +232,12 @@ func TestCoordinatorCrashWhileExpiring(t *testing.T) {
 	assert.Len(t, h.events(run, subjects.EventResumed), 1)
 }
 
+// A reminder already past when its timer is armed is skipped: the first is
+// due 2s after the suspension, time enough for a busy machine to arm it.
 func TestReminderNotices(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, map[string]AgentFunc{"a": gated(func() Request {
-		return Request{Timeout: 3 * time.Second, RemindBefore: []time.Duration{2 * time.Second, time.Second}}
+		return Request{Timeout: 4 * time.Second, RemindBefore: []time.Duration{2 * time.Second, time.Second}}
 	})})
 	run := h.start("a", nil)
 	h.waitEvents(run, subjects.EventReminded, 2)
