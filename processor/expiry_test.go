@@ -46,7 +46,7 @@ func (h *harness) timersIdle() {
 		}
 		n, err := h.admin.MsgCount(h.ctx(), jetstream.StreamTimers)
 		return err == nil && st.Pending == 0 && st.AckPending == 0 && n == 0
-	}, 20*time.Second, 20*time.Millisecond, "timers still pending")
+	}, waitLimit, 20*time.Millisecond, "timers still pending")
 }
 
 func historyTypes(r *subjects.Run) []subjects.EventType {
