@@ -46,9 +46,11 @@ type harness struct {
 }
 
 // testAckWait is the AckWait of the harness's coordinators and workers:
-// how long a crashed one's message waits before it is redelivered. The
-// survivors keep what they hold alive every AckWait/2.
-const testAckWait = 500 * time.Millisecond
+// how long a crashed one's message waits before it is redelivered (the
+// default is 30s). The survivors keep what they hold alive every
+// AckWait/2; at 500ms such heartbeats came late on a machine at load 10
+// and a message held by a live handler was redelivered.
+const testAckWait = time.Second
 
 // testSchemaBudget is the harness coordinators' SchemaBudget: generous,
 // so that a machine busy with parallel tests under -race does not refuse a
