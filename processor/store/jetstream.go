@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -108,62 +107,63 @@ func (s *JetStream) Runs(ctx context.Context) ([]*subjects.Run, error) {
 	return out, nil
 }
 
-// Pending implements Store. It reads the pending index, so it costs what is
-// pending, not every run.
-func (s *JetStream) Pending(ctx context.Context) ([]subjects.PendingInterrupt, error) {
+// PendingPage implements Store with batched direct gets on the pending
+// index (Bucket.Page).
+func (s *JetStream) PendingPage(ctx context.Context, after uint64, limit int) ([]subjects.PendingInterrupt, uint64, error) {
 	b, err := s.bucket(ctx, jetstream.PendingBucket)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	values, err := b.Values(ctx)
+	entries, next, err := b.Page(ctx, after, limit)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	out := make([]subjects.PendingInterrupt, 0, len(values))
-	for _, v := range values {
+	out := make([]subjects.PendingInterrupt, 0, len(entries))
+	for _, e := range entries {
 		var p subjects.PendingInterrupt
-		if err := json.Unmarshal(v, &p); err != nil {
-			return nil, fmt.Errorf("pending index entry: %w", err)
+		if err := json.Unmarshal(e.Value, &p); err != nil {
+			return nil, 0, fmt.Errorf("pending index entry %s: %w", e.Key, err)
 		}
 		out = append(out, p)
 	}
-	SortPending(out)
-	return out, nil
+	return out, next, nil
 }
 
-// SortPending orders pending interrupts oldest first, then by run and
-// interrupt id.
-func SortPending(p []subjects.PendingInterrupt) {
-	sort.Slice(p, func(i, j int) bool {
-		if !p[i].SuspendedAt.Equal(p[j].SuspendedAt) {
-			return p[i].SuspendedAt.Before(p[j].SuspendedAt)
-		}
-		return p[i].RunID+p[i].ID < p[j].RunID+p[j].ID
-	})
+// PendingCount implements Store from the pending bucket's stream state:
+// removals leave markers that expire after a second (KVDeleteMsg).
+func (s *JetStream) PendingCount(ctx context.Context) (int, error) {
+	b, err := s.bucket(ctx, jetstream.PendingBucket)
+	if err != nil {
+		return 0, err
+	}
+	n, err := b.Count(ctx)
+	return int(n), err
 }
 
-// Events implements Store.
-func (s *JetStream) Events(ctx context.Context, run string) ([]subjects.Event, error) {
+// eventsBatch is how many events one request reads.
+const eventsBatch = 1024
+
+// Events implements Store: one batched direct get per eventsBatch events.
+func (s *JetStream) Events(ctx context.Context, run string, after uint64) ([]subjects.Event, uint64, error) {
 	filter, err := s.c.Namespace().RunEvents(run)
 	if err != nil {
-		return nil, err
+		return nil, after, err
 	}
 	var out []subjects.Event
-	var from uint64
 	for {
-		msgs, err := s.c.Messages(ctx, jetstream.StreamEvents, filter, from, 256)
+		msgs, more, err := s.c.Batch(ctx, s.c.StreamName(jetstream.StreamEvents), filter, after+1, eventsBatch)
 		if err != nil {
-			return nil, err
+			return nil, after, err
 		}
 		for _, m := range msgs {
 			var ev subjects.Event
 			if err := json.Unmarshal(m.Data, &ev); err == nil {
 				out = append(out, ev)
 			}
-			from = m.Sequence + 1
+			after = m.Sequence
 		}
-		if len(msgs) < 256 {
-			return out, nil
+		if !more {
+			return out, after, nil
 		}
 	}
 }

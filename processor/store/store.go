@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/subjects"
@@ -37,10 +38,21 @@ type Store interface {
 	PutRun(ctx context.Context, r *subjects.Run, rev uint64) (uint64, error)
 	// Runs returns every run record, least recently updated first.
 	Runs(ctx context.Context) ([]*subjects.Run, error)
-	// Pending returns every interrupt waiting for a decision, oldest first.
-	Pending(ctx context.Context) ([]subjects.PendingInterrupt, error)
-	// Events returns run's events, oldest first.
-	Events(ctx context.Context, run string) ([]subjects.Event, error)
+	// PendingPage returns up to limit interrupts waiting for a decision
+	// from the pending index, after cursor after (0: from the start), in
+	// the order they entered the index, and the cursor of the next page (0:
+	// none follows). Entries added while a caller pages come on a later
+	// page, removed ones are not returned, and none is skipped; an entry
+	// put again (an escalation) moves to the end with its new state. It
+	// costs what it returns, not what the index holds.
+	PendingPage(ctx context.Context, after uint64, limit int) ([]subjects.PendingInterrupt, uint64, error)
+	// PendingCount is the number of interrupts waiting for a decision,
+	// read without listing them. The JetStream store's count includes
+	// entries removed in the last second.
+	PendingCount(ctx context.Context) (int, error)
+	// Events returns run's events after cursor after (0: all), oldest
+	// first, and the cursor of the last one returned (after when none).
+	Events(ctx context.Context, run string, after uint64) ([]subjects.Event, uint64, error)
 	// Commit writes fx. Each write in it is deduplicated by what it is
 	// about, so committing the same effects again after an error (or a
 	// crash) completes them and repeats nothing.
@@ -57,6 +69,38 @@ type Effects struct {
 	// Messages go to subjects outside the store; each should carry a
 	// message id.
 	Messages []jetstream.OutMsg
+}
+
+// pageSize is the page AllPending reads.
+const pageSize = 256
+
+// AllPending returns every interrupt waiting for a decision, oldest first
+// (then by run and interrupt id), reading the pending index page by page.
+func AllPending(ctx context.Context, s Store) ([]subjects.PendingInterrupt, error) {
+	var out []subjects.PendingInterrupt
+	for after := uint64(0); ; {
+		page, next, err := s.PendingPage(ctx, after, pageSize)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if next == 0 {
+			SortPending(out)
+			return out, nil
+		}
+		after = next
+	}
+}
+
+// SortPending orders pending interrupts oldest first, then by run and
+// interrupt id.
+func SortPending(p []subjects.PendingInterrupt) {
+	sort.Slice(p, func(i, j int) bool {
+		if !p[i].SuspendedAt.Equal(p[j].SuspendedAt) {
+			return p[i].SuspendedAt.Before(p[j].SuspendedAt)
+		}
+		return p[i].RunID+p[i].ID < p[j].RunID+p[j].ID
+	})
 }
 
 // PendingRef names an entry of the pending index.
