@@ -60,7 +60,9 @@ func Start(ctx context.Context, url string) (*Tap, error) {
 			close(t.seen)
 			return
 		}
-		if !t.stored(m.Subject) {
+		// A consumer's delivery comes with the stored message's subject
+		// (and an ack subject to reply to): it is a read, not a write.
+		if strings.HasPrefix(m.Reply, "$JS.ACK.") || !t.stored(m.Subject) {
 			return
 		}
 		n := uint64(len(m.Subject) + len(m.Data))

@@ -53,6 +53,15 @@ func TestTap(t *testing.T) {
 	_, err = js.Publish(ctx, "l", []byte("1"))
 	require.NoError(t, err)
 	require.NoError(t, nc.Publish("not.stored", []byte("ignored")))
+	// Deliveries to a consumer are reads: not counted.
+	cons, err := q.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "c", AckPolicy: jetstream.AckExplicitPolicy})
+	require.NoError(t, err)
+	batch, err := cons.Fetch(1)
+	require.NoError(t, err)
+	for m := range batch.Messages() {
+		assert.Equal(t, "q.a", m.Subject())
+	}
+	require.NoError(t, batch.Error())
 	require.NoError(t, q.DeleteMsg(ctx, 1))
 	got, err := tap.Stop(ctx)
 	require.NoError(t, err)
