@@ -23,7 +23,19 @@ type JetStream struct {
 	mu      sync.Mutex
 	runs    *jetstream.Bucket
 	pending *jetstream.Bucket
+	// recent holds the records this store read or wrote last, encoded,
+	// with their revisions (see Recent).
+	recent map[string]remembered
 }
+
+type remembered struct {
+	data []byte
+	rev  uint64
+}
+
+// recentRecords bounds what Recent remembers: a few records per input in
+// flight, never one per run.
+const recentRecords = 1024
 
 // NewJetStream returns the store kept through c.
 func NewJetStream(c *jetstream.Client) *JetStream { return &JetStream{c: c} }
@@ -59,11 +71,52 @@ func (s *JetStream) Run(ctx context.Context, run string) (*subjects.Run, uint64,
 	if err != nil {
 		return nil, 0, err
 	}
+	s.remember(run, data, rev)
+	return decodeRun(run, data, rev)
+}
+
+func decodeRun(run string, data []byte, rev uint64) (*subjects.Run, uint64, error) {
 	var r subjects.Run
 	if err := json.Unmarshal(data, &r); err != nil {
 		return nil, 0, fmt.Errorf("run record %s is corrupt: %w", run, err)
 	}
 	return &r, rev, nil
+}
+
+// Recent implements Recaller: the record of run this store last read or
+// wrote, without asking the server, when it still remembers it.
+func (s *JetStream) Recent(run string) (*subjects.Run, uint64, bool) {
+	s.mu.Lock()
+	e, ok := s.recent[run]
+	s.mu.Unlock()
+	if !ok {
+		return nil, 0, false
+	}
+	r, rev, err := decodeRun(run, e.data, e.rev)
+	return r, rev, err == nil
+}
+
+// remember keeps run's record at rev for Recent; when full it forgets an
+// arbitrary one.
+func (s *JetStream) remember(run string, data []byte, rev uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.recent == nil {
+		s.recent = make(map[string]remembered, recentRecords)
+	}
+	if _, ok := s.recent[run]; !ok && len(s.recent) >= recentRecords {
+		for k := range s.recent {
+			delete(s.recent, k)
+			break
+		}
+	}
+	s.recent[run] = remembered{data: data, rev: rev}
+}
+
+func (s *JetStream) forget(run string) {
+	s.mu.Lock()
+	delete(s.recent, run)
+	s.mu.Unlock()
 }
 
 // PutRun implements Store.
@@ -76,7 +129,13 @@ func (s *JetStream) PutRun(ctx context.Context, r *subjects.Run, rev uint64) (ui
 	if err != nil {
 		return 0, err
 	}
-	return b.Update(ctx, r.RunID, data, rev)
+	next, err := b.Update(ctx, r.RunID, data, rev)
+	if err != nil {
+		s.forget(r.RunID)
+		return 0, err
+	}
+	s.remember(r.RunID, data, next)
+	return next, nil
 }
 
 // Runs implements Store. It reads the whole runs bucket: an operator's

@@ -136,21 +136,49 @@ const MaxAttempts = 20
 // ErrContended is Update's error when every attempt lost to another writer.
 var ErrContended = errors.New("compare-and-set kept losing")
 
+// Recaller is a Store that remembers the records it read or wrote last, so
+// that Update can try a change without reading the record first.
+type Recaller interface {
+	// Recent returns run's record and revision as this store last read or
+	// wrote it, if it remembers them; another writer may have changed it
+	// since.
+	Recent(run string) (*subjects.Run, uint64, bool)
+}
+
 // Update changes run's record with compare-and-set: it reads the record
 // (nil when there is none), asks change for the next one, and stores it if
 // nobody wrote in between, reading and asking again when somebody did.
 // change must be a pure function of the record it is given; it returns nil
 // to write nothing. Update returns the record stored, or nil when change
 // wrote nothing (or failed).
+//
+// When s is a Recaller that remembers run's record, the first attempt
+// starts from it instead of a read: a write from it stands only if the
+// record is still at that revision (compare-and-set), and a change that
+// writes nothing from it (a refusal, a duplicate) is asked again with the
+// record read, so nothing is ever decided on a stale record.
 func Update(ctx context.Context, s Store, run string, change func(rec *subjects.Run) (*subjects.Run, error)) (*subjects.Run, error) {
-	for range MaxAttempts {
-		rec, rev, err := s.Run(ctx, run)
-		if errors.Is(err, ErrNotFound) {
-			rec, rev = nil, 0
-		} else if err != nil {
-			return nil, err
+	recaller, _ := s.(Recaller)
+	for attempt := range MaxAttempts {
+		var rec *subjects.Run
+		var rev uint64
+		recalled := false
+		if recaller != nil && attempt == 0 {
+			rec, rev, recalled = recaller.Recent(run)
+		}
+		if !recalled {
+			var err error
+			rec, rev, err = s.Run(ctx, run)
+			if errors.Is(err, ErrNotFound) {
+				rec, rev = nil, 0
+			} else if err != nil {
+				return nil, err
+			}
 		}
 		next, err := change(rec)
+		if recalled && (err != nil || next == nil) {
+			continue // decide that only on the record as stored
+		}
 		if err != nil || next == nil {
 			return nil, err
 		}

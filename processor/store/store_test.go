@@ -116,3 +116,54 @@ func TestReadsCostWhatTheyReturn(t *testing.T) {
 	assert.Equal(t, events, events2, "one run's events")
 	assert.LessOrEqual(t, events, 3, "one request, one event, the end of the batch")
 }
+
+// TestUpdateFromRecentRecord: a store that wrote a record last changes it
+// without reading it first; a write from a record another store has
+// changed since loses the compare-and-set and is made again from the
+// record read, and a refusal on a remembered record is asked again on the
+// record read, so nothing is refused on a stale record.
+func TestUpdateFromRecentRecord(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := jstest.Server(t)
+	a, b := store.NewJetStream(jstest.Client(t, srv)), store.NewJetStream(jstest.Client(t, srv))
+	bump := func(rec *subjects.Run) (*subjects.Run, error) {
+		if rec == nil {
+			return &subjects.Run{Version: 1, RunID: "r1", Agent: "a", Status: subjects.RunSuspended}, nil
+		}
+		next := *rec
+		next.Pass++
+		return &next, nil
+	}
+	_, err := store.Update(ctx, a, "r1", bump)
+	require.NoError(t, err)
+	msgs := traffic(t, srv.URL(), func() {
+		got, err := store.Update(ctx, a, "r1", bump)
+		require.NoError(t, err)
+		assert.Equal(t, 1, got.Pass)
+	})
+	assert.Equal(t, 2, msgs, "one request, the write, and its ack: no read")
+
+	// b moves the record on; a still remembers pass 1.
+	_, err = store.Update(ctx, b, "r1", bump)
+	require.NoError(t, err)
+	got, err := store.Update(ctx, a, "r1", bump)
+	require.NoError(t, err)
+	assert.Equal(t, 3, got.Pass, "the stale write lost and was made again from pass 2")
+
+	_, err = store.Update(ctx, b, "r1", bump) // pass 4; a remembers 3
+	require.NoError(t, err)
+	var seen []int
+	got, err = store.Update(ctx, a, "r1", func(rec *subjects.Run) (*subjects.Run, error) {
+		seen = append(seen, rec.Pass)
+		if rec.Pass < 4 {
+			return nil, nil // refused on what it was given
+		}
+		return bump(rec)
+	})
+	require.NoError(t, err)
+	require.NotNil(t, got, "not refused on a stale record")
+	assert.Equal(t, 5, got.Pass)
+	assert.Equal(t, []int{3, 4}, seen, "asked on the remembered record, then on the record read")
+}
