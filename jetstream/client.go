@@ -861,10 +861,41 @@ func (c *Client) SubjectCount(ctx context.Context, s Stream, subject string) (in
 
 // Messages returns up to limit messages of stream s on subject (which may
 // contain wildcards), oldest first, starting at sequence from (0 for the
-// first), in one batched direct get (see Batch).
+// first). On a stream that allows direct gets (events, AG-UI events, dead
+// letters) that is one batched request (Batch); on the others, which only
+// tests and operators list, one request per message.
 func (c *Client) Messages(ctx context.Context, s Stream, subject string, from uint64, limit int) ([]StoredMsg, error) {
-	msgs, _, err := c.Batch(ctx, c.StreamName(s), subject, from, limit)
-	return msgs, err
+	st, err := c.stream(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	if st.CachedInfo().Config.AllowDirect {
+		msgs, _, err := c.Batch(ctx, c.StreamName(s), subject, from, limit)
+		return msgs, err
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		return nil, translate(err)
+	}
+	var out []StoredMsg
+	if info.State.Msgs == 0 {
+		return nil, nil
+	}
+	if from == 0 {
+		from = info.State.FirstSeq
+	}
+	for seq := from; len(out) < limit && seq <= info.State.LastSeq; {
+		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if err != nil {
+			if err = translate(err); isNotFound(err) {
+				break
+			}
+			return out, err
+		}
+		out = append(out, StoredMsg{Subject: m.Subject, Sequence: m.Sequence, Header: Header(m.Header), Data: m.Data, Time: m.Time})
+		seq = m.Sequence + 1
+	}
+	return out, nil
 }
 
 // numPendingHeader counts, on a batch's end, the messages matching its

@@ -202,7 +202,8 @@ func (s *JetStream) PendingCount(ctx context.Context) (int, error) {
 // eventsBatch is how many events one request reads.
 const eventsBatch = 1024
 
-// Events implements Store: one batched direct get per eventsBatch events.
+// Events implements Store: one batched direct get per eventsBatch events
+// (Client.Messages).
 func (s *JetStream) Events(ctx context.Context, run string, after uint64) ([]subjects.Event, uint64, error) {
 	filter, err := s.c.Namespace().RunEvents(run)
 	if err != nil {
@@ -210,7 +211,7 @@ func (s *JetStream) Events(ctx context.Context, run string, after uint64) ([]sub
 	}
 	var out []subjects.Event
 	for {
-		msgs, more, err := s.c.Batch(ctx, s.c.StreamName(jetstream.StreamEvents), filter, after+1, eventsBatch)
+		msgs, err := s.c.Messages(ctx, jetstream.StreamEvents, filter, after+1, eventsBatch)
 		if err != nil {
 			return nil, after, err
 		}
@@ -221,7 +222,7 @@ func (s *JetStream) Events(ctx context.Context, run string, after uint64) ([]sub
 			}
 			after = m.Sequence
 		}
-		if !more {
+		if len(msgs) < eventsBatch {
 			return out, after, nil
 		}
 	}
