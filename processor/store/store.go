@@ -152,11 +152,12 @@ type Recaller interface {
 // to write nothing. Update returns the record stored, or nil when change
 // wrote nothing (or failed).
 //
-// When s is a Recaller that remembers run's record, the first attempt
-// starts from it instead of a read: a write from it stands only if the
-// record is still at that revision (compare-and-set), and a change that
-// writes nothing from it (a refusal, a duplicate) is asked again with the
-// record read, so nothing is ever decided on a stale record.
+// When s is a Recaller, the first attempt starts without a read: from the
+// record it remembers, or else from none (a run's first record is written
+// without a read). A write from that guess stands only if the record is
+// still at that revision, or still absent (compare-and-set), and a change
+// that writes nothing from it (a refusal, a duplicate) is asked again with
+// the record read, so nothing is ever decided on a guess.
 func Update(ctx context.Context, s Store, run string, change func(rec *subjects.Run) (*subjects.Run, error)) (*subjects.Run, error) {
 	recaller, _ := s.(Recaller)
 	for attempt := range MaxAttempts {
@@ -164,7 +165,9 @@ func Update(ctx context.Context, s Store, run string, change func(rec *subjects.
 		var rev uint64
 		recalled := false
 		if recaller != nil && attempt == 0 {
-			rec, rev, recalled = recaller.Recent(run)
+			if rec, rev, recalled = recaller.Recent(run); !recalled {
+				rec, rev, recalled = nil, 0, true
+			}
 		}
 		if !recalled {
 			var err error

@@ -87,6 +87,8 @@ func TestReadsCostWhatTheyReturn(t *testing.T) {
 	measure := func() (page, count, events int) {
 		_, next, err := s.PendingPage(ctx, 0, 50) // warm: opens the bucket
 		require.NoError(t, err)
+		_, _, err = s.Events(ctx, "r00001", 0) // warm: the stream's settings
+		require.NoError(t, err)
 		page = traffic(t, srv.URL(), func() {
 			got, _, err := s.PendingPage(ctx, next, 50)
 			require.NoError(t, err)
@@ -136,9 +138,14 @@ func TestUpdateFromRecentRecord(t *testing.T) {
 		next.Pass++
 		return &next, nil
 	}
-	_, err := store.Update(ctx, a, "r1", bump)
-	require.NoError(t, err)
+	_, _, err := a.Run(ctx, "r0") // warm: opens the bucket
+	require.ErrorIs(t, err, store.ErrNotFound)
 	msgs := traffic(t, srv.URL(), func() {
+		_, err := store.Update(ctx, a, "r1", bump)
+		require.NoError(t, err)
+	})
+	assert.Equal(t, 2, msgs, "a run's first record: one request, the create, and its ack: no read")
+	msgs = traffic(t, srv.URL(), func() {
 		got, err := store.Update(ctx, a, "r1", bump)
 		require.NoError(t, err)
 		assert.Equal(t, 1, got.Pass)
