@@ -164,16 +164,55 @@ func (m *Bucket) Values(ctx context.Context) ([][]byte, error) {
 	return out, nil
 }
 
-// Len counts the keys in the bucket.
-func (m *Bucket) Len(ctx context.Context) (int, error) {
-	lister, err := m.kv.ListKeys(ctx)
+// Entry is a key's value, with the sequence that wrote it.
+type Entry struct {
+	Key      string
+	Value    []byte
+	Revision uint64
+}
+
+// Page returns up to limit keys with their values, in the order they were
+// last written, after revision after (0: from the first), skipping deleted
+// keys; next is the cursor of the following page, 0 when none follows. It
+// reads with batched direct gets (Client.Batch): one request for limit
+// entries, and one more for each run of deleted keys it steps over.
+func (m *Bucket) Page(ctx context.Context, after uint64, limit int) (entries []Entry, next uint64, err error) {
+	prefix := "$KV." + m.name + "."
+	from := after + 1
+	for len(entries) < limit {
+		msgs, more, err := m.c.Batch(ctx, "KV_"+m.name, prefix+">", from, limit-len(entries))
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, msg := range msgs {
+			from = msg.Sequence + 1
+			if op := msg.Header.Get(kvOperation); op == kvDelete || op == kvPurge {
+				continue
+			}
+			entries = append(entries, Entry{Key: strings.TrimPrefix(msg.Subject, prefix), Value: msg.Data, Revision: msg.Sequence})
+		}
+		if !more {
+			return entries, 0, nil
+		}
+	}
+	return entries, from - 1, nil
+}
+
+// Count is the number of messages the bucket's stream holds, read from its
+// state (one request, whatever the bucket holds): the keys, plus the
+// markers of deleted keys still kept. Markers written by KVDeleteMsg expire
+// after a second.
+func (m *Bucket) Count(ctx context.Context) (uint64, error) {
+	st, err := m.js.Stream(ctx, "KV_"+m.name)
 	if err != nil {
 		return 0, translate(err)
 	}
-	defer func() { _ = lister.Stop() }()
-	n := 0
-	for range lister.Keys() {
-		n++
-	}
-	return n, nil
+	return st.CachedInfo().State.Msgs, nil
 }
+
+// The KV operation header and its values for deletes.
+const (
+	kvOperation = "KV-Operation"
+	kvDelete    = "DEL"
+	kvPurge     = "PURGE"
+)

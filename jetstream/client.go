@@ -3,10 +3,12 @@ package jetstream
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -250,6 +252,13 @@ func (c *Client) streamConfigs(replicas int) []jetstream.StreamConfig {
 	for _, sc := range []*jetstream.StreamConfig{&decisions, &events} {
 		sc.DenyDelete, sc.DenyPurge = true, true
 	}
+	// Events, AG-UI events and dead letters are read in batches
+	// (Messages), with direct gets.
+	agui := base(StreamAGUI, c.cfg.MaxAge, ns.All(subjects.KindAGUI))
+	dlq := base(StreamDLQ, c.cfg.MaxAge, ns.All(subjects.KindDLQ))
+	for _, sc := range []*jetstream.StreamConfig{&events, &agui, &dlq} {
+		sc.AllowDirect = true
+	}
 	return []jetstream.StreamConfig{
 		work,
 		timers,
@@ -257,8 +266,8 @@ func (c *Client) streamConfigs(replicas int) []jetstream.StreamConfig {
 			ns.All(subjects.KindReminder), ns.All(subjects.KindEscalated), ns.All(subjects.KindExpired)),
 		decisions,
 		events,
-		base(StreamDLQ, c.cfg.MaxAge, ns.All(subjects.KindDLQ)),
-		base(StreamAGUI, c.cfg.MaxAge, ns.All(subjects.KindAGUI)),
+		dlq,
+		agui,
 	}
 }
 
@@ -314,6 +323,20 @@ func (c *Client) Provision(ctx context.Context) error {
 	c.mu.Unlock()
 	if _, err := c.Bucket(ctx, PendingBucket, "Interlock interrupts waiting for a decision", 0); err != nil {
 		return err
+	}
+	// The pending index's delete markers expire (KVDeleteMsg), so its count
+	// is read from the stream's state. Allowing message TTLs is raised on
+	// an existing bucket, never taken away.
+	pending := "KV_" + c.BucketName(PendingBucket)
+	err = c.ensureStream(ctx, pending, func(context.Context) error {
+		return fmt.Errorf("%w: bucket %s does not exist", ErrNotProvisioned, c.BucketName(PendingBucket))
+	}, func(have jetstream.StreamConfig) jetstream.StreamConfig {
+		next := have
+		next.AllowMsgTTL = true
+		return next
+	})
+	if err != nil {
+		return fmt.Errorf("provision bucket %s: %w", c.BucketName(PendingBucket), translate(err))
 	}
 	return nil
 }
@@ -474,6 +497,7 @@ func raiseStream(have, want jetstream.StreamConfig) jetstream.StreamConfig {
 	next.DenyDelete = have.DenyDelete || want.DenyDelete
 	next.DenyPurge = have.DenyPurge || want.DenyPurge
 	next.AllowMsgSchedules = have.AllowMsgSchedules || want.AllowMsgSchedules
+	next.AllowDirect = have.AllowDirect || want.AllowDirect
 	return next
 }
 
@@ -529,9 +553,16 @@ func (c *Client) KVPutMsg(bucket, key string, value []byte, msgID string) OutMsg
 }
 
 // KVDeleteMsg is the message that deletes key from bucket, for PublishAll.
+// Its marker expires after a second (the bucket's stream must allow message
+// TTLs, see Provision), so the bucket's stream then holds only the keys
+// that are there and Bucket.Count counts them.
 func (c *Client) KVDeleteMsg(bucket, key string) OutMsg {
-	return OutMsg{Subject: "$KV." + c.BucketName(bucket) + "." + key, Header: Header{"KV-Operation": {"DEL"}}}
+	return OutMsg{Subject: "$KV." + c.BucketName(bucket) + "." + key,
+		Header: Header{kvOperation: {kvDelete}, markerTTLHeader: {"1s"}}}
 }
+
+// markerTTLHeader is JetStream's per-message TTL (nats-server 2.11+).
+const markerTTLHeader = "Nats-TTL"
 
 func orForever(d time.Duration) string {
 	if d == 0 {
@@ -833,12 +864,19 @@ func (c *Client) SubjectCount(ctx context.Context, s Stream, subject string) (in
 	return int(counts[subject]), err
 }
 
-// Messages returns up to limit messages of stream s on subject, oldest
-// first, starting at sequence from (0 for the first).
+// Messages returns up to limit messages of stream s on subject (which may
+// contain wildcards), oldest first, starting at sequence from (0 for the
+// first). On a stream that allows direct gets (events, AG-UI events, dead
+// letters) that is one batched request (Batch); on the others, which only
+// tests and operators list, one request per message.
 func (c *Client) Messages(ctx context.Context, s Stream, subject string, from uint64, limit int) ([]StoredMsg, error) {
-	st, err := c.js.Stream(ctx, c.StreamName(s))
+	st, err := c.stream(ctx, s)
 	if err != nil {
-		return nil, translate(err)
+		return nil, err
+	}
+	if st.CachedInfo().Config.AllowDirect {
+		msgs, _, err := c.Batch(ctx, c.StreamName(s), subject, from, limit)
+		return msgs, err
 	}
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
 	if err != nil {
@@ -863,4 +901,68 @@ func (c *Client) Messages(ctx context.Context, s Stream, subject string, from ui
 		seq = m.Sequence + 1
 	}
 	return out, nil
+}
+
+// numPendingHeader counts, on a batch's end, the messages matching its
+// filter after the last one sent.
+const numPendingHeader = "Nats-Num-Pending"
+
+// Batch reads up to limit messages of the named stream on subjects
+// matching filter, oldest first, from sequence from on (0: the first), with
+// one batched direct get ($JS.API.DIRECT.GET.<stream>, nats-server 2.11+):
+// one request, answered by the stream (any replica: the stream must allow
+// direct gets) with the messages and an end-of-batch status. more says
+// whether messages matching filter remain after the last one returned.
+func (c *Client) Batch(ctx context.Context, stream, filter string, from uint64, limit int) (msgs []StoredMsg, more bool, err error) {
+	if limit < 1 {
+		return nil, false, fmt.Errorf("read %s: a batch of %d messages", stream, limit)
+	}
+	req, err := json.Marshal(struct {
+		Seq     uint64 `json:"seq,omitempty"`
+		NextFor string `json:"next_by_subj"`
+		Batch   int    `json:"batch"`
+	}{from, filter, limit})
+	if err != nil {
+		return nil, false, err
+	}
+	inbox := c.nc.NewInbox()
+	replies := make(chan *nats.Msg, limit+1)
+	sub, err := c.nc.ChanSubscribe(inbox, replies)
+	if err != nil {
+		return nil, false, translate(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	api := "$JS.API.DIRECT.GET." + stream
+	if err := c.nc.PublishRequest(api, inbox, req); err != nil {
+		return nil, false, fmt.Errorf("read %s: %w", stream, translate(err))
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.Timeout)
+		defer cancel()
+	}
+	for {
+		var m *nats.Msg
+		select {
+		case m = <-replies:
+		case <-ctx.Done():
+			return nil, false, fmt.Errorf("read %s: %w", stream, c.refused(api, ctx.Err()))
+		}
+		switch status := m.Header.Get("Status"); status {
+		case "":
+		case "204": // end of batch
+			return msgs, m.Header.Get(numPendingHeader) != "0", nil
+		case "404": // nothing matches
+			return nil, false, nil
+		default:
+			return nil, false, fmt.Errorf("read %s: status %s %s", stream, status, m.Header.Get("Description"))
+		}
+		seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+		if err != nil {
+			return nil, false, fmt.Errorf("read %s: a reply without its sequence: %w", stream, err)
+		}
+		at, _ := time.Parse(time.RFC3339Nano, m.Header.Get(jetstream.TimeStampHeaer))
+		msgs = append(msgs, StoredMsg{Subject: m.Header.Get(jetstream.SubjectHeader), Sequence: seq,
+			Header: Header(m.Header), Data: m.Data, Time: at})
+	}
 }

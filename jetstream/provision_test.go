@@ -107,3 +107,32 @@ func TestRedact(t *testing.T) {
 		assert.Equal(t, want, jetstream.Redact(in), in)
 	}
 }
+
+// TestProvisionRaisesReadFeatures: a deployment made before the pending
+// index's markers expired and events were read in batches gets message
+// TTLs on the pending bucket and direct gets on the streams read in
+// batches, and keeps everything else.
+func TestProvisionRaisesReadFeatures(t *testing.T) {
+	t.Parallel()
+	srv := jstest.Server(t)
+	nc, err := nats.Connect(srv.URL())
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := njs.New(nc)
+	require.NoError(t, err)
+	_, err = js.CreateKeyValue(ctx(t), njs.KeyValueConfig{Bucket: "interlock_pending", History: 3})
+	require.NoError(t, err)
+	_, err = js.CreateStream(ctx(t), njs.StreamConfig{Name: "INTERLOCK_EVENTS", Subjects: []string{"interlock.events.>"}})
+	require.NoError(t, err)
+
+	c := jstest.Client(t, srv)
+	for _, name := range []string{c.StreamName(jetstream.StreamEvents), c.StreamName(jetstream.StreamAGUI), c.StreamName(jetstream.StreamDLQ)} {
+		st, err := js.Stream(ctx(t), name)
+		require.NoError(t, err)
+		assert.True(t, st.CachedInfo().Config.AllowDirect, name)
+	}
+	st, err := js.Stream(ctx(t), "KV_interlock_pending")
+	require.NoError(t, err)
+	assert.True(t, st.CachedInfo().Config.AllowMsgTTL, "removals' markers may expire")
+	assert.Equal(t, int64(3), st.CachedInfo().Config.MaxMsgsPerSubject, "the operator's history kept")
+}

@@ -382,13 +382,16 @@ func verdictErr(v subjects.Verdict) error {
 // it returns the answer: an accepted earlier attempt makes this copy a
 // duplicate.
 func (cl *Client) earlierVerdict(ctx context.Context, run string, d subjects.Decision, rejected int) (subjects.Verdict, int, error) {
+	// Each wake reads only the events recorded since the last one.
+	var cursor uint64
+	var last *subjects.Verdict
+	n := 0
 	for {
-		evs, err := cl.Events(ctx, run)
+		evs, next, err := cl.store.Events(ctx, run, cursor)
 		if err != nil && !errors.Is(err, subjects.ErrInvalidToken) {
 			return subjects.Verdict{}, rejected, err
 		}
-		var last *subjects.Verdict
-		n := 0
+		cursor = next
 		for _, ev := range evs {
 			v := ev.Verdict
 			if v == nil || v.DecisionID != d.DecisionID || v.InterruptID != d.InterruptID || v.Approver != d.Approver {
@@ -430,12 +433,23 @@ func (cl *Client) Run(ctx context.Context, run string) (*subjects.Run, error) {
 // Pending lists every interrupt waiting for a decision, oldest first. It
 // reads the pending index, so it costs what is pending, not every run.
 func (cl *Client) Pending(ctx context.Context) ([]subjects.PendingInterrupt, error) {
-	return cl.store.Pending(ctx)
+	return store.AllPending(ctx, cl.store)
+}
+
+// PendingPage returns up to limit interrupts waiting for a decision after
+// cursor after (0: from the start), in the order they entered the pending
+// index, and the cursor of the next page (0: none follows). Entries added
+// meanwhile come on later pages, removed ones are left out, none is
+// skipped; an escalated entry moves to the end. It costs what it returns,
+// however many are pending.
+func (cl *Client) PendingPage(ctx context.Context, after uint64, limit int) ([]subjects.PendingInterrupt, uint64, error) {
+	return cl.store.PendingPage(ctx, after, limit)
 }
 
 // Events returns run's lifecycle and audit events, oldest first.
 func (cl *Client) Events(ctx context.Context, run string) ([]subjects.Event, error) {
-	return cl.store.Events(ctx, run)
+	evs, _, err := cl.store.Events(ctx, run, 0)
+	return evs, err
 }
 
 // Runs returns every run record, least recently updated first. It reads

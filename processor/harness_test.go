@@ -46,10 +46,12 @@ type harness struct {
 }
 
 // testAckWait is the AckWait of the harness's coordinators and workers:
-// how long a crashed one's message waits before it is redelivered (the
-// default is 30s). The survivors keep what they hold alive every
-// AckWait/2; at 500ms such heartbeats came late on a machine at load 10
-// and a message held by a live handler was redelivered.
+// how long a crashed one's message waits before it is redelivered. The
+// survivors keep what they hold alive every AckWait/2. At 500 ms a body
+// ran twice now and then (TestCrashConverges, its journaled step counted
+// twice) on a machine running the whole suite in parallel under -race: a
+// heartbeat 250 ms late lets the server hand a held item out again, the
+// window docs/protocol.md names. One second keeps that window shut here.
 const testAckWait = time.Second
 
 // testSchemaBudget is the harness coordinators' SchemaBudget: generous,

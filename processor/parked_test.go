@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor/store"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -91,4 +92,23 @@ func TestParkedRunsCoordinatorMemory(t *testing.T) {
 	t.Logf("%d parked runs recorded in %s; coordinator RSS peak %d MB, now %d MB; %.0f bytes stored per parked run",
 		n, time.Since(start).Round(time.Second), peak/1024, rssKB(cmd.Process.Pid)/1024, float64(after-before)/float64(n))
 	require.Less(t, peak/1024, 100, "coordinator memory under 100 MB")
+
+	// What the gauge and a listing's page cost with every run waiting
+	// (logged, not asserted: the machine's load decides wall time).
+	begin := time.Now()
+	waiting, err := h.client.Pending(h.ctx())
+	listAll := time.Since(begin)
+	require.NoError(t, err)
+	for _, after := range []uint64{0, uint64(n / 2)} {
+		begin = time.Now()
+		page, _, err := h.client.PendingPage(h.ctx(), after, 50)
+		require.NoError(t, err)
+		require.Len(t, page, 50)
+		t.Logf("a page of 50 from position %d: %s", after, time.Since(begin).Round(time.Microsecond))
+	}
+	t.Logf("all %d pending read page by page: %s", len(waiting), listAll.Round(time.Millisecond))
+	begin = time.Now()
+	count, err := store.NewJetStream(h.admin).PendingCount(h.ctx())
+	require.NoError(t, err)
+	t.Logf("the pending gauge's count, %d: %s", count, time.Since(begin).Round(time.Microsecond))
 }

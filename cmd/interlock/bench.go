@@ -16,6 +16,7 @@ import (
 	"github.com/interlockhq/interlock/internal/benchmark"
 	"github.com/interlockhq/interlock/internal/floor"
 	"github.com/interlockhq/interlock/internal/histogram"
+	"github.com/interlockhq/interlock/internal/writes"
 	"github.com/interlockhq/interlock/jetstream/embedded"
 )
 
@@ -40,6 +41,10 @@ type benchResult struct {
 	// server included) per run.
 	BytesPerRun float64 `json:"bytesPerRun,omitempty"`
 	HeapPerRun  float64 `json:"heapBytesPerRun,omitempty"`
+	// Cycles: messages stored and bytes published on the streams per
+	// cycle, over every stream and bucket the side uses.
+	MsgsPerCycle  float64 `json:"msgsPerCycle,omitempty"`
+	BytesPerCycle float64 `json:"bytesPerCycle,omitempty"`
 }
 
 func newBench(g *globals) *cobra.Command {
@@ -181,6 +186,10 @@ func benchSide(ctx context.Context, progress io.Writer, side string, mode embedd
 				ids <- id()
 			}
 			close(ids)
+			tap, err := writes.Start(ctx, srv.URL())
+			if err != nil {
+				return nil, err
+			}
 			start := time.Now()
 			var wg sync.WaitGroup
 			for range concurrency {
@@ -199,10 +208,16 @@ func benchSide(ctx context.Context, progress io.Writer, side string, mode embedd
 				}()
 			}
 			wg.Wait()
+			elapsed := time.Since(start)
+			written, err := tap.Stop(ctx)
 			if firstErr != nil {
 				return nil, fmt.Errorf("%s cycle: %w", side, firstErr)
 			}
-			r.Runs, r.PerSecond = runs, float64(runs)/time.Since(start).Seconds()
+			if err != nil {
+				return nil, fmt.Errorf("%s cycle: counting writes: %w", side, err)
+			}
+			r.Runs, r.PerSecond = runs, float64(runs)/elapsed.Seconds()
+			r.MsgsPerCycle, r.BytesPerCycle = float64(written.Msgs)/float64(runs), float64(written.Bytes)/float64(runs)
 			r.P50ms, r.P99ms = ms(h.Quantile(0.5)), ms(h.Quantile(0.99))
 		case "parked":
 			before, err := c.Bytes(ctx)
@@ -292,6 +307,11 @@ func printBench(w io.Writer, all []benchResult) {
 			il = fmt.Sprintf("%.0f/s p50 %.2fms p99 %.2fms", r.PerSecond, r.P50ms, r.P99ms)
 			fl = fmt.Sprintf("%.0f/s p50 %.2fms p99 %.2fms", f.PerSecond, f.P50ms, f.P99ms)
 			ratio = fmt.Sprintf("%.2f (throughput)", r.PerSecond/f.PerSecond)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Sync, il, fl, ratio)
+			il = fmt.Sprintf("%.1f msgs, %.0f B per cycle", r.MsgsPerCycle, r.BytesPerCycle)
+			fl = fmt.Sprintf("%.1f msgs, %.0f B per cycle", f.MsgsPerCycle, f.BytesPerCycle)
+			ratio = fmt.Sprintf("%.2f (msgs) %.2f (bytes)", r.MsgsPerCycle/f.MsgsPerCycle, r.BytesPerCycle/f.BytesPerCycle)
+			r.Scenario = "writes"
 		case "parked":
 			il = fmt.Sprintf("%.0f B/run stored, %.0f B/run heap", r.BytesPerRun, r.HeapPerRun)
 			fl = fmt.Sprintf("%.0f B/run stored", f.BytesPerRun)

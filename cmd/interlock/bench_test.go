@@ -19,6 +19,12 @@ func TestBenchCommand(t *testing.T) {
 		switch x.Scenario {
 		case "cycle":
 			assert.Positive(t, x.PerSecond, "%+v", x)
+			assert.Positive(t, x.BytesPerCycle, "%+v", x)
+			if x.Side == "floor" {
+				assert.Equal(t, 8.0, x.MsgsPerCycle, "the floor's eight durable writes per cycle")
+			} else {
+				assert.Greater(t, x.MsgsPerCycle, 8.0, "Interlock's cycle writes the floor's eight and its events")
+			}
 		case "parked":
 			assert.Positive(t, x.BytesPerRun, "%+v", x)
 		default:
@@ -27,6 +33,9 @@ func TestBenchCommand(t *testing.T) {
 		}
 	}
 	assert.Contains(t, r.err, "cycle interlock sync=interval", "progress on stderr")
+	r = cli(t, "bench", "--scenario", "cycle", "--runs", "3", "--sync", "interval")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Regexp(t, `writes\s+interval\s+[\d.]+ msgs, \d+ B per cycle\s+8.0 msgs, \d+ B per cycle`, r.out)
 	r = cli(t, "bench", "--scenario", "nope", "--runs", "1", "--sync", "interval")
 	assert.Equal(t, exitUsage, r.code)
 	r = cli(t, "bench", "--scenario", "paced", "--runs", "1", "--sync", "interval")

@@ -117,7 +117,7 @@ func (co *Coordinator) Start(ctx context.Context) error {
 		co.running.Add(cons)
 		registerLag(co.cfg.Registry, co.client, in.stream, in.durable)
 	}
-	registerPending(co.cfg.Registry, co.client)
+	registerPending(co.cfg.Registry, co.store)
 	registerBacklog(co.cfg.Registry, co.client)
 	return nil
 }

@@ -113,20 +113,17 @@ func registerLag(reg prometheus.Registerer, c *jetstream.Client, stream jetstrea
 }
 
 // registerPending exports the number of interrupts waiting for a decision,
-// counted in the pending index at each scrape.
-func registerPending(reg prometheus.Registerer, c *jetstream.Client) {
+// read from the store at each scrape without listing them
+// (Store.PendingCount: one request, however many are pending).
+func registerPending(reg prometheus.Registerer, s store.Store) {
 	if reg == nil {
 		return
 	}
 	_ = reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "interlock_pending_interrupts",
-		Help: "Interrupts waiting for a decision."}, func() float64 {
+		Help: "Interrupts waiting for a decision (entries removed in the last second may still be counted)."}, func() float64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		b, err := c.OpenBucket(ctx, jetstream.PendingBucket)
-		if err != nil {
-			return -1
-		}
-		n, err := b.Len(ctx)
+		n, err := s.PendingCount(ctx)
 		if err != nil {
 			return -1
 		}

@@ -223,8 +223,9 @@ type List struct {
 	NextCursor string `json:"nextCursor,omitempty"`
 }
 
-func cursorOf(p processor.PendingInterrupt) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(p.SuspendedAt.UnixNano(), 10) + "|" + p.RunID + "|" + p.ID))
+// cursorOf is the listing's cursor for a position in the pending index.
+func cursorOf(after uint64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatUint(after, 10)))
 }
 
 func (g *Gateway) listInterrupts(w http.ResponseWriter, r *http.Request) {
@@ -247,19 +248,16 @@ func (g *Gateway) listInterrupts(w http.ResponseWriter, r *http.Request) {
 		}
 		olderThan = d
 	}
-	var after string
+	var after uint64
 	if c := q.Get("cursor"); c != "" {
 		raw, err := base64.RawURLEncoding.DecodeString(c)
-		if err != nil {
+		if err == nil {
+			after, err = strconv.ParseUint(string(raw), 10, 64)
+		}
+		if err != nil || after == 0 {
 			writeError(w, http.StatusBadRequest, subjects.CodeBadRequest, "cursor is not one this gateway returned")
 			return
 		}
-		after = string(raw)
-	}
-	all, err := g.client.Pending(r.Context())
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, subjects.CodeUnavailable, "%v", err)
-		return
 	}
 	me := identityOf(r)
 	subject := me
@@ -269,27 +267,37 @@ func (g *Gateway) listInterrupts(w http.ResponseWriter, r *http.Request) {
 	}
 	out := List{Interrupts: []Item{}}
 	now := time.Now()
-	for _, p := range all {
-		key := strconv.FormatInt(p.SuspendedAt.UnixNano(), 10) + "|" + p.RunID + "|" + p.ID
-		switch {
-		case !authz.MayRead(p.Interrupt, me),
-			after != "" && key <= after,
-			q.Get("agent") != "" && p.Agent != q.Get("agent"),
-			q.Get("reason") != "" && p.Reason != q.Get("reason"),
-			olderThan > 0 && now.Sub(p.SuspendedAt) < olderThan,
-			(q.Get("mine") == "true" || q.Get("approver") != "") && !authz.MayDecide(p.Interrupt, subject):
-			continue
+	// Read the index page by page, each asking only for what the listing
+	// still lacks, so a listing costs what it returns plus what the
+	// caller's filters leave out, never the whole index.
+	for len(out.Interrupts) < limit {
+		page, next, err := g.client.PendingPage(r.Context(), after, limit-len(out.Interrupts))
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, subjects.CodeUnavailable, "%v", err)
+			return
 		}
-		if len(out.Interrupts) == limit {
-			out.NextCursor = cursorOf(out.Interrupts[limit-1].PendingInterrupt)
+		for _, p := range page {
+			switch {
+			case !authz.MayRead(p.Interrupt, me),
+				q.Get("agent") != "" && p.Agent != q.Get("agent"),
+				q.Get("reason") != "" && p.Reason != q.Get("reason"),
+				olderThan > 0 && now.Sub(p.SuspendedAt) < olderThan,
+				(q.Get("mine") == "true" || q.Get("approver") != "") && !authz.MayDecide(p.Interrupt, subject):
+				continue
+			}
+			item := Item{PendingInterrupt: p, CanDecide: authz.MayDecide(p.Interrupt, me)}
+			if p.ExpiresAt != nil {
+				left := int64(p.ExpiresAt.Sub(now) / time.Second)
+				item.ExpiresInSeconds = &left
+			}
+			out.Interrupts = append(out.Interrupts, item)
+		}
+		if after = next; next == 0 {
 			break
 		}
-		item := Item{PendingInterrupt: p, CanDecide: authz.MayDecide(p.Interrupt, me)}
-		if p.ExpiresAt != nil {
-			left := int64(p.ExpiresAt.Sub(now) / time.Second)
-			item.ExpiresInSeconds = &left
-		}
-		out.Interrupts = append(out.Interrupts, item)
+	}
+	if after != 0 {
+		out.NextCursor = cursorOf(after)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

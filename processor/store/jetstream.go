@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,7 +23,19 @@ type JetStream struct {
 	mu      sync.Mutex
 	runs    *jetstream.Bucket
 	pending *jetstream.Bucket
+	// recent holds the records this store read or wrote last, encoded,
+	// with their revisions (see Recent).
+	recent map[string]remembered
 }
+
+type remembered struct {
+	data []byte
+	rev  uint64
+}
+
+// recentRecords bounds what Recent remembers: a few records per input in
+// flight, never one per run.
+const recentRecords = 1024
 
 // NewJetStream returns the store kept through c.
 func NewJetStream(c *jetstream.Client) *JetStream { return &JetStream{c: c} }
@@ -60,11 +71,52 @@ func (s *JetStream) Run(ctx context.Context, run string) (*subjects.Run, uint64,
 	if err != nil {
 		return nil, 0, err
 	}
+	s.remember(run, data, rev)
+	return decodeRun(run, data, rev)
+}
+
+func decodeRun(run string, data []byte, rev uint64) (*subjects.Run, uint64, error) {
 	var r subjects.Run
 	if err := json.Unmarshal(data, &r); err != nil {
 		return nil, 0, fmt.Errorf("run record %s is corrupt: %w", run, err)
 	}
 	return &r, rev, nil
+}
+
+// Recent implements Recaller: the record of run this store last read or
+// wrote, without asking the server, when it still remembers it.
+func (s *JetStream) Recent(run string) (*subjects.Run, uint64, bool) {
+	s.mu.Lock()
+	e, ok := s.recent[run]
+	s.mu.Unlock()
+	if !ok {
+		return nil, 0, false
+	}
+	r, rev, err := decodeRun(run, e.data, e.rev)
+	return r, rev, err == nil
+}
+
+// remember keeps run's record at rev for Recent; when full it forgets an
+// arbitrary one.
+func (s *JetStream) remember(run string, data []byte, rev uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.recent == nil {
+		s.recent = make(map[string]remembered, recentRecords)
+	}
+	if _, ok := s.recent[run]; !ok && len(s.recent) >= recentRecords {
+		for k := range s.recent {
+			delete(s.recent, k)
+			break
+		}
+	}
+	s.recent[run] = remembered{data: data, rev: rev}
+}
+
+func (s *JetStream) forget(run string) {
+	s.mu.Lock()
+	delete(s.recent, run)
+	s.mu.Unlock()
 }
 
 // PutRun implements Store.
@@ -77,7 +129,13 @@ func (s *JetStream) PutRun(ctx context.Context, r *subjects.Run, rev uint64) (ui
 	if err != nil {
 		return 0, err
 	}
-	return b.Update(ctx, r.RunID, data, rev)
+	next, err := b.Update(ctx, r.RunID, data, rev)
+	if err != nil {
+		s.forget(r.RunID)
+		return 0, err
+	}
+	s.remember(r.RunID, data, next)
+	return next, nil
 }
 
 // Runs implements Store. It reads the whole runs bucket: an operator's
@@ -108,62 +166,64 @@ func (s *JetStream) Runs(ctx context.Context) ([]*subjects.Run, error) {
 	return out, nil
 }
 
-// Pending implements Store. It reads the pending index, so it costs what is
-// pending, not every run.
-func (s *JetStream) Pending(ctx context.Context) ([]subjects.PendingInterrupt, error) {
+// PendingPage implements Store with batched direct gets on the pending
+// index (Bucket.Page).
+func (s *JetStream) PendingPage(ctx context.Context, after uint64, limit int) ([]subjects.PendingInterrupt, uint64, error) {
 	b, err := s.bucket(ctx, jetstream.PendingBucket)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	values, err := b.Values(ctx)
+	entries, next, err := b.Page(ctx, after, limit)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	out := make([]subjects.PendingInterrupt, 0, len(values))
-	for _, v := range values {
+	out := make([]subjects.PendingInterrupt, 0, len(entries))
+	for _, e := range entries {
 		var p subjects.PendingInterrupt
-		if err := json.Unmarshal(v, &p); err != nil {
-			return nil, fmt.Errorf("pending index entry: %w", err)
+		if err := json.Unmarshal(e.Value, &p); err != nil {
+			return nil, 0, fmt.Errorf("pending index entry %s: %w", e.Key, err)
 		}
 		out = append(out, p)
 	}
-	SortPending(out)
-	return out, nil
+	return out, next, nil
 }
 
-// SortPending orders pending interrupts oldest first, then by run and
-// interrupt id.
-func SortPending(p []subjects.PendingInterrupt) {
-	sort.Slice(p, func(i, j int) bool {
-		if !p[i].SuspendedAt.Equal(p[j].SuspendedAt) {
-			return p[i].SuspendedAt.Before(p[j].SuspendedAt)
-		}
-		return p[i].RunID+p[i].ID < p[j].RunID+p[j].ID
-	})
+// PendingCount implements Store from the pending bucket's stream state:
+// removals leave markers that expire after a second (KVDeleteMsg).
+func (s *JetStream) PendingCount(ctx context.Context) (int, error) {
+	b, err := s.bucket(ctx, jetstream.PendingBucket)
+	if err != nil {
+		return 0, err
+	}
+	n, err := b.Count(ctx)
+	return int(n), err
 }
 
-// Events implements Store.
-func (s *JetStream) Events(ctx context.Context, run string) ([]subjects.Event, error) {
+// eventsBatch is how many events one request reads.
+const eventsBatch = 1024
+
+// Events implements Store: one batched direct get per eventsBatch events
+// (Client.Messages).
+func (s *JetStream) Events(ctx context.Context, run string, after uint64) ([]subjects.Event, uint64, error) {
 	filter, err := s.c.Namespace().RunEvents(run)
 	if err != nil {
-		return nil, err
+		return nil, after, err
 	}
 	var out []subjects.Event
-	var from uint64
 	for {
-		msgs, err := s.c.Messages(ctx, jetstream.StreamEvents, filter, from, 256)
+		msgs, err := s.c.Messages(ctx, jetstream.StreamEvents, filter, after+1, eventsBatch)
 		if err != nil {
-			return nil, err
+			return nil, after, err
 		}
 		for _, m := range msgs {
 			var ev subjects.Event
 			if err := json.Unmarshal(m.Data, &ev); err == nil {
 				out = append(out, ev)
 			}
-			from = m.Sequence + 1
+			after = m.Sequence
 		}
-		if len(msgs) < 256 {
-			return out, nil
+		if len(msgs) < eventsBatch {
+			return out, after, nil
 		}
 	}
 }

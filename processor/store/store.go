@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/subjects"
@@ -37,10 +38,21 @@ type Store interface {
 	PutRun(ctx context.Context, r *subjects.Run, rev uint64) (uint64, error)
 	// Runs returns every run record, least recently updated first.
 	Runs(ctx context.Context) ([]*subjects.Run, error)
-	// Pending returns every interrupt waiting for a decision, oldest first.
-	Pending(ctx context.Context) ([]subjects.PendingInterrupt, error)
-	// Events returns run's events, oldest first.
-	Events(ctx context.Context, run string) ([]subjects.Event, error)
+	// PendingPage returns up to limit interrupts waiting for a decision
+	// from the pending index, after cursor after (0: from the start), in
+	// the order they entered the index, and the cursor of the next page (0:
+	// none follows). Entries added while a caller pages come on a later
+	// page, removed ones are not returned, and none is skipped; an entry
+	// put again (an escalation) moves to the end with its new state. It
+	// costs what it returns, not what the index holds.
+	PendingPage(ctx context.Context, after uint64, limit int) ([]subjects.PendingInterrupt, uint64, error)
+	// PendingCount is the number of interrupts waiting for a decision,
+	// read without listing them. The JetStream store's count includes
+	// entries removed in the last second.
+	PendingCount(ctx context.Context) (int, error)
+	// Events returns run's events after cursor after (0: all), oldest
+	// first, and the cursor of the last one returned (after when none).
+	Events(ctx context.Context, run string, after uint64) ([]subjects.Event, uint64, error)
 	// Commit writes fx. Each put and event in it carries a message id
 	// derived from what it is about, so committing the same effects again
 	// after an error or a crash, within the streams' duplicate window (two
@@ -59,6 +71,38 @@ type Effects struct {
 	// Messages go to subjects outside the store; each should carry a
 	// message id.
 	Messages []jetstream.OutMsg
+}
+
+// pageSize is the page AllPending reads.
+const pageSize = 256
+
+// AllPending returns every interrupt waiting for a decision, oldest first
+// (then by run and interrupt id), reading the pending index page by page.
+func AllPending(ctx context.Context, s Store) ([]subjects.PendingInterrupt, error) {
+	var out []subjects.PendingInterrupt
+	for after := uint64(0); ; {
+		page, next, err := s.PendingPage(ctx, after, pageSize)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if next == 0 {
+			SortPending(out)
+			return out, nil
+		}
+		after = next
+	}
+}
+
+// SortPending orders pending interrupts oldest first, then by run and
+// interrupt id.
+func SortPending(p []subjects.PendingInterrupt) {
+	sort.Slice(p, func(i, j int) bool {
+		if !p[i].SuspendedAt.Equal(p[j].SuspendedAt) {
+			return p[i].SuspendedAt.Before(p[j].SuspendedAt)
+		}
+		return p[i].RunID+p[i].ID < p[j].RunID+p[j].ID
+	})
 }
 
 // PendingRef names an entry of the pending index.
@@ -94,21 +138,52 @@ const MaxAttempts = 20
 // ErrContended is Update's error when every attempt lost to another writer.
 var ErrContended = errors.New("compare-and-set kept losing")
 
+// Recaller is a Store that remembers the records it read or wrote last, so
+// that Update can try a change without reading the record first.
+type Recaller interface {
+	// Recent returns run's record and revision as this store last read or
+	// wrote it, if it remembers them; another writer may have changed it
+	// since.
+	Recent(run string) (*subjects.Run, uint64, bool)
+}
+
 // Update changes run's record with compare-and-set: it reads the record
 // (nil when there is none), asks change for the next one, and stores it if
 // nobody wrote in between, reading and asking again when somebody did.
 // change must be a pure function of the record it is given; it returns nil
 // to write nothing. Update returns the record stored, or nil when change
 // wrote nothing (or failed).
+//
+// When s is a Recaller, the first attempt starts without a read: from the
+// record it remembers, or else from none (a run's first record is written
+// without a read). A write from that guess stands only if the record is
+// still at that revision, or still absent (compare-and-set), and a change
+// that writes nothing from it (a refusal, a duplicate) is asked again with
+// the record read, so nothing is ever decided on a guess.
 func Update(ctx context.Context, s Store, run string, change func(rec *subjects.Run) (*subjects.Run, error)) (*subjects.Run, error) {
-	for range MaxAttempts {
-		rec, rev, err := s.Run(ctx, run)
-		if errors.Is(err, ErrNotFound) {
-			rec, rev = nil, 0
-		} else if err != nil {
-			return nil, err
+	recaller, _ := s.(Recaller)
+	for attempt := range MaxAttempts {
+		var rec *subjects.Run
+		var rev uint64
+		recalled := false
+		if recaller != nil && attempt == 0 {
+			if rec, rev, recalled = recaller.Recent(run); !recalled {
+				rec, rev, recalled = nil, 0, true
+			}
+		}
+		if !recalled {
+			var err error
+			rec, rev, err = s.Run(ctx, run)
+			if errors.Is(err, ErrNotFound) {
+				rec, rev = nil, 0
+			} else if err != nil {
+				return nil, err
+			}
 		}
 		next, err := change(rec)
+		if recalled && (err != nil || next == nil) {
+			continue // decide that only on the record as stored
+		}
 		if err != nil || next == nil {
 			return nil, err
 		}

@@ -5,6 +5,7 @@
 package memstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,13 +21,26 @@ import (
 // Store is a store.Store in memory. Records are kept encoded, as the
 // JetStream store keeps them, so a caller never shares a record with it.
 type Store struct {
-	mu       sync.Mutex
-	runs     map[string]entry
-	rev      uint64
-	pending  map[string]subjects.PendingInterrupt
-	events   map[string][]subjects.Event
+	mu   sync.Mutex
+	runs map[string]entry
+	rev  uint64
+	// seq orders the index's entries and the events, as a stream's
+	// sequence does.
+	seq      uint64
+	pending  map[string]indexed
+	events   map[string][]event
 	seen     map[string]bool
 	messages []jetstream.OutMsg
+}
+
+type indexed struct {
+	subjects.PendingInterrupt
+	seq uint64
+}
+
+type event struct {
+	subjects.Event
+	seq uint64
 }
 
 type entry struct {
@@ -36,8 +50,8 @@ type entry struct {
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{runs: map[string]entry{}, pending: map[string]subjects.PendingInterrupt{},
-		events: map[string][]subjects.Event{}, seen: map[string]bool{}}
+	return &Store{runs: map[string]entry{}, pending: map[string]indexed{},
+		events: map[string][]event{}, seen: map[string]bool{}}
 }
 
 var _ store.Store = (*Store)(nil)
@@ -99,26 +113,49 @@ func (s *Store) Runs(ctx context.Context) ([]*subjects.Run, error) {
 	return out, nil
 }
 
-// Pending implements store.Store.
-func (s *Store) Pending(context.Context) ([]subjects.PendingInterrupt, error) {
+// PendingPage implements store.Store.
+func (s *Store) PendingPage(_ context.Context, after uint64, limit int) ([]subjects.PendingInterrupt, uint64, error) {
 	s.mu.Lock()
-	out := make([]subjects.PendingInterrupt, 0, len(s.pending))
+	var all []indexed
 	for _, p := range s.pending {
-		out = append(out, p)
+		if p.seq > after {
+			all = append(all, p)
+		}
 	}
 	s.mu.Unlock()
-	store.SortPending(out)
-	return out, nil
+	slices.SortFunc(all, func(a, b indexed) int { return cmp.Compare(a.seq, b.seq) })
+	var next uint64
+	if len(all) > limit {
+		all, next = all[:limit], all[limit-1].seq
+	}
+	out := make([]subjects.PendingInterrupt, 0, len(all))
+	for _, p := range all {
+		out = append(out, p.PendingInterrupt)
+	}
+	return out, next, nil
+}
+
+// PendingCount implements store.Store.
+func (s *Store) PendingCount(context.Context) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending), nil
 }
 
 // Events implements store.Store.
-func (s *Store) Events(_ context.Context, run string) ([]subjects.Event, error) {
+func (s *Store) Events(_ context.Context, run string, after uint64) ([]subjects.Event, uint64, error) {
 	if err := subjects.ValidateToken("run id", run); err != nil {
-		return nil, err
+		return nil, after, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.events[run]), nil
+	var out []subjects.Event
+	for _, ev := range s.events[run] {
+		if ev.seq > after {
+			out, after = append(out, ev.Event), ev.seq
+		}
+	}
+	return out, after, nil
 }
 
 // Commit implements store.Store, with the JetStream store's message ids:
@@ -128,9 +165,12 @@ func (s *Store) Commit(_ context.Context, fx store.Effects) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range fx.Index {
+		// The same put again (its message id seen) stores nothing, even
+		// after the entry was removed, as in the JetStream store.
 		if id := store.IndexMsgID(p); !s.seen[id] {
 			s.seen[id] = true
-			s.pending[subjects.PendingKey(p.RunID, p.ID)] = p
+			s.seq++
+			s.pending[subjects.PendingKey(p.RunID, p.ID)] = indexed{PendingInterrupt: p, seq: s.seq}
 		}
 	}
 	for _, r := range fx.Unindex {
@@ -139,7 +179,8 @@ func (s *Store) Commit(_ context.Context, fx store.Effects) error {
 	for _, ev := range fx.Events {
 		if id := ev.MsgID(); !s.seen[id] {
 			s.seen[id] = true
-			s.events[ev.Run()] = append(s.events[ev.Run()], ev.Event)
+			s.seq++
+			s.events[ev.Run()] = append(s.events[ev.Run()], event{Event: ev.Event, seq: s.seq})
 		}
 	}
 	for _, m := range fx.Messages {
