@@ -180,18 +180,31 @@ retry:
 		// The replay can finish before the decision's event is stored: a
 		// commit cut short by the node loss is finished when the coordinator
 		// handles the decision's redelivery.
-		accepted := 0
-		require.Eventually(t, func() bool {
+		var (
+			readMu   sync.Mutex
+			accepted int
+			lastErr  error
+		)
+		if !assert.Eventually(t, func() bool {
 			evs, err := client.Events(ctx(), run)
-			accepted = 0
+			n := 0
 			for _, e := range evs {
 				if e.Type == subjects.EventDecisionAccepted {
-					accepted++
+					n++
 				}
 			}
-			return err == nil && accepted > 0
-		}, 30*time.Second, 50*time.Millisecond, "%s: the decision's event", run)
-		assert.Equal(t, 1, accepted, "%s: the decision is applied once", run)
+			readMu.Lock()
+			defer readMu.Unlock()
+			accepted, lastErr = n, err
+			return err == nil && n > 0
+		}, 30*time.Second, 50*time.Millisecond, "%s: the decision's event", run) {
+			readMu.Lock()
+			t.Fatalf("%s: no decision_accepted event read; the last read found %d, error %v", run, accepted, lastErr)
+		}
+		readMu.Lock()
+		n := accepted
+		readMu.Unlock()
+		assert.Equal(t, 1, n, "%s: the decision is applied once", run)
 	}
 	require.Eventually(t, func() bool {
 		mu.Lock()
