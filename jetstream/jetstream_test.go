@@ -282,7 +282,9 @@ func TestConsumeRetryAfter(t *testing.T) {
 }
 
 // A handler that runs longer than AckWait keeps its message: InProgress
-// stops the server from handing it to someone else.
+// stops the server from handing it to someone else. (AckWait 2s: the
+// heartbeat every second arrives in time on a busy machine too; 500ms
+// failed at load 10.)
 func TestConsumeLongHandlerNotRedelivered(t *testing.T) {
 	t.Parallel()
 	c := jstest.Client(t, jstest.Server(t))
@@ -290,10 +292,10 @@ func TestConsumeLongHandlerNotRedelivered(t *testing.T) {
 	var deliveries atomic.Int32
 	done := make(chan struct{})
 	k, err := c.Consume(ctx(t), jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "slow",
-		AckWait: 500 * time.Millisecond, Concurrency: 2},
+		AckWait: 2 * time.Second, Concurrency: 2},
 		func(context.Context, *jetstream.Delivery) error {
 			if deliveries.Add(1) == 1 {
-				time.Sleep(1500 * time.Millisecond) // the long pass under test
+				time.Sleep(5 * time.Second) // the long pass under test: over two AckWaits
 				close(done)
 			}
 			return nil

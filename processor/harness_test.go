@@ -98,8 +98,13 @@ func (h *harness) startWorker(fault func(string) bool) *Worker {
 	return w
 }
 
+// waitLimit bounds the harness's waits. Generous: it only matters when a
+// test fails, and a machine busy with parallel -race tests can take many
+// times longer than an idle one.
+const waitLimit = time.Minute
+
 func (h *harness) ctx() context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	h.t.Cleanup(cancel)
 	return ctx
 }
@@ -152,7 +157,7 @@ func (h *harness) waitEvents(run string, t subjects.EventType, n int) []subjects
 	require.Eventually(h.t, func() bool {
 		evs = h.events(run, t)
 		return len(evs) >= n
-	}, 15*time.Second, 20*time.Millisecond, "waiting for %d %s events of %s", n, t, run)
+	}, waitLimit, 20*time.Millisecond, "waiting for %d %s events of %s", n, t, run)
 	return evs
 }
 

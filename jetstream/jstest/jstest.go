@@ -5,10 +5,8 @@ package jstest
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"runtime"
@@ -50,7 +48,10 @@ func Server(t testing.TB, cfg ...embedded.Config) *embedded.Server {
 }
 
 // Restart shuts srv down and starts a server on the same port and data
-// directory, as a crash and restart of the NATS server would.
+// directory, as a crash and restart of the NATS server would. The port
+// must be the same, for the clients reconnect to it: should another socket
+// have taken it meanwhile (a connection's local port, say), Restart tries
+// again for a few seconds before it fails with embedded.ErrListen.
 func Restart(t testing.TB, srv *embedded.Server, cfg embedded.Config) *embedded.Server {
 	t.Helper()
 	port := srv.Port()
@@ -59,9 +60,10 @@ func Restart(t testing.TB, srv *embedded.Server, cfg embedded.Config) *embedded.
 	if cfg.Sync == "" {
 		cfg.Sync = embedded.SyncInterval
 	}
-	next, err := embedded.Start(cfg)
+	var next *embedded.Server
+	err := samePort(restartWithin, func() (err error) { next, err = embedded.Start(cfg); return err })
 	if err != nil {
-		t.Fatalf("restart embedded nats-server: %v", err)
+		t.Fatalf("restart embedded nats-server on port %d: %v", port, err)
 	}
 	t.Cleanup(next.Shutdown)
 	return next
@@ -97,41 +99,6 @@ func ClientURL(t testing.TB, urls string, cfg ...jetstream.Config) *jetstream.Cl
 	return cl
 }
 
-// freePorts returns n distinct loopback ports that were free a moment ago.
-// Another process may take one before the caller binds it: only for what
-// must be known before anything listens (cluster route ports), with a
-// retry when the bind fails (see Cluster).
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var ls []net.Listener
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("free port: %v", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
-}
-
-// clusterAttempts bounds how often Cluster and ProcessCluster start again
-// on a new set of route ports after one was taken before its node bound it.
-const clusterAttempts = 5
-
-// routes are the route URLs of cluster nodes on the given ports.
-func routes(ports []int) []string {
-	var out []string
-	for _, p := range ports {
-		out = append(out, "nats-route://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-	}
-	return out
-}
-
 // Cluster starts n servers forming one JetStream cluster on loopback, each
 // in its own temporary directory. configs, when given, are nats-server
 // configuration files (one per node) whose ports are moved: client and
@@ -142,16 +109,7 @@ func routes(ports []int) []string {
 func Cluster(t testing.TB, n int, configs ...string) []*embedded.Server {
 	t.Helper()
 	var servers []*embedded.Server
-	for attempt := 1; ; attempt++ {
-		var err error
-		if servers, err = startCluster(t, n, configs); err == nil {
-			break
-		}
-		if !errors.Is(err, embedded.ErrListen) || attempt == clusterAttempts {
-			t.Fatalf("start cluster node: %v", err)
-		}
-		t.Logf("cluster attempt %d: %v; again on new route ports", attempt, err)
-	}
+	onNewPorts(t, func() (err error) { servers, err = startCluster(t, n, configs); return err })
 	for _, s := range servers {
 		t.Cleanup(s.Shutdown)
 	}
@@ -183,7 +141,7 @@ func startCluster(t testing.TB, n int, configs []string) ([]*embedded.Server, er
 		urls = append(urls, u)
 	}
 	servers := make([]*embedded.Server, n)
-	errs := make(chan error, n)
+	cfgs := make([]embedded.Config, n)
 	for i := range n {
 		cfg := embedded.Config{DataDir: t.TempDir(), Port: -1, Name: fmt.Sprintf("n%d", i+1),
 			Sync: embedded.SyncInterval, StartTimeout: 20 * time.Second}
@@ -199,27 +157,14 @@ func startCluster(t testing.TB, n int, configs []string) ([]*embedded.Server, er
 			}
 			o.Cluster.Host, o.Cluster.Port, o.Routes = "127.0.0.1", ports[i], urls
 		}
-		go func() {
-			srv, err := embedded.Start(cfg)
-			servers[i] = srv
-			errs <- err
-		}()
+		cfgs[i] = cfg
 	}
-	var first error
-	for range n {
-		if err := <-errs; err != nil && first == nil {
-			first = err
+	err := startAll(n, func(i int) (err error) { servers[i], err = embedded.Start(cfgs[i]); return err }, func(i int) {
+		if servers[i] != nil {
+			servers[i].Shutdown()
 		}
-	}
-	if first != nil {
-		for _, s := range servers {
-			if s != nil {
-				s.Shutdown()
-			}
-		}
-		return nil, first
-	}
-	return servers, nil
+	})
+	return servers, err
 }
 
 // URLs joins the servers' client URLs for a client that may fail over.

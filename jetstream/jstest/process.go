@@ -147,10 +147,12 @@ func (n *Node) Running() bool {
 }
 
 // Start starts the node's process (again, on the same ports and data
-// directory after Kill) and waits until it accepts connections.
+// directory after Kill) and waits until it accepts connections. Should
+// another socket have taken one of its ports meanwhile, it tries again for
+// a few seconds.
 func (n *Node) Start() {
 	n.t.Helper()
-	if err := n.start(); err != nil {
+	if err := samePort(restartWithin, n.start); err != nil {
 		n.t.Fatal(err)
 	}
 }
@@ -243,20 +245,13 @@ func (n *Node) Healthy() bool {
 // /healthz answers 200; the nodes are stopped at cleanup.
 func ProcessCluster(t testing.TB, n int, configs ...string) []*Node {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
-		nodes, err := startProcessCluster(t, n, configs)
-		if err == nil {
-			for _, node := range nodes {
-				t.Cleanup(node.Stop)
-			}
-			WaitHealthy(t, 30*time.Second, nodes...)
-			return nodes
-		}
-		if !errors.Is(err, embedded.ErrListen) || attempt == clusterAttempts {
-			t.Fatal(err)
-		}
-		t.Logf("cluster attempt %d: %v; again on new route ports", attempt, err)
+	var nodes []*Node
+	onNewPorts(t, func() (err error) { nodes, err = startProcessCluster(t, n, configs); return err })
+	for _, node := range nodes {
+		t.Cleanup(node.Stop)
 	}
+	WaitHealthy(t, 30*time.Second, nodes...)
+	return nodes
 }
 
 // startProcessCluster starts the nodes of ProcessCluster on new route
@@ -276,23 +271,8 @@ func startProcessCluster(t testing.TB, n int, configs []string) ([]*Node, error)
 		}
 		nodes[i] = &Node{t: t, spec: spec}
 	}
-	errs := make(chan error, n)
-	for _, node := range nodes {
-		go func() { errs <- node.start() }()
-	}
-	var first error
-	for range n {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-		}
-	}
-	if first != nil {
-		for _, node := range nodes {
-			node.Stop()
-		}
-		return nil, first
-	}
-	return nodes, nil
+	err := startAll(n, func(i int) error { return nodes[i].start() }, func(i int) { nodes[i].Stop() })
+	return nodes, err
 }
 
 // WaitHealthy waits until every node's /healthz answers 200, or fails t.

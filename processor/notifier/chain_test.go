@@ -18,9 +18,12 @@ import (
 )
 
 // escalatingAgent runs a coordinator and a worker whose agent "refunds"
-// asks ada a question with a 2s deadline, a reminder 1s before it, and one
-// escalation to boss that adds 2s: a run of it sees a new suspension, a
+// asks ada a question with a 4s deadline, a reminder 1s before it, and one
+// escalation to boss that adds 3s: a run of it sees a new suspension, a
 // reminder, an escalation, a reminder for the new deadline and an expiry.
+// A reminder already past when its timer is armed is skipped, so each
+// leaves the coordinator seconds to arm it (3s after the suspension, 2s
+// after the escalation), even on a machine busy with parallel tests.
 func (e *env) escalatingAgent() {
 	e.t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -29,10 +32,10 @@ func (e *env) escalatingAgent() {
 	e.t.Cleanup(co.Stop)
 	w := processor.NewWorker(e.admin, processor.WorkerConfig{Logger: quiet})
 	require.NoError(e.t, w.Register("refunds", func(ctx context.Context, _ json.RawMessage) (any, error) {
-		_, err := processor.Interrupt(ctx, processor.Request{Message: "Refund?", Timeout: 2 * time.Second,
+		_, err := processor.Interrupt(ctx, processor.Request{Message: "Refund?", Timeout: 4 * time.Second,
 			Approvers: []string{"ada"}, ResponseSchema: json.RawMessage(`{"type":"object"}`),
 			Metadata: map[string]any{"team": "finance"}, RemindBefore: []time.Duration{time.Second},
-			OnExpiry: processor.Expiry{Action: subjects.ExpiryEscalate, Approvers: []string{"boss"}, Extend: 2 * time.Second}})
+			OnExpiry: processor.Expiry{Action: subjects.ExpiryEscalate, Approvers: []string{"boss"}, Extend: 3 * time.Second}})
 		return nil, err
 	}))
 	require.NoError(e.t, w.Start(ctx(e.t)))
@@ -62,7 +65,7 @@ routes:
 	rec, err := processor.NewClient(e.admin).Wait(ctx(t), run, processor.Suspended)
 	require.NoError(t, err, "%+v", rec)
 	// new, reminder, escalated, reminder (for the new deadline), expired.
-	require.Eventually(t, func() bool { return len(team.got()) >= 5 }, 20*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return len(team.got()) >= 5 }, 30*time.Second, 20*time.Millisecond)
 	got := team.got()
 	var kinds []string
 	keys := map[string]bool{}

@@ -108,7 +108,7 @@ func (r *receiver) got() []received {
 
 func (r *receiver) waitN(t *testing.T, n int) []received {
 	t.Helper()
-	require.Eventually(t, func() bool { return len(r.got()) >= n }, 15*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return len(r.got()) >= n }, 30*time.Second, 10*time.Millisecond,
 		"receiver expected %d requests", n)
 	return r.got()
 }
