@@ -324,20 +324,6 @@ func (c *Client) Provision(ctx context.Context) error {
 	if _, err := c.Bucket(ctx, PendingBucket, "Interlock interrupts waiting for a decision", 0); err != nil {
 		return err
 	}
-	// The pending index's delete markers expire (KVDeleteMsg), so its count
-	// is read from the stream's state. Allowing message TTLs is raised on
-	// an existing bucket, never taken away.
-	pending := "KV_" + c.BucketName(PendingBucket)
-	err = c.ensureStream(ctx, pending, func(context.Context) error {
-		return fmt.Errorf("%w: bucket %s does not exist", ErrNotProvisioned, c.BucketName(PendingBucket))
-	}, func(have jetstream.StreamConfig) jetstream.StreamConfig {
-		next := have
-		next.AllowMsgTTL = true
-		return next
-	})
-	if err != nil {
-		return fmt.Errorf("provision bucket %s: %w", c.BucketName(PendingBucket), translate(err))
-	}
 	return nil
 }
 
@@ -511,17 +497,29 @@ func longer(a, b time.Duration) time.Duration {
 
 // provisionBucket creates the bucket, or raises an existing one's replicas
 // and TTL to cfg's; it never lowers them and keeps whatever else an
-// operator set (history, size limits).
+// operator set (history, size limits). The pending index's bucket also
+// allows message TTLs, so that its delete markers expire (KVDeleteMsg) and
+// its count can be read from the stream's state; that is raised on an
+// existing bucket, never taken away, and every raise of it carries it, so
+// provisioners running at once never undo each other's.
 func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	err := c.ensureStream(ctx, "KV_"+cfg.Bucket, func(ctx context.Context) error {
-		_, err := c.js.CreateKeyValue(ctx, cfg)
-		return err
-	}, func(have jetstream.StreamConfig) jetstream.StreamConfig {
+	msgTTL := cfg.Bucket == c.BucketName(PendingBucket)
+	raise := func(have jetstream.StreamConfig) jetstream.StreamConfig {
 		next := have
 		next.Replicas = max(have.Replicas, cfg.Replicas)
 		next.MaxAge = longer(have.MaxAge, cfg.TTL)
+		next.AllowMsgTTL = have.AllowMsgTTL || msgTTL
 		return next
-	})
+	}
+	create := func(ctx context.Context) error {
+		_, err := c.js.CreateKeyValue(ctx, cfg)
+		return err
+	}
+	err := c.ensureStream(ctx, "KV_"+cfg.Bucket, create, raise)
+	if err == nil && msgTTL {
+		// A bucket just created lacks what KeyValueConfig cannot say.
+		err = c.ensureStream(ctx, "KV_"+cfg.Bucket, create, raise)
+	}
 	if err != nil {
 		return nil, err
 	}

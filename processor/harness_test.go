@@ -51,7 +51,8 @@ type harness struct {
 // ran twice now and then (TestCrashConverges, its journaled step counted
 // twice) on a machine running the whole suite in parallel under -race: a
 // heartbeat 250 ms late lets the server hand a held item out again, the
-// window docs/protocol.md names. One second keeps that window shut here.
+// window docs/protocol.md names; one second leaves a heartbeat 500 ms of
+// slack.
 const testAckWait = time.Second
 
 // testSchemaBudget is the harness coordinators' SchemaBudget: generous,

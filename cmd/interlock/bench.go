@@ -66,7 +66,8 @@ histograms.
 
   suspend   start a run until its suspension is recorded (one in flight)
   replay    a decision until the replayed run's completion is recorded (one in flight)
-  cycle     full start-suspend-decide-replay-complete cycles per second at --concurrency
+  cycle     full start-suspend-decide-replay-complete cycles per second at --concurrency,
+            and the messages and bytes written per cycle (the "writes" row)
   paced     cycles started at --rate per second: decision-to-replay p50/p99 under load
   parked    --parked runs left suspended: bytes stored and heap per run`,
 		Args: cobra.NoArgs,

@@ -228,6 +228,22 @@ func cursorOf(after uint64) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatUint(after, 10)))
 }
 
+// errCursor: a cursor this gateway did not return.
+var errCursor = errors.New("cursor is not one this gateway returned")
+
+// parseCursor is the position in the pending index a cursor names.
+func parseCursor(c string) (uint64, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return 0, errCursor
+	}
+	after, err := strconv.ParseUint(string(raw), 10, 64)
+	if err != nil || after == 0 || cursorOf(after) != c {
+		return 0, errCursor
+	}
+	return after, nil
+}
+
 func (g *Gateway) listInterrupts(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	limit := 50
@@ -250,12 +266,9 @@ func (g *Gateway) listInterrupts(w http.ResponseWriter, r *http.Request) {
 	}
 	var after uint64
 	if c := q.Get("cursor"); c != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(c)
-		if err == nil {
-			after, err = strconv.ParseUint(string(raw), 10, 64)
-		}
-		if err != nil || after == 0 {
-			writeError(w, http.StatusBadRequest, subjects.CodeBadRequest, "cursor is not one this gateway returned")
+		var err error
+		if after, err = parseCursor(c); err != nil {
+			writeError(w, http.StatusBadRequest, subjects.CodeBadRequest, "%v", err)
 			return
 		}
 	}

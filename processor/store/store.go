@@ -87,16 +87,16 @@ func AllPending(ctx context.Context, s Store) ([]subjects.PendingInterrupt, erro
 		}
 		out = append(out, page...)
 		if next == 0 {
-			SortPending(out)
+			sortPending(out)
 			return out, nil
 		}
 		after = next
 	}
 }
 
-// SortPending orders pending interrupts oldest first, then by run and
+// sortPending orders pending interrupts oldest first, then by run and
 // interrupt id.
-func SortPending(p []subjects.PendingInterrupt) {
+func sortPending(p []subjects.PendingInterrupt) {
 	sort.Slice(p, func(i, j int) bool {
 		if !p[i].SuspendedAt.Equal(p[j].SuspendedAt) {
 			return p[i].SuspendedAt.Before(p[j].SuspendedAt)
