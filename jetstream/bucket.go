@@ -180,7 +180,10 @@ func (m *Bucket) Page(ctx context.Context, after uint64, limit int) (entries []E
 	prefix := "$KV." + m.name + "."
 	from := after + 1
 	for len(entries) < limit {
-		msgs, more, err := m.c.Batch(ctx, "KV_"+m.name, prefix+">", from, limit-len(entries))
+		// ">" rather than the bucket's prefix: the stream holds nothing
+		// else, and the server counts what is left of a full-wildcard read
+		// from its state when the read starts at the stream's beginning.
+		msgs, more, err := m.c.Batch(ctx, "KV_"+m.name, ">", from, limit-len(entries))
 		if err != nil {
 			return nil, 0, err
 		}
