@@ -58,7 +58,7 @@ func TestWireMessagesMatchSchemas(t *testing.T) {
 		}
 		return n
 	}
-	kindSchema := map[string]string{subjects.KindSuspended: "suspension", subjects.KindCompleted: "completion",
+	kindSchema := map[subjects.Kind]string{subjects.KindSuspended: "suspension", subjects.KindCompleted: "completion",
 		subjects.KindFailed: "failure", subjects.KindEvents: "event"}
 	byKind := func(subject string) string {
 		a, err := ns.Parse(subject)
@@ -66,7 +66,7 @@ func TestWireMessagesMatchSchemas(t *testing.T) {
 		return kindSchema[a.Kind]
 	}
 	runsChecked := 0
-	for _, k := range []string{subjects.KindSuspended, subjects.KindCompleted, subjects.KindFailed} {
+	for _, k := range []subjects.Kind{subjects.KindSuspended, subjects.KindCompleted, subjects.KindFailed} {
 		runsChecked += check(jetstream.StreamRuns, ns.All(k), byKind)
 	}
 	assert.Equal(t, 3, runsChecked, "a suspension, a completion, a failure")

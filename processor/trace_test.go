@@ -24,7 +24,7 @@ func TestTraceContextFlows(t *testing.T) {
 	h.decide(run, rec.Pending()[0].ID, subjects.StatusResolved, map[string]any{"amount": 1})
 	h.waitFor(run, Finished)
 	ns := h.admin.Namespace()
-	for _, kind := range []string{subjects.KindSuspended, subjects.KindCompleted} {
+	for _, kind := range []subjects.Kind{subjects.KindSuspended, subjects.KindCompleted} {
 		subject, _ := ns.Suspended("refunds", run)
 		if kind == subjects.KindCompleted {
 			subject, _ = ns.Completed("refunds", run)

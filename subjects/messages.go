@@ -125,7 +125,7 @@ const ExpiryApprover = "interlock:expiry"
 type Notice struct {
 	PassRef
 	// Kind is reminder, escalated or expired.
-	Kind string `json:"kind"`
+	Kind Kind `json:"kind"`
 	// Seq counts notices of this kind about the interrupt: reminder 1, 2...
 	Seq int `json:"seq"`
 	// Timer names the timer behind the notice: unique per interrupt,

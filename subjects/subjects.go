@@ -9,29 +9,33 @@ import (
 // DefaultPrefix is the subject prefix used when none is configured.
 const DefaultPrefix = "interlock"
 
-// Subject kinds: the second token of every Interlock subject.
+// Kind is a subject's kind: the token after the prefix of every Interlock
+// subject.
+type Kind string
+
+// Subject kinds.
 const (
-	KindWork = "work"
+	KindWork Kind = "work"
 	// KindStart carries the first pass of a run, published by whoever
 	// starts it; KindWork carries replays, published only by the
 	// coordinator, so only it can hand a body decisions.
-	KindStart     = "start"
-	KindSuspended = "suspended"
-	KindCompleted = "completed"
-	KindFailed    = "failed"
-	KindResume    = "resume"
-	KindEvents    = "events"
-	KindDLQ       = "dlq"
+	KindStart     Kind = "start"
+	KindSuspended Kind = "suspended"
+	KindCompleted Kind = "completed"
+	KindFailed    Kind = "failed"
+	KindResume    Kind = "resume"
+	KindEvents    Kind = "events"
+	KindDLQ       Kind = "dlq"
 	// KindTimers carries durable timers: schedules under
 	// <prefix>.timers.at.<run>.<timer> fire onto <prefix>.timers.due.<run>.
-	KindTimers = "timers"
+	KindTimers Kind = "timers"
 	// Notices for notifiers about an interrupt still waiting.
-	KindReminder  = "reminder"
-	KindEscalated = "escalated"
-	KindExpired   = "expired"
+	KindReminder  Kind = "reminder"
+	KindEscalated Kind = "escalated"
+	KindExpired   Kind = "expired"
 	// KindAGUI carries the AG-UI events an agent body emits during a pass
 	// (kept in the AGUI stream for the bridge): <prefix>.agui.<run>.
-	KindAGUI = "agui"
+	KindAGUI Kind = "agui"
 )
 
 // Namespace builds and parses the subjects under one prefix. The zero value
@@ -136,7 +140,7 @@ func DecisionAttemptMsgID(approver, decisionID string, rejected int) string {
 // refused decision can be audited under its run; ok is false when subject
 // is not under this namespace's resume subjects or the run token is invalid.
 func (n Namespace) ResumeRun(subject string) (run string, ok bool) {
-	rest, found := strings.CutPrefix(subject, n.prefix+"."+KindResume+".")
+	rest, found := strings.CutPrefix(subject, n.prefix+"."+string(KindResume)+".")
 	if !found {
 		return "", false
 	}
@@ -194,7 +198,7 @@ func (n Namespace) TimerDue(run string) (string, error) {
 
 // Notice is the subject of a notice of kind (KindReminder, KindEscalated or
 // KindExpired) about run's interrupts, for notifiers.
-func (n Namespace) Notice(kind, agent, run string) (string, error) {
+func (n Namespace) Notice(kind Kind, agent, run string) (string, error) {
 	switch kind {
 	case KindReminder, KindEscalated, KindExpired:
 	default:
@@ -224,7 +228,7 @@ func (n Namespace) DeadLetter(source string) (string, error) {
 
 // All returns the wildcard matching every subject of kind, for example
 // "interlock.suspended.>".
-func (n Namespace) All(kind string) string { return n.join(kind, ">") }
+func (n Namespace) All(kind Kind) string { return n.join(kind, ">") }
 
 // RunEvents returns the wildcard matching every event of run.
 func (n Namespace) RunEvents(run string) (string, error) {
@@ -249,10 +253,10 @@ func (n Namespace) RunOutcomes(agent, run string) (string, error) {
 	if _, err := n.agentRun(KindSuspended, agent, run); err != nil {
 		return "", err
 	}
-	return n.join("*", agent, run), nil
+	return n.join(anyKind, agent, run), nil
 }
 
-func (n Namespace) agentRun(kind, agent, run string) (string, error) {
+func (n Namespace) agentRun(kind Kind, agent, run string) (string, error) {
 	if err := ValidateToken("agent", agent); err != nil {
 		return "", err
 	}
@@ -262,14 +266,17 @@ func (n Namespace) agentRun(kind, agent, run string) (string, error) {
 	return n.join(kind, agent, run), nil
 }
 
-func (n Namespace) join(tokens ...string) string {
-	return n.prefix + "." + strings.Join(tokens, ".")
+func (n Namespace) join(kind Kind, tokens ...string) string {
+	return n.prefix + "." + strings.Join(append([]string{string(kind)}, tokens...), ".")
 }
+
+// anyKind is the wildcard in a subject's kind position.
+const anyKind Kind = "*"
 
 // Address is a parsed Interlock subject. Fields that the kind does not have
 // are empty.
 type Address struct {
-	Kind   string
+	Kind   Kind
 	Agent  string
 	Run    string
 	Event  EventType
@@ -288,16 +295,17 @@ func (n Namespace) Parse(subject string) (Address, error) {
 		return Address{}, fmt.Errorf("%w: %q does not start with %q", ErrInvalidSubject, subject, n.prefix+".")
 	}
 	t := strings.Split(rest, ".")
-	want := map[string]int{
+	kind := Kind(t[0])
+	want := map[Kind]int{
 		KindWork: 2, KindStart: 2, KindSuspended: 3, KindCompleted: 3, KindFailed: 3,
 		KindResume: 2, KindEvents: 3, KindDLQ: 2,
 		KindReminder: 3, KindEscalated: 3, KindExpired: 3,
 	}
-	if t[0] == KindTimers {
+	if kind == KindTimers {
 		return n.parseTimer(subject, t)
 	}
-	count, known := want[t[0]]
-	if t[0] == KindResume && len(t) == 3 {
+	count, known := want[kind]
+	if kind == KindResume && len(t) == 3 {
 		count = 3 // resume.<run>.<approver>
 	}
 	if !known {
@@ -305,15 +313,15 @@ func (n Namespace) Parse(subject string) (Address, error) {
 	}
 	if len(t) != count {
 		want := strconv.Itoa(count)
-		if t[0] == KindResume {
+		if kind == KindResume {
 			want = "2 (resume.<run>) or 3 (resume.<run>.<approver>)"
 		}
 		return Address{}, fmt.Errorf("%w: %q has %d tokens after the prefix, %s subjects have %s",
 			ErrInvalidSubject, subject, len(t), t[0], want)
 	}
-	a := Address{Kind: t[0]}
+	a := Address{Kind: kind}
 	var err error
-	switch t[0] {
+	switch kind {
 	case KindWork, KindStart:
 		a.Agent, err = t[1], ValidateToken("agent", t[1])
 	case KindSuspended, KindCompleted, KindFailed, KindReminder, KindEscalated, KindExpired:

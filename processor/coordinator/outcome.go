@@ -57,7 +57,7 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Delivery)
 	if co.crash("outcome-after-record") {
 		return errAbandoned
 	}
-	co.metrics.outcomes.WithLabelValues(o.Kind).Inc()
+	co.metrics.outcomes.WithLabelValues(string(o.Kind)).Inc()
 	co.metrics.runs.WithLabelValues(string(next.Status)).Inc()
 	return co.outcomeEffects(ctx, next, o)
 }

@@ -90,7 +90,7 @@ func (co *Coordinator) handleTimer(ctx context.Context, m *jetstream.Delivery) e
 func (co *Coordinator) timerEffects(ctx context.Context, rec *subjects.Run, i int, t subjects.Timer, action rules.TimerAction) error {
 	st := rec.Interrupts[i]
 	key := "timer-" + t.Name
-	var kind string
+	var kind subjects.Kind
 	var evType subjects.EventType
 	seq := 1
 	switch action {
@@ -132,7 +132,7 @@ func (co *Coordinator) timerEffects(ctx context.Context, rec *subjects.Run, i in
 }
 
 // publishNotice tells notifiers about interrupt st.
-func (co *Coordinator) publishNotice(ctx context.Context, rec *subjects.Run, st subjects.InterruptState, kind string, seq int, timer, detail string) error {
+func (co *Coordinator) publishNotice(ctx context.Context, rec *subjects.Run, st subjects.InterruptState, kind subjects.Kind, seq int, timer, detail string) error {
 	subject, err := co.ns.Notice(kind, rec.Agent, rec.RunID)
 	if err != nil {
 		return err
@@ -148,5 +148,5 @@ func (co *Coordinator) publishNotice(ctx context.Context, rec *subjects.Run, st 
 		return err
 	}
 	return co.store.Commit(ctx, store.Effects{Messages: []jetstream.OutMsg{{Subject: subject, Data: data,
-		MsgID: rec.RunID + ":" + kind + ":" + timer}}})
+		MsgID: rec.RunID + ":" + string(kind) + ":" + timer}}})
 }

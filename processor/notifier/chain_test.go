@@ -67,7 +67,7 @@ routes:
 	// new, reminder, escalated, reminder (for the new deadline), expired.
 	require.Eventually(t, func() bool { return len(team.got()) >= 5 }, 30*time.Second, 20*time.Millisecond)
 	got := team.got()
-	var kinds []string
+	var kinds []Kind
 	keys := map[string]bool{}
 	for _, r := range got {
 		var b WebhookBody
@@ -83,7 +83,7 @@ routes:
 			assert.Contains(t, b.Decide[0].Approvers, "boss")
 		}
 	}
-	assert.Equal(t, []string{KindNew, KindReminder, KindEscalated, KindReminder, KindExpired}, kinds)
+	assert.Equal(t, []Kind{KindNew, KindReminder, KindEscalated, KindReminder, KindExpired}, kinds)
 	assert.Len(t, keys, 5, "each notice has its own idempotency key")
 	m := managers.waitN(t, 1)
 	var b WebhookBody

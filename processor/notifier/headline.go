@@ -17,7 +17,7 @@ import (
 //
 // Times count from the notice, or from the suspension, so every retry
 // says the same; now serves only a suspension that does not say when.
-func headline(kind string, s *subjects.Suspension, notice *NoticeRef, now time.Time) string {
+func headline(kind Kind, s *subjects.Suspension, notice *NoticeRef, now time.Time) string {
 	at := now
 	switch {
 	case notice != nil:

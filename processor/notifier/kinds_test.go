@@ -16,15 +16,15 @@ import (
 )
 
 // notice publishes a notice about s as the coordinator would.
-func (e *env) notice(s subjects.Suspension, kind, timer string, at time.Time, status subjects.Status) {
+func (e *env) notice(s subjects.Suspension, kind Kind, timer string, at time.Time, status subjects.Status) {
 	e.t.Helper()
-	n := subjects.Notice{PassRef: s.PassRef, Kind: kind, Seq: 1, Timer: timer, Interrupts: s.Interrupts, At: at,
+	n := subjects.Notice{PassRef: s.PassRef, Kind: subjects.Kind(kind), Seq: 1, Timer: timer, Interrupts: s.Interrupts, At: at,
 		Detail: "deadline " + s.Interrupts[0].ExpiresAt.Format(time.RFC3339), Status: status}
-	subject, err := e.admin.Namespace().Notice(kind, s.Agent, s.RunID)
+	subject, err := e.admin.Namespace().Notice(subjects.Kind(kind), s.Agent, s.RunID)
 	require.NoError(e.t, err)
 	data, err := json.Marshal(n)
 	require.NoError(e.t, err)
-	_, err = e.admin.Publish(ctx(e.t), subject, data, s.RunID+":"+kind+":"+timer, nil)
+	_, err = e.admin.Publish(ctx(e.t), subject, data, s.RunID+":"+string(kind)+":"+timer, nil)
 	require.NoError(e.t, err)
 }
 
@@ -64,8 +64,8 @@ routes:
 	deadline := time.Date(2030, 1, 2, 12, 52, 0, 0, time.UTC)
 	s := e.suspend("refunds", subjects.Interrupt{ID: "int-1", Reason: "confirmation", Message: "Refund 40 to Ada?",
 		Approvers: []string{"ada"}, ExpiresAt: &deadline})
-	kinds := []string{KindNew, KindReminder, KindEscalated, KindExpired}
-	headlines := map[string]string{
+	kinds := []Kind{KindNew, KindReminder, KindEscalated, KindExpired}
+	headlines := map[Kind]string{
 		KindReminder:  "reminder: 10 minutes left",
 		KindEscalated: "escalated: deadline moved to 13:22 UTC, 30 minutes left",
 		KindExpired:   "expired: cancelled at 12:52 UTC, nothing to decide",
@@ -180,7 +180,7 @@ func TestHeadlines(t *testing.T) {
 		Interrupts: []subjects.Interrupt{{ID: "a", ExpiresAt: &deadline}, {ID: "b"}}}
 	far := at.Add(50 * time.Hour)
 	for _, c := range []struct {
-		kind   string
+		kind   Kind
 		notice *NoticeRef
 		want   string
 	}{

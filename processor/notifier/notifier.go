@@ -215,18 +215,31 @@ func feedSubjects(ns subjects.Namespace) []string {
 		ns.All(subjects.KindEscalated), ns.All(subjects.KindExpired)}
 }
 
+// Kind is what a notification is about: a new suspension, or one of the
+// coordinator's notices about an interrupt still waiting.
+type Kind string
+
 // Notification kinds.
 const (
-	KindNew       = "new"
-	KindReminder  = subjects.KindReminder
-	KindEscalated = subjects.KindEscalated
-	KindExpired   = subjects.KindExpired
+	KindNew       Kind = "new"
+	KindReminder  Kind = Kind(subjects.KindReminder)
+	KindEscalated Kind = Kind(subjects.KindEscalated)
+	KindExpired   Kind = Kind(subjects.KindExpired)
 )
+
+// kindOf is the kind of a notification about notice (the zero notice: a
+// new suspension).
+func kindOf(notice subjects.Notice) Kind {
+	if notice.Kind == "" {
+		return KindNew
+	}
+	return Kind(notice.Kind)
+}
 
 // deliveryKey names one notification: a sink told about one pass of a run
 // (kind "new"), or a notice about it, named by its timer. It is the
 // idempotency key receivers see and the key of the delivery record.
-func deliveryKey(sink string, s *subjects.Suspension, kind, timer string) string {
+func deliveryKey(sink string, s *subjects.Suspension, kind Kind, timer string) string {
 	key := sink + "." + s.RunID + "." + strconv.Itoa(s.Pass)
 	if kind != KindNew {
 		key += "." + timer
@@ -235,7 +248,7 @@ func deliveryKey(sink string, s *subjects.Suspension, kind, timer string) string
 }
 
 // feedItem decodes a message of the feed into the suspension it is about
-// and, for a notice, the notice (a new suspension gets Kind "new").
+// and, for a notice, the notice (a new suspension gets the zero notice).
 func (n *Notifier) feedItem(m *jetstream.Delivery) (subjects.Suspension, subjects.Notice, error) {
 	a, err := n.client.Namespace().Parse(m.Subject)
 	if err != nil {
@@ -243,7 +256,7 @@ func (n *Notifier) feedItem(m *jetstream.Delivery) (subjects.Suspension, subject
 	}
 	if a.Kind == subjects.KindSuspended {
 		s, err := subjects.DecodeSuspension(m.Data)
-		return s, subjects.Notice{Kind: KindNew}, err
+		return s, subjects.Notice{}, err
 	}
 	notice, err := subjects.DecodeNotice(m.Data)
 	if err != nil {
@@ -254,7 +267,7 @@ func (n *Notifier) feedItem(m *jetstream.Delivery) (subjects.Suspension, subject
 
 func (n *Notifier) handle(ctx context.Context, sinkName string, sink Sink, m *jetstream.Delivery) error {
 	s, notice, err := n.feedItem(m)
-	kind := notice.Kind
+	kind := kindOf(notice)
 	if err != nil {
 		// The coordinator records and dead-letters malformed suspensions.
 		n.log.Warn("not notified: malformed", "subject", m.Subject, "error", err)
@@ -321,8 +334,8 @@ func (n *Notifier) handle(ctx context.Context, sinkName string, sink Sink, m *je
 // notification builds what sink is sent about s (a new suspension, or the
 // subject of notice), before its templates are rendered.
 func (n *Notifier) notification(key, route, sink string, s *subjects.Suspension, notice subjects.Notice) *Notification {
-	note := &Notification{Key: key, Route: route, Sink: sink, Kind: notice.Kind, Detail: notice.Detail, Suspension: *s}
-	if notice.Kind != KindNew {
+	note := &Notification{Key: key, Route: route, Sink: sink, Kind: kindOf(notice), Detail: notice.Detail, Suspension: *s}
+	if note.Kind != KindNew {
 		note.Notice = &NoticeRef{Seq: notice.Seq, Timer: notice.Timer, At: notice.At, Status: notice.Status}
 	}
 	note.Headline = headline(note.Kind, s, note.Notice, time.Now())
@@ -351,9 +364,9 @@ func (n *Notifier) backoff() []time.Duration {
 }
 
 // route returns the first route that sends s to sink.
-func (n *Notifier) route(sink string, s *subjects.Suspension, kind string) (*route, error) {
+func (n *Notifier) route(sink string, s *subjects.Suspension, kind Kind) (*route, error) {
 	env := envOf(s, time.Now())
-	env.Kind = kind
+	env.Kind = string(kind)
 	var errs []error
 	for _, r := range n.routes[sink] {
 		ok, err := r.matches(env)

@@ -26,7 +26,7 @@ type Notification struct {
 	Sink  string `json:"sink"`
 	// Kind says what the notification is about: new (a new suspension),
 	// reminder, escalated (the deadline moved, more approvers) or expired.
-	Kind string `json:"kind"`
+	Kind Kind `json:"kind"`
 	// Headline says it in one line: "reminder: 10 minutes left", "expired:
 	// cancelled at 12:52 UTC, nothing to decide".
 	Headline string `json:"headline"`
@@ -156,7 +156,7 @@ func parseTemplates(t Templates) (*templates, error) {
 }
 
 func (t *templates) render(n *Notification) error {
-	d := templateData{Kind: n.Kind, Headline: n.Headline, Detail: n.Detail, Open: n.Open(), Agent: n.Suspension.Agent,
+	d := templateData{Kind: string(n.Kind), Headline: n.Headline, Detail: n.Detail, Open: n.Open(), Agent: n.Suspension.Agent,
 		RunID: n.Suspension.RunID, ThreadID: n.Suspension.ThreadID, Pass: n.Suspension.Pass,
 		Input: string(n.Suspension.Input), Interrupts: n.Decide}
 	var b bytes.Buffer

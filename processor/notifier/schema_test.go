@@ -45,14 +45,14 @@ routes:
 	run, err := processor.NewClient(e.admin).Start(ctx(t), "refunds", map[string]int{"order": 7})
 	require.NoError(t, err)
 	const total = 5 // new, reminder, escalated, reminder (for the new deadline), expired
-	kinds := map[string]int{}
+	kinds := map[Kind]int{}
 	for _, r := range hook.waitN(t, total) {
 		require.NoError(t, wireschema.Validate("notification", r.body))
 		var b WebhookBody
 		require.NoError(t, json.Unmarshal(r.body, &b))
 		kinds[b.Kind]++
 	}
-	assert.Equal(t, map[string]int{KindNew: 1, KindReminder: 2, KindEscalated: 1, KindExpired: 1}, kinds)
+	assert.Equal(t, map[Kind]int{KindNew: 1, KindReminder: 2, KindEscalated: 1, KindExpired: 1}, kinds)
 	withLinks := 0
 	for _, r := range personal.waitN(t, total) {
 		require.NoError(t, wireschema.Validate("notification", r.body))

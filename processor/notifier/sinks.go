@@ -443,7 +443,7 @@ type LogLine struct {
 	Key          string   `json:"notification"`
 	Sink         string   `json:"sink"`
 	Route        string   `json:"route"`
-	Kind         string   `json:"kind"`
+	Kind         Kind     `json:"kind"`
 	Headline     string   `json:"headline"`
 	Agent        string   `json:"agent"`
 	RunID        string   `json:"runId"`

@@ -13,7 +13,7 @@ import (
 type Outcome struct {
 	subjects.PassRef
 	// Kind is subjects.KindSuspended, KindCompleted or KindFailed.
-	Kind       string
+	Kind       subjects.Kind
 	Journal    subjects.Journal
 	Suspension *subjects.Suspension
 	Result     json.RawMessage
@@ -22,7 +22,7 @@ type Outcome struct {
 
 // DecodeOutcome decodes the body of an outcome of kind (the subject's kind
 // token).
-func DecodeOutcome(kind string, data []byte) (Outcome, error) {
+func DecodeOutcome(kind subjects.Kind, data []byte) (Outcome, error) {
 	switch kind {
 	case subjects.KindSuspended:
 		s, err := subjects.DecodeSuspension(data)
@@ -144,7 +144,7 @@ func Recorded(rec *subjects.Run, o Outcome) bool {
 	}
 }
 
-func statusKind(s subjects.RunStatus) string {
+func statusKind(s subjects.RunStatus) subjects.Kind {
 	if s == subjects.RunCompleted {
 		return subjects.KindCompleted
 	}

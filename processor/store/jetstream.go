@@ -250,7 +250,7 @@ func WorkBacklog(ctx context.Context, c *jetstream.Client) ([]AgentWork, error) 
 	// First passes wait on <prefix>.start.<agent>, replays on
 	// <prefix>.work.<agent>: both are the agent's work.
 	counts := map[string]uint64{}
-	for _, kind := range []string{subjects.KindStart, subjects.KindWork} {
+	for _, kind := range []subjects.Kind{subjects.KindStart, subjects.KindWork} {
 		bySubject, err := c.SubjectCounts(ctx, jetstream.StreamWork, c.Namespace().All(kind))
 		if err != nil {
 			return nil, err
