@@ -946,18 +946,23 @@ func (c *Client) Batch(ctx context.Context, stream, filter string, from uint64, 
 		case <-ctx.Done():
 			return nil, false, fmt.Errorf("read %s: %w", stream, c.refused(api, ctx.Err()))
 		}
-		switch status := m.Header.Get("Status"); status {
-		case "":
-		case "204": // end of batch
-			return msgs, m.Header.Get(numPendingHeader) != "0", nil
-		case "404": // nothing matches
-			return nil, false, nil
-		default:
-			return nil, false, fmt.Errorf("read %s: status %s %s", stream, status, m.Header.Get("Description"))
+		// A stored message carries its sequence; only a reply without one
+		// is the server's status. A publisher may have stored a Status
+		// header of its own, which must not end (or fail) the read.
+		seqHeader := m.Header.Get(jetstream.SequenceHeader)
+		if seqHeader == "" {
+			switch status := m.Header.Get("Status"); status {
+			case "204": // end of batch
+				return msgs, m.Header.Get(numPendingHeader) != "0", nil
+			case "404": // nothing matches
+				return nil, false, nil
+			default:
+				return nil, false, fmt.Errorf("read %s: status %q %s", stream, status, m.Header.Get("Description"))
+			}
 		}
-		seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+		seq, err := strconv.ParseUint(seqHeader, 10, 64)
 		if err != nil {
-			return nil, false, fmt.Errorf("read %s: a reply without its sequence: %w", stream, err)
+			return nil, false, fmt.Errorf("read %s: a reply with sequence %q: %w", stream, seqHeader, err)
 		}
 		at, _ := time.Parse(time.RFC3339Nano, m.Header.Get(jetstream.TimeStampHeaer))
 		msgs = append(msgs, StoredMsg{Subject: m.Header.Get(jetstream.SubjectHeader), Sequence: seq,

@@ -466,3 +466,32 @@ func TestConsumeTimeoutEndsLease(t *testing.T) {
 		t.Fatal("the message of a timed-out handler was kept alive")
 	}
 }
+
+// A publisher's own Status header is stored with its message; a batched
+// read must take it for a message, not for the server's end of batch or
+// error (an agent could otherwise blind every reader of another run's
+// AG-UI events).
+func TestBatchIgnoresStoredStatusHeaders(t *testing.T) {
+	t.Parallel()
+	c := jstest.Client(t, jstest.Server(t))
+	subject, err := c.Namespace().AGUI("run-1")
+	require.NoError(t, err)
+	for i, status := range []string{"503", "404", "204", ""} {
+		h := jetstream.Header{}
+		if status != "" {
+			h["Status"] = []string{status}
+			h["Description"] = []string{"hostile"}
+		}
+		_, err := c.Publish(ctx(t), subject, []byte(fmt.Sprintf(`{"n":%d}`, i)), "", h)
+		require.NoError(t, err)
+	}
+	msgs, err := c.Messages(ctx(t), jetstream.StreamAGUI, subject, 0, 256)
+	require.NoError(t, err)
+	require.Len(t, msgs, 4, "every stored message is read")
+	for i, m := range msgs {
+		assert.JSONEq(t, fmt.Sprintf(`{"n":%d}`, i), string(m.Data))
+	}
+	msgs, err = c.Messages(ctx(t), jetstream.StreamAGUI, subject, msgs[1].Sequence, 256)
+	require.NoError(t, err)
+	assert.Len(t, msgs, 3, "a read starting at a stored 404 is not empty")
+}
