@@ -864,17 +864,29 @@ func (c *Client) SubjectCount(ctx context.Context, s Stream, subject string) (in
 
 // Messages returns up to limit messages of stream s on subject (which may
 // contain wildcards), oldest first, starting at sequence from (0 for the
-// first). On a stream that allows direct gets (events, AG-UI events, dead
-// letters) that is one batched request (Batch); on the others, which only
-// tests and operators list, one request per message.
+// first); fewer than limit only when no more match. On a stream that
+// allows direct gets (events, AG-UI events, dead letters) that is one
+// batched request (Batch), or more when the server ends a batch early (it
+// caps a batch's bytes); on the others, which only tests and operators
+// list, one request per message.
 func (c *Client) Messages(ctx context.Context, s Stream, subject string, from uint64, limit int) ([]StoredMsg, error) {
 	st, err := c.stream(ctx, s)
 	if err != nil {
 		return nil, err
 	}
 	if st.CachedInfo().Config.AllowDirect {
-		msgs, _, err := c.Batch(ctx, c.StreamName(s), subject, from, limit)
-		return msgs, err
+		var out []StoredMsg
+		for {
+			msgs, more, err := c.Batch(ctx, c.StreamName(s), subject, from, limit-len(out))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, msgs...)
+			if !more || len(msgs) == 0 || len(out) == limit {
+				return out, nil
+			}
+			from = msgs[len(msgs)-1].Sequence + 1
+		}
 	}
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
 	if err != nil {

@@ -210,10 +210,11 @@ func (s *JetStream) Events(ctx context.Context, run string, after uint64) ([]sub
 		return nil, after, err
 	}
 	var out []subjects.Event
+	start := after
 	for {
 		msgs, err := s.c.Messages(ctx, jetstream.StreamEvents, filter, after+1, eventsBatch)
 		if err != nil {
-			return nil, after, err
+			return nil, start, err
 		}
 		for _, m := range msgs {
 			var ev subjects.Event

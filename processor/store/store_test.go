@@ -3,15 +3,18 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/jetstream/jstest"
 	"github.com/interlockhq/interlock/processor/store"
 	"github.com/interlockhq/interlock/processor/store/memstore"
@@ -173,4 +176,24 @@ func TestUpdateFromRecentRecord(t *testing.T) {
 	require.NotNil(t, got, "not refused on a stale record")
 	assert.Equal(t, 5, got.Pass)
 	assert.Equal(t, []int{3, 4}, seen, "asked on the remembered record, then on the record read")
+}
+
+// The server ends a batched read early once it has sent max_pending bytes;
+// a run's events are still read to the end, not cut off there.
+func TestEventsPastTheServersBatchCap(t *testing.T) {
+	t.Parallel()
+	srv := jstest.Server(t, embedded.Config{Adjust: func(o *server.Options) { o.MaxPending = 1 << 20 }})
+	c := jstest.Client(t, srv)
+	s := store.NewJetStream(c)
+	const n = 1100
+	detail := strings.Repeat("x", 2000)
+	for i := range n {
+		ev := store.Event{Event: subjects.Event{Version: 1, Type: subjects.EventInputRejected, RunID: "run-1",
+			Detail: detail, At: time.Now()}, Dedup: fmt.Sprint("seq", i)}
+		require.NoError(t, s.Commit(context.Background(), store.Effects{Events: []store.Event{ev}}))
+	}
+	evs, cursor, err := s.Events(context.Background(), "run-1", 0)
+	require.NoError(t, err)
+	assert.Equal(t, n, len(evs), "every event, past the server's cap on one batch")
+	assert.Equal(t, uint64(n), cursor)
 }
