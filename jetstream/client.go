@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"reflect"
 	"strconv"
@@ -509,6 +510,15 @@ func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConf
 		next.Replicas = max(have.Replicas, cfg.Replicas)
 		next.MaxAge = longer(have.MaxAge, cfg.TTL)
 		next.AllowMsgTTL = have.AllowMsgTTL || msgTTL
+		if msgTTL && !have.AllowMsgTTL {
+			// Its delete markers so far never expire: clearOldMarkers
+			// removes them.
+			next.Metadata = maps.Clone(have.Metadata)
+			if next.Metadata == nil {
+				next.Metadata = map[string]string{}
+			}
+			next.Metadata[oldMarkers] = "1"
+		}
 		return next
 	}
 	create := func(ctx context.Context) error {
@@ -533,7 +543,55 @@ func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConf
 		}
 		return err
 	})
+	if err == nil && msgTTL {
+		c.clearOldMarkers(ctx, kv, "KV_"+cfg.Bucket)
+	}
 	return kv, err
+}
+
+// oldMarkers is the pending bucket's stream metadata key that says it may
+// still hold delete markers from before message TTLs were allowed.
+const oldMarkers = "interlock_old_markers"
+
+// clearOldMarkers removes the delete markers a pending bucket provisioned
+// by an older Interlock holds: written before message TTLs were allowed,
+// they never expire, and the count and the listing would include them. It
+// needs the right to purge (admin's; the coordinator's shipped permissions
+// deny it): without it the markers stay, marked, until `interlock
+// provision` runs as admin, and nothing fails.
+func (c *Client) clearOldMarkers(ctx context.Context, kv jetstream.KeyValue, stream string) {
+	st, err := c.js.Stream(ctx, stream)
+	if err != nil || st.CachedInfo().Config.Metadata[oldMarkers] == "" {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if kv.PurgeDeletes(pctx, jetstream.DeleteMarkersOlderThan(-1)) != nil {
+		return
+	}
+	next := st.CachedInfo().Config
+	next.Metadata = maps.Clone(next.Metadata)
+	delete(next.Metadata, oldMarkers)
+	_, _ = c.js.UpdateStream(pctx, next)
+}
+
+// RequirePendingTTL fails with ErrNotProvisioned when the pending index's
+// bucket does not allow message TTLs (it was provisioned by an older
+// Interlock): a coordinator would then fail every removal from the index.
+func (c *Client) RequirePendingTTL(ctx context.Context) error {
+	name := "KV_" + c.BucketName(PendingBucket)
+	st, err := c.js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("%w: bucket %s does not exist", ErrNotProvisioned, c.BucketName(PendingBucket))
+	}
+	if err != nil {
+		return fmt.Errorf("read bucket %s: %w", c.BucketName(PendingBucket), translate(err))
+	}
+	if !st.CachedInfo().Config.AllowMsgTTL {
+		return fmt.Errorf("%w: bucket %s does not allow message TTLs (provisioned by an older Interlock)",
+			ErrNotProvisioned, c.BucketName(PendingBucket))
+	}
+	return nil
 }
 
 // PendingBucket names the index of interrupts waiting for a decision; the
@@ -913,6 +971,12 @@ func (c *Client) Messages(ctx context.Context, s Stream, subject string, from ui
 	return out, nil
 }
 
+// batchBytes bounds the bytes of one batched read: the server ends the
+// batch there (with more to come), which keeps a reader's memory bounded
+// and stays far below the server's slow-consumer limit (max_pending,
+// 64 MB by default), which also caps a batch.
+const batchBytes = 1 << 20
+
 // numPendingHeader counts, on a batch's end, the messages matching its
 // filter after the last one sent.
 const numPendingHeader = "Nats-Num-Pending"
@@ -928,10 +992,11 @@ func (c *Client) Batch(ctx context.Context, stream, filter string, from uint64, 
 		return nil, false, fmt.Errorf("read %s: a batch of %d messages", stream, limit)
 	}
 	req, err := json.Marshal(struct {
-		Seq     uint64 `json:"seq,omitempty"`
-		NextFor string `json:"next_by_subj"`
-		Batch   int    `json:"batch"`
-	}{from, filter, limit})
+		Seq      uint64 `json:"seq,omitempty"`
+		NextFor  string `json:"next_by_subj"`
+		Batch    int    `json:"batch"`
+		MaxBytes int    `json:"max_bytes"`
+	}{from, filter, limit, batchBytes})
 	if err != nil {
 		return nil, false, err
 	}

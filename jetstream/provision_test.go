@@ -136,3 +136,39 @@ func TestProvisionRaisesReadFeatures(t *testing.T) {
 	assert.True(t, st.CachedInfo().Config.AllowMsgTTL, "removals' markers may expire")
 	assert.Equal(t, int64(3), st.CachedInfo().Config.MaxMsgsPerSubject, "the operator's history kept")
 }
+
+// A pending bucket provisioned by an older Interlock holds delete markers
+// that never expire: provisioning removes them once it allows message TTLs,
+// so the bucket's count is what waits. Until then a coordinator refuses to
+// start, rather than fail every removal from the index.
+func TestProvisionClearsOldDeleteMarkers(t *testing.T) {
+	t.Parallel()
+	srv := jstest.Server(t)
+	nc, err := nats.Connect(srv.URL())
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := njs.New(nc)
+	require.NoError(t, err)
+	kv, err := js.CreateKeyValue(ctx(t), njs.KeyValueConfig{Bucket: "interlock_pending"})
+	require.NoError(t, err)
+	for _, k := range []string{"a", "b", "c"} {
+		_, err = kv.Put(ctx(t), k, []byte("{}"))
+		require.NoError(t, err)
+	}
+	require.NoError(t, kv.Delete(ctx(t), "a"))
+	require.NoError(t, kv.Delete(ctx(t), "b"))
+
+	old, err := jetstream.Dial(ctx(t), jetstream.DialConfig{URL: srv.URL()}, jetstream.Config{})
+	require.NoError(t, err)
+	defer old.Close()
+	assert.ErrorIs(t, old.RequirePendingTTL(ctx(t)), jetstream.ErrNotProvisioned)
+
+	c := jstest.Client(t, srv) // provisions
+	require.NoError(t, c.RequirePendingTTL(ctx(t)))
+	st, err := js.Stream(ctx(t), "KV_interlock_pending")
+	require.NoError(t, err)
+	info, err := st.Info(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), info.State.Msgs, "only the entry that waits is left")
+	assert.NotContains(t, info.Config.Metadata, "interlock_old_markers", "cleared once, not at every start")
+}

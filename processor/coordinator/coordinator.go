@@ -85,6 +85,9 @@ func New(c *jetstream.Client, cfg Config) *Coordinator {
 // for crash tests.
 func (co *Coordinator) Start(ctx context.Context) error {
 	co.fault = fault.From(ctx)
+	if err := co.client.RequirePendingTTL(ctx); err != nil {
+		return err
+	}
 	byRun := func(m *jetstream.Delivery) string {
 		a, _ := co.ns.Parse(m.Subject)
 		return a.Run

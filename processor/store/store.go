@@ -87,11 +87,29 @@ func AllPending(ctx context.Context, s Store) ([]subjects.PendingInterrupt, erro
 		}
 		out = append(out, page...)
 		if next == 0 {
-			sortPending(out)
-			return out, nil
+			return latestPerInterrupt(out), nil
 		}
 		after = next
 	}
+}
+
+// latestPerInterrupt keeps, of entries for the same interrupt (one put
+// again by an escalation while the pages were read moves to the end), the
+// last one read, and sorts them.
+func latestPerInterrupt(p []subjects.PendingInterrupt) []subjects.PendingInterrupt {
+	at := map[string]int{}
+	out := p[:0]
+	for _, e := range p {
+		key := subjects.PendingKey(e.RunID, e.ID)
+		if i, ok := at[key]; ok {
+			out[i] = e
+			continue
+		}
+		at[key] = len(out)
+		out = append(out, e)
+	}
+	sortPending(out)
+	return out
 }
 
 // sortPending orders pending interrupts oldest first, then by run and

@@ -8,13 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/interlockhq/interlock/jetstream/embedded"
+	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/jstest"
 	"github.com/interlockhq/interlock/processor/store"
 	"github.com/interlockhq/interlock/processor/store/memstore"
@@ -178,12 +177,12 @@ func TestUpdateFromRecentRecord(t *testing.T) {
 	assert.Equal(t, []int{3, 4}, seen, "asked on the remembered record, then on the record read")
 }
 
-// The server ends a batched read early once it has sent max_pending bytes;
-// a run's events are still read to the end, not cut off there.
+// A batched read ends early once it has its bytes (a megabyte, or the
+// server's own cap); a run's events are still read to the end, not cut off
+// there.
 func TestEventsPastTheServersBatchCap(t *testing.T) {
 	t.Parallel()
-	srv := jstest.Server(t, embedded.Config{Adjust: func(o *server.Options) { o.MaxPending = 1 << 20 }})
-	c := jstest.Client(t, srv)
+	c := jstest.Client(t, jstest.Server(t))
 	s := store.NewJetStream(c)
 	const n = 1100
 	detail := strings.Repeat("x", 2000)
@@ -192,6 +191,12 @@ func TestEventsPastTheServersBatchCap(t *testing.T) {
 			Detail: detail, At: time.Now()}, Dedup: fmt.Sprint("seq", i)}
 		require.NoError(t, s.Commit(context.Background(), store.Effects{Events: []store.Event{ev}}))
 	}
+	filter, err := c.Namespace().RunEvents("run-1")
+	require.NoError(t, err)
+	first, more, err := c.Batch(context.Background(), c.StreamName(jetstream.StreamEvents), filter, 0, 1024)
+	require.NoError(t, err)
+	require.True(t, more, "the server ended the first batch early")
+	require.Less(t, len(first), 1024, "the server ended the first batch early")
 	evs, cursor, err := s.Events(context.Background(), "run-1", 0)
 	require.NoError(t, err)
 	assert.Equal(t, n, len(evs), "every event, past the server's cap on one batch")

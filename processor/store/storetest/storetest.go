@@ -35,6 +35,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"PendingPagesWhileChanging", pendingPagesWhileChanging},
 		{"PendingCount", pendingCount},
 		{"EventsAfterCursor", eventsAfterCursor},
+		{"AllPendingOncePerInterrupt", allPendingOncePerInterrupt},
 		{"EventsOncePerKey", eventsOncePerKey},
 		{"EventsWithoutRun", eventsWithoutRun},
 	}
@@ -376,4 +377,40 @@ func eventsAfterCursor(t *testing.T, s store.Store) {
 	assert.Equal(t, subjects.EventResumed, later[0].Type)
 	assert.Equal(t, subjects.EventCompleted, later[1].Type)
 	assert.Greater(t, next, cursor)
+}
+
+// escalateDuring is a store that escalates one entry of the first page it
+// returns, as a timer could while a caller reads page after page.
+type escalateDuring struct {
+	store.Store
+	t    *testing.T
+	done bool
+}
+
+func (e *escalateDuring) PendingPage(ctx context.Context, after uint64, limit int) ([]subjects.PendingInterrupt, uint64, error) {
+	page, next, err := e.Store.PendingPage(ctx, after, limit)
+	if err == nil && !e.done && len(page) > 0 {
+		e.done = true
+		again := page[0]
+		again.Escalations++
+		require.NoError(e.t, e.Store.Commit(ctx, store.Effects{Index: []subjects.PendingInterrupt{again}}))
+	}
+	return page, next, err
+}
+
+// allPendingOncePerInterrupt lists every waiting interrupt once, with its
+// latest state, even when one is escalated (and so moves to the end of
+// the index) while the pages are read.
+func allPendingOncePerInterrupt(t *testing.T, s store.Store) {
+	const n = 300 // more than one page
+	var fx store.Effects
+	for i := range n {
+		fx.Index = append(fx.Index, pending(fmt.Sprintf("r%03d", i), "a", t0.Add(time.Duration(i)*time.Second), 0))
+	}
+	require.NoError(t, s.Commit(ctx(t), fx))
+	got, err := store.AllPending(ctx(t), &escalateDuring{Store: s, t: t})
+	require.NoError(t, err)
+	assert.Len(t, got, n, "each interrupt once")
+	assert.Equal(t, "r000", got[0].RunID)
+	assert.Equal(t, 1, got[0].Escalations, "with its latest state")
 }
