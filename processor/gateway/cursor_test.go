@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,7 +13,7 @@ func TestCursor(t *testing.T) {
 	after, err := parseCursor(cursorOf(42))
 	require.NoError(t, err)
 	assert.Equal(t, uint64(42), after)
-	for _, bad := range []string{"", "!!", cursorOf(0), "MTIzfGFiY3xk" /* an older gateway's time|run|id */, "KzQy" /* "+42" */, "MDQy" /* "042" */} {
+	for _, bad := range []string{"", "!!", cursorOf(0), cursorOf(math.MaxUint64) /* would wrap to the start */, "MTIzfGFiY3xk" /* an older gateway's time|run|id */, "KzQy" /* "+42" */, "MDQy" /* "042" */} {
 		_, err := parseCursor(bad)
 		assert.ErrorIs(t, err, errCursor, "%q", bad)
 	}

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -238,7 +239,7 @@ func parseCursor(c string) (uint64, error) {
 		return 0, errCursor
 	}
 	after, err := strconv.ParseUint(string(raw), 10, 64)
-	if err != nil || after == 0 || cursorOf(after) != c {
+	if err != nil || after == 0 || after == math.MaxUint64 || cursorOf(after) != c {
 		return 0, errCursor
 	}
 	return after, nil
@@ -282,7 +283,8 @@ func (g *Gateway) listInterrupts(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	// Read the index page by page, each asking only for what the listing
 	// still lacks, so a listing costs what it returns plus what the
-	// caller's filters leave out, never the whole index.
+	// caller's filters leave out (all of the index, when they match
+	// nothing).
 	for len(out.Interrupts) < limit {
 		page, next, err := g.client.PendingPage(r.Context(), after, limit-len(out.Interrupts))
 		if err != nil {
