@@ -373,3 +373,25 @@ func TestAttackApproverReadsAnAnswer(t *testing.T) {
 		assert.NotContains(t, string(raw), "8642")
 	}
 }
+
+// TestAttackApproverBatchReads: the batched direct gets that list events
+// are granted to approvers on the events stream only. Ada asks for a batch
+// of run records, pending entries, AG-UI transcripts, decisions and pass
+// outcomes: every request is refused by the server.
+func TestAttackApproverBatchReads(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	d.suspend(d.client("agent"), "run-1", "bob")
+	batch := []byte(`{"next_by_subj":">","batch":100}`)
+	for _, stream := range []string{"KV_interlock_runs", "KV_interlock_pending", "INTERLOCK_AGUI", "INTERLOCK_DECISIONS", "INTERLOCK_RUNS"} {
+		a := d.attacker("ada")
+		subject := "$JS.API.DIRECT.GET." + stream
+		_, err := a.nc.Request(subject, batch, 2*time.Second)
+		require.Error(t, err, stream)
+		a.refused(t, `"`+subject+`"`)
+	}
+	// What she may read, she reads in batches: the audit trail.
+	evs, err := processor.NewClient(d.client("ada")).Events(d.ctx, "run-1")
+	require.NoError(t, err)
+	assert.NotEmpty(t, evs)
+}
