@@ -10,6 +10,7 @@ import (
 	"github.com/interlockhq/interlock/internal/floor"
 	"github.com/interlockhq/interlock/internal/histogram"
 	"github.com/interlockhq/interlock/jetstream/embedded"
+	"github.com/interlockhq/interlock/jetstream/jstest"
 )
 
 // BenchmarkCycle measures one full suspend-decide-replay-complete cycle, one
@@ -28,12 +29,12 @@ func BenchmarkCycle(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer srv.Shutdown()
-			il, err := benchmark.New(ctx, srv.URL())
+			il, err := benchmark.New(ctx, floor.Config{URL: srv.URL()})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer il.Close()
-			fl, err := floor.New(ctx, srv.URL())
+			fl, err := floor.New(ctx, floor.Config{URL: srv.URL()})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -60,6 +61,76 @@ func BenchmarkCycle(b *testing.B) {
 			b.ReportMetric(ms(hFloor.Quantile(0.99)), "floor-p99-ms")
 			b.ReportMetric(float64(hIL.Quantile(0.5))/float64(hFloor.Quantile(0.5)), "ratio-p50")
 			b.ReportMetric(float64(hIL.Quantile(0.99))/float64(hFloor.Quantile(0.99)), "ratio-p99")
+		})
+	}
+}
+
+// BenchmarkCycles measures full cycles per second with 32 in flight,
+// through Interlock and through the floor, interleaved in rounds of 64
+// cycles each on the same servers: one server, and a three-node cluster
+// with every stream and bucket replicated three times, each with fsync
+// before every acknowledgement. `interlock bench` measures the single
+// server in both durability modes.
+//
+//	go test -run '^$' -bench BenchmarkCycles -benchtime 10x ./processor
+func BenchmarkCycles(b *testing.B) {
+	const inFlight, round = 32, 64
+	for _, nodes := range []int{1, 3} {
+		b.Run(fmt.Sprintf("servers=%d", nodes), func(b *testing.B) {
+			ctx := context.Background()
+			cfg := floor.Config{URL: jstest.Server(b, embedded.Config{Sync: embedded.SyncAlways}).URL()}
+			if nodes > 1 {
+				cfg = floor.Config{URL: jstest.URLs(jstest.SyncedCluster(b, nodes, embedded.SyncAlways)), Replicas: nodes}
+			}
+			il, err := benchmark.New(ctx, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer il.Close()
+			fl, err := floor.New(ctx, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer fl.Close()
+			sides := []struct {
+				name string
+				run  func(ctx context.Context, id string) (floor.Phases, error)
+				took time.Duration
+			}{{name: "interlock", run: il.Run}, {name: "floor", run: fl.Run}}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for s := range sides {
+					ids := make(chan string, round)
+					for j := range round {
+						ids <- fmt.Sprintf("r%d-%d-%d", s, i, j)
+					}
+					close(ids)
+					start := time.Now()
+					errs := make(chan error, inFlight)
+					for range inFlight {
+						go func() {
+							for id := range ids {
+								if _, err := sides[s].run(ctx, id); err != nil {
+									errs <- err
+									return
+								}
+							}
+							errs <- nil
+						}()
+					}
+					for range inFlight {
+						if err := <-errs; err != nil {
+							b.Fatal(err)
+						}
+					}
+					sides[s].took += time.Since(start)
+				}
+			}
+			b.StopTimer()
+			perSecond := func(d time.Duration) float64 { return float64(b.N*round) / d.Seconds() }
+			b.ReportMetric(perSecond(sides[0].took), "interlock-cycles/s")
+			b.ReportMetric(perSecond(sides[1].took), "floor-cycles/s")
+			b.ReportMetric(float64(sides[1].took)/float64(sides[0].took), "ratio")
 		})
 	}
 }

@@ -115,9 +115,9 @@ func benchSide(ctx context.Context, progress io.Writer, side string, mode embedd
 	defer srv.Shutdown()
 	var c cycler
 	if side == "interlock" {
-		c, err = benchmark.New(ctx, srv.URL())
+		c, err = benchmark.New(ctx, floor.Config{URL: srv.URL()})
 	} else {
-		c, err = floor.New(ctx, srv.URL())
+		c, err = floor.New(ctx, floor.Config{URL: srv.URL()})
 	}
 	if err != nil {
 		return nil, err

@@ -31,16 +31,18 @@ type Cycle struct {
 }
 
 // New provisions the streams and starts a coordinator and a worker whose
-// agent "bench" asks one question.
-func New(ctx context.Context, url string) (*Cycle, error) {
+// agent "bench" asks one question, on the server or cluster cfg names (the
+// floor's Config: both sides run on the same servers with the same
+// replicas).
+func New(ctx context.Context, cfg floor.Config) (*Cycle, error) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c := &Cycle{}
 	// On the benchmark's open server every role provisions, so each creates
 	// its own consumers. The anonymous inbox prefix lets the coordinator
 	// answer the benchmark's anonymous decisions directly.
 	dial := func() (*jetstream.Client, error) {
-		nc, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url, InboxPrefix: subjects.InboxPrefix("")},
-			jetstream.Config{Prefix: "bench"})
+		nc, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: cfg.URL, InboxPrefix: subjects.InboxPrefix("")},
+			jetstream.Config{Prefix: "bench", Replicas: cfg.Replicas})
 		if err != nil {
 			return nil, err
 		}
@@ -72,13 +74,16 @@ func New(ctx context.Context, url string) (*Cycle, error) {
 		c.Close()
 		return nil, err
 	}
-	c.co = coordinator.New(cc, coordinator.Config{Logger: quiet, Concurrency: 8})
+	// As many handlers as `interlock bench` has cycles in flight at most
+	// (32): fewer (8 and 16 before) held Interlock back on a cluster and
+	// without fsync (docs/benchmarks.md).
+	c.co = coordinator.New(cc, coordinator.Config{Logger: quiet, Concurrency: 32})
 	wc, err := dial()
 	if err != nil {
 		c.Close()
 		return nil, err
 	}
-	c.w = processor.NewWorker(wc, processor.WorkerConfig{Logger: quiet, Concurrency: 16})
+	c.w = processor.NewWorker(wc, processor.WorkerConfig{Logger: quiet, Concurrency: 32})
 	_ = c.w.Register("bench", func(ctx context.Context, _ json.RawMessage) (any, error) {
 		d, err := processor.Interrupt(processor.WithToolCall(ctx, "call"), processor.Request{Message: "ok?"})
 		if err != nil {

@@ -35,10 +35,19 @@ type Cycle struct {
 	waits waiter.Set
 }
 
+// Config is where the floor runs.
+type Config struct {
+	// URL is the server's, or a cluster's servers' separated by commas.
+	URL string
+	// Replicas of the floor's streams and bucket; default 1 (3 on a
+	// cluster, as Interlock's).
+	Replicas int
+}
+
 // New provisions the floor's streams (FLOOR_*) and starts its worker and
 // coordinator loops.
-func New(ctx context.Context, url string) (*Cycle, error) {
-	nc, err := nats.Connect(url)
+func New(ctx context.Context, cfg Config) (*Cycle, error) {
+	nc, err := nats.Connect(cfg.URL)
 	if err != nil {
 		return nil, err
 	}
@@ -46,16 +55,16 @@ func New(ctx context.Context, url string) (*Cycle, error) {
 	c := &Cycle{nc: nc, js: js}
 	for name, subj := range map[string]string{"FLOOR_WORK": "floor.work.>", "FLOOR_RUNS": "floor.runs.>",
 		"FLOOR_DECISIONS": "floor.resume.>"} {
-		cfg := jetstream.StreamConfig{Name: name, Subjects: []string{subj}, Storage: jetstream.FileStorage}
+		sc := jetstream.StreamConfig{Name: name, Subjects: []string{subj}, Storage: jetstream.FileStorage, Replicas: cfg.Replicas}
 		if name == "FLOOR_WORK" {
-			cfg.Retention = jetstream.WorkQueuePolicy
+			sc.Retention = jetstream.WorkQueuePolicy
 		}
-		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
 			nc.Close()
 			return nil, err
 		}
 	}
-	if c.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "floor_runs"}); err != nil {
+	if c.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "floor_runs", Replicas: cfg.Replicas}); err != nil {
 		nc.Close()
 		return nil, err
 	}
@@ -80,18 +89,25 @@ func New(ctx context.Context, url string) (*Cycle, error) {
 		if pass == '1' {
 			kind = "completed"
 		}
-		_, _ = js.Publish(bg, "floor.runs."+kind+"."+run, []byte(run), jetstream.WithMsgID(run+string(pass)))
+		if _, err := js.Publish(bg, "floor.runs."+kind+"."+run, []byte(run), jetstream.WithMsgID(run+string(pass))); err != nil {
+			_ = m.Nak()
+			return
+		}
 		_ = m.Ack()
 	})
 	if err == nil {
 		// The coordinator: record outcomes and decisions, queue the replay.
 		err = consume("FLOOR_RUNS", func(m jetstream.Msg) {
 			run := string(m.Data())
+			var err error
 			if m.Subject() == "floor.runs.suspended."+run {
-				_, _ = c.kv.Put(bg, run, []byte(`{"status":"suspended"}`))
+				_, err = c.kv.Put(bg, run, []byte(`{"status":"suspended"}`))
 			} else {
-				e, _ := c.kv.Get(bg, run)
-				_, _ = c.kv.Update(bg, run, []byte(`{"status":"completed"}`), e.Revision())
+				err = c.update(bg, run, `{"status":"completed"}`)
+			}
+			if err != nil {
+				_ = m.Nak()
+				return
 			}
 			_ = m.Ack()
 			c.waits.Signal(m.Subject())
@@ -100,9 +116,14 @@ func New(ctx context.Context, url string) (*Cycle, error) {
 	if err == nil {
 		err = consume("FLOOR_DECISIONS", func(m jetstream.Msg) {
 			run := string(m.Data())
-			e, _ := c.kv.Get(bg, run)
-			_, _ = c.kv.Update(bg, run, []byte(`{"status":"resuming"}`), e.Revision())
-			_, _ = js.Publish(bg, "floor.work.bench", []byte("1"+run), jetstream.WithMsgID(run+"w1"))
+			err := c.update(bg, run, `{"status":"resuming"}`)
+			if err == nil {
+				_, err = js.Publish(bg, "floor.work.bench", []byte("1"+run), jetstream.WithMsgID(run+"w1"))
+			}
+			if err != nil {
+				_ = m.Nak()
+				return
+			}
 			_ = m.Ack()
 		})
 	}
@@ -111,6 +132,18 @@ func New(ctx context.Context, url string) (*Cycle, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// update reads run's record and writes value over it with
+// compare-and-set. On an error (a timeout on a loaded cluster, say) the
+// caller naks its input, which comes again.
+func (c *Cycle) update(ctx context.Context, run, value string) error {
+	e, err := c.kv.Get(ctx, run)
+	if err != nil {
+		return err
+	}
+	_, err = c.kv.Update(ctx, run, []byte(value), e.Revision())
+	return err
 }
 
 // Run does one cycle of run id.

@@ -108,8 +108,21 @@ func ClientURL(t testing.TB, urls string, cfg ...jetstream.Config) *jetstream.Cl
 // leader.
 func Cluster(t testing.TB, n int, configs ...string) []*embedded.Server {
 	t.Helper()
+	return cluster(t, n, embedded.SyncInterval, configs)
+}
+
+// SyncedCluster is Cluster of n nodes with no configuration files whose
+// servers run in durability mode sync (benchmarks: embedded.SyncAlways
+// fsyncs before every acknowledgement, as in production).
+func SyncedCluster(t testing.TB, n int, sync embedded.Sync) []*embedded.Server {
+	t.Helper()
+	return cluster(t, n, sync, nil)
+}
+
+func cluster(t testing.TB, n int, sync embedded.Sync, configs []string) []*embedded.Server {
+	t.Helper()
 	var servers []*embedded.Server
-	onNewPorts(t, func() (err error) { servers, err = startCluster(t, n, configs); return err })
+	onNewPorts(t, func() (err error) { servers, err = startCluster(t, n, sync, configs); return err })
 	for _, s := range servers {
 		t.Cleanup(s.Shutdown)
 	}
@@ -133,7 +146,7 @@ func Cluster(t testing.TB, n int, configs ...string) []*embedded.Server {
 
 // startCluster starts the n nodes of Cluster at once, on new route ports;
 // when one fails it stops the others and returns its error.
-func startCluster(t testing.TB, n int, configs []string) ([]*embedded.Server, error) {
+func startCluster(t testing.TB, n int, sync embedded.Sync, configs []string) ([]*embedded.Server, error) {
 	ports := freePorts(t, n)
 	var urls []*url.URL
 	for _, r := range routes(ports) {
@@ -144,7 +157,7 @@ func startCluster(t testing.TB, n int, configs []string) ([]*embedded.Server, er
 	cfgs := make([]embedded.Config, n)
 	for i := range n {
 		cfg := embedded.Config{DataDir: t.TempDir(), Port: -1, Name: fmt.Sprintf("n%d", i+1),
-			Sync: embedded.SyncInterval, StartTimeout: 20 * time.Second}
+			Sync: sync, StartTimeout: 20 * time.Second}
 		if len(configs) > i {
 			cfg.ConfigFile, cfg.Name = configs[i], ""
 		}

@@ -1,0 +1,127 @@
+package jetstream_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlockhq/interlock/jetstream/embedded"
+	"github.com/interlockhq/interlock/jetstream/jstest"
+)
+
+// BenchmarkAtomicBatch measures what it costs JetStream to store messages
+// one publish each against atomic batches (nats-server 2.12+, stored all
+// or none with one fsync), on one server and on a three-node cluster, with
+// fsync before every acknowledgement. It is the evidence for why the
+// coordinator does not write a record and its events as one batch on a
+// single server: there every batch is staged in a file store of its own
+// first (see docs/benchmarks.md).
+//
+//	go test -run '^$' -bench BenchmarkAtomicBatch -benchtime 2000x ./jetstream
+func BenchmarkAtomicBatch(b *testing.B) {
+	const publishers = 8
+	for _, nodes := range []int{1, 3} {
+		for _, size := range []int{0, 1, 2, 8} {
+			name := fmt.Sprintf("servers=%d/batch=%d", nodes, size)
+			if size == 0 {
+				name = fmt.Sprintf("servers=%d/single", nodes)
+			}
+			b.Run(name, func(b *testing.B) {
+				url := jstest.Server(b, embedded.Config{Sync: embedded.SyncAlways}).URL()
+				if nodes > 1 {
+					url = jstest.URLs(jstest.SyncedCluster(b, nodes, embedded.SyncAlways))
+				}
+				nc, err := nats.Connect(url)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer nc.Close()
+				js, err := jetstream.New(nc)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx := context.Background()
+				if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "B", Subjects: []string{"b.>"},
+					Replicas: nodes, AllowAtomicPublish: true}); err != nil {
+					b.Fatal(err)
+				}
+				body := make([]byte, 400) // about an event's size
+				// Each of b.N operations stores max(size, 1) messages.
+				work := make(chan int, b.N)
+				for i := range b.N {
+					work <- i
+				}
+				close(work)
+				errs := make(chan error, publishers)
+				b.ResetTimer()
+				start := time.Now()
+				for p := range publishers {
+					go func() {
+						for i := range work {
+							var err error
+							if size == 0 {
+								_, err = js.Publish(ctx, "b."+strconv.Itoa(p), body)
+							} else {
+								err = publishBatch(nc, fmt.Sprintf("%d-%d", p, i), "b."+strconv.Itoa(p), body, size)
+							}
+							if err != nil {
+								errs <- err
+								return
+							}
+						}
+						errs <- nil
+					}()
+				}
+				for range publishers {
+					if err := <-errs; err != nil {
+						b.Fatal(err)
+					}
+				}
+				msgs := b.N * max(size, 1)
+				b.ReportMetric(float64(msgs)/time.Since(start).Seconds(), "msgs/s")
+			})
+		}
+	}
+}
+
+// publishBatch stores size copies of body on subject as one atomic batch
+// (the Nats-Batch-* headers of ADR-50; nats.go has no API for them yet)
+// and waits for the batch's acknowledgement.
+func publishBatch(nc *nats.Conn, id, subject string, body []byte, size int) error {
+	for seq := 1; seq <= size; seq++ {
+		m := &nats.Msg{Subject: subject, Data: body, Header: nats.Header{}}
+		m.Header.Set("Nats-Batch-Id", id)
+		m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(seq))
+		if seq < size {
+			if err := nc.PublishMsg(m); err != nil {
+				return err
+			}
+			continue
+		}
+		m.Header.Set("Nats-Batch-Commit", "1")
+		reply, err := nc.RequestMsg(m, 10*time.Second)
+		if err != nil {
+			return err
+		}
+		var ack struct {
+			Count int                 `json:"count"`
+			Error *jetstream.APIError `json:"error"`
+		}
+		if err := json.Unmarshal(reply.Data, &ack); err != nil {
+			return err
+		}
+		if ack.Error != nil {
+			return ack.Error
+		}
+		if ack.Count != size {
+			return fmt.Errorf("batch %s: %d of %d messages stored", id, ack.Count, size)
+		}
+	}
+	return nil
+}
