@@ -13,7 +13,7 @@ import nats.js.errors
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
-from . import _trace
+from . import _direct, _trace
 from ._errors import Rejected, RunNotFound
 from ._ids import decision_attempt_msg_id, reply_token, uuid7, work_msg_id
 from ._subjects import DEFAULT_PREFIX, Namespace, inbox_prefix, validate_token
@@ -223,9 +223,12 @@ class Client:
     async def _verdict_event(self, run_id: str, d: dict[str, Any], rejected: int = 0) -> Verdict:
         """The verdict on the attempt of decision d sent after ``rejected``
         rejections, as recorded in the run's events, once the coordinator has
-        handled it."""
+        handled it. Each look reads only the events recorded since the last."""
+        vs: list[Verdict] = []
+        cursor = 0
         while True:
-            vs = self._verdicts(d, await self.events(run_id))
+            events, cursor = await self._events_after(run_id, cursor)
+            vs += self._verdicts(d, events)
             if len(vs) > rejected:
                 return vs[rejected]
             await asyncio.sleep(0.1)
@@ -235,8 +238,11 @@ class Client:
         accepted earlier attempt makes this copy a duplicate; otherwise the
         number of rejections now recorded (more than ``rejected``: send a new
         attempt) and the last of them."""
+        vs: list[Verdict] = []
+        cursor = 0
         while True:
-            vs = self._verdicts(d, await self.events(run_id))
+            events, cursor = await self._events_after(run_id, cursor)
+            vs += self._verdicts(d, events)
             for v in vs:
                 if v.outcome != "rejected":
                     detail = "this decision was already accepted; nothing changed"
@@ -291,38 +297,61 @@ class Client:
 
     async def pending(self) -> list[dict[str, Any]]:
         """Every interrupt waiting for a decision, oldest first, from the
-        pending index (each as ``interlock pending --json`` prints it)."""
-        kv = await self._js.key_value(self._ns.bucket("pending"))
-        try:
-            keys = await kv.keys()
-        except nats.js.errors.NoKeysError:
-            return []
-        out = []
-        for k in keys:
-            try:
-                e = await kv.get(k)
-            except nats.js.errors.KeyNotFoundError:
-                continue  # decided meanwhile
-            if e.value:
-                out.append(json.loads(e.value))
+        pending index (each as ``interlock pending --json`` prints it), read
+        page by page: it costs what is pending, not every run."""
+        latest: dict[tuple[str, str], dict[str, Any]] = {}
+        after = 0
+        while True:
+            page, after = await self.pending_page(after, 256)
+            for p in page:
+                # An entry put again meanwhile (an escalation) comes once
+                # more, later: the last one read is its current state.
+                latest[(p.get("runId", ""), p.get("id", ""))] = p
+            if after == 0:
+                break
+        out = list(latest.values())
         out.sort(key=lambda p: (p.get("suspendedAt", ""), p.get("runId", "") + p.get("id", "")))
         return out
 
+    async def pending_page(self, after: int = 0, limit: int = 50) -> tuple[list[dict[str, Any]], int]:
+        """Up to ``limit`` interrupts waiting for a decision after cursor
+        ``after`` (0: from the start), in the order they entered the pending
+        index, and the cursor of the next page (0: none follows). Entries
+        added meanwhile come on later pages, removed ones are left out, none
+        is skipped; an escalated entry moves to the end. One batched read per
+        page (and one more for each run of removed entries it steps over),
+        however many are pending."""
+        stream = "KV_" + self._ns.bucket("pending")
+        entries: list[dict[str, Any]] = []
+        start = after + 1
+        while len(entries) < limit:
+            msgs, more = await _direct.batch(self._nc, stream, ">", start, limit - len(entries), self._timeout)
+            for m in msgs:
+                start = m.seq + 1
+                if m.headers.get("KV-Operation") in ("DEL", "PURGE") or not m.data:
+                    continue
+                entries.append(json.loads(m.data))
+            if not more:
+                return entries, 0
+        return entries, start - 1
+
     async def events(self, run_id: str) -> list[dict[str, Any]]:
-        """The run's lifecycle and audit events, oldest first."""
-        subject = self._ns.run_events(run_id)
-        stream = self._ns.stream("EVENTS")
+        """The run's lifecycle and audit events, oldest first, read with
+        batched direct gets (one request per 1,024 events)."""
+        events, _ = await self._events_after(run_id, 0)
+        return events
+
+    async def _events_after(self, run_id: str, after: int) -> tuple[list[dict[str, Any]], int]:
+        """The run's events stored after sequence ``after``, and the sequence
+        of the last one read (``after`` when none)."""
+        msgs = await _direct.messages(
+            self._nc, self._ns.stream("EVENTS"), self._ns.run_events(run_id), after + 1, None, self._timeout
+        )
         out: list[dict[str, Any]] = []
-        seq = 1
-        while True:
-            try:
-                m = await self._js.get_msg(stream, seq, subject=subject, next=True)
-            except nats.js.errors.NotFoundError:
-                return out
+        for m in msgs:
             try:
                 out.append(json.loads(m.data or b""))
             except ValueError:
                 pass
-            if m.seq is None:
-                return out
-            seq = m.seq + 1
+            after = m.seq
+        return out, after

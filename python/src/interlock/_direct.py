@@ -1,0 +1,92 @@
+"""Batched direct gets: many stored messages of a stream for one request.
+
+A request on ``$JS.API.DIRECT.GET.<stream>`` (nats-server 2.11+, the stream
+allowing direct gets) with ``batch`` set is answered by the stream with the
+matching messages, each carrying its ``Nats-Sequence`` and ``Nats-Subject``,
+then an end-of-batch status (``204``) whose ``Nats-Num-Pending`` says how many
+match after the last one sent; ``404`` when nothing matches at all. The server
+ends a batch early once it has sent ``max_bytes``: the reader asks again from
+the next sequence. docs/protocol.md describes the exchange.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+import nats.errors
+from nats.aio.client import Client as NATS
+
+from ._errors import InterlockError
+
+#: What one batch may carry at most: it keeps a reader's memory bounded and
+#: stays far below the server's slow-consumer limit.
+BATCH_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A stored message as a direct get returns it."""
+
+    subject: str
+    seq: int
+    headers: dict[str, str]
+    data: bytes
+
+
+async def batch(
+    nc: NATS, stream: str, subject_filter: str, start: int, limit: int, timeout: float
+) -> tuple[list[Stored], bool]:
+    """Up to ``limit`` messages of ``stream`` on subjects matching
+    ``subject_filter``, oldest first, from sequence ``start`` on (0: the
+    first), with one request; and whether matching messages remain after
+    the last one returned."""
+    if limit < 1:
+        raise ValueError(f"read {stream}: a batch of {limit} messages")
+    req: dict[str, object] = {"next_by_subj": subject_filter, "batch": limit, "max_bytes": BATCH_BYTES}
+    if start > 0:
+        req["seq"] = start
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox, pending_msgs_limit=limit + 1)
+    deadline = time.monotonic() + timeout
+    out: list[Stored] = []
+    try:
+        await nc.publish(f"$JS.API.DIRECT.GET.{stream}", json.dumps(req).encode(), reply=inbox)
+        while True:
+            try:
+                m = await sub.next_msg(timeout=max(deadline - time.monotonic(), 0.001))
+            except nats.errors.TimeoutError:
+                raise TimeoutError(f"read {stream}: no answer in {timeout}s") from None
+            h = m.headers or {}
+            # A stored message carries its sequence; only a reply without
+            # one is the server's status (a publisher may have stored a
+            # Status header of its own, which is data).
+            seq = h.get("Nats-Sequence")
+            if seq is None:
+                status = h.get("Status")
+                if status == "204":
+                    return out, h.get("Nats-Num-Pending") != "0"
+                if status == "404":
+                    return [], False
+                raise InterlockError(f"read {stream}: status {status} {h.get('Description', '')}".rstrip())
+            out.append(Stored(subject=h.get("Nats-Subject", ""), seq=int(seq), headers=h, data=m.data))
+    finally:
+        await sub.unsubscribe()
+
+
+async def messages(
+    nc: NATS, stream: str, subject_filter: str, start: int, limit: int | None, timeout: float
+) -> list[Stored]:
+    """The messages :func:`batch` reads, going on past batches the server
+    ends early, up to ``limit`` (None: all that match)."""
+    out: list[Stored] = []
+    per_batch = 1024
+    while limit is None or len(out) < limit:
+        want = per_batch if limit is None else min(per_batch, limit - len(out))
+        got, more = await batch(nc, stream, subject_filter, start, want, timeout)
+        out.extend(got)
+        if not more or not got:
+            break
+        start = got[-1].seq + 1
+    return out

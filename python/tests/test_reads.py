@@ -1,0 +1,111 @@
+"""The client's reads cost what they return: a page of the pending index and a
+run's events are batched direct gets, however much the server holds."""
+
+from __future__ import annotations
+
+import collections
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import nats
+import pytest
+from conftest import Server
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+
+import interlock
+
+
+@pytest.fixture
+async def own(interlock_bin: Path, tmp_path: Path) -> AsyncIterator[tuple[NATS, NATS]]:
+    """A server of this test's own (the test writes the pending index and
+    events directly), with two connections: the client's, and one that
+    watches the client's requests."""
+    srv = Server(interlock_bin, tmp_path)
+    try:
+        conn, watcher = await nats.connect(srv.url), await nats.connect(srv.url)
+        yield conn, watcher
+        await conn.close()
+        await watcher.close()
+    finally:
+        srv.stop()
+
+
+class Requests:
+    """Counts JetStream API requests by kind, seen on the server."""
+
+    def __init__(self) -> None:
+        self.by_kind: collections.Counter[str] = collections.Counter()
+
+    async def on(self, m: Msg) -> None:
+        # $JS.API.DIRECT.GET.<stream>[.<subject>] -> DIRECT.GET
+        self.by_kind[".".join(m.subject.split(".")[2:4])] += 1
+
+
+async def counting(nc: NATS) -> Requests:
+    r = Requests()
+    await nc.subscribe("$JS.API.>", cb=r.on)
+    await nc.flush()
+    return r
+
+
+async def put_pending(nc: NATS, n: int, start: int = 0) -> None:
+    kv = await nc.jetstream().key_value("interlock_pending")
+    for i in range(start, start + n):
+        run = f"r{i:06d}"
+        entry = {"runId": run, "id": "i0", "agent": "a", "suspendedAt": f"2026-12-01T00:00:{i % 60:02d}.{i:06d}Z"}
+        await kv.put(f"{run}.{i:024x}", json.dumps(entry).encode())
+
+
+async def test_pending_pages_cost_what_they_return(own: tuple[NATS, NATS]) -> None:
+    nc, watcher = own
+    client = interlock.Client(nc, timeout=10)
+    kv = await nc.jetstream().key_value("interlock_pending")
+    await put_pending(nc, 300)
+    for i in range(0, 300, 3):  # every third decided: markers the pages step over
+        await kv.delete(f"r{i:06d}.{i:024x}")
+    seen = await counting(watcher)
+    everything = await client.pending()
+    await watcher.flush()
+    assert len(everything) == 200
+    assert everything == sorted(everything, key=lambda p: (p["suspendedAt"], p["runId"] + p["id"]))
+    assert {p["runId"] for p in everything} == {f"r{i:06d}" for i in range(300) if i % 3}
+    # 300 messages in the bucket's stream, 256 entries a page: a couple of
+    # batched reads, no consumer, no read per key.
+    assert set(seen.by_kind) == {"DIRECT.GET"}, seen.by_kind
+    assert seen.by_kind["DIRECT.GET"] <= 3, seen.by_kind
+
+    # A page of 50 is one read at 200 entries and at 3,200.
+    for more in (0, 3000):
+        await put_pending(nc, more, 1000)
+        seen.by_kind.clear()
+        page, cursor = await client.pending_page(0, 50)
+        await watcher.flush()
+        assert len(page) == 50 and cursor > 0
+        assert seen.by_kind == {"DIRECT.GET": 1}, seen.by_kind
+        # The next page starts after it and repeats nothing.
+        seen.by_kind.clear()
+        following, _ = await client.pending_page(cursor, 50)
+        await watcher.flush()
+        assert len(following) == 50
+        assert not {p["runId"] for p in page} & {p["runId"] for p in following}
+        assert seen.by_kind["DIRECT.GET"] <= 2, seen.by_kind
+
+
+async def test_events_in_one_batched_read(own: tuple[NATS, NATS]) -> None:
+    nc, watcher = own
+    client = interlock.Client(nc, timeout=10)
+    js = nc.jetstream()
+    for i in range(1500):
+        ev = {"v": 1, "type": "suspended", "runId": "many", "pass": i, "at": "2026-12-01T00:00:00Z"}
+        await js.publish("interlock.events.many.suspended", json.dumps(ev).encode())
+        if i % 10 == 0:  # another run's events in between
+            await js.publish("interlock.events.other.suspended", b'{"v":1,"type":"suspended","runId":"other"}')
+    seen = await counting(watcher)
+    events = await client.events("many")
+    await watcher.flush()
+    assert [e["pass"] for e in events] == list(range(1500))
+    # 1,024 events a read.
+    assert seen.by_kind == {"DIRECT.GET": 2}, seen.by_kind
+    assert await client.events("nobody") == []
