@@ -74,9 +74,9 @@ func New(ctx context.Context, cfg floor.Config) (*Cycle, error) {
 		c.Close()
 		return nil, err
 	}
-	// As many handlers as `interlock bench` has cycles in flight at most
-	// (32): fewer (8 and 16 before) held Interlock back on a cluster and
-	// without fsync (docs/benchmarks.md).
+	// 32 handlers each, as many as the cycles docs/benchmarks.md runs in
+	// flight: fewer (8 and 16 before) held Interlock back on a cluster and
+	// without fsync.
 	c.co = coordinator.New(cc, coordinator.Config{Logger: quiet, Concurrency: 32})
 	wc, err := dial()
 	if err != nil {

@@ -8,6 +8,7 @@ package floor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -90,7 +91,7 @@ func New(ctx context.Context, cfg Config) (*Cycle, error) {
 			kind = "completed"
 		}
 		if _, err := js.Publish(bg, "floor.runs."+kind+"."+run, []byte(run), jetstream.WithMsgID(run+string(pass))); err != nil {
-			_ = m.Nak()
+			retry(m, err)
 			return
 		}
 		_ = m.Ack()
@@ -106,7 +107,7 @@ func New(ctx context.Context, cfg Config) (*Cycle, error) {
 				err = c.update(bg, run, `{"status":"completed"}`)
 			}
 			if err != nil {
-				_ = m.Nak()
+				retry(m, err)
 				return
 			}
 			_ = m.Ack()
@@ -121,7 +122,7 @@ func New(ctx context.Context, cfg Config) (*Cycle, error) {
 				_, err = js.Publish(bg, "floor.work.bench", []byte("1"+run), jetstream.WithMsgID(run+"w1"))
 			}
 			if err != nil {
-				_ = m.Nak()
+				retry(m, err)
 				return
 			}
 			_ = m.Ack()
@@ -134,9 +135,19 @@ func New(ctx context.Context, cfg Config) (*Cycle, error) {
 	return c, nil
 }
 
+// retry hands m back to come again a moment later after err (a timeout on
+// a loaded cluster, say), or drops it when its record is missing, which
+// no retry mends.
+func retry(m jetstream.Msg, err error) {
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		_ = m.Term()
+		return
+	}
+	_ = m.NakWithDelay(100 * time.Millisecond)
+}
+
 // update reads run's record and writes value over it with
-// compare-and-set. On an error (a timeout on a loaded cluster, say) the
-// caller naks its input, which comes again.
+// compare-and-set.
 func (c *Cycle) update(ctx context.Context, run, value string) error {
 	e, err := c.kv.Get(ctx, run)
 	if err != nil {

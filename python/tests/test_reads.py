@@ -23,12 +23,13 @@ async def own(interlock_bin: Path, tmp_path: Path) -> AsyncIterator[tuple[NATS, 
     events directly), with two connections: the client's, and one that
     watches the client's requests."""
     srv = Server(interlock_bin, tmp_path)
+    conns: list[NATS] = []
     try:
-        conn, watcher = await nats.connect(srv.url), await nats.connect(srv.url)
-        yield conn, watcher
-        await conn.close()
-        await watcher.close()
+        conns = [await nats.connect(srv.url), await nats.connect(srv.url)]
+        yield conns[0], conns[1]
     finally:
+        for c in conns:
+            await c.close()
         srv.stop()
 
 
@@ -44,8 +45,13 @@ class Requests:
 
 
 async def counting(nc: NATS) -> Requests:
+    """Counts requests on the two streams the client reads (the
+    coordinator's own requests, such as its consumers' pulls, are not
+    counted)."""
     r = Requests()
-    await nc.subscribe("$JS.API.>", cb=r.on)
+    for stream in ("KV_interlock_pending", "INTERLOCK_EVENTS"):
+        await nc.subscribe(f"$JS.API.*.*.{stream}", cb=r.on)
+        await nc.subscribe(f"$JS.API.*.*.{stream}.>", cb=r.on)
     await nc.flush()
     return r
 
@@ -109,3 +115,28 @@ async def test_events_in_one_batched_read(own: tuple[NATS, NATS]) -> None:
     # 1,024 events a read.
     assert seen.by_kind == {"DIRECT.GET": 2}, seen.by_kind
     assert await client.events("nobody") == []
+
+
+async def test_pending_order_and_bad_pages(own: tuple[NATS, NATS]) -> None:
+    nc, _ = own
+    client = interlock.Client(nc, timeout=10)
+    kv = await nc.jetstream().key_value("interlock_pending")
+    # Go trims a fraction's trailing zeros: 05.5Z is later than 05Z though
+    # it sorts first as a string; an offset is the same instant in UTC.
+    times = {"late": "2026-12-01T00:00:05.5Z", "early": "2026-12-01T00:00:05Z", "zone": "2026-12-01T01:00:04+01:00"}
+    for run, at in times.items():
+        await kv.put(f"{run}.0", json.dumps({"runId": run, "id": "i", "suspendedAt": at}).encode())
+    assert [p["runId"] for p in await client.pending()] == ["zone", "early", "late"]
+    with pytest.raises(ValueError):
+        await client.pending_page(0, 0)
+    with pytest.raises(ValueError):
+        await client.pending_page(-1, 10)
+
+
+async def test_reads_of_a_missing_stream_fail_clearly(own: tuple[NATS, NATS]) -> None:
+    nc, _ = own
+    client = interlock.Client(nc, prefix="nothing.here", timeout=5)
+    with pytest.raises(interlock.InterlockError, match="no such stream"):
+        await client.events("r1")
+    with pytest.raises(interlock.InterlockError, match="no such stream"):
+        await client.pending()

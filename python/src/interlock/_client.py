@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import nats.js.errors
@@ -29,6 +31,25 @@ def finished(run: Run) -> bool:
 def suspended(run: Run) -> bool:
     """For :meth:`Client.wait`: the run waits for decisions."""
     return run.status == "suspended"
+
+
+_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)", re.IGNORECASE)
+_NEVER = (datetime.max.replace(tzinfo=UTC), 0)
+
+
+def _instant(t: Any) -> tuple[datetime, int]:
+    """An RFC 3339 time as (whole seconds, nanoseconds), for ordering as Go
+    orders times (Go trims trailing zeros of the fraction, so the strings
+    alone do not sort); an unreadable one sorts last."""
+    m = _RFC3339.fullmatch(t) if isinstance(t, str) else None
+    if m is None:
+        return _NEVER
+    zone = "+00:00" if m.group(3) in ("Z", "z") else m.group(3)
+    try:
+        whole = datetime.fromisoformat(m.group(1) + zone).astimezone(UTC)
+    except ValueError:
+        return _NEVER
+    return whole, int((m.group(2) or "").ljust(9, "0"))
 
 
 class Client:
@@ -310,7 +331,7 @@ class Client:
             if after == 0:
                 break
         out = list(latest.values())
-        out.sort(key=lambda p: (p.get("suspendedAt", ""), p.get("runId", "") + p.get("id", "")))
+        out.sort(key=lambda p: (_instant(p.get("suspendedAt")), p.get("runId", "") + p.get("id", "")))
         return out
 
     async def pending_page(self, after: int = 0, limit: int = 50) -> tuple[list[dict[str, Any]], int]:
@@ -321,6 +342,8 @@ class Client:
         is skipped; an escalated entry moves to the end. One batched read per
         page (and one more for each run of removed entries it steps over),
         however many are pending."""
+        if limit < 1 or after < 0:
+            raise ValueError(f"pending_page: limit must be at least 1 and after at least 0 (got {limit}, {after})")
         stream = "KV_" + self._ns.bucket("pending")
         entries: list[dict[str, Any]] = []
         start = after + 1

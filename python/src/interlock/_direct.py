@@ -11,6 +11,7 @@ the next sequence. docs/protocol.md describes the exchange.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import dataclass
@@ -57,7 +58,13 @@ async def batch(
             try:
                 m = await sub.next_msg(timeout=max(deadline - time.monotonic(), 0.001))
             except nats.errors.TimeoutError:
-                raise TimeoutError(f"read {stream}: no answer in {timeout}s") from None
+                # NATS answers a refused publish with no reply, only an error
+                # on the connection: say what the likely causes are.
+                raise InterlockError(
+                    f"read {stream}: no answer to $JS.API.DIRECT.GET.{stream} in {timeout}s: the request may be "
+                    f"refused by NATS permissions (the user needs $JS.API.DIRECT.GET.{stream}, the bare subject), "
+                    "or the server is overloaded"
+                ) from None
             h = m.headers or {}
             # A stored message carries its sequence; only a reply without
             # one is the server's status (a publisher may have stored a
@@ -69,10 +76,13 @@ async def batch(
                     return out, h.get("Nats-Num-Pending") != "0"
                 if status == "404":
                     return [], False
+                if status == "503":
+                    raise InterlockError(f"read {stream}: no such stream, or it allows no direct gets (status 503)")
                 raise InterlockError(f"read {stream}: status {status} {h.get('Description', '')}".rstrip())
             out.append(Stored(subject=h.get("Nats-Subject", ""), seq=int(seq), headers=h, data=m.data))
     finally:
-        await sub.unsubscribe()
+        with contextlib.suppress(nats.errors.ConnectionClosedError):
+            await sub.unsubscribe()
 
 
 async def messages(
