@@ -45,6 +45,10 @@ type benchResult struct {
 	// cycle, over every stream and bucket the side uses.
 	MsgsPerCycle  float64 `json:"msgsPerCycle,omitempty"`
 	BytesPerCycle float64 `json:"bytesPerCycle,omitempty"`
+	// CPUPerCycleMs is the CPU time the whole bench process used per cycle
+	// (user and system): the embedded server's work for the side included,
+	// as it runs in the same process. Absent where it cannot be read.
+	CPUPerCycleMs float64 `json:"cpuPerCycleMs,omitempty"`
 }
 
 func newBench(g *globals) *cobra.Command {
@@ -67,7 +71,8 @@ histograms.
   suspend   start a run until its suspension is recorded (one in flight)
   replay    a decision until the replayed run's completion is recorded (one in flight)
   cycle     full start-suspend-decide-replay-complete cycles per second at --concurrency,
-            and the messages and bytes written per cycle (the "writes" row)
+            the messages and bytes written per cycle (the "writes" row), and the
+            CPU the process (embedded server included) used per cycle (the "cpu" row)
   paced     cycles started at --rate per second: decision-to-replay p50/p99 under load
   parked    --parked runs left suspended: bytes stored and heap per run`,
 		Args: cobra.NoArgs,
@@ -191,6 +196,7 @@ func benchSide(ctx context.Context, progress io.Writer, side string, mode embedd
 			if err != nil {
 				return nil, err
 			}
+			cpu0, cpuKnown := processCPU()
 			start := time.Now()
 			var wg sync.WaitGroup
 			for range concurrency {
@@ -210,6 +216,9 @@ func benchSide(ctx context.Context, progress io.Writer, side string, mode embedd
 			}
 			wg.Wait()
 			elapsed := time.Since(start)
+			if cpu1, ok := processCPU(); ok && cpuKnown {
+				r.CPUPerCycleMs = ms(cpu1-cpu0) / float64(runs)
+			}
 			written, err := tap.Stop(ctx)
 			if firstErr != nil {
 				return nil, fmt.Errorf("%s cycle: %w", side, firstErr)
@@ -313,6 +322,13 @@ func printBench(w io.Writer, all []benchResult) {
 			fl = fmt.Sprintf("%.1f msgs, %.0f B per cycle", f.MsgsPerCycle, f.BytesPerCycle)
 			ratio = fmt.Sprintf("%.2f (msgs) %.2f (bytes)", r.MsgsPerCycle/f.MsgsPerCycle, r.BytesPerCycle/f.BytesPerCycle)
 			r.Scenario = "writes"
+			if r.CPUPerCycleMs > 0 && f.CPUPerCycleMs > 0 {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Sync, il, fl, ratio)
+				il = fmt.Sprintf("%.2f ms CPU per cycle", r.CPUPerCycleMs)
+				fl = fmt.Sprintf("%.2f ms CPU per cycle", f.CPUPerCycleMs)
+				ratio = fmt.Sprintf("%.2f (CPU)", r.CPUPerCycleMs/f.CPUPerCycleMs)
+				r.Scenario = "cpu"
+			}
 		case "parked":
 			il = fmt.Sprintf("%.0f B/run stored, %.0f B/run heap", r.BytesPerRun, r.HeapPerRun)
 			fl = fmt.Sprintf("%.0f B/run stored", f.BytesPerRun)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -20,6 +21,9 @@ func TestBenchCommand(t *testing.T) {
 		case "cycle":
 			assert.Positive(t, x.PerSecond, "%+v", x)
 			assert.Positive(t, x.BytesPerCycle, "%+v", x)
+			if runtime.GOOS == "linux" {
+				assert.Positive(t, x.CPUPerCycleMs, "%+v", x)
+			}
 			if x.Side == "floor" {
 				assert.Equal(t, 8.0, x.MsgsPerCycle, "the floor's eight durable writes per cycle")
 			} else {
@@ -36,6 +40,9 @@ func TestBenchCommand(t *testing.T) {
 	r = cli(t, "bench", "--scenario", "cycle", "--runs", "3", "--sync", "interval")
 	require.Equal(t, 0, r.code, r.err)
 	assert.Regexp(t, `writes\s+interval\s+[\d.]+ msgs, \d+ B per cycle\s+8.0 msgs, \d+ B per cycle`, r.out)
+	if runtime.GOOS == "linux" {
+		assert.Regexp(t, `cpu\s+interval\s+[\d.]+ ms CPU per cycle\s+[\d.]+ ms CPU per cycle\s+[\d.]+ \(CPU\)`, r.out)
+	}
 	r = cli(t, "bench", "--scenario", "nope", "--runs", "1", "--sync", "interval")
 	assert.Equal(t, exitUsage, r.code)
 	r = cli(t, "bench", "--scenario", "paced", "--runs", "1", "--sync", "interval")
