@@ -80,11 +80,14 @@ func (co *Coordinator) staleOutcome(ctx context.Context, rec *subjects.Run, o ru
 // outcomeEffects publishes what recording o implies: for a suspension the
 // pending index first (whoever sees the suspended event, an inbox or a
 // client listing what waits, then finds the interrupt in it), then the
-// timers of its deadlines with the pass's event.
+// timers of its deadlines with the pass's event, then the check that no
+// entry it put was decided meanwhile (indexed).
 func (co *Coordinator) outcomeEffects(ctx context.Context, rec *subjects.Run, o rules.Outcome) error {
 	var fx store.Effects
+	var entries []subjects.PendingInterrupt
 	if o.Kind == subjects.KindSuspended && rec.Status == subjects.RunSuspended && rec.Pass == o.Pass {
-		if err := co.store.Commit(ctx, store.Effects{Index: pendingEntries(rec)}); err != nil {
+		entries = pendingEntries(rec)
+		if err := co.store.Commit(ctx, store.Effects{Index: entries}); err != nil {
 			return err
 		}
 		timers, err := co.timerMsgs(rec)
@@ -96,7 +99,10 @@ func (co *Coordinator) outcomeEffects(ctx context.Context, rec *subjects.Run, o 
 	ev := co.outcomeEvent(rec, o)
 	ev.TraceParent = rec.TraceParent
 	fx.Events = append(fx.Events, ev)
-	return co.store.Commit(ctx, fx)
+	if err := co.store.Commit(ctx, fx); err != nil || len(entries) == 0 {
+		return err
+	}
+	return co.indexed(ctx, rec.RunID, entries)
 }
 
 // outcomeEvent is the event of outcome o, once per pass.

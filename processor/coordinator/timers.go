@@ -104,8 +104,11 @@ func (co *Coordinator) timerEffects(ctx context.Context, rec *subjects.Run, i in
 		// The new deadline's timers, and the escalated interrupt's entry with
 		// its new deadline and approvers (only its own: another interrupt
 		// of the run may have been decided since, and its entry removed).
-		if err := co.store.Commit(ctx, store.Effects{Messages: timers,
-			Index: []subjects.PendingInterrupt{pendingEntry(rec, st)}}); err != nil {
+		entries := []subjects.PendingInterrupt{pendingEntry(rec, st)}
+		if err := co.store.Commit(ctx, store.Effects{Messages: timers, Index: entries}); err != nil {
+			return err
+		}
+		if err := co.indexed(ctx, rec.RunID, entries); err != nil {
 			return err
 		}
 		kind, evType, seq = subjects.KindEscalated, subjects.EventEscalated, st.Escalations
