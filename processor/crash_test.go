@@ -36,6 +36,7 @@ func TestCrashConverges(t *testing.T) {
 		{"worker", "after-outcome:1", 1},
 		{"coordinator", "outcome-start", 1},
 		{"coordinator", "outcome-after-record", 1},
+		{"coordinator", "outcome-after-index", 1},
 		{"coordinator", "decision-after-record", 1},
 		{"coordinator", "decision-after-work", 1},
 	}
@@ -53,7 +54,7 @@ func TestCrashConverges(t *testing.T) {
 				h.startCoordinator(hook)
 			}
 			firstPass := c.point == "after-body:0" || c.point == "after-outcome:0" ||
-				c.point == "outcome-start" || c.point == "outcome-after-record"
+				c.point == "outcome-start" || c.point == "outcome-after-record" || c.point == "outcome-after-index"
 
 			run := h.start("refunds", nil)
 			var rec *subjects.Run

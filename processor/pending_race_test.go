@@ -1,12 +1,15 @@
 package processor
 
 import (
+	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -15,33 +18,56 @@ import (
 // answering the suspension within milliseconds) used to leave the decided
 // interrupt listed as pending for good: its removal went out before the
 // entry was put. The coordinator's suspension handler is held right after
-// the record while the decision is accepted, then let go.
+// the record while the decision is accepted, then let go; in the second
+// case it also dies right after the put, and its replacement handles the
+// redelivered suspension.
 func TestDecisionRacingTheIndexEntry(t *testing.T) {
 	t.Parallel()
-	var calls counter
-	h := newBareHarness(t, map[string]AgentFunc{"refunds": approvalAgent(&calls)})
-	reached, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	h.startWorker(nil)
-	h.startCoordinator(func(point string) bool {
-		if point == "outcome-after-record" {
-			once.Do(func() { close(reached); <-release })
-		}
-		return false
-	})
-	run := h.start("refunds", nil)
-	<-reached
-	rec := h.suspendedAtPass(run, 0)
-	h.decide(run, rec.Pending()[0].ID, subjects.StatusResolved, map[string]any{"amount": 5})
-	close(release)
+	for _, crash := range []bool{false, true} {
+		t.Run(fmt.Sprintf("crash after the put %v", crash), func(t *testing.T) {
+			t.Parallel()
+			var calls counter
+			h := newBareHarness(t, map[string]AgentFunc{"refunds": approvalAgent(&calls)})
+			reached, release, crashed := make(chan struct{}), make(chan struct{}), make(chan struct{})
+			var held, died sync.Once
+			h.startWorker(nil)
+			h.startCoordinator(func(point string) bool {
+				switch point {
+				case "outcome-after-record":
+					held.Do(func() { close(reached); <-release })
+				case "outcome-after-index":
+					picked := false
+					if crash {
+						died.Do(func() { picked = true; close(crashed) })
+					}
+					return picked
+				}
+				return false
+			})
+			run := h.start("refunds", nil)
+			<-reached
+			rec := h.suspendedAtPass(run, 0)
+			h.decide(run, rec.Pending()[0].ID, subjects.StatusResolved, map[string]any{"amount": 5})
+			close(release)
+			if crash {
+				<-crashed
+				h.restart("coordinator")
+			}
 
-	rec = h.waitFor(run, Finished)
-	require.Equal(t, subjects.RunCompleted, rec.Status, rec.Error)
-	// The suspension's handler has finished: its event is out.
-	h.waitEvents(run, subjects.EventSuspended, 1)
-	pending, err := h.client.Pending(h.ctx())
-	require.NoError(t, err)
-	for _, p := range pending {
-		assert.NotEqual(t, run, p.RunID, "a decided interrupt is still listed as pending: %+v", p)
+			rec = h.waitFor(run, Finished)
+			require.Equal(t, subjects.RunCompleted, rec.Status, rec.Error)
+			// Every outcome handled and acked, the redelivered suspension
+			// included (the completion can be handled before it).
+			require.Eventually(t, func() bool {
+				st, err := h.admin.ConsumerState(h.ctx(), jetstream.StreamRuns, "coordinator_runs")
+				return err == nil && st.Pending == 0 && st.AckPending == 0
+			}, waitLimit, 20*time.Millisecond)
+			pending, err := h.client.Pending(h.ctx())
+			require.NoError(t, err)
+			for _, p := range pending {
+				assert.NotEqual(t, run, p.RunID, "a decided interrupt is still listed as pending: %s", p.ID)
+			}
+			assert.Len(t, h.waitEvents(run, subjects.EventSuspended, 1), 1, "one suspension event")
+		})
 	}
 }

@@ -80,15 +80,18 @@ func (co *Coordinator) staleOutcome(ctx context.Context, rec *subjects.Run, o ru
 // outcomeEffects publishes what recording o implies: for a suspension the
 // pending index first (whoever sees the suspended event, an inbox or a
 // client listing what waits, then finds the interrupt in it), then the
-// timers of its deadlines with the pass's event, then the check that no
-// entry it put was decided meanwhile (indexed).
+// timers of its deadlines with the pass's event, then the removal of
+// entries whose interrupts were decided meanwhile (unindexDecided). A
+// redelivered suspension does the last step again for all its
+// interrupts, so a crash between the put and it leaves no entry behind.
 func (co *Coordinator) outcomeEffects(ctx context.Context, rec *subjects.Run, o rules.Outcome) error {
 	var fx store.Effects
-	var entries []subjects.PendingInterrupt
 	if o.Kind == subjects.KindSuspended && rec.Status == subjects.RunSuspended && rec.Pass == o.Pass {
-		entries = pendingEntries(rec)
-		if err := co.store.Commit(ctx, store.Effects{Index: entries}); err != nil {
+		if err := co.store.Commit(ctx, store.Effects{Index: pendingEntries(rec)}); err != nil {
 			return err
+		}
+		if co.crash("outcome-after-index") {
+			return errAbandoned
 		}
 		timers, err := co.timerMsgs(rec)
 		if err != nil {
@@ -99,10 +102,14 @@ func (co *Coordinator) outcomeEffects(ctx context.Context, rec *subjects.Run, o 
 	ev := co.outcomeEvent(rec, o)
 	ev.TraceParent = rec.TraceParent
 	fx.Events = append(fx.Events, ev)
-	if err := co.store.Commit(ctx, fx); err != nil || len(entries) == 0 {
+	if err := co.store.Commit(ctx, fx); err != nil || o.Kind != subjects.KindSuspended {
 		return err
 	}
-	return co.indexed(ctx, rec.RunID, entries)
+	var ids []string
+	for _, in := range o.Suspension.Interrupts {
+		ids = append(ids, in.ID)
+	}
+	return co.unindexDecided(ctx, rec.RunID, ids)
 }
 
 // outcomeEvent is the event of outcome o, once per pass.

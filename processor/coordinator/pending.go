@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 
+	"github.com/interlockhq/interlock/processor/rules"
 	"github.com/interlockhq/interlock/processor/store"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -25,34 +26,30 @@ func pendingEntry(rec *subjects.Run, st subjects.InterruptState) subjects.Pendin
 		InterruptState: st, SuspendedAt: rec.UpdatedAt}
 }
 
-// indexed follows a put of entries of run into the pending index: it reads
-// the run's record once more and removes again the entries whose
-// interrupts no longer wait. A decision accepted between the record change
-// that opened them and the put (an automated approver answering within
-// milliseconds, or another coordinator) sent its removal before the entry
-// existed, and the put would list a decided interrupt for good; a decision
-// accepted after this read removes the entry itself, as its removal goes
-// out after the put.
-func (co *Coordinator) indexed(ctx context.Context, run string, entries []subjects.PendingInterrupt) error {
+// unindexDecided follows a put of pending-index entries for the interrupts
+// ids of run: it reads the run's record once more and removes the entries
+// of those the record shows decided. A decision accepted between the
+// record change that opened them and the put (an automated approver
+// answering within milliseconds, or another coordinator) sent its removal
+// before the entry existed, and the put would list a decided interrupt for
+// good; a decision accepted after this read removes the entry itself, as
+// its removal goes out after the put. Only a decision removes an entry: a
+// read from a replica that is behind can then keep one a moment longer,
+// never drop one that still waits.
+func (co *Coordinator) unindexDecided(ctx context.Context, run string, ids []string) error {
 	rec, err := co.load(ctx, run)
-	if err != nil {
+	if err != nil || rec == nil {
 		return err
 	}
-	waiting := map[string]bool{}
-	if rec != nil {
-		for _, in := range rec.Pending() {
-			waiting[in.ID] = true
-		}
-	}
 	var gone []store.PendingRef
-	for _, e := range entries {
-		if !waiting[e.ID] {
-			gone = append(gone, store.PendingRef{RunID: run, InterruptID: e.ID})
+	for _, id := range ids {
+		if i := rules.Find(rec, id); i >= 0 && rec.Interrupts[i].Decision != nil {
+			gone = append(gone, store.PendingRef{RunID: run, InterruptID: id})
 		}
 	}
 	if len(gone) == 0 {
 		return nil
 	}
-	co.cfg.Logger.Debug("pending index entries decided while they were put; removed again", "run", run, "entries", len(gone))
+	co.cfg.Logger.Debug("pending index entries of decided interrupts removed after their put", "run", run, "entries", len(gone))
 	return co.store.Commit(ctx, store.Effects{Unindex: gone})
 }

@@ -108,7 +108,7 @@ func (co *Coordinator) timerEffects(ctx context.Context, rec *subjects.Run, i in
 		if err := co.store.Commit(ctx, store.Effects{Messages: timers, Index: entries}); err != nil {
 			return err
 		}
-		if err := co.indexed(ctx, rec.RunID, entries); err != nil {
+		if err := co.unindexDecided(ctx, rec.RunID, []string{st.ID}); err != nil {
 			return err
 		}
 		kind, evType, seq = subjects.KindEscalated, subjects.EventEscalated, st.Escalations
