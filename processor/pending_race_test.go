@@ -71,3 +71,44 @@ func TestDecisionRacingTheIndexEntry(t *testing.T) {
 		})
 	}
 }
+
+// TestDecisionRacingTheEscalatedEntry: the same race for an escalation,
+// whose re-put of the entry (new deadline, new approvers) follows its
+// record; the escalation approver decides while the timer's handler is
+// held between the two.
+func TestDecisionRacingTheEscalatedEntry(t *testing.T) {
+	t.Parallel()
+	h := newBareHarness(t, map[string]AgentFunc{"a": gated(func() Request {
+		return Request{Timeout: time.Second, Approvers: []string{"alice"},
+			OnExpiry: Expiry{Action: subjects.ExpiryEscalate, Approvers: []string{"boss"}, Extend: time.Minute}}
+	})})
+	reached, release := make(chan struct{}), make(chan struct{})
+	var held sync.Once
+	h.startWorker(nil)
+	h.startCoordinator(func(point string) bool {
+		if point == "timer-after-record" {
+			held.Do(func() { close(reached); <-release })
+		}
+		return false
+	})
+	run := h.start("a", nil)
+	<-reached
+	rec := h.waitFor(run, func(r *subjects.Run) bool { return len(r.Pending()) == 1 && r.Pending()[0].Escalations == 1 })
+	v, err := h.client.Decide(h.ctx(), DecisionRequest{RunID: run, InterruptID: rec.Pending()[0].ID,
+		Status: subjects.StatusResolved, Payload: "ok", Approver: "boss"})
+	require.NoError(t, err)
+	require.Equal(t, subjects.OutcomeAccepted, v.Outcome, "%+v", v)
+	close(release)
+
+	assert.JSONEq(t, `{"payload":"ok","by":"boss"}`, string(h.waitFor(run, Finished).Result))
+	h.waitEvents(run, subjects.EventEscalated, 1) // the held handler has gone on past the re-put
+	require.Eventually(t, func() bool {
+		st, err := h.admin.ConsumerState(h.ctx(), jetstream.StreamTimers, "coordinator_timers")
+		return err == nil && st.AckPending == 0
+	}, waitLimit, 20*time.Millisecond)
+	pending, err := h.client.Pending(h.ctx())
+	require.NoError(t, err)
+	for _, p := range pending {
+		assert.NotEqual(t, run, p.RunID, "a decided interrupt is still listed as pending: %s", p.ID)
+	}
+}
