@@ -62,11 +62,7 @@ func TestDecisionRacingTheIndexEntry(t *testing.T) {
 				st, err := h.admin.ConsumerState(h.ctx(), jetstream.StreamRuns, "coordinator_runs")
 				return err == nil && st.Pending == 0 && st.AckPending == 0
 			}, waitLimit, 20*time.Millisecond)
-			pending, err := h.client.Pending(h.ctx())
-			require.NoError(t, err)
-			for _, p := range pending {
-				assert.NotEqual(t, run, p.RunID, "a decided interrupt is still listed as pending: %s", p.ID)
-			}
+			h.assertNotPending(run)
 			assert.Len(t, h.waitEvents(run, subjects.EventSuspended, 1), 1, "one suspension event")
 		})
 	}
@@ -106,9 +102,15 @@ func TestDecisionRacingTheEscalatedEntry(t *testing.T) {
 		st, err := h.admin.ConsumerState(h.ctx(), jetstream.StreamTimers, "coordinator_timers")
 		return err == nil && st.AckPending == 0
 	}, waitLimit, 20*time.Millisecond)
+	h.assertNotPending(run)
+}
+
+// assertNotPending checks that the pending index lists nothing of run.
+func (h *harness) assertNotPending(run string) {
+	h.t.Helper()
 	pending, err := h.client.Pending(h.ctx())
-	require.NoError(t, err)
+	require.NoError(h.t, err)
 	for _, p := range pending {
-		assert.NotEqual(t, run, p.RunID, "a decided interrupt is still listed as pending: %s", p.ID)
+		assert.NotEqual(h.t, run, p.RunID, "a decided interrupt is still listed as pending: %s", p.ID)
 	}
 }
