@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
@@ -113,10 +115,39 @@ func Cluster(t testing.TB, n int, configs ...string) []*embedded.Server {
 
 // SyncedCluster is Cluster of n nodes with no configuration files whose
 // servers run in durability mode sync (benchmarks: embedded.SyncAlways
-// fsyncs before every acknowledgement, as in production).
+// fsyncs before every acknowledgement, as in production). Unlike Cluster,
+// which returns as soon as there is a meta leader (tests of provisioning
+// on a forming cluster need that), it returns once the cluster can place
+// a stream on all n nodes.
 func SyncedCluster(t testing.TB, n int, sync embedded.Sync) []*embedded.Server {
 	t.Helper()
-	return cluster(t, n, sync, nil)
+	servers := cluster(t, n, sync, nil)
+	nc, err := nats.Connect(URLs(servers))
+	if err != nil {
+		t.Fatalf("connect to the cluster: %v", err)
+	}
+	defer nc.Close()
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := js.CreateStream(ctx, natsjs.StreamConfig{Name: "JSTEST_PLACEMENT", Subjects: []string{"jstest.placement"},
+			Replicas: n, Storage: natsjs.MemoryStorage})
+		if err == nil {
+			err = js.DeleteStream(ctx, "JSTEST_PLACEMENT")
+		}
+		cancel()
+		if err == nil {
+			return servers
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster of %d could not place a stream on every node in 30s: %v", n, err)
+		}
+		time.Sleep(100 * time.Millisecond) // the peers report in on their own schedule; nothing to wait on
+	}
 }
 
 func cluster(t testing.TB, n int, sync embedded.Sync, configs []string) []*embedded.Server {
