@@ -104,8 +104,8 @@ func (co *Coordinator) timerEffects(ctx context.Context, rec *subjects.Run, i in
 		// The new deadline's timers, and the escalated interrupt's entry with
 		// its new deadline and approvers (only its own: another interrupt
 		// of the run may have been decided since, and its entry removed).
-		entries := []subjects.PendingInterrupt{pendingEntry(rec, st)}
-		if err := co.store.Commit(ctx, store.Effects{Messages: timers, Index: entries}); err != nil {
+		if err := co.store.Commit(ctx, store.Effects{Messages: timers,
+			Index: []subjects.PendingInterrupt{pendingEntry(rec, st)}}); err != nil {
 			return err
 		}
 		if err := co.unindexDecided(ctx, rec.RunID, []string{st.ID}); err != nil {
