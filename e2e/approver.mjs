@@ -163,9 +163,23 @@ try {
     check(await page.evaluate(() => document.activeElement.closest("details") !== null), "Tab does not lead into the open card");
     step(size + " live");
 
+    // A logout the server could not carry out (its session store down:
+    // 503) leaves the page signed in and says so: showing the login form
+    // would tell the approver they are out while their session still works.
+    await page.route("**/inbox/logout", (route) => route.fulfill({ status: 503, contentType: "application/json",
+      body: JSON.stringify({ code: "unavailable", message: "the session could not be ended: nats: timeout" }) }));
+    await page.getByRole("button", { name: "Log out" }).click();
+    await page.locator("#notice:has-text('Not logged out')").waitFor();
+    check(await page.locator("#login").isHidden(), "the login form shows after a failed logout");
+    check(await page.locator("#who").isVisible(), "the session line is gone after a failed logout");
+    await audit(page, size, "inbox-logout-refused");
+    await page.unroute("**/inbox/logout");
+    step(size + " logout refused");
+
     // Log out; an auditor sees what they may not decide, disabled.
     await page.getByRole("button", { name: "Log out" }).click();
     await page.waitForSelector("#login:not([hidden])");
+    check(await page.locator("#notice").isHidden(), "the failed logout's notice outlives the logout");
     await page.reload();
     await page.waitForSelector("#login:not([hidden])");
     await page.fill("#token", plan.tokens.erin);

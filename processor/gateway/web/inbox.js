@@ -329,6 +329,7 @@
     $("#session").hidden = true;
     $("#controls").hidden = true;
     $("#empty").hidden = true;
+    $("#notice").hidden = true;
     $("#live").textContent = "";
   }
 
@@ -358,7 +359,14 @@
     await start();
   };
   $("#logout").onclick = async () => {
-    await api("/inbox/logout", {method: "POST"});
+    // Only a logout the server carried out shows the login form: on a
+    // failure the session still works, and the page must not say otherwise.
+    const res = await api("/inbox/logout", {method: "POST"}).catch(() => null);
+    if (!res || !res.ok) {
+      const out = res ? await res.json().catch(() => ({})) : {};
+      notice("Not logged out: " + (out.message || "the server could not be reached") + ". Try again.");
+      return;
+    }
     signedOut();
     $("#token").focus();
   };
