@@ -47,9 +47,26 @@ func BenchmarkAtomicBatch(b *testing.B) {
 					b.Fatal(err)
 				}
 				ctx := context.Background()
-				if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "B", Subjects: []string{"b.>"},
-					Replicas: nodes, AllowAtomicPublish: true}); err != nil {
+				_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "B", Subjects: []string{"b.>"},
+					Replicas: nodes, AllowAtomicPublish: true})
+				if err != nil {
 					b.Fatal(err)
+				}
+				// On a new cluster the stream takes writes once its replicas
+				// have elected a leader and settled; a write sent before finds
+				// no responder or no answer. Measure from the first write that
+				// goes through.
+				for deadline := time.Now().Add(30 * time.Second); ; {
+					wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+					_, err := js.Publish(wctx, "b.warm", nil)
+					cancel()
+					if err == nil {
+						break
+					}
+					if time.Now().After(deadline) {
+						b.Fatalf("stream B takes no write after 30s: %v", err)
+					}
+					time.Sleep(50 * time.Millisecond) // the replicas settle on their own; nothing to wait on
 				}
 				body := make([]byte, 400) // about an event's size
 				// Each of b.N operations stores max(size, 1) messages.
