@@ -24,8 +24,9 @@ type JetStream struct {
 	runs    *jetstream.Bucket
 	pending *jetstream.Bucket
 	// recent holds the records this store read or wrote last, encoded,
-	// with their revisions (see Recent).
-	recent map[string]remembered
+	// with their revisions (see Recent); recentSize is their bytes.
+	recent     map[string]remembered
+	recentSize int
 }
 
 type remembered struct {
@@ -33,9 +34,16 @@ type remembered struct {
 	rev  uint64
 }
 
-// recentRecords bounds what Recent remembers: a few records per input in
-// flight, never one per run.
-const recentRecords = 1024
+// recentRecords and recentBytes bound what Recent remembers: a few
+// records per input in flight, never one per run, and never more than
+// recentBytes however large records grow (decisions' payloads and
+// journaled steps are in them). A record larger than recentLargest is not
+// remembered: it is read again before it is changed.
+const (
+	recentRecords = 1024
+	recentBytes   = 8 << 20
+	recentLargest = recentBytes / 64
+)
 
 // NewJetStream returns the store kept through c.
 func NewJetStream(c *jetstream.Client) *JetStream { return &JetStream{c: c} }
@@ -96,27 +104,39 @@ func (s *JetStream) Recent(run string) (*subjects.Run, uint64, bool) {
 	return r, rev, err == nil
 }
 
-// remember keeps run's record at rev for Recent; when full it forgets an
-// arbitrary one.
+// remember keeps run's record at rev for Recent; when full it forgets
+// arbitrary ones until it fits.
 func (s *JetStream) remember(run string, data []byte, rev uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.forgetLocked(run)
+	if len(data) > recentLargest {
+		return
+	}
 	if s.recent == nil {
 		s.recent = make(map[string]remembered, recentRecords)
 	}
-	if _, ok := s.recent[run]; !ok && len(s.recent) >= recentRecords {
-		for k := range s.recent {
-			delete(s.recent, k)
+	for k := range s.recent {
+		if len(s.recent) < recentRecords && s.recentSize+len(data) <= recentBytes {
 			break
 		}
+		s.forgetLocked(k)
 	}
 	s.recent[run] = remembered{data: data, rev: rev}
+	s.recentSize += len(data)
 }
 
 func (s *JetStream) forget(run string) {
 	s.mu.Lock()
-	delete(s.recent, run)
+	s.forgetLocked(run)
 	s.mu.Unlock()
+}
+
+func (s *JetStream) forgetLocked(run string) {
+	if e, ok := s.recent[run]; ok {
+		s.recentSize -= len(e.data)
+		delete(s.recent, run)
+	}
 }
 
 // PutRun implements Store.
