@@ -33,9 +33,11 @@ func BenchmarkAtomicBatch(b *testing.B) {
 				name = fmt.Sprintf("servers=%d/single", nodes)
 			}
 			b.Run(name, func(b *testing.B) {
-				url := jstest.Server(b, embedded.Config{Sync: embedded.SyncAlways}).URL()
+				var url string
 				if nodes > 1 {
 					url = jstest.URLs(jstest.SyncedCluster(b, nodes, embedded.SyncAlways))
+				} else {
+					url = jstest.Server(b, embedded.Config{Sync: embedded.SyncAlways}).URL()
 				}
 				nc, err := nats.Connect(url)
 				if err != nil {

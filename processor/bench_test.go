@@ -78,9 +78,11 @@ func BenchmarkCycles(b *testing.B) {
 	for _, nodes := range []int{1, 3} {
 		b.Run(fmt.Sprintf("servers=%d", nodes), func(b *testing.B) {
 			ctx := context.Background()
-			cfg := floor.Config{URL: jstest.Server(b, embedded.Config{Sync: embedded.SyncAlways}).URL()}
+			var cfg floor.Config
 			if nodes > 1 {
 				cfg = floor.Config{URL: jstest.URLs(jstest.SyncedCluster(b, nodes, embedded.SyncAlways)), Replicas: nodes}
+			} else {
+				cfg = floor.Config{URL: jstest.Server(b, embedded.Config{Sync: embedded.SyncAlways}).URL()}
 			}
 			il, err := benchmark.New(ctx, cfg)
 			if err != nil {

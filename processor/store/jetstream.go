@@ -38,7 +38,9 @@ type remembered struct {
 // records per input in flight, never one per run, and never more than
 // recentBytes however large records grow (decisions' payloads and
 // journaled steps are in them). A record larger than recentLargest is not
-// remembered: it is read again before it is changed.
+// remembered: Update's first attempt then guesses there is none, which
+// compare-and-set refuses, and it reads the record (one round trip more
+// per change of such a run).
 const (
 	recentRecords = 1024
 	recentBytes   = 8 << 20

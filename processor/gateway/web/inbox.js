@@ -364,7 +364,8 @@
     const res = await api("/inbox/logout", {method: "POST"}).catch(() => null);
     if (!res || !res.ok) {
       const out = res ? await res.json().catch(() => ({})) : {};
-      notice("Not logged out: " + (out.message || "the server could not be reached") + ". Try again.");
+      const why = out.message || (res ? "the server answered " + res.status : "the server could not be reached");
+      notice("Not logged out: " + why + ". Try again.");
       return;
     }
     signedOut();
