@@ -43,7 +43,14 @@ func (co *Coordinator) unindexDecided(ctx context.Context, run string, ids []str
 	}
 	var gone []store.PendingRef
 	for _, id := range ids {
-		if i := rules.Find(rec, id); i >= 0 && rec.Interrupts[i].Decision != nil {
+		if i := rules.Find(rec, id); i < 0 || rec.Interrupts[i].Decision == nil {
+			continue
+		}
+		// Usually the decision's own removal came after the put: then
+		// there is nothing to remove, and no marker to write.
+		if indexed, err := co.store.Indexed(ctx, run, id); err != nil {
+			return err
+		} else if indexed {
 			gone = append(gone, store.PendingRef{RunID: run, InterruptID: id})
 		}
 	}

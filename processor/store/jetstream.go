@@ -210,6 +210,19 @@ func (s *JetStream) PendingPage(ctx context.Context, after uint64, limit int) ([
 	return out, next, nil
 }
 
+// Indexed implements Store with one get of the entry's key.
+func (s *JetStream) Indexed(ctx context.Context, run, id string) (bool, error) {
+	b, err := s.bucket(ctx, jetstream.PendingBucket)
+	if err != nil {
+		return false, err
+	}
+	_, _, err = b.Entry(ctx, subjects.PendingKey(run, id))
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // PendingCount implements Store from the pending bucket's stream state:
 // removals leave markers that expire after a second (KVDeleteMsg).
 func (s *JetStream) PendingCount(ctx context.Context) (int, error) {

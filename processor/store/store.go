@@ -46,6 +46,9 @@ type Store interface {
 	// put again (an escalation) moves to the end with its new state. It
 	// costs what it returns, not what the index holds.
 	PendingPage(ctx context.Context, after uint64, limit int) ([]subjects.PendingInterrupt, uint64, error)
+	// Indexed reports whether the pending index holds an entry for
+	// interrupt id of run (not removed since it was put).
+	Indexed(ctx context.Context, run, id string) (bool, error)
 	// PendingCount is the number of interrupts waiting for a decision,
 	// read without listing them. The JetStream store's count includes
 	// entries removed in the last second.

@@ -135,6 +135,14 @@ func (s *Store) PendingPage(_ context.Context, after uint64, limit int) ([]subje
 	return out, next, nil
 }
 
+// Indexed implements store.Store.
+func (s *Store) Indexed(_ context.Context, run, id string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.pending[subjects.PendingKey(run, id)]
+	return ok, nil
+}
+
 // PendingCount implements store.Store.
 func (s *Store) PendingCount(context.Context) (int, error) {
 	s.mu.Lock()

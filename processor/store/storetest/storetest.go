@@ -34,6 +34,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"PendingPages", pendingPages},
 		{"PendingPagesWhileChanging", pendingPagesWhileChanging},
 		{"PendingCount", pendingCount},
+		{"Indexed", indexedEntries},
 		{"EventsAfterCursor", eventsAfterCursor},
 		{"AllPendingOncePerInterrupt", allPendingOncePerInterrupt},
 		{"EventsOncePerKey", eventsOncePerKey},
@@ -355,6 +356,18 @@ func pendingCount(t *testing.T, s store.Store) {
 	list, err := store.AllPending(ctx(t), s)
 	require.NoError(t, err)
 	assert.Len(t, list, n, "the count is what is listed")
+}
+
+// indexedEntries tells an entry in the index from one never put and one
+// removed.
+func indexedEntries(t *testing.T, s store.Store) {
+	index(t, s, 0, 2)
+	unindex(t, s, 1)
+	for i, want := range []bool{true, false, false} {
+		got, err := s.Indexed(ctx(t), fmt.Sprintf("r%03d", i), "a")
+		require.NoError(t, err)
+		assert.Equal(t, want, got, "entry %d", i)
+	}
 }
 
 // eventsAfterCursor reads only the events recorded after a cursor.
