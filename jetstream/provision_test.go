@@ -25,11 +25,7 @@ func TestProvisionNeverLowers(t *testing.T) {
 	narrow := jstest.Client(t, srv, jetstream.Config{MaxAge: time.Hour, DuplicateWindow: time.Minute})
 	require.True(t, narrow.Provisioner())
 
-	nc, err := nats.Connect(srv.URL())
-	require.NoError(t, err)
-	defer nc.Close()
-	js, err := njs.New(nc)
-	require.NoError(t, err)
+	js := rawJetStream(t, srv.URL())
 	config := func(name string) njs.StreamConfig {
 		st, err := js.Stream(ctx(t), name)
 		require.NoError(t, err)
@@ -115,12 +111,8 @@ func TestRedact(t *testing.T) {
 func TestProvisionRaisesReadFeatures(t *testing.T) {
 	t.Parallel()
 	srv := jstest.Server(t)
-	nc, err := nats.Connect(srv.URL())
-	require.NoError(t, err)
-	defer nc.Close()
-	js, err := njs.New(nc)
-	require.NoError(t, err)
-	_, err = js.CreateKeyValue(ctx(t), njs.KeyValueConfig{Bucket: "interlock_pending", History: 3})
+	js := rawJetStream(t, srv.URL())
+	_, err := js.CreateKeyValue(ctx(t), njs.KeyValueConfig{Bucket: "interlock_pending", History: 3})
 	require.NoError(t, err)
 	_, err = js.CreateStream(ctx(t), njs.StreamConfig{Name: "INTERLOCK_EVENTS", Subjects: []string{"interlock.events.>"}})
 	require.NoError(t, err)
@@ -144,11 +136,7 @@ func TestProvisionRaisesReadFeatures(t *testing.T) {
 func TestProvisionClearsOldDeleteMarkers(t *testing.T) {
 	t.Parallel()
 	srv := jstest.Server(t)
-	nc, err := nats.Connect(srv.URL())
-	require.NoError(t, err)
-	defer nc.Close()
-	js, err := njs.New(nc)
-	require.NoError(t, err)
+	js := rawJetStream(t, srv.URL())
 	kv, err := js.CreateKeyValue(ctx(t), njs.KeyValueConfig{Bucket: "interlock_pending"})
 	require.NoError(t, err)
 	for _, k := range []string{"a", "b", "c"} {
@@ -171,4 +159,16 @@ func TestProvisionClearsOldDeleteMarkers(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), info.State.Msgs, "only the entry that waits is left")
 	assert.NotContains(t, info.Config.Metadata, "interlock_old_markers", "cleared once, not at every start")
+}
+
+// rawJetStream is a plain nats.go JetStream handle on url, as an operator's
+// tool or an older Interlock would use, closed when the test ends.
+func rawJetStream(t *testing.T, url string) njs.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := njs.New(nc)
+	require.NoError(t, err)
+	return js
 }
