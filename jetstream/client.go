@@ -218,7 +218,14 @@ const (
 	StreamTimers    Stream = "TIMERS"
 	// StreamAGUI keeps the AG-UI events run bodies emit, for the bridge.
 	StreamAGUI Stream = "AGUI"
+	// StreamObserved holds what the notifier and the gateway observe
+	// until the coordinator has recorded it in the events stream, which
+	// only the coordinator writes.
+	StreamObserved Stream = "OBSERVED"
 )
+
+// Streams are all of Interlock's streams.
+var Streams = []Stream{StreamWork, StreamRuns, StreamDecisions, StreamEvents, StreamDLQ, StreamTimers, StreamAGUI, StreamObserved}
 
 // StreamName is the server-side name of s under the client's prefix.
 func (c *Client) StreamName(s Stream) string {
@@ -246,6 +253,9 @@ func (c *Client) streamConfigs(replicas int) []jetstream.StreamConfig {
 	timers := base(StreamTimers, 0, ns.All(subjects.KindTimers))
 	timers.Retention = jetstream.WorkQueuePolicy
 	timers.AllowMsgSchedules = true
+	// Observations wait until the coordinator has recorded them.
+	observed := base(StreamObserved, c.cfg.MaxAge, ns.All(subjects.KindObserved))
+	observed.Retention = jetstream.WorkQueuePolicy
 	// Decisions and the audit trail: nobody deletes or purges them, not
 	// even an admin; they leave only by their retention.
 	decisions := base(StreamDecisions, c.cfg.MaxAge, ns.All(subjects.KindResume))
@@ -269,6 +279,7 @@ func (c *Client) streamConfigs(replicas int) []jetstream.StreamConfig {
 		events,
 		dlq,
 		agui,
+		observed,
 	}
 }
 
@@ -317,6 +328,9 @@ func (c *Client) Provision(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("provision bucket %s: %w", c.BucketName(RunsBucket), translate(err))
+	}
+	if err := c.provisionKeys(ctx, replicas); err != nil {
+		return err
 	}
 	c.mu.Lock()
 	c.provisioner = true
@@ -882,7 +896,7 @@ func (c *Client) SubjectCounts(ctx context.Context, s Stream, filter string) (ma
 // StoredBytes is what Interlock's streams and runs bucket hold on disk.
 func (c *Client) StoredBytes(ctx context.Context) (uint64, error) {
 	names := []string{"KV_" + c.BucketName(RunsBucket), "KV_" + c.BucketName(PendingBucket)}
-	for _, s := range []Stream{StreamWork, StreamRuns, StreamDecisions, StreamEvents, StreamDLQ, StreamTimers, StreamAGUI} {
+	for _, s := range Streams {
 		names = append(names, c.StreamName(s))
 	}
 	var total uint64

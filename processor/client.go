@@ -352,9 +352,9 @@ func (cl *Client) awaitVerdict(run, approver, id string, h jetstream.Header) (<-
 		return nil, nil, err
 	}
 	ch := make(chan subjects.Verdict, 1)
-	sub, err := cl.c.Subscribe(filter, func(_ string, data []byte) {
-		var ev subjects.Event
-		if json.Unmarshal(data, &ev) != nil || ev.Verdict == nil || ev.Verdict.DecisionID != id || ev.Verdict.Approver != approver {
+	sub, err := cl.c.Subscribe(filter, func(subject string, data []byte) {
+		ev, err := subjects.StoredEvent(cl.c.Namespace(), subject, data)
+		if err != nil || ev.Verdict == nil || ev.Verdict.DecisionID != id || ev.Verdict.Approver != approver {
 			return
 		}
 		select {

@@ -146,3 +146,31 @@ func TestConformanceMessages(t *testing.T) {
 		})
 	}
 }
+
+func TestConformanceStoredEvents(t *testing.T) {
+	var vec struct {
+		Cases []struct {
+			Name, Subject, Raw string
+			Data, Event        json.RawMessage
+		}
+	}
+	readVectors(t, "events.json", &vec)
+	require.NotEmpty(t, vec.Cases)
+	for _, c := range vec.Cases {
+		t.Run(c.Name, func(t *testing.T) {
+			data := []byte(c.Raw)
+			if c.Raw == "" {
+				data = c.Data
+			}
+			ev, err := subjects.StoredEvent(subjects.Default(), c.Subject, data)
+			if string(c.Event) == "null" {
+				assert.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			got, err := json.Marshal(ev)
+			require.NoError(t, err)
+			assert.JSONEq(t, string(c.Event), string(got))
+		})
+	}
+}

@@ -354,3 +354,43 @@ func isObject(raw json.RawMessage) bool {
 	t := bytes.TrimSpace(raw)
 	return len(t) > 0 && t[0] == '{'
 }
+
+// MaxObservationBytes bounds an observation another role reports.
+const MaxObservationBytes = 16 << 10
+
+// DecodeObservation parses an observation of type t (one of
+// ObservationTypes, the last token of its subject) and keeps only what an
+// observation of that type says: for notification_failed the agent, pass,
+// interrupts, sink, attempts, detail and subject; for access_refused the
+// code, detail, identity, address and request. Its type and observer come
+// from t, never from the body; its run and time are the caller's to set.
+func DecodeObservation(t EventType, data []byte) (Event, error) {
+	observer, ok := ObservationTypes[t]
+	if !ok {
+		return Event{}, malformed("%q is not an observation type", t)
+	}
+	var in Event
+	if err := decode(data, MaxObservationBytes, &in); err != nil {
+		return Event{}, err
+	}
+	out := Event{Version: Version, Type: t, Observer: observer, Detail: in.Detail}
+	switch t {
+	case EventNotificationFailed:
+		if in.Agent != "" {
+			if err := ValidateToken("agent", in.Agent); err != nil {
+				return Event{}, malformedBy(err)
+			}
+		}
+		if len(in.InterruptIDs) > MaxObservedInterrupts {
+			return Event{}, malformed("%d interrupt ids, the limit is %d", len(in.InterruptIDs), MaxObservedInterrupts)
+		}
+		out.Agent, out.Pass, out.InterruptIDs = in.Agent, in.Pass, in.InterruptIDs
+		out.Sink, out.Attempts, out.Subject = in.Sink, in.Attempts, in.Subject
+	case EventAccessRefused:
+		out.Code, out.Identity, out.Address, out.Request = in.Code, in.Identity, in.Address, in.Request
+	}
+	return out, nil
+}
+
+// MaxObservedInterrupts bounds the interrupt ids one observation names.
+const MaxObservedInterrupts = 256

@@ -67,6 +67,27 @@ func FuzzDecodeOutcomes(f *testing.F) {
 	})
 }
 
+// An observation is decoded into an event of its type, whatever the body
+// claims, and never carries a verdict.
+func FuzzDecodeObservation(f *testing.F) {
+	f.Add("notification_failed", []byte(`{"version":1,"type":"notification_failed","runId":"r","pass":0,"at":"2026-12-01T10:00:00Z","sink":"s","attempts":3}`))
+	f.Add("access_refused", []byte(`{"version":1,"type":"decision_accepted","runId":"r","pass":0,"at":"2026-12-01T10:00:00Z","verdict":{"version":1,"outcome":"accepted","at":"2026-12-01T10:00:00Z"}}`))
+	f.Add("decision_accepted", []byte(`{"version":1}`))
+	f.Fuzz(func(t *testing.T, typ string, data []byte) {
+		ev, err := subjects.DecodeObservation(subjects.EventType(typ), data)
+		if err != nil {
+			if !errors.Is(err, subjects.ErrMalformed) && !errors.Is(err, subjects.ErrTooLarge) &&
+				!errors.Is(err, subjects.ErrUnsupportedVersion) {
+				t.Fatalf("unclassified error for %q: %v", data, err)
+			}
+			return
+		}
+		if string(ev.Type) != typ || ev.Verdict != nil || ev.Observer != subjects.ObservationTypes[ev.Type] || ev.Observer == "" {
+			t.Fatalf("observation %q of type %q decoded as %+v", data, typ, ev)
+		}
+	})
+}
+
 // Parse accepts exactly the subjects the builders produce.
 func FuzzParse(f *testing.F) {
 	f.Add("interlock.suspended.refunds.r1")
@@ -77,6 +98,7 @@ func FuzzParse(f *testing.F) {
 	f.Add("interlock.timers.due.r1")
 	f.Add("interlock.reminder.a.r1")
 	f.Add("interlock.start.refunds")
+	f.Add("interlock.observed.r1.notification_failed")
 	f.Fuzz(func(t *testing.T, subject string) {
 		ns := subjects.Default()
 		a, err := ns.Parse(subject)
@@ -114,6 +136,11 @@ func FuzzParse(f *testing.F) {
 			rebuilt, err = ns.Notice(a.Kind, a.Agent, a.Run)
 		case subjects.KindEvents:
 			rebuilt, err = ns.Events(a.Run, a.Event)
+		case subjects.KindObserved:
+			rebuilt, err = ns.Observed(a.Run, a.Event)
+			if errors.Is(err, subjects.ErrInvalidSubject) {
+				return // parses, but no role may publish that type
+			}
 		case subjects.KindDLQ:
 			rebuilt, err = ns.DeadLetter(a.Source)
 		}

@@ -359,11 +359,19 @@ const (
 )
 
 // Event is published by the coordinator on <prefix>.events.<run>.<type> for
-// every transition of a run and every input it rejects.
+// every transition of a run and every input it rejects, and for every
+// observation another role reported (Observer says whose). Readers take
+// Type and RunID from the subject ([StoredEvent]), never from the body.
 type Event struct {
 	Version int       `json:"version"`
 	Type    EventType `json:"type"`
 	RunID   string    `json:"runId"`
+	// Observer is set on the entries of another role's observation:
+	// ObserverNotifier or ObserverGateway, the one role whose NATS
+	// permissions let it publish that type (ObservationTypes). Readers
+	// derive it from the type; the coordinator writes it on the entries
+	// it records from observations.
+	Observer string `json:"observer,omitempty"`
 	Agent   string    `json:"agent,omitempty"`
 	Pass    int       `json:"pass"`
 	At      time.Time `json:"at"`
@@ -385,6 +393,49 @@ type Event struct {
 	Identity string `json:"identity,omitempty"`
 	Address  string `json:"address,omitempty"`
 	Request  string `json:"request,omitempty"`
+}
+
+// Observers: the roles whose observations the audit trail records.
+const (
+	ObserverNotifier = "notifier"
+	ObserverGateway  = "gateway"
+)
+
+// ObservationTypes are the event types other roles report as
+// observations, each with the one role NATS permissions let publish it.
+var ObservationTypes = map[EventType]string{
+	EventNotificationFailed: ObserverNotifier,
+	EventAccessRefused:      ObserverGateway,
+}
+
+// StoredEvent is the event stored as data under subject: its type and run
+// come from the subject, which NATS permissions vouch for, never from the
+// body, and it keeps only the fields an event of that type carries (a
+// verdict only on decision events, the observer of an observation). ns
+// parses subject; the error wraps ErrInvalidSubject or ErrMalformed.
+func StoredEvent(ns Namespace, subject string, data []byte) (Event, error) {
+	a, err := ns.Parse(subject)
+	if err != nil {
+		return Event{}, err
+	}
+	if a.Kind != KindEvents {
+		return Event{}, fmt.Errorf("%w: %q is not an events subject", ErrInvalidSubject, subject)
+	}
+	var ev Event
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return Event{}, fmt.Errorf("%w: event on %s: %s", ErrMalformed, subject, jsonError(err))
+	}
+	ev.Type = a.Event
+	if a.Run != NoRun || ValidateToken("run id", ev.RunID) == nil {
+		ev.RunID = a.Run
+	}
+	switch ev.Type {
+	case EventDecisionAccepted, EventDecisionRejected, EventDecisionDuplicate:
+	default:
+		ev.Verdict = nil
+	}
+	ev.Observer = ObservationTypes[ev.Type]
+	return ev, nil
 }
 
 // RunStatus is where a run stands.

@@ -36,6 +36,11 @@ const (
 	// KindAGUI carries the AG-UI events an agent body emits during a pass
 	// (kept in the AGUI stream for the bridge): <prefix>.agui.<run>.
 	KindAGUI Kind = "agui"
+	// KindObserved carries what roles other than the coordinator observe
+	// about a run (a notification that failed, a request refused):
+	// <prefix>.observed.<run>.<type>. The coordinator records each in the
+	// audit trail with its author; nobody else writes the events stream.
+	KindObserved Kind = "observed"
 )
 
 // Namespace builds and parses the subjects under one prefix. The zero value
@@ -176,6 +181,21 @@ func (n Namespace) Events(run string, t EventType) (string, error) {
 	return n.join(KindEvents, run, string(t)), nil
 }
 
+// Observed is the subject a role reports an observation of type t about run
+// on (run may be [NoRun]). Only [ObservationTypes] are observations, each
+// published by the one role NATS permissions allow.
+func (n Namespace) Observed(run string, t EventType) (string, error) {
+	if run != NoRun {
+		if err := ValidateToken("run id", run); err != nil {
+			return "", err
+		}
+	}
+	if _, ok := ObservationTypes[t]; !ok {
+		return "", fmt.Errorf("%w: %q is not an observation type", ErrInvalidSubject, t)
+	}
+	return n.join(KindObserved, run, string(t)), nil
+}
+
 // TimerSchedule is the subject a timer of run is scheduled on; timer is a
 // token naming the timer.
 func (n Namespace) TimerSchedule(run, timer string) (string, error) {
@@ -298,7 +318,7 @@ func (n Namespace) Parse(subject string) (Address, error) {
 	kind := Kind(t[0])
 	want := map[Kind]int{
 		KindWork: 2, KindStart: 2, KindSuspended: 3, KindCompleted: 3, KindFailed: 3,
-		KindResume: 2, KindEvents: 3, KindDLQ: 2,
+		KindResume: 2, KindEvents: 3, KindObserved: 3, KindDLQ: 2,
 		KindReminder: 3, KindEscalated: 3, KindExpired: 3,
 	}
 	if kind == KindTimers {
@@ -334,7 +354,7 @@ func (n Namespace) Parse(subject string) (Address, error) {
 		if err == nil && len(t) == 3 {
 			a.Approver, err = t[2], ValidateToken("approver", t[2])
 		}
-	case KindEvents:
+	case KindEvents, KindObserved:
 		a.Run, a.Event = t[1], EventType(t[2])
 		if t[1] != NoRun {
 			err = ValidateToken("run id", t[1])

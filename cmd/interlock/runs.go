@@ -364,9 +364,8 @@ func newWatch(g *globals) *cobra.Command {
 			defer client.Close()
 			out := cmd.OutOrStdout()
 			lines := make(chan subjects.Event, 256)
-			sub, err := client.Subscribe(client.Namespace().All(subjects.KindEvents), func(_ string, data []byte) {
-				var ev subjects.Event
-				if json.Unmarshal(data, &ev) == nil {
+			sub, err := client.Subscribe(client.Namespace().All(subjects.KindEvents), func(subject string, data []byte) {
+				if ev, err := subjects.StoredEvent(client.Namespace(), subject, data); err == nil {
 					select {
 					case lines <- ev:
 					default: // a slow terminal drops lines rather than block NATS

@@ -15,6 +15,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -60,6 +61,9 @@ type Coordinator struct {
 	rules   rules.Set
 	running jetstream.Consumers
 	metrics *metrics
+	// ids signs the message ids of what the coordinator publishes into
+	// streams other roles write too (work items, notices).
+	ids *jetstream.IDSigner
 	// fault, in tests, abandons a message at a named point.
 	fault fault.Hook
 }
@@ -88,6 +92,11 @@ func (co *Coordinator) Start(ctx context.Context) error {
 	if err := co.client.RequirePendingTTL(ctx); err != nil {
 		return err
 	}
+	ids, err := co.client.IDSigner(ctx)
+	if err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	co.ids = ids
 	byRun := func(m *jetstream.Delivery) string {
 		a, _ := co.ns.Parse(m.Subject)
 		return a.Run
@@ -105,6 +114,7 @@ func (co *Coordinator) Start(ctx context.Context) error {
 			ns.All(subjects.KindFailed)}, co.handleOutcome},
 		{jetstream.StreamDecisions, "coordinator_decisions", nil, co.handleDecision},
 		{jetstream.StreamTimers, "coordinator_timers", []string{due}, co.handleTimer},
+		{jetstream.StreamObserved, "coordinator_observed", nil, co.handleObserved},
 	}
 	for _, in := range inputs {
 		cons, err := co.client.Consume(ctx, jetstream.ConsumeConfig{

@@ -43,6 +43,6 @@ func (co *Coordinator) workMsg(w subjects.Work, tp string) (jetstream.OutMsg, er
 	if err != nil {
 		return jetstream.OutMsg{}, err
 	}
-	return jetstream.OutMsg{Subject: subject, Data: data, MsgID: subjects.WorkMsgID(w.RunID, w.Pass),
+	return jetstream.OutMsg{Subject: subject, Data: data, MsgID: co.ids.Sign(subjects.WorkMsgID(w.RunID, w.Pass)),
 		Header: jetstream.Header{trace.Header: {tp}}}, nil
 }

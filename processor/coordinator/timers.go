@@ -151,5 +151,5 @@ func (co *Coordinator) publishNotice(ctx context.Context, rec *subjects.Run, st 
 		return err
 	}
 	return co.store.Commit(ctx, store.Effects{Messages: []jetstream.OutMsg{{Subject: subject, Data: data,
-		MsgID: rec.RunID + ":" + string(kind) + ":" + timer}}})
+		MsgID: co.ids.Sign(rec.RunID + ":" + string(kind) + ":" + timer)}}})
 }

@@ -211,8 +211,9 @@ func (g *Gateway) logout(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "logged out"})
 }
 
-// refused records a refused request as an access_refused event on the
-// events of run (or of no run), and in the log. Neither holds a secret: no
+// refused reports a refused request as an access_refused observation about
+// run (or no run), which the coordinator records in the audit trail, and
+// logs it. Neither holds a secret: no
 // token, no link, no value sent.
 func (g *Gateway) refused(r *http.Request, code subjects.Code, identity, detail string) {
 	g.refusedRun(r, subjects.NoRun, code, identity, detail)
@@ -226,7 +227,7 @@ func (g *Gateway) refusedRun(r *http.Request, run string, code subjects.Code, id
 		Code: code, Detail: detail, Identity: identity, Address: addressOf(r), Request: requestOf(r)}
 	g.cfg.Logger.Info("access refused", "code", code, "identity", identity, "address", ev.Address, "request", ev.Request,
 		"detail", detail)
-	subject, err := g.nc.Namespace().Events(run, subjects.EventAccessRefused)
+	subject, err := g.nc.Namespace().Observed(run, subjects.EventAccessRefused)
 	if err != nil {
 		return
 	}

@@ -28,10 +28,15 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, subjects.CodeUnavailable, "streaming unsupported")
 		return
 	}
-	events := make(chan []byte, 64)
-	sub, err := g.nc.Subscribe(g.nc.Namespace().All(subjects.KindEvents), func(_ string, data []byte) {
+	events := make(chan subjects.Event, 64)
+	sub, err := g.nc.Subscribe(g.nc.Namespace().All(subjects.KindEvents), func(subject string, data []byte) {
+		// Type and run from the subject the entry was published on.
+		ev, err := subjects.StoredEvent(g.nc.Namespace(), subject, data)
+		if err != nil {
+			return
+		}
 		select {
-		case events <- data:
+		case events <- ev:
 		default: // a slow client misses a refresh hint, not data: it re-reads the list
 		}
 	})
@@ -57,8 +62,12 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-keepAlive.C:
 			fmt.Fprint(w, ": keep-alive\n\n")
-		case data := <-events:
-			if !g.mayReadEvent(r, me, data, readable) {
+		case ev := <-events:
+			if !g.mayReadEvent(r, me, ev, readable) {
+				continue
+			}
+			data, err := json.Marshal(ev)
+			if err != nil {
 				continue
 			}
 			fmt.Fprintf(w, "event: message\ndata: %s\n\n", data)
@@ -67,17 +76,14 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// mayReadEvent reports whether p may see the event data: an auditor any,
+// mayReadEvent reports whether p may see the event ev: an auditor any,
 // anyone else one about a run they may read. Runs found readable are
 // remembered in readable.
-func (g *Gateway) mayReadEvent(r *http.Request, p authz.Principal, data []byte, readable map[string]bool) bool {
+func (g *Gateway) mayReadEvent(r *http.Request, p authz.Principal, ev subjects.Event, readable map[string]bool) bool {
 	if p.Auditor {
 		return true
 	}
-	var ev struct {
-		RunID string `json:"runId"`
-	}
-	if json.Unmarshal(data, &ev) != nil || subjects.ValidateToken("run id", ev.RunID) != nil || ev.RunID == subjects.NoRun {
+	if subjects.ValidateToken("run id", ev.RunID) != nil || ev.RunID == subjects.NoRun {
 		return false
 	}
 	if readable[ev.RunID] {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/interlockhq/interlock/internal/fault"
@@ -388,7 +389,7 @@ func (n *Notifier) deadLettered(sink string, m *jetstream.Delivery, reason error
 	if err != nil {
 		return
 	}
-	subject, err := n.client.Namespace().Events(a.Run, subjects.EventNotificationFailed)
+	subject, err := n.client.Namespace().Observed(a.Run, subjects.EventNotificationFailed)
 	if err != nil {
 		return
 	}
@@ -404,7 +405,9 @@ func (n *Notifier) deadLettered(sink string, m *jetstream.Delivery, reason error
 	data, _ := json.Marshal(ev)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := n.client.Publish(ctx, subject, data, fmt.Sprintf("%s:notify-%s-%d:%s", a.Run, sink, m.Sequence, ev.Type), nil); err != nil {
+	// A message id of its own, nobody else's to predict: the gateway
+	// publishes observations into the same stream.
+	if _, err := n.client.Publish(ctx, subject, data, uuid.NewString(), nil); err != nil {
 		n.log.Error("notification_failed event not published", "sink", sink, "run", a.Run, "error", err)
 	}
 }

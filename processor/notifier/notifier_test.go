@@ -271,14 +271,15 @@ func (e *env) suspend(agent string, interrupts ...subjects.Interrupt) subjects.S
 	return s
 }
 
-// failedEvents waits for n notification_failed events of run.
+// failedEvents waits for n notification_failed observations of run (the
+// coordinator, which these tests do not run, records them in the trail).
 func (e *env) failedEvents(run string, n int) []jetstream.StoredMsg {
 	e.t.Helper()
-	subject, err := e.admin.Namespace().Events(run, subjects.EventNotificationFailed)
+	subject, err := e.admin.Namespace().Observed(run, subjects.EventNotificationFailed)
 	require.NoError(e.t, err)
 	var evs []jetstream.StoredMsg
 	require.Eventually(e.t, func() bool {
-		evs, _ = e.admin.Messages(ctx(e.t), jetstream.StreamEvents, subject, 0, 10)
+		evs, _ = e.admin.Messages(ctx(e.t), jetstream.StreamObserved, subject, 0, 10)
 		return len(evs) == n
 	}, 15*time.Second, 10*time.Millisecond, "%d notification_failed events", n)
 	return evs

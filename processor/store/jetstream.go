@@ -252,8 +252,8 @@ func (s *JetStream) Events(ctx context.Context, run string, after uint64) ([]sub
 			return nil, start, err
 		}
 		for _, m := range msgs {
-			var ev subjects.Event
-			if err := json.Unmarshal(m.Data, &ev); err == nil {
+			// Type and run from where the entry was stored, not its body.
+			if ev, err := subjects.StoredEvent(s.c.Namespace(), m.Subject, m.Data); err == nil {
 				out = append(out, ev)
 			}
 			after = m.Sequence

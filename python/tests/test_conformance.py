@@ -138,3 +138,12 @@ def test_decoders_only_ever_raise_protocol_errors() -> None:
             DECODERS[kind](bytes(buf))
         except interlock.ProtocolError as e:
             assert e.code in codes, (kind, bytes(buf), e)
+
+
+EVENTS = load("events.json")
+
+
+@pytest.mark.parametrize("case", EVENTS["cases"], ids=lambda c: str(c["name"]))
+def test_stored_events(case: dict[str, Any]) -> None:
+    data = case["raw"].encode() if "raw" in case else json.dumps(case["data"]).encode()
+    assert interlock.Namespace().stored_event(case["subject"], data) == case["event"]

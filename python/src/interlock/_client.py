@@ -372,9 +372,9 @@ class Client:
         )
         out: list[dict[str, Any]] = []
         for m in msgs:
-            try:
-                out.append(json.loads(m.data or b""))
-            except ValueError:
-                pass
+            # Type and run from where the entry was stored, not its body.
+            ev = self._ns.stored_event(m.subject, m.data or b"")
+            if ev is not None:
+                out.append(ev)
             after = m.seq
         return out, after

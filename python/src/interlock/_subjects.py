@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from ._errors import InvalidToken
 
@@ -86,6 +88,43 @@ class Namespace:
         validate_token("event type", event_type)
         return self._join("events", run, event_type)
 
+    def observed(self, run: str, event_type: str) -> str:
+        """The subject a role reports an observation of ``event_type`` on."""
+        if run != NO_RUN:
+            validate_token("run id", run)
+        if event_type not in OBSERVATION_TYPES:
+            raise InvalidToken(f"{event_type!r} is not an observation type")
+        return self._join("observed", run, event_type)
+
+    def stored_event(self, subject: str, data: bytes) -> dict[str, Any] | None:
+        """The event stored as ``data`` under ``subject``, or None when the
+        subject is not an events subject or the body is not a JSON object.
+        Its type and run come from the subject, which NATS permissions vouch
+        for, never from the body; a verdict is kept only on decision events,
+        and the observer of an observation is the one role that may publish
+        it."""
+        rest = subject.removeprefix(self.prefix + ".")
+        tokens = rest.split(".")
+        if rest == subject or len(tokens) != 3 or tokens[0] != "events":
+            return None
+        try:
+            ev = json.loads(data or b"")
+        except ValueError:
+            return None
+        if not isinstance(ev, dict):
+            return None
+        run, event_type = tokens[1], tokens[2]
+        body_run = ev.get("runId")
+        if run != NO_RUN or _is_token(body_run):
+            ev["runId"] = run
+        ev["type"] = event_type
+        if event_type not in DECISION_EVENT_TYPES:
+            ev.pop("verdict", None)
+        ev.pop("observer", None)
+        if event_type in OBSERVATION_TYPES:
+            ev["observer"] = OBSERVATION_TYPES[event_type]
+        return ev
+
     def run_events(self, run: str) -> str:
         validate_token("run id", run)
         return self._join("events", run, "*")
@@ -105,6 +144,24 @@ class Namespace:
 
     def all(self, kind: str) -> str:
         return self._join(kind, ">")
+
+
+#: Event types other roles report as observations, with the one role whose
+#: NATS permissions let it publish each.
+OBSERVATION_TYPES = {"notification_failed": "notifier", "access_refused": "gateway"}
+
+#: Event types that carry a verdict.
+DECISION_EVENT_TYPES = frozenset({"decision_accepted", "decision_rejected", "decision_duplicate"})
+
+
+def _is_token(value: object) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        validate_token("run id", value)
+    except InvalidToken:
+        return False
+    return True
 
 
 ANONYMOUS_INBOX = "anonymous"

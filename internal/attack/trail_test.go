@@ -1,0 +1,191 @@
+package attack_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// adaAgent registers, as the agent user, an agent "refunds" whose one
+// interrupt only ada may decide, and counts the passes that got her answer.
+func adaAgent(t *testing.T, d *deployment) *atomic.Int32 {
+	t.Helper()
+	provisioner := processor.NewWorker(d.provisioner(), processor.WorkerConfig{})
+	require.NoError(t, provisioner.Register("refunds", nil))
+	require.NoError(t, provisioner.Provision(d.ctx))
+	var answered atomic.Int32
+	w := processor.NewWorker(d.client("agent"), processor.WorkerConfig{Logger: quiet})
+	require.NoError(t, w.Register("refunds", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		dec, err := processor.Interrupt(processor.WithToolCall(ctx, "refund"), processor.Request{Approvers: []string{"ada"}})
+		if err != nil {
+			return nil, err
+		}
+		answered.Add(1)
+		return "refunded by " + dec.Approver, nil
+	}))
+	require.NoError(t, w.Start(d.ctx))
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+	return &answered
+}
+
+// approveAsAda decides run's pending interrupt as ada over NATS and waits,
+// at most within, for the run to finish.
+func approveAsAda(t *testing.T, d *deployment, run string, within time.Duration) (*subjects.Run, error) {
+	t.Helper()
+	rec, err := processor.NewClient(d.client("auditor")).Run(d.ctx, run)
+	require.NoError(t, err)
+	require.Len(t, rec.Pending(), 1)
+	v, err := processor.NewClient(d.client("ada")).Decide(d.ctx, processor.DecisionRequest{RunID: run,
+		InterruptID: rec.Pending()[0].ID, Status: subjects.StatusResolved, Approver: "ada", Via: "cli"})
+	require.NoError(t, err)
+	require.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+	ctx, cancel := context.WithTimeout(d.ctx, within)
+	defer cancel()
+	return processor.NewClient(d.client("auditor")).Wait(ctx, run, processor.Finished)
+}
+
+// observationSubjects are the subjects role could once write audit entries
+// on directly, and the one it reports its observations on now: an attack
+// tries them all, the server refusing the ones role may not use.
+func observationSubjects(role, run string) []string {
+	t := map[string]string{"notifier": "notification_failed", "gateway": "access_refused"}[role]
+	return []string{"interlock.events." + run + "." + t, "interlock.observed." + run + "." + t}
+}
+
+// TestAttackRolesSquatAuditEntryIDs is finding 2 of the second trust
+// review: event message ids were predictable and deduplication is
+// stream-wide, so the notifier (and the gateway) published messages with the
+// ids of the coordinator's future entries, and ada's accepted decision, the
+// resumed and the completed entries never reached the stored audit trail.
+// Only the coordinator writes the events stream now; the other roles'
+// observations have a stream of their own.
+func TestAttackRolesSquatAuditEntryIDs(t *testing.T) {
+	t.Parallel()
+	for _, role := range []string{"notifier", "gateway"} {
+		t.Run(role, func(t *testing.T) {
+			t.Parallel()
+			d := newDeployment(t)
+			adaAgent(t, d)
+			run, err := processor.NewClient(d.client("agent")).Start(d.ctx, "refunds", nil)
+			require.NoError(t, err)
+			_, err = processor.NewClient(d.client("auditor")).Wait(d.ctx, run, processor.Suspended)
+			require.NoError(t, err)
+
+			a := d.attacker(role)
+			ids := []string{run + ":pass1:resumed", run + ":pass1:completed"}
+			for seq := 1; seq <= 40; seq++ {
+				ids = append(ids, fmt.Sprintf("%s:seq%d:decision_accepted", run, seq))
+			}
+			for _, subject := range observationSubjects(role, run) {
+				for _, id := range ids {
+					_ = a.nc.PublishMsg(&nats.Msg{Subject: subject, Data: []byte(`{}`), Header: nats.Header{nats.MsgIdHdr: {id}}})
+				}
+			}
+			require.NoError(t, a.nc.Flush())
+
+			done, err := approveAsAda(t, d, run, 30*time.Second)
+			require.NoError(t, err)
+			assert.Equal(t, subjects.RunCompleted, done.Status)
+			seen := map[subjects.EventType]bool{}
+			for _, ev := range d.events(run) {
+				seen[ev.Type] = true
+			}
+			for _, want := range []subjects.EventType{subjects.EventDecisionAccepted, subjects.EventResumed, subjects.EventCompleted} {
+				assert.True(t, seen[want], "the stored audit trail has the %s entry", want)
+			}
+		})
+	}
+}
+
+// TestAttackForgedEntryInTrail is finding 3: the notifier published a body
+// of type decision_accepted, approver ada, on its notification_failed
+// subject, and every reader listed it as ada's accepted decision. Readers
+// take an entry's type from the subject it was stored under, and an entry
+// of another role reaches the trail only as that role's observation,
+// recorded by the coordinator with its author. An entry written before
+// this change (here by admin, who still may) is read the same way.
+func TestAttackForgedEntryInTrail(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	adaAgent(t, d)
+	run, err := processor.NewClient(d.client("agent")).Start(d.ctx, "refunds", nil)
+	require.NoError(t, err)
+	_, err = processor.NewClient(d.client("auditor")).Wait(d.ctx, run, processor.Suspended)
+	require.NoError(t, err)
+
+	forged, err := json.Marshal(subjects.Event{Version: 1, Type: subjects.EventDecisionAccepted, RunID: run, Pass: 0,
+		At: time.Now().UTC(), Verdict: &subjects.Verdict{DecisionID: "forged", Approver: "ada",
+			Outcome: subjects.OutcomeAccepted, InterruptID: "ask"}})
+	require.NoError(t, err)
+	notifier := d.attacker("notifier")
+	for _, subject := range observationSubjects("notifier", run) {
+		_ = notifier.nc.Publish(subject, forged)
+	}
+	require.NoError(t, notifier.nc.Flush())
+	// An entry of the old layout: a notification_failed written straight
+	// onto the events stream.
+	_, err = d.attacker("admin").js.Publish("interlock.events."+run+".notification_failed", forged)
+	require.NoError(t, err)
+
+	auditor := processor.NewClient(d.client("auditor"))
+	var evs []subjects.Event
+	require.Eventually(t, func() bool {
+		evs, err = auditor.Events(d.ctx, run)
+		require.NoError(t, err)
+		n := 0
+		for _, ev := range evs {
+			if ev.Type == subjects.EventNotificationFailed {
+				n++
+			}
+		}
+		return n >= 2
+	}, 20*time.Second, 20*time.Millisecond, "the notifier's observation and the old entry are listed")
+	for _, ev := range evs {
+		assert.NotEqual(t, subjects.EventDecisionAccepted, ev.Type, "no reader lists a forged decision")
+		assert.Nil(t, ev.Verdict, "a %s entry carries no verdict", ev.Type)
+		if ev.Type == subjects.EventNotificationFailed {
+			assert.Contains(t, []string{subjects.ObserverNotifier, ""}, ev.Observer)
+		}
+	}
+	rec, err := auditor.Run(d.ctx, run)
+	require.NoError(t, err)
+	assert.Equal(t, subjects.RunSuspended, rec.Status, "nothing was decided")
+}
+
+// TestAttackAgentSquatsReplayID is finding 12: the agent published a start
+// of a run of its own with the message id of the coordinator's replay of
+// another run; ada approved that run, its replay was dropped as a duplicate,
+// and the approved action never ran. The coordinator's message ids are
+// keyed with a secret only it (and admin) can read.
+func TestAttackAgentSquatsReplayID(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	answered := adaAgent(t, d)
+	victim, err := processor.NewClient(d.client("agent")).Start(d.ctx, "refunds", nil)
+	require.NoError(t, err)
+	_, err = processor.NewClient(d.client("auditor")).Wait(d.ctx, victim, processor.Suspended)
+	require.NoError(t, err)
+
+	squat, err := json.Marshal(subjects.Work{PassRef: subjects.PassRef{Version: 1, RunID: "squatter", Agent: "refunds"}})
+	require.NoError(t, err)
+	a := d.attacker("agent")
+	for _, id := range []string{subjects.WorkMsgID(victim, 1), victim + ":1:work"} {
+		_, err = a.js.Publish("interlock.start.refunds", squat, nats.MsgId(id))
+		require.NoError(t, err)
+	}
+
+	done, err := approveAsAda(t, d, victim, 20*time.Second)
+	require.NoError(t, err, "the approved run replays")
+	assert.Equal(t, subjects.RunCompleted, done.Status)
+	assert.Equal(t, int32(1), answered.Load())
+}
