@@ -371,10 +371,10 @@ type Event struct {
 	// permissions let it publish that type (ObservationTypes). Readers
 	// derive it from the type; the coordinator writes it on the entries
 	// it records from observations.
-	Observer string `json:"observer,omitempty"`
-	Agent   string    `json:"agent,omitempty"`
-	Pass    int       `json:"pass"`
-	At      time.Time `json:"at"`
+	Observer string    `json:"observer,omitempty"`
+	Agent    string    `json:"agent,omitempty"`
+	Pass     int       `json:"pass"`
+	At       time.Time `json:"at"`
 	// InterruptIDs are the interrupts a suspension is waiting for.
 	InterruptIDs []string `json:"interruptIds,omitempty"`
 	// Verdict is set on decision_* events.
