@@ -49,7 +49,7 @@ func TestMetrics(t *testing.T) {
 	assert.Positive(t, n)
 	lag, err := testutil.GatherAndCount(reg, "interlock_consumer_pending")
 	require.NoError(t, err)
-	assert.Equal(t, 3, lag, "one backlog gauge per coordinator input")
+	assert.Equal(t, 4, lag, "one backlog gauge per coordinator input (runs, decisions, timers, observations)")
 	pending, err := testutil.GatherAndCount(reg, "interlock_pending_interrupts")
 	require.NoError(t, err)
 	assert.Equal(t, 1, pending)
