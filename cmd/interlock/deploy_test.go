@@ -399,6 +399,16 @@ func TestAttackEmptyPassword(t *testing.T) {
 	r := cli(t, "serve", "--nats-url", srv.URL(), "--nats-user", "coordinator")
 	assert.Equal(t, exitCredentials, r.code, "%s", r.err)
 	assert.Contains(t, r.err, "NATS_PASSWORD")
+
+	// The systemd unit's way: serve embeds a server from single.conf, its
+	// own password set, the auditor's empty. serve refuses to start a
+	// server that would admit her.
+	t.Setenv("NATS_PASSWORD", jstest.Password("coordinator"))
+	r = cli(t, "serve", "--nats-config", "../../deploy/nats/single.conf", "--nats-listen", "127.0.0.1:0",
+		"--data-dir", t.TempDir(), "--nats-user", "coordinator")
+	assert.Equal(t, exitCredentials, r.code, "%s", r.err)
+	assert.Contains(t, r.err, `user "auditor"`)
+	assert.Contains(t, r.err, "empty password")
 }
 
 // secretRef matches a variable reference that carries a secret.
