@@ -120,3 +120,22 @@ func TestPrintable(t *testing.T) {
 	}
 	assert.False(t, strings.ContainsAny(printable(hostile), strings.Join(raw, "")))
 }
+
+// `interlock watch` prints events as they come: escaped for people, exact
+// JSON for machines.
+func TestWatchEscapes(t *testing.T) {
+	t.Parallel()
+	ev := subjects.Event{Type: subjects.EventFailed, RunID: "run-1", Detail: hostile, At: time.Now()}
+	for _, asJSON := range []bool{false, true} {
+		var b strings.Builder
+		printWatched(&b, asJSON, ev)
+		for _, s := range raw {
+			assert.NotContains(t, b.String(), s, "json %v", asJSON)
+		}
+		if asJSON {
+			var got subjects.Event
+			require.NoError(t, json.Unmarshal([]byte(b.String()), &got))
+			assert.Equal(t, hostile, got.Detail)
+		}
+	}
+}
