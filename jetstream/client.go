@@ -135,10 +135,11 @@ func hasPassword(u *url.Userinfo) bool {
 }
 
 // checkPasswords refuses a named user with an empty password, in
-// DialConfig or in any of the comma-separated urls, with an error matching
-// ErrEmptyPassword. (A user name alone in a URL is a token, not a user.)
+// DialConfig (unless a credentials file authenticates instead) or in any
+// of the comma-separated urls, with an error matching ErrEmptyPassword. (A
+// user name alone in a URL is a token, not a user.)
 func checkPasswords(urls string, dc DialConfig) error {
-	if dc.User != "" && dc.Password == "" {
+	if dc.User != "" && dc.Password == "" && dc.CredsFile == "" {
 		return fmt.Errorf("NATS user %q has an %w: set NATS_PASSWORD (or use a credentials file)", dc.User, ErrEmptyPassword)
 	}
 	for _, p := range strings.Split(urls, ",") {
