@@ -134,12 +134,36 @@ func hasPassword(u *url.Userinfo) bool {
 	return ok
 }
 
+// checkPasswords refuses a named user with an empty password, in
+// DialConfig (unless a credentials file authenticates instead) or in any
+// of the comma-separated urls, with an error matching ErrEmptyPassword. (A
+// user name alone in a URL is a token, not a user.)
+func checkPasswords(urls string, dc DialConfig) error {
+	if dc.User != "" && dc.Password == "" && dc.CredsFile == "" {
+		return fmt.Errorf("NATS user %q has an %w: set NATS_PASSWORD (or use a credentials file)", dc.User, ErrEmptyPassword)
+	}
+	for _, p := range strings.Split(urls, ",") {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil || u.User == nil {
+			continue
+		}
+		if pw, ok := u.User.Password(); ok && pw == "" {
+			return fmt.Errorf("NATS user %q in the URL %s has an %w", u.User.Username(), Redact(p), ErrEmptyPassword)
+		}
+	}
+	return nil
+}
+
 // Dial connects to NATS and returns a Client that closes the connection on
-// Close.
+// Close. A named user with an empty password is refused before any
+// connection is made (ErrEmptyPassword).
 func Dial(ctx context.Context, dc DialConfig, cfg Config) (*Client, error) {
 	addr := dc.URL
 	if addr == "" {
 		addr = nats.DefaultURL
+	}
+	if err := checkPasswords(addr, dc); err != nil {
+		return nil, err
 	}
 	opts := []nats.Option{nats.Name(dc.Name), nats.MaxReconnects(-1)}
 	if dc.InboxPrefix != "" {

@@ -29,6 +29,12 @@ var (
 	ErrNoStream = errors.New("no stream for subject")
 	// ErrPermission means the server refused the operation for this user.
 	ErrPermission = errors.New("permission denied")
+	// ErrEmptyPassword means Dial was given a user with an empty password
+	// (DialConfig.User with an empty Password, or a URL's "user:@"). A
+	// stock nats-server admits an empty password when its configuration
+	// reads the password from an unset variable, so Interlock refuses to
+	// send one rather than rely on it.
+	ErrEmptyPassword = errors.New("empty password")
 	// ErrHandlerTimeout is the default cause of a consumer handler's
 	// context cancelled at its Timeout.
 	ErrHandlerTimeout = errors.New("handler timed out")

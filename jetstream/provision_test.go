@@ -172,3 +172,21 @@ func rawJetStream(t *testing.T, url string) njs.JetStream {
 	require.NoError(t, err)
 	return js
 }
+
+// Dial refuses a named user with an empty password before connecting
+// (nats-server would admit it when its configuration reads the password
+// from an empty variable); a URL's user name alone is a token, not a user.
+func TestDialRefusesEmptyPassword(t *testing.T) {
+	t.Parallel()
+	for _, dc := range []jetstream.DialConfig{
+		{URL: "nats://127.0.0.1:1", User: "auditor"},
+		{URL: "nats://auditor:@127.0.0.1:1"},
+		{URL: "nats://ada:pw@127.0.0.1:1, nats://auditor:@127.0.0.1:2"},
+	} {
+		_, err := jetstream.Dial(ctx(t), dc, jetstream.Config{})
+		require.ErrorIs(t, err, jetstream.ErrEmptyPassword, "%+v", dc)
+		assert.NotContains(t, err.Error(), "pw", "no password in the error")
+	}
+	_, err := jetstream.Dial(ctx(t), jetstream.DialConfig{URL: "nats://token@127.0.0.1:1"}, jetstream.Config{})
+	assert.NotErrorIs(t, err, jetstream.ErrEmptyPassword)
+}

@@ -59,14 +59,24 @@ type CancelledError struct {
 	Comment string
 	// Approver is who cancelled, when known.
 	Approver string
-	// Reason is "denied" (a person cancelled) or "expired" (nobody decided
-	// by the deadline).
+	// Reason is CancelDenied (a person cancelled) or CancelExpired (nobody
+	// decided by the deadline: the coordinator's expiry cancelled). It comes
+	// from who cancelled, never from the decision's metadata.
 	Reason string
 }
 
+// The reasons of a CancelledError.
+const (
+	// CancelDenied: an approver cancelled the interrupt.
+	CancelDenied = "denied"
+	// CancelExpired: the coordinator's expiry (approver
+	// subjects.ExpiryApprover) cancelled the interrupt.
+	CancelExpired = "expired"
+)
+
 func (e *CancelledError) Error() string {
 	s := "interrupt " + e.InterruptID + " cancelled"
-	if e.Reason == "expired" {
+	if e.Reason == CancelExpired {
 		s = "interrupt " + e.InterruptID + " expired"
 	}
 	if e.Approver != "" {

@@ -311,3 +311,41 @@ func TestSuspendedRunsSurviveNATSRestart(t *testing.T) {
 	}
 	assert.Equal(t, 20, calls.get("step"), "no journaled step ran twice")
 }
+
+// TestCancelReasonFromWhoCancelled is issue 23's finding 10: bob cancelled
+// with metadata {"reason":"expired"} and the replay was told the interrupt
+// expired. The reason comes from who cancelled (the coordinator's expiry,
+// subjects.ExpiryApprover, or an approver), never from the metadata an
+// approver writes.
+func TestCancelReasonFromWhoCancelled(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, map[string]AgentFunc{"a": gated(func() Request { return Request{Message: "ship it?"} })})
+	run := h.start("a", nil)
+	rec := h.suspendedAtPass(run, 0)
+	v, err := h.client.Decide(h.ctx(), DecisionRequest{RunID: run, InterruptID: rec.Pending()[0].ID,
+		Status: subjects.StatusCancelled, Approver: "bob", Metadata: map[string]any{"reason": "expired"}})
+	require.NoError(t, err)
+	require.Equal(t, subjects.OutcomeAccepted, v.Outcome, "verdict %+v", v)
+	rec = h.waitFor(run, Finished)
+	assert.JSONEq(t, `{"cancelled":"denied","by":"bob"}`, string(rec.Result), "an approver's cancel is a denial, whatever its metadata says")
+}
+
+// TestNobodyDecidesAsTheExpiry: on the anonymous resume subject the body
+// names the approver, and the coordinator's expiry identity
+// (subjects.ExpiryApprover) is reserved to the coordinator: a decision
+// claiming it is refused, recorded, and changes nothing, so nobody can make
+// the replay take a cancel for an expiry (finding 10's other door).
+func TestNobodyDecidesAsTheExpiry(t *testing.T) {
+	t.Parallel()
+	h, rec := suspendedRun(t, Request{Message: "ship it?"})
+	data, err := json.Marshal(subjects.Decision{Version: subjects.Version, DecisionID: "fake-expiry",
+		InterruptID: rec.Pending()[0].ID, Status: subjects.StatusCancelled, Approver: subjects.ExpiryApprover})
+	require.NoError(t, err)
+	v := h.rawVerdict(h.resumeSubject(rec.RunID), data, "fake-expiry")
+	assertRejected(t, h, v, nil, subjects.CodeNotAllowed)
+	assert.Contains(t, v.Detail, "reserved")
+	after, err := h.client.Run(h.ctx(), rec.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, subjects.RunSuspended, after.Status)
+	assert.Nil(t, after.Interrupts[0].Decision)
+}

@@ -249,14 +249,17 @@ func (p *pass) interrupt(id, scope string, req Request) (subjects.Interrupt, err
 	return in, nil
 }
 
-// cancelReason is "expired" for a cancellation an expiry applied, "denied"
-// for one a person sent.
+// cancelReason is CancelExpired for a cancellation the coordinator's expiry
+// applied, CancelDenied for one a person sent. It is read from who
+// cancelled: the approver the coordinator recorded, which for an expiry is
+// subjects.ExpiryApprover (not a valid identity token, so no approver can
+// take it), and for anyone else the identity the transport proved. The
+// decision's metadata, which any approver writes, is never consulted.
 func cancelReason(d subjects.Decision) string {
-	var m struct{ Reason string }
-	if json.Unmarshal(d.Metadata, &m) == nil && m.Reason != "" {
-		return m.Reason
+	if d.Approver == subjects.ExpiryApprover {
+		return CancelExpired
 	}
-	return "denied"
+	return CancelDenied
 }
 
 // IsResuming reports whether the next Interrupt call with ctx will return a

@@ -149,13 +149,13 @@ func printVerdict(cmd *cobra.Command, v subjects.Verdict) {
 	switch v.Outcome {
 	case subjects.OutcomeAccepted:
 		if v.Replay {
-			fmt.Fprintf(out, "accepted: decision %s for interrupt %s; the run replays now\n", v.DecisionID, v.InterruptID)
+			say(out, "accepted: decision %s for interrupt %s; the run replays now\n", v.DecisionID, v.InterruptID)
 		} else {
-			fmt.Fprintf(out, "accepted: decision %s for interrupt %s; the run waits for its other interrupts\n", v.DecisionID, v.InterruptID)
+			say(out, "accepted: decision %s for interrupt %s; the run waits for its other interrupts\n", v.DecisionID, v.InterruptID)
 		}
 	case subjects.OutcomeDuplicate:
-		fmt.Fprintf(out, "duplicate: decision %s was already received; it is applied once\n", v.DecisionID)
+		say(out, "duplicate: decision %s was already received; it is applied once\n", v.DecisionID)
 	default:
-		fmt.Fprintf(out, "rejected (%s): %s\n", v.Code, v.Detail)
+		say(out, "rejected (%s): %s\n", v.Code, v.Detail)
 	}
 }

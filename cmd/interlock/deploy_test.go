@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -353,4 +355,198 @@ func TestServeRedactsNATSPassword(t *testing.T) {
 	require.Equal(t, 0, d.Stop(), d.logs.String())
 	assert.NotContains(t, d.logs.String(), jstest.Password("coordinator"))
 	assert.Contains(t, d.logs.String(), "coordinator:xxxxx@")
+}
+
+// TestAttackEmptyPassword is issue 23's finding 8: a deployment whose
+// secrets file leaves a password empty. A stock nats-server cannot refuse
+// it: auth.conf's `password: $INTERLOCK_AUDITOR_PASSWORD` with the variable
+// empty makes the empty string the auditor's password, and anyone who sends
+// it reads everything. So the checks are outside NATS: compose's `:?` and
+// the Kubernetes Secret (TestDeployNoEmptyPassword), and Interlock's own
+// commands, which refuse to connect as a named user with an empty password.
+//
+// Not parallel: the auditor's password variable is empty for this test only
+// (t.Setenv), as an unset value in .env leaves it.
+func TestAttackEmptyPassword(t *testing.T) {
+	t.Setenv(jstest.PasswordEnv("auditor"), "")
+	t.Setenv("NATS_PASSWORD", "")
+	srv, err := embedded.Start(embedded.Config{ConfigFile: "../../deploy/nats/single.conf", Port: -1,
+		DataDir: t.TempDir(), Sync: embedded.SyncInterval})
+	require.NoError(t, err)
+	defer srv.Shutdown()
+	require.Equal(t, 0, as(t, "admin", srv.URL(), "provision").code)
+
+	// (a) NATS admits the auditor with an empty password: why the check
+	// cannot be left to it.
+	nc, err := nats.Connect(srv.URL(), nats.UserInfo("auditor", ""))
+	require.NoError(t, err, "a stock nats-server admits an empty password when the variable is empty")
+	nc.Close()
+
+	// (b) Interlock's commands refuse, before connecting, with their own
+	// exit code: the user named by flag or environment and NATS_PASSWORD
+	// empty, or an empty password in the URL.
+	for _, args := range [][]string{
+		{"history", "run-1", "--nats-url", srv.URL(), "--nats-user", "auditor"},
+		{"history", "run-1", "--nats-url", strings.Replace(srv.URL(), "nats://", "nats://auditor:@", 1)},
+		{"pending", "--nats-url", srv.URL(), "--nats-user", "auditor"},
+	} {
+		r := cli(t, args...)
+		assert.Equal(t, exitCredentials, r.code, "%v: %s %s", args, r.out, r.err)
+		assert.Contains(t, r.err, "empty password", args)
+		assert.Empty(t, r.out, args)
+	}
+	// serve refuses too, and starts nothing.
+	r := cli(t, "serve", "--nats-url", srv.URL(), "--nats-user", "coordinator")
+	assert.Equal(t, exitCredentials, r.code, "%s", r.err)
+	assert.Contains(t, r.err, "NATS_PASSWORD")
+
+	// The systemd unit's way: serve embeds a server from single.conf, its
+	// own password set, the auditor's empty. serve refuses to start a
+	// server that would admit her.
+	t.Setenv("NATS_PASSWORD", jstest.Password("coordinator"))
+	r = cli(t, "serve", "--nats-config", "../../deploy/nats/single.conf", "--nats-listen", "127.0.0.1:0",
+		"--data-dir", t.TempDir(), "--nats-user", "coordinator")
+	assert.Equal(t, exitCredentials, r.code, "%s", r.err)
+	assert.Contains(t, r.err, `user "auditor"`)
+	assert.Contains(t, r.err, "empty password")
+}
+
+// secretRef matches a variable reference that carries a secret.
+var secretRef = regexp.MustCompile(`\$\{?([A-Z0-9_]*(?:PASSWORD|SECRET)[A-Z0-9_]*)([^}]*)\}?`)
+
+// TestDeployNoEmptyPassword is issue 23's findings 8 and 9, checked
+// statically (no container engine runs here): in compose every password or
+// secret variable is required where it is passed (`${VAR:?...}`), the
+// example secrets file says each must be set and how to generate one, and
+// nothing is published on a non-loopback address; in Kubernetes every
+// password comes from a required Secret key and an admission policy refuses
+// the Secret with any key missing or empty. TestAttackEmptyPassword shows
+// why: nats-server admits an empty password.
+func TestDeployNoEmptyPassword(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../../deploy/compose/compose.yaml")
+	require.NoError(t, err)
+	var doc struct {
+		Services map[string]struct {
+			Environment any      `yaml:"environment"`
+			Ports       []string `yaml:"ports"`
+		} `yaml:"services"`
+	}
+	require.NoError(t, yaml.Unmarshal(data, &doc))
+	passed := map[string]bool{}
+	for name, s := range doc.Services {
+		env := map[string]string{}
+		switch e := s.Environment.(type) {
+		case map[string]any:
+			for k, v := range e {
+				env[k], _ = v.(string)
+			}
+		case []any: // NAME (passed through as it is, empty too) or NAME=value
+			for _, item := range e {
+				k, v, _ := strings.Cut(item.(string), "=")
+				env[k] = v
+			}
+		}
+		for k, v := range env {
+			if !strings.Contains(k, "PASSWORD") && !strings.Contains(k, "SECRET") {
+				continue
+			}
+			m := secretRef.FindStringSubmatch(v)
+			if !assert.NotNil(t, m, "compose %s: %s=%q takes no variable, or passes an unset one through", name, k, v) {
+				continue
+			}
+			assert.True(t, strings.HasPrefix(m[2], ":?"), "compose %s: %s=%q is not required (${%s:?...})", name, k, v, m[1])
+			passed[m[1]] = true
+		}
+		for _, p := range s.Ports {
+			assert.True(t, strings.HasPrefix(p, "127.0.0.1:") || strings.HasPrefix(p, "[::1]:"),
+				"compose %s publishes %q beyond loopback: plain HTTP would carry tokens and cookies in clear", name, p)
+		}
+	}
+	// Every reference in the file, wherever it is, is required.
+	for _, m := range secretRef.FindAllStringSubmatch(string(data), -1) {
+		if strings.HasPrefix(m[0], "${") {
+			assert.True(t, strings.HasPrefix(m[2], ":?"), "compose: %s is not required", m[0])
+		}
+	}
+	for _, u := range jstest.Users {
+		assert.True(t, passed[jstest.PasswordEnv(u)], "compose passes %s to NATS", jstest.PasswordEnv(u))
+	}
+	assert.Contains(t, doc.Services["gateway"].Ports, "127.0.0.1:8080:8080")
+
+	// The example file: every variable compose requires, each left empty
+	// only under a note saying it must be set and how to make one.
+	example, err := os.ReadFile("../../deploy/compose/secrets.env.example")
+	require.NoError(t, err)
+	var notes []string
+	listed := map[string]bool{}
+	for _, line := range strings.Split(string(example), "\n") {
+		if c, ok := strings.CutPrefix(line, "#"); ok {
+			notes = append(notes, c)
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			continue
+		}
+		listed[k] = true
+		if v == "" {
+			note := strings.Join(notes, " ")
+			assert.Contains(t, note, "must be set", "secrets.env.example: %s is empty without a note", k)
+			assert.Contains(t, note, "openssl rand", "secrets.env.example: how to generate %s", k)
+		}
+	}
+	for k := range passed {
+		assert.True(t, listed[k], "secrets.env.example lists %s", k)
+	}
+
+	// Kubernetes: no optional Secret key, and the policy that refuses an
+	// empty one names every key the manifests read.
+	keys := map[string]bool{}
+	optional := regexp.MustCompile(`secretKeyRef:\s*\{[^}]*optional:\s*true`)
+	keyRef := regexp.MustCompile(`secretKeyRef:\s*\{name:\s*interlock-nats,\s*key:\s*([a-z]+)`)
+	for _, f := range []string{"interlock.yaml", "nats-values.yaml"} {
+		b, err := os.ReadFile("../../deploy/kubernetes/" + f)
+		require.NoError(t, err)
+		assert.NotRegexp(t, optional, string(b), f)
+		for _, m := range keyRef.FindAllStringSubmatch(string(b), -1) {
+			keys[m[1]] = true
+		}
+	}
+	require.Len(t, keys, len(jstest.Users))
+	b, err := os.ReadFile("../../deploy/kubernetes/secret-policy.yaml")
+	require.NoError(t, err)
+	var policy struct {
+		Kind string `yaml:"kind"`
+		Spec struct {
+			FailurePolicy   string `yaml:"failurePolicy"`
+			MatchConditions []struct {
+				Expression string `yaml:"expression"`
+			} `yaml:"matchConditions"`
+			Validations []struct {
+				Expression string `yaml:"expression"`
+			} `yaml:"validations"`
+		} `yaml:"spec"`
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	require.NoError(t, dec.Decode(&policy))
+	assert.Equal(t, "ValidatingAdmissionPolicy", policy.Kind)
+	assert.Equal(t, "Fail", policy.Spec.FailurePolicy)
+	require.NotEmpty(t, policy.Spec.MatchConditions)
+	assert.Contains(t, policy.Spec.MatchConditions[0].Expression, "'interlock-nats'")
+	require.NotEmpty(t, policy.Spec.Validations)
+	for k := range keys {
+		assert.Contains(t, policy.Spec.Validations[0].Expression, "'"+k+"'", "the policy requires key %s", k)
+	}
+	assert.Contains(t, policy.Spec.Validations[0].Expression, "size(object.data[k]) > 0")
+	var binding struct {
+		Kind string `yaml:"kind"`
+		Spec struct {
+			PolicyName        string   `yaml:"policyName"`
+			ValidationActions []string `yaml:"validationActions"`
+		} `yaml:"spec"`
+	}
+	require.NoError(t, dec.Decode(&binding))
+	assert.Equal(t, "ValidatingAdmissionPolicyBinding", binding.Kind)
+	assert.Equal(t, []string{"Deny"}, binding.Spec.ValidationActions)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -13,12 +14,13 @@ import (
 // Exit codes. exitCode chooses one from the type of the error a command
 // returns; `interlock --help` lists them.
 const (
-	exitOK       = 0
-	exitFailure  = 1
-	exitUsage    = 2
-	exitRejected = 3
-	exitNotFound = 4
-	exitRunFail  = 5
+	exitOK          = 0
+	exitFailure     = 1
+	exitUsage       = 2
+	exitRejected    = 3
+	exitNotFound    = 4
+	exitRunFail     = 5
+	exitCredentials = 6
 )
 
 // exitCodesHelp is the exit code table of `interlock --help`.
@@ -28,7 +30,8 @@ const exitCodesHelp = `Exit codes:
   2  usage: a bad command, flag, argument, JSON value or configuration file
   3  refused: the decision was rejected, or the run to start exists already
   4  not found: no such run, or no run matches the filters
-  5  the run failed (demo, start --wait)`
+  5  the run failed (demo, start --wait)
+  6  credentials: a NATS user is named with an empty password (set NATS_PASSWORD)`
 
 // usageError is a mistake in the command line or in a file it names: the
 // command is not run, and interlock exits 2.
@@ -68,6 +71,8 @@ func exitCode(err error) int {
 		return exitNotFound
 	case errors.As(err, &failed):
 		return exitRunFail
+	case errors.Is(err, jetstream.ErrEmptyPassword):
+		return exitCredentials
 	}
 	return exitFailure
 }

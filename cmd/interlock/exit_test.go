@@ -43,6 +43,7 @@ func TestExitCodeFromErrorType(t *testing.T) {
 		{errNoMatch, exitNotFound},
 		{&runFailedError{errors.New("run r failed: boom")}, exitRunFail},
 		{fmt.Errorf("%w: no", jetstream.ErrPermission), exitFailure},
+		{fmt.Errorf("dial: %w", jetstream.ErrEmptyPassword), exitCredentials},
 	} {
 		assert.Equal(t, c.want, exitCode(c.err), "%v", c.err)
 	}

@@ -188,8 +188,14 @@ func warnDeprecated(cmd *cobra.Command) {
 	})
 }
 
+// printJSON writes v as indented JSON, with the characters that could
+// steer a terminal written as \u escapes (jsonEscapeSteering): the same
+// JSON value.
 func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(jsonEscapeSteering(b), '\n'))
+	return err
 }

@@ -33,7 +33,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	cmd, err := root.ExecuteContextC(ctx)
 	code := exitCode(err)
 	if err != nil {
-		fmt.Fprintln(stderr, "interlock:", err)
+		// An error can carry outside text (a run's error, a verdict's
+		// detail): escaped like all human output, its own lines kept.
+		lines := strings.Split(err.Error(), "\n")
+		for i, l := range lines {
+			lines[i] = printable(l)
+		}
+		fmt.Fprintln(stderr, "interlock:", strings.Join(lines, "\n"))
 	}
 	if code == exitUsage {
 		if cmd == nil {

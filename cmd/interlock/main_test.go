@@ -170,7 +170,7 @@ func TestHelpListsGroups(t *testing.T) {
 		assert.ElementsMatch(t, cmds, listed, title)
 	}
 	assert.Contains(t, r.out, "Exit codes:\n  0  success")
-	for _, code := range []int{exitFailure, exitUsage, exitRejected, exitNotFound, exitRunFail} {
+	for _, code := range []int{exitFailure, exitUsage, exitRejected, exitNotFound, exitRunFail, exitCredentials} {
 		assert.Regexp(t, fmt.Sprintf(`\n  %d  \S`, code), r.out)
 	}
 	bare := cli(t)

@@ -122,14 +122,14 @@ func printRuns(cmd *cobra.Command, out runsOut, now time.Time) {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "RUN\tAGENT\tSTATUS\tPASS\tUNCHANGED FOR\tWAITING\tNOTE")
 		for _, r := range out.Runs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\n", r.RunID, r.Agent, r.Status, r.Pass,
+			say(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\n", r.RunID, r.Agent, r.Status, r.Pass,
 				now.Sub(r.UpdatedAt).Round(time.Second), r.Waiting, cmp.Or(r.Stuck, "-"))
 		}
 		_ = tw.Flush()
 	}
 	for _, a := range out.Work {
 		if !a.Served {
-			fmt.Fprintf(w, "agent %s: %d work items wait and no worker consumes them; start a worker for %s\n", a.Agent, a.Waiting, a.Agent)
+			say(w, "agent %s: %d work items wait and no worker consumes them; start a worker for %s\n", a.Agent, a.Waiting, a.Agent)
 		}
 	}
 }
@@ -177,7 +177,7 @@ func newPending(g *globals) *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "RUN\tAGENT\tINTERRUPT\tREASON\tWAITING\tEXPIRES\tMESSAGE")
 			for _, p := range out {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.RunID, p.Agent, p.ID, p.Reason,
+				say(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.RunID, p.Agent, p.ID, p.Reason,
 					now.Sub(p.SuspendedAt).Round(time.Second), expires(p.ExpiresAt, now), oneLine(p.Message, 60))
 			}
 			return tw.Flush()
@@ -200,10 +200,13 @@ func expires(t *time.Time, now time.Time) string {
 	return "expired"
 }
 
+// oneLine is s for one cell of a table: its newlines and tabs as spaces,
+// runs of spaces as one, anything else that could steer the terminal
+// escaped (printable), at most n characters.
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		return s[:n-1] + "…"
+	s = strings.Join(strings.Fields(printable(strings.NewReplacer("\n", " ", "\t", " ").Replace(s))), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
 	}
 	return s
 }
@@ -236,16 +239,16 @@ func newShow(g *globals) *cobra.Command {
 }
 
 func printRun(w io.Writer, r *subjects.Run) {
-	fmt.Fprintf(w, "run      %s\nagent    %s\n", r.RunID, r.Agent)
+	say(w, "run      %s\nagent    %s\n", r.RunID, r.Agent)
 	if r.ThreadID != "" {
-		fmt.Fprintf(w, "thread   %s\n", r.ThreadID)
+		say(w, "thread   %s\n", r.ThreadID)
 	}
-	fmt.Fprintf(w, "status   %s (pass %d)\n", r.Status, r.Pass)
+	say(w, "status   %s (pass %d)\n", r.Status, r.Pass)
 	if len(r.Result) > 0 {
-		fmt.Fprintf(w, "result   %s\n", r.Result)
+		say(w, "result   %s\n", r.Result)
 	}
 	if r.Error != "" {
-		fmt.Fprintf(w, "error    %s\n", r.Error)
+		say(w, "error    %s\n", r.Error)
 	}
 	if len(r.Interrupts) > 0 {
 		fmt.Fprintln(w, "\ninterrupts:")
@@ -265,7 +268,7 @@ func printRun(w io.Writer, r *subjects.Run) {
 					by = "(anonymous)"
 				}
 			}
-			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\n", in.ID, in.Pass, in.Reason, decision, by, oneLine(in.Message, 50))
+			say(tw, "  %s\t%d\t%s\t%s\t%s\t%s\n", in.ID, in.Pass, in.Reason, decision, by, oneLine(in.Message, 50))
 		}
 		_ = tw.Flush()
 	}
@@ -276,7 +279,7 @@ func printRun(w io.Writer, r *subjects.Run) {
 		if h.InterruptID != "" {
 			detail = strings.TrimSpace(h.InterruptID + " " + detail)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\tpass %d\t%s\n", h.At.Format(time.RFC3339), h.Type, h.Pass, detail)
+		say(tw, "  %s\t%s\tpass %d\t%s\n", h.At.Format(time.RFC3339), h.Type, h.Pass, detail)
 	}
 	_ = tw.Flush()
 }
@@ -304,13 +307,13 @@ func newHistory(g *globals) *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), evs)
 			}
 			if len(evs) == 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "no events for run %s\n", args[0])
+				say(cmd.OutOrStdout(), "no events for run %s\n", args[0])
 				return nil
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "WHEN\tEVENT\tPASS\tWHO\tDETAIL")
 			for _, ev := range evs {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", ev.At.Format(time.RFC3339), ev.Type, ev.Pass, who(ev), oneLine(eventDetail(ev), 80))
+				say(tw, "%s\t%s\t%d\t%s\t%s\n", ev.At.Format(time.RFC3339), ev.Type, ev.Pass, who(ev), oneLine(eventDetail(ev), 80))
 			}
 			return tw.Flush()
 		},
@@ -393,8 +396,10 @@ func newWatch(g *globals) *cobra.Command {
 
 func printWatched(w io.Writer, asJSON bool, ev subjects.Event) {
 	if asJSON {
-		_ = json.NewEncoder(w).Encode(ev)
+		if b, err := json.Marshal(ev); err == nil {
+			_, _ = w.Write(append(jsonEscapeSteering(b), '\n'))
+		}
 		return
 	}
-	fmt.Fprintf(w, "%s  %-18s run %s  %s\n", ev.At.Format("15:04:05"), ev.Type, ev.RunID, oneLine(eventDetail(ev), 90))
+	say(w, "%s  %-18s run %s  %s\n", ev.At.Format("15:04:05"), ev.Type, ev.RunID, oneLine(eventDetail(ev), 90))
 }

@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
@@ -58,6 +61,9 @@ func (e *embeddedFlags) start(log *slog.Logger) (*embedded.Server, error) {
 	}
 	cfg := embedded.Config{DataDir: e.dataDir, Host: host, Port: port, Sync: embedded.Sync(e.sync), ConfigFile: e.config}
 	if e.config != "" {
+		if err := refuseEmptyPasswords(e.config); err != nil {
+			return nil, err
+		}
 		// The file says where to listen and store unless a flag says otherwise.
 		if !changed(e.cmd, "nats-listen") {
 			cfg.Host, cfg.Port = "", 0
@@ -72,6 +78,32 @@ func (e *embeddedFlags) start(log *slog.Logger) (*embedded.Server, error) {
 	}
 	log.Info("embedded nats-server started", "url", srv.URL(), "data_dir", e.dataDir, "sync", e.sync, "config", e.config)
 	return srv, nil
+}
+
+// refuseEmptyPasswords refuses a nats-server configuration that gives a
+// user an empty password (auth.conf reads each from a variable, and an
+// empty variable makes an empty password, which nats-server admits), with
+// an error matching jetstream.ErrEmptyPassword that names the users.
+func refuseEmptyPasswords(path string) error {
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		return usagef("--nats-config %s: %w", path, err)
+	}
+	var empty []string
+	if opts.Username != "" && opts.Password == "" { // authorization {user, password}
+		empty = append(empty, strconv.Quote(opts.Username))
+	}
+	for _, u := range opts.Users {
+		if u.Password == "" {
+			empty = append(empty, strconv.Quote(u.Username))
+		}
+	}
+	if len(empty) > 0 {
+		return fmt.Errorf("--nats-config %s: NATS user %s would have an %w, which nats-server admits: "+
+			"set the variable its password is read from (e.g. INTERLOCK_<USER>_PASSWORD)",
+			path, strings.Join(empty, ", "), jetstream.ErrEmptyPassword)
+	}
+	return nil
 }
 
 func newServe(g *globals) *cobra.Command {

@@ -83,7 +83,7 @@ suspends, and prints what it waits for, or ends; a run that failed exits 5.`,
 				return printStarted(cmd, g.json, out)
 			}
 			if !g.json {
-				fmt.Fprintf(cmd.OutOrStdout(), "started run %s of agent %s; waiting for it to suspend or end\n", run, agent)
+				say(cmd.OutOrStdout(), "started run %s of agent %s; waiting for it to suspend or end\n", run, agent)
 			}
 			wctx, cancel := context.WithTimeout(ctx, waitTimeout)
 			defer cancel()
@@ -156,18 +156,18 @@ func printStarted(cmd *cobra.Command, asJSON bool, out startOut) error {
 	}
 	switch subjects.RunStatus(out.Status) {
 	case subjects.RunSuspended:
-		fmt.Fprintf(w, "run %s suspended, waiting for a decision:\n", out.RunID)
+		say(w, "run %s suspended, waiting for a decision:\n", out.RunID)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  INTERRUPT\tREASON\tEXPIRES\tMESSAGE")
 		now := time.Now()
 		for _, p := range out.Waiting {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", p.ID, p.Reason, expires(p.ExpiresAt, now), oneLine(p.Message, 60))
+			say(tw, "  %s\t%s\t%s\t%s\n", p.ID, p.Reason, expires(p.ExpiresAt, now), oneLine(p.Message, 60))
 		}
 		return tw.Flush()
 	case subjects.RunCompleted:
-		fmt.Fprintf(w, "run %s completed: %s\n", out.RunID, out.Result)
+		say(w, "run %s completed: %s\n", out.RunID, out.Result)
 	case subjects.RunFailed:
-		fmt.Fprintf(w, "run %s failed: %s\n", out.RunID, out.Error)
+		say(w, "run %s failed: %s\n", out.RunID, out.Error)
 	default:
 		fmt.Fprintln(w, out.RunID)
 	}

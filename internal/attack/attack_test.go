@@ -3,6 +3,7 @@ package attack_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -394,4 +395,40 @@ func TestAttackApproverBatchReads(t *testing.T) {
 	evs, err := processor.NewClient(d.client("ada")).Events(d.ctx, "run-1")
 	require.NoError(t, err)
 	assert.NotEmpty(t, evs)
+}
+
+// TestAttackApproverCancelPosesAsExpiry is issue 23's finding 10 on the
+// shipped configuration: bob, as his own NATS user, cancels with metadata
+// {"reason":"expired"}, and the agent's replay was told the interrupt
+// expired. The reason comes from who cancelled.
+func TestAttackApproverCancelPosesAsExpiry(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	provisioner := processor.NewWorker(d.provisioner(), processor.WorkerConfig{})
+	require.NoError(t, provisioner.Register("refunds", nil))
+	require.NoError(t, provisioner.Provision(d.ctx))
+	w := processor.NewWorker(d.client("agent"), processor.WorkerConfig{Logger: quiet})
+	require.NoError(t, w.Register("refunds", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		_, err := processor.Interrupt(ctx, processor.Request{Message: "refund?", Approvers: []string{"bob"}})
+		var ce *processor.CancelledError
+		if errors.As(err, &ce) {
+			return map[string]string{"reason": ce.Reason, "by": ce.Approver}, nil
+		}
+		return "refunded", err
+	}))
+	require.NoError(t, w.Start(d.ctx))
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+	run, err := processor.NewClient(d.client("gateway")).Start(d.ctx, "refunds", nil)
+	require.NoError(t, err)
+	auditor := processor.NewClient(d.client("auditor"))
+	rec, err := auditor.Wait(d.ctx, run, processor.Suspended)
+	require.NoError(t, err)
+	v, err := processor.NewClient(d.client("bob")).Decide(d.ctx, processor.DecisionRequest{RunID: run,
+		InterruptID: rec.Interrupts[0].ID, Status: subjects.StatusCancelled, Approver: "bob",
+		Metadata: map[string]any{"reason": "expired"}})
+	require.NoError(t, err)
+	require.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+	rec, err = auditor.Wait(d.ctx, run, processor.Finished)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"reason":"denied","by":"bob"}`, string(rec.Result))
 }

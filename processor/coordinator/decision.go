@@ -70,6 +70,13 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Delivery
 	if identity != "" {
 		d.Approver = identity
 	}
+	// The expiry's identity is the coordinator's own: readers (the SDKs'
+	// cancellation reason, history) take it as "the deadline passed", so a
+	// decision that arrives from outside may not claim it.
+	if d.Approver == subjects.ExpiryApprover {
+		return co.verdict(ctx, o, d, addr.Run, rules.Reject(subjects.CodeNotAllowed,
+			"approver %s is reserved for the coordinator's expiry", subjects.ExpiryApprover), false)
+	}
 	// The rules decide on the record as read; what they say is acted on
 	// once the compare-and-set is through.
 	var (

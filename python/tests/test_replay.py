@@ -140,6 +140,26 @@ async def test_cancelled_is_distinct_from_an_empty_approval(nc: NATS, client: Cl
     assert e.result == {"cancelled": False, "has_payload": False}
 
 
+async def test_cancel_reason_comes_from_who_cancelled(nc: NATS, client: Client, agent_name: str) -> None:
+    """Issue 23, finding 10: bob's cancel with metadata {"reason": "expired"}
+    reached the body as an expiry. The reason comes from who cancelled."""
+
+    async def body(inp: Any) -> Any:
+        try:
+            interlock.interrupt(Request(message="ok?"))
+        except Cancelled as c:
+            return {"reason": c.reason, "by": c.approver}
+        return "approved"
+
+    async with worker(nc, agent_name, body):
+        run = await client.start(agent_name)
+        await suspended_at(client, run)
+        v = await client.deny(run, interlock.interrupt_id(run, "", 0), approver="bob", metadata={"reason": "expired"})
+        assert v.outcome == "accepted"
+        rec = await client.wait(run)
+    assert rec.result == {"reason": "denied", "by": "bob"}
+
+
 async def test_uncaught_cancel_fails_the_run(nc: NATS, client: Client, agent_name: str) -> None:
     async def body(inp: Any) -> Any:
         interlock.interrupt(Request(message="ok?"))

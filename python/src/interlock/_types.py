@@ -9,6 +9,10 @@ from typing import Any, Literal
 
 Status = Literal["resolved", "cancelled"]
 
+EXPIRY_APPROVER = "interlock:expiry"
+"""The approver of the decisions the coordinator's expiry applies (Go:
+``subjects.ExpiryApprover``); the coordinator refuses it from anyone else."""
+
 
 class _Missing:
     """The absence of a payload (distinct from every JSON value)."""
@@ -94,9 +98,12 @@ class Decision:
 
     @property
     def cancel_reason(self) -> str:
-        """``"expired"`` for a cancellation an expiry applied, else ``"denied"``."""
-        if self.metadata and isinstance(self.metadata.get("reason"), str) and self.metadata["reason"]:
-            return str(self.metadata["reason"])
+        """``"expired"`` for a cancellation the coordinator's expiry applied
+        (approver :data:`EXPIRY_APPROVER`, which no approver can take), else
+        ``"denied"``. It comes from who cancelled, never from ``metadata``,
+        which any approver writes."""
+        if self.approver == EXPIRY_APPROVER:
+            return "expired"
         return "denied"
 
     @classmethod
