@@ -1,6 +1,7 @@
 package attack_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -28,16 +29,16 @@ import (
 const linkSecretEnv = "INTERLOCK_LINK_SECRET"
 
 // linkNotifierConfig is deploy/notifier.yaml with one-click links turned
-// on the way docs/notifiers.md prescribes: a personal sink for ada (and,
+// on the way docs/notifiers.md prescribes: its e-mail sink made ada's
+// personal sink (its consumer is in the shipped auth.conf) (and,
 // before only the gateway held the link secret, links.secret_env naming
 // the secret the gateway was given too).
 func linkNotifierConfig(t *testing.T) string {
 	t.Helper()
 	data, err := os.ReadFile("../../deploy/notifier.yaml")
 	require.NoError(t, err)
-	cfg := strings.Replace(string(data), "\nsinks:\n", "\nsinks:\n"+
-		"  ada-mail:\n    type: email\n    smtp: {host: smtp.example.com, port: 587}\n"+
-		"    from: interlock@example.com\n    to: [ada@example.com]\n    personal: ada\n", 1)
+	cfg := strings.Replace(string(data), "to: [approvers@example.com]", "to: [ada@example.com]\n    personal: ada", 1)
+	require.Contains(t, cfg, "personal: ada")
 	_, err = notifier.ParseConfig("notifier.yaml", []byte(cfg))
 	require.NoError(t, err, "a notifier configuration as prescribed")
 	return cfg
@@ -46,7 +47,7 @@ func linkNotifierConfig(t *testing.T) string {
 // linkIdentities is the gateway's identities file for the links tests.
 const linkIdentities = `
 identities:
-  ada: {groups: [finance], links: [ada-mail]}
+  ada: {groups: [finance], links: [approvers-mail]}
   bob: {groups: [ops]}
 `
 
@@ -127,8 +128,8 @@ func TestAttackNotifierMintsLink(t *testing.T) {
 	}{
 		{"run-1", "finance-slack", subjects.CodeLinkNotRouted},
 		{"run-1", "bob-mail", subjects.CodeLinkNotRouted},
-		{"run-2", "ada-mail", subjects.CodeNotAllowed},
-		{"run-9", "ada-mail", subjects.CodeUnknownRun},
+		{"run-2", "approvers-mail", subjects.CodeNotAllowed},
+		{"run-9", "approvers-mail", subjects.CodeUnknownRun},
 	} {
 		req, _ := json.Marshal(subjects.LinkRequest{Version: subjects.Version, RunID: tc.run, InterruptID: "ask", Sink: tc.sink})
 		msg, err := a.nc.Request("interlock.links.mint", req, 5*time.Second)
@@ -172,4 +173,61 @@ func TestAttackNotifierMintsLink(t *testing.T) {
 		return codes[subjects.CodeLinkInvalid] == 2*tried && codes[subjects.CodeLinkNotRouted] == 2 &&
 			codes[subjects.CodeNotAllowed] == 1 && codes[subjects.CodeUnknownRun] == 1
 	}, 10*time.Second, 20*time.Millisecond, "every refusal audited")
+}
+
+// TestNotifierLinksWorkAsShipped: with the shipped users (notifier,
+// gateway) and a personal sink for ada, ada's notification carries links
+// the gateway minted, and one of them decides as ada.
+func TestNotifierLinksWorkAsShipped(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	srv := startLinkGateway(t, d)
+	cfg, err := notifier.ParseConfig("notifier.yaml", []byte(linkNotifierConfig(t)))
+	require.NoError(t, err)
+	p, err := notifier.New(d.provisioner(), cfg, notifier.Options{Logger: quiet})
+	require.NoError(t, err)
+	require.NoError(t, p.Provision(d.ctx))
+	mails := make(chan *notifier.Notification, 4)
+	sinks := map[string]notifier.Sink{"approvers-mail": notifier.SinkFunc(func(_ context.Context, n *notifier.Notification) error {
+		mails <- n
+		return nil
+	})}
+	for _, name := range []string{"ops-webhook", "finance-slack", "audit-log"} {
+		sinks[name] = notifier.SinkFunc(func(context.Context, *notifier.Notification) error { return nil })
+	}
+	n, err := notifier.New(d.client("notifier"), cfg, notifier.Options{Logger: quiet, Sinks: sinks})
+	require.NoError(t, err)
+	require.NoError(t, n.Start(d.ctx))
+	t.Cleanup(n.Stop)
+
+	// A refund's tool call: the shipped route sends it to the e-mail sink.
+	agent := d.client("agent")
+	s := subjects.Suspension{PassRef: subjects.PassRef{Version: 1, RunID: "run-1", Agent: "refunds"},
+		Interrupts: []subjects.Interrupt{{ID: "ask", Reason: subjects.ReasonToolCall, ToolCallID: "call-1",
+			Approvers: []string{"ada"}}}}
+	data, err := json.Marshal(s)
+	require.NoError(t, err)
+	subject, err := agent.Namespace().Suspended("refunds", "run-1")
+	require.NoError(t, err)
+	_, err = agent.Publish(d.ctx, subject, data, "run-1:0", nil)
+	require.NoError(t, err)
+	var note *notifier.Notification
+	select {
+	case note = <-mails:
+	case <-time.After(20 * time.Second):
+		t.Fatal("ada was not notified")
+	}
+	require.Len(t, note.Decide, 1)
+	require.Len(t, note.Decide[0].Links, 1, "ada's links")
+	pair := note.Decide[0].Links[0]
+	assert.Equal(t, "ada", pair.Approver)
+	approve := strings.Replace(pair.ApproveURL, "https://interlock.example.com", srv.URL, 1)
+	resp, err := http.PostForm(approve, nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	rec, err := processor.NewClient(d.client("auditor")).Run(d.ctx, "run-1")
+	require.NoError(t, err)
+	require.NotNil(t, rec.Interrupts[0].Decision)
+	assert.Equal(t, "ada", rec.Interrupts[0].Decision.Approver)
 }

@@ -83,6 +83,10 @@ type Gateway struct {
 // made to last longer.
 const linkTTL = 30 * 24 * time.Hour
 
+// MaxLinkTTL is the longest Config.LinkTTL: as long as used links are
+// remembered, so that no link works twice.
+const MaxLinkTTL = linkTTL
+
 // Provision creates the buckets a gateway uses (used links, inbox sessions,
 // AG-UI threads)
 // through a client that has provisioned: `interlock provision`, so that
