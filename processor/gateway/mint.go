@@ -118,9 +118,14 @@ func (g *Gateway) mint(ctx context.Context, data []byte) subjects.LinkReply {
 }
 
 // mintRefused audits a refused link request and says why in the reply.
-func (g *Gateway) mintRefused(ctx context.Context, req subjects.LinkRequest, code subjects.Code, identity, detail string) subjects.LinkReply {
-	g.audit(ctx, req.RunID, code, identity, detail, "nats", fmt.Sprintf("links.mint %s/%s via sink %s",
-		req.RunID, req.InterruptID, req.Sink))
+// The asker is the notifier (only its NATS user may ask), not the person
+// the sink reaches, who is named in the request for the record.
+func (g *Gateway) mintRefused(ctx context.Context, req subjects.LinkRequest, code subjects.Code, recipient, detail string) subjects.LinkReply {
+	request := fmt.Sprintf("links.mint %s/%s via sink %s", req.RunID, req.InterruptID, req.Sink)
+	if recipient != "" {
+		request += " for " + recipient
+	}
+	g.audit(ctx, req.RunID, code, "", detail, "nats", request)
 	return subjects.LinkReply{Code: code, Detail: detail}
 }
 
