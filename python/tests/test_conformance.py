@@ -138,3 +138,13 @@ def test_decoders_only_ever_raise_protocol_errors() -> None:
             DECODERS[kind](bytes(buf))
         except interlock.ProtocolError as e:
             assert e.code in codes, (kind, bytes(buf), e)
+
+
+def test_one_click_links_off_on_the_wire() -> None:
+    """``Request(one_click_links=False)`` asks for no one-click links:
+    ``oneClickLinks: false`` on the interrupt; unset, the field is absent."""
+    from interlock._run import _to_wire
+
+    off = _to_wire("int-1", "", interlock.Request(one_click_links=False))
+    assert off["oneClickLinks"] is False
+    assert "oneClickLinks" not in _to_wire("int-1", "", interlock.Request())
