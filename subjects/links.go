@@ -61,7 +61,7 @@ type MintedLink struct {
 }
 
 // DecodeLinkRequest decodes and checks a link request: known fields only,
-// this version, and run, interrupt and sink each a valid token.
+// this version, run and sink valid tokens, the interrupt a valid id.
 func DecodeLinkRequest(data []byte) (LinkRequest, error) {
 	var r LinkRequest
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -73,10 +73,13 @@ func DecodeLinkRequest(data []byte) (LinkRequest, error) {
 		return r, &ProtocolError{Code: CodeUnsupportedVersion, err: ErrUnsupportedVersion,
 			Detail: fmt.Sprintf("link request version %d; this build speaks %d", r.Version, Version)}
 	}
-	for _, f := range []struct{ what, v string }{{"run id", r.RunID}, {"interrupt id", r.InterruptID}, {"sink", r.Sink}} {
+	for _, f := range []struct{ what, v string }{{"run id", r.RunID}, {"sink", r.Sink}} {
 		if err := ValidateToken(f.what, f.v); err != nil {
 			return r, malformedBy(err)
 		}
+	}
+	if err := validateID("interruptId", r.InterruptID); err != nil {
+		return r, err
 	}
 	return r, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/authz"
 	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/subjects"
@@ -78,18 +79,25 @@ func (g *Gateway) mint(ctx context.Context, data []byte) subjects.LinkReply {
 	}
 	wait, cancel := context.WithTimeout(ctx, recordWait)
 	defer cancel()
-	rec, err := g.client.Wait(wait, req.RunID, func(r *subjects.Run) bool {
-		return slices.ContainsFunc(r.Interrupts, func(in subjects.InterruptState) bool { return in.ID == req.InterruptID })
-	})
+	has := func(r *subjects.Run) int {
+		return slices.IndexFunc(r.Interrupts, func(in subjects.InterruptState) bool { return in.ID == req.InterruptID })
+	}
+	rec, err := g.client.Wait(wait, req.RunID, func(r *subjects.Run) bool { return has(r) >= 0 })
+	if err != nil && wait.Err() != nil && ctx.Err() == nil {
+		// Waited long enough: what the record says now decides.
+		rec, err = g.client.Run(ctx, req.RunID)
+	}
 	switch {
-	case rec == nil && errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, processor.ErrRunNotFound):
 		return g.mintRefused(ctx, req, subjects.CodeUnknownRun, p.Name, "no such run")
-	case rec != nil && errors.Is(err, context.DeadlineExceeded):
-		return g.mintRefused(ctx, req, subjects.CodeUnknownInterrupt, p.Name, "the run has no such interrupt")
 	case err != nil:
 		return subjects.LinkReply{Code: subjects.CodeUnavailable, Detail: err.Error()}
 	}
-	in := rec.Interrupts[slices.IndexFunc(rec.Interrupts, func(in subjects.InterruptState) bool { return in.ID == req.InterruptID })]
+	i := has(rec)
+	if i < 0 {
+		return g.mintRefused(ctx, req, subjects.CodeUnknownInterrupt, p.Name, "the run has no such interrupt")
+	}
+	in := rec.Interrupts[i]
 	now := time.Now()
 	switch {
 	case in.Decision != nil:

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/interlockhq/interlock/internal/wireschema"
 	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -19,10 +20,12 @@ import (
 func (e *env) mintLinks(run, interrupt, sink string) subjects.LinkReply {
 	e.t.Helper()
 	req, _ := json.Marshal(subjects.LinkRequest{Version: subjects.Version, RunID: run, InterruptID: interrupt, Sink: sink})
+	require.NoError(e.t, wireschema.Validate("link-request", req))
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	data, err := e.nc.Request(ctx, e.nc.Namespace().LinkMint(), req)
 	require.NoError(e.t, err)
+	require.NoError(e.t, wireschema.Validate("link-reply", data), string(data))
 	var reply subjects.LinkReply
 	require.NoError(e.t, json.Unmarshal(data, &reply))
 	return reply
