@@ -61,6 +61,7 @@ func startLinkGateway(t *testing.T, d *deployment) *httptest.Server {
 	require.NoError(t, err)
 	gw, err := gateway.New(d.ctx, d.client("gateway"), gateway.Config{Directory: dir, Links: signer, Logger: quiet})
 	require.NoError(t, err)
+	t.Cleanup(gw.Close)
 	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)
 	return srv
