@@ -1084,3 +1084,40 @@ func (c *Client) Batch(ctx context.Context, stream, filter string, from uint64, 
 			Header: Header(m.Header), Data: m.Data, Time: at})
 	}
 }
+
+// Request sends data on subject (core NATS, stored nowhere) and returns the
+// one reply, which arrives in this client's own inbox. No server on subject
+// is an error wrapping ErrNoStream; none within ctx, ErrTimeout.
+func (c *Client) Request(ctx context.Context, subject string, data []byte) ([]byte, error) {
+	m, err := c.nc.RequestWithContext(ctx, subject, data)
+	if err != nil {
+		return nil, translate(err)
+	}
+	return m.Data, nil
+}
+
+// Serve answers the requests on subject with what fn returns (every
+// process serving subject in the same queue shares the requests), at most
+// parallel at once, each in its own goroutine. A request without a reply
+// subject is dropped. Unsubscribe stops serving.
+func (c *Client) Serve(subject, queue string, parallel int, fn func(data []byte) []byte) (*Subscription, error) {
+	slots := make(chan struct{}, max(parallel, 1))
+	sub, err := c.nc.QueueSubscribe(subject, queue, func(m *nats.Msg) {
+		if m.Reply == "" {
+			return
+		}
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots }()
+			_ = m.Respond(fn(m.Data))
+		}()
+	})
+	if err != nil {
+		return nil, translate(err)
+	}
+	if err := c.nc.Flush(); err != nil && (c.nc.IsClosed() || !c.nc.IsReconnecting()) {
+		_ = sub.Unsubscribe()
+		return nil, translate(err)
+	}
+	return &Subscription{sub: sub}, nil
+}

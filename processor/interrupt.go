@@ -130,6 +130,9 @@ type Request struct {
 	// read (see subjects.Interrupt.Sensitive); nil: yes for
 	// ReasonInputRequired, no otherwise.
 	Sensitive *bool
+	// OneClickLinks, set to false, turns one-click decision links off for
+	// this interrupt (see subjects.Interrupt.OneClickLinks).
+	OneClickLinks *bool
 }
 
 // Expiry is what happens to an interrupt at its deadline, as an agent
@@ -190,7 +193,8 @@ func (p *pass) interrupt(id, scope string, req Request) (subjects.Interrupt, err
 			id, ErrToolCallMismatch, req.ToolCallID, scope)
 	}
 	in := subjects.Interrupt{ID: id, Reason: req.Reason, Message: req.Message, ToolCallID: scope,
-		Approvers: req.Approvers, ApproverGroups: req.ApproverGroups, Sensitive: req.Sensitive}
+		Approvers: req.Approvers, ApproverGroups: req.ApproverGroups, Sensitive: req.Sensitive,
+		OneClickLinks: req.OneClickLinks}
 	if in.Reason == "" {
 		in.Reason = subjects.ReasonConfirmation
 		if scope != "" {

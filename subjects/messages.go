@@ -55,7 +55,15 @@ type Interrupt struct {
 	// events, logs, notifications): only the fact that it was given. Unset,
 	// it is true for ReasonInputRequired and false otherwise.
 	Sensitive *bool `json:"sensitive,omitempty"`
+	// OneClickLinks, set to false, turns one-click decision links off for
+	// this interrupt: the gateway mints none, and its approvers decide in
+	// the inbox or with the CLI. Unset, links are on where a sink carries
+	// them.
+	OneClickLinks *bool `json:"oneClickLinks,omitempty"`
 }
+
+// LinksAllowed reports whether the interrupt allows one-click links.
+func (in *Interrupt) LinksAllowed() bool { return in.OneClickLinks == nil || *in.OneClickLinks }
 
 // IsSensitive reports whether the interrupt's answer must be withheld from
 // every read: Sensitive when set, otherwise whether it asks for input.

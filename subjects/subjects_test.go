@@ -194,3 +194,33 @@ func TestReplyAllowed(t *testing.T) {
 		}
 	}
 }
+
+// A link request names run, interrupt and sink, nothing else; each is
+// checked, and the link service's subject is under the prefix.
+func TestDecodeLinkRequest(t *testing.T) {
+	t.Parallel()
+	ok := `{"version":1,"runId":"run-1","interruptId":"int-1","sink":"ada-mail"}`
+	r, err := subjects.DecodeLinkRequest([]byte(ok))
+	require.NoError(t, err)
+	assert.Equal(t, subjects.LinkRequest{Version: 1, RunID: "run-1", InterruptID: "int-1", Sink: "ada-mail"}, r)
+	for in, code := range map[string]subjects.Code{
+		`{"version":1,"runId":"run-1","interruptId":"int-1","sink":"ada-mail","approver":"ada"}`: subjects.CodeMalformed,
+		`{"version":1,"runId":"a.b","interruptId":"int-1","sink":"ada-mail"}`:                    subjects.CodeMalformed,
+		`{"version":1,"runId":"run-1","interruptId":"int-1","sink":"a.*"}`:                       subjects.CodeMalformed,
+		`{"version":1,"runId":"run-1","interruptId":"","sink":"ada-mail"}`:                       subjects.CodeMalformed,
+		`{"version":2,"runId":"run-1","interruptId":"int-1","sink":"ada-mail"}`:                  subjects.CodeUnsupportedVersion,
+		`[]`: subjects.CodeMalformed,
+	} {
+		_, err := subjects.DecodeLinkRequest([]byte(in))
+		require.Error(t, err, in)
+		assert.Equal(t, code, subjects.CodeOf(err), in)
+	}
+	assert.Equal(t, "acme.hitl.links.mint", mustNS(t, "acme.hitl").LinkMint())
+}
+
+func mustNS(t *testing.T, prefix string) subjects.Namespace {
+	t.Helper()
+	ns, err := subjects.New(prefix)
+	require.NoError(t, err)
+	return ns
+}

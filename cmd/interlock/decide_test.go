@@ -43,7 +43,6 @@ func TestNotificationCommandsWorkWhenPasted(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "notifier.yaml")
 	require.NoError(t, os.WriteFile(cfg, []byte(`
 gateway_url: https://gw.example.test
-links: {secret_env: `+testLinkSecretEnv+`}
 sinks:
   ada: {type: webhook, url: `+hook.URL+`, personal: ada}
 routes:

@@ -222,6 +222,8 @@ func TestDeployKubernetesNATSUsers(t *testing.T) {
 	type perms struct {
 		Publish   rules `yaml:"publish"`
 		Subscribe rules `yaml:"subscribe"`
+		// AllowResponses: the user may answer requests in the asker's inbox.
+		AllowResponses bool `yaml:"allow_responses"`
 	}
 	want := map[string]perms{}
 	for _, u := range opts.Users {
@@ -233,6 +235,7 @@ func TestDeployKubernetesNATSUsers(t *testing.T) {
 			if u.Permissions.Subscribe != nil {
 				p.Subscribe = rules{u.Permissions.Subscribe.Allow, u.Permissions.Subscribe.Deny}
 			}
+			p.AllowResponses = u.Permissions.Response != nil
 		}
 		want[u.Username] = p
 	}

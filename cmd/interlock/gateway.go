@@ -21,6 +21,7 @@ import (
 
 func newGateway(g *globals) *cobra.Command {
 	var identities, linkSecretEnv, metricsAddr string
+	var linkTTL time.Duration
 	var web webFlags
 	cmd := &cobra.Command{
 		Use:   "gateway --identities FILE",
@@ -41,7 +42,7 @@ decide. Any number of gateways may run behind a load balancer.`,
 			if err != nil {
 				return usage(err)
 			}
-			signer, err := linkSigner(linkSecretEnv)
+			signer, err := linkSigner(linkSecretEnv, linkTTL)
 			if err != nil {
 				return err
 			}
@@ -51,7 +52,7 @@ decide. Any number of gateways may run behind a load balancer.`,
 			}
 			return runService(ctx, g, log, "interlock-gateway", g.natsURL, jetstream.Config{}, nil, metricsAddr,
 				func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
-					return startGateway(client, dir, signer, web.listen, tlsCfg, log, reg)
+					return startGateway(client, dir, signer, linkTTL, web.listen, tlsCfg, log, reg)
 				})
 		},
 	}
@@ -61,15 +62,19 @@ decide. Any number of gateways may run behind a load balancer.`,
 		deprecatedAlias(cmd.Flags(), name, "gateway-"+name)
 	}
 	cmd.Flags().StringVar(&identities, "identities", "", "approvers and their API token digests (YAML)")
-	cmd.Flags().StringVar(&linkSecretEnv, "link-secret-env", "", "environment variable holding the secret that signs one-click decision links (the notifier's links.secret_env)")
+	cmd.Flags().StringVar(&linkSecretEnv, "link-secret-env", "", "environment variable holding the secret that signs one-click decision links; only the gateway holds it: it mints links for the notifier, for the sinks the identities file lists under links")
+	cmd.Flags().DurationVar(&linkTTL, "link-ttl", 0, "how long a one-click link lasts (default 24h, at most 720h; never past its interrupt's deadline)")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz here")
 	_ = cmd.MarkFlagRequired("identities")
 	return cmd
 }
 
 // linkSigner reads the link secret from the environment variable env; no
-// variable, no links.
-func linkSigner(env string) (*links.Signer, error) {
+// variable, no links. ttl is --link-ttl, checked here.
+func linkSigner(env string, ttl time.Duration) (*links.Signer, error) {
+	if ttl < 0 || ttl > gateway.MaxLinkTTL {
+		return nil, usagef("--link-ttl %s: give a duration up to %s", ttl, gateway.MaxLinkTTL)
+	}
 	if env == "" {
 		return nil, nil
 	}
@@ -113,13 +118,14 @@ func (f webFlags) tls() (*tls.Config, error) {
 
 // startGateway serves the gateway on addr (over TLS with tlsCfg) until the
 // returned stop.
-func startGateway(client *jetstream.Client, dir *approvers.Directory, signer *links.Signer, addr string, tlsCfg *tls.Config,
+func startGateway(client *jetstream.Client, dir *approvers.Directory, signer *links.Signer, linkTTL time.Duration, addr string, tlsCfg *tls.Config,
 	log *slog.Logger, reg *prometheus.Registry) (func(), error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, usage(err)
 	}
-	gw, err := gateway.New(context.Background(), client, gateway.Config{Directory: dir, Logger: log, Links: signer, Registry: reg})
+	gw, err := gateway.New(context.Background(), client, gateway.Config{Directory: dir, Logger: log, Links: signer, LinkTTL: linkTTL,
+		Registry: reg})
 	if err != nil {
 		l.Close()
 		return nil, err
@@ -139,6 +145,7 @@ func startGateway(client *jetstream.Client, dir *approvers.Directory, signer *li
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		gw.Close()
 		_ = srv.Shutdown(ctx)
 	}, nil
 }

@@ -20,10 +20,6 @@ import (
 	"github.com/interlockhq/interlock/jetstream/jstest"
 )
 
-// testLinkSecretEnv holds the link-signing secret of the tests' notifier
-// configurations.
-const testLinkSecretEnv = "INTERLOCK_TEST_LINK_SECRET"
-
 func TestMain(m *testing.M) {
 	jstest.RunNode() // when this binary is started as a cluster node
 	// The tests run in parallel, and t.Setenv cannot: what they need from
@@ -37,7 +33,6 @@ func TestMain(m *testing.M) {
 	for _, u := range jstest.Users {
 		os.Setenv(jstest.PasswordEnv(u), jstest.Password(u))
 	}
-	os.Setenv(testLinkSecretEnv, "a-secret-of-enough-bytes")
 	goleak.VerifyTestMain(m)
 }
 

@@ -118,6 +118,7 @@ func newServe(g *globals) *cobra.Command {
 		web         webFlags
 		identities  string
 		linkSecret  string
+		linkTTL     time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -138,7 +139,7 @@ stops taking messages, lets the ones under way finish, and exits.`,
 				return usagef("--ack-wait %s is shorter than %s", ackWait, minAckWait)
 			}
 			err := runServe(cmd, g, &emb, serveConfig{replicas: replicas, concurrency: concurrency, ackWait: ackWait, notify: notify,
-				metricsAddr: metricsAddr, expiry: expiry, web: web, identities: identities, linkSecretEnv: linkSecret})
+				metricsAddr: metricsAddr, expiry: expiry, web: web, identities: identities, linkSecretEnv: linkSecret, linkTTL: linkTTL})
 			if errors.Is(err, context.Canceled) {
 				// A signal during start-up is a requested stop, not a failure.
 				return nil
@@ -162,7 +163,8 @@ stops taking messages, lets the ones under way finish, and exits.`,
 	f.StringSliceVar(&expiry.Approvers, "escalate-to", nil, "escalate: approvers added to those allowed to decide")
 	f.StringVar(&identities, "identities", "", "approvers file: their groups (for interrupts naming approver groups) and gateway tokens")
 	web.register(cmd, "", "also serve the HTTP gateway here (needs --identities)")
-	f.StringVar(&linkSecret, "link-secret-env", "", "with --gateway-listen: environment variable holding the link-signing secret")
+	f.DurationVar(&linkTTL, "link-ttl", 0, "with --link-secret-env: how long a one-click link lasts (default 24h, at most 720h; never past its interrupt's deadline)")
+	f.StringVar(&linkSecret, "link-secret-env", "", "with --gateway-listen: environment variable holding the secret that signs one-click decision links (the gateway mints them for the notifier)")
 	return cmd
 }
 
@@ -178,6 +180,7 @@ type serveConfig struct {
 	web                   webFlags
 	identities            string
 	linkSecretEnv         string
+	linkTTL               time.Duration
 }
 
 func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig) error {
@@ -214,7 +217,7 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 		defer srv.Shutdown()
 		url = srv.URL()
 	}
-	signer, err := linkSigner(sc.linkSecretEnv)
+	signer, err := linkSigner(sc.linkSecretEnv, sc.linkTTL)
 	if err != nil {
 		return err
 	}
@@ -245,7 +248,7 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 				log.Info("notifier running", "config", sc.notify)
 			}
 			if sc.web.listen != "" {
-				s, err := startGateway(client, dir, signer, sc.web.listen, tlsCfg, log, reg)
+				s, err := startGateway(client, dir, signer, sc.linkTTL, sc.web.listen, tlsCfg, log, reg)
 				if err != nil {
 					stop()
 					return nil, err

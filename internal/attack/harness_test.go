@@ -35,6 +35,8 @@ func TestMain(m *testing.M) {
 	// deploy/notifier.yaml's secrets.
 	os.Setenv("OPS_WEBHOOK_SECRET", "a-webhook-secret-for-tests")
 	os.Setenv("SMTP_PASSWORD", "smtp-password")
+	// The gateway's link-signing secret (--link-secret-env).
+	os.Setenv(linkSecretEnv, "the-gateway-link-signing-secret")
 	jstest.RaiseParallel()
 	goleak.VerifyTestMain(m)
 }

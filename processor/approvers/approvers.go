@@ -34,6 +34,10 @@ type Directory struct {
 	groups   map[string][]string
 	auditors map[string]bool
 	agents   map[string][]string
+	// linkSinks maps a notifier sink to the one identity it reaches: the
+	// gateway mints that identity's one-click links for it, and for no
+	// other sink.
+	linkSinks map[string]string
 }
 
 type file struct {
@@ -45,6 +49,10 @@ type file struct {
 		Tokens []string `yaml:"tokens"`
 		// Agents are the agents the identity may start over AG-UI.
 		Agents []string `yaml:"agents"`
+		// Links are the notifier sinks that reach this identity alone (an
+		// e-mail to them, a direct message): the gateway mints their
+		// one-click decision links for these sinks only.
+		Links []string `yaml:"links"`
 	} `yaml:"identities"`
 }
 
@@ -56,6 +64,7 @@ type file struct {
 //	    tokens: ["sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"]
 //	  erin:
 //	    roles: [auditor]
+//	    links: [erin-mail]
 //
 // Identity names are subject tokens ([A-Za-z0-9_-]); tokens are stored only
 // as SHA-256 digests (`interlock token` prints a new token and its digest).
@@ -76,7 +85,7 @@ func Parse(name string, data []byte) (*Directory, error) {
 		return nil, fmt.Errorf("%w: %s: %s", ErrConfig, name, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	d := &Directory{byToken: map[[32]byte]string{}, groups: map[string][]string{}, auditors: map[string]bool{},
-		agents: map[string][]string{}}
+		agents: map[string][]string{}, linkSinks: map[string]string{}}
 	for id, e := range f.Identities {
 		if err := subjects.ValidateToken("identity", id); err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", ErrConfig, name, err)
@@ -96,6 +105,16 @@ func Parse(name string, data []byte) (*Directory, error) {
 			}
 		}
 		d.agents[id] = e.Agents
+		for _, sink := range e.Links {
+			if err := subjects.ValidateToken("sink", sink); err != nil {
+				return nil, fmt.Errorf("%w: %s: identity %s: links: %w", ErrConfig, name, id, err)
+			}
+			if other, dup := d.linkSinks[sink]; dup {
+				return nil, fmt.Errorf("%w: %s: identities %s and %s both list links sink %s: a sink that carries "+
+					"one-click links reaches one person", ErrConfig, name, other, id, sink)
+			}
+			d.linkSinks[sink] = id
+		}
 		for _, t := range e.Tokens {
 			digest, ok := strings.CutPrefix(t, "sha256:")
 			raw, err := hex.DecodeString(digest)
@@ -160,4 +179,18 @@ func (d *Directory) Groups(identity string) []string {
 		return nil
 	}
 	return d.groups[identity]
+}
+
+// LinkRecipient returns the identity whose one-click links may go through
+// the notifier's sink: the one identity that lists it under links. A sink
+// no identity lists gets no links.
+func (d *Directory) LinkRecipient(sink string) (Identity, bool) {
+	if d == nil {
+		return Identity{}, false
+	}
+	name, ok := d.linkSinks[sink]
+	if !ok {
+		return Identity{}, false
+	}
+	return d.Identity(name)
 }

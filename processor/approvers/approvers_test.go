@@ -70,3 +70,24 @@ func TestAgents(t *testing.T) {
 	_, err = Parse("x", []byte("identities:\n  ada: {agents: [\"a.b\"]}\n"))
 	assert.ErrorIs(t, err, ErrConfig)
 }
+
+// The sinks an identity's one-click links go through: listed per identity,
+// each reaching one identity only.
+func TestLinkRecipient(t *testing.T) {
+	t.Parallel()
+	d, err := Parse("x", []byte("identities:\n  ada: {groups: [finance], links: [ada-mail, ada-dm]}\n  bob: {}\n"))
+	require.NoError(t, err)
+	ada, ok := d.LinkRecipient("ada-dm")
+	require.True(t, ok)
+	assert.Equal(t, "ada", ada.Name)
+	assert.Equal(t, []string{"finance"}, ada.Groups)
+	_, ok = d.LinkRecipient("team-chat")
+	assert.False(t, ok, "a sink nobody lists gets no links")
+	for _, bad := range []string{
+		"identities:\n  ada: {links: [a.b]}\n",
+		"identities:\n  ada: {links: [shared]}\n  bob: {links: [shared]}\n",
+	} {
+		_, err := Parse("x", []byte(bad))
+		assert.ErrorIs(t, err, ErrConfig, bad)
+	}
+}

@@ -11,9 +11,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor/approvers"
@@ -220,21 +217,5 @@ func (g *Gateway) refused(r *http.Request, code subjects.Code, identity, detail 
 }
 
 func (g *Gateway) refusedRun(r *http.Request, run string, code subjects.Code, identity, detail string) {
-	if subjects.ValidateToken("run id", run) != nil {
-		run = subjects.NoRun
-	}
-	ev := subjects.Event{Version: subjects.Version, Type: subjects.EventAccessRefused, RunID: run, At: time.Now().UTC(),
-		Code: code, Detail: detail, Identity: identity, Address: addressOf(r), Request: requestOf(r)}
-	g.cfg.Logger.Info("access refused", "code", code, "identity", identity, "address", ev.Address, "request", ev.Request,
-		"detail", detail)
-	subject, err := g.nc.Namespace().Observed(run, subjects.EventAccessRefused)
-	if err != nil {
-		return
-	}
-	data, _ := json.Marshal(ev)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
-	defer cancel()
-	if err := g.nc.PublishAll(ctx, jetstream.OutMsg{Subject: subject, Data: data, MsgID: uuid.NewString()}); err != nil {
-		g.cfg.Logger.Warn("access refusal not recorded", "code", code, "error", err)
-	}
+	g.audit(r.Context(), run, code, identity, detail, addressOf(r), requestOf(r))
 }

@@ -39,9 +39,16 @@ type Config struct {
 	MaxBody int64
 	// Timeout bounds the wait for a decision's verdict; default 10s.
 	Timeout time.Duration
-	// Links, when set, serves one-click decision links signed with it.
-	Links  *links.Signer
-	Logger *slog.Logger
+	// Links, when set, signs one-click decision links: the gateway mints
+	// them for notifiers that ask on the link service (subjects.LinkMint),
+	// for the sinks Directory lists under an identity's links, and serves
+	// them under /l/. Only the gateway holds this secret.
+	Links *links.Signer
+	// LinkTTL is how long a minted link lasts (never past its interrupt's
+	// deadline); default 24h, at most 30 days (as long as used links are
+	// remembered).
+	LinkTTL time.Duration
+	Logger  *slog.Logger
 	// ReadTimeout bounds the arrival of a request's headers and body;
 	// IdleTimeout closes a kept-alive connection with no request. Defaults
 	// 30s and 2m; see Server.
@@ -69,11 +76,16 @@ type Gateway struct {
 	sessions  *jetstream.Bucket
 	logins    *limiter
 	refusals  *limiter
+	stopMint  func()
 }
 
 // linkTTL bounds how long a used link is remembered; links should not be
 // made to last longer.
 const linkTTL = 30 * 24 * time.Hour
+
+// MaxLinkTTL is the longest Config.LinkTTL: as long as used links are
+// remembered, so that no link works twice.
+const MaxLinkTTL = linkTTL
 
 // Provision creates the buckets a gateway uses (used links, inbox sessions,
 // AG-UI threads)
@@ -116,6 +128,10 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 	cfg.ReadTimeout = cmp.Or(cfg.ReadTimeout, 30*time.Second)
 	cfg.IdleTimeout = cmp.Or(cfg.IdleTimeout, 2*time.Minute)
 	cfg.SessionTTL = cmp.Or(cfg.SessionTTL, defaultSessionTTL)
+	cfg.LinkTTL = cmp.Or(cfg.LinkTTL, defaultLinkTTL)
+	if cfg.LinkTTL > linkTTL {
+		return nil, fmt.Errorf("link TTL %s: at most %s, as long as used links are remembered", cfg.LinkTTL, linkTTL)
+	}
 	defaultLimit := Limit{Burst: 10, Every: 6 * time.Second}
 	cfg.LoginFailures = cmp.Or(cfg.LoginFailures, defaultLimit)
 	cfg.DecisionRefusals = cmp.Or(cfg.DecisionRefusals, defaultLimit)
@@ -154,6 +170,11 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 	g.mux.HandleFunc("POST /inbox/logout", g.logout)
 	g.mux.HandleFunc("GET /l/{token}", g.confirmLink)
 	g.mux.HandleFunc("POST /l/{token}", g.useLink)
+	if cfg.Links != nil {
+		if err := g.serveLinks(); err != nil {
+			return nil, err
+		}
+	}
 	return g, nil
 }
 

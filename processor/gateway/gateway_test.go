@@ -55,9 +55,9 @@ func newEnvWith(t *testing.T, set func(*Config)) *env {
 	nc := jstest.Client(t, srv)
 	dir, err := approvers.Parse("test", []byte(fmt.Sprintf(`
 identities:
-  ada: {groups: [finance], tokens: ["%s"]}
+  ada: {groups: [finance], tokens: ["%s"], links: [ada-mail]}
   bob: {groups: [ops], tokens: ["%s"]}
-  carol: {groups: [finance], tokens: ["%s"]}
+  carol: {groups: [finance], tokens: ["%s"], links: [carol-dm]}
   erin: {roles: [auditor], tokens: ["%s"]}
 `, approvers.Digest("ada-token"), approvers.Digest("bob-token"), approvers.Digest("carol-token"), approvers.Digest("erin-token"))))
 	require.NoError(t, err)
@@ -74,11 +74,17 @@ identities:
 			Timeout           time.Duration
 			// Quiet: the agent keeps the answer to itself.
 			Quiet bool
+			// NoLinks turns one-click links off for the interrupt.
+			NoLinks bool
 		}
 		_ = json.Unmarshal(input, &req)
-		d, err := processor.Interrupt(ctx, processor.Request{Message: req.Message, Approvers: req.Approvers,
+		r := processor.Request{Message: req.Message, Approvers: req.Approvers,
 			ApproverGroups: req.Groups, ResponseSchema: req.Schema, Reason: req.Reason, Metadata: req.Metadata,
-			Timeout: req.Timeout})
+			Timeout: req.Timeout}
+		if req.NoLinks {
+			r.OneClickLinks = new(bool)
+		}
+		d, err := processor.Interrupt(ctx, r)
 		if err != nil {
 			return nil, err
 		}
@@ -417,19 +423,20 @@ func TestOneClickLinks(t *testing.T) {
 	assert.JSONEq(t, `{"payload":null,"by":"ada"}`, string(rec.Result))
 	assert.Equal(t, "link-"+links.ID(strings.TrimPrefix(approve, "/l/")), rec.Interrupts[0].Decision.DecisionID)
 
-	// A deny link with a comment, and an approve link with an answer.
+	// A deny link with a comment, and an approve link with an answer, to
+	// interrupts anyone may decide: a link still names whom it decides as.
 	run2, id2 := e.suspend(map[string]any{})
-	status, body = e.page("POST", e.linkFor(run2, id2, links.Deny, "", time.Hour), url.Values{"comment": {"not now"}})
+	status, body = e.page("POST", e.linkFor(run2, id2, links.Deny, "carol", time.Hour), url.Values{"comment": {"not now"}})
 	require.Equal(t, 200, status, body)
 	assert.Contains(t, body, "Denied")
 	run3, id3 := e.suspend(map[string]any{"Schema": map[string]any{"type": "object", "required": []string{"amount"}}})
-	link3 := e.linkFor(run3, id3, links.Approve, "", time.Hour)
+	link3 := e.linkFor(run3, id3, links.Approve, "carol", time.Hour)
 	status, body = e.page("GET", link3, nil)
 	require.Equal(t, 200, status)
 	assert.Contains(t, body, `name="payload"`)
 	status, body = e.page("POST", link3, url.Values{"payload": {`{"amount": 5}`}})
 	require.Equal(t, 200, status, body)
-	assert.Contains(t, body, "You approved. The run continues.")
+	assert.Contains(t, body, "You approved as carol. The run continues.")
 	assert.Regexp(t, `<th scope="row">amount</th><td>5</td>`, body, "the page repeats what was decided")
 	assert.Contains(t, body, `href="/inbox#`+run3+`/`+id3+`"`, "and links to the run")
 }

@@ -1,7 +1,8 @@
 // Package links makes and checks one-click decision links: signed (HMAC-
-// SHA256), bound to one interrupt, one action and, when the interrupt names
-// its approvers, one approver, and expiring. The gateway makes them usable
-// once and never decides on a GET.
+// SHA256), bound to one interrupt, one action and one approver, and
+// expiring. Only the gateway holds the secret: it mints links (for a
+// notifier that asks, after checking the request against what it holds
+// itself), makes them usable once and never decides on a GET.
 package links
 
 import (
@@ -34,7 +35,7 @@ type Link struct {
 	Run       string `json:"r"`
 	Interrupt string `json:"i"`
 	Action    string `json:"a"`
-	// Approver the link decides as; empty for interrupts anyone may decide.
+	// Approver the link decides as; every link names one.
 	Approver string `json:"p,omitempty"`
 	Expires  int64  `json:"e"`
 }
@@ -50,8 +51,15 @@ func NewSigner(secret []byte) (*Signer, error) {
 	return &Signer{secret: secret}, nil
 }
 
+// domain separates the MACs of this scheme from any other use of the
+// secret, and from links signed before only the gateway held it (a
+// notifier then signed with the same secret, without this prefix): those
+// no longer verify, even where the secret was kept.
+const domain = "interlock decision link v2\n"
+
 func (s *Signer) mac(payload string) string {
 	m := hmac.New(sha256.New, s.secret)
+	m.Write([]byte(domain))
 	m.Write([]byte(payload))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
@@ -75,7 +83,7 @@ func (s *Signer) Verify(token string, now time.Time) (Link, error) {
 		return Link{}, ErrTampered
 	}
 	var l Link
-	if err := json.Unmarshal(body, &l); err != nil || (l.Action != Approve && l.Action != Deny) {
+	if err := json.Unmarshal(body, &l); err != nil || (l.Action != Approve && l.Action != Deny) || l.Approver == "" {
 		return Link{}, ErrTampered
 	}
 	if now.Unix() >= l.Expires {

@@ -1,6 +1,10 @@
 package links
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -36,4 +40,26 @@ func TestSignAndVerify(t *testing.T) {
 	_, err = NewSigner([]byte("short"))
 	assert.Error(t, err)
 	assert.Len(t, ID(tok), 32)
+}
+
+// A link signed the way notifiers signed them, with the same secret but
+// without the scheme's domain, does not verify: keeping the old secret on
+// the gateway does not keep the notifier's power to mint. Nor does a link
+// that names no approver.
+func TestOldNotifierLinksRefused(t *testing.T) {
+	secret := []byte("0123456789abcdef")
+	s, err := NewSigner(secret)
+	require.NoError(t, err)
+	now := time.Unix(1_800_000_000, 0)
+	body, _ := json.Marshal(Link{Run: "r1", Interrupt: "int-1", Action: Approve, Approver: "ada", Expires: now.Add(time.Hour).Unix()})
+	payload := base64.RawURLEncoding.EncodeToString(body)
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(payload))
+	old := payload + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	_, err = s.Verify(old, now)
+	assert.ErrorIs(t, err, ErrTampered)
+
+	anyone := s.Sign(Link{Run: "r1", Interrupt: "int-1", Action: Approve, Expires: now.Add(time.Hour).Unix()})
+	_, err = s.Verify(anyone, now)
+	assert.ErrorIs(t, err, ErrTampered)
 }

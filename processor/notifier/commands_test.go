@@ -45,7 +45,7 @@ func TestCommandsWorkWhenPasted(t *testing.T) {
 	cfg := &Config{NATSURL: "nats://127.0.0.1:4222"}
 
 	for _, personal := range []string{"ada", ""} {
-		d := decideHints(cfg, nil, s, personal)
+		d := decideHints(cfg, s, personal, func(subjects.Interrupt) []LinkPair { return nil })
 		approve := words(t, d[0].ApproveCommand)
 		assert.Equal(t, []string{"interlock", "--nats-url", "nats://127.0.0.1:4222", "approve", "run-1", "int-1"}, approve[:6])
 		payload, ok := flagValue(approve, "--payload")

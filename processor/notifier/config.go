@@ -36,12 +36,8 @@ type Config struct {
 	// Remember is how long deliveries are remembered to drop repeats;
 	// default 30 days.
 	Remember time.Duration
-	// LinkSecret, with GatewayURL, signs one-click decision links that
-	// expire after LinkTTL (default 24h). The gateway must have the secret.
-	LinkSecret string
-	LinkTTL    time.Duration
-	Sinks      []SinkConfig
-	Routes     []RouteConfig
+	Sinks    []SinkConfig
+	Routes   []RouteConfig
 }
 
 // SinkConfig is one destination. Type selects which fields apply.
@@ -68,8 +64,10 @@ type SinkConfig struct {
 	Output string
 	// Personal, on a sink that reaches one person only (an e-mail to them
 	// alone, a direct message), is that person's identity: its messages
-	// carry their one-click decision links. Empty (the default) is a shared
-	// channel, which gets only the inbox link, behind a login.
+	// carry one-click decision links, which the notifier asks the gateway
+	// for (the gateway decides whom the sink reaches, from its own
+	// identities file, and whether they may decide). Empty (the default)
+	// is a shared channel, which gets only the inbox link, behind a login.
 	Personal string
 	line     int
 }
@@ -229,23 +227,12 @@ func (p parser) config(n *yaml.Node) (*Config, error) {
 		}
 	}
 	if l := f["links"]; l != nil {
-		lf, err := p.fields(l, "links", "secret_env", "ttl")
-		if err != nil {
-			return nil, err
-		}
-		var env string
-		if err := p.decode(lf["secret_env"], "links.secret_env", &env); err != nil {
-			return nil, err
-		}
-		if err := p.decode(lf["ttl"], "links.ttl", &cfg.LinkTTL); err != nil {
-			return nil, err
-		}
-		if cfg.LinkSecret = os.Getenv(env); len(cfg.LinkSecret) < 16 {
-			return nil, p.errf(l, "links: environment variable %q must hold a secret of at least 16 bytes", env)
-		}
-		if cfg.GatewayURL == "" {
-			return nil, p.errf(l, "links need gateway_url: the links point at the gateway")
-		}
+		// The notifier held the link secret once, and whoever held its
+		// configuration could sign a link deciding as anyone.
+		return nil, p.errf(l, "links: the notifier signs no links any more; the gateway mints them, for the sinks its "+
+			"identities file lists (identities: <name>: {links: [sink]}), and holds the secret itself "+
+			"(interlock gateway --link-secret-env). Remove links here and the secret from the notifier's environment; "+
+			"see docs/notifiers.md")
 	}
 	s := f["sinks"]
 	if s == nil {
@@ -455,9 +442,9 @@ func (p parser) validate(cfg *Config) error {
 	names := map[string]bool{}
 	for _, s := range cfg.Sinks {
 		names[s.Name] = true
-		if s.Personal != "" && cfg.LinkSecret == "" {
-			return &ConfigError{File: p.file, Line: s.line, Msg: fmt.Sprintf("sink %q: personal needs links: {secret_env: ...} "+
-				"and gateway_url, to sign %s's links", s.Name, s.Personal)}
+		if s.Personal != "" && cfg.GatewayURL == "" {
+			return &ConfigError{File: p.file, Line: s.line, Msg: fmt.Sprintf("sink %q: personal needs gateway_url: "+
+				"%s's links point at the gateway, which mints them", s.Name, s.Personal)}
 		}
 	}
 	for i, r := range cfg.Routes {

@@ -34,6 +34,7 @@ func (e *env) notice(s subjects.Suspension, kind Kind, timer string, at time.Tim
 func TestEachKindRendersDifferentlyOnEverySink(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.linkService("identities:\n  ada: {links: [ada-dm, mail]}\n", false)
 	hook, chat, dm := newReceiver(t, nil), newReceiver(t, nil), newReceiver(t, nil)
 	mb := newMailbox(t, false, false)
 	host, port, _ := net.SplitHostPort(mb.addr)
@@ -44,7 +45,6 @@ func TestEachKindRendersDifferentlyOnEverySink(t *testing.T) {
 	defer sub.Unsubscribe()
 	e.start(fmt.Sprintf(`
 gateway_url: https://gw.example.test
-links: {secret_env: TEST_LINK_SECRET}
 sinks:
   hook: {type: webhook, url: %s}
   chat: {type: slack, url: %s}

@@ -3,8 +3,11 @@ package notifier
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,11 +19,50 @@ import (
 
 	"github.com/interlockhq/interlock/internal/syncbuf"
 	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/jetstream/jstest"
+	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/approvers"
+	"github.com/interlockhq/interlock/processor/coordinator"
+	"github.com/interlockhq/interlock/processor/gateway"
 	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/subjects"
 )
 
+// linkSecret is the gateway's: the notifier never sees it.
 const linkSecret = "a-secret-of-enough-bytes"
+
+// linkIdentities is the gateway's identities file in these tests: the
+// personal sinks of each identity, whose links it mints.
+const linkIdentities = `
+identities:
+  ada: {groups: [finance], links: [ada-dm, ada-mail]}
+  bob: {groups: [ops], links: [bob-hook]}
+`
+
+// linkService runs what a deployment runs for one-click links: a
+// coordinator (which records the runs the gateway checks; unless the test
+// runs one already) and a gateway
+// holding the link secret and identities, answering the notifier's link
+// requests.
+func (e *env) linkService(identities string, coordinated bool) *gateway.Gateway {
+	e.t.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if !coordinated {
+		co := coordinator.New(e.admin, coordinator.Config{Logger: quiet})
+		require.NoError(e.t, co.Start(ctx(e.t)))
+		e.t.Cleanup(co.Stop)
+	}
+	dir, err := approvers.Parse("identities", []byte(identities))
+	require.NoError(e.t, err)
+	signer, err := links.NewSigner([]byte(linkSecret))
+	require.NoError(e.t, err)
+	require.NoError(e.t, gateway.Provision(ctx(e.t), e.admin))
+	gw, err := gateway.New(ctx(e.t), jstest.Client(e.t, e.srv), gateway.Config{Directory: dir, Links: signer, Logger: quiet,
+		LinkTTL: time.Hour})
+	require.NoError(e.t, err)
+	e.t.Cleanup(gw.Close)
+	return gw
+}
 
 var decisionLink = regexp.MustCompile(`https://gw\.example\.test/l/[A-Za-z0-9_.-]+`)
 
@@ -48,7 +90,9 @@ func linksIn(t *testing.T, text string) []string {
 // a login, and no link ever reaches a log.
 func TestPersonalLinksOnlyOnPersonalChannels(t *testing.T) {
 	t.Parallel()
+	no := false
 	e := newEnv(t)
+	gw := e.linkService(linkIdentities, false)
 	hook, chat, dm, bobHook := newReceiver(t, nil), newReceiver(t, nil), newReceiver(t, nil), newReceiver(t, nil)
 	mb := newMailbox(t, false, false)
 	host, port, _ := net.SplitHostPort(mb.addr)
@@ -59,7 +103,6 @@ func TestPersonalLinksOnlyOnPersonalChannels(t *testing.T) {
 	defer sub.Unsubscribe()
 	e.start(fmt.Sprintf(`
 gateway_url: https://gw.example.test/
-links: {secret_env: TEST_LINK_SECRET, ttl: 1h}
 sinks:
   shared-hook: {type: webhook, url: %s}
   shared-chat: {type: slack, url: %s}
@@ -83,7 +126,8 @@ routes:
 		subjects.Interrupt{ID: "int-1", Reason: "confirmation", Approvers: []string{"ada", "bob"}},
 		subjects.Interrupt{ID: "int-2", Reason: "confirmation", Approvers: []string{"carol"}},
 		subjects.Interrupt{ID: "int-3", Reason: "confirmation"},
-		subjects.Interrupt{ID: "int-4", Reason: "confirmation", ApproverGroups: []string{"finance"}})
+		subjects.Interrupt{ID: "int-4", Reason: "confirmation", ApproverGroups: []string{"finance"}},
+		subjects.Interrupt{ID: "int-5", Reason: "confirmation", Approvers: []string{"ada"}, OneClickLinks: &no})
 
 	// Shared channels: the inbox link for each question, no decision link.
 	var body WebhookBody
@@ -101,16 +145,18 @@ routes:
 		t.Fatal("nothing published")
 	}
 
-	// Personal channels: that person's links, for the questions they may
-	// decide (named, or open to anyone), and nobody else's.
-	assert.ElementsMatch(t, []string{"int-1 approve ada", "int-1 deny ada", "int-3 approve ada", "int-3 deny ada"},
-		linksIn(t, string(dm.waitN(t, 1)[0].body)))
+	// Personal channels: that person's links, minted by the gateway for the
+	// questions they may decide (named, in a group of theirs the gateway
+	// knows, or open to anyone), and nobody else's; none for a question
+	// that turned links off.
+	want := []string{"int-1 approve ada", "int-1 deny ada", "int-3 approve ada", "int-3 deny ada",
+		"int-4 approve ada", "int-4 deny ada"}
+	assert.ElementsMatch(t, want, linksIn(t, string(dm.waitN(t, 1)[0].body)))
 	assert.Contains(t, string(dm.got()[0].body), "Approve as ada")
 	assert.ElementsMatch(t, []string{"int-1 approve bob", "int-1 deny bob", "int-3 approve bob", "int-3 deny bob"},
 		linksIn(t, string(bobHook.waitN(t, 1)[0].body)))
 	require.Eventually(t, func() bool { return len(mb.got()) == 1 }, 15*time.Second, 10*time.Millisecond)
 	mail := parseMail(t, mb.got()[0])
-	want := []string{"int-1 approve ada", "int-1 deny ada", "int-3 approve ada", "int-3 deny ada"}
 	assert.ElementsMatch(t, want, linksIn(t, mail.text()))
 	assert.ElementsMatch(t, want, linksIn(t, strings.ReplaceAll(mail.html(), "&amp;", "&")))
 
@@ -119,18 +165,42 @@ routes:
 		"nats": string(natsBody), "log sink": logLines.String(), "notifier log": logged.String()} {
 		assert.NotRegexp(t, `/l/`, text, "%s carries a decision link", name)
 	}
+
+	// The link ada got works: the gateway that minted it decides as ada.
+	srv := httptest.NewServer(gw)
+	defer srv.Close()
+	var approve string
+	for _, u := range decisionLink.FindAllString(string(dm.got()[0].body), -1) {
+		l, err := links.NewSigner([]byte(linkSecret))
+		require.NoError(t, err)
+		if got, _ := l.Verify(strings.TrimPrefix(u, "https://gw.example.test/l/"), time.Now()); got.Interrupt == "int-1" &&
+			got.Action == links.Approve {
+			approve = strings.Replace(u, "https://gw.example.test", srv.URL, 1)
+		}
+	}
+	require.NotEmpty(t, approve)
+	resp, err := http.PostForm(approve, nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	rec, err := processor.NewClient(e.admin).Run(ctx(t), body.Suspension.RunID)
+	require.NoError(t, err)
+	require.NotNil(t, rec.Interrupts[0].Decision)
+	assert.Equal(t, "ada", rec.Interrupts[0].Decision.Approver)
 }
 
 func TestPersonalSinkConfig(t *testing.T) {
 	t.Parallel()
-	const head = "gateway_url: https://gw.example.test\nlinks: {secret_env: TEST_PERSONAL_SECRET}\nsinks:\n"
+	const head = "gateway_url: https://gw.example.test\nsinks:\n"
 	for want, yaml := range map[string]string{
-		`x.yaml:4: sink "a": a log sink is a shared channel; it cannot carry ada's personal links`:  head + "  a: {type: log, personal: ada}\n",
-		`x.yaml:4: sink "a": a nats sink is a shared channel; it cannot carry ada's personal links`: head + "  a: {type: nats, subject: x, personal: ada}\n",
-		`x.yaml:4: sink "a": personal links go to ada alone: to must list one address, not 2`: head +
+		`x.yaml:3: sink "a": a log sink is a shared channel; it cannot carry ada's personal links`:  head + "  a: {type: log, personal: ada}\n",
+		`x.yaml:3: sink "a": a nats sink is a shared channel; it cannot carry ada's personal links`: head + "  a: {type: nats, subject: x, personal: ada}\n",
+		`x.yaml:3: sink "a": personal links go to ada alone: to must list one address, not 2`: head +
 			"  a: {type: email, smtp: {host: h}, from: i@x.test, to: [a@x.test, b@x.test], personal: ada}\n",
-		`x.yaml:4: sink "a": invalid subject token: personal "a.b"`:                   head + "  a: {type: slack, url: 'https://x', personal: 'a.b'}\n",
-		`x.yaml:2: sink "a": personal needs links: {secret_env: ...} and gateway_url`: "sinks:\n  a: {type: slack, url: 'https://x', personal: ada}\n",
+		`x.yaml:3: sink "a": invalid subject token: personal "a.b"`: head + "  a: {type: slack, url: 'https://x', personal: 'a.b'}\n",
+		`x.yaml:2: sink "a": personal needs gateway_url`:            "sinks:\n  a: {type: slack, url: 'https://x', personal: ada}\n",
+		`x.yaml:1: links: the notifier signs no links any more; the gateway mints them`: "links: {secret_env: TEST_SMTP_PASSWORD}\n" + head +
+			"  a: {type: slack, url: 'https://x', personal: ada}\n",
 	} {
 		_, err := ParseConfig("x.yaml", []byte(yaml+"routes: []\n"))
 		assert.ErrorIs(t, err, ErrConfig, want)

@@ -17,7 +17,6 @@ import (
 	"github.com/interlockhq/interlock/internal/fault"
 	"github.com/interlockhq/interlock/internal/trace"
 	"github.com/interlockhq/interlock/jetstream"
-	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -49,7 +48,6 @@ type Notifier struct {
 	counts    *prometheus.CounterVec
 	consumers jetstream.Consumers
 	delivered *jetstream.Bucket
-	signer    *links.Signer
 	// fault, in tests, abandons a delivery at a named point.
 	fault fault.Hook
 }
@@ -76,13 +74,6 @@ func New(c *jetstream.Client, cfg *Config, opts Options) (*Notifier, error) {
 	}
 	n := &Notifier{client: c, cfg: cfg, opts: opts, log: opts.Logger, sinks: map[string]Sink{},
 		routes: map[string][]*route{}, personal: map[string]string{}}
-	if cfg.LinkSecret != "" {
-		s, err := links.NewSigner([]byte(cfg.LinkSecret))
-		if err != nil {
-			return nil, err
-		}
-		n.signer = s
-	}
 	for _, sc := range cfg.Sinks {
 		if sc.Personal != "" {
 			n.personal[sc.Name] = sc.Personal
@@ -293,7 +284,7 @@ func (n *Notifier) handle(ctx context.Context, sinkName string, sink Sink, m *je
 		log.Debug("already delivered", "key", key)
 		return nil
 	}
-	note := n.notification(key, r.cfg.Name, sinkName, &s, notice)
+	note := n.notification(ctx, key, r.cfg.Name, sinkName, &s, notice)
 	note.TraceParent = trace.Child(m.Header.Get(trace.Header))
 	if err := r.templates.render(note); err != nil {
 		return jetstream.DeadLetter(fmt.Errorf("sink %s, route %s: %w", sinkName, r.cfg.Name, err))
@@ -334,18 +325,52 @@ func (n *Notifier) handle(ctx context.Context, sinkName string, sink Sink, m *je
 
 // notification builds what sink is sent about s (a new suspension, or the
 // subject of notice), before its templates are rendered.
-func (n *Notifier) notification(key, route, sink string, s *subjects.Suspension, notice subjects.Notice) *Notification {
+func (n *Notifier) notification(ctx context.Context, key, route, sink string, s *subjects.Suspension, notice subjects.Notice) *Notification {
 	note := &Notification{Key: key, Route: route, Sink: sink, Kind: kindOf(notice), Detail: notice.Detail, Suspension: *s}
 	if note.Kind != KindNew {
 		note.Notice = &NoticeRef{Seq: notice.Seq, Timer: notice.Timer, At: notice.At, Status: notice.Status}
 	}
 	note.Headline = headline(note.Kind, s, note.Notice, time.Now())
 	if note.Open() {
-		note.Decide = decideHints(n.cfg, n.signer, s, n.personal[sink])
+		note.Decide = decideHints(n.cfg, s, n.personal[sink], func(in subjects.Interrupt) []LinkPair {
+			return n.links(ctx, sink, s.RunID, in)
+		})
 	} else {
 		note.Decide = closedHints(s)
 	}
 	return note
+}
+
+// mintTimeout bounds the wait for the gateway's links.
+const mintTimeout = 5 * time.Second
+
+// links asks the gateway's link service for the one-click links of in,
+// for sink. The notifier holds no secret and names no approver: the
+// gateway decides whom the sink reaches and whether they may decide. When
+// it makes none (refused, or no gateway answers), the message goes
+// without them: the inbox link and the commands still decide.
+func (n *Notifier) links(ctx context.Context, sink, run string, in subjects.Interrupt) []LinkPair {
+	base := strings.TrimRight(n.cfg.GatewayURL, "/")
+	req, _ := json.Marshal(subjects.LinkRequest{Version: subjects.Version, RunID: run, InterruptID: in.ID, Sink: sink})
+	ctx, cancel := context.WithTimeout(ctx, mintTimeout)
+	defer cancel()
+	data, err := n.client.Request(ctx, n.client.Namespace().LinkMint(), req)
+	if err != nil {
+		n.log.Warn("no one-click links: the gateway's link service did not answer", "sink", sink, "run", run,
+			"interrupt", in.ID, "error", err)
+		return nil
+	}
+	var reply subjects.LinkReply
+	if err := json.Unmarshal(data, &reply); err != nil || reply.Code != "" {
+		n.log.Info("no one-click links", "sink", sink, "run", run, "interrupt", in.ID, "code", reply.Code,
+			"detail", reply.Detail, "error", err)
+		return nil
+	}
+	out := make([]LinkPair, 0, len(reply.Links))
+	for _, l := range reply.Links {
+		out = append(out, LinkPair{Approver: l.Approver, ApproveURL: base + "/l/" + l.Approve, DenyURL: base + "/l/" + l.Deny})
+	}
+	return out
 }
 
 func (n *Notifier) attempts() int {

@@ -44,11 +44,9 @@ import (
 // variable. They are set once for the whole binary, not with t.Setenv,
 // which would forbid t.Parallel; no test changes them.
 var testEnv = map[string]string{
-	"TEST_LINK_SECRET":     linkSecret,
-	"TEST_PERSONAL_SECRET": linkSecret,
-	"TEST_SMTP_PASSWORD":   "secret",
-	"OPS_WEBHOOK_SECRET":   "ops-secret", // the shipped configs' names
-	"SMTP_PASSWORD":        "smtp-secret",
+	"TEST_SMTP_PASSWORD": "secret",
+	"OPS_WEBHOOK_SECRET": "ops-secret", // the shipped configs' names
+	"SMTP_PASSWORD":      "smtp-secret",
 }
 
 func TestMain(m *testing.M) {

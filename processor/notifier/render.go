@@ -12,7 +12,6 @@ import (
 	texttemplate "text/template"
 	"time"
 
-	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -179,8 +178,9 @@ func (t *templates) render(n *Notification) error {
 
 // decideHints builds the commands and links for every interrupt of an
 // open notification. personal is the one person the sink reaches (empty for
-// a shared channel): only then are one-click links added, and only theirs.
-func decideHints(cfg *Config, signer *links.Signer, s *subjects.Suspension, personal string) []Decide {
+// a shared channel): only then are one-click links added, from mint (the
+// gateway's link service), for the interrupts they may be able to decide.
+func decideHints(cfg *Config, s *subjects.Suspension, personal string, mint func(subjects.Interrupt) []LinkPair) []Decide {
 	command := cfg.Command
 	if command == "" {
 		command = "interlock"
@@ -205,8 +205,8 @@ func decideHints(cfg *Config, signer *links.Signer, s *subjects.Suspension, pers
 		if cfg.GatewayURL != "" {
 			base := strings.TrimRight(cfg.GatewayURL, "/")
 			d.InboxURL = base + "/inbox#" + s.RunID + "/" + in.ID
-			if signer != nil && personal != "" && linkFor(in, personal) {
-				d.Links = []LinkPair{linkPair(signer, base, s.RunID, in, personal, cfg.LinkTTL)}
+			if personal != "" && linkFor(in, personal) {
+				d.Links = mint(in)
 			}
 		}
 		out = append(out, d)
@@ -224,14 +224,15 @@ func closedHints(s *subjects.Suspension) []Decide {
 	return out
 }
 
-// linkFor reports whether person gets a one-click link for in: when in
-// names them, or names nobody. An interrupt open only to groups gets none
-// (the notifier does not know the groups; its approvers use the inbox).
+// linkFor reports whether to ask the gateway for person's links to in:
+// unless in turned links off or names its approvers without person and
+// no groups. The notifier does not know the groups; the gateway does, and
+// decides (this only spares it requests it would refuse).
 func linkFor(in subjects.Interrupt, person string) bool {
-	if len(in.Approvers) == 0 {
-		return len(in.ApproverGroups) == 0
+	if !in.LinksAllowed() {
+		return false
 	}
-	return slices.Contains(in.Approvers, person)
+	return len(in.Approvers) == 0 || len(in.ApproverGroups) > 0 || slices.Contains(in.Approvers, person)
 }
 
 // examplePayload is an answer that satisfies the common shapes of schema,
@@ -327,20 +328,4 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// linkPair signs an approve and a deny link deciding in as approver; they
-// expire after ttl (default 24h), or with the interrupt if that is sooner.
-func linkPair(signer *links.Signer, base, run string, in subjects.Interrupt, approver string, ttl time.Duration) LinkPair {
-	if ttl == 0 {
-		ttl = 24 * time.Hour
-	}
-	exp := time.Now().Add(ttl)
-	if in.ExpiresAt != nil && in.ExpiresAt.Before(exp) {
-		exp = *in.ExpiresAt
-	}
-	mk := func(action string) string {
-		return base + "/l/" + signer.Sign(links.Link{Run: run, Interrupt: in.ID, Action: action, Approver: approver, Expires: exp.Unix()})
-	}
-	return LinkPair{Approver: approver, ApproveURL: mk(links.Approve), DenyURL: mk(links.Deny)}
 }

@@ -22,6 +22,7 @@ func TestNotificationsMatchSchemas(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.escalatingAgent()
+	e.linkService("identities:\n  ada: {links: [ada-hook]}\n", true)
 
 	hook, personal := newReceiver(t, nil), newReceiver(t, nil)
 	var logLines syncbuf.Buffer
@@ -32,7 +33,6 @@ func TestNotificationsMatchSchemas(t *testing.T) {
 	e.start(fmt.Sprintf(`
 gateway_url: https://gw.example.test
 nats_url: nats://127.0.0.1:4222
-links: {secret_env: TEST_LINK_SECRET}
 sinks:
   hook: {type: webhook, url: %s, secret: s3cret}
   ada-hook: {type: webhook, url: %s, personal: ada}

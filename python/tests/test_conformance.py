@@ -147,3 +147,13 @@ EVENTS = load("events.json")
 def test_stored_events(case: dict[str, Any]) -> None:
     data = case["raw"].encode() if "raw" in case else json.dumps(case["data"]).encode()
     assert interlock.Namespace().stored_event(case["subject"], data) == case["event"]
+
+
+def test_one_click_links_off_on_the_wire() -> None:
+    """``Request(one_click_links=False)`` asks for no one-click links:
+    ``oneClickLinks: false`` on the interrupt; unset, the field is absent."""
+    from interlock._run import _to_wire
+
+    off = _to_wire("int-1", "", interlock.Request(one_click_links=False))
+    assert off["oneClickLinks"] is False
+    assert "oneClickLinks" not in _to_wire("int-1", "", interlock.Request())

@@ -143,6 +143,8 @@ def _to_wire(iid: str, scope: str, req: Request) -> dict[str, Any]:
         out["onExpiry"] = req.on_expiry.to_wire()
     if req.remind_before:
         out["remindBeforeSeconds"] = [round(d.total_seconds()) for d in req.remind_before]
+    if req.one_click_links is not None:
+        out["oneClickLinks"] = req.one_click_links
     try:
         json.dumps(out)
         validate_interrupt(out)

@@ -74,6 +74,9 @@ class Request:
     approver_groups: list[str] = field(default_factory=list)
     on_expiry: ExpiryPolicy | None = None
     remind_before: list[timedelta] = field(default_factory=list)
+    # False turns one-click decision links off for this interrupt: its
+    # approvers decide in the inbox or with the CLI.
+    one_click_links: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,11 @@ def _str(field: str, v: Any) -> None:
         raise _malformed(f"field {field!r}: must be a string")
 
 
+def _bool(field: str, v: Any) -> None:
+    if not isinstance(v, bool):
+        raise _malformed(f"{field} must be true or false")
+
+
 def _opt_id(field: str, v: Any) -> None:
     if v is not None and v != "":
         _id(field, v)
@@ -167,6 +172,7 @@ _INTERRUPT: dict[str, Check] = {
     "approverGroups": _list(_id),
     "onExpiry": _expiry,
     "remindBeforeSeconds": _positive_ints,
+    "oneClickLinks": _bool,
 }
 
 

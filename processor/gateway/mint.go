@@ -1,0 +1,161 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/authz"
+	"github.com/interlockhq/interlock/processor/links"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// defaultLinkTTL is how long a minted link lasts unless Config.LinkTTL
+// says otherwise (and never past its interrupt's deadline).
+const defaultLinkTTL = 24 * time.Hour
+
+// mintQueue is the queue group gateways serve the link service in: each
+// request is answered by one gateway.
+const mintQueue = "interlock-gateway"
+
+// mintParallel bounds the link requests one gateway answers at once.
+const mintParallel = 32
+
+// recordWait bounds how long a link request waits for the coordinator to
+// record the suspension it is about: the notifier reads the suspension
+// from the same stream as the coordinator, and may be first.
+const recordWait = 3 * time.Second
+
+// serveLinks answers the link service's requests (subjects.LinkMint) until
+// the client closes or Close is called.
+func (g *Gateway) serveLinks() error {
+	base, stop := context.WithCancel(context.Background())
+	sub, err := g.nc.Serve(g.nc.Namespace().LinkMint(), mintQueue, mintParallel, func(data []byte) []byte {
+		ctx, cancel := context.WithTimeout(base, g.cfg.Timeout)
+		defer cancel()
+		reply := g.mint(ctx, data)
+		reply.Version = subjects.Version
+		out, _ := json.Marshal(reply)
+		return out
+	})
+	if err != nil {
+		stop()
+		return fmt.Errorf("serve the link service: %w", err)
+	}
+	g.stopMint = func() { sub.Unsubscribe(); stop() }
+	return nil
+}
+
+// Close stops serving the link service and ends the requests under way.
+// The HTTP side stops with its server.
+func (g *Gateway) Close() {
+	if g.stopMint != nil {
+		g.stopMint()
+	}
+}
+
+// mint makes the links a notifier asks for, from what the gateway holds
+// itself: the sink must be one its identities file lists under an
+// identity's links (the notifier's claim about whom a sink reaches counts
+// for nothing), the interrupt must be pending and allow links, and that
+// identity must be allowed to decide it (authz.Decide, the one rule).
+// Every refusal is audited as access_refused and makes no link.
+func (g *Gateway) mint(ctx context.Context, data []byte) subjects.LinkReply {
+	req, err := subjects.DecodeLinkRequest(data)
+	if err != nil {
+		return g.mintRefused(ctx, req, subjects.CodeOf(err), "", err.Error())
+	}
+	p, ok := g.cfg.Directory.LinkRecipient(req.Sink)
+	if !ok {
+		return g.mintRefused(ctx, req, subjects.CodeLinkNotRouted, "",
+			fmt.Sprintf("sink %s reaches nobody the gateway sends links to (identities: links)", req.Sink))
+	}
+	wait, cancel := context.WithTimeout(ctx, recordWait)
+	defer cancel()
+	has := func(r *subjects.Run) int {
+		return slices.IndexFunc(r.Interrupts, func(in subjects.InterruptState) bool { return in.ID == req.InterruptID })
+	}
+	rec, err := g.client.Wait(wait, req.RunID, func(r *subjects.Run) bool { return has(r) >= 0 })
+	if err != nil && wait.Err() != nil && ctx.Err() == nil {
+		// Waited long enough: what the record says now decides.
+		rec, err = g.client.Run(ctx, req.RunID)
+	}
+	switch {
+	case errors.Is(err, processor.ErrRunNotFound):
+		return g.mintRefused(ctx, req, subjects.CodeUnknownRun, p.Name, "no such run")
+	case err != nil:
+		return subjects.LinkReply{Code: subjects.CodeUnavailable, Detail: err.Error()}
+	}
+	i := has(rec)
+	if i < 0 {
+		return g.mintRefused(ctx, req, subjects.CodeUnknownInterrupt, p.Name, "the run has no such interrupt")
+	}
+	in := rec.Interrupts[i]
+	now := time.Now()
+	switch {
+	case in.Decision != nil:
+		return g.mintRefused(ctx, req, subjects.CodeAlreadyDecided, p.Name, "the interrupt is decided")
+	case rec.Status != subjects.RunSuspended:
+		return g.mintRefused(ctx, req, subjects.CodeAlreadyDecided, p.Name, "the run is "+string(rec.Status)+", not waiting")
+	case in.ExpiresAt != nil && !in.ExpiresAt.After(now):
+		return g.mintRefused(ctx, req, subjects.CodeExpired, p.Name, "the interrupt has expired")
+	case !in.LinksAllowed():
+		return g.mintRefused(ctx, req, subjects.CodeLinksOff, p.Name, "the interrupt turned one-click links off")
+	}
+	if err := authz.Decide(in.Interrupt, p); err != nil {
+		return g.mintRefused(ctx, req, subjects.CodeNotAllowed, p.Name, err.Error())
+	}
+	exp := now.Add(g.cfg.LinkTTL)
+	if in.ExpiresAt != nil && in.ExpiresAt.Before(exp) {
+		exp = *in.ExpiresAt
+	}
+	mk := func(action string) string {
+		return g.cfg.Links.Sign(links.Link{Run: req.RunID, Interrupt: req.InterruptID, Action: action,
+			Approver: p.Name, Expires: exp.Unix()})
+	}
+	g.cfg.Logger.Info("links minted", "run", req.RunID, "interrupt", req.InterruptID, "sink", req.Sink, "approver", p.Name)
+	return subjects.LinkReply{Links: []subjects.MintedLink{{Approver: p.Name, Approve: mk(links.Approve),
+		Deny: mk(links.Deny), ExpiresAt: time.Unix(exp.Unix(), 0).UTC()}}}
+}
+
+// mintRefused audits a refused link request and says why in the reply.
+// The asker is the notifier (only its NATS user may ask), not the person
+// the sink reaches, who is named in the request for the record.
+func (g *Gateway) mintRefused(ctx context.Context, req subjects.LinkRequest, code subjects.Code, recipient, detail string) subjects.LinkReply {
+	request := fmt.Sprintf("links.mint %s/%s via sink %s", req.RunID, req.InterruptID, req.Sink)
+	if recipient != "" {
+		request += " for " + recipient
+	}
+	g.audit(ctx, req.RunID, code, "", detail, "nats", request)
+	return subjects.LinkReply{Code: code, Detail: detail}
+}
+
+// audit reports a refusal as an access_refused observation about run (or
+// no run), which the coordinator records in the audit trail, and logs it. Neither holds a secret: no token, no
+// link, no value sent.
+func (g *Gateway) audit(ctx context.Context, run string, code subjects.Code, identity, detail, address, request string) {
+	if subjects.ValidateToken("run id", run) != nil {
+		run = subjects.NoRun
+	}
+	ev := subjects.Event{Version: subjects.Version, Type: subjects.EventAccessRefused, RunID: run, At: time.Now().UTC(),
+		Code: code, Detail: detail, Identity: identity, Address: address, Request: request}
+	g.cfg.Logger.Info("access refused", "code", code, "identity", identity, "address", address, "request", request,
+		"detail", detail)
+	subject, err := g.nc.Namespace().Observed(run, subjects.EventAccessRefused)
+	if err != nil {
+		return
+	}
+	data, _ := json.Marshal(ev)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := g.nc.PublishAll(ctx, jetstream.OutMsg{Subject: subject, Data: data, MsgID: uuid.NewString()}); err != nil {
+		g.cfg.Logger.Warn("access refusal not recorded", "code", code, "error", err)
+	}
+}
