@@ -246,6 +246,9 @@ func (c *Client) streamConfigs(replicas int) []jetstream.StreamConfig {
 	timers := base(StreamTimers, 0, ns.All(subjects.KindTimers))
 	timers.Retention = jetstream.WorkQueuePolicy
 	timers.AllowMsgSchedules = true
+	// The server allows rollups with schedules (a schedule replaces the
+	// one before it); saying so keeps the topology check exact.
+	timers.AllowRollup = true
 	// Decisions and the audit trail: nobody deletes or purges them, not
 	// even an admin; they leave only by their retention.
 	decisions := base(StreamDecisions, c.cfg.MaxAge, ns.All(subjects.KindResume))
@@ -308,23 +311,15 @@ func (c *Client) Provision(ctx context.Context) error {
 			return fmt.Errorf("provision stream %s: %w", sc.Name, translate(err))
 		}
 	}
-	_, err = c.provisionBucket(ctx, jetstream.KeyValueConfig{
-		Bucket:      c.BucketName(RunsBucket),
-		Description: "Interlock run records",
-		History:     1,
-		Storage:     c.storage(),
-		Replicas:    replicas,
-	})
-	if err != nil {
-		return fmt.Errorf("provision bucket %s: %w", c.BucketName(RunsBucket), translate(err))
+	for _, b := range c.coreBuckets(replicas) {
+		if _, err := c.provisionBucket(ctx, b); err != nil {
+			return fmt.Errorf("provision bucket %s: %w", b.Bucket, translate(err))
+		}
 	}
 	c.mu.Lock()
 	c.provisioner = true
 	c.replicas = replicas
 	c.mu.Unlock()
-	if _, err := c.Bucket(ctx, PendingBucket, "Interlock interrupts waiting for a decision", 0); err != nil {
-		return err
-	}
 	return nil
 }
 
