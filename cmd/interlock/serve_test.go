@@ -165,7 +165,9 @@ func TestServeConcurrentStartCluster(t *testing.T) {
 	t.Parallel()
 	nodes := jstest.ProcessCluster(t, 3, "../../deploy/nats/cluster/n1.conf", "../../deploy/nats/cluster/n2.conf",
 		"../../deploy/nats/cluster/n3.conf")
-	urls := jstest.As("coordinator", jstest.NodeURLs(nodes))
+	// As admin, with --provision: a named user's serve provisions only when
+	// told to (the coordinator's user may not).
+	urls := jstest.As("admin", jstest.NodeURLs(nodes))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -177,7 +179,7 @@ func TestServeConcurrentStartCluster(t *testing.T) {
 		logs[i] = &syncbuf.Buffer{}
 		go func() {
 			<-start
-			codes <- run(ctx, []string{"serve", "--nats-url", urls, "--replicas", "3", "--log-level", "info"}, nil, &bytes.Buffer{}, logs[i])
+			codes <- run(ctx, []string{"serve", "--nats-url", urls, "--replicas", "3", "--provision", "--log-level", "info"}, nil, &bytes.Buffer{}, logs[i])
 		}()
 	}
 	var prov result

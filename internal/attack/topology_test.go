@@ -2,12 +2,17 @@ package attack_test
 
 import (
 	"encoding/json"
+	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/interlockhq/interlock/internal/syncbuf"
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -59,4 +64,69 @@ func TestAttackCoordinatorLowersLimits(t *testing.T) {
 		assert.Equal(t, int64(-1), after.Config.MaxMsgs, "%s's limit is unchanged", stream)
 		assert.GreaterOrEqual(t, after.State.Msgs, before[stream], "%s lost no message", stream)
 	}
+}
+
+// TestAdminLoweringALimitRaisesTheAlert: admin may still change a stream,
+// and lowering a limit is erasing: a running coordinator raises the alert
+// (an error log, the interlock_topology_drift metric, a topology_drift
+// audit event naming the field, what was provisioned and what it found),
+// and a coordinator starting refuses, saying the same. Restoring the limit
+// clears the metric.
+func TestAdminLoweringALimitRaisesTheAlert(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	logs := &syncbuf.Buffer{}
+	reg := prometheus.NewRegistry()
+	cfg := coordinator.Config{Logger: slog.New(slog.NewTextHandler(logs, nil)), AckWait: 2 * time.Second,
+		Registry: reg, TopologyInterval: 50 * time.Millisecond}
+	co := coordinator.New(d.client("coordinator"), cfg)
+	require.NoError(t, co.Start(d.ctx))
+	t.Cleanup(co.Stop)
+	drift := func() float64 {
+		families, err := reg.Gather()
+		require.NoError(t, err)
+		for _, f := range families {
+			if f.GetName() == "interlock_topology_drift" {
+				return f.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		return -1
+	}
+	require.Zero(t, drift())
+
+	admin := d.attacker("admin")
+	setMaxMsgs := func(n int64) {
+		info, err := admin.js.StreamInfo("INTERLOCK_DECISIONS")
+		require.NoError(t, err)
+		cfg := info.Config
+		cfg.MaxMsgs = n
+		_, err = admin.js.UpdateStream(&cfg)
+		require.NoError(t, err, "admin may")
+	}
+	setMaxMsgs(1000)
+	const want = "INTERLOCK_DECISIONS: max_msgs is 1000, want unlimited"
+	require.Eventually(t, func() bool { return drift() == 1 }, 10*time.Second, 10*time.Millisecond, "the metric")
+	var audited []jetstream.StoredMsg
+	require.Eventually(t, func() bool {
+		var err error
+		audited, err = d.client("auditor").Messages(d.ctx, jetstream.StreamEvents, "interlock.events._.topology_drift", 0, 10)
+		require.NoError(t, err)
+		return len(audited) > 0
+	}, 10*time.Second, 10*time.Millisecond, "the audit event")
+	var ev subjects.Event
+	require.NoError(t, json.Unmarshal(audited[0].Data, &ev))
+	assert.Equal(t, subjects.EventTopologyDrift, ev.Type)
+	assert.Contains(t, ev.Detail, want)
+	assert.Contains(t, logs.String(), "streams or buckets changed since provisioned")
+	assert.Contains(t, logs.String(), want)
+
+	err := coordinator.New(d.client("coordinator"), coordinator.Config{Logger: quiet}).Start(d.ctx)
+	require.ErrorIs(t, err, jetstream.ErrDrift, "a coordinator starting refuses")
+	assert.Contains(t, err.Error(), want)
+
+	setMaxMsgs(-1)
+	require.Eventually(t, func() bool { return drift() == 0 }, 10*time.Second, 10*time.Millisecond, "restored")
+	again := coordinator.New(d.client("coordinator"), coordinator.Config{Logger: quiet})
+	require.NoError(t, again.Start(d.ctx), "intact again: a coordinator starts")
+	again.Stop()
 }
