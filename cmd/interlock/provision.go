@@ -84,7 +84,8 @@ one-shot step before serve's embedded server (deploy/systemd).`,
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "replicas of new streams and buckets, and the least existing ones are raised to (3 on a NATS cluster); never lowers")
 	cmd.Flags().StringSliceVar(&agents, "agent", nil, "create the work consumer of this agent (repeat, or comma-separate)")
 	cmd.Flags().StringVar(&notify, "notifier-config", "", "create the consumers of this notifier configuration's sinks")
-	cmd.Flags().DurationVar(&ackWait, "ack-wait", 30*time.Second, "the coordinator's consumers: how long a message a crashed coordinator held waits before another takes it (serve --ack-wait on an open server)")
+	cmd.Flags().DurationVar(&ackWait, "ack-wait", 0, "the coordinator's consumers: how long a message a crashed coordinator held waits before another takes it "+
+		"(serve --ack-wait on an open server; default: keep theirs, 30s for new ones)")
 	emb.register(cmd, "interlock-data", "127.0.0.1:0")
 	return cmd
 }

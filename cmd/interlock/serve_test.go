@@ -133,15 +133,24 @@ func TestServeAckWait(t *testing.T) {
 	conn, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url}, jetstream.Config{})
 	require.NoError(t, err)
 	defer conn.Close()
-	for _, durable := range []string{"coordinator_runs", "coordinator_decisions"} {
-		stream := jetstream.StreamRuns
-		if durable == "coordinator_decisions" {
-			stream = jetstream.StreamDecisions
+	check := func(want time.Duration) {
+		t.Helper()
+		for _, durable := range []string{"coordinator_runs", "coordinator_decisions"} {
+			stream := jetstream.StreamRuns
+			if durable == "coordinator_decisions" {
+				stream = jetstream.StreamDecisions
+			}
+			st, err := conn.ConsumerState(ctx, stream, durable)
+			require.NoError(t, err)
+			assert.Equal(t, want, st.AckWait, durable)
 		}
-		st, err := conn.ConsumerState(ctx, stream, durable)
-		require.NoError(t, err)
-		assert.Equal(t, 3*time.Second, st.AckWait, durable)
 	}
+	check(3 * time.Second)
+	// Provisioning again (an agent added) keeps it; --ack-wait sets it.
+	require.Equal(t, 0, cli(t, "provision", "--nats-url", url, "--agent", "more").code)
+	check(3 * time.Second)
+	require.Equal(t, 0, cli(t, "provision", "--nats-url", url, "--ack-wait", "5s").code)
+	check(5 * time.Second)
 }
 
 // Flag help names what a flag takes, not a stray quoted phrase.

@@ -15,6 +15,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -125,13 +126,26 @@ func (co *Coordinator) consumeConfig(in input) jetstream.ConsumeConfig {
 	}
 }
 
-// Provision creates the durable consumers a coordinator with cfg consumes,
-// through c, which must have provisioned (`interlock provision` as admin):
-// a coordinator connected as its own user may not create them.
+// Provision creates (or updates) the durable consumers a coordinator with
+// cfg consumes, through c, which must have provisioned (`interlock
+// provision` as admin): a coordinator connected as its own user may not
+// create them. A zero cfg.AckWait keeps an existing consumer's (30s for a
+// new one), so provisioning again does not undo serve's --ack-wait.
 func Provision(ctx context.Context, c *jetstream.Client, cfg Config) error {
+	keep := cfg.AckWait == 0
 	co := New(c, cfg)
 	for _, in := range co.inputs() {
-		if err := c.CreateConsumer(ctx, co.consumeConfig(in)); err != nil {
+		cc := co.consumeConfig(in)
+		if keep {
+			st, err := c.ConsumerState(ctx, in.stream, in.durable)
+			switch {
+			case err == nil:
+				cc.AckWait = st.AckWait
+			case !errors.Is(err, jetstream.ErrNotFound):
+				return fmt.Errorf("consumer %s: %w", in.durable, err)
+			}
+		}
+		if err := c.CreateConsumer(ctx, cc); err != nil {
 			return err
 		}
 	}
