@@ -497,7 +497,10 @@ func longer(a, b time.Duration) time.Duration {
 // allows message TTLs, so that its delete markers expire (KVDeleteMsg) and
 // its count can be read from the stream's state; that is raised on an
 // existing bucket, never taken away, and every raise of it carries it, so
-// provisioners running at once never undo each other's.
+// provisioners running at once never undo each other's. No bucket allows
+// rollups (nats.go creates buckets with them, for KeyValue.Purge, which
+// Interlock does not use): with them, whoever may put one key could erase
+// every key with a "Nats-Rollup: all" header.
 func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	msgTTL := cfg.Bucket == c.BucketName(PendingBucket)
 	raise := func(have jetstream.StreamConfig) jetstream.StreamConfig {
@@ -505,6 +508,7 @@ func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConf
 		next.Replicas = max(have.Replicas, cfg.Replicas)
 		next.MaxAge = longer(have.MaxAge, cfg.TTL)
 		next.AllowMsgTTL = have.AllowMsgTTL || msgTTL
+		next.AllowRollup = false
 		if msgTTL && !have.AllowMsgTTL {
 			// Its delete markers so far never expire: clearOldMarkers
 			// removes them.
@@ -521,7 +525,7 @@ func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConf
 		return err
 	}
 	err := c.ensureStream(ctx, "KV_"+cfg.Bucket, create, raise)
-	if err == nil && msgTTL {
+	if err == nil {
 		// A bucket just created lacks what KeyValueConfig cannot say.
 		err = c.ensureStream(ctx, "KV_"+cfg.Bucket, create, raise)
 	}

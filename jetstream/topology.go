@@ -64,7 +64,7 @@ func (c *Client) coreBuckets(replicas int) []jetstream.KeyValueConfig {
 }
 
 // bucketStream is the stream configuration nats.go creates for a bucket
-// cfg describes (what a provisioned bucket keeps), with message TTLs
+// cfg describes, as provisionBucket leaves it: no rollups, message TTLs
 // allowed on the pending index's.
 func (c *Client) bucketStream(cfg jetstream.KeyValueConfig) jetstream.StreamConfig {
 	dup := 2 * time.Minute
@@ -74,7 +74,7 @@ func (c *Client) bucketStream(cfg jetstream.KeyValueConfig) jetstream.StreamConf
 	return jetstream.StreamConfig{
 		Name: "KV_" + cfg.Bucket, Subjects: []string{"$KV." + cfg.Bucket + ".>"},
 		MaxMsgsPerSubject: int64(max(cfg.History, 1)), MaxMsgs: -1, MaxBytes: -1, MaxMsgSize: -1, MaxAge: cfg.TTL,
-		Storage: cfg.Storage, Replicas: cfg.Replicas, AllowRollup: true, DenyDelete: true, Duplicates: dup,
+		Storage: cfg.Storage, Replicas: cfg.Replicas, DenyDelete: true, Duplicates: dup,
 		AllowDirect: true, Discard: jetstream.DiscardNew, AllowMsgTTL: cfg.Bucket == c.BucketName(PendingBucket),
 	}
 }

@@ -6,12 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/interlockhq/interlock/internal/syncbuf"
 	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -129,4 +131,33 @@ func TestAdminLoweringALimitRaisesTheAlert(t *testing.T) {
 	again := coordinator.New(d.client("coordinator"), coordinator.Config{Logger: quiet})
 	require.NoError(t, again.Start(d.ctx), "intact again: a coordinator starts")
 	again.Stop()
+}
+
+// TestAttackCoordinatorRollsUpRunRecords: the coordinator may put run
+// records, and nats.go creates buckets allowing rollups, so one put with
+// "Nats-Rollup: all" erased every other run's record. Provisioning turns
+// rollups off on every bucket (and the topology check holds them off).
+func TestAttackCoordinatorRollsUpRunRecords(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	d.suspend(d.client("agent"), "run-1", "ada")
+	d.suspend(d.client("agent"), "run-2", "ada")
+	admin := d.attacker("admin")
+	before, err := admin.js.StreamInfo("KV_interlock_runs")
+	require.NoError(t, err)
+	require.EqualValues(t, 2, before.State.Msgs)
+
+	a := d.attacker("coordinator")
+	m := nats.NewMsg("$KV.interlock_runs.run-3")
+	m.Header.Set("Nats-Rollup", "all")
+	m.Data = []byte("{}")
+	_, err = a.js.PublishMsg(m)
+	require.Error(t, err, "no rollups in a bucket")
+	after, err := admin.js.StreamInfo("KV_interlock_runs")
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, after.State.Msgs, "every run record is still there")
+	for _, run := range []string{"run-1", "run-2"} {
+		_, err := processor.NewClient(d.client("auditor")).Run(d.ctx, run)
+		require.NoError(t, err, run)
+	}
 }
