@@ -15,6 +15,7 @@ import (
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/coordinator"
+	"github.com/interlockhq/interlock/processor/store"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -160,4 +161,36 @@ func TestAttackCoordinatorRollsUpRunRecords(t *testing.T) {
 		_, err := processor.NewClient(d.client("auditor")).Run(d.ctx, run)
 		require.NoError(t, err, run)
 	}
+}
+
+// TestShippedCoordinatorReads: the coordinator's exact JetStream API
+// subjects still cover what serve reads beside its consumers: the work
+// backlog (metrics, /readyz), stream sizes and counts, the pending count,
+// the last outcome of a pass and a run's events.
+func TestShippedCoordinatorReads(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	w := processor.NewWorker(d.provisioner(), processor.WorkerConfig{})
+	require.NoError(t, w.Register("refunds", nil))
+	require.NoError(t, w.Provision(d.ctx))
+	_, err := processor.NewClient(d.client("agent")).Start(d.ctx, "refunds", map[string]any{"order": "A-1"})
+	require.NoError(t, err)
+	d.suspend(d.client("agent"), "run-1", "ada")
+
+	c := d.client("coordinator")
+	work, err := processor.NewClient(c).WorkBacklog(d.ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []store.AgentWork{{Agent: "refunds", Waiting: 1}}, work)
+	_, err = c.StoredBytes(d.ctx)
+	require.NoError(t, err)
+	_, err = c.MsgCount(d.ctx, jetstream.StreamRuns)
+	require.NoError(t, err, "/readyz")
+	n, err := store.NewJetStream(c).PendingCount(d.ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	_, err = c.LastMsg(d.ctx, jetstream.StreamRuns, "interlock.suspended.>")
+	require.NoError(t, err)
+	evs, err := c.Messages(d.ctx, jetstream.StreamEvents, "interlock.events.run-1.>", 0, 10)
+	require.NoError(t, err)
+	assert.NotEmpty(t, evs)
 }
