@@ -114,6 +114,9 @@ interlock_topology_drift metric and records a topology_drift audit event.`,
 			if expiry.Action == subjects.ExpiryEscalate && expiry.Extend <= 0 {
 				return usage(errors.New("--on-expiry escalate needs --escalate-extend"))
 			}
+			if topology < 0 {
+				return usagef("--topology-interval %s is negative (0 checks only at start)", topology)
+			}
 			if ackWait < minAckWait {
 				return usagef("--ack-wait %s is shorter than %s", ackWait, minAckWait)
 			}

@@ -124,6 +124,9 @@ func TestServeAckWait(t *testing.T) {
 	r := cli(t, "serve", "--data-dir", t.TempDir(), "--ack-wait", "10ms")
 	assert.Equal(t, exitUsage, r.code, r.err)
 	assert.Contains(t, r.err, "--ack-wait 10ms is shorter than 1s")
+	r = cli(t, "serve", "--data-dir", t.TempDir(), "--topology-interval", "-1s")
+	assert.Equal(t, exitUsage, r.code, r.err)
+	assert.Contains(t, r.err, "--topology-interval -1s is negative")
 
 	srv := serve(t, t.TempDir(), "--ack-wait", "3s")
 	url, stop := srv.URL, srv.Stop
