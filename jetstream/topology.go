@@ -34,6 +34,7 @@ type Drift struct {
 	Found string `json:"found"`
 }
 
+// String says the drift as "<stream>: <field> is <found>, want <want>".
 func (d Drift) String() string {
 	return fmt.Sprintf("%s: %s is %s, want %s", d.Stream, d.Field, d.Found, d.Want)
 }
@@ -41,6 +42,7 @@ func (d Drift) String() string {
 // DriftError lists every drift one check found; it matches ErrDrift.
 type DriftError struct{ Drifts []Drift }
 
+// Error lists every drift and how to restore what was provisioned.
 func (e *DriftError) Error() string {
 	parts := make([]string, len(e.Drifts))
 	for i, d := range e.Drifts {
