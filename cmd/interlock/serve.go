@@ -97,8 +97,9 @@ starts an embedded nats-server with JetStream file storage in --data-dir, which
 acknowledges a write only once it is on disk (--sync always). SIGINT or SIGTERM
 stops taking messages, lets the ones under way finish, and exits.
 
-On an open server (no NATS user: the local default) serve provisions the
-streams, buckets and consumers itself. Connected as a named user (--nats-user,
+On an open server (the embedded one without --nats-config, or any server
+reached with no NATS user) serve provisions the streams, buckets and
+consumers itself. Connected as a named user (--nats-user,
 NATS_USER, a user in the URL or --creds) it does not: it may not change a
 stream, and fails until ` + "`interlock provision`" + ` has run with admin's credentials
 (--provision makes it provision anyway, with a user that holds admin's rights).
@@ -217,7 +218,10 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 		_, err := provision(ctx, c, nil, notifyCfg, coCfg)
 		return err
 	}
-	if user := g.namedUser(url); user != "" && !sc.provision {
+	// The embedded server without a configuration admits anyone: serve
+	// provisions it whatever NATS_USER says.
+	open := g.natsURL == "" && emb.config == ""
+	if user := g.namedUser(url); user != "" && !open && !sc.provision {
 		// Only admin changes a stream: the coordinator binds to what
 		// `interlock provision` made, and Start says so when it is missing.
 		provisionFn = nil

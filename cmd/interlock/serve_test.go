@@ -231,3 +231,15 @@ func TestServeConcurrentStartCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestServeOpenDefaultProvisions: the embedded server without a
+// configuration admits anyone, so serve provisions it even when a NATS user
+// is named (NATS_USER left in the environment); against a server with
+// users, a named user's serve does not (TestDeploySystemdUnit).
+func TestServeOpenDefaultProvisions(t *testing.T) {
+	t.Parallel()
+	d := runDaemon(t, "coordinator running", "serve", "--data-dir", t.TempDir(), "--nats-listen", "127.0.0.1:0",
+		"--nats-user", "someone")
+	assert.NotContains(t, d.logs.String(), "not provisioning")
+	assert.Equal(t, 0, d.Stop())
+}
