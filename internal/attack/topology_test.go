@@ -194,3 +194,28 @@ func TestShippedCoordinatorReads(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEmpty(t, evs)
 }
+
+// TestAttackCoordinatorCreatesAndDeletes: with the JetStream API the
+// coordinator also deleted a worker's consumer (its agent's work then
+// waits for ever) and created a stream capturing ada's inbox (her
+// verdicts, kept for it to read). It holds neither right now.
+func TestAttackCoordinatorCreatesAndDeletes(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	w := processor.NewWorker(d.provisioner(), processor.WorkerConfig{})
+	require.NoError(t, w.Register("refunds", nil))
+	require.NoError(t, w.Provision(d.ctx))
+
+	a := d.attacker("coordinator")
+	require.Error(t, a.js.DeleteConsumer("INTERLOCK_WORK", "worker_refunds"))
+	a.refused(t, "$JS.API.CONSUMER.DELETE.INTERLOCK_WORK.worker_refunds")
+	_, err := a.js.AddStream(&nats.StreamConfig{Name: "SNOOP", Subjects: []string{"_INBOX.ada.>"}})
+	require.Error(t, err)
+	a.refused(t, "$JS.API.STREAM.CREATE.SNOOP")
+
+	admin := d.attacker("admin")
+	_, err = admin.js.ConsumerInfo("INTERLOCK_WORK", "worker_refunds")
+	require.NoError(t, err, "the worker's consumer is still there")
+	_, err = admin.js.StreamInfo("SNOOP")
+	require.ErrorIs(t, err, nats.ErrStreamNotFound)
+}
