@@ -280,6 +280,9 @@ func (c *Client) streamConfigs(replicas int) []jetstream.StreamConfig {
 	// Observations wait until the coordinator has recorded them.
 	observed := base(StreamObserved, c.cfg.MaxAge, ns.All(subjects.KindObserved))
 	observed.Retention = jetstream.WorkQueuePolicy
+	// The server allows rollups with schedules (a schedule replaces the
+	// one before it); saying so keeps the topology check exact.
+	timers.AllowRollup = true
 	// Decisions and the audit trail: nobody deletes or purges them, not
 	// even an admin; they leave only by their retention.
 	decisions := base(StreamDecisions, c.cfg.MaxAge, ns.All(subjects.KindResume))
@@ -343,15 +346,10 @@ func (c *Client) Provision(ctx context.Context) error {
 			return fmt.Errorf("provision stream %s: %w", sc.Name, translate(err))
 		}
 	}
-	_, err = c.provisionBucket(ctx, jetstream.KeyValueConfig{
-		Bucket:      c.BucketName(RunsBucket),
-		Description: "Interlock run records",
-		History:     1,
-		Storage:     c.storage(),
-		Replicas:    replicas,
-	})
-	if err != nil {
-		return fmt.Errorf("provision bucket %s: %w", c.BucketName(RunsBucket), translate(err))
+	for _, b := range c.coreBuckets(replicas) {
+		if _, err := c.provisionBucket(ctx, b); err != nil {
+			return fmt.Errorf("provision bucket %s: %w", b.Bucket, translate(err))
+		}
 	}
 	if err := c.provisionKeys(ctx, replicas); err != nil {
 		return err
@@ -360,9 +358,6 @@ func (c *Client) Provision(ctx context.Context) error {
 	c.provisioner = true
 	c.replicas = replicas
 	c.mu.Unlock()
-	if _, err := c.Bucket(ctx, PendingBucket, "Interlock interrupts waiting for a decision", 0); err != nil {
-		return err
-	}
 	return nil
 }
 
@@ -540,7 +535,10 @@ func longer(a, b time.Duration) time.Duration {
 // allows message TTLs, so that its delete markers expire (KVDeleteMsg) and
 // its count can be read from the stream's state; that is raised on an
 // existing bucket, never taken away, and every raise of it carries it, so
-// provisioners running at once never undo each other's.
+// provisioners running at once never undo each other's. No bucket allows
+// rollups (nats.go creates buckets with them, for KeyValue.Purge, which
+// Interlock does not use): with them, whoever may put one key could erase
+// every key with a "Nats-Rollup: all" header.
 func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	msgTTL := cfg.Bucket == c.BucketName(PendingBucket)
 	raise := func(have jetstream.StreamConfig) jetstream.StreamConfig {
@@ -548,6 +546,7 @@ func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConf
 		next.Replicas = max(have.Replicas, cfg.Replicas)
 		next.MaxAge = longer(have.MaxAge, cfg.TTL)
 		next.AllowMsgTTL = have.AllowMsgTTL || msgTTL
+		next.AllowRollup = false
 		if msgTTL && !have.AllowMsgTTL {
 			// Its delete markers so far never expire: clearOldMarkers
 			// removes them.
@@ -564,7 +563,7 @@ func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConf
 		return err
 	}
 	err := c.ensureStream(ctx, "KV_"+cfg.Bucket, create, raise)
-	if err == nil && msgTTL {
+	if err == nil {
 		// A bucket just created lacks what KeyValueConfig cannot say.
 		err = c.ensureStream(ctx, "KV_"+cfg.Bucket, create, raise)
 	}

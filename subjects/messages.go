@@ -364,6 +364,11 @@ const (
 	// EventReplyRefused: a verdict was not sent where a decision asked,
 	// because the subject is not under the sender's inbox prefix.
 	EventReplyRefused EventType = "reply_refused"
+	// EventTopologyDrift: the coordinator found a stream or bucket that no
+	// longer keeps what was provisioned (a limit lowered, republish or
+	// sources added, subjects changed); Detail says each field, what was
+	// wanted and what was found. It is about no run (run token "_").
+	EventTopologyDrift EventType = "topology_drift"
 )
 
 // Event is published by the coordinator on <prefix>.events.<run>.<type> for

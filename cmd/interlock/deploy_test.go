@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -309,6 +310,45 @@ func TestDeploySystemdUnit(t *testing.T) {
 	}
 	require.Contains(t, args, "../../deploy/nats/single.conf", "the unit loads the shipped config")
 
+	// interlock-provision.service first, as admin, on the same data
+	// directory: serve as the coordinator does not provision.
+	prov, err := os.ReadFile("../../deploy/systemd/interlock-provision.service")
+	require.NoError(t, err)
+	assert.Contains(t, string(data), "Requires=interlock-provision.service")
+	assert.Contains(t, string(data), "After=network-online.target interlock-provision.service")
+	assert.Contains(t, string(prov), "Before=interlock.service")
+	assert.Contains(t, string(prov), "Type=oneshot")
+	assert.Contains(t, string(prov), "Environment=NATS_USER=admin")
+	var provArgs []string
+	sc = bufio.NewScanner(bytes.NewReader(prov))
+	for sc.Scan() {
+		if line, ok := strings.CutPrefix(sc.Text(), "ExecStart="); ok {
+			cmdline, ok := strings.CutPrefix(line, `/bin/sh -c 'NATS_PASSWORD="$INTERLOCK_ADMIN_PASSWORD" exec /usr/local/bin/interlock `)
+			require.True(t, ok, "admin's password, then interlock: %s", line)
+			provArgs = strings.Fields(strings.TrimSuffix(cmdline, "'"))
+		}
+	}
+	require.Equal(t, "provision", provArgs[0])
+	checkArgs(t, "systemd provision", provArgs)
+	for i, a := range provArgs {
+		if m, ok := moved[a]; ok {
+			provArgs[i] = m
+		}
+	}
+	t.Setenv("NATS_USER", "admin")
+	t.Setenv("NATS_PASSWORD", jstest.Password("admin"))
+	r := cli(t, provArgs...)
+	require.Equal(t, 0, r.code, "provision: %s", r.err)
+
+	// Without it, serve refuses and says what to do.
+	t.Setenv("NATS_USER", "coordinator")
+	t.Setenv("NATS_PASSWORD", jstest.Password("coordinator"))
+	bare := slices.Clone(args)
+	bare[slices.Index(bare, moved["/var/lib/interlock"])] = t.TempDir()
+	r = cli(t, bare...)
+	assert.NotEqual(t, 0, r.code)
+	assert.Contains(t, r.err, "interlock provision")
+
 	// The unit's environment; this test alone runs with it (t.Setenv), and
 	// only while serve reads it.
 	t.Setenv("NATS_USER", "coordinator")
@@ -334,7 +374,6 @@ func TestDeploySystemdUnit(t *testing.T) {
 	require.NoError(t, err)
 	_, err = agent.Publish(ctx, subject, susp, "run-2:0", nil)
 	require.NoError(t, err)
-	var r result
 	require.Eventually(t, func() bool {
 		r = as(t, "ada", url, "approve", "run-2", "ask", "--approver", "ada", "--timeout", "2s")
 		return r.code == 0 // once the coordinator has recorded the run (before, unknown_run)
@@ -354,6 +393,8 @@ func TestServeRedactsNATSPassword(t *testing.T) {
 		DataDir: t.TempDir(), Sync: embedded.SyncInterval})
 	require.NoError(t, err)
 	defer srv.Shutdown()
+	r := cli(t, "provision", "--nats-url", jstest.As("admin", srv.URL()))
+	require.Equal(t, 0, r.code, r.err)
 	d := runDaemon(t, "coordinator running", "serve", "--nats-url", jstest.As("coordinator", srv.URL()))
 	require.Equal(t, 0, d.Stop(), d.logs.String())
 	assert.NotContains(t, d.logs.String(), jstest.Password("coordinator"))

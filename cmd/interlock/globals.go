@@ -146,6 +146,22 @@ func (g *globals) inboxPrefix(urls string) string {
 	return subjects.InboxPrefix(user)
 }
 
+// namedUser is who the commands connect to urls as: --nats-user, else the
+// first URL's user, else "(credentials file)" with --creds; "" when no user
+// is named (an open server).
+func (g *globals) namedUser(urls string) string {
+	if g.natsUser != "" {
+		return g.natsUser
+	}
+	if u, err := neturl.Parse(strings.TrimSpace(strings.Split(urls, ",")[0])); err == nil && u.User != nil && u.User.Username() != "" {
+		return u.User.Username()
+	}
+	if g.creds != "" {
+		return "(credentials file)"
+	}
+	return ""
+}
+
 // api connects an operator command to NATS; close releases the connection.
 func (g *globals) api(ctx context.Context) (api *processor.Client, close func(), err error) {
 	c, err := g.dial(ctx, g.natsURL, "interlock-cli")

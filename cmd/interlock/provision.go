@@ -9,6 +9,7 @@ import (
 
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/processor/gateway"
 	"github.com/interlockhq/interlock/processor/notifier"
 )
@@ -18,19 +19,25 @@ func newProvision(g *globals) *cobra.Command {
 		replicas int
 		agents   []string
 		notify   string
+		ackWait  time.Duration
+		emb      embeddedFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "provision",
 		Short: "Create or raise Interlock's streams, buckets and consumers (needs admin rights)",
 		Long: `provision creates what every Interlock role works on: the streams, the KV
-buckets, the durable consumers of the agents named with --agent and of the
-sinks in --notifier-config, and the gateway's buckets. Existing ones are kept
-and only ever raised (replicas, retention), never lowered. The decisions and
-events streams deny deletes and purges. Run it with the admin (or
-coordinator) user before starting agents, notifiers and gateways: they have
-no right to create streams or consumers and fail until these exist.
-serve provisions too, so a single-process setup needs no separate step.
-Run it again after adding an agent or a notifier sink.`,
+buckets, the coordinator's durable consumers, those of the agents named with
+--agent and of the sinks in --notifier-config, and the gateway's buckets.
+Existing ones are kept and only ever raised (replicas, retention), never
+lowered. The decisions and events streams deny deletes and purges. Run it
+with the admin user before starting the coordinator, agents, notifiers and
+gateways: none of them may create streams or consumers, and they fail until
+these exist. Only serve on an open server (no NATS user: the local default)
+provisions itself. Run it again after adding an agent or a notifier sink.
+
+With --data-dir (or --nats-config) and no --nats-url, provision starts an
+embedded server on that data directory, provisions it and stops: the
+one-shot step before serve's embedded server (deploy/systemd).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -41,14 +48,27 @@ Run it again after adding an agent or a notifier sink.`,
 					return usage(err)
 				}
 			}
-			client, err := g.dialConfig(ctx, g.natsURL, "interlock-provision", jetstream.Config{Replicas: replicas})
+			url := g.natsURL
+			if url == "" && (changed(cmd, "data-dir") || changed(cmd, "nats-config")) {
+				log, err := g.logger(cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				srv, err := emb.start(log)
+				if err != nil {
+					return err
+				}
+				defer srv.Shutdown()
+				url = srv.URL()
+			}
+			client, err := g.dialConfig(ctx, url, "interlock-provision", jetstream.Config{Replicas: replicas})
 			if err != nil {
 				return err
 			}
 			defer client.Close()
 			ctx, cancel := context.WithTimeout(ctx, g.timeout+30*time.Second)
 			defer cancel()
-			sinks, err := provision(ctx, client, agents, ncfg)
+			sinks, err := provision(ctx, client, agents, ncfg, coordinator.Config{AckWait: ackWait})
 			if err != nil {
 				return err
 			}
@@ -64,14 +84,21 @@ Run it again after adding an agent or a notifier sink.`,
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "replicas of new streams and buckets, and the least existing ones are raised to (3 on a NATS cluster); never lowers")
 	cmd.Flags().StringSliceVar(&agents, "agent", nil, "create the work consumer of this agent (repeat, or comma-separate)")
 	cmd.Flags().StringVar(&notify, "notifier-config", "", "create the consumers of this notifier configuration's sinks")
+	cmd.Flags().DurationVar(&ackWait, "ack-wait", 0, "the coordinator's consumers: how long a message a crashed coordinator held waits before another takes it "+
+		"(serve --ack-wait on an open server; default: keep theirs, 30s for new ones)")
+	emb.register(cmd, "interlock-data", "127.0.0.1:0")
 	return cmd
 }
 
 // provision creates or raises everything the roles bind to: streams and
-// buckets, the gateway's buckets, the work consumers of agents and the sink
-// consumers of ncfg (when set). It returns the number of sinks.
-func provision(ctx context.Context, client *jetstream.Client, agents []string, ncfg *notifier.Config) (int, error) {
+// buckets, the coordinator's consumers (as co describes), the gateway's
+// buckets, the work consumers of agents and the sink consumers of ncfg
+// (when set). It returns the number of sinks.
+func provision(ctx context.Context, client *jetstream.Client, agents []string, ncfg *notifier.Config, co coordinator.Config) (int, error) {
 	if err := client.Provision(ctx); err != nil {
+		return 0, err
+	}
+	if err := coordinator.Provision(ctx, client, co); err != nil {
 		return 0, err
 	}
 	if err := gateway.Provision(ctx, client); err != nil {

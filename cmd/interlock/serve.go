@@ -119,6 +119,8 @@ func newServe(g *globals) *cobra.Command {
 		identities  string
 		linkSecret  string
 		linkTTL     time.Duration
+		provisions  bool
+		topology    time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -126,7 +128,18 @@ func newServe(g *globals) *cobra.Command {
 		Long: `serve runs the coordinator: the only writer of run records. With no --nats-url it
 starts an embedded nats-server with JetStream file storage in --data-dir, which
 acknowledges a write only once it is on disk (--sync always). SIGINT or SIGTERM
-stops taking messages, lets the ones under way finish, and exits.`,
+stops taking messages, lets the ones under way finish, and exits.
+
+On an open server (the embedded one without --nats-config, or any server
+reached with no NATS user) serve provisions the streams, buckets and
+consumers itself. Connected as a named user (--nats-user,
+NATS_USER, a user in the URL or --creds) it does not: it may not change a
+stream, and fails until ` + "`interlock provision`" + ` has run with admin's credentials
+(--provision makes it provision anyway, with a user that holds admin's rights).
+At start and every --topology-interval it checks that the streams and
+buckets keep what was provisioned: it refuses to start when they do not, and
+when it finds a change while running it logs an error, sets the
+interlock_topology_drift metric and records a topology_drift audit event.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if expiry.Action != subjects.ExpiryCancel && expiry.Action != subjects.ExpiryEscalate {
@@ -135,11 +148,15 @@ stops taking messages, lets the ones under way finish, and exits.`,
 			if expiry.Action == subjects.ExpiryEscalate && expiry.Extend <= 0 {
 				return usage(errors.New("--on-expiry escalate needs --escalate-extend"))
 			}
+			if topology < 0 {
+				return usagef("--topology-interval %s is negative (0 checks only at start)", topology)
+			}
 			if ackWait < minAckWait {
 				return usagef("--ack-wait %s is shorter than %s", ackWait, minAckWait)
 			}
 			err := runServe(cmd, g, &emb, serveConfig{replicas: replicas, concurrency: concurrency, ackWait: ackWait, notify: notify,
-				metricsAddr: metricsAddr, expiry: expiry, web: web, identities: identities, linkSecretEnv: linkSecret, linkTTL: linkTTL})
+				metricsAddr: metricsAddr, expiry: expiry, web: web, identities: identities, linkSecretEnv: linkSecret, linkTTL: linkTTL,
+				provision: provisions, topologyInterval: topology})
 			if errors.Is(err, context.Canceled) {
 				// A signal during start-up is a requested stop, not a failure.
 				return nil
@@ -165,6 +182,9 @@ stops taking messages, lets the ones under way finish, and exits.`,
 	web.register(cmd, "", "also serve the HTTP gateway here (needs --identities)")
 	f.DurationVar(&linkTTL, "link-ttl", 0, "with --link-secret-env: how long a one-click link lasts (default 24h, at most 720h; never past its interrupt's deadline)")
 	f.StringVar(&linkSecret, "link-secret-env", "", "with --gateway-listen: environment variable holding the secret that signs one-click decision links (the gateway mints them for the notifier)")
+	f.BoolVar(&provisions, "provision", false, "provision even when connected as a named NATS user (that user needs admin's rights); without a user serve always provisions")
+	f.DurationVar(&topology, "topology-interval", coordinator.DefaultTopologyInterval,
+		"how often to check that the streams and buckets keep what was provisioned (also checked at start; 0: only at start)")
 	return cmd
 }
 
@@ -181,6 +201,9 @@ type serveConfig struct {
 	identities            string
 	linkSecretEnv         string
 	linkTTL               time.Duration
+	// provision even as a named user; topologyInterval is the coordinator's.
+	provision        bool
+	topologyInterval time.Duration
 }
 
 func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig) error {
@@ -221,14 +244,30 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 	if err != nil {
 		return err
 	}
+	coCfg := coordinator.Config{Concurrency: sc.concurrency, AckWait: sc.ackWait, Logger: log,
+		Expiry: sc.expiry, Groups: dir.Groups, TopologyInterval: sc.topologyInterval}
+	if sc.topologyInterval == 0 {
+		coCfg.TopologyInterval = -1
+	}
+	provisionFn := func(ctx context.Context, c *jetstream.Client) error {
+		_, err := provision(ctx, c, nil, notifyCfg, coCfg)
+		return err
+	}
+	// The embedded server without a configuration admits anyone: serve
+	// provisions it whatever NATS_USER says.
+	open := g.natsURL == "" && emb.config == ""
+	if user := g.namedUser(url); user != "" && !open && !sc.provision {
+		// Only admin changes a stream: the coordinator binds to what
+		// `interlock provision` made, and Start says so when it is missing.
+		provisionFn = nil
+		log.Info("not provisioning: connected as a named NATS user; `interlock provision` runs with admin's credentials", "user", user)
+	}
 	return runService(ctx, g, log, "interlock-serve", url, jetstream.Config{Replicas: sc.replicas},
-		func(ctx context.Context, c *jetstream.Client) error {
-			_, err := provision(ctx, c, nil, notifyCfg)
-			return err
-		}, sc.metricsAddr,
+		provisionFn, sc.metricsAddr,
 		func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
-			co := coordinator.New(client, coordinator.Config{Concurrency: sc.concurrency, AckWait: sc.ackWait, Logger: log,
-				Expiry: sc.expiry, Groups: dir.Groups, Registry: reg})
+			cfg := coCfg
+			cfg.Registry = reg
+			co := coordinator.New(client, cfg)
 			if err := co.Start(ctx); err != nil {
 				return nil, err
 			}

@@ -124,6 +124,9 @@ func TestServeAckWait(t *testing.T) {
 	r := cli(t, "serve", "--data-dir", t.TempDir(), "--ack-wait", "10ms")
 	assert.Equal(t, exitUsage, r.code, r.err)
 	assert.Contains(t, r.err, "--ack-wait 10ms is shorter than 1s")
+	r = cli(t, "serve", "--data-dir", t.TempDir(), "--topology-interval", "-1s")
+	assert.Equal(t, exitUsage, r.code, r.err)
+	assert.Contains(t, r.err, "--topology-interval -1s is negative")
 
 	srv := serve(t, t.TempDir(), "--ack-wait", "3s")
 	url, stop := srv.URL, srv.Stop
@@ -133,15 +136,24 @@ func TestServeAckWait(t *testing.T) {
 	conn, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url}, jetstream.Config{})
 	require.NoError(t, err)
 	defer conn.Close()
-	for _, durable := range []string{"coordinator_runs", "coordinator_decisions"} {
-		stream := jetstream.StreamRuns
-		if durable == "coordinator_decisions" {
-			stream = jetstream.StreamDecisions
+	check := func(want time.Duration) {
+		t.Helper()
+		for _, durable := range []string{"coordinator_runs", "coordinator_decisions"} {
+			stream := jetstream.StreamRuns
+			if durable == "coordinator_decisions" {
+				stream = jetstream.StreamDecisions
+			}
+			st, err := conn.ConsumerState(ctx, stream, durable)
+			require.NoError(t, err)
+			assert.Equal(t, want, st.AckWait, durable)
 		}
-		st, err := conn.ConsumerState(ctx, stream, durable)
-		require.NoError(t, err)
-		assert.Equal(t, 3*time.Second, st.AckWait, durable)
 	}
+	check(3 * time.Second)
+	// Provisioning again (an agent added) keeps it; --ack-wait sets it.
+	require.Equal(t, 0, cli(t, "provision", "--nats-url", url, "--agent", "more").code)
+	check(3 * time.Second)
+	require.Equal(t, 0, cli(t, "provision", "--nats-url", url, "--ack-wait", "5s").code)
+	check(5 * time.Second)
 }
 
 // Flag help names what a flag takes, not a stray quoted phrase.
@@ -165,7 +177,9 @@ func TestServeConcurrentStartCluster(t *testing.T) {
 	t.Parallel()
 	nodes := jstest.ProcessCluster(t, 3, "../../deploy/nats/cluster/n1.conf", "../../deploy/nats/cluster/n2.conf",
 		"../../deploy/nats/cluster/n3.conf")
-	urls := jstest.As("coordinator", jstest.NodeURLs(nodes))
+	// As admin, with --provision: a named user's serve provisions only when
+	// told to (the coordinator's user may not).
+	urls := jstest.As("admin", jstest.NodeURLs(nodes))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -177,7 +191,7 @@ func TestServeConcurrentStartCluster(t *testing.T) {
 		logs[i] = &syncbuf.Buffer{}
 		go func() {
 			<-start
-			codes <- run(ctx, []string{"serve", "--nats-url", urls, "--replicas", "3", "--log-level", "info"}, nil, &bytes.Buffer{}, logs[i])
+			codes <- run(ctx, []string{"serve", "--nats-url", urls, "--replicas", "3", "--provision", "--log-level", "info"}, nil, &bytes.Buffer{}, logs[i])
 		}()
 	}
 	var prov result
@@ -216,4 +230,16 @@ func TestServeConcurrentStartCluster(t *testing.T) {
 			t.Fatal("serve did not stop on cancel")
 		}
 	}
+}
+
+// TestServeOpenDefaultProvisions: the embedded server without a
+// configuration admits anyone, so serve provisions it even when a NATS user
+// is named (NATS_USER left in the environment); against a server with
+// users, a named user's serve does not (TestDeploySystemdUnit).
+func TestServeOpenDefaultProvisions(t *testing.T) {
+	t.Parallel()
+	d := runDaemon(t, "coordinator running", "serve", "--data-dir", t.TempDir(), "--nats-listen", "127.0.0.1:0",
+		"--nats-user", "someone")
+	assert.NotContains(t, d.logs.String(), "not provisioning")
+	assert.Equal(t, 0, d.Stop())
 }

@@ -60,12 +60,14 @@ func newDeployment(t *testing.T) *deployment {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	d := &deployment{t: t, ctx: ctx, srv: srv}
-	// `interlock provision` as admin.
-	require.NoError(t, gateway.Provision(ctx, d.provisioner()))
-	// `interlock serve --nats-url ...` as the coordinator: it provisions too.
-	coord := d.client("coordinator")
-	require.NoError(t, coord.Provision(ctx))
-	co := coordinator.New(coord, coordinator.Config{Logger: quiet, AckWait: 2 * time.Second})
+	// `interlock provision` as admin, the coordinator's consumers included.
+	admin := d.provisioner()
+	require.NoError(t, gateway.Provision(ctx, admin))
+	coCfg := coordinator.Config{Logger: quiet, AckWait: 2 * time.Second}
+	require.NoError(t, coordinator.Provision(ctx, admin, coCfg))
+	// `interlock serve --nats-url ...` as the coordinator, which may not
+	// provision: it binds to what admin made.
+	co := coordinator.New(d.client("coordinator"), coCfg)
 	require.NoError(t, co.Start(ctx))
 	t.Cleanup(co.Stop)
 	return d

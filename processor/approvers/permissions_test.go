@@ -47,9 +47,9 @@ func TestNATSPermissions(t *testing.T) {
 	require.NoError(t, admin.Provision(ctx))
 	require.NoError(t, gateway.Provision(ctx, admin)) // as `interlock provision` does
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	coord := dial("coordinator")
-	require.NoError(t, coord.Provision(ctx)) // as serve does
-	co := coordinator.New(coord, coordinator.Config{Logger: quiet})
+	require.NoError(t, coordinator.Provision(ctx, admin, coordinator.Config{}))
+	// serve as the coordinator user binds to what admin provisioned.
+	co := coordinator.New(dial("coordinator"), coordinator.Config{Logger: quiet})
 	require.NoError(t, co.Start(ctx))
 	defer co.Stop()
 

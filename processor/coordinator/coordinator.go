@@ -50,6 +50,10 @@ type Config struct {
 	// SchemaBudget bounds checking one payload against its responseSchema;
 	// default schema.DefaultBudget.
 	SchemaBudget time.Duration
+	// TopologyInterval is how often a running coordinator checks that the
+	// streams and buckets keep what was provisioned (it always checks at
+	// start); default DefaultTopologyInterval, negative: only at start.
+	TopologyInterval time.Duration
 }
 
 // Coordinator is the only writer of run records.
@@ -60,7 +64,10 @@ type Coordinator struct {
 	ns      subjects.Namespace
 	rules   rules.Set
 	running jetstream.Consumers
-	metrics *metrics
+	// watch checks the topology while running; stopWatch ends it.
+	watch     *topologyWatch
+	stopWatch func()
+	metrics   *metrics
 	// ids signs the message ids of what the coordinator publishes into
 	// streams other roles write too (work items, notices).
 	ids *jetstream.IDSigner
@@ -79,16 +86,88 @@ func New(c *jetstream.Client, cfg Config) *Coordinator {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.TopologyInterval == 0 {
+		cfg.TopologyInterval = DefaultTopologyInterval
+	}
 	return &Coordinator{client: c, store: store.NewJetStream(c), cfg: cfg, ns: c.Namespace(),
 		metrics: newMetrics(cfg.Registry),
 		rules:   rules.Set{Expiry: cfg.Expiry, Groups: cfg.Groups, Schemas: &schema.Cache{Budget: cfg.SchemaBudget}}}
 }
 
-// Start consumes outcomes, decisions and due timers until Stop. A context
+// input is one stream the coordinator consumes.
+type input struct {
+	stream  jetstream.Stream
+	durable string
+	filter  []string
+	handle  jetstream.Handler
+}
+
+// inputs are the coordinator's durable consumers and their handlers.
+func (co *Coordinator) inputs() []input {
+	ns := co.ns
+	due := ns.All(subjects.KindTimers)
+	due = due[:len(due)-1] + "due.>"
+	return []input{
+		{jetstream.StreamRuns, "coordinator_runs", []string{ns.All(subjects.KindSuspended), ns.All(subjects.KindCompleted),
+			ns.All(subjects.KindFailed)}, co.handleOutcome},
+		{jetstream.StreamDecisions, "coordinator_decisions", nil, co.handleDecision},
+		{jetstream.StreamTimers, "coordinator_timers", []string{due}, co.handleTimer},
+		{jetstream.StreamObserved, "coordinator_observed", nil, co.handleObserved},
+	}
+}
+
+// consumeConfig is in's consumer.
+func (co *Coordinator) consumeConfig(in input) jetstream.ConsumeConfig {
+	byRun := func(m *jetstream.Delivery) string {
+		a, _ := co.ns.Parse(m.Subject)
+		return a.Run
+	}
+	return jetstream.ConsumeConfig{
+		Stream: in.stream, Durable: in.durable, FilterSubjects: in.filter, AckWait: co.cfg.AckWait,
+		// Decisions may wait for their suspension to be recorded.
+		MaxDeliver:  50,
+		Concurrency: co.cfg.Concurrency, PartitionKey: byRun, Logger: co.cfg.Logger,
+	}
+}
+
+// Provision creates (or updates) the durable consumers a coordinator with
+// cfg consumes, through c, which must have provisioned (`interlock
+// provision` as admin): a coordinator connected as its own user may not
+// create them. A zero cfg.AckWait keeps an existing consumer's (30s for a
+// new one), so provisioning again does not undo serve's --ack-wait.
+func Provision(ctx context.Context, c *jetstream.Client, cfg Config) error {
+	keep := cfg.AckWait == 0
+	co := New(c, cfg)
+	for _, in := range co.inputs() {
+		cc := co.consumeConfig(in)
+		if keep {
+			st, err := c.ConsumerState(ctx, in.stream, in.durable)
+			switch {
+			case err == nil:
+				cc.AckWait = st.AckWait
+			case !errors.Is(err, jetstream.ErrNotFound):
+				return fmt.Errorf("consumer %s: %w", in.durable, err)
+			}
+		}
+		if err := c.CreateConsumer(ctx, cc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Start checks that the streams and buckets keep what was provisioned
+// (refusing to start with a *jetstream.DriftError, or ErrNotProvisioned
+// when they are missing), then consumes outcomes, decisions, due timers and
+// other roles' observations until Stop, checking the topology again every TopologyInterval. A context
 // carrying a fault hook (internal/fault) abandons messages at its points,
 // for crash tests.
 func (co *Coordinator) Start(ctx context.Context) error {
 	co.fault = fault.From(ctx)
+	co.watch = newTopologyWatch(co)
+	if err := co.watch.start(ctx); err != nil {
+		return err
+	}
 	if err := co.client.RequirePendingTTL(ctx); err != nil {
 		return err
 	}
@@ -97,32 +176,8 @@ func (co *Coordinator) Start(ctx context.Context) error {
 		return fmt.Errorf("coordinator: %w", err)
 	}
 	co.ids = ids
-	byRun := func(m *jetstream.Delivery) string {
-		a, _ := co.ns.Parse(m.Subject)
-		return a.Run
-	}
-	ns := co.ns
-	due := ns.All(subjects.KindTimers)
-	due = due[:len(due)-1] + "due.>"
-	inputs := []struct {
-		stream  jetstream.Stream
-		durable string
-		filter  []string
-		handle  jetstream.Handler
-	}{
-		{jetstream.StreamRuns, "coordinator_runs", []string{ns.All(subjects.KindSuspended), ns.All(subjects.KindCompleted),
-			ns.All(subjects.KindFailed)}, co.handleOutcome},
-		{jetstream.StreamDecisions, "coordinator_decisions", nil, co.handleDecision},
-		{jetstream.StreamTimers, "coordinator_timers", []string{due}, co.handleTimer},
-		{jetstream.StreamObserved, "coordinator_observed", nil, co.handleObserved},
-	}
-	for _, in := range inputs {
-		cons, err := co.client.Consume(ctx, jetstream.ConsumeConfig{
-			Stream: in.stream, Durable: in.durable, FilterSubjects: in.filter, AckWait: co.cfg.AckWait,
-			// Decisions may wait for their suspension to be recorded.
-			MaxDeliver:  50,
-			Concurrency: co.cfg.Concurrency, PartitionKey: byRun, Logger: co.cfg.Logger,
-		}, in.handle)
+	for _, in := range co.inputs() {
+		cons, err := co.client.Consume(ctx, co.consumeConfig(in), in.handle)
 		if err != nil {
 			co.Stop()
 			return err
@@ -132,11 +187,17 @@ func (co *Coordinator) Start(ctx context.Context) error {
 	}
 	registerPending(co.cfg.Registry, co.store)
 	registerBacklog(co.cfg.Registry, co.client)
+	co.stopWatch = co.watch.run(co.cfg.TopologyInterval)
 	return nil
 }
 
 // Stop stops consuming and waits for the messages under way.
-func (co *Coordinator) Stop() { co.running.Stop() }
+func (co *Coordinator) Stop() {
+	if co.stopWatch != nil {
+		co.stopWatch()
+	}
+	co.running.Stop()
+}
 
 // errAbandoned is a handler's error at a fault point.
 var errAbandoned = errors.New("abandoned by fault injection")

@@ -63,6 +63,7 @@ type metrics struct {
 	outcomes  *prometheus.CounterVec   // pass outcomes by kind
 	timers    *prometheus.CounterVec   // timer actions
 	handle    *prometheus.HistogramVec // handler latency by input
+	drift     prometheus.Gauge         // fields of streams and buckets drifted from what was provisioned
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -80,8 +81,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Time to handle one input, by input (outcome, decision, timer).", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)},
 			[]string{"input"}),
 	}
+	m.drift = prometheus.NewGauge(prometheus.GaugeOpts{Name: "interlock_topology_drift",
+		Help: "Fields of Interlock's streams and buckets that no longer keep what was provisioned (a limit lowered, republish or sources added, subjects changed; a missing stream counts one); 0 when intact. Alert on > 0."})
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.runs, m.decisions, m.outcomes, m.timers, m.handle} {
+		for _, c := range []prometheus.Collector{m.runs, m.decisions, m.outcomes, m.timers, m.handle, m.drift} {
 			_ = reg.Register(c)
 		}
 	}

@@ -1,0 +1,88 @@
+package jetstream_test
+
+import (
+	"testing"
+	"time"
+
+	njs "github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/jetstream/jstest"
+)
+
+// TestTopologyCheck: a freshly provisioned deployment has no drift; raising
+// a limit is not drift; lowering one, adding republish or sources, or
+// changing subjects is, reported by field with what was wanted and what is
+// found; a limit raised and then lowered again drifts from the raised one;
+// a missing stream is ErrNotProvisioned.
+func TestTopologyCheck(t *testing.T) {
+	t.Parallel()
+	srv := jstest.Server(t)
+	c := jstest.Client(t, srv)
+	js := rawJetStream(t, srv.URL())
+	update := func(name string, change func(*njs.StreamConfig)) {
+		t.Helper()
+		st, err := js.Stream(ctx(t), name)
+		require.NoError(t, err)
+		cfg := st.CachedInfo().Config
+		change(&cfg)
+		_, err = js.UpdateStream(ctx(t), cfg)
+		require.NoError(t, err)
+	}
+	check := c.NewTopologyCheck()
+	drifts, err := check.Check(ctx(t))
+	require.NoError(t, err)
+	require.Empty(t, drifts, "as provisioned")
+
+	events := c.StreamName(jetstream.StreamEvents)
+	decisions := c.StreamName(jetstream.StreamDecisions)
+	runs := "KV_" + c.BucketName(jetstream.RunsBucket)
+	update(events, func(cfg *njs.StreamConfig) { cfg.Duplicates = time.Hour })
+	drifts, err = check.Check(ctx(t))
+	require.NoError(t, err)
+	require.Empty(t, drifts, "a raised limit is not drift")
+
+	update(decisions, func(cfg *njs.StreamConfig) { cfg.MaxMsgs = 1 })
+	update(runs, func(cfg *njs.StreamConfig) { cfg.MaxBytes = 1 << 20 })
+	update(c.StreamName(jetstream.StreamDLQ), func(cfg *njs.StreamConfig) {
+		cfg.RePublish = &njs.RePublish{Source: ">", Destination: "elsewhere.>"}
+	})
+	update(c.StreamName(jetstream.StreamAGUI), func(cfg *njs.StreamConfig) { cfg.Subjects = append(cfg.Subjects, "stolen.>") })
+	drifts, err = check.Check(ctx(t))
+	require.NoError(t, err)
+	assert.Contains(t, drifts, jetstream.Drift{Stream: decisions, Field: "max_msgs", Want: "unlimited", Found: "1"})
+	assert.Contains(t, drifts, jetstream.Drift{Stream: runs, Field: "max_bytes", Want: "unlimited", Found: "1048576"})
+	assert.Contains(t, drifts, jetstream.Drift{Stream: c.StreamName(jetstream.StreamDLQ), Field: "republish", Want: "none",
+		Found: `{"src":">","dest":"elsewhere.>"}`})
+	fields := map[string]string{}
+	for _, d := range drifts {
+		fields[d.Stream+" "+d.Field] = d.String()
+	}
+	assert.Contains(t, fields, c.StreamName(jetstream.StreamAGUI)+" subjects")
+	assert.Len(t, drifts, 4, "%v", drifts)
+
+	// Events had a one-hour duplicate window at the last check that found
+	// it intact: lowering it to 30 minutes drifts from that, though it is
+	// more than Provision's 10 minutes, which is all a fresh check (a
+	// coordinator starting) holds it to.
+	update(events, func(cfg *njs.StreamConfig) { cfg.Duplicates = 30 * time.Minute; cfg.MaxMsgs = 10 })
+	drifts, err = check.Check(ctx(t))
+	require.NoError(t, err)
+	assert.Contains(t, drifts, jetstream.Drift{Stream: events, Field: "duplicate_window", Want: "1h0m0s", Found: "30m0s"})
+	assert.Contains(t, drifts, jetstream.Drift{Stream: events, Field: "max_msgs", Want: "unlimited", Found: "10"})
+	drifts, err = c.NewTopologyCheck().Check(ctx(t))
+	require.NoError(t, err)
+	assert.Contains(t, drifts, jetstream.Drift{Stream: events, Field: "max_msgs", Want: "unlimited", Found: "10"})
+	assert.NotContains(t, drifts, jetstream.Drift{Stream: events, Field: "duplicate_window", Want: "1h0m0s", Found: "30m0s"})
+
+	require.NoError(t, js.DeleteStream(ctx(t), c.StreamName(jetstream.StreamTimers)))
+	_, err = c.NewTopologyCheck().Check(ctx(t))
+	require.ErrorIs(t, err, jetstream.ErrNotProvisioned)
+	assert.Contains(t, err.Error(), c.StreamName(jetstream.StreamTimers))
+
+	de := &jetstream.DriftError{Drifts: drifts}
+	assert.ErrorIs(t, de, jetstream.ErrDrift)
+	assert.Contains(t, de.Error(), events+": max_msgs is 10, want unlimited")
+}
