@@ -237,7 +237,9 @@ func TestServeConcurrentStartCluster(t *testing.T) {
 // is named (NATS_USER left in the environment); against a server with
 // users, a named user's serve does not (TestDeploySystemdUnit).
 func TestServeOpenDefaultProvisions(t *testing.T) {
-	t.Parallel()
+	// A named user needs a password (TestAttackEmptyPassword), even one
+	// the open server does not check: t.Setenv, so not parallel.
+	t.Setenv("NATS_PASSWORD", "unchecked")
 	d := runDaemon(t, "coordinator running", "serve", "--data-dir", t.TempDir(), "--nats-listen", "127.0.0.1:0",
 		"--nats-user", "someone")
 	assert.NotContains(t, d.logs.String(), "not provisioning")
