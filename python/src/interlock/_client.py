@@ -17,7 +17,7 @@ from nats.aio.msg import Msg
 
 from . import _direct, _trace
 from ._errors import Rejected, RunNotFound
-from ._ids import decision_attempt_msg_id, reply_token, uuid7, work_msg_id
+from ._ids import decision_attempt_msg_id, nonce, reply_token, start_msg_id, uuid7
 from ._subjects import DEFAULT_PREFIX, Namespace, inbox_prefix, validate_token
 from ._types import NO_PAYLOAD, Run, Status, Verdict
 from ._wire import decode_decision, decode_work
@@ -112,7 +112,7 @@ class Client:
         await self._js.publish(
             self._ns.start(agent),
             data,
-            headers={"Nats-Msg-Id": work_msg_id(run_id, 0), "traceparent": _trace.child(traceparent)},
+            headers={"Nats-Msg-Id": start_msg_id(run_id, nonce()), "traceparent": _trace.child(traceparent)},
         )
         return run_id
 
