@@ -245,7 +245,7 @@ func (w *Worker) handle(ctx context.Context, agent string, a registered, m *jets
 		TraceParent: trace.Child(m.Header.Get(trace.Header))}
 	log := w.cfg.Logger.With("run", work.RunID, "agent", agent, "pass", work.Pass)
 	p := newPass(info, work, &w.schemas)
-	aguiSubject, err := w.client.Namespace().AGUI(work.RunID)
+	aguiSubject, err := w.client.Namespace().AGUI(agent, work.RunID)
 	if err != nil {
 		return jetstream.DeadLetter(err)
 	}
@@ -336,16 +336,17 @@ func (w *Worker) report(ctx context.Context, work subjects.Work, key string, p *
 // emitter stores the AG-UI events of work's pass on subject, each acked
 // before Emit returns, so they are all kept before the pass's outcome. The
 // n-th Emit call is skipped while n is below the number of events the run
-// has kept (counted at the pass's first Emit): those are the events earlier
-// passes, or an earlier attempt of this one, sent. The message id (run, n
-// and the pass's key: subjects.EmitMsgID) keeps two attempts running at once
-// from storing one twice, and nobody without the key can store one first.
+// has kept (read at the pass's first Emit from the last event kept: see
+// keptEvents): those are the events earlier passes, or an earlier attempt
+// of this one, sent. The message id (run, n and the pass's key:
+// subjects.EmitMsgID) keeps two attempts running at once from storing one
+// twice, and nobody without the key can store one first.
 func (w *Worker) emitter(ctx context.Context, work subjects.Work, key, subject string) func(n int, event any) error {
 	var once sync.Once
 	var kept int
 	var countErr error
 	return func(n int, event any) error {
-		once.Do(func() { kept, countErr = w.client.SubjectCount(ctx, jetstream.StreamAGUI, subject) })
+		once.Do(func() { kept, countErr = w.keptEvents(ctx, work.RunID, subject) })
 		if countErr != nil {
 			return fmt.Errorf("emit: %w", countErr)
 		}
@@ -361,6 +362,34 @@ func (w *Worker) emitter(ctx context.Context, work subjects.Work, key, subject s
 		}
 		return nil
 	}
+}
+
+// ErrForeignEvent means the last AG-UI event kept for a run was not stored
+// by a worker's Emit: its message id is not <run>:emit:<n>[:<key>], so the
+// events to skip cannot be told.
+var ErrForeignEvent = errors.New("AG-UI event not stored by a worker")
+
+// keptEvents is how many AG-UI events run has kept on subject (the agent's
+// own): n+1 for the last one, the n-th Emit of the run, read from its
+// message id with one direct get that names the subject (no stream-wide
+// read, which per-agent permissions could not confine).
+func (w *Worker) keptEvents(ctx context.Context, run, subject string) (int, error) {
+	last, err := w.client.DirectLast(ctx, jetstream.StreamAGUI, subject)
+	if errors.Is(err, jetstream.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	id := last.Header.Get(jetstream.HeaderMsgID)
+	rest, ok := strings.CutPrefix(id, run+":emit:")
+	if ok {
+		digits, _, _ := strings.Cut(rest, ":")
+		if n, err := strconv.Atoi(digits); err == nil && n >= 0 {
+			return n + 1, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: the last event on %s has message id %q", ErrForeignEvent, subject, id)
 }
 
 // passDone reports whether work's pass (with key) was already reported,
@@ -387,7 +416,7 @@ func (w *Worker) passDone(ctx context.Context, work subjects.Work, key string) (
 	// The pass's deadline is far off; the read is bounded like any request.
 	ctx, cancel := context.WithTimeout(ctx, w.client.Config().Timeout)
 	defer cancel()
-	last, err := w.client.LastMsg(ctx, jetstream.StreamRuns, filter)
+	last, err := w.client.DirectLast(ctx, jetstream.StreamRuns, filter)
 	if errors.Is(err, jetstream.ErrNotFound) {
 		return false, nil
 	}

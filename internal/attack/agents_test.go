@@ -101,7 +101,7 @@ func TestAttackEmitIDSquatsAnotherRunsEvents(t *testing.T) {
 	t.Parallel()
 	d := newDeployment(t)
 	ns := subjects.Default()
-	mine, err := ns.AGUI("mine")
+	mine, err := ns.AGUI("refunds", "mine")
 	require.NoError(t, err)
 	publishJSON(t, d.attacker("agent"), mine, "victim:emit:0", map[string]any{"type": "RUN_STARTED"})
 
@@ -111,7 +111,7 @@ func TestAttackEmitIDSquatsAnotherRunsEvents(t *testing.T) {
 	run, err := processor.NewClient(d.client("gateway")).Start(d.ctx, "refunds", nil, processor.WithRunID("victim"))
 	require.NoError(t, err)
 	assert.Equal(t, subjects.RunCompleted, finished(t, d, run).Status)
-	victim, err := ns.AGUI(run)
+	victim, err := ns.AGUI("refunds", run)
 	require.NoError(t, err)
 	m, err := d.attacker("admin").js.GetLastMsg("INTERLOCK_AGUI", victim)
 	require.NoError(t, err, "the victim's event is kept")

@@ -16,7 +16,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import api
 
-from . import _trace
+from . import _direct, _trace
 from ._errors import ProtocolError, Retry, Suspended
 from ._ids import dead_letter_msg_id, outcome_msg_id, pass_key
 from ._run import _current, _Pass, _tool_call
@@ -259,11 +259,10 @@ class Worker:
         which only a holder of the work item can compute), an outcome of a
         later pass, or a coordinator's notice about this pass or a later one.
         A forged outcome of this pass does not count."""
-        try:
-            last = await self._js.get_last_msg(
-                self._ns.stream("RUNS"), self._ns.run_outcomes(work["agent"], work["runId"])
-            )
-        except nats.js.errors.NotFoundError:
+        last = await _direct.last(
+            self._nc, self._ns.stream("RUNS"), self._ns.run_outcomes(work["agent"], work["runId"]), 5.0
+        )
+        if last is None:
             return False
         want = int(work.get("pass", 0))
         try:
@@ -279,7 +278,7 @@ class Worker:
             return got > want
         if tokens[prefix] in ("reminder", "escalated", "expired"):
             return True
-        return (last.headers or {}).get("Nats-Msg-Id") == outcome_msg_id(work["runId"], want, key)
+        return last.headers.get("Nats-Msg-Id") == outcome_msg_id(work["runId"], want, key)
 
     async def _run_pass(
         self, agent: str, fn: AgentFunc, work: dict[str, Any], traceparent: str | None
