@@ -3,6 +3,7 @@ package attack_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -160,4 +161,76 @@ func TestAttackForgedOutcomeBlocksReplay(t *testing.T) {
 	assert.Equal(t, subjects.RunCompleted, done.Status)
 	assert.JSONEq(t, `"refunded"`, string(done.Result))
 	assert.Equal(t, int32(1), replays.Load(), "the replay ran once")
+}
+
+// TestAttackAgentReachesAnotherAgent (requirement 3 of issue 23): with the
+// billing agent's credentials, reach the refunds agent's runs: take its
+// work, publish on its subjects, read its suspensions and AG-UI events (by
+// subject, with wildcards, stream-wide), and report a pass of its run on
+// billing's own subjects. Each is refused; the run is unchanged.
+func TestAttackAgentReachesAnotherAgent(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	provisioner := processor.NewWorker(d.provisioner(), processor.WorkerConfig{})
+	require.NoError(t, provisioner.Register("refunds", nil))
+	require.NoError(t, provisioner.Provision(d.ctx))
+	d.suspend(d.client("agent"), "run-1", "ada")
+	// A start of refunds waits in its consumer.
+	_, err := processor.NewClient(d.client("gateway")).Start(d.ctx, "refunds", map[string]any{"iban": "DE00"})
+	require.NoError(t, err)
+
+	b := d.attacker("agent_billing")
+	// Its own reads work: nothing of billing's is stored.
+	_, err = b.nc.Request("$JS.API.DIRECT.GET.INTERLOCK_RUNS.interlock.*.billing.run-1", nil, 2*time.Second)
+	require.NoError(t, err, "billing may read its own subjects")
+
+	for _, api := range []string{
+		"$JS.API.CONSUMER.MSG.NEXT.INTERLOCK_WORK.worker_refunds",
+		"$JS.API.CONSUMER.INFO.INTERLOCK_WORK.worker_refunds",
+		"$JS.API.DIRECT.GET.INTERLOCK_RUNS.interlock.suspended.refunds.run-1",
+		"$JS.API.DIRECT.GET.INTERLOCK_RUNS.interlock.*.*.run-1",
+		"$JS.API.DIRECT.GET.INTERLOCK_RUNS.interlock.>",
+		"$JS.API.DIRECT.GET.INTERLOCK_RUNS",
+		"$JS.API.STREAM.MSG.GET.INTERLOCK_RUNS",
+		"$JS.API.STREAM.INFO.INTERLOCK_RUNS",
+		"$JS.API.DIRECT.GET.INTERLOCK_AGUI.interlock.agui.refunds.run-1",
+		"$JS.API.DIRECT.GET.INTERLOCK_AGUI",
+		"$JS.API.STREAM.INFO.INTERLOCK_AGUI",
+	} {
+		req := []byte(`{"last_by_subj": "interlock.suspended.refunds.run-1", "batch": 1}`)
+		if strings.Contains(api, "MSG.NEXT") {
+			req = []byte(`{"batch": 1}`)
+		}
+		_, err := b.nc.Request(api, req, 500*time.Millisecond)
+		require.Error(t, err, api)
+		b.refused(t, `Publish to "`+api+`"`)
+	}
+	ns := subjects.Default()
+	for _, subject := range []string{"interlock.start.refunds", "interlock.suspended.refunds.run-1",
+		"interlock.completed.refunds.run-1", "interlock.failed.refunds.run-1", "interlock.agui.refunds.run-1"} {
+		require.NoError(t, b.nc.Publish(subject, []byte(`{}`)))
+		b.refused(t, `Publish to "`+subject+`"`)
+	}
+	// A completion of refunds's run on billing's own subject: the subject
+	// is billing's to publish on, the run is not its to report.
+	forged := subjects.Completion{PassRef: subjects.PassRef{Version: 1, RunID: "run-1", Agent: "billing"},
+		Result: json.RawMessage(`"forged"`), CompletedAt: time.Now().UTC()}
+	own, err := ns.Completed("billing", "run-1")
+	require.NoError(t, err)
+	publishJSON(t, b, own, "forged", forged)
+	require.Eventually(t, func() bool {
+		for _, ev := range d.events("run-1") {
+			if ev.Code == subjects.CodeWrongAgent {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 10*time.Millisecond, "the coordinator refused billing's report on refunds's run")
+	rec, err := processor.NewClient(d.client("auditor")).Run(d.ctx, "run-1")
+	require.NoError(t, err)
+	assert.Equal(t, subjects.RunSuspended, rec.Status)
+	assert.Equal(t, "refunds", rec.Agent)
+	info, err := d.attacker("admin").js.ConsumerInfo("INTERLOCK_WORK", "worker_refunds")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), info.NumPending, "refunds's start still waits for refunds")
 }
