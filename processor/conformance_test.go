@@ -33,7 +33,7 @@ func TestConformanceIDs(t *testing.T) {
 			Pass         int
 		}
 		StartMsgIDs   []struct{ RunID, Nonce, MsgID string }
-		PassKeys      []struct{ WorkMsgID, Key string }
+		PassKeys      []struct{ WorkMsgID, Work, Key string }
 		OutcomeMsgIDs []struct {
 			RunID, Key, MsgID string
 			Pass              int
@@ -76,7 +76,7 @@ func TestConformanceIDs(t *testing.T) {
 	}
 	require.NotEmpty(t, vec.PassKeys)
 	for _, v := range vec.PassKeys {
-		assert.Equal(t, v.Key, subjects.PassKey(v.WorkMsgID))
+		assert.Equal(t, v.Key, subjects.PassKey(v.WorkMsgID, []byte(v.Work)))
 	}
 	require.NotEmpty(t, vec.EmitMsgIDs)
 	for _, v := range vec.EmitMsgIDs {

@@ -271,7 +271,7 @@ func (w *Worker) handle(ctx context.Context, agent string, a registered, m *jets
 
 // workPassKey is the key of the pass m's work item starts (subjects.PassKey).
 func workPassKey(m *jetstream.Delivery) string {
-	return subjects.PassKey(m.Header.Get(jetstream.HeaderMsgID))
+	return subjects.PassKey(m.Header.Get(jetstream.HeaderMsgID), m.Data)
 }
 
 // cut decides what becomes of a pass whose context ended before it had an

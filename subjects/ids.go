@@ -49,19 +49,22 @@ func Nonce() string {
 // message with that id first and have this start dropped as a duplicate.
 func StartMsgID(run, nonce string) string { return run + ":0:start:" + nonce }
 
-// PassKey is the key of the pass a work item starts, from the work item's
-// own Nats-Msg-Id: 32 hex digits of SHA-256 over a label and the id. Only
-// the work item's publisher (whoever started the run, or the coordinator
-// for a replay) chose that id, and only the agent's own consumer reads the
-// item, so nobody else can compute the key, while every attempt of the
+// PassKey is the key of the pass a work item starts, from the work item as
+// stored: 32 hex digits of SHA-256 over "interlock pass key", NUL, the
+// item's Nats-Msg-Id, NUL and its body. Only the work item's publisher
+// (whoever started the run, with a nonce in the id; the coordinator for a
+// replay, whose body carries the decisions) and the agent's own consumer
+// know both, so nobody else can compute the key, while every attempt of the
 // pass (a redelivery, a pass taken over) finds the same one. A work item
 // without a message id gets a fresh [Nonce] per attempt instead.
-func PassKey(workMsgID string) string {
+func PassKey(workMsgID string, work []byte) string {
 	if workMsgID == "" {
 		return Nonce()
 	}
-	sum := sha256.Sum256([]byte("interlock pass key\x00" + workMsgID))
-	return hex.EncodeToString(sum[:16])
+	h := sha256.New()
+	h.Write([]byte("interlock pass key\x00" + workMsgID + "\x00"))
+	h.Write(work)
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // OutcomeMsgID is the Nats-Msg-Id of a pass's outcome, whatever its kind:

@@ -42,7 +42,7 @@ def test_message_ids_and_keys() -> None:
     for v in IDS["startMsgIds"]:
         assert interlock.start_msg_id(v["runId"], v["nonce"]) == v["msgId"]
     for v in IDS["passKeys"]:
-        assert interlock.pass_key(v["workMsgId"]) == v["key"]
+        assert interlock.pass_key(v["workMsgId"], v["work"].encode()) == v["key"]
     for v in IDS["emitMsgIds"]:
         assert interlock.emit_msg_id(v["runId"], v["n"], v["key"]) == v["msgId"]
     for v in IDS["pendingKeys"]:

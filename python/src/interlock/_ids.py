@@ -49,14 +49,14 @@ def start_msg_id(run_id: str, nonce_: str) -> str:
     return f"{run_id}:0:start:{nonce_}"
 
 
-def pass_key(work_msg_id_: str) -> str:
-    """The key of the pass a work item starts, from the work item's own
-    ``Nats-Msg-Id``: the first 32 hex digits of SHA-256 over
-    ``"interlock pass key"``, NUL and the id. A work item without an id gets
-    a fresh :func:`nonce` per attempt."""
+def pass_key(work_msg_id_: str, work: bytes) -> str:
+    """The key of the pass a work item starts, from the work item as stored:
+    the first 32 hex digits of SHA-256 over ``"interlock pass key"``, NUL,
+    the item's ``Nats-Msg-Id``, NUL and its body. A work item without an id
+    gets a fresh :func:`nonce` per attempt."""
     if not work_msg_id_:
         return nonce()
-    return hashlib.sha256(b"interlock pass key\x00" + work_msg_id_.encode()).hexdigest()[:32]
+    return hashlib.sha256(b"interlock pass key\x00" + work_msg_id_.encode() + b"\x00" + work).hexdigest()[:32]
 
 
 def outcome_msg_id(run_id: str, pass_: int, key: str) -> str:

@@ -200,7 +200,7 @@ class Worker:
                     f"malformed: a work item on {m.subject} must be a first pass; replays come from the coordinator",
                 )
                 return
-            key = pass_key((m.headers or {}).get("Nats-Msg-Id", ""))
+            key = pass_key((m.headers or {}).get("Nats-Msg-Id", ""), m.data)
             if await self._pass_done(work, key):
                 await m.ack()
                 return
