@@ -831,6 +831,12 @@ func (c *Client) DirectLast(ctx context.Context, s Stream, subject string) (Stor
 		defer cancel()
 	}
 	m, err := c.nc.RequestWithContext(ctx, api, nil)
+	if errors.Is(err, nats.ErrNoResponders) {
+		// Nobody answers direct gets: the stream is missing, or was made
+		// before it allowed them (provisioning raises allow_direct).
+		return StoredMsg{}, fmt.Errorf("read %s on %s: %w: the stream is missing or allows no direct gets", name, subject,
+			ErrNotProvisioned)
+	}
 	if err != nil {
 		return StoredMsg{}, fmt.Errorf("read %s on %s: %w", name, subject, c.refused(api, translate(err)))
 	}

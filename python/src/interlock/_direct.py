@@ -129,5 +129,10 @@ async def last(nc: NATS, stream: str, subject: str, timeout: float) -> Stored | 
         status = h.get("Status")
         if status == "404":
             return None
+        if status == "503":
+            raise InterlockError(
+                f"read {stream} on {subject}: no such stream, or it allows no direct gets "
+                "(run `interlock provision` with admin credentials)"
+            )
         raise InterlockError(f"read {stream} on {subject}: status {status} {h.get('Description', '')}".rstrip())
     return Stored(subject=h.get("Nats-Subject", ""), seq=int(seq), headers=h, data=m.data)
