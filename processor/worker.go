@@ -395,7 +395,7 @@ func (w *Worker) keptEvents(ctx context.Context, run, subject string) (int, erro
 // passDone reports whether work's pass (with key) was already reported,
 // from the run's last message on the agent's own subjects of the runs
 // stream, which only the agent's own NATS user may write (deploy/nats
-// gives each agent its own) and only it and the coordinator may read:
+// gives each agent its own; the coordinator writes the notices):
 //   - this pass's outcome, told by its message id, which only a holder of
 //     the work item can compute (subjects.OutcomeMsgID): done;
 //   - an outcome of a later pass: done (a later pass ran, so this one was
