@@ -97,8 +97,10 @@ class Client:
         traceparent: str | None = None,
     ) -> str:
         """Queue the first pass of a run of ``agent`` and return the run id
-        (default a fresh UUIDv7). Starting the same run id twice within the
-        duplicate window queues it once."""
+        (default a fresh UUIDv7). The start's message id holds a nonce of this
+        call's (no other publisher can have it dropped as a duplicate); two
+        calls for one run id queue two first passes, of which the coordinator
+        records the first outcome and ignores the other as stale."""
         run_id = run_id or uuid7()
         validate_token("run id", run_id)
         work: dict[str, Any] = {"version": 1, "runId": run_id, "agent": agent}
