@@ -294,14 +294,18 @@ func (c *Client) streamConfigs(replicas int) []jetstream.StreamConfig {
 	// (Messages), with direct gets.
 	agui := base(StreamAGUI, c.cfg.MaxAge, ns.All(subjects.KindAGUI))
 	dlq := base(StreamDLQ, c.cfg.MaxAge, ns.All(subjects.KindDLQ))
-	for _, sc := range []*jetstream.StreamConfig{&events, &agui, &dlq} {
+	// The runs stream too: a worker reads the last message on its own
+	// agent's subjects of a run (has this pass reported?) with a direct get
+	// naming the subject, which per-agent permissions can confine.
+	runs := base(StreamRuns, c.cfg.MaxAge, ns.All(subjects.KindSuspended), ns.All(subjects.KindCompleted), ns.All(subjects.KindFailed),
+		ns.All(subjects.KindReminder), ns.All(subjects.KindEscalated), ns.All(subjects.KindExpired))
+	for _, sc := range []*jetstream.StreamConfig{&events, &agui, &dlq, &runs} {
 		sc.AllowDirect = true
 	}
 	return []jetstream.StreamConfig{
 		work,
 		timers,
-		base(StreamRuns, c.cfg.MaxAge, ns.All(subjects.KindSuspended), ns.All(subjects.KindCompleted), ns.All(subjects.KindFailed),
-			ns.All(subjects.KindReminder), ns.All(subjects.KindEscalated), ns.All(subjects.KindExpired)),
+		runs,
 		decisions,
 		events,
 		dlq,
@@ -847,6 +851,49 @@ func (c *Client) LastMsg(ctx context.Context, s Stream, subject string) (StoredM
 		return StoredMsg{}, translate(err)
 	}
 	return StoredMsg{Subject: m.Subject, Sequence: m.Sequence, Header: Header(m.Header), Data: m.Data, Time: m.Time}, nil
+}
+
+// DirectLast returns the last message of stream s (which allows direct
+// gets) on subject, which may contain wildcards, with one direct get whose
+// API subject names the subject: $JS.API.DIRECT.GET.<stream>.<subject>. So
+// NATS permissions can confine a user's reads to subjects of its own (an
+// agent to <prefix>.*.<agent>.*), and it needs no STREAM.INFO. It returns
+// ErrNotFound when there is none.
+func (c *Client) DirectLast(ctx context.Context, s Stream, subject string) (StoredMsg, error) {
+	name := c.StreamName(s)
+	api := "$JS.API.DIRECT.GET." + name + "." + subject
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.Timeout)
+		defer cancel()
+	}
+	m, err := c.nc.RequestWithContext(ctx, api, nil)
+	if errors.Is(err, nats.ErrNoResponders) {
+		// Nobody answers direct gets: the stream is missing, or was made
+		// before it allowed them (provisioning raises allow_direct).
+		return StoredMsg{}, fmt.Errorf("read %s on %s: %w: the stream is missing or allows no direct gets", name, subject,
+			ErrNotProvisioned)
+	}
+	if err != nil {
+		return StoredMsg{}, fmt.Errorf("read %s on %s: %w", name, subject, c.refused(api, translate(err)))
+	}
+	// As in Batch: only a reply without a sequence is the server's status.
+	seqHeader := m.Header.Get(jetstream.SequenceHeader)
+	if seqHeader == "" {
+		switch status := m.Header.Get("Status"); status {
+		case "404":
+			return StoredMsg{}, fmt.Errorf("read %s on %s: %w", name, subject, ErrNotFound)
+		default:
+			return StoredMsg{}, fmt.Errorf("read %s on %s: status %q %s", name, subject, status, m.Header.Get("Description"))
+		}
+	}
+	seq, err := strconv.ParseUint(seqHeader, 10, 64)
+	if err != nil {
+		return StoredMsg{}, fmt.Errorf("read %s: a reply with sequence %q: %w", name, seqHeader, err)
+	}
+	at, _ := time.Parse(time.RFC3339Nano, m.Header.Get(jetstream.TimeStampHeaer))
+	return StoredMsg{Subject: m.Header.Get(jetstream.SubjectHeader), Sequence: seq, Header: Header(m.Header),
+		Data: m.Data, Time: at}, nil
 }
 
 // stream returns a handle on stream s, asking the server only the first

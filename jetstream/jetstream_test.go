@@ -474,7 +474,7 @@ func TestConsumeTimeoutEndsLease(t *testing.T) {
 func TestBatchIgnoresStoredStatusHeaders(t *testing.T) {
 	t.Parallel()
 	c := jstest.Client(t, jstest.Server(t))
-	subject, err := c.Namespace().AGUI("run-1")
+	subject, err := c.Namespace().AGUI("refunds", "run-1")
 	require.NoError(t, err)
 	for i, status := range []string{"503", "404", "204", ""} {
 		h := jetstream.Header{}

@@ -172,10 +172,12 @@ func WithThreadID(id string) StartOption {
 }
 
 // Start queues the first pass of a run of agent with input (any value that
-// marshals to JSON) and returns the run id. Starting the same run id twice
-// within the duplicate window queues it once; once the run has a record,
-// a start for its id fails with ErrRunExists (so a retried Start whose first
-// attempt went through may see it: the run is under way).
+// marshals to JSON) and returns the run id. The call's own retries (through
+// a leader election) queue it once; once the run has a record, a start for
+// its id fails with ErrRunExists (so a retried Start whose first attempt
+// went through may see it: the run is under way). Two Start calls for one
+// run id before it has a record queue two first passes: the first outcome
+// recorded is the run's, the other is ignored as stale (and audited).
 func (cl *Client) Start(ctx context.Context, agent string, input any, opts ...StartOption) (string, error) {
 	call := startCall{Work: subjects.Work{PassRef: subjects.PassRef{Version: subjects.Version, Agent: agent}}}
 	for _, o := range opts {
@@ -218,7 +220,9 @@ func (cl *Client) Start(ctx context.Context, agent string, input any, opts ...St
 	if err != nil {
 		return "", err
 	}
-	m := jetstream.OutMsg{Subject: subject, Data: data, MsgID: subjects.WorkMsgID(w.RunID, w.Pass),
+	// The id has a nonce of this call's: nobody can store a message with it
+	// first and have this start dropped as a duplicate.
+	m := jetstream.OutMsg{Subject: subject, Data: data, MsgID: subjects.StartMsgID(w.RunID, subjects.Nonce()),
 		Header: jetstream.Header{trace.Header: {trace.Child(call.traceParent)}}}
 	// Deduplicated by its message id, so safe to repeat through an election.
 	return w.RunID, jetstream.RetryUnavailable(ctx, func(ctx context.Context) error { return cl.c.PublishAll(ctx, m) })

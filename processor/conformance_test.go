@@ -28,9 +28,19 @@ func TestConformanceIDs(t *testing.T) {
 			ToolCallID, Name, Key string
 			Ordinal               int
 		}
-		WorkMsgIDs, OutcomeMsgIDs []struct {
+		WorkMsgIDs []struct {
 			RunID, MsgID string
 			Pass         int
+		}
+		StartMsgIDs   []struct{ RunID, Nonce, MsgID string }
+		PassKeys      []struct{ WorkMsgID, Work, Key string }
+		OutcomeMsgIDs []struct {
+			RunID, Key, MsgID string
+			Pass              int
+		}
+		EmitMsgIDs []struct {
+			RunID, Key, MsgID string
+			N                 int
 		}
 		PendingKeys           []struct{ RunID, InterruptID, Key string }
 		DecisionMsgIDs        []struct{ Approver, DecisionID, MsgID string }
@@ -58,7 +68,19 @@ func TestConformanceIDs(t *testing.T) {
 	}
 	require.NotEmpty(t, vec.OutcomeMsgIDs)
 	for _, v := range vec.OutcomeMsgIDs {
-		assert.Equal(t, v.MsgID, subjects.OutcomeMsgID(v.RunID, v.Pass))
+		assert.Equal(t, v.MsgID, subjects.OutcomeMsgID(v.RunID, v.Pass, v.Key))
+	}
+	require.NotEmpty(t, vec.StartMsgIDs)
+	for _, v := range vec.StartMsgIDs {
+		assert.Equal(t, v.MsgID, subjects.StartMsgID(v.RunID, v.Nonce))
+	}
+	require.NotEmpty(t, vec.PassKeys)
+	for _, v := range vec.PassKeys {
+		assert.Equal(t, v.Key, subjects.PassKey(v.WorkMsgID, []byte(v.Work)))
+	}
+	require.NotEmpty(t, vec.EmitMsgIDs)
+	for _, v := range vec.EmitMsgIDs {
+		assert.Equal(t, v.MsgID, subjects.EmitMsgID(v.RunID, v.N, v.Key))
 	}
 	require.NotEmpty(t, vec.PendingKeys)
 	for _, v := range vec.PendingKeys {

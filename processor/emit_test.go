@@ -47,7 +47,7 @@ func TestEmitStoresEachEventOnce(t *testing.T) {
 	rec := h.waitFor(run, Finished)
 	require.Equal(t, subjects.RunCompleted, rec.Status, rec.Error)
 
-	subject, err := h.admin.Namespace().AGUI(run)
+	subject, err := h.admin.Namespace().AGUI("chatty", run)
 	require.NoError(t, err)
 	msgs, err := h.admin.Messages(h.ctx(), jetstream.StreamAGUI, subject, 0, 100)
 	require.NoError(t, err)

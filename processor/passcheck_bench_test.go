@@ -49,7 +49,7 @@ func BenchmarkPassCheck(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				run := fmt.Sprintf("r%05d", (i*7919)%(2*runs))
 				began := time.Now()
-				if _, err := w.passDone(ctx, subjects.Work{PassRef: subjects.PassRef{Agent: "bench", RunID: run}}); err != nil {
+				if _, err := w.passDone(ctx, subjects.Work{PassRef: subjects.PassRef{Agent: "bench", RunID: run}}, "key"); err != nil {
 					b.Fatal(err)
 				}
 				hCheck.Record(time.Since(began))

@@ -237,18 +237,19 @@ func (w *Worker) handle(ctx context.Context, agent string, a registered, m *jets
 	// On every delivery, not only on redeliveries: a server that restarts
 	// can hand out again, as a first delivery, an item whose outcome it
 	// stored (consumer state is written in the background).
-	if done, err := w.passDone(ctx, work); err != nil || done {
+	key := workPassKey(m)
+	if done, err := w.passDone(ctx, work, key); err != nil || done {
 		return err
 	}
 	info := RunInfo{RunID: work.RunID, Agent: agent, ThreadID: work.ThreadID, Pass: work.Pass,
 		TraceParent: trace.Child(m.Header.Get(trace.Header))}
 	log := w.cfg.Logger.With("run", work.RunID, "agent", agent, "pass", work.Pass)
 	p := newPass(info, work, &w.schemas)
-	aguiSubject, err := w.client.Namespace().AGUI(work.RunID)
+	aguiSubject, err := w.client.Namespace().AGUI(agent, work.RunID)
 	if err != nil {
 		return jetstream.DeadLetter(err)
 	}
-	p.emit = w.emitter(ctx, work, aguiSubject)
+	p.emit = w.emitter(ctx, work, key, aguiSubject)
 	began := time.Now()
 	result, bodyErr, returned := runBody(context.WithValue(ctx, passKey{}, p), a.fn, work.Input, w.cfg.AckWait/2)
 	w.metrics.duration.WithLabelValues(agent).Observe(time.Since(began).Seconds())
@@ -265,7 +266,12 @@ func (w *Worker) handle(ctx context.Context, agent string, a registered, m *jets
 		w.metrics.passes.WithLabelValues(agent, "retried").Inc()
 		return bodyErr
 	}
-	return w.report(ctx, work, p, result, bodyErr, info, log)
+	return w.report(ctx, work, key, p, result, bodyErr, info, log)
+}
+
+// workPassKey is the key of the pass m's work item starts (subjects.PassKey).
+func workPassKey(m *jetstream.Delivery) string {
+	return subjects.PassKey(m.Header.Get(jetstream.HeaderMsgID), m.Data)
 }
 
 // cut decides what becomes of a pass whose context ended before it had an
@@ -287,7 +293,7 @@ func (w *Worker) cut(ctx context.Context, agent string, a registered, m *jetstre
 		return err
 	}
 	log.Warn("pass timed out on its last attempt; the run fails", "error", err)
-	return w.report(ctx, work, &pass{}, nil, err, info, log)
+	return w.report(ctx, work, workPassKey(m), &pass{}, nil, err, info, log)
 }
 
 // outcomeRetry bounds how long a worker repeats an outcome publish refused
@@ -295,8 +301,9 @@ func (w *Worker) cut(ctx context.Context, agent string, a registered, m *jetstre
 // an election (4 to 9 s with nats-server's defaults).
 const outcomeRetry = 15 * time.Second
 
-// report publishes the pass's one outcome.
-func (w *Worker) report(ctx context.Context, work subjects.Work, p *pass, result any, bodyErr error, info RunInfo,
+// report publishes the pass's one outcome, with the message id of the pass
+// with key (subjects.OutcomeMsgID).
+func (w *Worker) report(ctx context.Context, work subjects.Work, key string, p *pass, result any, bodyErr error, info RunInfo,
 	log *slog.Logger) error {
 	// The body's context may have ended; publishing is bounded by the
 	// client's request timeout instead.
@@ -305,7 +312,7 @@ func (w *Worker) report(ctx context.Context, work subjects.Work, p *pass, result
 	if err != nil {
 		return err
 	}
-	msgID := subjects.OutcomeMsgID(work.RunID, work.Pass)
+	msgID := subjects.OutcomeMsgID(work.RunID, work.Pass, key)
 	// Through a leader election the publish is repeated (deduplicated by
 	// msgID) rather than the pass: the item stays held meanwhile.
 	rctx, cancel := context.WithTimeout(ctx, outcomeRetry)
@@ -329,15 +336,17 @@ func (w *Worker) report(ctx context.Context, work subjects.Work, p *pass, result
 // emitter stores the AG-UI events of work's pass on subject, each acked
 // before Emit returns, so they are all kept before the pass's outcome. The
 // n-th Emit call is skipped while n is below the number of events the run
-// has kept (counted at the pass's first Emit): those are the events earlier
-// passes, or an earlier attempt of this one, sent. The message id (run and
-// n) keeps two attempts running at once from storing one twice.
-func (w *Worker) emitter(ctx context.Context, work subjects.Work, subject string) func(n int, event any) error {
+// has kept (read at the pass's first Emit from the last event kept: see
+// keptEvents): those are the events earlier passes, or an earlier attempt
+// of this one, sent. The message id (run, n and the pass's key:
+// subjects.EmitMsgID) keeps two attempts running at once from storing one
+// twice, and nobody without the key can store one first.
+func (w *Worker) emitter(ctx context.Context, work subjects.Work, key, subject string) func(n int, event any) error {
 	var once sync.Once
 	var kept int
 	var countErr error
 	return func(n int, event any) error {
-		once.Do(func() { kept, countErr = w.client.SubjectCount(ctx, jetstream.StreamAGUI, subject) })
+		once.Do(func() { kept, countErr = w.keptEvents(ctx, work.RunID, subject) })
 		if countErr != nil {
 			return fmt.Errorf("emit: %w", countErr)
 		}
@@ -348,24 +357,66 @@ func (w *Worker) emitter(ctx context.Context, work subjects.Work, subject string
 		if err != nil {
 			return fmt.Errorf("emit: %w", err)
 		}
-		if _, err := w.client.Publish(ctx, subject, data, work.RunID+":emit:"+strconv.Itoa(n), nil); err != nil {
+		if _, err := w.client.Publish(ctx, subject, data, subjects.EmitMsgID(work.RunID, n, key), nil); err != nil {
 			return fmt.Errorf("emit: %w", err)
 		}
 		return nil
 	}
 }
 
-// passDone reports whether the runs stream already holds an outcome of
-// work's pass or a later one: one read, the run's last outcome.
-func (w *Worker) passDone(ctx context.Context, work subjects.Work) (bool, error) {
-	filter, err := w.client.Namespace().RunOutcomes(work.Agent, work.RunID)
+// ErrForeignEvent means the last AG-UI event kept for a run was not stored
+// by a worker's Emit: its message id is not <run>:emit:<n>[:<key>], so the
+// events to skip cannot be told.
+var ErrForeignEvent = errors.New("AG-UI event not stored by a worker")
+
+// keptEvents is how many AG-UI events run has kept on subject (the agent's
+// own): n+1 for the last one, the n-th Emit of the run, read from its
+// message id with one direct get that names the subject (no stream-wide
+// read, which per-agent permissions could not confine).
+func (w *Worker) keptEvents(ctx context.Context, run, subject string) (int, error) {
+	last, err := w.client.DirectLast(ctx, jetstream.StreamAGUI, subject)
+	if errors.Is(err, jetstream.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	id := last.Header.Get(jetstream.HeaderMsgID)
+	rest, ok := strings.CutPrefix(id, run+":emit:")
+	if ok {
+		digits, _, _ := strings.Cut(rest, ":")
+		if n, err := strconv.Atoi(digits); err == nil && n >= 0 {
+			return n + 1, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: the last event on %s has message id %q", ErrForeignEvent, subject, id)
+}
+
+// passDone reports whether work's pass (with key) was already reported,
+// from the run's last message on the agent's own subjects of the runs
+// stream, which only the agent's own NATS user may write (deploy/nats
+// gives each agent its own; the coordinator writes the notices):
+//   - this pass's outcome, told by its message id, which only a holder of
+//     the work item can compute (subjects.OutcomeMsgID): done;
+//   - an outcome of a later pass: done (a later pass ran, so this one was
+//     recorded);
+//   - a notice about this pass or a later one (only the coordinator writes
+//     those, once it recorded the suspension): done;
+//   - anything else, such as an outcome of this pass with another message
+//     id (forged, or from a publisher that cannot know the key): not done.
+//
+// At worst the pass runs again, and the coordinator ignores an outcome of
+// a pass it already recorded.
+func (w *Worker) passDone(ctx context.Context, work subjects.Work, key string) (bool, error) {
+	ns := w.client.Namespace()
+	filter, err := ns.RunOutcomes(work.Agent, work.RunID)
 	if err != nil {
 		return false, err
 	}
 	// The pass's deadline is far off; the read is bounded like any request.
 	ctx, cancel := context.WithTimeout(ctx, w.client.Config().Timeout)
 	defer cancel()
-	last, err := w.client.LastMsg(ctx, jetstream.StreamRuns, filter)
+	last, err := w.client.DirectLast(ctx, jetstream.StreamRuns, filter)
 	if errors.Is(err, jetstream.ErrNotFound) {
 		return false, nil
 	}
@@ -373,10 +424,21 @@ func (w *Worker) passDone(ctx context.Context, work subjects.Work) (bool, error)
 		return false, err
 	}
 	var head struct{ Pass int }
-	if json.Unmarshal(last.Data, &head) != nil {
+	addr, err := ns.Parse(last.Subject)
+	if err != nil || addr.Agent != work.Agent || addr.Run != work.RunID || json.Unmarshal(last.Data, &head) != nil {
 		return false, nil
 	}
-	return head.Pass >= work.Pass, nil
+	switch {
+	case head.Pass > work.Pass:
+		return true, nil
+	case head.Pass < work.Pass:
+		return false, nil
+	}
+	switch addr.Kind {
+	case subjects.KindReminder, subjects.KindEscalated, subjects.KindExpired:
+		return true, nil
+	}
+	return last.Header.Get(jetstream.HeaderMsgID) == subjects.OutcomeMsgID(work.RunID, work.Pass, key), nil
 }
 
 // runBody runs fn in a goroutine of its own and waits for it to return or,

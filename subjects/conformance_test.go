@@ -92,7 +92,7 @@ func buildSubject(prefix, op string, a []string) (string, error) {
 	case "runOutcomes":
 		return ns.RunOutcomes(a[0], a[1])
 	case "agui":
-		return ns.AGUI(a[0])
+		return ns.AGUI(a[0], a[1])
 	case "deadLetter":
 		return ns.DeadLetter(a[0])
 	}

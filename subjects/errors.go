@@ -14,6 +14,9 @@ var (
 	ErrMalformed = errors.New("malformed message")
 	// ErrTooLarge means a message is over its size limit.
 	ErrTooLarge = errors.New("message too large")
+	// ErrWrongAgent means a pass outcome came from another agent than the
+	// run's.
+	ErrWrongAgent = errors.New("outcome of another agent's run")
 	// ErrUnsupportedVersion means a message carries a protocol version this
 	// build does not speak.
 	ErrUnsupportedVersion = errors.New("unsupported protocol version")
@@ -40,6 +43,13 @@ func malformed(format string, args ...any) error {
 // not a valid token): it matches both ErrMalformed and err.
 func malformedBy(err error) error {
 	return &ProtocolError{Code: CodeMalformed, Detail: err.Error(), err: errors.Join(ErrMalformed, err)}
+}
+
+// WrongAgent is the refusal of an outcome that agent published for run,
+// whose agent is runAgent: it matches ErrWrongAgent and has CodeWrongAgent.
+func WrongAgent(run, agent, runAgent string) error {
+	return &ProtocolError{Code: CodeWrongAgent, err: ErrWrongAgent,
+		Detail: fmt.Sprintf("agent %s reported on run %s, which is agent %s's", agent, run, runAgent)}
 }
 
 // CodeOf returns the rejection code carried by err, or CodeMalformed when err

@@ -1,6 +1,7 @@
 package subjects
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
@@ -31,9 +32,56 @@ func StepKey(toolCallID, name string, ordinal int) string {
 // work item published twice is stored once.
 func WorkMsgID(run string, pass int) string { return run + ":" + strconv.Itoa(pass) + ":work" }
 
-// OutcomeMsgID is the Nats-Msg-Id of a pass's outcome: one per pass,
-// whatever its kind.
-func OutcomeMsgID(run string, pass int) string { return run + ":" + strconv.Itoa(pass) }
+// Nonce returns 32 hex digits from the operating system's random source:
+// the unpredictable part of the message ids that agents and starters write.
+func Nonce() string {
+	var b [16]byte
+	// crypto/rand.Read never returns an error (Go 1.24 and later).
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// StartMsgID is the Nats-Msg-Id of a start (the work item of a run's first
+// pass on <prefix>.start.<agent>): the run, ":0:start:" and nonce, a fresh
+// [Nonce] per Start call, reused only by that call's retries. Message ids
+// are deduplicated stream-wide and any publisher sets its own, so an id
+// another publisher could compute (the run alone) would let it store a
+// message with that id first and have this start dropped as a duplicate.
+func StartMsgID(run, nonce string) string { return run + ":0:start:" + nonce }
+
+// PassKey is the key of the pass a work item starts, from the work item as
+// stored: 32 hex digits of SHA-256 over "interlock pass key", NUL, the
+// item's Nats-Msg-Id, NUL and its body. Only the work item's publisher
+// (whoever started the run, with a nonce in the id; the coordinator for a
+// replay, whose body carries the decisions) and the agent's own consumer
+// know both, so nobody else can compute the key, while every attempt of the
+// pass (a redelivery, a pass taken over) finds the same one. A work item
+// without a message id gets a fresh [Nonce] per attempt instead.
+func PassKey(workMsgID string, work []byte) string {
+	if workMsgID == "" {
+		return Nonce()
+	}
+	h := sha256.New()
+	h.Write([]byte("interlock pass key\x00" + workMsgID + "\x00"))
+	h.Write(work)
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// OutcomeMsgID is the Nats-Msg-Id of a pass's outcome, whatever its kind:
+// the run, the pass and the pass's key ([PassKey]). Every attempt of the
+// pass writes the same id, so two attempts store one outcome; another
+// publisher cannot compute it, so cannot have the outcome dropped as a
+// duplicate.
+func OutcomeMsgID(run string, pass int, key string) string {
+	return run + ":" + strconv.Itoa(pass) + ":" + key
+}
+
+// EmitMsgID is the Nats-Msg-Id of the n-th AG-UI event (from 0) a run's
+// passes emit, as emitted by a pass with key ([PassKey]): the run, ":emit:",
+// n, ":" and the key. Attempts of one pass store an event once.
+func EmitMsgID(run string, n int, key string) string {
+	return run + ":emit:" + strconv.Itoa(n) + ":" + key
+}
 
 // PendingKey is the key of an interrupt in the pending index: the run id,
 // a dot, and 24 hex digits of SHA-256 over the interrupt id.

@@ -274,6 +274,10 @@ const (
 	// CodeSchemaBudget: checking a payload against responseSchema took
 	// longer than the validation budget.
 	CodeSchemaBudget Code = "schema_budget"
+	// CodeWrongAgent: a pass outcome published on another agent's subjects
+	// than the run's agent (the agent token of its subject is not the
+	// run's): one agent may not report, complete or fail another's runs.
+	CodeWrongAgent Code = "wrong_agent"
 	// CodeReplyRefused: a decision's Interlock-Reply-To named a subject
 	// outside the sender's own inbox; no verdict was sent there.
 	CodeReplyRefused Code = "reply_refused"

@@ -34,7 +34,9 @@ const (
 	KindEscalated Kind = "escalated"
 	KindExpired   Kind = "expired"
 	// KindAGUI carries the AG-UI events an agent body emits during a pass
-	// (kept in the AGUI stream for the bridge): <prefix>.agui.<run>.
+	// (kept in the AGUI stream for the bridge): <prefix>.agui.<agent>.<run>.
+	// The agent token lets NATS permissions confine each agent's user to
+	// its own runs' events.
 	KindAGUI Kind = "agui"
 	// KindObserved carries what roles other than the coordinator observe
 	// about a run (a notification that failed, a request refused):
@@ -227,12 +229,9 @@ func (n Namespace) Notice(kind Kind, agent, run string) (string, error) {
 	return n.agentRun(kind, agent, run)
 }
 
-// AGUI is the subject of the AG-UI events run's passes emit.
-func (n Namespace) AGUI(run string) (string, error) {
-	if err := ValidateToken("run id", run); err != nil {
-		return "", err
-	}
-	return n.join(KindAGUI, run), nil
+// AGUI is the subject of the AG-UI events the passes of agent's run emit.
+func (n Namespace) AGUI(agent, run string) (string, error) {
+	return n.agentRun(KindAGUI, agent, run)
 }
 
 // NoRun is the run token of events about input that names no valid run.
@@ -319,7 +318,7 @@ func (n Namespace) Parse(subject string) (Address, error) {
 	want := map[Kind]int{
 		KindWork: 2, KindStart: 2, KindSuspended: 3, KindCompleted: 3, KindFailed: 3,
 		KindResume: 2, KindEvents: 3, KindObserved: 3, KindDLQ: 2,
-		KindReminder: 3, KindEscalated: 3, KindExpired: 3,
+		KindReminder: 3, KindEscalated: 3, KindExpired: 3, KindAGUI: 3,
 	}
 	if kind == KindTimers {
 		return n.parseTimer(subject, t)
@@ -344,7 +343,7 @@ func (n Namespace) Parse(subject string) (Address, error) {
 	switch kind {
 	case KindWork, KindStart:
 		a.Agent, err = t[1], ValidateToken("agent", t[1])
-	case KindSuspended, KindCompleted, KindFailed, KindReminder, KindEscalated, KindExpired:
+	case KindSuspended, KindCompleted, KindFailed, KindReminder, KindEscalated, KindExpired, KindAGUI:
 		a.Agent, a.Run = t[1], t[2]
 		if err = ValidateToken("agent", t[1]); err == nil {
 			err = ValidateToken("run id", t[2])

@@ -64,11 +64,13 @@ func TestAttackAgentCreatesPushConsumerOntoResume(t *testing.T) {
 	t.Parallel()
 	d := newDeployment(t)
 	a := d.attacker("agent")
-	_, err := a.js.AddConsumer("INTERLOCK_WORK", &nats.ConsumerConfig{Durable: "forge", FilterSubject: "interlock.start.forge",
+	// Named as the agent's own consumer, the one it may look up: nats.go
+	// looks a consumer up before creating it.
+	_, err := a.js.AddConsumer("INTERLOCK_WORK", &nats.ConsumerConfig{Durable: "worker_refunds", FilterSubject: "interlock.start.forge",
 		DeliverSubject: "interlock.resume.run-1.ada", AckPolicy: nats.AckExplicitPolicy})
 	require.Error(t, err)
 	a.refused(t, "$JS.API.CONSUMER.CREATE.INTERLOCK_WORK")
-	_, err = d.attacker("admin").js.ConsumerInfo("INTERLOCK_WORK", "forge")
+	_, err = d.attacker("admin").js.ConsumerInfo("INTERLOCK_WORK", "worker_refunds")
 	assert.ErrorIs(t, err, nats.ErrConsumerNotFound)
 }
 
@@ -284,8 +286,9 @@ func TestShippedPermissionsRunEveryRole(t *testing.T) {
 	require.NoError(t, w.Start(d.ctx))
 	t.Cleanup(func() { _ = w.Stop(context.Background()) })
 	notes := startNotifier(t, d)
-	// What /readyz asks of every service's connection.
-	for _, user := range []string{"coordinator", "agent", "notifier", "gateway", "auditor"} {
+	// What /readyz asks of every service's connection. (Agent workers serve
+	// no /readyz, and their users read no stream-wide state.)
+	for _, user := range []string{"coordinator", "notifier", "gateway", "auditor"} {
 		_, err := d.client(user).MsgCount(d.ctx, jetstream.StreamRuns)
 		require.NoError(t, err, "%s is ready", user)
 	}
@@ -334,7 +337,7 @@ func TestShippedPermissionsRunEveryRole(t *testing.T) {
 func TestUnprovisionedRoleFailsClearly(t *testing.T) {
 	t.Parallel()
 	d := newDeployment(t)
-	w := processor.NewWorker(d.client("agent"), processor.WorkerConfig{Logger: quiet})
+	w := processor.NewWorker(d.client("agent_billing"), processor.WorkerConfig{Logger: quiet})
 	require.NoError(t, w.Register("billing", func(context.Context, json.RawMessage) (any, error) { return nil, nil }))
 	err := w.Start(d.ctx)
 	require.ErrorIs(t, err, jetstream.ErrNotProvisioned)

@@ -397,7 +397,7 @@ func (b *Bridge) start(ctx context.Context, s *session) {
 			return
 		}
 	}
-	f, err := b.subscribe(run)
+	f, err := b.subscribe(s.agent, run)
 	if err != nil {
 		s.fail(subjects.CodeUnavailable, "%v", err)
 		return
@@ -454,7 +454,7 @@ func (b *Bridge) resume(ctx context.Context, s *session) {
 		s.fail(code, "%s", msg)
 		return
 	}
-	f, err := b.subscribe(rec.RunID)
+	f, err := b.subscribe(s.agent, rec.RunID)
 	if err != nil {
 		s.fail(subjects.CodeUnavailable, "%v", err)
 		return
@@ -518,7 +518,7 @@ func (b *Bridge) check(rec *subjects.Run, entries []ResumeEntry, id approvers.Id
 // then its current interrupts or outcome, or the pass under way until it
 // reports.
 func (b *Bridge) follow(ctx context.Context, s *session, run string) {
-	f, err := b.subscribe(run)
+	f, err := b.subscribe(s.agent, run)
 	if err != nil {
 		s.fail(subjects.CodeUnavailable, "%v", err)
 		return
@@ -555,7 +555,7 @@ func (f *feed) close() {
 	})
 }
 
-func (b *Bridge) subscribe(run string) (*feed, error) {
+func (b *Bridge) subscribe(agent, run string) (*feed, error) {
 	f := &feed{wake: make(chan struct{}, 1)}
 	poke := func(string, []byte) {
 		select {
@@ -563,7 +563,7 @@ func (b *Bridge) subscribe(run string) (*feed, error) {
 		default:
 		}
 	}
-	aguiSubject, err := b.nc.Namespace().AGUI(run)
+	aguiSubject, err := b.nc.Namespace().AGUI(agent, run)
 	if err != nil {
 		return nil, err
 	}
@@ -626,7 +626,7 @@ func (b *Bridge) pump(ctx context.Context, s *session, run string, caught bool) 
 	if run != s.thread.RunID {
 		return true
 	}
-	subject, err := b.nc.Namespace().AGUI(run)
+	subject, err := b.nc.Namespace().AGUI(s.agent, run)
 	if err != nil {
 		s.fail(subjects.CodeUnavailable, "%v", err)
 		return false
@@ -695,7 +695,7 @@ func (b *Bridge) finish(ctx context.Context, s *session, rec *subjects.Run) {
 // transcript is the client's messages with everything the thread's runs
 // emitted folded in: this request's catch-up and every event run kept.
 func (b *Bridge) transcript(ctx context.Context, s *session, run string) ([]map[string]any, error) {
-	subject, err := b.nc.Namespace().AGUI(run)
+	subject, err := b.nc.Namespace().AGUI(s.agent, run)
 	if err != nil {
 		return nil, err
 	}

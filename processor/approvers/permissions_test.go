@@ -66,7 +66,7 @@ func TestNATSPermissions(t *testing.T) {
 
 	// A worker stores the AG-UI events a body emits; the gateway reads them
 	// and keeps its threads bucket (the AG-UI bridge).
-	aguiSubject, _ := agent.Namespace().AGUI("run-1")
+	aguiSubject, _ := agent.Namespace().AGUI("refunds", "run-1")
 	_, err = agent.Publish(ctx, aguiSubject, []byte(`{"type":"CUSTOM"}`), "run-1:emit:0", nil)
 	require.NoError(t, err)
 	gw := dial("gateway")

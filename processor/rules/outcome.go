@@ -64,6 +64,11 @@ func (s *Set) ApplyOutcome(rec *subjects.Run, o Outcome, a Arrival, now time.Tim
 		rec = &subjects.Run{Version: subjects.Version, RunID: o.RunID, Agent: o.Agent, ThreadID: o.ThreadID,
 			Input: o.Input, CreatedAt: now, Pass: -1, Interrupts: []subjects.InterruptState{}}
 	} else {
+		// The subject's agent token is what NATS permissions vouch for (o.Agent
+		// was checked against it): another agent's outcome changes nothing.
+		if o.Agent != rec.Agent {
+			return nil, subjects.WrongAgent(o.RunID, o.Agent, rec.Agent)
+		}
 		if rec.Status != subjects.RunResuming || o.Pass != rec.Pass+1 {
 			return nil, &StaleError{Expected: ExpectedPass(rec)}
 		}

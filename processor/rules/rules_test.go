@@ -63,6 +63,22 @@ func TestStaleAndRecordedOutcome(t *testing.T) {
 	assert.False(t, Recorded(rec, other), "a completion of a suspended pass is not recorded: a pass that ran twice")
 }
 
+// TestOutcomeOfAnotherAgent: an agent reports a pass of another agent's run
+// on its own subjects (the ones NATS lets it publish on), the pass the run
+// waits for: refused with its own code, the record unchanged.
+func TestOutcomeOfAnotherAgent(t *testing.T) {
+	t.Parallel()
+	s := &Set{}
+	rec := suspended(t, s, ask("a"))
+	rec.Status = subjects.RunResuming
+	o := Outcome{PassRef: subjects.PassRef{Version: 1, RunID: "r1", Agent: "billing", Pass: 1}, Kind: subjects.KindCompleted}
+	next, err := s.ApplyOutcome(rec, o, Arrival{}, t0)
+	require.ErrorIs(t, err, subjects.ErrWrongAgent)
+	assert.Equal(t, subjects.CodeWrongAgent, subjects.CodeOf(err))
+	assert.Nil(t, next)
+	assert.Equal(t, subjects.RunResuming, rec.Status)
+}
+
 func TestDecisionRules(t *testing.T) {
 	t.Parallel()
 	s := &Set{Groups: func(id string) []string {

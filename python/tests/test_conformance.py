@@ -37,7 +37,14 @@ def test_message_ids_and_keys() -> None:
     for v in IDS["workMsgIds"]:
         assert interlock.work_msg_id(v["runId"], v["pass"]) == v["msgId"]
     for v in IDS["outcomeMsgIds"]:
-        assert interlock.outcome_msg_id(v["runId"], v["pass"]) == v["msgId"]
+        assert interlock.outcome_msg_id(v["runId"], v["pass"], v["key"]) == v["msgId"]
+    assert IDS["startMsgIds"] and IDS["passKeys"] and IDS["emitMsgIds"]
+    for v in IDS["startMsgIds"]:
+        assert interlock.start_msg_id(v["runId"], v["nonce"]) == v["msgId"]
+    for v in IDS["passKeys"]:
+        assert interlock.pass_key(v["workMsgId"], v["work"].encode()) == v["key"]
+    for v in IDS["emitMsgIds"]:
+        assert interlock.emit_msg_id(v["runId"], v["n"], v["key"]) == v["msgId"]
     for v in IDS["pendingKeys"]:
         assert _ids.pending_key(v["runId"], v["interruptId"]) == v["key"]
     assert IDS["decisionMsgIds"] and IDS["deadLetterMsgIds"]

@@ -147,11 +147,15 @@ async def test_a_pass_that_already_reported_is_not_run_again(nc: NATS, client: C
 
     js = nc.jetstream()
     run = await client.start(agent_name, {"n": 1})
+    # The pass's key comes from its work item's message id, as the worker
+    # that reported it computed it.
+    item = await js.get_last_msg("INTERLOCK_WORK", f"interlock.start.{agent_name}")
+    key = interlock.pass_key((item.headers or {})["Nats-Msg-Id"], item.data)
     done = {"version": 1, "runId": run, "agent": agent_name, "pass": 0, "result": "reported before"}
     await js.publish(
         f"interlock.completed.{agent_name}.{run}",
         json.dumps(done).encode(),
-        headers={"Nats-Msg-Id": interlock.outcome_msg_id(run, 0)},
+        headers={"Nats-Msg-Id": interlock.outcome_msg_id(run, 0, key)},
     )
     async with worker(nc, agent_name, body):
         rec = await client.wait(run)
@@ -162,3 +166,31 @@ async def test_a_pass_that_already_reported_is_not_run_again(nc: NATS, client: C
 
         await eventually(acked, "the work item acked")
     assert rec.result == "reported before" and calls == 0
+
+
+async def test_a_forged_outcome_does_not_count_as_reported(nc: NATS, client: Client, agent_name: str) -> None:
+    """An outcome of the pass with a message id the pass would not write
+    (anyone may publish one; found item 6) is not taken for the pass's own:
+    the body runs and the run completes with its result."""
+    calls = 0
+
+    async def body(inp: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return "ran"
+
+    js = nc.jetstream()
+    run = await client.start(agent_name, {"n": 1})
+    forged = {"version": 1, "runId": run, "agent": agent_name, "pass": 0, "result": "forged"}
+    await js.publish(
+        f"interlock.completed.{agent_name}.{run}",
+        json.dumps(forged).encode(),
+        headers={"Nats-Msg-Id": f"{run}:0"},
+    )
+    async with worker(nc, agent_name, body):
+
+        async def ran() -> bool:
+            return calls > 0
+
+        await eventually(ran, "the body ran")
+    assert calls == 1

@@ -22,7 +22,7 @@ from ._errors import (
     Suspended,
     ToolCallMismatch,
 )
-from ._ids import interrupt_id, outcome_msg_id, pending_key, step_key, work_msg_id
+from ._ids import emit_msg_id, interrupt_id, outcome_msg_id, pass_key, pending_key, start_msg_id, step_key, work_msg_id
 from ._run import current_tool_call, gather, interrupt, is_resuming, run_info, step, tool_call
 from ._subjects import DEFAULT_PREFIX, Namespace, inbox_prefix, validate_token
 from ._types import NO_PAYLOAD, Decision, ExpiryPolicy, Request, Run, RunInfo, Verdict
@@ -53,6 +53,7 @@ __all__ = [
     "Verdict",
     "Worker",
     "current_tool_call",
+    "emit_msg_id",
     "finished",
     "gather",
     "inbox_prefix",
@@ -60,8 +61,10 @@ __all__ = [
     "interrupt_id",
     "is_resuming",
     "outcome_msg_id",
+    "pass_key",
     "pending_key",
     "run_info",
+    "start_msg_id",
     "step",
     "step_key",
     "suspended",

@@ -17,7 +17,7 @@ from nats.aio.msg import Msg
 
 from . import _direct, _trace
 from ._errors import Rejected, RunNotFound
-from ._ids import decision_attempt_msg_id, reply_token, uuid7, work_msg_id
+from ._ids import decision_attempt_msg_id, nonce, reply_token, start_msg_id, uuid7
 from ._subjects import DEFAULT_PREFIX, Namespace, inbox_prefix, validate_token
 from ._types import NO_PAYLOAD, Run, Status, Verdict
 from ._wire import decode_decision, decode_work
@@ -97,8 +97,10 @@ class Client:
         traceparent: str | None = None,
     ) -> str:
         """Queue the first pass of a run of ``agent`` and return the run id
-        (default a fresh UUIDv7). Starting the same run id twice within the
-        duplicate window queues it once."""
+        (default a fresh UUIDv7). The start's message id holds a nonce of this
+        call's (no other publisher can have it dropped as a duplicate); two
+        calls for one run id queue two first passes, of which the coordinator
+        records the first outcome and ignores the other as stale."""
         run_id = run_id or uuid7()
         validate_token("run id", run_id)
         work: dict[str, Any] = {"version": 1, "runId": run_id, "agent": agent}
@@ -112,7 +114,7 @@ class Client:
         await self._js.publish(
             self._ns.start(agent),
             data,
-            headers={"Nats-Msg-Id": work_msg_id(run_id, 0), "traceparent": _trace.child(traceparent)},
+            headers={"Nats-Msg-Id": start_msg_id(run_id, nonce()), "traceparent": _trace.child(traceparent)},
         )
         return run_id
 

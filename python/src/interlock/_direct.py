@@ -100,3 +100,39 @@ async def messages(
             break
         start = got[-1].seq + 1
     return out
+
+
+async def last(nc: NATS, stream: str, subject: str, timeout: float) -> Stored | None:
+    """The last message of ``stream`` on ``subject`` (wildcards allowed), or
+    None, with one direct get whose API subject names the subject:
+    ``$JS.API.DIRECT.GET.<stream>.<subject>``. NATS permissions can so
+    confine a user's reads to subjects of its own (an agent's to
+    ``<prefix>.*.<agent>.*``); it needs no ``STREAM.INFO``."""
+    api = f"$JS.API.DIRECT.GET.{stream}.{subject}"
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox, max_msgs=1)
+    try:
+        await nc.publish(api, b"", reply=inbox)
+        try:
+            m = await sub.next_msg(timeout=timeout)
+        except nats.errors.TimeoutError:
+            raise InterlockError(
+                f"read {stream}: no answer to {api} in {timeout}s: the request may be refused by NATS "
+                "permissions, or the server is overloaded"
+            ) from None
+    finally:
+        with contextlib.suppress(nats.errors.ConnectionClosedError, nats.errors.BadSubscriptionError):
+            await sub.unsubscribe()
+    h = m.headers or {}
+    seq = h.get("Nats-Sequence")
+    if seq is None:
+        status = h.get("Status")
+        if status == "404":
+            return None
+        if status == "503":
+            raise InterlockError(
+                f"read {stream} on {subject}: no such stream, or it allows no direct gets "
+                "(run `interlock provision` with admin credentials)"
+            )
+        raise InterlockError(f"read {stream} on {subject}: status {status} {h.get('Description', '')}".rstrip())
+    return Stored(subject=h.get("Nats-Subject", ""), seq=int(seq), headers=h, data=m.data)

@@ -36,9 +36,39 @@ def work_msg_id(run_id: str, pass_: int) -> str:
     return f"{run_id}:{pass_}:work"
 
 
-def outcome_msg_id(run_id: str, pass_: int) -> str:
-    """``Nats-Msg-Id`` of a pass outcome (suspension, completion or failure)."""
-    return f"{run_id}:{pass_}"
+def nonce() -> str:
+    """32 hex digits from the operating system's random source."""
+    return os.urandom(16).hex()
+
+
+def start_msg_id(run_id: str, nonce_: str) -> str:
+    """``Nats-Msg-Id`` of a start (a run's first work item): the run,
+    ``":0:start:"`` and a fresh :func:`nonce` per start call, reused only by
+    that call's retries, so no other publisher can store a message with it
+    first and have the start dropped as a duplicate."""
+    return f"{run_id}:0:start:{nonce_}"
+
+
+def pass_key(work_msg_id_: str, work: bytes) -> str:
+    """The key of the pass a work item starts, from the work item as stored:
+    the first 32 hex digits of SHA-256 over ``"interlock pass key"``, NUL,
+    the item's ``Nats-Msg-Id``, NUL and its body. A work item without an id
+    gets a fresh :func:`nonce` per attempt."""
+    if not work_msg_id_:
+        return nonce()
+    return hashlib.sha256(b"interlock pass key\x00" + work_msg_id_.encode() + b"\x00" + work).hexdigest()[:32]
+
+
+def outcome_msg_id(run_id: str, pass_: int, key: str) -> str:
+    """``Nats-Msg-Id`` of a pass outcome (suspension, completion or failure)
+    of the pass with ``key`` (:func:`pass_key`)."""
+    return f"{run_id}:{pass_}:{key}"
+
+
+def emit_msg_id(run_id: str, n: int, key: str) -> str:
+    """``Nats-Msg-Id`` of the n-th AG-UI event (from 0) of a run, emitted by
+    the pass with ``key``."""
+    return f"{run_id}:emit:{n}:{key}"
 
 
 def decision_msg_id(approver: str, decision_id: str) -> str:

@@ -134,9 +134,9 @@ class Namespace:
         validate_token("run id", run)
         return self._join("*", agent, run)
 
-    def agui(self, run: str) -> str:
-        validate_token("run id", run)
-        return self._join("agui", run)
+    def agui(self, agent: str, run: str) -> str:
+        """``<prefix>.agui.<agent>.<run>``: the AG-UI events of agent's run."""
+        return self._agent_run("agui", agent, run)
 
     def dead_letter(self, source: str) -> str:
         validate_token("dead-letter source", source)

@@ -16,9 +16,9 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import api
 
-from . import _trace
+from . import _direct, _trace
 from ._errors import ProtocolError, Retry, Suspended
-from ._ids import dead_letter_msg_id, outcome_msg_id
+from ._ids import dead_letter_msg_id, outcome_msg_id, pass_key
 from ._run import _current, _Pass, _tool_call
 from ._subjects import DEFAULT_PREFIX, Namespace, validate_token
 from ._types import RunInfo
@@ -200,7 +200,8 @@ class Worker:
                     f"malformed: a work item on {m.subject} must be a first pass; replays come from the coordinator",
                 )
                 return
-            if await self._pass_done(work):
+            key = pass_key((m.headers or {}).get("Nats-Msg-Id", ""), m.data)
+            if await self._pass_done(work, key):
                 await m.ack()
                 return
             heartbeat = asyncio.create_task(self._heartbeat(m))
@@ -224,7 +225,10 @@ class Worker:
             await self._js.publish(
                 subject,
                 data,
-                headers={"Nats-Msg-Id": outcome_msg_id(work["runId"], work.get("pass", 0)), "traceparent": traceparent},
+                headers={
+                    "Nats-Msg-Id": outcome_msg_id(work["runId"], work.get("pass", 0), key),
+                    "traceparent": traceparent,
+                },
             )
             await m.ack()
         except (Retry, _PassTimeout) as e:
@@ -248,19 +252,33 @@ class Worker:
             await asyncio.sleep(self._ack_wait / 2)
             await _quiet(m.in_progress())
 
-    async def _pass_done(self, work: dict[str, Any]) -> bool:
-        """Whether the runs stream already holds an outcome of this pass or a later one."""
-        try:
-            last = await self._js.get_last_msg(
-                self._ns.stream("RUNS"), self._ns.run_outcomes(work["agent"], work["runId"])
-            )
-        except nats.js.errors.NotFoundError:
+    async def _pass_done(self, work: dict[str, Any], key: str) -> bool:
+        """Whether this pass (with ``key``) was already reported, from the
+        run's last message on the agent's own subjects of the runs stream, as
+        the Go worker decides: this pass's outcome (told by its message id,
+        which only a holder of the work item can compute), an outcome of a
+        later pass, or a coordinator's notice about this pass or a later one.
+        A forged outcome of this pass does not count."""
+        last = await _direct.last(
+            self._nc, self._ns.stream("RUNS"), self._ns.run_outcomes(work["agent"], work["runId"]), 5.0
+        )
+        if last is None:
             return False
+        want = int(work.get("pass", 0))
         try:
             head = json.loads(last.data or b"")
-            return bool(int(head.get("pass", 0)) >= int(work.get("pass", 0)))
+            got = int(head.get("pass", 0))
         except (ValueError, TypeError, AttributeError):
             return False
+        tokens = (last.subject or "").split(".")
+        prefix = len(self._ns.prefix.split("."))
+        if len(tokens) != prefix + 3 or tokens[prefix + 1] != work["agent"] or tokens[prefix + 2] != work["runId"]:
+            return False
+        if got != want:
+            return got > want
+        if tokens[prefix] in ("reminder", "escalated", "expired"):
+            return True
+        return last.headers.get("Nats-Msg-Id") == outcome_msg_id(work["runId"], want, key)
 
     async def _run_pass(
         self, agent: str, fn: AgentFunc, work: dict[str, Any], traceparent: str | None
