@@ -148,7 +148,7 @@ func TestHelpListsGroups(t *testing.T) {
 	groups := map[string][]string{
 		"Run Interlock:":       {"serve", "provision", "notifier", "gateway", "demo"},
 		"Runs and decisions:":  {"start", "runs", "show", "pending", "approve", "deny", "history", "watch"},
-		"Operate and measure:": {"bench", "token", "help", "completion"},
+		"Operate and measure:": {"bench", "token", "auth", "help", "completion"},
 	}
 	sections := map[string]string{}
 	for _, part := range strings.Split(r.out, "\n\n") {

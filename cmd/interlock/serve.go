@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
@@ -85,23 +84,18 @@ func (e *embeddedFlags) start(log *slog.Logger) (*embedded.Server, error) {
 // empty variable makes an empty password, which nats-server admits), with
 // an error matching jetstream.ErrEmptyPassword that names the users.
 func refuseEmptyPasswords(path string) error {
-	opts, err := server.ProcessConfigFile(path)
+	users, err := embedded.EmptyPasswords(path)
 	if err != nil {
 		return usagef("--nats-config %s: %w", path, err)
 	}
-	var empty []string
-	if opts.Username != "" && opts.Password == "" { // authorization {user, password}
-		empty = append(empty, strconv.Quote(opts.Username))
-	}
-	for _, u := range opts.Users {
-		if u.Password == "" {
-			empty = append(empty, strconv.Quote(u.Username))
+	if len(users) > 0 {
+		quoted := make([]string, len(users))
+		for i, u := range users {
+			quoted[i] = strconv.Quote(u)
 		}
-	}
-	if len(empty) > 0 {
 		return fmt.Errorf("--nats-config %s: NATS user %s would have an %w, which nats-server admits: "+
 			"set the variable its password is read from (e.g. INTERLOCK_<USER>_PASSWORD)",
-			path, strings.Join(empty, ", "), jetstream.ErrEmptyPassword)
+			path, strings.Join(quoted, ", "), jetstream.ErrEmptyPassword)
 	}
 	return nil
 }

@@ -213,3 +213,24 @@ func (s *Server) MonitorURL() string {
 
 // Name is the server's name.
 func (s *Server) Name() string { return s.ns.Name() }
+
+// EmptyPasswords returns the users the nats-server configuration file at
+// path gives an empty password: an empty variable read with
+// `password: $VAR` makes one, and nats-server admits any client sending
+// that user's name with an empty password.
+func EmptyPasswords(path string) ([]string, error) {
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var empty []string
+	if opts.Username != "" && opts.Password == "" { // authorization {user, password}
+		empty = append(empty, opts.Username)
+	}
+	for _, u := range opts.Users {
+		if u.Password == "" {
+			empty = append(empty, u.Username)
+		}
+	}
+	return empty, nil
+}
