@@ -269,6 +269,12 @@ const (
 	// CodeReplyRefused: a decision's Interlock-Reply-To named a subject
 	// outside the sender's own inbox; no verdict was sent there.
 	CodeReplyRefused Code = "reply_refused"
+	// CodeRecordTooLarge: the run record would not fit the server's max
+	// payload: a suspension whose record, with the largest decision allowed
+	// for each of its interrupts, would not fit (refused, the run fails), or
+	// a decision, expiry or outcome the record cannot take (refused,
+	// nothing changes). See RecordBound.
+	CodeRecordTooLarge Code = "record_too_large"
 )
 
 // Codes of access_refused events: requests the gateway refused before they

@@ -86,6 +86,14 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Delivery
 		return rules.ApplyDecision(current, at, d, m.Sequence, co.now()), nil
 	})
 	switch {
+	case errors.Is(err, jetstream.ErrTooLarge):
+		// The record cannot take this decision (the server's max payload
+		// is below what the suspension was admitted with): a verdict and
+		// an event, not a retry that can never succeed.
+		return co.verdict(ctx, o, d, addr.Run, rules.Reject(subjects.CodeRecordTooLarge,
+			"the run record with this decision would not fit the server's max payload of %d bytes; "+
+				"nothing was recorded: send a shorter decision (payload, comment, metadata) (%v)",
+			co.client.MaxPayload(), err), false)
 	case err != nil:
 		return err
 	case next != nil:

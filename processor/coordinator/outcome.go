@@ -37,13 +37,26 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Delivery)
 	// The rule's refusal is kept apart from the store's errors: only the
 	// first is the input's fault.
 	var current *subjects.Run
-	var refused error
+	var refused, tooLarge error
 	next, err := co.update(ctx, o.RunID, func(rec *subjects.Run) (*subjects.Run, error) {
-		current = rec
+		current, tooLarge = rec, nil
 		next, err := co.rules.ApplyOutcome(rec, o, arrival, co.now())
 		refused = err
+		if err == nil && o.Kind == subjects.KindSuspended {
+			if tooLarge = co.checkBound(next); tooLarge != nil {
+				// Refused: the run fails rather than wait on questions
+				// whose answers could not be recorded.
+				return co.rules.ApplyOutcome(rec, failedFor(o, tooLarge), arrival, co.now())
+			}
+		}
 		return next, nil
 	})
+	if errors.Is(err, jetstream.ErrTooLarge) {
+		// The record cannot take this outcome (a large result or journal,
+		// or a server whose max payload was lowered): the run fails, and
+		// the input is refused rather than retried forever.
+		return co.outcomeTooLarge(ctx, m, o, arrival, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -53,6 +66,12 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Delivery)
 		return co.staleOutcome(ctx, current, o, m, stale)
 	case refused != nil:
 		return co.rejectInput(ctx, m, o.RunID, refused)
+	case tooLarge != nil:
+		if err := co.outcomeEffects(ctx, next, failedFor(o, tooLarge)); err != nil {
+			return err
+		}
+		co.metrics.runs.WithLabelValues(string(next.Status)).Inc()
+		return co.rejectInput(ctx, m, o.RunID, tooLarge)
 	}
 	if co.crash("outcome-after-record") {
 		return errAbandoned
@@ -60,6 +79,49 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Delivery)
 	co.metrics.outcomes.WithLabelValues(string(o.Kind)).Inc()
 	co.metrics.runs.WithLabelValues(string(next.Status)).Inc()
 	return co.outcomeEffects(ctx, next, o)
+}
+
+// checkBound refuses a record whose bound (rules.Set.RecordBound: its
+// size with the largest decision allowed for each interrupt still open) is
+// over the server's max payload.
+func (co *Coordinator) checkBound(rec *subjects.Run) error {
+	limit := co.client.MaxPayload()
+	if bound := co.rules.RecordBound(rec); int64(bound) > limit {
+		return subjects.RecordTooLarge("suspension refused: with the largest decision allowed for each of its %d open "+
+			"interrupts the run record could reach %d bytes, over the server's max payload of %d bytes; "+
+			"ask with less (message, metadata, schema, journal) or fewer interrupts per pass", len(rec.Pending()), bound, limit)
+	}
+	return nil
+}
+
+// failedFor is the failure outcome that replaces outcome o, refused for err.
+func failedFor(o rules.Outcome, err error) rules.Outcome {
+	return rules.Outcome{PassRef: o.PassRef, Kind: subjects.KindFailed, Failure: err.Error()}
+}
+
+// outcomeTooLarge handles an outcome whose record write failed for size:
+// the run fails with a short reason if the record still takes that, and
+// the outcome is refused (audited, dead-lettered) either way.
+func (co *Coordinator) outcomeTooLarge(ctx context.Context, m *jetstream.Delivery, o rules.Outcome, a rules.Arrival, cause error) error {
+	refusal := subjects.RecordTooLarge("%s outcome of pass %d refused: the run record would not fit the server's max "+
+		"payload of %d bytes (%v)", o.Kind, o.Pass, co.client.MaxPayload(), cause)
+	failed := failedFor(o, subjects.RecordTooLarge("%s outcome of pass %d too large to record", o.Kind, o.Pass))
+	var refused error
+	next, err := co.update(ctx, o.RunID, func(rec *subjects.Run) (*subjects.Run, error) {
+		next, err := co.rules.ApplyOutcome(rec, failed, a, co.now())
+		refused = err
+		return next, nil
+	})
+	switch {
+	case err != nil && !errors.Is(err, jetstream.ErrTooLarge):
+		return err
+	case err == nil && refused == nil:
+		if err := co.outcomeEffects(ctx, next, failed); err != nil {
+			return err
+		}
+		co.metrics.runs.WithLabelValues(string(next.Status)).Inc()
+	}
+	return co.rejectInput(ctx, m, o.RunID, refusal)
 }
 
 // staleOutcome handles an outcome for a pass the record has moved past: a
