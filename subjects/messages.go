@@ -452,6 +452,10 @@ type InterruptState struct {
 	// AnswerWithheld, only in reads, says the decision's payload, comment
 	// and metadata were removed because the interrupt is sensitive.
 	AnswerWithheld bool `json:"answerWithheld,omitempty"`
+	// Withheld, only in reads, says the reader may neither decide nor read
+	// this interrupt: of it only its id, reason, tool call, pass, order,
+	// decision time and decision status are shown (authz.View).
+	Withheld bool `json:"withheld,omitempty"`
 }
 
 // Pending lists the interrupts of r that wait for a decision.

@@ -162,3 +162,15 @@ async def test_a_pass_that_already_reported_is_not_run_again(nc: NATS, client: C
 
         await eventually(acked, "the work item acked")
     assert rec.result == "reported before" and calls == 0
+
+
+async def test_an_oversized_suspension_fails_the_run_instead(nc: NATS, client: Client, agent_name: str) -> None:
+    # Under the 1 MiB message limit, but with the largest decision allowed
+    # the run record would not fit the server's max payload (1 MiB).
+    async def body(inp: Any) -> Any:
+        interlock.interrupt(interlock.Request(message="pay?", metadata={"blob": "x" * 980_000}))
+
+    async with worker(nc, agent_name, body):
+        rec = await client.wait(await client.start(agent_name))
+    assert rec.status == "failed", rec.status
+    assert rec.error.startswith("suspension too large") and "max payload" in rec.error

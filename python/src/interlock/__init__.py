@@ -20,6 +20,7 @@ from ._errors import (
     Retry,
     RunNotFound,
     Suspended,
+    SuspensionTooLarge,
     ToolCallMismatch,
 )
 from ._ids import interrupt_id, outcome_msg_id, pending_key, step_key, work_msg_id
@@ -49,6 +50,7 @@ __all__ = [
     "RunInfo",
     "RunNotFound",
     "Suspended",
+    "SuspensionTooLarge",
     "ToolCallMismatch",
     "Verdict",
     "Worker",
