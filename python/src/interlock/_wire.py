@@ -53,6 +53,7 @@ def suspension_bound(work: dict[str, Any], suspension: dict[str, Any]) -> int:
     n = _compact(work) + _compact(suspension) + RECORD_MARGIN
     return n + sum(decision_allowance(i) for i in suspension.get("interrupts") or [])
 
+
 _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
 
 Check = Callable[[str, Any], None]
