@@ -238,7 +238,22 @@ def _decision(obj: Any) -> dict[str, Any]:
         raise _malformed(f'status {status!r} is not "resolved" or "cancelled"')
     if "payload" in d and d["payload"] is None:
         raise _malformed("payload is null: omit it to send no payload")
+    # The limit holds for the decision as the coordinator records it too
+    # (Go's encoding escapes <, > and &, and U+2028/U+2029).
+    if (n := recorded_size(d)) > MAX_DECISION_SIZE:
+        raise ProtocolError(
+            "too_large",
+            f"{n} bytes as recorded (JSON re-encoded: <, > and & escaped), the limit is {MAX_DECISION_SIZE}",
+        )
     return d
+
+
+def recorded_size(v: Any) -> int:
+    """The size of ``v`` as the coordinator encodes it in a run record."""
+    text = json.dumps(v, separators=(",", ":"), ensure_ascii=False)
+    escaped = sum(text.count(c) for c in "<>&")
+    lines = text.count("\u2028") + text.count("\u2029")
+    return len(text.encode()) + 5 * escaped + 3 * lines
 
 
 _PASSREF: dict[str, Check] = {
