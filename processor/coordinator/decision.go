@@ -149,7 +149,9 @@ func (co *Coordinator) suspensionPending(ctx context.Context, run string, rec *s
 	if err != nil {
 		return false, err
 	}
-	return rec == nil || last.Sequence > rec.SuspensionSeq, nil
+	// A run that has ended waits for no suspension: one refused after the
+	// record (a suspension too large for it) is not coming.
+	return rec == nil || !rec.Status.Terminal() && last.Sequence > rec.SuspensionSeq, nil
 }
 
 // accepted finishes an accepted decision: the replay work item when it was

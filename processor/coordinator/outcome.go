@@ -46,7 +46,11 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Delivery)
 			if tooLarge = co.checkBound(next); tooLarge != nil {
 				// Refused: the run fails rather than wait on questions
 				// whose answers could not be recorded.
-				return co.rules.ApplyOutcome(rec, failedFor(o, tooLarge), arrival, co.now())
+				failed, err := co.rules.ApplyOutcome(rec, failedFor(o, tooLarge), arrival, co.now())
+				if failed != nil {
+					failed.SuspensionSeq = arrival.Seq // handled: decisions wait for it no longer
+				}
+				return failed, err
 			}
 		}
 		return next, nil
