@@ -122,3 +122,53 @@ func TestDecisionTooLargeForRecordGetsVerdict(t *testing.T) {
 	assert.Equal(t, subjects.RunSuspended, rec.Status, "the refused decision changed nothing")
 	assert.Nil(t, rec.Interrupts[0].Decision)
 }
+
+// A completion whose result the record cannot take fails the run with a
+// short reason, audited, instead of being retried for ever.
+func TestCompletionTooLargeForRecordFailsRun(t *testing.T) {
+	t.Parallel()
+	h := newBareHarness(t, nil)
+	h.startCoordinator(nil)
+	ns := h.admin.Namespace()
+	subject, _ := ns.Suspended("agent", "run-result")
+	_, err := h.admin.Publish(h.ctx(), subject, suspensionOf(t, "run-result", 200<<10), "", nil)
+	require.NoError(t, err)
+	h.waitFor("run-result", func(r *subjects.Run) bool { return r.Status == subjects.RunSuspended })
+	h.decide("run-result", "big", subjects.StatusResolved, nil)
+	c := subjects.Completion{PassRef: subjects.PassRef{Version: subjects.Version, RunID: "run-result", Agent: "agent", Pass: 1},
+		Result: mustJSON(t, strings.Repeat("r", 900<<10)), CompletedAt: time.Now().UTC()}
+	subject, _ = ns.Completed("agent", "run-result")
+	_, err = h.admin.Publish(h.ctx(), subject, mustJSON(t, c), "", nil)
+	require.NoError(t, err, "the completion itself fits the server")
+	rec := h.waitFor("run-result", func(r *subjects.Run) bool { return r.Status.Terminal() })
+	assert.Equal(t, subjects.RunFailed, rec.Status)
+	assert.Contains(t, rec.Error, "too large to record")
+	evs := h.waitEvents("run-result", subjects.EventInputRejected, 1)
+	assert.Equal(t, subjects.CodeRecordTooLarge, evs[0].Code)
+}
+
+// An expiry whose decision the record cannot take (an onExpiry resolve
+// payload, on a server whose max payload was lowered after the suspension
+// was admitted) is audited and dropped, not retried for ever.
+func TestExpiryTooLargeForRecordIsAudited(t *testing.T) {
+	t.Parallel()
+	cfg := embedded.Config{DataDir: t.TempDir()}
+	h := newHarnessOn(t, nil, cfg)
+	h.startCoordinator(nil)
+	deadline := time.Now().Add(3 * time.Second).UTC()
+	s := subjects.Suspension{PassRef: subjects.PassRef{Version: subjects.Version, RunID: "run-expiry", Agent: "agent"},
+		Interrupts: []subjects.Interrupt{{ID: "late", Reason: subjects.ReasonConfirmation, ExpiresAt: &deadline,
+			OnExpiry: &subjects.ExpiryPolicy{Action: subjects.ExpiryResolve, Payload: mustJSON(t, strings.Repeat("p", 300<<10))}}},
+		SuspendedAt: time.Now().UTC()}
+	subject, _ := h.admin.Namespace().Suspended("agent", "run-expiry")
+	_, err := h.admin.Publish(h.ctx(), subject, mustJSON(t, s), "", nil)
+	require.NoError(t, err)
+	h.waitFor("run-expiry", func(r *subjects.Run) bool { return r.Status == subjects.RunSuspended })
+	h.srv = jstest.Restart(t, h.srv, sized(cfg, 400<<10))
+	evs := h.waitEvents("run-expiry", subjects.EventInputRejected, 1)
+	assert.Equal(t, subjects.CodeRecordTooLarge, evs[0].Code)
+	assert.Equal(t, []string{"late"}, evs[0].InterruptIDs)
+	rec, err := h.client.Run(h.ctx(), "run-expiry")
+	require.NoError(t, err)
+	assert.Nil(t, rec.Interrupts[0].Decision, "nothing changed")
+}
