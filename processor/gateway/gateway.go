@@ -419,6 +419,7 @@ var statusOf = map[subjects.Code]int{
 	subjects.CodeNotAllowed:         http.StatusForbidden,
 	subjects.CodeSchemaMismatch:     http.StatusUnprocessableEntity,
 	subjects.CodeSchemaBudget:       http.StatusUnprocessableEntity,
+	subjects.CodeRecordTooLarge:     http.StatusRequestEntityTooLarge,
 }
 
 func (g *Gateway) decide(w http.ResponseWriter, r *http.Request) {
