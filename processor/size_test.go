@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/interlockhq/interlock/internal/fault"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/jetstream/jstest"
@@ -69,6 +70,28 @@ func TestOversizedSuspensionRefusedByCoordinator(t *testing.T) {
 	assert.Equal(t, subjects.CodeRecordTooLarge, evs[0].Code)
 	assert.Contains(t, evs[0].Detail, "max payload")
 	h.waitEvents("run-big", subjects.EventFailed, 1)
+}
+
+// A coordinator that dies after failing the run for an oversized
+// suspension, before its events: the one that takes over finishes them.
+func TestOversizedSuspensionRefusalSurvivesCrash(t *testing.T) {
+	t.Parallel()
+	h := newSizedHarness(t, nil, 256<<10)
+	hook, crashed := fault.Once("outcome-refused-after-record")
+	h.startCoordinator(hook)
+	subject, _ := h.admin.Namespace().Suspended("agent", "run-crash")
+	_, err := h.admin.Publish(h.ctx(), subject, suspensionOf(t, "run-crash", 200<<10), "", nil)
+	require.NoError(t, err)
+	<-crashed
+	h.startCoordinator(nil)
+	evs := h.waitEvents("run-crash", subjects.EventInputRejected, 1)
+	assert.Equal(t, subjects.CodeRecordTooLarge, evs[0].Code)
+	assert.Contains(t, evs[0].Detail, "max payload")
+	assert.NotContains(t, evs[0].Detail, "run record too large: run record too large")
+	h.waitEvents("run-crash", subjects.EventFailed, 1)
+	rec, err := h.client.Run(h.ctx(), "run-crash")
+	require.NoError(t, err)
+	assert.Equal(t, subjects.RunFailed, rec.Status)
 }
 
 // The Go SDK refuses such a suspension before publishing it: the pass ends

@@ -2,6 +2,7 @@ package subjects
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -10,7 +11,7 @@ import (
 // allowed for each of its interrupts, or a write (a decision, an expiry, an
 // outcome) the record cannot take. Errors of this kind carry
 // CodeRecordTooLarge.
-var ErrRecordTooLarge = fmt.Errorf("run record too large")
+var ErrRecordTooLarge = errors.New("run record too large")
 
 // RecordTooLarge is an error matching ErrRecordTooLarge, with
 // CodeRecordTooLarge and detail.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/interlockhq/interlock/internal/trace"
@@ -71,6 +72,9 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Delivery)
 	case refused != nil:
 		return co.rejectInput(ctx, m, o.RunID, refused)
 	case tooLarge != nil:
+		if co.crash("outcome-refused-after-record") {
+			return errAbandoned
+		}
 		if err := co.outcomeEffects(ctx, next, failedFor(o, tooLarge)); err != nil {
 			return err
 		}
@@ -135,6 +139,17 @@ func (co *Coordinator) outcomeTooLarge(ctx context.Context, m *jetstream.Deliver
 func (co *Coordinator) staleOutcome(ctx context.Context, rec *subjects.Run, o rules.Outcome, m *jetstream.Delivery, stale *rules.StaleError) error {
 	if rules.Recorded(rec, o) {
 		return co.outcomeEffects(ctx, rec, o)
+	}
+	if o.Kind == subjects.KindSuspended && rec.Status == subjects.RunFailed && rec.Pass == o.Pass &&
+		rec.SuspensionSeq == m.Sequence {
+		// This suspension was refused for size and the run failed for it
+		// (checkBound) before a crash: finish the failure's effects and the
+		// refusal, as the first time.
+		if err := co.outcomeEffects(ctx, rec, rules.Outcome{PassRef: o.PassRef, Kind: subjects.KindFailed, Failure: rec.Error}); err != nil {
+			return err
+		}
+		return co.rejectInput(ctx, m, o.RunID,
+			subjects.RecordTooLarge("%s", strings.TrimPrefix(rec.Error, subjects.ErrRecordTooLarge.Error()+": ")))
 	}
 	co.cfg.Logger.Info("stale pass outcome ignored", "run", o.RunID, "pass", o.Pass, "expected", stale.Expected)
 	return co.event(ctx, subjects.Event{Type: subjects.EventInputRejected, RunID: o.RunID, Agent: o.Agent, Pass: o.Pass,
