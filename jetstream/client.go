@@ -213,6 +213,11 @@ func (c *Client) Namespace() subjects.Namespace { return c.ns }
 // Config returns the client's configuration with defaults filled in.
 func (c *Client) Config() Config { return c.cfg }
 
+// MaxPayload is the largest message, headers and body, the server the
+// client is connected to accepts (its max_payload, 1 MiB by default). It
+// can change when the client reconnects to a server configured otherwise.
+func (c *Client) MaxPayload() int64 { return c.nc.MaxPayload() }
+
 // Close closes the connection at once, without draining: messages being
 // handled are not acked and will be redelivered.
 func (c *Client) Close() {

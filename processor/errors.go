@@ -37,6 +37,12 @@ var (
 	// ErrWorkerStopped is the cause of a body's context cancelled because
 	// its worker stops.
 	ErrWorkerStopped = errors.New("worker stopped")
+	// ErrSuspensionTooLarge ends a pass whose suspension the worker refused
+	// to publish: its run record, with the largest decision allowed for
+	// each interrupt, would not fit the server's max payload (see
+	// subjects.RecordBound). The run fails with this reason instead of
+	// suspending on a question whose answer could not be recorded.
+	ErrSuspensionTooLarge = errors.New("suspension too large")
 	// ErrInvalidOption means an option was given a value it cannot take.
 	ErrInvalidOption = errors.New("invalid option")
 )

@@ -493,8 +493,18 @@ func (w *Worker) outcome(work subjects.Work, p *pass, result any, bodyErr error)
 		// let the pass end without asking.
 		bodyErr = errors.Join(p.firstErrs...)
 	case len(p.pending) > 0:
-		build = ns.Suspended
-		msg = subjects.Suspension{PassRef: ref, Interrupts: p.pending, Journal: p.journal, SuspendedAt: now}
+		susp := subjects.Suspension{PassRef: ref, Interrupts: p.pending, Journal: p.journal, SuspendedAt: now}
+		if bound, limit := subjects.SuspensionBound(work, susp), w.client.MaxPayload(); int64(bound) > limit {
+			// Refused here rather than by the coordinator: the run fails
+			// with the reason, instead of waiting on questions whose
+			// answers its record could not take.
+			bodyErr = fmt.Errorf("%w: with the largest decision allowed for each of its %d interrupts the run record "+
+				"could reach %d bytes, over the server's max payload of %d bytes; ask with less (message, metadata, "+
+				"schema, journal) or fewer interrupts per pass", ErrSuspensionTooLarge, len(susp.Interrupts), bound, limit)
+			w.cfg.Logger.Warn("suspension refused", "run", work.RunID, "pass", work.Pass, "error", bodyErr)
+			break
+		}
+		build, msg = ns.Suspended, susp
 	case bodyErr == nil:
 		raw, err := json.Marshal(result)
 		if err != nil {

@@ -19,7 +19,19 @@ func DecodeDecision(data []byte) (Decision, error) {
 	if err := decode(data, MaxDecisionSize, &d); err != nil {
 		return decisionIDs(data), err
 	}
-	return d, d.Validate()
+	if err := d.Validate(); err != nil {
+		return d, err
+	}
+	// The limit holds for the decision as the run record stores it too:
+	// re-encoding escapes <, > and & and replaces invalid UTF-8, which can
+	// make a body under the limit several times larger (RecordBound counts
+	// on MaxDecisionSize).
+	if enc, _ := json.Marshal(d); len(enc) > MaxDecisionSize {
+		return d, &ProtocolError{Code: CodeTooLarge, err: ErrTooLarge, Detail: fmt.Sprintf(
+			"%d bytes as recorded (JSON re-encoded: <, > and & escaped, invalid UTF-8 replaced), the limit is %d",
+			len(enc), MaxDecisionSize)}
+	}
+	return d, nil
 }
 
 // decisionIDs is what a refused decision still names: its decisionId and

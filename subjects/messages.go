@@ -281,6 +281,12 @@ const (
 	// CodeReplyRefused: a decision's Interlock-Reply-To named a subject
 	// outside the sender's own inbox; no verdict was sent there.
 	CodeReplyRefused Code = "reply_refused"
+	// CodeRecordTooLarge: the run record would not fit the server's max
+	// payload: a suspension whose record, with the largest decision allowed
+	// for each of its interrupts, would not fit (refused, the run fails), or
+	// a decision, expiry or outcome the record cannot take (refused,
+	// nothing changes). See RecordBound.
+	CodeRecordTooLarge Code = "record_too_large"
 )
 
 // Codes of access_refused events: requests the gateway refused before they
@@ -514,6 +520,10 @@ type InterruptState struct {
 	// AnswerWithheld, only in reads, says the decision's payload, comment
 	// and metadata were removed because the interrupt is sensitive.
 	AnswerWithheld bool `json:"answerWithheld,omitempty"`
+	// Withheld, only in reads, says the reader may neither decide nor read
+	// this interrupt: of it only its id, reason, tool call, pass, order,
+	// decision time and decision status are shown (authz.View).
+	Withheld bool `json:"withheld,omitempty"`
 }
 
 // Pending lists the interrupts of r that wait for a decision.

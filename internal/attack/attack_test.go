@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -434,4 +435,47 @@ func TestAttackApproverCancelPosesAsExpiry(t *testing.T) {
 	rec, err = auditor.Wait(d.ctx, run, processor.Finished)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"reason":"denied","by":"bob"}`, string(rec.Result))
+}
+
+// Attack (issue 23, finding 7): as the agent, record a suspension just under
+// the 1 MiB message limit; ada's 60 KB answer (under the 64 KiB decision
+// limit) would then make the run record exceed the server's max_payload:
+// no verdict, retried for ever, nobody told. Refused at the suspension
+// instead: the coordinator fails the run with record_too_large (audited),
+// and ada's answer gets a verdict.
+func TestAttackOversizedSuspensionStallsDecision(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	agent := d.client("agent")
+	run := "run-oversized"
+	s := subjects.Suspension{PassRef: subjects.PassRef{Version: 1, RunID: run, Agent: "refunds"},
+		Interrupts: []subjects.Interrupt{{ID: "ask", Reason: "confirmation", Approvers: []string{"ada"},
+			Metadata: json.RawMessage(`{"blob":"` + strings.Repeat("x", 1_000_000) + `"}`)}}}
+	data, err := json.Marshal(s)
+	require.NoError(t, err)
+	require.Less(t, len(data), subjects.MaxMessageSize)
+	subject, err := agent.Namespace().Suspended("refunds", run)
+	require.NoError(t, err)
+	_, err = agent.Publish(d.ctx, subject, data, run+":0", nil)
+	require.NoError(t, err)
+
+	auditor := processor.NewClient(d.client("auditor"))
+	rec, err := auditor.Wait(d.ctx, run, func(r *subjects.Run) bool { return r.Status != subjects.RunResuming })
+	require.NoError(t, err)
+	require.Equal(t, subjects.RunFailed, rec.Status, "a question whose answer could not be recorded is not asked")
+	assert.Contains(t, rec.Error, "max payload")
+	var refused []subjects.Event
+	for _, ev := range d.events(run) {
+		if ev.Type == subjects.EventInputRejected && ev.Code == subjects.CodeRecordTooLarge {
+			refused = append(refused, ev)
+		}
+	}
+	require.Len(t, refused, 1, "the refusal is audited")
+
+	ctx, cancel := context.WithTimeout(d.ctx, 20*time.Second)
+	defer cancel()
+	v, err := processor.NewClient(d.client("ada")).Decide(ctx, processor.DecisionRequest{RunID: run, InterruptID: "ask",
+		Approver: "ada", Status: subjects.StatusResolved, Comment: strings.Repeat("c", 60_000)})
+	require.ErrorIs(t, err, processor.ErrRejected, "a verdict, not a decision retried for ever: %v", err)
+	assert.Equal(t, subjects.OutcomeRejected, v.Outcome)
 }

@@ -672,7 +672,8 @@ func (b *Bridge) finish(ctx context.Context, s *session, rec *subjects.Run) {
 		final = append(final, map[string]any{"type": "MESSAGES_SNAPSHOT", "messages": messages})
 		interrupts := []map[string]any{}
 		for _, in := range rec.Pending() {
-			interrupts = append(interrupts, toAGUI(in, authz.MayRead(in.Interrupt, s.id)))
+			view, _ := authz.ViewInterrupt(in, s.id)
+			interrupts = append(interrupts, toAGUI(view))
 		}
 		done["outcome"] = map[string]any{"type": "interrupt", "interrupts": interrupts}
 	case subjects.RunCompleted:
@@ -721,16 +722,17 @@ func (b *Bridge) transcript(ctx context.Context, s *session, run string) ([]map[
 	return fold(base, events), nil
 }
 
-// toAGUI maps an interrupt to an AG-UI Interrupt; the interrupt's approvers
-// travel in its metadata. One the caller may not read (authz.MayRead) keeps
-// only its id, reason and tool call, and says it is withheld: the run waits
-// on it, and what it asks is its approvers' to see.
-func toAGUI(in subjects.InterruptState, readable bool) map[string]any {
+// toAGUI maps an interrupt, as authz.ViewInterrupt shows it to the caller,
+// to an AG-UI Interrupt; the interrupt's approvers travel in its metadata.
+// One withheld from the caller keeps only its id, reason and tool call, and
+// says it is withheld: the run waits on it, and what it asks is its
+// approvers' to see.
+func toAGUI(in subjects.InterruptState) map[string]any {
 	out := map[string]any{"id": in.ID, "reason": in.Reason}
 	if in.ToolCallID != "" {
 		out["toolCallId"] = in.ToolCallID
 	}
-	if !readable {
+	if in.Withheld {
 		out["metadata"] = map[string]any{"interlock.withheld": true}
 		return out
 	}

@@ -83,17 +83,104 @@ func MayReadRun(rec *subjects.Run, p Principal) bool {
 // interrupts keep their status, approver and time, and lose their payload,
 // comment and metadata (marked AnswerWithheld). Auditors see the same: the
 // answer to a sensitive question is shown to nobody, only that it was given.
+// View applies it, and withholds more from readers who are not auditors.
 func Redact(rec *subjects.Run) *subjects.Run {
 	cp := *rec
 	cp.Interrupts = slices.Clone(rec.Interrupts)
 	for i := range cp.Interrupts {
-		st := &cp.Interrupts[i]
-		if st.Decision == nil || !st.IsSensitive() {
-			continue
-		}
-		d := *st.Decision
-		d.Payload, d.Comment, d.Metadata = nil, "", nil
-		st.Decision, st.AnswerWithheld = &d, true
+		cp.Interrupts[i] = redactAnswer(cp.Interrupts[i])
 	}
 	return &cp
+}
+
+// redactAnswer is st with the answer to a sensitive question removed.
+func redactAnswer(st subjects.InterruptState) subjects.InterruptState {
+	if st.Decision == nil || !st.IsSensitive() {
+		return st
+	}
+	d := *st.Decision
+	d.Payload, d.Comment, d.Metadata = nil, "", nil
+	st.Decision, st.AnswerWithheld = &d, true
+	return st
+}
+
+// ViewInterrupt returns what p may see of interrupt st, and whether p may
+// read it (MayRead). An interrupt p may read is shown whole, but for the
+// answer to a sensitive question (Redact). One p may neither decide nor
+// read keeps only its id, reason, tool call, pass, order, decision time and
+// decision status, and is marked Withheld: the run waits on it, and what it
+// asks, who may answer it and what was answered are its approvers' to see.
+// Every read path (the gateway's run, history, listing and live stream, the
+// AG-UI bridge, the CLI) shows interrupts through it or View.
+func ViewInterrupt(st subjects.InterruptState, p Principal) (subjects.InterruptState, bool) {
+	if MayRead(st.Interrupt, p) {
+		return redactAnswer(st), true
+	}
+	out := subjects.InterruptState{Interrupt: subjects.Interrupt{ID: st.ID, Reason: st.Reason, ToolCallID: st.ToolCallID},
+		Pass: st.Pass, DecidedAt: st.DecidedAt, Order: st.Order, Withheld: true}
+	if st.Decision != nil {
+		out.Decision = &subjects.Decision{Version: st.Decision.Version, InterruptID: st.ID, Status: st.Decision.Status}
+	}
+	return out, false
+}
+
+// View is the one function every read goes through: what reader p may see
+// of run rec and of its events evs (either may be nil). Each interrupt is
+// shown as ViewInterrupt shows it to p; the record's history entries and
+// the events about interrupts withheld from p keep only their time, type,
+// pass, interrupt and outcome (no approver, detail, subject or identity).
+// Whether p may read the run at all is MayReadRun's to say, before; an
+// auditor reads every interrupt, so sees everything but sensitive answers.
+func View(p Principal, rec *subjects.Run, evs []subjects.Event) (*subjects.Run, []subjects.Event) {
+	withheld := map[string]bool{}
+	var out *subjects.Run
+	if rec != nil {
+		cp := *rec
+		cp.Interrupts = make([]subjects.InterruptState, len(rec.Interrupts))
+		for i, st := range rec.Interrupts {
+			var readable bool
+			cp.Interrupts[i], readable = ViewInterrupt(st, p)
+			if !readable {
+				withheld[st.ID] = true
+			}
+		}
+		cp.History = slices.Clone(rec.History)
+		for i, h := range cp.History {
+			if h.InterruptID != "" && withheld[h.InterruptID] {
+				cp.History[i] = subjects.HistoryEntry{At: h.At, Type: h.Type, Pass: h.Pass, InterruptID: h.InterruptID}
+			}
+		}
+		out = &cp
+	}
+	if evs == nil {
+		return out, nil
+	}
+	if rec == nil && !p.Auditor {
+		return out, []subjects.Event{}
+	}
+	outEvs := make([]subjects.Event, len(evs))
+	for i, ev := range evs {
+		outEvs[i] = viewEvent(ev, withheld)
+	}
+	return out, outEvs
+}
+
+// viewEvent is ev with what it says about withheld interrupts removed: an
+// event about withheld interrupts only keeps its type, run, agent, pass,
+// time, interrupts and code, and of its verdict the outcome.
+func viewEvent(ev subjects.Event, withheld map[string]bool) subjects.Event {
+	ids := slices.Clone(ev.InterruptIDs)
+	if ev.Verdict != nil && ev.Verdict.InterruptID != "" {
+		ids = append(ids, ev.Verdict.InterruptID)
+	}
+	if len(ids) == 0 || !slices.ContainsFunc(ids, func(id string) bool { return withheld[id] }) {
+		return ev
+	}
+	out := subjects.Event{Version: ev.Version, Type: ev.Type, RunID: ev.RunID, Agent: ev.Agent, Pass: ev.Pass, At: ev.At,
+		InterruptIDs: ev.InterruptIDs, Code: ev.Code}
+	if v := ev.Verdict; v != nil {
+		out.Verdict = &subjects.Verdict{Version: v.Version, RunID: v.RunID, InterruptID: v.InterruptID, Outcome: v.Outcome,
+			Code: v.Code, Replay: v.Replay, At: v.At}
+	}
+	return out
 }

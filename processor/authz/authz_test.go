@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -60,4 +61,47 @@ func TestRedact(t *testing.T) {
 	assert.Empty(t, got.Decision.Metadata)
 	assert.Equal(t, "ada", got.Decision.Approver, "who answered, and that they did, stays")
 	assert.Equal(t, `"x"`, string(out.Interrupts[1].Decision.Payload), "sensitive: false shows the answer")
+}
+
+func TestView(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	rec := &subjects.Run{RunID: "r", Interrupts: []subjects.InterruptState{
+		{Interrupt: subjects.Interrupt{ID: "c", Reason: "confirmation", Approvers: []string{"carol"}, Message: "ship?"}},
+		{Interrupt: subjects.Interrupt{ID: "a", Reason: "confirmation", Approvers: []string{"ada"}, Message: "pay IBAN?",
+			Metadata: json.RawMessage(`{"iban":"IBAN"}`), ToolCallID: "call_1"},
+			Decision: &subjects.Decision{Version: 1, DecisionID: "d", InterruptID: "a", Status: subjects.StatusResolved,
+				Payload: json.RawMessage(`"IBAN"`), Comment: "paid IBAN", Approver: "ada"}, DecidedAt: &at, Order: 1},
+		{Interrupt: subjects.Interrupt{ID: "pin", Reason: subjects.ReasonInputRequired, Approvers: []string{"carol"}},
+			Decision: &subjects.Decision{Status: subjects.StatusResolved, Payload: json.RawMessage(`"1234"`)}},
+	}, History: []subjects.HistoryEntry{{Type: subjects.EventDecisionAccepted, InterruptID: "a", Approver: "ada", Detail: "resolved"}}}
+	evs := []subjects.Event{
+		{Type: subjects.EventDecisionAccepted, RunID: "r", Subject: "interlock.resume.r.ada", Detail: "IBAN",
+			Verdict: &subjects.Verdict{InterruptID: "a", Outcome: subjects.OutcomeAccepted, Approver: "ada", Via: "gateway"}},
+		{Type: subjects.EventSuspended, RunID: "r", InterruptIDs: []string{"c"}},
+	}
+	carol := authz.Principal{Name: "carol"}
+	view, vevs := authz.View(carol, rec, evs)
+	data, _ := json.Marshal(map[string]any{"run": view, "events": vevs})
+	assert.NotContains(t, string(data), "IBAN")
+	assert.NotContains(t, string(data), `"ada"`)
+	assert.NotContains(t, string(data), "1234", "sensitive answers, to her too")
+	hers := view.Interrupts[1]
+	assert.True(t, hers.Withheld)
+	assert.Equal(t, subjects.InterruptState{Interrupt: subjects.Interrupt{ID: "a", Reason: "confirmation", ToolCallID: "call_1"},
+		DecidedAt: &at, Order: 1, Withheld: true,
+		Decision: &subjects.Decision{Version: 1, InterruptID: "a", Status: subjects.StatusResolved}}, hers)
+	assert.Equal(t, rec.Interrupts[0], view.Interrupts[0], "her own, whole")
+	assert.Equal(t, evs[1], vevs[1], "events about what she may read, whole")
+	assert.Equal(t, "IBAN", evs[0].Detail, "the input is untouched")
+
+	ada := authz.Principal{Name: "ada"}
+	view, vevs = authz.View(ada, rec, evs)
+	assert.Equal(t, rec.Interrupts[1], view.Interrupts[1])
+	assert.Equal(t, evs[0], vevs[0])
+	assert.True(t, view.Interrupts[0].Withheld, "carol's, to ada")
+
+	audit := authz.Principal{Name: "erin", Auditor: true}
+	view, vevs = authz.View(audit, rec, evs)
+	assert.Equal(t, authz.Redact(rec), view, "an auditor sees what Redact leaves")
+	assert.Equal(t, evs, vevs)
 }

@@ -93,6 +93,14 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Delivery
 		return rules.ApplyDecision(current, at, d, m.Sequence, co.now()), nil
 	})
 	switch {
+	case errors.Is(err, jetstream.ErrTooLarge):
+		// The record cannot take this decision (the server's max payload
+		// is below what the suspension was admitted with): a verdict and
+		// an event, not a retry that can never succeed.
+		return co.verdict(ctx, o, d, addr.Run, rules.Reject(subjects.CodeRecordTooLarge,
+			"the run record with this decision would not fit the server's max payload of %d bytes; "+
+				"nothing was recorded: send a shorter decision (payload, comment, metadata) (%v)",
+			co.client.MaxPayload(), err), false)
 	case err != nil:
 		return err
 	case next != nil:
@@ -148,7 +156,9 @@ func (co *Coordinator) suspensionPending(ctx context.Context, run string, rec *s
 	if err != nil {
 		return false, err
 	}
-	return rec == nil || last.Sequence > rec.SuspensionSeq, nil
+	// A run that has ended waits for no suspension: one refused after the
+	// record (a suspension too large for it) is not coming.
+	return rec == nil || !rec.Status.Terminal() && last.Sequence > rec.SuspensionSeq, nil
 }
 
 // accepted finishes an accepted decision: the replay work item when it was

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/interlockhq/interlock/internal/trace"
@@ -37,13 +38,30 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Delivery)
 	// The rule's refusal is kept apart from the store's errors: only the
 	// first is the input's fault.
 	var current *subjects.Run
-	var refused error
+	var refused, tooLarge error
 	next, err := co.update(ctx, o.RunID, func(rec *subjects.Run) (*subjects.Run, error) {
-		current = rec
+		current, tooLarge = rec, nil
 		next, err := co.rules.ApplyOutcome(rec, o, arrival, co.now())
 		refused = err
+		if err == nil && o.Kind == subjects.KindSuspended {
+			if tooLarge = co.checkBound(next); tooLarge != nil {
+				// Refused: the run fails rather than wait on questions
+				// whose answers could not be recorded.
+				failed, err := co.rules.ApplyOutcome(rec, failedFor(o, tooLarge), arrival, co.now())
+				if failed != nil {
+					failed.SuspensionSeq = arrival.Seq // handled: decisions wait for it no longer
+				}
+				return failed, err
+			}
+		}
 		return next, nil
 	})
+	if errors.Is(err, jetstream.ErrTooLarge) {
+		// The record cannot take this outcome (a large result or journal,
+		// or a server whose max payload was lowered): the run fails, and
+		// the input is refused rather than retried forever.
+		return co.outcomeTooLarge(ctx, m, o, arrival, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -53,6 +71,15 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Delivery)
 		return co.staleOutcome(ctx, current, o, m, stale)
 	case refused != nil:
 		return co.rejectInput(ctx, m, o.RunID, refused)
+	case tooLarge != nil:
+		if co.crash("outcome-refused-after-record") {
+			return errAbandoned
+		}
+		if err := co.outcomeEffects(ctx, next, failedFor(o, tooLarge)); err != nil {
+			return err
+		}
+		co.metrics.runs.WithLabelValues(string(next.Status)).Inc()
+		return co.rejectInput(ctx, m, o.RunID, tooLarge)
 	}
 	if co.crash("outcome-after-record") {
 		return errAbandoned
@@ -62,6 +89,49 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Delivery)
 	return co.outcomeEffects(ctx, next, o)
 }
 
+// checkBound refuses a record whose bound (rules.Set.RecordBound: its
+// size with the largest decision allowed for each interrupt still open) is
+// over the server's max payload.
+func (co *Coordinator) checkBound(rec *subjects.Run) error {
+	limit := co.client.MaxPayload()
+	if bound := co.rules.RecordBound(rec); int64(bound) > limit {
+		return subjects.RecordTooLarge("suspension refused: with the largest decision allowed for each of its %d open "+
+			"interrupts the run record could reach %d bytes, over the server's max payload of %d bytes; "+
+			"ask with less (message, metadata, schema, journal) or fewer interrupts per pass", len(rec.Pending()), bound, limit)
+	}
+	return nil
+}
+
+// failedFor is the failure outcome that replaces outcome o, refused for err.
+func failedFor(o rules.Outcome, err error) rules.Outcome {
+	return rules.Outcome{PassRef: o.PassRef, Kind: subjects.KindFailed, Failure: err.Error()}
+}
+
+// outcomeTooLarge handles an outcome whose record write failed for size:
+// the run fails with a short reason if the record still takes that, and
+// the outcome is refused (audited, dead-lettered) either way.
+func (co *Coordinator) outcomeTooLarge(ctx context.Context, m *jetstream.Delivery, o rules.Outcome, a rules.Arrival, cause error) error {
+	refusal := subjects.RecordTooLarge("%s outcome of pass %d refused: the run record would not fit the server's max "+
+		"payload of %d bytes (%v)", o.Kind, o.Pass, co.client.MaxPayload(), cause)
+	failed := failedFor(o, subjects.RecordTooLarge("%s outcome of pass %d too large to record", o.Kind, o.Pass))
+	var refused error
+	next, err := co.update(ctx, o.RunID, func(rec *subjects.Run) (*subjects.Run, error) {
+		next, err := co.rules.ApplyOutcome(rec, failed, a, co.now())
+		refused = err
+		return next, nil
+	})
+	switch {
+	case err != nil && !errors.Is(err, jetstream.ErrTooLarge):
+		return err
+	case err == nil && refused == nil:
+		if err := co.outcomeEffects(ctx, next, failed); err != nil {
+			return err
+		}
+		co.metrics.runs.WithLabelValues(string(next.Status)).Inc()
+	}
+	return co.rejectInput(ctx, m, o.RunID, refusal)
+}
+
 // staleOutcome handles an outcome for a pass the record has moved past: a
 // redelivery after a crash (publish the pass's effects again, which
 // dedup), or a repeat of a pass that was run twice (audited, changes
@@ -69,6 +139,17 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Delivery)
 func (co *Coordinator) staleOutcome(ctx context.Context, rec *subjects.Run, o rules.Outcome, m *jetstream.Delivery, stale *rules.StaleError) error {
 	if rules.Recorded(rec, o) {
 		return co.outcomeEffects(ctx, rec, o)
+	}
+	if o.Kind == subjects.KindSuspended && rec.Status == subjects.RunFailed && rec.Pass == o.Pass &&
+		rec.SuspensionSeq == m.Sequence {
+		// This suspension was refused for size and the run failed for it
+		// (checkBound) before a crash: finish the failure's effects and the
+		// refusal, as the first time.
+		if err := co.outcomeEffects(ctx, rec, rules.Outcome{PassRef: o.PassRef, Kind: subjects.KindFailed, Failure: rec.Error}); err != nil {
+			return err
+		}
+		return co.rejectInput(ctx, m, o.RunID,
+			subjects.RecordTooLarge("%s", strings.TrimPrefix(rec.Error, subjects.ErrRecordTooLarge.Error()+": ")))
 	}
 	co.cfg.Logger.Info("stale pass outcome ignored", "run", o.RunID, "pass", o.Pass, "expected", stale.Expected)
 	return co.event(ctx, subjects.Event{Type: subjects.EventInputRejected, RunID: o.RunID, Agent: o.Agent, Pass: o.Pass,

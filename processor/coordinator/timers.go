@@ -70,6 +70,15 @@ func (co *Coordinator) handleTimer(ctx context.Context, m *jetstream.Delivery) e
 		return next, nil
 	})
 	switch {
+	case errors.Is(err, jetstream.ErrTooLarge):
+		// The record cannot take what the timer does (an expiry's payload,
+		// an escalation, on a server whose max payload was lowered): audited
+		// and dropped, not retried forever. The interrupt stays open.
+		co.cfg.Logger.Warn("timer refused: the run record would be too large", "run", t.RunID, "timer", t.Name, "error", err)
+		return co.event(ctx, subjects.Event{Type: subjects.EventInputRejected, RunID: t.RunID, InterruptIDs: []string{t.InterruptID},
+			Code: subjects.CodeRecordTooLarge, Subject: m.Subject, Detail: fmt.Sprintf("timer %s (%s) of interrupt %s not applied: "+
+				"the run record would not fit the server's max payload of %d bytes (%v)", t.Name, t.Kind, t.InterruptID,
+				co.client.MaxPayload(), err)}, "timer-"+t.Name+":too-large")
 	case err != nil:
 		return err
 	case next != nil:

@@ -95,6 +95,30 @@ func TestAttackReadAnotherApproversRun(t *testing.T) {
 	assert.NotContains(t, seen, adaRun)
 }
 
+// waitWithin is waitFor bounded by d: the test fails rather than hang.
+func (s *sse) waitWithin(t *testing.T, want string, d time.Duration) string {
+	t.Helper()
+	got := make(chan string, 1)
+	go func() {
+		var read strings.Builder
+		for s.lines.Scan() {
+			read.WriteString(s.lines.Text() + "\n")
+			if strings.Contains(s.lines.Text(), want) {
+				break
+			}
+		}
+		got <- read.String()
+	}()
+	select {
+	case r := <-got:
+		require.Contains(t, r, want)
+		return r
+	case <-time.After(d):
+		t.Fatalf("no %q on the stream within %s", want, d)
+		return ""
+	}
+}
+
 type sse struct {
 	t     *testing.T
 	lines *bufio.Scanner
@@ -547,4 +571,80 @@ func TestSchemaCompileDoesNotStallDecisions(t *testing.T) {
 		return err == nil && len(evs) > 0 && evs[0].Type == subjects.EventInputRejected && evs[0].Code == subjects.CodeSchemaUnsafe
 	}, 30*time.Second, 5*time.Millisecond, "the hostile schema is refused")
 	assert.Less(t, time.Since(published), 5*time.Second, "refused before it is compiled, not after seconds of compiling")
+}
+
+// Attack (issue 23, finding 5): carol may decide one interrupt of a run and
+// so may read the run; another interrupt of it is ada's alone. Carol reads
+// the run, its history, the listing and the live stream: of ada's
+// interrupt she sees its id and whether it was decided, never its
+// question, metadata (an IBAN), answer, comment or who answered. Ada and
+// the auditor still see it (the auditor everything but sensitive answers).
+func TestAttackReadAnotherApproversInterrupt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const iban = "DE89370400440532013000"
+	carolStream := e.openStream("carol-token")
+	run := "run-two-approvers"
+	subject, err := e.nc.Namespace().Suspended("pair", run)
+	require.NoError(t, err)
+	susp := subjects.Suspension{PassRef: subjects.PassRef{Version: subjects.Version, RunID: run, Agent: "pair"},
+		Interrupts: []subjects.Interrupt{
+			{ID: "for-carol", Reason: subjects.ReasonConfirmation, Message: "ship the parcel?", Approvers: []string{"carol"}},
+			{ID: "for-ada", Reason: subjects.ReasonConfirmation, Message: "pay " + iban + "?", Approvers: []string{"ada"},
+				Metadata: json.RawMessage(`{"iban":"` + iban + `"}`)},
+		}, SuspendedAt: time.Now().UTC()}
+	data, _ := json.Marshal(susp)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	_, err = e.nc.Publish(ctx, subject, data, "", nil)
+	require.NoError(t, err)
+	_, err = e.client.Wait(ctx, run, processor.Suspended)
+	require.NoError(t, err)
+	status, out := e.call("POST", decisionPath(run, "for-ada"), "ada-token",
+		[]byte(`{"status":"resolved","payload":{"to":"`+iban+`"},"comment":"paid to `+iban+`"}`))
+	require.Equal(t, http.StatusOK, status, out)
+	seen := carolStream.waitWithin(t, "decision_accepted", 15*time.Second)
+
+	get := func(token, path string) string {
+		req, _ := http.NewRequest("GET", e.srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, body := e.do(req)
+		require.Equal(t, http.StatusOK, resp.StatusCode, body)
+		return body
+	}
+	for _, path := range []string{"/v1/runs/" + run, "/v1/runs/" + run + "/history", "/v1/interrupts"} {
+		body := get("carol-token", path)
+		assert.NotContains(t, body, iban, "carol reading %s", path)
+		assert.NotContains(t, body, `"ada"`, "carol reading %s: who decides or decided ada's interrupt", path)
+		assert.NotContains(t, body, `.ada"`, "carol reading %s: the resume subject names the approver", path)
+		assert.NotContains(t, body, "paid to", "carol reading %s: ada's comment", path)
+	}
+	assert.Contains(t, get("ada-token", "/v1/runs/"+run+"/history"), `"approver":"ada"`, "ada reads her own decision")
+	assert.Contains(t, get("ada-token", "/v1/runs/"+run), iban, "ada reads her own interrupt")
+	assert.Contains(t, get("erin-token", "/v1/runs/"+run), iban, "the auditor reads every interrupt")
+	assert.Contains(t, get("erin-token", "/v1/runs/"+run+"/history"), `"approver":"ada"`, "and who decided")
+
+	_, out = e.call("GET", "/v1/runs/"+run, "carol-token", nil)
+	var mine, hers map[string]any
+	for _, in := range out["run"].(map[string]any)["interrupts"].([]any) {
+		m := in.(map[string]any)
+		switch m["id"] {
+		case "for-carol":
+			mine = m
+		case "for-ada":
+			hers = m
+		}
+	}
+	require.NotNil(t, mine)
+	require.NotNil(t, hers, "the interrupt is there, reduced: the run waits on what it waits on")
+	assert.Equal(t, "ship the parcel?", mine["message"], "carol's own interrupt is whole")
+	assert.Equal(t, true, hers["withheld"])
+	assert.Nil(t, hers["message"])
+	assert.Nil(t, hers["metadata"])
+	assert.Equal(t, "resolved", hers["decision"].(map[string]any)["status"], "that it was decided is shown")
+
+	// The live stream: ada's decision reached carol's stream only reduced.
+	assert.NotContains(t, seen, iban)
+	assert.NotContains(t, seen, `"ada"`)
+	assert.NotContains(t, seen, `.ada"`)
 }

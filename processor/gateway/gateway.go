@@ -321,7 +321,9 @@ func (g *Gateway) listInterrupts(w http.ResponseWriter, r *http.Request) {
 				(q.Get("mine") == "true" || q.Get("approver") != "") && !authz.MayDecide(p.Interrupt, subject):
 				continue
 			}
-			item := Item{PendingInterrupt: p, CanDecide: authz.MayDecide(p.Interrupt, me)}
+			canDecide := authz.MayDecide(p.Interrupt, me)
+			p.InterruptState, _ = authz.ViewInterrupt(p.InterruptState, me)
+			item := Item{PendingInterrupt: p, CanDecide: canDecide}
 			if p.ExpiresAt != nil {
 				left := int64(p.ExpiresAt.Sub(now) / time.Second)
 				item.ExpiresInSeconds = &left
@@ -343,7 +345,8 @@ func (g *Gateway) getRun(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"run": authz.Redact(rec)})
+	view, _ := authz.View(identityOf(r), rec, nil)
+	writeJSON(w, http.StatusOK, map[string]any{"run": view})
 }
 
 // readableRun returns the run the path names if the caller may read it;
@@ -378,9 +381,11 @@ func (g *Gateway) history(w http.ResponseWriter, r *http.Request) {
 	}
 	// Auditors read the trail of any run id, recorded or not (rejected
 	// input names runs that never were); anyone else that of a run they
-	// may read.
-	if !identityOf(r).Auditor {
-		if _, ok := g.readableRun(w, r); !ok {
+	// may read, and of it what authz.View shows them.
+	var rec *subjects.Run
+	if me := identityOf(r); !me.Auditor {
+		var ok bool
+		if rec, ok = g.readableRun(w, r); !ok {
 			return
 		}
 	}
@@ -391,6 +396,9 @@ func (g *Gateway) history(w http.ResponseWriter, r *http.Request) {
 	}
 	if evs == nil {
 		evs = []subjects.Event{}
+	}
+	if rec != nil {
+		_, evs = authz.View(identityOf(r), rec, evs)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"runId": run, "events": evs})
 }
@@ -432,6 +440,7 @@ var statusOf = map[subjects.Code]int{
 	subjects.CodeNotAllowed:         http.StatusForbidden,
 	subjects.CodeSchemaMismatch:     http.StatusUnprocessableEntity,
 	subjects.CodeSchemaBudget:       http.StatusUnprocessableEntity,
+	subjects.CodeRecordTooLarge:     http.StatusRequestEntityTooLarge,
 }
 
 func (g *Gateway) decide(w http.ResponseWriter, r *http.Request) {

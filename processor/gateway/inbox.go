@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/interlockhq/interlock/processor/authz"
@@ -47,8 +48,9 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 	defer sub.Unsubscribe()
 	me := identityOf(r)
 	// Runs found readable stay readable (interrupts are only ever added,
-	// and escalations only add approvers), so one look-up per run.
-	readable := map[string]bool{}
+	// and escalations only add approvers), so one look-up per run, and
+	// another when an event names an interrupt the record read lacked.
+	readable := map[string]*subjects.Run{}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
@@ -63,11 +65,8 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 		case <-keepAlive.C:
 			fmt.Fprint(w, ": keep-alive\n\n")
 		case ev := <-events:
-			if !g.mayReadEvent(r, me, ev, readable) {
-				continue
-			}
-			data, err := json.Marshal(ev)
-			if err != nil {
+			data, ok := g.viewEvent(r, me, ev, readable)
+			if !ok {
 				continue
 			}
 			fmt.Fprintf(w, "event: message\ndata: %s\n\n", data)
@@ -76,27 +75,45 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// mayReadEvent reports whether p may see the event ev: an auditor any,
-// anyone else one about a run they may read. Runs found readable are
-// remembered in readable.
-func (g *Gateway) mayReadEvent(r *http.Request, p authz.Principal, ev subjects.Event, readable map[string]bool) bool {
+// viewEvent returns what p may see of the event ev, encoded, and whether
+// p may see it at all: an auditor any event as it is, anyone else an event
+// about a run they may read, as authz.View shows it to them. Runs found
+// readable are remembered in readable with the record read.
+func (g *Gateway) viewEvent(r *http.Request, p authz.Principal, ev subjects.Event, readable map[string]*subjects.Run) ([]byte, bool) {
 	if p.Auditor {
-		return true
+		out, err := json.Marshal(ev)
+		return out, err == nil
 	}
 	if subjects.ValidateToken("run id", ev.RunID) != nil || ev.RunID == subjects.NoRun {
-		return false
+		return nil, false
 	}
-	if readable[ev.RunID] {
-		return true
+	rec := readable[ev.RunID]
+	if rec == nil || !knows(rec, ev) {
+		var err error
+		if rec, err = g.client.Run(r.Context(), ev.RunID); err != nil || !authz.MayReadRun(rec, p) {
+			return nil, false
+		}
+		if len(readable) >= maxRemembered {
+			clear(readable)
+		}
+		readable[ev.RunID] = rec
 	}
-	rec, err := g.client.Run(r.Context(), ev.RunID)
-	if err != nil || !authz.MayReadRun(rec, p) {
-		return false
+	_, evs := authz.View(p, rec, []subjects.Event{ev})
+	out, err := json.Marshal(evs[0])
+	return out, err == nil
+}
+
+// knows reports whether rec has every interrupt ev names.
+func knows(rec *subjects.Run, ev subjects.Event) bool {
+	ids := slices.Clone(ev.InterruptIDs)
+	if ev.Verdict != nil && ev.Verdict.InterruptID != "" {
+		ids = append(ids, ev.Verdict.InterruptID)
 	}
-	if len(readable) >= maxRemembered {
-		clear(readable)
+	for _, id := range ids {
+		if !slices.ContainsFunc(rec.Interrupts, func(st subjects.InterruptState) bool { return st.ID == id }) {
+			return false
+		}
 	}
-	readable[ev.RunID] = true
 	return true
 }
 

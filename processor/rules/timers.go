@@ -178,3 +178,12 @@ func (s *Set) ApplyTimer(rec *subjects.Run, i int, t subjects.Timer, now time.Ti
 		InterruptID: st.ID, Detail: string(d.Status)})
 	return ApplyDecision(cp, i, d, 0, now), TimerExpired
 }
+
+// RecordBound is subjects.RecordBound of rec with the expiry policy and
+// reminders in force for each interrupt (the interrupt's own, or these
+// defaults): the most rec can grow to before every interrupt is decided.
+func (s *Set) RecordBound(rec *subjects.Run) int {
+	return subjects.RecordBound(rec, func(in subjects.Interrupt) int {
+		return subjects.DecisionAllowance(in, s.Expiry.Policy(in), len(s.Expiry.Reminders(in)))
+	})
+}

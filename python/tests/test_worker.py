@@ -150,7 +150,7 @@ async def test_a_pass_that_already_reported_is_not_run_again(nc: NATS, client: C
     # The pass's key comes from its work item's message id, as the worker
     # that reported it computed it.
     item = await js.get_last_msg("INTERLOCK_WORK", f"interlock.start.{agent_name}")
-    key = interlock.pass_key((item.headers or {})["Nats-Msg-Id"], item.data)
+    key = interlock.pass_key((item.headers or {})["Nats-Msg-Id"], item.data or b"")
     done = {"version": 1, "runId": run, "agent": agent_name, "pass": 0, "result": "reported before"}
     await js.publish(
         f"interlock.completed.{agent_name}.{run}",
@@ -194,3 +194,15 @@ async def test_a_forged_outcome_does_not_count_as_reported(nc: NATS, client: Cli
 
         await eventually(ran, "the body ran")
     assert calls == 1
+
+
+async def test_an_oversized_suspension_fails_the_run_instead(nc: NATS, client: Client, agent_name: str) -> None:
+    # Under the 1 MiB message limit, but with the largest decision allowed
+    # the run record would not fit the server's max payload (1 MiB).
+    async def body(inp: Any) -> Any:
+        interlock.interrupt(interlock.Request(message="pay?", metadata={"blob": "x" * 980_000}))
+
+    async with worker(nc, agent_name, body):
+        rec = await client.wait(await client.start(agent_name))
+    assert rec.status == "failed", rec.status
+    assert rec.error.startswith("suspension too large") and "max payload" in rec.error

@@ -308,7 +308,7 @@
       const st = (rec.interrupts || []).find((i) => i.id === id);
       box.append(el("h2", {text: st && st.message ? st.message : "Run " + run}),
         table("The run", [["Run", rec.runId], ["Agent", rec.agent], ["Status", rec.status],
-          ...(st && st.decision ? [["Decision", st.decision.status], ["By", st.decision.approver || "anonymous"],
+          ...(st && st.decision ? [["Decision", st.decision.status], ["By", st.decision.approver || (st.withheld ? "not shown to you" : "anonymous")],
             ...(st.decision.comment ? [["Comment", st.decision.comment]] : []),
             ...(st.decision.payload !== undefined ? [["Answer", st.decision.payload]] : [])] : [])]));
     }

@@ -20,6 +20,7 @@ from ._errors import (
     Retry,
     RunNotFound,
     Suspended,
+    SuspensionTooLarge,
     ToolCallMismatch,
 )
 from ._ids import emit_msg_id, interrupt_id, outcome_msg_id, pass_key, pending_key, start_msg_id, step_key, work_msg_id
@@ -49,6 +50,7 @@ __all__ = [
     "RunInfo",
     "RunNotFound",
     "Suspended",
+    "SuspensionTooLarge",
     "ToolCallMismatch",
     "Verdict",
     "Worker",

@@ -47,6 +47,13 @@ class Suspended(InterlockError):
         self.interrupt_ids = interrupt_ids
 
 
+class SuspensionTooLarge(InterlockError):
+    """The worker refused to publish a pass's suspension: its run record,
+    with the largest decision allowed for each interrupt, would not fit the
+    NATS server's max payload. The run fails with this reason instead of
+    suspending (the Go SDK's ErrSuspensionTooLarge)."""
+
+
 class Cancelled(InterlockError):
     """The interrupt's decision is ``cancelled``: a denial or an expiry. It is
     never an approval. Letting it propagate fails the run."""

@@ -16,6 +16,43 @@ VERSION = 1
 MAX_MESSAGE_SIZE = 1 << 20
 MAX_DECISION_SIZE = 64 << 10
 MAX_ID_LEN = 256
+# The allowances of a run record's bound (Go: subjects.RecordBound); see
+# docs/protocol.md, "Limits".
+RECORD_MARGIN = 8 << 10
+DECISION_OVERHEAD = 2 << 10
+TIMER_OVERHEAD = 1 << 10
+
+
+def _compact(v: Any) -> int:
+    return len(json.dumps(v, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def decision_allowance(interrupt: dict[str, Any]) -> int:
+    """The most deciding ``interrupt`` can add to its run's record, under its
+    own expiry policy (Go: subjects.DecisionAllowance)."""
+    policy = interrupt.get("onExpiry") or {}
+    action = policy.get("action") or ""
+    decision = MAX_DECISION_SIZE
+    if action == "resolve" and "payload" in policy:
+        decision = max(decision, _compact(policy["payload"]) + DECISION_OVERHEAD)
+    n = decision + DECISION_OVERHEAD
+    deadlines = 1
+    if action == "escalate":
+        added = sum(len(a) + 3 for a in policy.get("approvers") or [])
+        times = max(int(policy.get("times") or 0), 1)
+        deadlines += times
+        n += times * (TIMER_OVERHEAD + added)
+    reminders = len(interrupt.get("remindBeforeSeconds") or [])
+    return n + deadlines * (reminders + 1) * TIMER_OVERHEAD
+
+
+def suspension_bound(work: dict[str, Any], suspension: dict[str, Any]) -> int:
+    """What an agent can tell of the record its suspension makes: the work
+    item, the suspension, each interrupt's allowance and the margin (Go:
+    subjects.SuspensionBound)."""
+    n = _compact(work) + _compact(suspension) + RECORD_MARGIN
+    return n + sum(decision_allowance(i) for i in suspension.get("interrupts") or [])
+
 
 _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
 
@@ -207,7 +244,22 @@ def _decision(obj: Any) -> dict[str, Any]:
         raise _malformed(f'status {status!r} is not "resolved" or "cancelled"')
     if "payload" in d and d["payload"] is None:
         raise _malformed("payload is null: omit it to send no payload")
+    # The limit holds for the decision as the coordinator records it too
+    # (Go's encoding escapes <, > and &, and U+2028/U+2029).
+    if (n := recorded_size(d)) > MAX_DECISION_SIZE:
+        raise ProtocolError(
+            "too_large",
+            f"{n} bytes as recorded (JSON re-encoded: <, > and & escaped), the limit is {MAX_DECISION_SIZE}",
+        )
     return d
+
+
+def recorded_size(v: Any) -> int:
+    """The size of ``v`` as the coordinator encodes it in a run record."""
+    text = json.dumps(v, separators=(",", ":"), ensure_ascii=False)
+    escaped = sum(text.count(c) for c in "<>&")
+    lines = text.count("\u2028") + text.count("\u2029")
+    return len(text.encode()) + 5 * escaped + 3 * lines
 
 
 _PASSREF: dict[str, Check] = {

@@ -17,12 +17,12 @@ from nats.aio.msg import Msg
 from nats.js import api
 
 from . import _direct, _trace
-from ._errors import ProtocolError, Retry, Suspended
+from ._errors import ProtocolError, Retry, Suspended, SuspensionTooLarge
 from ._ids import dead_letter_msg_id, outcome_msg_id, pass_key
 from ._run import _current, _Pass, _tool_call
 from ._subjects import DEFAULT_PREFIX, Namespace, validate_token
 from ._types import RunInfo
-from ._wire import decode_work
+from ._wire import decode_work, suspension_bound
 
 AgentFunc = Callable[[Any], Awaitable[Any]]
 """An agent body: one pass of a run, given the run's input. It runs again
@@ -325,7 +325,18 @@ class Worker:
                 if p.journal:
                     msg["journal"] = dict(p.journal)
                 msg["suspendedAt"] = now
-                return self._ns.suspended(work["agent"], work["runId"]), msg
+                bound, limit = suspension_bound(work, msg), self._nc.max_payload
+                if bound <= limit:
+                    return self._ns.suspended(work["agent"], work["runId"]), msg
+                # Refused here: the run fails with the reason instead of
+                # waiting on questions whose answers its record could not take.
+                err = SuspensionTooLarge(
+                    f"suspension too large: with the largest decision allowed for each of its "
+                    f"{len(p.pending)} interrupts the run record could reach {bound} bytes, over the "
+                    f"server's max payload of {limit} bytes; ask with less (message, metadata, schema, "
+                    f"journal) or fewer interrupts per pass"
+                )
+                self._log.warning("suspension refused: %s", err)
             elif err is None:
                 try:
                     json.dumps(result)
