@@ -91,3 +91,27 @@ func TestLinkRecipient(t *testing.T) {
 		assert.ErrorIs(t, err, ErrConfig, bad)
 	}
 }
+
+func TestSlackIdentity(t *testing.T) {
+	t.Parallel()
+	d, err := Parse("x", []byte("identities:\n  ada: {groups: [finance], slack: {team: T01, user: U01}}\n  bob: {}\n"))
+	require.NoError(t, err)
+	ada, ok := d.SlackIdentity("T01", "U01")
+	require.True(t, ok)
+	assert.Equal(t, Identity{Name: "ada", Groups: []string{"finance"}}, ada)
+	// The same user id in another workspace is somebody else.
+	_, ok = d.SlackIdentity("T02", "U01")
+	assert.False(t, ok)
+	_, ok = d.SlackIdentity("T01", "U02")
+	assert.False(t, ok)
+	for _, bad := range []string{
+		"identities:\n  ada: {slack: {team: T01}}\n",
+		"identities:\n  ada: {slack: {team: t01, user: U01}}\n",
+		"identities:\n  ada: {slack: {team: T01, user: X01}}\n",
+		"identities:\n  ada: {slack: {team: T01, user: U01, email: a@b}}\n",
+		"identities:\n  a: {slack: {team: T01, user: U01}}\n  b: {slack: {team: T01, user: U01}}\n",
+	} {
+		_, err := Parse("x", []byte(bad))
+		assert.ErrorIs(t, err, ErrConfig, bad)
+	}
+}
