@@ -194,6 +194,12 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 			return nil, err
 		}
 	}
+	if cfg.Slack != nil && cfg.Slack.BotToken != "" {
+		if err := g.followSlack(); err != nil {
+			g.Close()
+			return nil, err
+		}
+	}
 	return g, nil
 }
 

@@ -335,3 +335,34 @@ func TestSlackFormSchemaErrors(t *testing.T) {
 	assert.Equal(t, "ada", st.Decision.Approver)
 	assert.JSONEq(t, `{"amount": 42, "currency": "USD"}`, string(st.Decision.Payload))
 }
+
+// A question decided elsewhere (here over the HTTP API, as the inbox does)
+// updates its Slack message: who decided what, and no buttons. The
+// message is found where the notifier lists it (slack.MessagesKey in the
+// deliveries bucket).
+func TestSlackDecidedElsewhereUpdatesMessage(t *testing.T) {
+	t.Parallel()
+	e := newSlackEnv(t)
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "refund?"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rec, err := e.client.Run(ctx, run)
+	require.NoError(t, err)
+	api := &slack.Client{Token: "xoxb-test", APIURL: e.fake.APIURL()}
+	posted, err := api.PostMessage(ctx, "C0CHAN", "", slack.CardOf("gate", run, rec.Interrupts[0].Interrupt, "").Message(), nil)
+	require.NoError(t, err)
+	deliveries, err := e.nc.Bucket(ctx, "deliveries", "test", 0)
+	require.NoError(t, err)
+	list, _ := json.Marshal([]slack.Posted{posted})
+	require.NoError(t, deliveries.Put(ctx, slack.MessagesKey(run, id), list))
+	raw, _ := json.Marshal(e.fake.Messages()[0].Message.Blocks)
+	require.Contains(t, string(raw), slack.ActionApprove)
+
+	status, _ := e.call(http.MethodPost, "/v1/runs/"+run+"/interrupts/"+id+"/decision", "ada-token",
+		[]byte(`{"status": "cancelled", "comment": "no"}`))
+	require.Equal(t, http.StatusOK, status)
+	require.Eventually(t, func() bool { return e.fake.Messages()[0].Updates > 0 }, 10*time.Second, 10*time.Millisecond)
+	raw, _ = json.Marshal(e.fake.Messages()[0].Message.Blocks)
+	assert.Contains(t, string(raw), "Denied* by ada")
+	assert.NotContains(t, string(raw), slack.ActionApprove, "the buttons are gone")
+}
