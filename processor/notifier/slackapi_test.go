@@ -125,3 +125,28 @@ func TestSlackSinkConfig(t *testing.T) {
 		assert.Contains(t, err.Error(), want, y)
 	}
 }
+
+// Reminders post in the thread of the question's message; the expiry
+// posts there too and turns the message into "Expired", without buttons.
+func TestSlackSinkNoticesInThread(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	fake := slacktest.New(t, "xoxb-test")
+	e.start(strings.Replace(slackAPIConfig(fake), "[team, quiet]", "[team]", 1), nil)
+	deadline := time.Now().Add(time.Hour).UTC()
+	s := e.suspend("refunds", subjects.Interrupt{ID: "int-1", Reason: subjects.ReasonToolCall, Message: "Refund?",
+		ExpiresAt: &deadline})
+	require.Eventually(t, func() bool { return len(fake.Messages()) == 1 }, 15*time.Second, 10*time.Millisecond)
+	first := fake.Messages()[0]
+	e.notice(s, KindReminder, "remind-1", deadline.Add(-10*time.Minute), "")
+	require.Eventually(t, func() bool { return len(fake.Messages()) == 2 }, 15*time.Second, 10*time.Millisecond)
+	assert.Equal(t, first.TS, fake.Messages()[1].Thread, "the reminder is a reply in the thread")
+	e.notice(s, KindExpired, "expire-1", deadline, subjects.StatusCancelled)
+	require.Eventually(t, func() bool { return len(fake.Messages()) == 3 }, 15*time.Second, 10*time.Millisecond)
+	assert.Equal(t, first.TS, fake.Messages()[2].Thread)
+	updated := fake.Messages()[0]
+	assert.Equal(t, 1, updated.Updates)
+	raw, _ := json.Marshal(updated.Message.Blocks)
+	assert.Contains(t, string(raw), "Expired")
+	assert.NotContains(t, string(raw), chatslack.ActionApprove)
+}
