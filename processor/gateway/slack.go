@@ -409,6 +409,9 @@ func (g *Gateway) slackSubmission(w http.ResponseWriter, r *http.Request, in *sl
 	_, st, id, refusal := g.slackTarget(ctx, in, ref, addr)
 	fields := slack.Fields(st.ResponseSchema)
 	if refusal != "" {
+		// Errors must name a block the form has: the refused user may not
+		// see the schema, so take the form's own.
+		fields = in.View.Blocks()
 		writeJSON(w, http.StatusOK, map[string]any{"response_action": "errors", "errors": map[string]string{fields[0]: refusal}})
 		return
 	}

@@ -366,3 +366,23 @@ func TestSlackDecidedElsewhereUpdatesMessage(t *testing.T) {
 	assert.Contains(t, string(raw), "Denied* by ada")
 	assert.NotContains(t, string(raw), slack.ActionApprove, "the buttons are gone")
 }
+
+// A form submitted by someone who may not decide (bob, who was never shown
+// it but signs a submission naming ada's question) decides nothing: the
+// refusal is shown on a field the form has, and audited.
+func TestSlackFormRefusedForOthers(t *testing.T) {
+	t.Parallel()
+	e := newSlackEnv(t)
+	schema := map[string]any{"type": "object", "properties": map[string]any{"amount": map[string]any{"type": "number"}}}
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "how much?", "Schema": schema})
+	meta := slack.Ref{Run: run, Interrupt: id}.Metadata()
+	status, body := e.send(e.signer.Request(t, e.url(), slacktest.Submit("T0TEAM", "U0BOB", meta,
+		map[string]string{"amount": "1"}, nil)))
+	assert.Equal(t, http.StatusOK, status)
+	var out map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &out), body)
+	assert.Equal(t, "errors", out["response_action"])
+	assert.Contains(t, out["errors"].(map[string]any)["amount"], "may not decide")
+	e.refusals(run, subjects.CodeNotAllowed, 1)
+	e.undecided(run)
+}

@@ -29,8 +29,8 @@ type Card struct {
 	Arguments    json.RawMessage
 	WhoMayDecide string
 	ExpiresAt    *time.Time
-	// Interrupt is its id; Buttons puts Approve and Deny (and, with
-	// Answer, "Answer…" for a question with a responseSchema) on it.
+	// Interrupt is its id; Buttons puts Approve and Deny on it (with
+	// Answer, for a question with a responseSchema, "Answer…" and Deny).
 	Interrupt string
 	Buttons   bool
 	Answer    bool
@@ -132,12 +132,16 @@ func (c Card) Message() Message {
 		blocks = append(blocks, Block{"type": "context", "elements": []Block{mrkdwn(text)}})
 	case c.Buttons && fits:
 		v := Ref{Run: c.Run, Interrupt: c.Interrupt}.Value()
-		buttons = append(buttons,
-			button(ActionApprove, "Approve", v, "primary", confirm("Approve?", "Approve this request as yourself. The agent continues.", "Approve")),
-			button(ActionDeny, "Deny", v, "danger", confirm("Deny?", "Deny this request as yourself. The agent is told no.", "Deny")))
+		// A question with a responseSchema is approved with an answer:
+		// "Answer…" opens its form instead of a bare Approve.
 		if c.Answer {
-			buttons = append(buttons, button(ActionAnswer, "Answer…", v, "", nil))
+			buttons = append(buttons, button(ActionAnswer, "Answer…", v, "primary", nil))
+		} else {
+			buttons = append(buttons, button(ActionApprove, "Approve", v, "primary",
+				confirm("Approve?", "Approve this request as yourself. The agent continues.", "Approve")))
 		}
+		buttons = append(buttons, button(ActionDeny, "Deny", v, "danger",
+			confirm("Deny?", "Deny this request as yourself. The agent is told no.", "Deny")))
 	}
 	if c.InboxURL != "" && c.Decided == nil {
 		buttons = append(buttons, Block{"type": "button", "action_id": "interlock_inbox", "url": c.InboxURL, "text": plain("Open in inbox")})

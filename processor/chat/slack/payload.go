@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sort"
 	"strings"
 
 	"github.com/interlockhq/interlock/subjects"
@@ -192,4 +193,18 @@ func (in *Interaction) Action() (string, Ref, error) {
 		ref.TS = in.Message.TS
 	}
 	return a.ActionID, ref, nil
+}
+
+// Blocks are the ids of the input blocks of a submitted view, sorted;
+// AnswerBlock when it has none.
+func (v *View) Blocks() []string {
+	out := make([]string, 0, len(v.State.Values))
+	for k := range v.State.Values {
+		out = append(out, k)
+	}
+	if len(out) == 0 {
+		return []string{AnswerBlock}
+	}
+	sort.Strings(out)
+	return out
 }
