@@ -76,7 +76,10 @@ decide. Any number of gateways may run behind a load balancer.`,
 }
 
 // slackFlags turn on the Slack interactivity endpoint.
-type slackFlags struct{ secretEnv, tokenEnv, team, enterprise, apiURL string }
+type slackFlags struct {
+	secretEnv, tokenEnv, team, enterprise, apiURL string
+	emailLookup                                   bool
+}
 
 func (f *slackFlags) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
@@ -85,6 +88,7 @@ func (f *slackFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.team, "slack-team", "", "the Slack workspace (team id, T...) requests must come from; users of any other are refused")
 	fs.StringVar(&f.enterprise, "slack-enterprise", "", "the Enterprise Grid org (E...) requests must come from, instead of --slack-team")
 	fs.StringVar(&f.apiURL, "slack-api-url", "", "the Slack Web API's base URL (default https://slack.com/api/)")
+	fs.BoolVar(&f.emailLookup, "slack-email-lookup", false, "map Slack users no identity names (slack:) by the identities file's email, looked up in Slack (users.lookupByEmail; needs the bot token and users:read.email); trusts whoever administers the workspace to set e-mail addresses")
 }
 
 // config is the Slack configuration the flags give: nil without a signing
@@ -103,7 +107,11 @@ func (f slackFlags) config() (*gateway.SlackConfig, error) {
 	if f.team == "" && f.enterprise == "" {
 		return nil, usagef("--slack-team or --slack-enterprise: pin the workspace Slack requests come from")
 	}
-	c := &gateway.SlackConfig{SigningSecret: []byte(secret), TeamID: f.team, EnterpriseID: f.enterprise, APIURL: f.apiURL}
+	c := &gateway.SlackConfig{SigningSecret: []byte(secret), TeamID: f.team, EnterpriseID: f.enterprise, APIURL: f.apiURL,
+		EmailLookup: f.emailLookup}
+	if f.emailLookup && f.tokenEnv == "" {
+		return nil, usagef("--slack-email-lookup needs --slack-bot-token-env: the lookup is a Web API call")
+	}
 	if f.tokenEnv != "" {
 		if c.BotToken = os.Getenv(f.tokenEnv); c.BotToken == "" {
 			return nil, usagef("--slack-bot-token-env: %s is empty or unset", f.tokenEnv)

@@ -8,6 +8,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"net/mail"
 	"os"
 	"strings"
 
@@ -41,6 +43,9 @@ type Directory struct {
 	// slack maps a Slack user (team and user id) to the one identity whose
 	// decisions their clicks make.
 	slack map[SlackUser]string
+	// emails are the addresses of the identities without a slack field,
+	// for the gateway's opt-in Slack e-mail lookup.
+	emails map[string]string
 }
 
 // SlackUser is a Slack user: the workspace (team id, T...) and the user id
@@ -66,6 +71,10 @@ type file struct {
 		Links []string `yaml:"links"`
 		// Slack is the Slack user whose clicks decide as this identity.
 		Slack *SlackUser `yaml:"slack"`
+		// Email is the identity's e-mail address: where the gateway's
+		// Slack e-mail lookup is turned on, the Slack user with this
+		// address decides as this identity (unless slack names one).
+		Email string `yaml:"email"`
 	} `yaml:"identities"`
 }
 
@@ -99,7 +108,8 @@ func Parse(name string, data []byte) (*Directory, error) {
 		return nil, fmt.Errorf("%w: %s: %s", ErrConfig, name, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	d := &Directory{byToken: map[[32]byte]string{}, groups: map[string][]string{}, auditors: map[string]bool{},
-		agents: map[string][]string{}, linkSinks: map[string]string{}, slack: map[SlackUser]string{}}
+		agents: map[string][]string{}, linkSinks: map[string]string{}, slack: map[SlackUser]string{},
+		emails: map[string]string{}}
 	for id, e := range f.Identities {
 		if err := subjects.ValidateToken("identity", id); err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", ErrConfig, name, err)
@@ -139,6 +149,15 @@ func Parse(name string, data []byte) (*Directory, error) {
 					"identity", ErrConfig, name, other, id, su.Team, su.User)
 			}
 			d.slack[*su] = id
+		}
+		if e.Email != "" {
+			a, err := mail.ParseAddress(e.Email)
+			if err != nil || a.Address != e.Email {
+				return nil, fmt.Errorf("%w: %s: identity %s: email %q is not a bare e-mail address", ErrConfig, name, id, e.Email)
+			}
+			if e.Slack == nil {
+				d.emails[id] = strings.ToLower(e.Email)
+			}
 		}
 		for _, t := range e.Tokens {
 			digest, ok := strings.CutPrefix(t, "sha256:")
@@ -245,4 +264,14 @@ func (d *Directory) SlackIdentity(team, user string) (Identity, bool) {
 		return Identity{}, false
 	}
 	return d.Identity(name)
+}
+
+// SlackEmails returns, by identity, the e-mail addresses of the identities
+// that name no Slack user: those the gateway may map by looking the address
+// up in Slack, where the operator turned that on.
+func (d *Directory) SlackEmails() map[string]string {
+	if d == nil {
+		return nil
+	}
+	return maps.Clone(d.emails)
 }

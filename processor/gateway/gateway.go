@@ -89,6 +89,8 @@ type Gateway struct {
 	background sync.WaitGroup
 	// schemas checks answers from Slack forms, as the coordinator does.
 	schemas schema.Cache
+	// emails maps Slack users by e-mail (SlackConfig.EmailLookup).
+	emails emailIndex
 }
 
 // linkTTL bounds how long a used link is remembered; links should not be

@@ -57,7 +57,7 @@ func newEnvWith(t *testing.T, set func(*Config)) *env {
 identities:
   ada: {groups: [finance], tokens: ["%s"], links: [ada-mail], slack: {team: T0TEAM, user: U0ADA}}
   bob: {groups: [ops], tokens: ["%s"], slack: {team: T0TEAM, user: U0BOB}}
-  carol: {groups: [finance], tokens: ["%s"], links: [carol-dm]}
+  carol: {groups: [finance], tokens: ["%s"], links: [carol-dm], email: carol@example.com}
   erin: {roles: [auditor], tokens: ["%s"]}
 `, approvers.Digest("ada-token"), approvers.Digest("bob-token"), approvers.Digest("carol-token"), approvers.Digest("erin-token"))))
 	require.NoError(t, err)

@@ -40,6 +40,11 @@ type SlackConfig struct {
 	// default "https://hooks.slack.com/". The gateway posts nowhere else
 	// on a payload's word.
 	ResponseURLPrefix string
+	// EmailLookup maps a Slack user no identity names (slack:) by e-mail:
+	// the identities file's email, looked up with users.lookupByEmail
+	// (scope users:read.email, the bot token), cached. Off by default: it
+	// trusts whoever administers the workspace to set e-mail addresses.
+	EmailLookup bool
 	// Now is the clock the five-minute window is checked against; nil:
 	// time.Now.
 	Now func() time.Time
@@ -212,7 +217,7 @@ func (g *Gateway) slackRespond(ctx context.Context, in *slack.Interaction, resp 
 func (g *Gateway) slackTarget(ctx context.Context, in *slack.Interaction, ref slack.Ref, addr string) (
 	*subjects.Run, subjects.InterruptState, approvers.Identity, string) {
 	request := slackRequest(in) + " " + ref.Value()
-	id, ok := g.cfg.Directory.SlackIdentity(in.UserTeam(), in.User.ID)
+	id, ok := g.slackIdentity(ctx, in.UserTeam(), in.User.ID)
 	if !ok {
 		g.audit(ctx, ref.Run, subjects.CodeChatUnknownUser, "",
 			fmt.Sprintf("Slack user %s of team %s maps to no identity", in.User.ID, in.UserTeam()), addr, request)

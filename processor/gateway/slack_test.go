@@ -29,11 +29,14 @@ type slackEnv struct {
 	signer slacktest.Signer
 }
 
-func newSlackEnv(t *testing.T) *slackEnv {
+func newSlackEnv(t *testing.T, set ...func(*SlackConfig)) *slackEnv {
 	fake := slacktest.New(t, "xoxb-test")
 	e := newEnvWith(t, func(c *Config) {
 		c.Slack = &SlackConfig{SigningSecret: slackSecret, TeamID: "T0TEAM", BotToken: "xoxb-test",
 			APIURL: fake.APIURL(), ResponseURLPrefix: fake.URL + "/respond/"}
+		for _, f := range set {
+			f(c.Slack)
+		}
 	})
 	return &slackEnv{env: e, fake: fake, signer: slacktest.Signer{Secret: slackSecret}}
 }
@@ -385,4 +388,28 @@ func TestSlackFormRefusedForOthers(t *testing.T) {
 	assert.Contains(t, out["errors"].(map[string]any)["amount"], "may not decide")
 	e.refusals(run, subjects.CodeNotAllowed, 1)
 	e.undecided(run)
+}
+
+// Mapping by e-mail only where the operator turned it on: carol names no
+// Slack user, only her address; with the lookup off her clicks are
+// refused (chat_unknown_user), with it on the Slack user Slack gives that
+// address decides as carol.
+func TestSlackEmailLookup(t *testing.T) {
+	t.Parallel()
+	off := newSlackEnv(t)
+	off.fake.AddUser("carol@example.com", "U0CAROL", "T0TEAM")
+	run, id := off.suspend(map[string]any{"Groups": []string{"finance"}, "Message": "refund?"})
+	off.click("T0TEAM", "U0CAROL", slack.ActionApprove, run, id, "off")
+	assert.Contains(t, off.ephemeral("off"), "not linked")
+	off.refusals(run, subjects.CodeChatUnknownUser, 1)
+	off.undecided(run)
+	assert.Empty(t, off.fake.Calls("users.lookupByEmail"), "no lookup unless turned on")
+
+	on := newSlackEnv(t, func(c *SlackConfig) { c.EmailLookup = true })
+	on.fake.AddUser("carol@example.com", "U0CAROL", "T0TEAM")
+	run, id = on.suspend(map[string]any{"Groups": []string{"finance"}, "Message": "refund?"})
+	on.click("T0TEAM", "U0SOMEONE", slack.ActionApprove, run, id, "someone")
+	assert.Contains(t, on.ephemeral("someone"), "not linked", "an address nobody has maps nobody")
+	on.click("T0TEAM", "U0CAROL", slack.ActionApprove, run, id, "carol")
+	assert.Equal(t, "carol", on.decided(run).Decision.Approver)
 }

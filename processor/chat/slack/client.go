@@ -192,19 +192,43 @@ func (c *Client) History(ctx context.Context, channel, oldest string) ([]History
 	}
 	// Read methods take form-encoded arguments, not JSON.
 	form := url.Values{"channel": {channel}, "oldest": {oldest}, "include_all_metadata": {"true"}, "limit": {"200"}}
+	err := c.callForm(ctx, "conversations.history", form, &out)
+	return out.Messages, err
+}
+
+// User is a Slack user as users.lookupByEmail returns it.
+type User struct {
+	ID      string `json:"id"`
+	TeamID  string `json:"team_id"`
+	Deleted bool   `json:"deleted"`
+	IsBot   bool   `json:"is_bot"`
+}
+
+// LookupByEmail is users.lookupByEmail: the workspace's user with that
+// e-mail address (scope users:read.email). Slack answers users_not_found
+// for an address nobody has.
+func (c *Client) LookupByEmail(ctx context.Context, email string) (User, error) {
+	var out struct {
+		User User `json:"user"`
+	}
+	err := c.callForm(ctx, "users.lookupByEmail", url.Values{"email": {email}}, &out)
+	return out.User, err
+}
+
+// callForm calls a read method, which takes form-encoded arguments.
+func (c *Client) callForm(ctx context.Context, method string, form url.Values, out any) error {
 	base := c.APIURL
 	if base == "" {
 		base = DefaultAPIURL
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(base, "/")+"/conversations.history",
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(base, "/")+"/"+method,
 		strings.NewReader(form.Encode()))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Authorization", "Bearer "+c.Token)
-	err = c.do(req, "conversations.history", &out)
-	return out.Messages, err
+	return c.do(req, method, out)
 }
 
 // Response is what is posted to an interaction's response_url.

@@ -47,11 +47,20 @@ type Server struct {
 	// responses holds what was posted to each response URL.
 	responses map[string][]slack.Response
 	fail      map[string]string
+	users     map[string]slack.User
+}
+
+// AddUser makes users.lookupByEmail find user (of team) at email.
+func (s *Server) AddUser(email, user, team string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.users[email] = slack.User{ID: user, TeamID: team}
 }
 
 // New starts a fake Slack that accepts token; it stops with the test.
 func New(t testing.TB, token string) *Server {
-	s := &Server{Token: token, responses: map[string][]slack.Response{}, fail: map[string]string{}}
+	s := &Server{Token: token, responses: map[string][]slack.Response{}, fail: map[string]string{},
+		users: map[string]slack.User{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
@@ -157,6 +166,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			out = append(out, m)
 		}
 		answer(w, map[string]any{"ok": true, "messages": out})
+	case "users.lookupByEmail":
+		u, ok := s.users[str("email")]
+		if !ok {
+			answer(w, map[string]any{"ok": false, "error": "users_not_found"})
+			return
+		}
+		answer(w, map[string]any{"ok": true, "user": u})
 	default:
 		answer(w, map[string]any{"ok": false, "error": "unknown_method"})
 	}
