@@ -45,16 +45,21 @@ func DecidedOf(st subjects.InterruptState, via string) *Decided {
 		return nil
 	}
 	d := &Decided{By: st.Decision.Approver, Status: StatusWord(st.Interrupt, *st.Decision), Via: via}
+	if d.By == subjects.ExpiryApprover {
+		d.By = "" // "Expired", or "Approved" by the expiry's default answer: nobody decided
+	}
 	if st.DecidedAt != nil {
 		d.At = *st.DecidedAt
 	}
 	return d
 }
 
-// StatusWord is a decision in one word: approved, answered, denied or
-// expired.
+// StatusWord is a decision in one word: Approved, Answered, Denied,
+// Expired or Cancelled.
 func StatusWord(in subjects.Interrupt, d subjects.Decision) string {
 	switch {
+	case d.Approver == subjects.ExpiryApprover && d.Status == subjects.StatusCancelled:
+		return "Expired"
 	case d.Status == subjects.StatusResolved && len(in.ResponseSchema) > 0:
 		return "Answered"
 	case d.Status == subjects.StatusResolved:

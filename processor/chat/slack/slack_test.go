@@ -93,3 +93,19 @@ func TestModalAndAnswer(t *testing.T) {
 	assert.Equal(t, map[string]string{"n": "at /n the payload fails \"minimum\""},
 		ErrorsAt(`at /n the payload fails "minimum"`, []string{"c", "n"}))
 }
+
+func TestDecidedOf(t *testing.T) {
+	t.Parallel()
+	at := time.Unix(1_700_000_000, 0)
+	in := subjects.Interrupt{ID: "i"}
+	st := subjects.InterruptState{Interrupt: in, DecidedAt: &at,
+		Decision: &subjects.Decision{Status: subjects.StatusCancelled, Approver: subjects.ExpiryApprover}}
+	assert.Equal(t, &Decided{Status: "Expired", At: at}, DecidedOf(st, ""))
+	st.Decision = &subjects.Decision{Status: subjects.StatusCancelled, Approver: "ada"}
+	assert.Equal(t, &Decided{By: "ada", Status: "Denied", At: at, Via: "slack"}, DecidedOf(st, "slack"))
+	st.Decision = &subjects.Decision{Status: subjects.StatusResolved, Approver: "ada"}
+	assert.Equal(t, "Approved", DecidedOf(st, "").Status)
+	st.ResponseSchema = json.RawMessage(`{}`)
+	assert.Equal(t, "Answered", DecidedOf(st, "").Status)
+	assert.Nil(t, DecidedOf(subjects.InterruptState{Interrupt: in}, ""))
+}
