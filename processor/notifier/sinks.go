@@ -57,7 +57,7 @@ func newSink(sc SinkConfig, nc *jetstream.Client) (Sink, error) {
 		return &webhook{url: sc.URL, secret: []byte(sc.Secret), headers: sc.Headers, client: client}, nil
 	case "slack":
 		if sc.Channel != "" {
-			return &slackAPI{name: sc.Name, channel: sc.Channel, buttons: sc.Buttons == nil || *sc.Buttons,
+			return &slackAPI{channel: sc.Channel, buttons: sc.Buttons == nil || *sc.Buttons,
 				client: &chatslack.Client{Token: sc.Token, APIURL: sc.APIURL, HTTP: client}}, nil
 		}
 		return &slack{url: sc.URL, client: client}, nil

@@ -25,7 +25,6 @@ import (
 // the channel's history (by the message metadata it carries) and records
 // it instead of posting again.
 type slackAPI struct {
-	name    string
 	client  *chatslack.Client
 	channel string
 	buttons bool
