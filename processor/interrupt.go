@@ -133,6 +133,9 @@ type Request struct {
 	// OneClickLinks, set to false, turns one-click decision links off for
 	// this interrupt (see subjects.Interrupt.OneClickLinks).
 	OneClickLinks *bool
+	// ChatDecisions, set to false, forbids deciding this interrupt from a
+	// chat (see subjects.Interrupt.ChatDecisions).
+	ChatDecisions *bool
 }
 
 // Expiry is what happens to an interrupt at its deadline, as an agent
@@ -194,7 +197,7 @@ func (p *pass) interrupt(id, scope string, req Request) (subjects.Interrupt, err
 	}
 	in := subjects.Interrupt{ID: id, Reason: req.Reason, Message: req.Message, ToolCallID: scope,
 		Approvers: req.Approvers, ApproverGroups: req.ApproverGroups, Sensitive: req.Sensitive,
-		OneClickLinks: req.OneClickLinks}
+		OneClickLinks: req.OneClickLinks, ChatDecisions: req.ChatDecisions}
 	if in.Reason == "" {
 		in.Reason = subjects.ReasonConfirmation
 		if scope != "" {

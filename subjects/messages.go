@@ -60,7 +60,16 @@ type Interrupt struct {
 	// the inbox or with the CLI. Unset, links are on where a sink carries
 	// them.
 	OneClickLinks *bool `json:"oneClickLinks,omitempty"`
+	// ChatDecisions, set to false, forbids deciding this interrupt from a
+	// chat (the buttons and forms of a Slack message): the message shows
+	// the question and the inbox link only, and the gateway refuses a
+	// click with chat_off. Unset, chat decisions are on where a sink
+	// carries them.
+	ChatDecisions *bool `json:"chatDecisions,omitempty"`
 }
+
+// ChatAllowed reports whether the interrupt may be decided from a chat.
+func (in *Interrupt) ChatAllowed() bool { return in.ChatDecisions == nil || *in.ChatDecisions }
 
 // LinksAllowed reports whether the interrupt allows one-click links.
 func (in *Interrupt) LinksAllowed() bool { return in.OneClickLinks == nil || *in.OneClickLinks }

@@ -23,6 +23,7 @@ func newGateway(g *globals) *cobra.Command {
 	var identities, linkSecretEnv, metricsAddr string
 	var linkTTL time.Duration
 	var web webFlags
+	var sl slackFlags
 	cmd := &cobra.Command{
 		Use:   "gateway --identities FILE",
 		Short: "Serve the HTTP gateway for approvers (JSON API, API tokens)",
@@ -50,9 +51,13 @@ decide. Any number of gateways may run behind a load balancer.`,
 			if err != nil {
 				return err
 			}
+			slackCfg, err := sl.config()
+			if err != nil {
+				return err
+			}
 			return runService(ctx, g, log, "interlock-gateway", g.natsURL, jetstream.Config{}, nil, metricsAddr,
 				func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
-					return startGateway(client, dir, signer, linkTTL, web.listen, tlsCfg, log, reg)
+					return startGateway(client, dir, signer, linkTTL, web.listen, tlsCfg, log, reg, slackCfg)
 				})
 		},
 	}
@@ -65,8 +70,54 @@ decide. Any number of gateways may run behind a load balancer.`,
 	cmd.Flags().StringVar(&linkSecretEnv, "link-secret-env", "", "environment variable holding the secret that signs one-click decision links; only the gateway holds it: it mints links for the notifier, for the sinks the identities file lists under links")
 	cmd.Flags().DurationVar(&linkTTL, "link-ttl", 0, "how long a one-click link lasts (default 24h, at most 720h; never past its interrupt's deadline)")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz here")
+	sl.register(cmd)
 	_ = cmd.MarkFlagRequired("identities")
 	return cmd
+}
+
+// slackFlags turn on the Slack interactivity endpoint.
+type slackFlags struct {
+	secretEnv, tokenEnv, team, enterprise, apiURL string
+	emailLookup                                   bool
+}
+
+func (f *slackFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.secretEnv, "slack-signing-secret-env", "", "environment variable holding the Slack app's signing secret; turns on POST /v1/slack/interactions (decisions from Slack buttons and forms, as the identity the Slack user maps to: identities: slack)")
+	fs.StringVar(&f.tokenEnv, "slack-bot-token-env", "", "environment variable holding the Slack bot token (xoxb-...): opens the Answer… form (views.open) and updates messages")
+	fs.StringVar(&f.team, "slack-team", "", "the Slack workspace (team id, T...) requests must come from; users of any other are refused")
+	fs.StringVar(&f.enterprise, "slack-enterprise", "", "the Enterprise Grid org (E...) requests must come from, instead of --slack-team")
+	fs.StringVar(&f.apiURL, "slack-api-url", "", "the Slack Web API's base URL (default https://slack.com/api/)")
+	fs.BoolVar(&f.emailLookup, "slack-email-lookup", false, "map Slack users no identity names (slack:) by the identities file's email, looked up in Slack (users.lookupByEmail; needs the bot token and users:read.email); trusts whoever administers the workspace to set e-mail addresses")
+}
+
+// config is the Slack configuration the flags give: nil without a signing
+// secret.
+func (f slackFlags) config() (*gateway.SlackConfig, error) {
+	if f.secretEnv == "" {
+		if f.tokenEnv != "" || f.team != "" || f.enterprise != "" {
+			return nil, usagef("--slack-*: give --slack-signing-secret-env to turn on the Slack endpoint")
+		}
+		return nil, nil
+	}
+	secret := os.Getenv(f.secretEnv)
+	if secret == "" {
+		return nil, usagef("--slack-signing-secret-env: %s is empty or unset", f.secretEnv)
+	}
+	if f.team == "" && f.enterprise == "" {
+		return nil, usagef("--slack-team or --slack-enterprise: pin the workspace Slack requests come from")
+	}
+	c := &gateway.SlackConfig{SigningSecret: []byte(secret), TeamID: f.team, EnterpriseID: f.enterprise, APIURL: f.apiURL,
+		EmailLookup: f.emailLookup}
+	if f.emailLookup && f.tokenEnv == "" {
+		return nil, usagef("--slack-email-lookup needs --slack-bot-token-env: the lookup is a Web API call")
+	}
+	if f.tokenEnv != "" {
+		if c.BotToken = os.Getenv(f.tokenEnv); c.BotToken == "" {
+			return nil, usagef("--slack-bot-token-env: %s is empty or unset", f.tokenEnv)
+		}
+	}
+	return c, nil
 }
 
 // linkSigner reads the link secret from the environment variable env; no
@@ -119,13 +170,13 @@ func (f webFlags) tls() (*tls.Config, error) {
 // startGateway serves the gateway on addr (over TLS with tlsCfg) until the
 // returned stop.
 func startGateway(client *jetstream.Client, dir *approvers.Directory, signer *links.Signer, linkTTL time.Duration, addr string, tlsCfg *tls.Config,
-	log *slog.Logger, reg *prometheus.Registry) (func(), error) {
+	log *slog.Logger, reg *prometheus.Registry, slackCfg *gateway.SlackConfig) (func(), error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, usage(err)
 	}
 	gw, err := gateway.New(context.Background(), client, gateway.Config{Directory: dir, Logger: log, Links: signer, LinkTTL: linkTTL,
-		Registry: reg})
+		Registry: reg, Slack: slackCfg})
 	if err != nil {
 		l.Close()
 		return nil, err

@@ -171,7 +171,7 @@ func TestGatewayPrintsTheInboxURL(t *testing.T) {
 	dir, err := approvers.Parse("ids", []byte("identities:\n  ada: {tokens: [\""+approvers.Digest("tok")+"\"]}\n"))
 	require.NoError(t, err)
 	logs := &syncbuf.Buffer{}
-	stopGateway, err := startGateway(conn, dir, nil, 0, "127.0.0.1:0", nil, slog.New(slog.NewTextHandler(logs, nil)), prometheus.NewRegistry())
+	stopGateway, err := startGateway(conn, dir, nil, 0, "127.0.0.1:0", nil, slog.New(slog.NewTextHandler(logs, nil)), prometheus.NewRegistry(), nil)
 	require.NoError(t, err)
 	defer stopGateway()
 	inbox := regexp.MustCompile(`inbox=(http://127\.0\.0\.1:\d+/inbox)`).FindStringSubmatch(logs.String())

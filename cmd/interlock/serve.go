@@ -281,7 +281,7 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 				log.Info("notifier running", "config", sc.notify)
 			}
 			if sc.web.listen != "" {
-				s, err := startGateway(client, dir, signer, sc.linkTTL, sc.web.listen, tlsCfg, log, reg)
+				s, err := startGateway(client, dir, signer, sc.linkTTL, sc.web.listen, tlsCfg, log, reg, nil)
 				if err != nil {
 					stop()
 					return nil, err

@@ -8,6 +8,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"net/mail"
 	"os"
 	"strings"
 
@@ -38,6 +40,20 @@ type Directory struct {
 	// gateway mints that identity's one-click links for it, and for no
 	// other sink.
 	linkSinks map[string]string
+	// slack maps a Slack user (team and user id) to the one identity whose
+	// decisions their clicks make.
+	slack map[SlackUser]string
+	// emails are the addresses of the identities without a slack field,
+	// for the gateway's opt-in Slack e-mail lookup.
+	emails map[string]string
+}
+
+// SlackUser is a Slack user: the workspace (team id, T...) and the user id
+// in it (U... or W...). User ids are unique only within a workspace, so an
+// identity names both.
+type SlackUser struct {
+	Team string `yaml:"team"`
+	User string `yaml:"user"`
 }
 
 type file struct {
@@ -53,6 +69,12 @@ type file struct {
 		// e-mail to them, a direct message): the gateway mints their
 		// one-click decision links for these sinks only.
 		Links []string `yaml:"links"`
+		// Slack is the Slack user whose clicks decide as this identity.
+		Slack *SlackUser `yaml:"slack"`
+		// Email is the identity's e-mail address: where the gateway's
+		// Slack e-mail lookup is turned on, the Slack user with this
+		// address decides as this identity (unless slack names one).
+		Email string `yaml:"email"`
 	} `yaml:"identities"`
 }
 
@@ -65,6 +87,7 @@ type file struct {
 //	  erin:
 //	    roles: [auditor]
 //	    links: [erin-mail]
+//	    slack: {team: T0123ABCD, user: U0456EFGH}
 //
 // Identity names are subject tokens ([A-Za-z0-9_-]); tokens are stored only
 // as SHA-256 digests (`interlock token` prints a new token and its digest).
@@ -85,7 +108,8 @@ func Parse(name string, data []byte) (*Directory, error) {
 		return nil, fmt.Errorf("%w: %s: %s", ErrConfig, name, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	d := &Directory{byToken: map[[32]byte]string{}, groups: map[string][]string{}, auditors: map[string]bool{},
-		agents: map[string][]string{}, linkSinks: map[string]string{}}
+		agents: map[string][]string{}, linkSinks: map[string]string{}, slack: map[SlackUser]string{},
+		emails: map[string]string{}}
 	for id, e := range f.Identities {
 		if err := subjects.ValidateToken("identity", id); err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", ErrConfig, name, err)
@@ -114,6 +138,26 @@ func Parse(name string, data []byte) (*Directory, error) {
 					"one-click links reaches one person", ErrConfig, name, other, id, sink)
 			}
 			d.linkSinks[sink] = id
+		}
+		if su := e.Slack; su != nil {
+			if !slackID(su.Team, 'T', 'E') || !slackID(su.User, 'U', 'W') {
+				return nil, fmt.Errorf("%w: %s: identity %s: slack: team %q and user %q must be Slack ids "+
+					"(team T..., user U... or W..., upper-case letters and digits)", ErrConfig, name, id, su.Team, su.User)
+			}
+			if other, dup := d.slack[*su]; dup {
+				return nil, fmt.Errorf("%w: %s: identities %s and %s both map Slack user %s/%s: a click decides as one "+
+					"identity", ErrConfig, name, other, id, su.Team, su.User)
+			}
+			d.slack[*su] = id
+		}
+		if e.Email != "" {
+			a, err := mail.ParseAddress(e.Email)
+			if err != nil || a.Address != e.Email {
+				return nil, fmt.Errorf("%w: %s: identity %s: email %q is not a bare e-mail address", ErrConfig, name, id, e.Email)
+			}
+			if e.Slack == nil {
+				d.emails[id] = strings.ToLower(e.Email)
+			}
 		}
 		for _, t := range e.Tokens {
 			digest, ok := strings.CutPrefix(t, "sha256:")
@@ -193,4 +237,41 @@ func (d *Directory) LinkRecipient(sink string) (Identity, bool) {
 		return Identity{}, false
 	}
 	return d.Identity(name)
+}
+
+// slackID reports whether s looks like a Slack id starting with one of
+// first: an upper-case letter, then upper-case letters and digits.
+func slackID(s string, first ...byte) bool {
+	if len(s) < 2 || len(s) > 32 || !strings.ContainsRune(string(first), rune(s[0])) {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// SlackIdentity returns the identity a Slack user decides as: the one whose
+// slack field names that team and user. Any other Slack user is nobody.
+func (d *Directory) SlackIdentity(team, user string) (Identity, bool) {
+	if d == nil {
+		return Identity{}, false
+	}
+	name, ok := d.slack[SlackUser{Team: team, User: user}]
+	if !ok {
+		return Identity{}, false
+	}
+	return d.Identity(name)
+}
+
+// SlackEmails returns, by identity, the e-mail addresses of the identities
+// that name no Slack user: those the gateway may map by looking the address
+// up in Slack, where the operator turned that on.
+func (d *Directory) SlackEmails() map[string]string {
+	if d == nil {
+		return nil
+	}
+	return maps.Clone(d.emails)
 }

@@ -91,3 +91,32 @@ func TestLinkRecipient(t *testing.T) {
 		assert.ErrorIs(t, err, ErrConfig, bad)
 	}
 }
+
+func TestSlackIdentity(t *testing.T) {
+	t.Parallel()
+	d, err := Parse("x", []byte("identities:\n  ada: {groups: [finance], slack: {team: T01, user: U01}}\n  bob: {}\n"))
+	require.NoError(t, err)
+	ada, ok := d.SlackIdentity("T01", "U01")
+	require.True(t, ok)
+	assert.Equal(t, Identity{Name: "ada", Groups: []string{"finance"}}, ada)
+	// The same user id in another workspace is somebody else.
+	_, ok = d.SlackIdentity("T02", "U01")
+	assert.False(t, ok)
+	_, ok = d.SlackIdentity("T01", "U02")
+	assert.False(t, ok)
+	d, err = Parse("x", []byte("identities:\n  ada: {email: Ada@Example.com, slack: {team: T01, user: U01}}\n  bob: {email: Bob@Example.com}\n"))
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"bob": "bob@example.com"}, d.SlackEmails(), "only identities naming no Slack user")
+	for _, bad := range []string{
+		"identities:\n  ada: {slack: {team: T01}}\n",
+		"identities:\n  ada: {slack: {team: t01, user: U01}}\n",
+		"identities:\n  ada: {slack: {team: T01, user: X01}}\n",
+		"identities:\n  ada: {slack: {team: T01, user: U01, email: a@b}}\n",
+		"identities:\n  a: {slack: {team: T01, user: U01}}\n  b: {slack: {team: T01, user: U01}}\n",
+		"identities:\n  ada: {email: not-an-address}\n",
+		"identities:\n  ada: {email: \"Ada <ada@example.com>\"}\n",
+	} {
+		_, err := Parse("x", []byte(bad))
+		assert.ErrorIs(t, err, ErrConfig, bad)
+	}
+}

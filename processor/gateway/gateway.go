@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,7 @@ import (
 	"github.com/interlockhq/interlock/processor/approvers"
 	"github.com/interlockhq/interlock/processor/authz"
 	"github.com/interlockhq/interlock/processor/links"
+	"github.com/interlockhq/interlock/processor/schema"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -62,6 +64,9 @@ type Config struct {
 	LoginFailures, DecisionRefusals Limit
 	// Registry, when set, receives request counts and latencies.
 	Registry prometheus.Registerer
+	// Slack, when set, serves Slack's interactivity requests (decisions
+	// from Slack messages) at POST /v1/slack/interactions.
+	Slack *SlackConfig
 }
 
 // Gateway is an http.Handler.
@@ -77,6 +82,15 @@ type Gateway struct {
 	logins    *limiter
 	refusals  *limiter
 	stopMint  func()
+	// base ends the work the gateway does after answering (Slack clicks);
+	// Close cancels it and waits for background.
+	base       context.Context
+	stop       context.CancelFunc
+	background sync.WaitGroup
+	// schemas checks answers from Slack forms, as the coordinator does.
+	schemas schema.Cache
+	// emails maps Slack users by e-mail (SlackConfig.EmailLookup).
+	emails emailIndex
 }
 
 // linkTTL bounds how long a used link is remembered; links should not be
@@ -145,6 +159,13 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 	}
 	g := &Gateway{cfg: cfg, nc: c, client: processor.NewClient(c), mux: http.NewServeMux(), usedLinks: used,
 		sessions: sessions, logins: newLimiter(cfg.LoginFailures), refusals: newLimiter(cfg.DecisionRefusals)}
+	g.base, g.stop = context.WithCancel(context.Background())
+	if cfg.Slack != nil {
+		if err := cfg.Slack.check(); err != nil {
+			return nil, err
+		}
+		g.mux.HandleFunc("POST /v1/slack/interactions", g.slackInteraction)
+	}
 	g.handler = g.guard(g.mux)
 	if cfg.Registry != nil {
 		g.requests = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "interlock_gateway_request_seconds",
@@ -172,6 +193,12 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 	g.mux.HandleFunc("POST /l/{token}", g.useLink)
 	if cfg.Links != nil {
 		if err := g.serveLinks(); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Slack != nil && cfg.Slack.BotToken != "" {
+		if err := g.followSlack(); err != nil {
+			g.Close()
 			return nil, err
 		}
 	}

@@ -55,9 +55,9 @@ func newEnvWith(t *testing.T, set func(*Config)) *env {
 	nc := jstest.Client(t, srv)
 	dir, err := approvers.Parse("test", []byte(fmt.Sprintf(`
 identities:
-  ada: {groups: [finance], tokens: ["%s"], links: [ada-mail]}
-  bob: {groups: [ops], tokens: ["%s"]}
-  carol: {groups: [finance], tokens: ["%s"], links: [carol-dm]}
+  ada: {groups: [finance], tokens: ["%s"], links: [ada-mail], slack: {team: T0TEAM, user: U0ADA}}
+  bob: {groups: [ops], tokens: ["%s"], slack: {team: T0TEAM, user: U0BOB}}
+  carol: {groups: [finance], tokens: ["%s"], links: [carol-dm], email: carol@example.com}
   erin: {roles: [auditor], tokens: ["%s"]}
 `, approvers.Digest("ada-token"), approvers.Digest("bob-token"), approvers.Digest("carol-token"), approvers.Digest("erin-token"))))
 	require.NoError(t, err)
@@ -76,6 +76,8 @@ identities:
 			Quiet bool
 			// NoLinks turns one-click links off for the interrupt.
 			NoLinks bool
+			// NoChat forbids chat decisions of the interrupt.
+			NoChat bool
 		}
 		_ = json.Unmarshal(input, &req)
 		r := processor.Request{Message: req.Message, Approvers: req.Approvers,
@@ -83,6 +85,9 @@ identities:
 			Timeout: req.Timeout}
 		if req.NoLinks {
 			r.OneClickLinks = new(bool)
+		}
+		if req.NoChat {
+			r.ChatDecisions = new(bool)
 		}
 		d, err := processor.Interrupt(ctx, r)
 		if err != nil {
@@ -103,6 +108,7 @@ identities:
 	}
 	gw, err := New(context.Background(), jstest.Client(t, srv), cfg)
 	require.NoError(t, err)
+	t.Cleanup(gw.Close)
 	hs := httptest.NewUnstartedServer(gw)
 	hs.Config = gw.Server()
 	hs.Start()

@@ -53,12 +53,15 @@ func (g *Gateway) serveLinks() error {
 	return nil
 }
 
-// Close stops serving the link service and ends the requests under way.
-// The HTTP side stops with its server.
+// Close stops serving the link service and ends the requests under way,
+// and the work left after answering Slack (it waits for it). The HTTP side
+// stops with its server.
 func (g *Gateway) Close() {
 	if g.stopMint != nil {
 		g.stopMint()
 	}
+	g.stop()
+	g.background.Wait()
 }
 
 // mint makes the links a notifier asks for, from what the gateway holds

@@ -47,6 +47,18 @@ type SinkConfig struct {
 	Type string
 	// URL of a webhook or a Slack incoming webhook.
 	URL string
+	// Channel, Token and APIURL make a Slack sink post with the Web API
+	// (chat.postMessage with a bot token, TokenEnv naming the environment
+	// variable holding it) instead of an incoming webhook: messages with
+	// Approve / Deny buttons, followed in their thread. APIURL defaults to
+	// Slack's.
+	Channel string
+	Token   string
+	APIURL  string
+	// Buttons, set to false on a Web API Slack sink, leaves the buttons
+	// and forms off its messages (the per-sink switch for chat decisions):
+	// the message carries the question and the inbox link.
+	Buttons *bool
 	// Secret signs webhook bodies (HMAC-SHA256); SecretEnv names an
 	// environment variable holding it.
 	Secret  string
@@ -109,7 +121,7 @@ type Templates struct {
 // Sink types.
 var sinkFields = map[string][]string{
 	"webhook": {"url", "secret", "secret_env", "headers", "timeout", "personal"},
-	"slack":   {"url", "timeout", "personal"},
+	"slack":   {"url", "channel", "token_env", "api_url", "buttons", "timeout", "personal"},
 	"email":   {"smtp", "from", "to", "timeout", "personal"},
 	"log":     {"output", "personal"},
 	"nats":    {"subject", "jetstream", "timeout", "personal"},
@@ -284,13 +296,14 @@ func (p parser) sink(key, n *yaml.Node) (SinkConfig, error) {
 	if err != nil {
 		return sc, err
 	}
-	var secretEnv string
+	var secretEnv, tokenEnv string
 	for _, d := range []struct {
 		key string
 		v   any
 	}{{"url", &sc.URL}, {"secret", &sc.Secret}, {"secret_env", &secretEnv}, {"headers", &sc.Headers},
 		{"timeout", &sc.Timeout}, {"from", &sc.From}, {"to", &sc.To}, {"subject", &sc.Subject}, {"output", &sc.Output}, {"jetstream", &sc.JetStream},
-		{"personal", &sc.Personal}} {
+		{"personal", &sc.Personal}, {"channel", &sc.Channel}, {"token_env", &tokenEnv}, {"api_url", &sc.APIURL},
+		{"buttons", &sc.Buttons}} {
 		if err := p.decode(f[d.key], what+": "+d.key, d.v); err != nil {
 			return sc, err
 		}
@@ -298,6 +311,11 @@ func (p parser) sink(key, n *yaml.Node) (SinkConfig, error) {
 	if secretEnv != "" {
 		if sc.Secret = os.Getenv(secretEnv); sc.Secret == "" {
 			return sc, p.errf(f["secret_env"], "%s: environment variable %s is empty or unset", what, secretEnv)
+		}
+	}
+	if tokenEnv != "" {
+		if sc.Token = os.Getenv(tokenEnv); sc.Token == "" {
+			return sc, p.errf(f["token_env"], "%s: environment variable %s is empty or unset", what, tokenEnv)
 		}
 	}
 	if err := p.personal(sc, f["personal"], what); err != nil {
@@ -309,7 +327,15 @@ func (p parser) sink(key, n *yaml.Node) (SinkConfig, error) {
 		}
 	}
 	switch sc.Type {
-	case "webhook", "slack":
+	case "slack":
+		if sc.Channel != "" || sc.URL == "" {
+			return sc, p.slackAPI(sc, key, f, what)
+		}
+		if sc.Buttons != nil || sc.APIURL != "" || tokenEnv != "" {
+			return sc, p.errf(key, "%s: buttons, token_env and api_url need the Web API (channel), not an incoming webhook (url)", what)
+		}
+		fallthrough
+	case "webhook":
 		if sc.URL == "" {
 			return sc, p.errf(key, "%s: url is required", what)
 		}
@@ -341,6 +367,25 @@ func (p parser) sink(key, n *yaml.Node) (SinkConfig, error) {
 		}
 	}
 	return sc, nil
+}
+
+// slackAPI checks a Slack sink on the Web API: a channel and a bot token,
+// and no incoming webhook.
+func (p parser) slackAPI(sc SinkConfig, key *yaml.Node, f map[string]*yaml.Node, what string) error {
+	switch {
+	case sc.URL != "" && sc.Channel != "":
+		return p.errf(f["url"], "%s: url (an incoming webhook) and channel (the Web API) exclude each other", what)
+	case sc.Channel == "":
+		return p.errf(key, "%s: url (an incoming webhook) or channel and token_env (the Web API) is required", what)
+	case f["token_env"] == nil:
+		return p.errf(key, "%s: token_env is required with channel: the environment variable holding the bot token (xoxb-...)", what)
+	case sc.Personal != "":
+		return p.errf(f["personal"], "%s: a Web API Slack sink carries buttons, not personal links; map Slack users to "+
+			"identities in the gateway's identities file (slack: {team, user}) instead", what)
+	case sc.APIURL != "" && !strings.HasPrefix(sc.APIURL, "http://") && !strings.HasPrefix(sc.APIURL, "https://"):
+		return p.errf(f["api_url"], "%s: api_url %q is not http:// or https://", what, sc.APIURL)
+	}
+	return nil
 }
 
 // personal checks a sink's personal field: an identity, on a sink that can

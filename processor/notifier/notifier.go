@@ -131,6 +131,13 @@ func (n *Notifier) Start(ctx context.Context) error {
 		return err
 	}
 	n.delivered = marks
+	for _, s := range n.sinks {
+		if a, ok := s.(interface {
+			attach(*jetstream.Bucket, func(string) bool)
+		}); ok {
+			a.attach(marks, n.crash)
+		}
+	}
 	for _, cc := range n.consumerConfigs() {
 		name := strings.TrimPrefix(cc.Durable, "notifier_")
 		sink := n.sinks[name]

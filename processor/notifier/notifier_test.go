@@ -47,6 +47,7 @@ var testEnv = map[string]string{
 	"TEST_SMTP_PASSWORD": "secret",
 	"OPS_WEBHOOK_SECRET": "ops-secret", // the shipped configs' names
 	"SMTP_PASSWORD":      "smtp-secret",
+	"TEST_SLACK_TOKEN":   "xoxb-test",
 }
 
 func TestMain(m *testing.M) {

@@ -29,6 +29,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/interlockhq/interlock/jetstream"
+	chatslack "github.com/interlockhq/interlock/processor/chat/slack"
 )
 
 // Sink delivers notifications to one destination. Deliver returns nil only
@@ -55,6 +56,10 @@ func newSink(sc SinkConfig, nc *jetstream.Client) (Sink, error) {
 	case "webhook":
 		return &webhook{url: sc.URL, secret: []byte(sc.Secret), headers: sc.Headers, client: client}, nil
 	case "slack":
+		if sc.Channel != "" {
+			return &slackAPI{channel: sc.Channel, buttons: sc.Buttons == nil || *sc.Buttons,
+				client: &chatslack.Client{Token: sc.Token, APIURL: sc.APIURL, HTTP: client}}, nil
+		}
 		return &slack{url: sc.URL, client: client}, nil
 	case "email":
 		tlsCfg := &tls.Config{ServerName: sc.SMTP.Host, InsecureSkipVerify: sc.SMTP.InsecureSkipVerify, MinVersion: tls.VersionTLS12} //nolint:gosec // opt-in, for tests

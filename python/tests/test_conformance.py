@@ -164,3 +164,13 @@ def test_one_click_links_off_on_the_wire() -> None:
     off = _to_wire("int-1", "", interlock.Request(one_click_links=False))
     assert off["oneClickLinks"] is False
     assert "oneClickLinks" not in _to_wire("int-1", "", interlock.Request())
+
+
+def test_chat_decisions_off_on_the_wire() -> None:
+    """``Request(chat_decisions=False)`` forbids deciding from a chat:
+    ``chatDecisions: false`` on the interrupt; unset, the field is absent."""
+    from interlock._run import _to_wire
+
+    off = _to_wire("int-1", "", interlock.Request(chat_decisions=False))
+    assert off["chatDecisions"] is False
+    assert "chatDecisions" not in _to_wire("int-1", "", interlock.Request())

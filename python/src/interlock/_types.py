@@ -77,6 +77,9 @@ class Request:
     # False turns one-click decision links off for this interrupt: its
     # approvers decide in the inbox or with the CLI.
     one_click_links: bool | None = None
+    # False forbids deciding this interrupt from a chat (Slack buttons and
+    # forms): its message shows the question and the inbox link only.
+    chat_decisions: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -210,6 +210,7 @@ _INTERRUPT: dict[str, Check] = {
     "onExpiry": _expiry,
     "remindBeforeSeconds": _positive_ints,
     "oneClickLinks": _bool,
+    "chatDecisions": _bool,
 }
 
 

@@ -1,0 +1,415 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/interlockhq/interlock/processor/chat/slack"
+	"github.com/interlockhq/interlock/processor/chat/slack/slacktest"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// The Slack interactivity endpoint, against a fake Slack (Web API and
+// response URLs) and a signer of interaction payloads, on a real gateway
+// over HTTP and a real JetStream server.
+
+var slackSecret = []byte("slack-signing-secret-0123")
+
+type slackEnv struct {
+	*env
+	fake   *slacktest.Server
+	signer slacktest.Signer
+}
+
+func newSlackEnv(t *testing.T, set ...func(*SlackConfig)) *slackEnv {
+	fake := slacktest.New(t, "xoxb-test")
+	e := newEnvWith(t, func(c *Config) {
+		c.Slack = &SlackConfig{SigningSecret: slackSecret, TeamID: "T0TEAM", BotToken: "xoxb-test",
+			APIURL: fake.APIURL(), ResponseURLPrefix: fake.URL + "/respond/"}
+		for _, f := range set {
+			f(c.Slack)
+		}
+	})
+	return &slackEnv{env: e, fake: fake, signer: slacktest.Signer{Secret: slackSecret}}
+}
+
+func (e *slackEnv) url() string { return e.srv.URL + "/v1/slack/interactions" }
+
+// send posts a signed interaction and returns the status and body.
+func (e *slackEnv) send(req *http.Request) (int, string) {
+	e.t.Helper()
+	resp, body := e.do(req)
+	return resp.StatusCode, body
+}
+
+// click has user of team click action on run/interrupt; Slack's answers go
+// to the response URL named respond.
+func (e *slackEnv) click(team, user, action, run, interrupt, respond string) (int, string) {
+	e.t.Helper()
+	return e.send(e.signer.Request(e.t, e.url(), slacktest.Click(team, user, action,
+		slack.Ref{Run: run, Interrupt: interrupt}.Value(), "C0CHAN", "1700000000.000100", e.fake.ResponseURL(respond))))
+}
+
+// responses waits for n posts to the response URL respond.
+func (e *slackEnv) responses(respond string, n int) []slack.Response {
+	e.t.Helper()
+	var got []slack.Response
+	require.Eventually(e.t, func() bool { got = e.fake.Responses(respond); return len(got) >= n },
+		10*time.Second, 10*time.Millisecond, "%d responses to %s", n, respond)
+	return got
+}
+
+// ephemeral waits for the ephemeral answer to respond and returns its text.
+func (e *slackEnv) ephemeral(respond string) string {
+	e.t.Helper()
+	var text string
+	require.Eventually(e.t, func() bool {
+		for _, r := range e.fake.Responses(respond) {
+			if r.ResponseType == "ephemeral" {
+				text = r.Text
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 10*time.Millisecond)
+	return text
+}
+
+// undecided asserts that interrupt of run is still waiting.
+func (e *env) undecided(run string) {
+	e.t.Helper()
+	rec, err := e.client.Run(context.Background(), run)
+	require.NoError(e.t, err)
+	for _, in := range rec.Interrupts {
+		assert.Nil(e.t, in.Decision, "nothing was decided")
+	}
+	assert.Equal(e.t, subjects.RunSuspended, rec.Status)
+}
+
+// decided waits for interrupt of run to be decided and returns its state.
+func (e *env) decided(run string) subjects.InterruptState {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	rec, err := e.client.Wait(ctx, run, func(r *subjects.Run) bool {
+		return len(r.Interrupts) > 0 && r.Interrupts[0].Decision != nil
+	})
+	require.NoError(e.t, err)
+	return rec.Interrupts[0]
+}
+
+// decisionEvents are the accepted, rejected and duplicate decisions on
+// run's trail.
+func (e *env) decisionEvents(run string) []subjects.Event {
+	e.t.Helper()
+	evs, err := e.client.Events(context.Background(), run)
+	require.NoError(e.t, err)
+	var out []subjects.Event
+	for _, ev := range evs {
+		switch ev.Type {
+		case subjects.EventDecisionAccepted, subjects.EventDecisionRejected, subjects.EventDecisionDuplicate:
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// Attack: a request not signed with the app's signing secret (forged, or
+// signed with another app's), or with no signature at all, is refused
+// before its body is read as a payload: 401 chat_signature, audited,
+// nothing decided.
+func TestSlackBadSignature(t *testing.T) {
+	t.Parallel()
+	e := newSlackEnv(t)
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "refund?"})
+	forged := slacktest.Signer{Secret: []byte("not-the-signing-secret")}
+	payload := slacktest.Click("T0TEAM", "U0ADA", slack.ActionApprove, slack.Ref{Run: run, Interrupt: id}.Value(),
+		"C0CHAN", "1.1", e.fake.ResponseURL("forged"))
+	status, body := e.send(forged.Request(t, e.url(), payload))
+	assert.Equal(t, http.StatusUnauthorized, status)
+	assert.Contains(t, body, string(subjects.CodeChatSignature))
+	unsigned := e.signer.Request(t, e.url(), payload)
+	unsigned.Header.Del(slack.HeaderSignature)
+	status, _ = e.send(unsigned)
+	assert.Equal(t, http.StatusUnauthorized, status)
+	// The body changed after signing (a different interrupt, a different user).
+	tampered := e.signer.Request(t, e.url(), payload)
+	raw, _ := io.ReadAll(tampered.Body)
+	tampered.Body = io.NopCloser(strings.NewReader(strings.Replace(string(raw), "U0ADA", "U0BOB", 1)))
+	tampered.ContentLength = -1
+	status, _ = e.send(tampered)
+	assert.Equal(t, http.StatusUnauthorized, status)
+	e.refusals(subjects.NoRun, subjects.CodeChatSignature, 3)
+	e.undecided(run)
+	assert.Empty(t, e.fake.Responses("forged"))
+}
+
+// Attack: a request signed more than five minutes ago (captured and sent
+// later) or dated in the future is refused: 401 chat_stale, audited.
+func TestSlackStaleTimestamp(t *testing.T) {
+	t.Parallel()
+	e := newSlackEnv(t)
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "refund?"})
+	for _, skew := range []time.Duration{-6 * time.Minute, 6 * time.Minute} {
+		old := slacktest.Signer{Secret: slackSecret, Now: func() time.Time { return time.Now().Add(skew) }}
+		status, body := e.send(old.Request(t, e.url(), slacktest.Click("T0TEAM", "U0ADA", slack.ActionApprove,
+			slack.Ref{Run: run, Interrupt: id}.Value(), "C0CHAN", "1.1", e.fake.ResponseURL("stale"))))
+		assert.Equal(t, http.StatusUnauthorized, status)
+		assert.Contains(t, body, string(subjects.CodeChatStale))
+	}
+	e.refusals(subjects.NoRun, subjects.CodeChatStale, 2)
+	e.undecided(run)
+}
+
+// Attack: a signed request sent again inside its five minutes is handled
+// once: the replay is answered 200 with nothing done and audited
+// chat_replayed; the trail has one decision.
+func TestSlackReplayWithinWindow(t *testing.T) {
+	t.Parallel()
+	e := newSlackEnv(t)
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "refund?"})
+	req := e.signer.Request(t, e.url(), slacktest.Click("T0TEAM", "U0ADA", slack.ActionDeny,
+		slack.Ref{Run: run, Interrupt: id}.Value(), "C0CHAN", "1.1", e.fake.ResponseURL("once")))
+	raw, _ := io.ReadAll(req.Body)
+	again := func() *http.Request {
+		r, _ := http.NewRequest(http.MethodPost, req.URL.String(), strings.NewReader(string(raw)))
+		r.Header = req.Header.Clone()
+		return r
+	}
+	status, _ := e.send(again())
+	assert.Equal(t, http.StatusOK, status)
+	e.decided(run)
+	status, _ = e.send(again())
+	assert.Equal(t, http.StatusOK, status)
+	e.refusals(subjects.NoRun, subjects.CodeChatReplayed, 1)
+	assert.Len(t, e.decisionEvents(run), 1, "the replay decided nothing, not even a rejected attempt")
+	// The first answered twice (message, then ephemeral); the replay nothing.
+	e.responses("once", 2)
+	assert.Len(t, e.fake.Responses("once"), 2)
+}
+
+// Attack: a user of another workspace, even one whose user id is ada's
+// there, or one reaching the channel through Slack Connect (the payload's
+// team is ours, the user's is not), decides nothing: chat_workspace,
+// audited, an ephemeral refusal.
+func TestSlackOtherWorkspace(t *testing.T) {
+	t.Parallel()
+	e := newSlackEnv(t)
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "refund?"})
+	status, _ := e.click("T0OTHER", "U0ADA", slack.ActionApprove, run, id, "other")
+	assert.Equal(t, http.StatusOK, status)
+	connect := slacktest.Click("T0TEAM", "U0ADA", slack.ActionApprove, slack.Ref{Run: run, Interrupt: id}.Value(),
+		"C0CHAN", "1.1", e.fake.ResponseURL("connect"))
+	connect["user"].(map[string]any)["team_id"] = "T0OTHER"
+	status, _ = e.send(e.signer.Request(t, e.url(), connect))
+	assert.Equal(t, http.StatusOK, status)
+	e.refusals(subjects.NoRun, subjects.CodeChatWorkspace, 2)
+	assert.Contains(t, e.ephemeral("other"), "Nothing was decided")
+	assert.Contains(t, e.ephemeral("connect"), "Nothing was decided")
+	e.undecided(run)
+}
+
+// Attack: a Slack user no identity lists clicks Approve: an ephemeral
+// refusal, chat_unknown_user audited on the run, nothing decided.
+func TestSlackUnknownUser(t *testing.T) {
+	t.Parallel()
+	e := newSlackEnv(t)
+	run, id := e.suspend(map[string]any{"Message": "anyone may decide this"})
+	status, _ := e.click("T0TEAM", "U0NOBODY", slack.ActionApprove, run, id, "unknown")
+	assert.Equal(t, http.StatusOK, status)
+	assert.Contains(t, e.ephemeral("unknown"), "not linked to an Interlock identity")
+	e.refusals(run, subjects.CodeChatUnknownUser, 1)
+	e.undecided(run)
+}
+
+// Attack: bob, mapped and in the workspace, clicks Approve on ada's
+// question (the button's value names it; it grants nothing): not_allowed,
+// audited as bob, an ephemeral refusal, nothing decided. The same when
+// the interrupt forbids chat decisions, for ada herself: chat_off.
+func TestSlackNotAllowed(t *testing.T) {
+	t.Parallel()
+	e := newSlackEnv(t)
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "refund?"})
+	status, _ := e.click("T0TEAM", "U0BOB", slack.ActionApprove, run, id, "bob")
+	assert.Equal(t, http.StatusOK, status)
+	assert.Contains(t, e.ephemeral("bob"), "may not decide")
+	got := e.refusals(run, subjects.CodeNotAllowed, 1)
+	assert.Equal(t, "bob", got[0].Identity)
+	e.undecided(run)
+
+	off, offID := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "refund?", "NoChat": true})
+	e.click("T0TEAM", "U0ADA", slack.ActionApprove, off, offID, "off")
+	assert.Contains(t, e.ephemeral("off"), "may not be decided from chat")
+	e.refusals(off, subjects.CodeChatOff, 1)
+	e.undecided(off)
+}
+
+// ada approves from Slack: the decision is ada's, recorded via slack; the
+// message is replaced by one that says who decided, without buttons, and
+// ada is told. A second click gets "already decided by ada".
+func TestSlackApproveDecidesAsMappedIdentity(t *testing.T) {
+	t.Parallel()
+	e := newSlackEnv(t)
+	run, id := e.suspend(map[string]any{"Groups": []string{"finance"}, "Message": "refund?"})
+	status, _ := e.click("T0TEAM", "U0ADA", slack.ActionApprove, run, id, "approve")
+	assert.Equal(t, http.StatusOK, status)
+	st := e.decided(run)
+	assert.Equal(t, "ada", st.Decision.Approver)
+	assert.Equal(t, subjects.StatusResolved, st.Decision.Status)
+	evs := e.decisionEvents(run)
+	require.Len(t, evs, 1)
+	assert.Equal(t, subjects.EventDecisionAccepted, evs[0].Type)
+	require.NotNil(t, evs[0].Verdict)
+	assert.Equal(t, "slack", evs[0].Verdict.Via)
+	assert.Equal(t, "ada", evs[0].Verdict.Approver)
+	got := e.responses("approve", 2)
+	assert.True(t, got[0].ReplaceOriginal)
+	blocks, _ := json.Marshal(got[0].Blocks)
+	assert.Contains(t, string(blocks), "Approved* by ada")
+	assert.NotContains(t, string(blocks), slack.ActionApprove, "the buttons are gone")
+	assert.Contains(t, e.ephemeral("approve"), "You approved as ada")
+
+	e.click("T0TEAM", "U0ADA", slack.ActionDeny, run, id, "again")
+	assert.Contains(t, e.ephemeral("again"), "Already decided by ada: approved")
+	assert.Len(t, e.decisionEvents(run), 1)
+}
+
+// The "Answer…" form: built from the responseSchema (a select for the
+// enum, a number input with its bounds, required marks), opened with
+// views.open; a submission that fails the schema is answered with
+// response_action: errors on the field, at once, and decides nothing; a
+// good one decides with the answer as ada.
+func TestSlackFormSchemaErrors(t *testing.T) {
+	t.Parallel()
+	e := newSlackEnv(t)
+	schema := map[string]any{"type": "object", "required": []string{"amount", "currency"},
+		"properties": map[string]any{
+			"amount":   map[string]any{"type": "number", "minimum": 1, "maximum": 100},
+			"currency": map[string]any{"enum": []string{"EUR", "USD"}},
+			"note":     map[string]any{"type": "string", "maxLength": 20},
+		}}
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "how much?", "Schema": schema})
+	e.click("T0TEAM", "U0ADA", slack.ActionAnswer, run, id, "answer")
+	var view map[string]any
+	require.Eventually(t, func() bool {
+		calls := e.fake.Calls("views.open")
+		if len(calls) == 0 {
+			return false
+		}
+		view = calls[0].Body["view"].(map[string]any)
+		return true
+	}, 10*time.Second, 10*time.Millisecond)
+	raw, _ := json.Marshal(view)
+	assert.Contains(t, string(raw), `"static_select"`)
+	assert.Contains(t, string(raw), `"max_value":"100"`)
+	assert.Contains(t, string(raw), `"optional":false`)
+	meta := view["private_metadata"].(string)
+
+	submit := func(amount, currency string) (int, map[string]any) {
+		status, body := e.send(e.signer.Request(t, e.url(), slacktest.Submit("T0TEAM", "U0ADA", meta,
+			map[string]string{"amount": amount}, map[string]string{"currency": currency})))
+		var out map[string]any
+		if body != "" {
+			require.NoError(t, json.Unmarshal([]byte(body), &out), body)
+		}
+		return status, out
+	}
+	status, out := submit("500", `"EUR"`)
+	assert.Equal(t, http.StatusOK, status)
+	assert.Equal(t, "errors", out["response_action"])
+	assert.Contains(t, out["errors"].(map[string]any)["amount"], "maximum")
+	status, out = submit("abc", `"EUR"`)
+	assert.Equal(t, http.StatusOK, status)
+	assert.Contains(t, out["errors"].(map[string]any)["amount"], "Enter a number")
+	e.undecided(run)
+
+	status, out = submit("42", `"USD"`)
+	assert.Equal(t, http.StatusOK, status)
+	assert.Nil(t, out)
+	st := e.decided(run)
+	assert.Equal(t, "ada", st.Decision.Approver)
+	assert.JSONEq(t, `{"amount": 42, "currency": "USD"}`, string(st.Decision.Payload))
+}
+
+// A question decided elsewhere (here over the HTTP API, as the inbox does)
+// updates its Slack message: who decided what, and no buttons. The
+// message is found where the notifier lists it (slack.MessagesKey in the
+// deliveries bucket).
+func TestSlackDecidedElsewhereUpdatesMessage(t *testing.T) {
+	t.Parallel()
+	e := newSlackEnv(t)
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "refund?"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rec, err := e.client.Run(ctx, run)
+	require.NoError(t, err)
+	api := &slack.Client{Token: "xoxb-test", APIURL: e.fake.APIURL()}
+	posted, err := api.PostMessage(ctx, "C0CHAN", "", slack.CardOf("gate", run, rec.Interrupts[0].Interrupt, "").Message(), nil)
+	require.NoError(t, err)
+	deliveries, err := e.nc.Bucket(ctx, "deliveries", "test", 0)
+	require.NoError(t, err)
+	list, _ := json.Marshal([]slack.Posted{posted})
+	require.NoError(t, deliveries.Put(ctx, slack.MessagesKey(run, id), list))
+	raw, _ := json.Marshal(e.fake.Messages()[0].Message.Blocks)
+	require.Contains(t, string(raw), slack.ActionApprove)
+
+	status, _ := e.call(http.MethodPost, "/v1/runs/"+run+"/interrupts/"+id+"/decision", "ada-token",
+		[]byte(`{"status": "cancelled", "comment": "no"}`))
+	require.Equal(t, http.StatusOK, status)
+	require.Eventually(t, func() bool { return e.fake.Messages()[0].Updates > 0 }, 10*time.Second, 10*time.Millisecond)
+	raw, _ = json.Marshal(e.fake.Messages()[0].Message.Blocks)
+	assert.Contains(t, string(raw), "Denied* by ada")
+	assert.NotContains(t, string(raw), slack.ActionApprove, "the buttons are gone")
+}
+
+// A form submitted by someone who may not decide (bob, who was never shown
+// it but signs a submission naming ada's question) decides nothing: the
+// refusal is shown on a field the form has, and audited.
+func TestSlackFormRefusedForOthers(t *testing.T) {
+	t.Parallel()
+	e := newSlackEnv(t)
+	schema := map[string]any{"type": "object", "properties": map[string]any{"amount": map[string]any{"type": "number"}}}
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "how much?", "Schema": schema})
+	meta := slack.Ref{Run: run, Interrupt: id}.Metadata()
+	status, body := e.send(e.signer.Request(t, e.url(), slacktest.Submit("T0TEAM", "U0BOB", meta,
+		map[string]string{"amount": "1"}, nil)))
+	assert.Equal(t, http.StatusOK, status)
+	var out map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &out), body)
+	assert.Equal(t, "errors", out["response_action"])
+	assert.Contains(t, out["errors"].(map[string]any)["amount"], "may not decide")
+	e.refusals(run, subjects.CodeNotAllowed, 1)
+	e.undecided(run)
+}
+
+// Mapping by e-mail only where the operator turned it on: carol names no
+// Slack user, only her address; with the lookup off her clicks are
+// refused (chat_unknown_user), with it on the Slack user Slack gives that
+// address decides as carol.
+func TestSlackEmailLookup(t *testing.T) {
+	t.Parallel()
+	off := newSlackEnv(t)
+	off.fake.AddUser("carol@example.com", "U0CAROL", "T0TEAM")
+	run, id := off.suspend(map[string]any{"Groups": []string{"finance"}, "Message": "refund?"})
+	off.click("T0TEAM", "U0CAROL", slack.ActionApprove, run, id, "off")
+	assert.Contains(t, off.ephemeral("off"), "not linked")
+	off.refusals(run, subjects.CodeChatUnknownUser, 1)
+	off.undecided(run)
+	assert.Empty(t, off.fake.Calls("users.lookupByEmail"), "no lookup unless turned on")
+
+	on := newSlackEnv(t, func(c *SlackConfig) { c.EmailLookup = true })
+	on.fake.AddUser("carol@example.com", "U0CAROL", "T0TEAM")
+	run, id = on.suspend(map[string]any{"Groups": []string{"finance"}, "Message": "refund?"})
+	on.click("T0TEAM", "U0SOMEONE", slack.ActionApprove, run, id, "someone")
+	assert.Contains(t, on.ephemeral("someone"), "not linked", "an address nobody has maps nobody")
+	on.click("T0TEAM", "U0CAROL", slack.ActionApprove, run, id, "carol")
+	assert.Equal(t, "carol", on.decided(run).Decision.Approver)
+}
