@@ -22,6 +22,10 @@ import (
 
 func TestMain(m *testing.M) {
 	jstest.RunNode() // when this binary is started as a cluster node
+	if os.Getenv(asInterlockEnv) == "1" {
+		// A test runs this binary as the interlock command (mcp over stdio).
+		main()
+	}
 	// The tests run in parallel, and t.Setenv cannot: what they need from
 	// the environment is set here, once (the shipped NATS configurations
 	// read every user's password from it), and none of the caller's NATS
