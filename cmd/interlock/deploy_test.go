@@ -240,7 +240,7 @@ func TestDeployKubernetesNATSUsers(t *testing.T) {
 		}
 		want[u.Username] = p
 	}
-	require.Len(t, want, 8)
+	require.Len(t, want, 10)
 
 	data, err := os.ReadFile("../../deploy/kubernetes/nats-values.yaml")
 	require.NoError(t, err)

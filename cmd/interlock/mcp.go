@@ -98,7 +98,7 @@ command it spawns and speaks stdio to, after --, or --upstream-url for
 streamable HTTP), except the tool calls a --gate expression matches: each
 becomes an interrupt (reason tool_call, the arguments shown, the tool's input
 schema for edited arguments) of a run of the built-in agent (--agent,
-default mcp-proxy), and reaches the upstream only once approved, with the
+default mcp_proxy), and reaches the upstream only once approved, with the
 approved arguments, at most once. Denied or expired, the client gets a tool
 result with isError and the reason.
 

@@ -114,7 +114,7 @@ func TestMCPProxyHTTP(t *testing.T) {
 	}
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
 	t.Cleanup(ts.Close)
-	r := cli(t, "provision", "--nats-url", s.URL, "--agent", "mcp-proxy")
+	r := cli(t, "provision", "--nats-url", s.URL, "--agent", "mcp_proxy")
 	require.Zero(t, r.code, r.err)
 	d := runDaemon(t, "MCP over streamable HTTP", "mcp", "proxy", "--nats-url", s.URL, "--http", "127.0.0.1:0", "--poll", "100ms",
 		"--gate", "tool:launch", "--approver", "ada", "--upstream-url", ts.URL)

@@ -223,7 +223,7 @@ func URLs(servers []*embedded.Server) string {
 }
 
 // Users are the NATS users of the shipped deploy/nats/auth.conf.
-var Users = []string{"admin", "coordinator", "agent", "notifier", "gateway", "auditor", "ada", "bob"}
+var Users = []string{"admin", "coordinator", "agent", "mcp", "mcp_proxy", "notifier", "gateway", "auditor", "ada", "bob"}
 
 // Password is the password tests give user.
 func Password(user string) string { return "pw-" + user }

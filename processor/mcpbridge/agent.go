@@ -18,7 +18,7 @@ import (
 // `interlock mcp proxy` the second. Each serves only its own runs.
 const (
 	ServeAgent = "mcp"
-	ProxyAgent = "mcp-proxy"
+	ProxyAgent = "mcp_proxy"
 )
 
 // toolCallScope is the tool call scope of the one interrupt each run raises.
