@@ -548,7 +548,7 @@ func TestDeployNoEmptyPassword(t *testing.T) {
 	// empty one names every key the manifests read.
 	keys := map[string]bool{}
 	optional := regexp.MustCompile(`secretKeyRef:\s*\{[^}]*optional:\s*true`)
-	keyRef := regexp.MustCompile(`secretKeyRef:\s*\{name:\s*interlock-nats,\s*key:\s*([a-z]+)`)
+	keyRef := regexp.MustCompile(`secretKeyRef:\s*\{name:\s*interlock-nats,\s*key:\s*([a-z_]+)`)
 	for _, f := range []string{"interlock.yaml", "nats-values.yaml"} {
 		b, err := os.ReadFile("../../deploy/kubernetes/" + f)
 		require.NoError(t, err)
