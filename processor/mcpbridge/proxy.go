@@ -236,6 +236,10 @@ func errorResult(msg string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
 }
 
+// MaxResult bounds the upstream result a proxy run stores (and returns to
+// the client): a run's outcome is one NATS message.
+const MaxResult = 256 << 10
+
 // edit is an approver's payload for a gated call: {} approves the call as
 // proposed, {"arguments": {...}} with those arguments.
 type edit struct {
@@ -292,6 +296,13 @@ func (p *Proxy) Agent() processor.AgentFunc {
 		if err != nil {
 			ans.Status, ans.Error = StatusCallFailed, "the upstream's result cannot be stored: "+err.Error()
 			return ans, nil
+		}
+		if len(raw) > MaxResult {
+			// The run's outcome must fit in one message: a result too large
+			// to store would fail the outcome, and the pass run again would
+			// find the call recorded and report it unknown.
+			raw, _ = json.Marshal(errorResult(fmt.Sprintf("Interlock: %s was approved and called; its result (%d bytes) is "+
+				"over the %d bytes Interlock stores, so it is not returned", a.Tool, len(raw), MaxResult)))
 		}
 		ans.Status, ans.Result = StatusApproved, raw
 		return ans, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -78,6 +79,11 @@ func newUpstream(t *testing.T) *upstream {
 			}
 			u.record("pay", map[string]any{"amount": in.Amount, "to": in.To})
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "paid"}}}, nil, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "dump"},
+		func(_ context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			u.record("dump", nil)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", 2*MaxResult)}}}, nil, nil
 		})
 	// A tool whose input schema is beyond Interlock's responseSchema limits.
 	props := map[string]any{}
@@ -374,4 +380,52 @@ func TestProxyLargeSchema(t *testing.T) {
 	res := <-done
 	require.False(t, res.IsError, text(res))
 	assert.Equal(t, []upcall{{"import_rows", map[string]any{"field_0001": "a"}}}, w.up.got())
+}
+
+// TestProxyResultTooLarge: an approved call whose result is over what a
+// run stores is made once and reported as made, without its result (not
+// as a failed outcome, which would make the pass run again).
+func TestProxyResultTooLarge(t *testing.T) {
+	t.Parallel()
+	w := newProxyWorld(t, "tool:dump", nil)
+	cs := w.client(nil)
+	done := callAsync(w.ctx, cs, "dump", map[string]any{})
+	p := w.pending()
+	w.decide(p.RunID, p.ID, "ada", subjects.StatusResolved, map[string]any{}, "")
+	res := <-done
+	require.True(t, res.IsError)
+	assert.Contains(t, text(res), "was approved and called")
+	assert.Contains(t, text(res), "over the")
+	assert.Equal(t, []upcall{{"dump", nil}}, w.up.got())
+}
+
+// TestProxyRestartWhileWaiting: the proxy that took a gated call stops
+// (its worker and its client's request with it) before the decision; a
+// restarted proxy's worker makes the approved call, once, and the run
+// records its result.
+func TestProxyRestartWhileWaiting(t *testing.T) {
+	t.Parallel()
+	w := &proxyWorld{world: newWorld(t), up: newUpstream(t)}
+	g, err := mcpgate.Parse("tool:pay")
+	require.NoError(t, err)
+	first := w.startProxyNoWorker(g)
+	wk := processor.NewWorker(w.conn(), processor.WorkerConfig{AckWait: time.Second, Logger: quiet})
+	require.NoError(t, wk.Register(ProxyAgent, first.Agent()))
+	require.NoError(t, wk.Start(context.Background()))
+	cctx, cancel := context.WithCancel(w.ctx)
+	cs := httpClient(t, cctx, serveHTTP(t, first.Server(), mcphttp.Config{}), nil)
+	done := callAsync(cctx, cs, "pay", map[string]any{"amount": 7, "to": "acme"})
+	p := w.pending()
+	cancel() // the client gives up, and the first proxy stops
+	<-done
+	require.NoError(t, wk.Stop(w.ctx))
+
+	second := w.startProxyNoWorker(g)
+	w.worker(ProxyAgent, second.Agent())
+	w.decide(p.RunID, p.ID, "ada", subjects.StatusResolved, map[string]any{}, "")
+	st, err := waitStatus(w.ctx, w.conn(), ProxyAgent, p.RunID, 50*time.Millisecond, Status.Done, nil)
+	require.NoError(t, err)
+	assert.Equal(t, StatusApproved, st.Status)
+	assert.Contains(t, string(st.Result), "paid")
+	assert.Equal(t, []upcall{{"pay", map[string]any{"amount": 7.0, "to": "acme"}}}, w.up.got())
 }
