@@ -22,6 +22,10 @@ import (
 
 func TestMain(m *testing.M) {
 	jstest.RunNode() // when this binary is started as a cluster node
+	if len(os.Args) > 1 && os.Args[1] == upstreamArg {
+		// A test's upstream MCP server, spawned by `interlock mcp proxy`.
+		os.Exit(runUpstream())
+	}
 	if os.Getenv(asInterlockEnv) == "1" {
 		// A test runs this binary as the interlock command (mcp over stdio).
 		main()

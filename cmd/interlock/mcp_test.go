@@ -46,6 +46,20 @@ func toolText(res *mcp.CallToolResult) string {
 	return ""
 }
 
+// callInBackground calls tool through cs in a goroutine; a transport error
+// arrives as a result with isError.
+func callInBackground(ctx context.Context, cs *mcp.ClientSession, tool string, args any) <-chan *mcp.CallToolResult {
+	ch := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil {
+			res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
+		}
+		ch <- res
+	}()
+	return ch
+}
+
 // approveLater approves the first interrupt pending on url as ada.
 func approveLater(t *testing.T, ctx context.Context, url string, payload any) {
 	t.Helper()
@@ -125,9 +139,9 @@ func TestMCPProxyHTTP(t *testing.T) {
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "look", Arguments: map[string]any{"target": "moon"}})
 	require.NoError(t, err)
 	assert.Equal(t, "look done", toolText(res))
-	go approveLater(t, ctx, s.URL, map[string]any{"arguments": map[string]any{"target": "mars"}})
-	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "launch", Arguments: map[string]any{"target": "moon"}})
-	require.NoError(t, err)
+	done := callInBackground(ctx, cs, "launch", map[string]any{"target": "moon"})
+	approveLater(t, ctx, s.URL, map[string]any{"arguments": map[string]any{"target": "mars"}})
+	res = <-done
 	require.False(t, res.IsError, toolText(res))
 	mu.Lock()
 	defer mu.Unlock()
@@ -151,4 +165,42 @@ func TestMCPUsage(t *testing.T) {
 	}
 	r := cli(t, "mcp", "serve", "--http", "0.0.0.0:0")
 	assert.Contains(t, r.err, "bearer token")
+}
+
+// upstreamArg, as this test binary's first argument, makes it an upstream
+// MCP server on stdio (runUpstream).
+const upstreamArg = "interlock-test-upstream"
+
+// runUpstream serves one tool, launch, on stdio, answering what it was
+// called with.
+func runUpstream() int {
+	up := mcp.NewServer(&mcp.Implementation{Name: "up", Version: "1"}, nil)
+	mcp.AddTool(up, &mcp.Tool{Name: "launch"}, func(_ context.Context, _ *mcp.CallToolRequest, in struct {
+		Target string `json:"target"`
+	}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "launched " + in.Target}}}, nil, nil
+	})
+	if err := up.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// TestMCPProxyStdio: an MCP client spawns `interlock mcp proxy`, which
+// spawns the upstream; both speak stdio. A gated call with arguments ada
+// edits reaches the upstream with hers; a denied one never does.
+func TestMCPProxyStdio(t *testing.T) {
+	t.Parallel()
+	s := serve(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := cli(t, "provision", "--nats-url", s.URL, "--agent", "mcp_proxy")
+	require.Zero(t, r.code, r.err)
+	cs := mcpStdio(t, ctx, "mcp", "proxy", "--nats-url", s.URL, "--poll", "100ms", "--gate", "tool:launch",
+		"--", os.Args[0], upstreamArg)
+	done := callInBackground(ctx, cs, "launch", map[string]any{"target": "moon"})
+	approveLater(t, ctx, s.URL, map[string]any{"arguments": map[string]any{"target": "mars"}})
+	res := <-done
+	require.False(t, res.IsError, toolText(res))
+	assert.Equal(t, "launched mars", toolText(res))
 }
