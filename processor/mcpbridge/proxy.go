@@ -223,8 +223,8 @@ func (p *Proxy) result(name string, st Status) *mcp.CallToolResult {
 	case StatusExpired:
 		return errorResult(fmt.Sprintf("Interlock: the call of %s expired with no decision (run %s)", name, st.RunID))
 	case StatusUnknown:
-		return errorResult(fmt.Sprintf("Interlock: the call of %s was approved%s and its outcome is unknown: the proxy stopped "+
-			"after recording the call and before storing its result; it is not made again (run %s)", name, by, st.RunID))
+		return errorResult(fmt.Sprintf("Interlock: the call of %s was approved%s and its outcome is unknown: %s; "+
+			"it is not made again (run %s)", name, by, st.Error, st.RunID))
 	case StatusCallFailed:
 		return errorResult(fmt.Sprintf("Interlock: the call of %s was approved%s and failed upstream: %s; it is not retried (run %s)",
 			name, by, st.Error, st.RunID))
@@ -288,6 +288,12 @@ func (p *Proxy) Agent() processor.AgentFunc {
 			}
 		}
 		res, err := p.up.CallTool(ctx, &mcp.CallToolParams{Name: a.Tool, Arguments: ans.Arguments})
+		if err != nil && ctx.Err() != nil {
+			// Cut short by the pass's timeout or the worker's stop: the call
+			// may have been made.
+			ans.Status, ans.Error = StatusUnknown, "the call was cut short ("+context.Cause(ctx).Error()+"): "+err.Error()
+			return ans, nil
+		}
 		if err != nil {
 			ans.Status, ans.Error = StatusCallFailed, err.Error()
 			return ans, nil
