@@ -240,7 +240,7 @@ func TestDeployKubernetesNATSUsers(t *testing.T) {
 		}
 		want[u.Username] = p
 	}
-	require.Len(t, want, 9)
+	require.Len(t, want, 11)
 
 	data, err := os.ReadFile("../../deploy/kubernetes/nats-values.yaml")
 	require.NoError(t, err)

@@ -22,6 +22,14 @@ import (
 
 func TestMain(m *testing.M) {
 	jstest.RunNode() // when this binary is started as a cluster node
+	if len(os.Args) > 1 && os.Args[1] == upstreamArg {
+		// A test's upstream MCP server, spawned by `interlock mcp proxy`.
+		os.Exit(runUpstream())
+	}
+	if os.Getenv(asInterlockEnv) == "1" {
+		// A test runs this binary as the interlock command (mcp over stdio).
+		main()
+	}
 	// The tests run in parallel, and t.Setenv cannot: what they need from
 	// the environment is set here, once (the shipped NATS configurations
 	// read every user's password from it), and none of the caller's NATS
@@ -146,7 +154,7 @@ func TestHelpListsGroups(t *testing.T) {
 	r := cli(t, "--help")
 	require.Equal(t, 0, r.code, r.err)
 	groups := map[string][]string{
-		"Run Interlock:":       {"serve", "provision", "notifier", "gateway", "demo"},
+		"Run Interlock:":       {"serve", "provision", "notifier", "gateway", "mcp", "demo"},
 		"Runs and decisions:":  {"start", "runs", "show", "pending", "approve", "deny", "history", "watch"},
 		"Operate and measure:": {"bench", "token", "auth", "help", "completion"},
 	}

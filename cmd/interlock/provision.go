@@ -11,6 +11,7 @@ import (
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/processor/gateway"
+	"github.com/interlockhq/interlock/processor/mcpbridge"
 	"github.com/interlockhq/interlock/processor/notifier"
 )
 
@@ -102,6 +103,9 @@ func provision(ctx context.Context, client *jetstream.Client, agents []string, n
 		return 0, err
 	}
 	if err := gateway.Provision(ctx, client); err != nil {
+		return 0, err
+	}
+	if err := mcpbridge.Provision(ctx, client); err != nil {
 		return 0, err
 	}
 	w := processor.NewWorker(client, processor.WorkerConfig{})

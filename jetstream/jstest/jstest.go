@@ -223,8 +223,9 @@ func URLs(servers []*embedded.Server) string {
 }
 
 // Users are the NATS users of the shipped deploy/nats/auth.conf.
-// The agent user is agent refunds's, agent_billing agent billing's.
-var Users = []string{"admin", "coordinator", "agent", "agent_billing", "notifier", "gateway", "auditor", "ada", "bob"}
+// The agent user is agent refunds's, agent_billing agent billing's; mcp
+// and mcp_proxy run the MCP server's and proxy's built-in agents.
+var Users = []string{"admin", "coordinator", "agent", "agent_billing", "mcp", "mcp_proxy", "notifier", "gateway", "auditor", "ada", "bob"}
 
 // Password is the password tests give user.
 func Password(user string) string { return "pw-" + user }

@@ -1,0 +1,362 @@
+// Package mcpgate decides which MCP tool calls wait for a person: gate
+// expressions, parsed from what the operator writes and matched against a
+// call (the tool's name, its arguments and the annotations the upstream
+// server declares). Parse and Match are pure functions.
+//
+// # Syntax
+//
+//	gate   := clause { ";" clause }           a call is gated when any clause matches
+//	clause := term { "&&" term }              every term matches
+//	term   := "*"                             every call
+//	        | ["!"] "tool:" GLOB              the tool's name
+//	        | ["!"] "arg:" PATH               the argument at PATH is present (not null)
+//	        | ["!"] "arg:" PATH "=" VALUE     ... equals VALUE (JSON; a bare word is a string)
+//	        | ["!"] "arg:" PATH "~" GLOB      ... is a string matching GLOB
+//	        | "annotation:" HINT              the upstream declares HINT (a clause of its own)
+//
+// GLOB is a pattern where * matches any run of characters and ? any one
+// character; PATH is object keys (or array indexes) joined by dots. HINT is
+// readOnlyHint, destructiveHint, idempotentHint or openWorldHint, read with
+// the defaults of the MCP specification when the upstream leaves it out
+// (destructiveHint and openWorldHint true, the others false;
+// destructiveHint counts only when readOnlyHint is false).
+//
+// Annotations come from the upstream server, which the operator does not
+// control: they may add gating, never remove it. So an annotation term
+// stands alone in its clause (clauses are alternatives, so it can only gate
+// more calls) and is never negated; Parse refuses anything else with
+// ErrAnnotationNarrows.
+package mcpgate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+)
+
+// Errors of Parse, each matchable with errors.Is.
+var (
+	// ErrSyntax means the expression is not well formed.
+	ErrSyntax = errors.New("gate expression syntax")
+	// ErrAnnotationNarrows means an annotation term could remove gating
+	// (negated, or joined with && to other terms).
+	ErrAnnotationNarrows = errors.New("annotation terms may add gating, never remove it")
+	// ErrUnknownHint means an annotation term names no MCP tool annotation.
+	ErrUnknownHint = errors.New("unknown tool annotation")
+)
+
+// Annotations are the hints an upstream declares for a tool; nil: not
+// declared.
+type Annotations struct {
+	ReadOnlyHint    *bool
+	DestructiveHint *bool
+	IdempotentHint  *bool
+	OpenWorldHint   *bool
+}
+
+// Call is what a gate is matched against.
+type Call struct {
+	Tool string
+	// Arguments are the call's arguments as decoded by encoding/json.
+	Arguments map[string]any
+	// Annotations are the upstream's, from its tools/list; nil: none.
+	Annotations *Annotations
+}
+
+// Gate is a parsed gate expression. The zero Gate gates nothing.
+type Gate struct {
+	clauses [][]term
+}
+
+type kind int
+
+const (
+	kindAll kind = iota
+	kindTool
+	kindArgPresent
+	kindArgEquals
+	kindArgGlob
+	kindAnnotation
+)
+
+type term struct {
+	not   bool
+	kind  kind
+	glob  string // tool name or argument pattern
+	path  []string
+	value any    // kindArgEquals: a decoded JSON value
+	raw   string // kindArgEquals: VALUE as written
+	hint  string // kindAnnotation
+}
+
+// Hints are the annotation names a term may name.
+var Hints = []string{"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
+
+// Parse parses expr (see the package documentation). An empty or blank
+// expression is the zero Gate.
+func Parse(expr string) (Gate, error) {
+	var g Gate
+	for i, c := range strings.Split(expr, ";") {
+		if strings.TrimSpace(c) == "" {
+			continue
+		}
+		var clause []term
+		for _, t := range strings.Split(c, "&&") {
+			parsed, err := parseTerm(strings.TrimSpace(t))
+			if err != nil {
+				return Gate{}, fmt.Errorf("clause %d (%q): %w", i+1, strings.TrimSpace(c), err)
+			}
+			clause = append(clause, parsed)
+		}
+		for _, t := range clause {
+			if t.kind == kindAnnotation && len(clause) > 1 {
+				return Gate{}, fmt.Errorf("clause %d (%q): %w: write annotation:%s as a clause of its own",
+					i+1, strings.TrimSpace(c), ErrAnnotationNarrows, t.hint)
+			}
+		}
+		g.clauses = append(g.clauses, clause)
+	}
+	return g, nil
+}
+
+// Join is the gate matching what any of gates matches.
+func Join(gates ...Gate) Gate {
+	var g Gate
+	for _, x := range gates {
+		g.clauses = append(g.clauses, x.clauses...)
+	}
+	return g
+}
+
+func parseTerm(s string) (term, error) {
+	var t term
+	if s == "" {
+		return t, fmt.Errorf("%w: an empty term", ErrSyntax)
+	}
+	if s == "*" {
+		return term{kind: kindAll}, nil
+	}
+	if strings.HasPrefix(s, "!") {
+		t.not = true
+		s = strings.TrimSpace(s[1:])
+	}
+	key, rest, ok := strings.Cut(s, ":")
+	if !ok {
+		return t, fmt.Errorf("%w: %q is not *, tool:GLOB, arg:PATH[=VALUE|~GLOB] or annotation:HINT", ErrSyntax, s)
+	}
+	switch key {
+	case "tool":
+		if rest == "" {
+			return t, fmt.Errorf("%w: tool: needs a name or pattern", ErrSyntax)
+		}
+		t.kind, t.glob = kindTool, rest
+	case "arg":
+		return parseArg(t, rest)
+	case "annotation":
+		if t.not {
+			return t, fmt.Errorf("%w: !annotation:%s would let the upstream remove gating", ErrAnnotationNarrows, rest)
+		}
+		found := false
+		for _, h := range Hints {
+			found = found || h == rest
+		}
+		if !found {
+			return t, fmt.Errorf("%w: %q (one of %s)", ErrUnknownHint, rest, strings.Join(Hints, ", "))
+		}
+		t.kind, t.hint = kindAnnotation, rest
+	default:
+		return t, fmt.Errorf("%w: unknown term kind %q (tool, arg or annotation)", ErrSyntax, key)
+	}
+	return t, nil
+}
+
+func parseArg(t term, s string) (term, error) {
+	i := strings.IndexAny(s, "=~")
+	p := s
+	if i >= 0 {
+		p = s[:i]
+	}
+	p = strings.TrimSpace(p)
+	if p == "" {
+		return t, fmt.Errorf("%w: arg: needs a path", ErrSyntax)
+	}
+	t.path = strings.Split(p, ".")
+	for _, k := range t.path {
+		if k == "" {
+			return t, fmt.Errorf("%w: argument path %q has an empty key", ErrSyntax, p)
+		}
+	}
+	t.kind = kindArgPresent
+	if i < 0 {
+		return t, nil
+	}
+	v := strings.TrimSpace(s[i+1:])
+	if s[i] == '~' {
+		t.kind, t.glob = kindArgGlob, v
+		return t, nil
+	}
+	t.kind, t.raw = kindArgEquals, v
+	if err := json.Unmarshal([]byte(v), &t.value); err != nil {
+		t.value = v // a bare word is a string
+	}
+	return t, nil
+}
+
+// Match reports whether c is gated.
+func (g Gate) Match(c Call) bool {
+	for _, clause := range g.clauses {
+		all := true
+		for _, t := range clause {
+			if t.match(c) == t.not {
+				all = false
+				break
+			}
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// Empty reports whether g gates nothing.
+func (g Gate) Empty() bool { return len(g.clauses) == 0 }
+
+func (t term) match(c Call) bool {
+	switch t.kind {
+	case kindAll:
+		return true
+	case kindTool:
+		return Glob(t.glob, c.Tool)
+	case kindAnnotation:
+		return hint(c.Annotations, t.hint)
+	}
+	v, ok := lookup(c.Arguments, t.path)
+	switch t.kind {
+	case kindArgPresent:
+		return ok && v != nil
+	case kindArgEquals:
+		return ok && equal(v, t.value)
+	case kindArgGlob:
+		s, isStr := v.(string)
+		return ok && isStr && Glob(t.glob, s)
+	}
+	return false
+}
+
+// hint reads name from a with the specification's defaults.
+func hint(a *Annotations, name string) bool {
+	if a == nil {
+		a = &Annotations{}
+	}
+	or := func(b *bool, def bool) bool {
+		if b == nil {
+			return def
+		}
+		return *b
+	}
+	switch name {
+	case "readOnlyHint":
+		return or(a.ReadOnlyHint, false)
+	case "destructiveHint":
+		return !or(a.ReadOnlyHint, false) && or(a.DestructiveHint, true)
+	case "idempotentHint":
+		return or(a.IdempotentHint, false)
+	case "openWorldHint":
+		return or(a.OpenWorldHint, true)
+	}
+	return false
+}
+
+func lookup(args map[string]any, path []string) (any, bool) {
+	var v any = args
+	for _, k := range path {
+		switch x := v.(type) {
+		case map[string]any:
+			var ok bool
+			if v, ok = x[k]; !ok {
+				return nil, false
+			}
+		case []any:
+			i, err := strconv.Atoi(k)
+			if err != nil || i < 0 || i >= len(x) {
+				return nil, false
+			}
+			v = x[i]
+		default:
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// equal compares two decoded JSON values; numbers compare as numbers.
+func equal(a, b any) bool {
+	return reflect.DeepEqual(a, b)
+}
+
+// Glob reports whether s matches pattern, where * matches any run of
+// characters (none too) and ? any one character; nothing else is special.
+func Glob(pattern, s string) bool {
+	p, r := []rune(pattern), []rune(s)
+	// Iterative matching with one backtrack point: linear in practice, and
+	// never exponential whatever the pattern.
+	pi, si, star, mark := 0, 0, -1, 0
+	for si < len(r) {
+		switch {
+		case pi < len(p) && (p[pi] == '?' || p[pi] == r[si] && p[pi] != '*'):
+			pi++
+			si++
+		case pi < len(p) && p[pi] == '*':
+			star, mark = pi, si
+			pi++
+		case star >= 0:
+			pi = star + 1
+			mark++
+			si = mark
+		default:
+			return false
+		}
+	}
+	for pi < len(p) && p[pi] == '*' {
+		pi++
+	}
+	return pi == len(p)
+}
+
+// String is the expression g was parsed from, normalised: Parse(g.String())
+// is g.
+func (g Gate) String() string {
+	clauses := make([]string, len(g.clauses))
+	for i, clause := range g.clauses {
+		terms := make([]string, len(clause))
+		for j, t := range clause {
+			terms[j] = t.String()
+		}
+		clauses[i] = strings.Join(terms, " && ")
+	}
+	return strings.Join(clauses, "; ")
+}
+
+func (t term) String() string {
+	not := ""
+	if t.not {
+		not = "!"
+	}
+	switch t.kind {
+	case kindAll:
+		return "*"
+	case kindTool:
+		return not + "tool:" + t.glob
+	case kindAnnotation:
+		return "annotation:" + t.hint
+	case kindArgPresent:
+		return not + "arg:" + strings.Join(t.path, ".")
+	case kindArgEquals:
+		return not + "arg:" + strings.Join(t.path, ".") + "=" + t.raw
+	}
+	return not + "arg:" + strings.Join(t.path, ".") + "~" + t.glob
+}

@@ -1,0 +1,141 @@
+package mcpgate
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+func args(t *testing.T, s string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func yes() *bool { b := true; return &b }
+func no() *bool  { b := false; return &b }
+
+func TestMatch(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		expr string
+		call Call
+		want bool
+	}{
+		{"", Call{Tool: "x"}, false},
+		{"*", Call{Tool: "x"}, true},
+		{"tool:delete_*", Call{Tool: "delete_file"}, true},
+		{"tool:delete_*", Call{Tool: "read_file"}, false},
+		{"tool:read_file; tool:write_?", Call{Tool: "write_a"}, true},
+		{"tool:write_file && arg:path~/etc/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "/etc/passwd"}}, true},
+		{"tool:write_file && arg:path~/etc/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "/tmp/x"}}, false},
+		{"tool:write_file && !arg:path~/tmp/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "/tmp/x"}}, false},
+		{"tool:pay && arg:amount=100", Call{Tool: "pay", Arguments: map[string]any{"amount": 100.0}}, true},
+		{"tool:pay && arg:amount=100", Call{Tool: "pay", Arguments: map[string]any{"amount": "100"}}, false},
+		{"arg:order.currency=EUR", Call{Tool: "pay", Arguments: map[string]any{"order": map[string]any{"currency": "EUR"}}}, true},
+		{`arg:order.currency="EUR"`, Call{Tool: "pay", Arguments: map[string]any{"order": map[string]any{"currency": "EUR"}}}, true},
+		{"arg:items.1=b", Call{Arguments: map[string]any{"items": []any{"a", "b"}}}, true},
+		{"arg:items.2", Call{Arguments: map[string]any{"items": []any{"a", "b"}}}, false},
+		{"arg:force", Call{Arguments: map[string]any{"force": nil}}, false},
+		{"arg:force=true", Call{Arguments: map[string]any{"force": true}}, true},
+		// Annotations, with the specification's defaults.
+		{"annotation:destructiveHint", Call{Tool: "x"}, true},
+		{"annotation:destructiveHint", Call{Tool: "x", Annotations: &Annotations{ReadOnlyHint: yes()}}, false},
+		{"annotation:destructiveHint", Call{Tool: "x", Annotations: &Annotations{DestructiveHint: no()}}, false},
+		{"annotation:openWorldHint", Call{Tool: "x", Annotations: &Annotations{}}, true},
+		{"annotation:readOnlyHint", Call{Tool: "x"}, false},
+		// An upstream's annotations never remove what the operator gated.
+		{"tool:rm; annotation:destructiveHint", Call{Tool: "rm", Annotations: &Annotations{ReadOnlyHint: yes(), DestructiveHint: no()}}, true},
+	}
+	for _, c := range cases {
+		g, err := Parse(c.expr)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", c.expr, err)
+		}
+		if got := g.Match(c.call); got != c.want {
+			t.Errorf("Parse(%q).Match(%+v) = %v, want %v", c.expr, c.call, got, c.want)
+		}
+		again, err := Parse(g.String())
+		if err != nil || again.String() != g.String() {
+			t.Errorf("Parse(%q).String() = %q does not parse back (%v)", c.expr, g.String(), err)
+		}
+	}
+}
+
+func TestParseRefuses(t *testing.T) {
+	t.Parallel()
+	cases := map[string]error{
+		"tool:rm && annotation:destructiveHint": ErrAnnotationNarrows,
+		"!annotation:readOnlyHint":              ErrAnnotationNarrows,
+		"annotation:dangerous":                  ErrUnknownHint,
+		"rm":                                    ErrSyntax,
+		"tool:":                                 ErrSyntax,
+		"arg:":                                  ErrSyntax,
+		"arg:a..b":                              ErrSyntax,
+		"tool:a && ":                            ErrSyntax,
+		"name:rm":                               ErrSyntax,
+	}
+	for expr, want := range cases {
+		if _, err := Parse(expr); !errors.Is(err, want) {
+			t.Errorf("Parse(%q) = %v, want %v", expr, err, want)
+		}
+	}
+}
+
+func TestGlob(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		p, s string
+		want bool
+	}{
+		{"*", "", true}, {"a*c", "abbbc", true}, {"a*c", "abbbd", false}, {"?", "é", true},
+		{"*a*a*a*a*b", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", false}, {"a?c", "abc", true}, {"", "", true}, {"", "a", false},
+	}
+	for _, c := range cases {
+		if got := Glob(c.p, c.s); got != c.want {
+			t.Errorf("Glob(%q, %q) = %v", c.p, c.s, got)
+		}
+	}
+}
+
+// FuzzParse: any expression parses or is refused with one of the sentinels;
+// a parsed one matches any call without panicking and prints back to
+// itself; an annotation never removes gating.
+func FuzzParse(f *testing.F) {
+	f.Add("tool:delete_* && arg:path~/etc/*; annotation:destructiveHint", "delete_file", `{"path":"/etc/x"}`, true)
+	f.Add("!arg:a.b=1", "x", `{"a":{"b":1}}`, false)
+	f.Add("*", "", `{}`, true)
+	f.Fuzz(func(t *testing.T, expr, tool, rawArgs string, readOnly bool) {
+		g, err := Parse(expr)
+		if err != nil {
+			if !errors.Is(err, ErrSyntax) && !errors.Is(err, ErrAnnotationNarrows) && !errors.Is(err, ErrUnknownHint) {
+				t.Fatalf("Parse(%q): unsentinelled error %v", expr, err)
+			}
+			return
+		}
+		again, err := Parse(g.String())
+		if err != nil || again.String() != g.String() {
+			t.Fatalf("Parse(%q).String() = %q does not parse back: %v", expr, g.String(), err)
+		}
+		var a map[string]any
+		_ = json.Unmarshal([]byte(rawArgs), &a)
+		plain := Call{Tool: tool, Arguments: a}
+		lying := Call{Tool: tool, Arguments: a, Annotations: &Annotations{ReadOnlyHint: &readOnly, DestructiveHint: no(), OpenWorldHint: no()}}
+		if g.Match(plain) && !g.Match(Call{Tool: tool, Arguments: a, Annotations: &Annotations{}}) {
+			t.Fatalf("declaring no hints removed gating")
+		}
+		// Whatever the annotations say, the operator's own clauses still gate.
+		ops := Gate{}
+		for _, c := range g.clauses {
+			if c[0].kind != kindAnnotation {
+				ops.clauses = append(ops.clauses, c)
+			}
+		}
+		if ops.Match(plain) && !g.Match(lying) {
+			t.Fatalf("annotations removed gating of %q for %q", expr, tool)
+		}
+	})
+}

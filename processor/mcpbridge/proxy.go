@@ -1,0 +1,316 @@
+package mcpbridge
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/interlockhq/interlock/internal/mcpgate"
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/schema"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// ProxyConfig is what a Proxy is.
+type ProxyConfig struct {
+	Config
+	// Gate chooses the calls that wait for a decision.
+	Gate mcpgate.Gate
+	// Approvers may decide the gated calls (empty: whoever the deployment
+	// allows to decide unnamed interrupts).
+	Approvers []string
+	// Timeout is how long a gated call waits for a decision before it
+	// expires, which denies it; default one hour.
+	Timeout time.Duration
+	// Upstream names the upstream in what the approver sees.
+	Upstream string
+}
+
+// Proxy is `interlock mcp proxy`: an MCP server forwarding to an upstream
+// one, where the calls its gate matches are runs of the proxy's built-in
+// agent (Agent) and reach the upstream only once approved. A Worker
+// serving ProxyConfig.Agent with Agent must run in the same process (it
+// holds the upstream connection).
+type Proxy struct {
+	c       *jetstream.Client
+	cl      *processor.Client
+	up      *mcp.ClientSession
+	cfg     ProxyConfig
+	calls   *jetstream.Bucket
+	schemas schema.Cache
+
+	mu    sync.Mutex
+	tools map[string]*mcp.Tool
+
+	// afterMark, in tests, runs between recording a call and making it.
+	afterMark func(ctx context.Context) error
+}
+
+// NewProxy returns a proxy to the upstream session up, working through c.
+// The calls bucket must have been provisioned (Provision).
+func NewProxy(ctx context.Context, c *jetstream.Client, up *mcp.ClientSession, cfg ProxyConfig) (*Proxy, error) {
+	cfg.defaults(ProxyAgent)
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = time.Hour
+	}
+	calls, err := c.OpenBucket(ctx, CallsBucket)
+	if err != nil {
+		return nil, fmt.Errorf("the MCP proxy's calls bucket (run `interlock provision`): %w", err)
+	}
+	return &Proxy{c: c, cl: processor.NewClient(c), up: up, cfg: cfg, calls: calls, tools: map[string]*mcp.Tool{}}, nil
+}
+
+// Close releases the client (not the upstream session).
+func (p *Proxy) Close() { p.cl.Close() }
+
+// Server returns the MCP server clients connect to. It offers what the
+// upstream offers: tools/list and every other request but a gated
+// tools/call are forwarded unchanged.
+func (p *Proxy) Server() *mcp.Server {
+	caps := &mcp.ServerCapabilities{}
+	if r := p.up.InitializeResult(); r != nil && r.Capabilities != nil {
+		up := r.Capabilities
+		caps.Tools, caps.Resources, caps.Prompts, caps.Completions = up.Tools, up.Resources, up.Prompts, up.Completions
+	}
+	impl := &mcp.Implementation{Name: "interlock-mcp-proxy", Version: p.cfg.Version}
+	instructions := ""
+	if r := p.up.InitializeResult(); r != nil {
+		instructions = r.Instructions
+		if r.ServerInfo != nil {
+			impl.Title = r.ServerInfo.Name + " (behind Interlock)"
+		}
+	}
+	srv := mcp.NewServer(impl, &mcp.ServerOptions{Logger: p.cfg.Logger, Capabilities: caps, Instructions: instructions})
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			return p.forward(ctx, method, req, next)
+		}
+	})
+	return srv
+}
+
+// forward answers the requests the upstream answers.
+func (p *Proxy) forward(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	switch r := req.(type) {
+	case *mcp.CallToolRequest:
+		return p.callTool(ctx, r)
+	case *mcp.ListToolsRequest:
+		res, err := p.up.ListTools(ctx, r.Params)
+		if err == nil {
+			p.remember(res.Tools)
+		}
+		return res, err
+	case *mcp.ListResourcesRequest:
+		return p.up.ListResources(ctx, r.Params)
+	case *mcp.ListResourceTemplatesRequest:
+		return p.up.ListResourceTemplates(ctx, r.Params)
+	case *mcp.ReadResourceRequest:
+		return p.up.ReadResource(ctx, r.Params)
+	case *mcp.ListPromptsRequest:
+		return p.up.ListPrompts(ctx, r.Params)
+	case *mcp.GetPromptRequest:
+		return p.up.GetPrompt(ctx, r.Params)
+	case *mcp.CompleteRequest:
+		return p.up.Complete(ctx, r.Params)
+	}
+	return next(ctx, method, req)
+}
+
+// remember keeps the upstream's tool definitions: their annotations and
+// input schemas are what gated calls are checked and shown with.
+func (p *Proxy) remember(tools []*mcp.Tool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range tools {
+		p.tools[t.Name] = t
+	}
+}
+
+// tool is the upstream's definition of name, listing the tools again when
+// it is not known yet; nil when the upstream does not list it.
+func (p *Proxy) tool(ctx context.Context, name string) *mcp.Tool {
+	p.mu.Lock()
+	t := p.tools[name]
+	p.mu.Unlock()
+	if t != nil {
+		return t
+	}
+	var all []*mcp.Tool
+	for t, err := range p.up.Tools(ctx, nil) {
+		if err != nil {
+			break
+		}
+		all = append(all, t)
+	}
+	p.remember(all)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.tools[name]
+}
+
+func annotations(t *mcp.Tool) *mcpgate.Annotations {
+	if t == nil || t.Annotations == nil {
+		return nil
+	}
+	a := t.Annotations
+	ro, idem := a.ReadOnlyHint, a.IdempotentHint
+	return &mcpgate.Annotations{ReadOnlyHint: &ro, DestructiveHint: a.DestructiveHint, IdempotentHint: &idem,
+		OpenWorldHint: a.OpenWorldHint}
+}
+
+// callTool forwards a call the gate does not match, and makes one it
+// matches a run that waits for a decision.
+func (p *Proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result, error) {
+	name := req.Params.Name
+	var args map[string]any
+	if len(req.Params.Arguments) > 0 {
+		if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
+			return errorResult(fmt.Sprintf("Interlock: the arguments of %s are not a JSON object: %v", name, err)), nil
+		}
+	}
+	t := p.tool(ctx, name)
+	if !p.cfg.Gate.Match(mcpgate.Call{Tool: name, Arguments: args, Annotations: annotations(t)}) {
+		return p.up.CallTool(ctx, &mcp.CallToolParams{Meta: req.Params.Meta, Name: name, Arguments: req.Params.Arguments})
+	}
+	var input any
+	if t != nil {
+		input = t.InputSchema
+	}
+	rs, note := editSchema(&p.schemas, input)
+	ask := Ask{Action: "call " + name, Tool: name, Arguments: req.Params.Arguments, Approvers: p.cfg.Approvers,
+		Deadline: time.Now().Add(p.cfg.Timeout).UTC(), ResponseSchema: rs, Note: note}
+	if p.cfg.Upstream != "" {
+		ask.Action += " on " + p.cfg.Upstream
+	}
+	if len(ask.Arguments) == 0 {
+		ask.Arguments = json.RawMessage(`{}`)
+	}
+	run, err := p.cl.Start(ctx, p.cfg.Agent, ask)
+	if err != nil {
+		return nil, fmt.Errorf("interlock: start the approval of %s: %w", name, err)
+	}
+	p.cfg.Logger.Info("gated tool call waits for a decision", "tool", name, "run", run)
+	st, err := waitStatus(ctx, p.c, p.cfg.Agent, run, p.cfg.Poll, Status.Done, progress(ctx, req))
+	if err != nil {
+		return nil, err
+	}
+	return p.result(name, st), nil
+}
+
+// result is what the client gets for a gated call that ended as st.
+func (p *Proxy) result(name string, st Status) *mcp.CallToolResult {
+	by := ""
+	if st.Approver != "" {
+		by = " by " + st.Approver
+	}
+	if st.Comment != "" {
+		by += ": " + st.Comment
+	}
+	switch st.Status {
+	case StatusApproved:
+		var res mcp.CallToolResult
+		if err := json.Unmarshal(st.Result, &res); err != nil {
+			return errorResult(fmt.Sprintf("Interlock: %s was approved and called (run %s); its result cannot be read: %v", name, st.RunID, err))
+		}
+		return &res
+	case StatusDenied:
+		return errorResult(fmt.Sprintf("Interlock: the call of %s was denied%s (run %s)", name, by, st.RunID))
+	case StatusExpired:
+		return errorResult(fmt.Sprintf("Interlock: the call of %s expired with no decision (run %s)", name, st.RunID))
+	case StatusUnknown:
+		return errorResult(fmt.Sprintf("Interlock: the call of %s was approved%s and its outcome is unknown: %s; "+
+			"it is not made again (run %s)", name, by, st.Error, st.RunID))
+	case StatusCallFailed:
+		return errorResult(fmt.Sprintf("Interlock: the call of %s was approved%s and failed upstream: %s; it is not retried (run %s)",
+			name, by, st.Error, st.RunID))
+	}
+	return errorResult(fmt.Sprintf("Interlock: the approval of %s failed: %s (run %s)", name, st.Error, st.RunID))
+}
+
+func errorResult(msg string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+}
+
+// MaxResult bounds the upstream result a proxy run stores (and returns to
+// the client): a run's outcome is one NATS message.
+const MaxResult = 256 << 10
+
+// edit is an approver's payload for a gated call: {} approves the call as
+// proposed, {"arguments": {...}} with those arguments.
+type edit struct {
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+}
+
+// Agent is the body of the proxy's agent: one interrupt; on approval, the
+// upstream call, at most once.
+//
+// The call is recorded in the calls bucket (key: run and interrupt) before
+// it is made. A pass that finds the record already there (its worker
+// stopped between the record and the stored result, and the pass runs
+// again) does not call: the run ends with StatusUnknown.
+func (p *Proxy) Agent() processor.AgentFunc {
+	return processor.Typed(func(ctx context.Context, a Ask) (Answer, error) {
+		d, final, err := decide(ctx, a)
+		if err != nil || final != nil {
+			return deref(final), err
+		}
+		ans := Answer{Approver: d.Approver, Comment: d.Comment, Arguments: a.Arguments}
+		var e edit
+		if len(d.Payload) > 0 {
+			if err := json.Unmarshal(d.Payload, &e); err != nil {
+				return Answer{}, fmt.Errorf("%w: the decision's payload: %w", subjects.ErrMalformed, err)
+			}
+		}
+		if len(e.Arguments) > 0 && string(e.Arguments) != "null" {
+			ans.Arguments = e.Arguments
+		}
+		info, _ := processor.RunOf(ctx)
+		key := info.RunID + "." + subjects.InterruptID(info.RunID, toolCallScope, 0)
+		first, err := p.calls.Mark(ctx, key, ans.Arguments)
+		if err != nil {
+			// Not recorded, or not known to be: the pass runs again, and a
+			// record that did go through makes it StatusUnknown.
+			return Answer{}, processor.Retryable(fmt.Errorf("record the call of %s: %w", a.Tool, err))
+		}
+		if !first {
+			ans.Status = StatusUnknown
+			ans.Error = "the call was recorded as being made by an earlier attempt of this pass, whose result was never stored"
+			return ans, nil
+		}
+		if p.afterMark != nil {
+			if err := p.afterMark(ctx); err != nil {
+				return Answer{}, err
+			}
+		}
+		res, err := p.up.CallTool(ctx, &mcp.CallToolParams{Name: a.Tool, Arguments: ans.Arguments})
+		if err != nil && ctx.Err() != nil {
+			// Cut short by the pass's timeout or the worker's stop: the call
+			// may have been made.
+			ans.Status, ans.Error = StatusUnknown, "the call was cut short ("+context.Cause(ctx).Error()+"): "+err.Error()
+			return ans, nil
+		}
+		if err != nil {
+			ans.Status, ans.Error = StatusCallFailed, err.Error()
+			return ans, nil
+		}
+		raw, err := json.Marshal(res)
+		if err != nil {
+			ans.Status, ans.Error = StatusCallFailed, "the upstream's result cannot be stored: "+err.Error()
+			return ans, nil
+		}
+		if len(raw) > MaxResult {
+			// The run's outcome must fit in one message: a result too large
+			// to store would fail the outcome, and the pass run again would
+			// find the call recorded and report it unknown.
+			raw, _ = json.Marshal(errorResult(fmt.Sprintf("Interlock: %s was approved and called; its result (%d bytes) is "+
+				"over the %d bytes Interlock stores, so it is not returned", a.Tool, len(raw), MaxResult)))
+		}
+		ans.Status, ans.Result = StatusApproved, raw
+		return ans, nil
+	})
+}

@@ -1,0 +1,431 @@
+package mcpbridge
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/interlockhq/interlock/internal/mcpgate"
+	"github.com/interlockhq/interlock/internal/mcphttp"
+	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// upstream is a real MCP server (the Go SDK's) with a few tools, recording
+// the calls it gets.
+type upstream struct {
+	mu    sync.Mutex
+	calls []upcall
+	url   string
+	// fail makes pay fail at the protocol level.
+	fail atomic.Bool
+}
+
+type upcall struct {
+	Tool string
+	Args map[string]any
+}
+
+func (u *upstream) record(tool string, args map[string]any) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.calls = append(u.calls, upcall{tool, args})
+}
+
+func (u *upstream) got() []upcall {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]upcall(nil), u.calls...)
+}
+
+type payArgs struct {
+	Amount float64 `json:"amount"`
+	To     string  `json:"to"`
+}
+
+type pathArgs struct {
+	Path string `json:"path"`
+}
+
+func newUpstream(t *testing.T) *upstream {
+	t.Helper()
+	u := &upstream{}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "files", Version: "1"}, nil)
+	f := false
+	mcp.AddTool(srv, &mcp.Tool{Name: "read_file", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, _ *mcp.CallToolRequest, in pathArgs) (*mcp.CallToolResult, any, error) {
+			u.record("read_file", map[string]any{"path": in.Path})
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "contents of " + in.Path}}}, nil, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "delete_file", Annotations: &mcp.ToolAnnotations{DestructiveHint: &f, ReadOnlyHint: true}},
+		func(_ context.Context, _ *mcp.CallToolRequest, in pathArgs) (*mcp.CallToolResult, any, error) {
+			u.record("delete_file", map[string]any{"path": in.Path})
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deleted " + in.Path}}}, nil, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "pay"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in payArgs) (*mcp.CallToolResult, any, error) {
+			if u.fail.Load() {
+				u.record("pay:failed", nil)
+				return nil, nil, &jsonrpcErr{}
+			}
+			u.record("pay", map[string]any{"amount": in.Amount, "to": in.To})
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "paid"}}}, nil, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "dump"},
+		func(_ context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			u.record("dump", nil)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", 2*MaxResult)}}}, nil, nil
+		})
+	// A tool whose input schema is beyond Interlock's responseSchema limits.
+	props := map[string]any{}
+	for i := range 3000 {
+		props[fmt.Sprintf("field_%04d", i)] = map[string]any{"type": "string", "description": "a column of the import"}
+	}
+	srv.AddTool(&mcp.Tool{Name: "import_rows", InputSchema: map[string]any{"type": "object", "properties": props}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args map[string]any
+			_ = json.Unmarshal(req.Params.Arguments, &args)
+			u.record("import_rows", args)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "imported"}}}, nil
+		})
+	u.url = serveHTTP(t, srv, mcphttp.Config{})
+	return u
+}
+
+// proxyWorld is a world with an upstream, a Proxy in front of it and its
+// agent's worker.
+type proxyWorld struct {
+	*world
+	up    *upstream
+	proxy *Proxy
+	wk    *processor.Worker
+}
+
+func newProxyWorld(t *testing.T, gate string, hook func(context.Context) error) *proxyWorld {
+	t.Helper()
+	w := &proxyWorld{world: newWorld(t), up: newUpstream(t)}
+	g, err := mcpgate.Parse(gate)
+	require.NoError(t, err)
+	w.proxy = w.startProxy(g, hook)
+	return w
+}
+
+// startProxy connects a proxy and its worker to the upstream.
+func (w *proxyWorld) startProxy(g mcpgate.Gate, hook func(context.Context) error) *Proxy {
+	t := w.t
+	upc := httpClient(t, w.ctx, w.up.url, nil)
+	p, err := NewProxy(w.ctx, w.conn(), upc, ProxyConfig{Config: Config{Poll: 100 * time.Millisecond, Logger: quiet},
+		Gate: g, Approvers: []string{"ada"}, Timeout: time.Minute, Upstream: "files"})
+	require.NoError(t, err)
+	p.afterMark = hook
+	t.Cleanup(p.Close)
+	w.wk = w.worker(ProxyAgent, p.Agent())
+	return p
+}
+
+// client connects an MCP client to the proxy over streamable HTTP.
+func (w *proxyWorld) client(opts *mcp.ClientOptions) *mcp.ClientSession {
+	return httpClient(w.t, w.ctx, serveHTTP(w.t, w.proxy.Server(), mcphttp.Config{}), opts)
+}
+
+// pending waits for the one gated call waiting and returns it.
+func (w *proxyWorld) pending() subjects.PendingInterrupt {
+	w.t.Helper()
+	var got subjects.PendingInterrupt
+	require.Eventually(w.t, func() bool {
+		ps, err := w.approver.Pending(w.ctx)
+		if err != nil || len(ps) != 1 {
+			return false
+		}
+		got = ps[0]
+		return true
+	}, waitLimit, 20*time.Millisecond)
+	return got
+}
+
+// callAsync calls tool through cs in the background.
+func callAsync(ctx context.Context, cs *mcp.ClientSession, tool string, args any) <-chan *mcp.CallToolResult {
+	ch := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args, Meta: mcp.Meta{"progressToken": "t"}})
+		if err != nil {
+			res = errorResult("transport: " + err.Error())
+		}
+		ch <- res
+	}()
+	return ch
+}
+
+// TestProxyPassThrough: tools/list comes through unchanged, and an ungated
+// call reaches the upstream at once.
+func TestProxyPassThrough(t *testing.T) {
+	t.Parallel()
+	w := newProxyWorld(t, "tool:pay", nil)
+	cs := w.client(nil)
+	direct := httpClient(t, w.ctx, w.up.url, nil)
+	want, err := direct.ListTools(w.ctx, nil)
+	require.NoError(t, err)
+	got, err := cs.ListTools(w.ctx, nil)
+	require.NoError(t, err)
+	wantJSON, _ := json.Marshal(want.Tools)
+	gotJSON, _ := json.Marshal(got.Tools)
+	assert.JSONEq(t, string(wantJSON), string(gotJSON))
+
+	res := call(t, w.ctx, cs, "read_file", map[string]any{"path": "/etc/hosts"}, nil)
+	assert.False(t, res.IsError)
+	assert.Equal(t, "contents of /etc/hosts", text(res))
+	assert.Equal(t, []upcall{{"read_file", map[string]any{"path": "/etc/hosts"}}}, w.up.got())
+	ps, err := w.approver.Pending(w.ctx)
+	require.NoError(t, err)
+	assert.Empty(t, ps)
+}
+
+// TestProxyApproved: a gated call waits (progress notifications meanwhile)
+// and reaches the upstream once ada approves, with the arguments proposed;
+// the approver saw them, the reason tool_call and the tool's schema.
+func TestProxyApproved(t *testing.T) {
+	t.Parallel()
+	w := newProxyWorld(t, "tool:pay", nil)
+	var progressed atomic.Int32
+	cs := w.client(&mcp.ClientOptions{ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+		progressed.Add(1)
+	}})
+	done := callAsync(w.ctx, cs, "pay", map[string]any{"amount": 40, "to": "acme"})
+	p := w.pending()
+	assert.Equal(t, subjects.ReasonToolCall, p.Reason)
+	assert.Contains(t, p.Message, `"amount":40`)
+	assert.Contains(t, string(p.ResponseSchema), `"amount"`)
+	assert.Equal(t, []string{"ada"}, p.Approvers)
+	require.Eventually(t, func() bool { return progressed.Load() > 0 }, waitLimit, 20*time.Millisecond)
+	assert.Empty(t, w.up.got(), "nothing reaches the upstream before the decision")
+
+	w.decide(p.RunID, p.ID, "ada", subjects.StatusResolved, map[string]any{}, "")
+	res := <-done
+	require.False(t, res.IsError, text(res))
+	assert.Equal(t, "paid", text(res))
+	assert.Equal(t, []upcall{{"pay", map[string]any{"amount": 40.0, "to": "acme"}}}, w.up.got())
+}
+
+// TestProxyEditedArguments: the approver changes the arguments; the
+// upstream gets exactly those, and arguments the tool's schema refuses are
+// refused by the coordinator.
+func TestProxyEditedArguments(t *testing.T) {
+	t.Parallel()
+	w := newProxyWorld(t, "tool:pay", nil)
+	cs := w.client(nil)
+	done := callAsync(w.ctx, cs, "pay", map[string]any{"amount": 4000, "to": "acme"})
+	p := w.pending()
+	_, err := w.approver.Decide(w.ctx, processor.DecisionRequest{RunID: p.RunID, InterruptID: p.ID, Status: subjects.StatusResolved,
+		Approver: "ada", Payload: map[string]any{"arguments": map[string]any{"amount": "lots"}}})
+	require.ErrorIs(t, err, processor.ErrRejected)
+	w.decide(p.RunID, p.ID, "ada", subjects.StatusResolved, map[string]any{"arguments": map[string]any{"amount": 40, "to": "acme"}}, "capped")
+	res := <-done
+	require.False(t, res.IsError, text(res))
+	assert.Equal(t, []upcall{{"pay", map[string]any{"amount": 40.0, "to": "acme"}}}, w.up.got())
+}
+
+// TestProxyDenied: a denial reaches the client as a tool result with
+// isError and the reason; the upstream is not called.
+func TestProxyDenied(t *testing.T) {
+	t.Parallel()
+	w := newProxyWorld(t, "tool:pay", nil)
+	cs := w.client(nil)
+	done := callAsync(w.ctx, cs, "pay", map[string]any{"amount": 40, "to": "acme"})
+	p := w.pending()
+	w.decide(p.RunID, p.ID, "ada", subjects.StatusCancelled, nil, "not this vendor")
+	res := <-done
+	require.True(t, res.IsError)
+	assert.Contains(t, text(res), "denied by ada: not this vendor")
+	assert.Empty(t, w.up.got())
+}
+
+// TestProxyExpired: nobody decides by the deadline: isError, no call.
+func TestProxyExpired(t *testing.T) {
+	t.Parallel()
+	w := newProxyWorld(t, "tool:pay", nil)
+	w.proxy.cfg.Timeout = 2 * time.Second
+	cs := w.client(nil)
+	res := <-callAsync(w.ctx, cs, "pay", map[string]any{"amount": 40, "to": "acme"})
+	require.True(t, res.IsError)
+	assert.Contains(t, text(res), "expired")
+	assert.Empty(t, w.up.got())
+}
+
+// TestProxyAnnotationsOnlyAddGating: an upstream that declares its delete
+// tool read-only and not destructive (a lie) does not escape the
+// operator's tool:delete_*; annotation:destructiveHint gates pay, which
+// declares nothing (destructive by the specification's default).
+func TestProxyAnnotationsOnlyAddGating(t *testing.T) {
+	t.Parallel()
+	w := newProxyWorld(t, "tool:delete_*; annotation:destructiveHint", nil)
+	cs := w.client(nil)
+	done := callAsync(w.ctx, cs, "delete_file", map[string]any{"path": "/srv/db"})
+	p := w.pending()
+	w.decide(p.RunID, p.ID, "ada", subjects.StatusCancelled, nil, "")
+	assert.True(t, (<-done).IsError)
+	done = callAsync(w.ctx, cs, "pay", map[string]any{"amount": 1, "to": "x"})
+	p = w.pending()
+	w.decide(p.RunID, p.ID, "ada", subjects.StatusCancelled, nil, "")
+	assert.True(t, (<-done).IsError)
+	assert.False(t, call(t, w.ctx, cs, "read_file", map[string]any{"path": "/a"}, nil).IsError)
+	assert.Equal(t, []upcall{{"read_file", map[string]any{"path": "/a"}}}, w.up.got())
+}
+
+// TestProxyAtMostOnceAfterCrash: the worker stops (its connection closed)
+// after recording the call and before making it; the pass runs again on
+// another worker, which finds the record and reports the outcome as
+// unknown instead of calling. The upstream is never called.
+func TestProxyAtMostOnceAfterCrash(t *testing.T) {
+	t.Parallel()
+	var crashed atomic.Bool
+	w := &proxyWorld{world: newWorld(t), up: newUpstream(t)}
+	g, err := mcpgate.Parse("tool:pay")
+	require.NoError(t, err)
+	conn := w.conn()
+	upc := httpClient(t, w.ctx, w.up.url, nil)
+	first, err := NewProxy(w.ctx, conn, upc, ProxyConfig{Config: Config{Poll: 100 * time.Millisecond, Logger: quiet}, Gate: g})
+	require.NoError(t, err)
+	t.Cleanup(first.Close)
+	first.afterMark = func(ctx context.Context) error {
+		crashed.Store(true)
+		conn.Close() // no heartbeat, no outcome: the work item goes to another worker
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	wk := processor.NewWorker(conn, processor.WorkerConfig{AckWait: time.Second, Logger: quiet})
+	require.NoError(t, wk.Register(ProxyAgent, first.Agent(), processor.WithPassTimeout(3*time.Second)))
+	require.NoError(t, wk.Start(context.Background()))
+	t.Cleanup(func() { _ = wk.StopAndCancel(context.Background()) })
+	w.proxy = first
+
+	// The client talks to a second proxy process's server; its worker
+	// stands by until the first one crashes.
+	second := w.startProxyNoWorker(g)
+	cs := httpClient(t, w.ctx, serveHTTP(t, second.Server(), mcphttp.Config{}), nil)
+	done := callAsync(w.ctx, cs, "pay", map[string]any{"amount": 40, "to": "acme"})
+	p := w.pending()
+	w.decide(p.RunID, p.ID, "", subjects.StatusResolved, map[string]any{}, "")
+	require.Eventually(t, crashed.Load, waitLimit, 20*time.Millisecond)
+	w.worker(ProxyAgent, second.Agent())
+	res := <-done
+	require.True(t, res.IsError, text(res))
+	assert.Contains(t, text(res), "outcome is unknown")
+	assert.Empty(t, w.up.got(), "the upstream is never called after the crash")
+}
+
+// startProxyNoWorker connects a proxy to the upstream, without a worker.
+func (w *proxyWorld) startProxyNoWorker(g mcpgate.Gate) *Proxy {
+	upc := httpClient(w.t, w.ctx, w.up.url, nil)
+	p, err := NewProxy(w.ctx, w.conn(), upc, ProxyConfig{Config: Config{Poll: 100 * time.Millisecond, Logger: quiet}, Gate: g})
+	require.NoError(w.t, err)
+	w.t.Cleanup(p.Close)
+	return p
+}
+
+// TestProxyUpstreamFailsAfterApproval: the approved call fails upstream,
+// as a tool error (passed to the client as the upstream sent it) or with
+// the connection gone (call_failed); either way it is reported and made
+// once, never retried.
+func TestProxyUpstreamFailsAfterApproval(t *testing.T) {
+	t.Parallel()
+	w := newProxyWorld(t, "tool:pay", nil)
+	w.up.fail.Store(true)
+	cs := w.client(nil)
+	done := callAsync(w.ctx, cs, "pay", map[string]any{"amount": 40, "to": "acme"})
+	p := w.pending()
+	w.decide(p.RunID, p.ID, "ada", subjects.StatusResolved, map[string]any{}, "")
+	res := <-done
+	require.True(t, res.IsError)
+	assert.Contains(t, text(res), "the payment service is down")
+	assert.Equal(t, []upcall{{"pay:failed", nil}}, w.up.got())
+
+	require.NoError(t, w.proxy.up.Close())
+	done = callAsync(w.ctx, cs, "pay", map[string]any{"amount": 41, "to": "acme"})
+	p = w.pending()
+	w.decide(p.RunID, p.ID, "ada", subjects.StatusResolved, map[string]any{}, "")
+	res = <-done
+	require.True(t, res.IsError)
+	assert.Contains(t, text(res), "failed upstream")
+	assert.Contains(t, text(res), "not retried")
+	assert.Len(t, w.up.got(), 1)
+}
+
+type jsonrpcErr struct{}
+
+func (*jsonrpcErr) Error() string { return "the payment service is down" }
+
+// TestProxyLargeSchema: a tool whose input schema is over Interlock's
+// responseSchema limits is still gated; the approver sees why and can
+// approve or deny as proposed, not edit.
+func TestProxyLargeSchema(t *testing.T) {
+	t.Parallel()
+	w := newProxyWorld(t, "tool:import_rows", nil)
+	cs := w.client(nil)
+	done := callAsync(w.ctx, cs, "import_rows", map[string]any{"field_0001": "a"})
+	p := w.pending()
+	assert.Contains(t, p.Message, "approve or deny as proposed")
+	_, err := w.approver.Decide(w.ctx, processor.DecisionRequest{RunID: p.RunID, InterruptID: p.ID, Status: subjects.StatusResolved,
+		Approver: "ada", Payload: map[string]any{"arguments": map[string]any{"field_0001": "b"}}})
+	require.ErrorIs(t, err, processor.ErrRejected, "no edits")
+	w.decide(p.RunID, p.ID, "ada", subjects.StatusResolved, map[string]any{}, "")
+	res := <-done
+	require.False(t, res.IsError, text(res))
+	assert.Equal(t, []upcall{{"import_rows", map[string]any{"field_0001": "a"}}}, w.up.got())
+}
+
+// TestProxyResultTooLarge: an approved call whose result is over what a
+// run stores is made once and reported as made, without its result (not
+// as a failed outcome, which would make the pass run again).
+func TestProxyResultTooLarge(t *testing.T) {
+	t.Parallel()
+	w := newProxyWorld(t, "tool:dump", nil)
+	cs := w.client(nil)
+	done := callAsync(w.ctx, cs, "dump", map[string]any{})
+	p := w.pending()
+	w.decide(p.RunID, p.ID, "ada", subjects.StatusResolved, map[string]any{}, "")
+	res := <-done
+	require.True(t, res.IsError)
+	assert.Contains(t, text(res), "was approved and called")
+	assert.Contains(t, text(res), "over the")
+	assert.Equal(t, []upcall{{"dump", nil}}, w.up.got())
+}
+
+// TestProxyRestartWhileWaiting: the proxy that took a gated call stops
+// (its worker and its client's request with it) before the decision; a
+// restarted proxy's worker makes the approved call, once, and the run
+// records its result.
+func TestProxyRestartWhileWaiting(t *testing.T) {
+	t.Parallel()
+	w := &proxyWorld{world: newWorld(t), up: newUpstream(t)}
+	g, err := mcpgate.Parse("tool:pay")
+	require.NoError(t, err)
+	first := w.startProxyNoWorker(g)
+	wk := processor.NewWorker(w.conn(), processor.WorkerConfig{AckWait: time.Second, Logger: quiet})
+	require.NoError(t, wk.Register(ProxyAgent, first.Agent()))
+	require.NoError(t, wk.Start(context.Background()))
+	cctx, cancel := context.WithCancel(w.ctx)
+	cs := httpClient(t, cctx, serveHTTP(t, first.Server(), mcphttp.Config{}), nil)
+	done := callAsync(cctx, cs, "pay", map[string]any{"amount": 7, "to": "acme"})
+	p := w.pending()
+	cancel() // the client gives up, and the first proxy stops
+	<-done
+	require.NoError(t, wk.Stop(w.ctx))
+
+	second := w.startProxyNoWorker(g)
+	w.worker(ProxyAgent, second.Agent())
+	w.decide(p.RunID, p.ID, "ada", subjects.StatusResolved, map[string]any{}, "")
+	st, err := waitStatus(w.ctx, w.conn(), ProxyAgent, p.RunID, 50*time.Millisecond, Status.Done, nil)
+	require.NoError(t, err)
+	assert.Equal(t, StatusApproved, st.Status)
+	assert.Contains(t, string(st.Result), "paid")
+	assert.Equal(t, []upcall{{"pay", map[string]any{"amount": 7.0, "to": "acme"}}}, w.up.got())
+}
