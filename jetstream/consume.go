@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -517,7 +518,10 @@ func (k *Consumer) deadLetter(raw jetstream.Msg, m *Delivery, reason error) {
 		h[HeaderDLQDeliveries] = []string{strconv.FormatUint(m.Deliveries, 10)}
 		h[HeaderDLQConsumer] = []string{k.cc.Durable}
 		ctx, cancel := context.WithTimeout(context.Background(), k.client.cfg.Timeout)
-		_, err = k.client.Publish(ctx, subject, m.Data, subjects.DeadLetterMsgID(k.cc.Durable, m.Stream, m.Sequence), h)
+		// A nonce of its own: a predictable id would let anyone who may
+		// write the dead-letter stream store it first and have this one
+		// dropped as a duplicate.
+		_, err = k.client.Publish(ctx, subject, m.Data, subjects.DeadLetterMsgID(k.cc.Durable, m.Stream, m.Sequence)+":"+rand.Text(), h)
 		cancel()
 	}
 	if err != nil {

@@ -189,3 +189,34 @@ func TestAttackAgentSquatsReplayID(t *testing.T) {
 	assert.Equal(t, subjects.RunCompleted, done.Status)
 	assert.Equal(t, int32(1), answered.Load())
 }
+
+// TestAttackAgentSquatsDeadLetterIDs: a dead letter's message id was
+// dlq-<consumer>-<stream>-<sequence>, which anyone may predict, so the
+// billing agent stored messages with the ids of the refunds worker's future
+// dead letters on its own dead-letter subject: the refunds worker's dead
+// letter was dropped as a duplicate and the work item it could not handle
+// was lost. A dead letter's id ends in a nonce of its own.
+func TestAttackAgentSquatsDeadLetterIDs(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	provisioner := processor.NewWorker(d.provisioner(), processor.WorkerConfig{})
+	require.NoError(t, provisioner.Register("refunds", nil))
+	require.NoError(t, provisioner.Provision(d.ctx))
+
+	// A start the refunds worker cannot handle: it is dead-lettered.
+	ack, err := d.attacker("gateway").js.Publish("interlock.start.refunds", []byte(`{"version":1}`))
+	require.NoError(t, err)
+	squatter := d.attacker("agent_billing")
+	for seq := uint64(1); seq <= ack.Sequence+5; seq++ {
+		_, err := squatter.js.Publish("interlock.dlq.worker_billing", []byte("squat"),
+			nats.MsgId(subjects.DeadLetterMsgID("worker_refunds", "INTERLOCK_WORK", seq)))
+		require.NoError(t, err)
+	}
+
+	adaAgent(t, d)
+	admin := d.attacker("admin")
+	require.Eventually(t, func() bool {
+		m, err := admin.js.GetLastMsg("INTERLOCK_DLQ", "interlock.dlq.worker_refunds")
+		return err == nil && m.Header.Get("Interlock-Dlq-Sequence") == fmt.Sprint(ack.Sequence)
+	}, 20*time.Second, 20*time.Millisecond, "the refunds worker's dead letter is stored")
+}

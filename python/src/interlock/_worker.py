@@ -6,6 +6,7 @@ import asyncio
 import contextvars
 import json
 import logging
+import secrets
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -365,7 +366,11 @@ class Worker:
                 "Interlock-Dlq-Sequence": str(meta.sequence.stream),
                 "Interlock-Dlq-Deliveries": str(meta.num_delivered),
                 "Interlock-Dlq-Consumer": "worker_" + agent,
-                "Nats-Msg-Id": dead_letter_msg_id("worker_" + agent, meta.stream, meta.sequence.stream),
+                # A nonce of its own: a predictable id could be stored first by
+                # anyone who may write the dead-letter stream.
+                "Nats-Msg-Id": dead_letter_msg_id("worker_" + agent, meta.stream, meta.sequence.stream)
+                + ":"
+                + secrets.token_hex(16),
             }
         )
         try:
