@@ -355,21 +355,70 @@ func (cl *Client) awaitVerdict(run, approver, id string, h jetstream.Header) (<-
 	if err != nil {
 		return nil, nil, err
 	}
+	// A decision for a run that does not exist is rejected under the
+	// no-run token, its verdict naming the run it claimed.
+	noRun, err := cl.c.Namespace().Events(subjects.NoRun, subjects.EventDecisionRejected)
+	if err != nil {
+		return nil, nil, err
+	}
 	ch := make(chan subjects.Verdict, 1)
-	sub, err := cl.c.Subscribe(filter, func(subject string, data []byte) {
+	deliver := func(subject string, data []byte) {
 		ev, err := subjects.StoredEvent(cl.c.Namespace(), subject, data)
-		if err != nil || ev.Verdict == nil || ev.Verdict.DecisionID != id || ev.Verdict.Approver != approver {
+		if err != nil || ev.Verdict == nil || ev.Verdict.DecisionID != id || ev.Verdict.Approver != approver ||
+			ev.Verdict.RunID != run {
 			return
 		}
 		select {
 		case ch <- *ev.Verdict:
 		default:
 		}
-	})
+	}
+	sub, err := cl.c.Subscribe(filter, deliver)
 	if err != nil {
 		return nil, nil, err
 	}
-	return ch, sub.Unsubscribe, nil
+	subNoRun, err := cl.c.Subscribe(noRun, deliver)
+	if err != nil {
+		sub.Unsubscribe()
+		return nil, nil, err
+	}
+	return ch, func() { sub.Unsubscribe(); subNoRun.Unsubscribe() }, nil
+}
+
+// verdictsAfter reads the decision verdicts recorded since the cursors:
+// run's events and the no-run token's rejections (a decision for a run
+// that does not exist is rejected there); it returns the new cursors.
+func (cl *Client) verdictsAfter(ctx context.Context, run string, cursor, noRunCursor uint64) ([]subjects.Verdict, uint64, uint64, error) {
+	var out []subjects.Verdict
+	evs, next, err := cl.store.Events(ctx, run, cursor)
+	if err != nil && !errors.Is(err, subjects.ErrInvalidToken) {
+		return nil, cursor, noRunCursor, err
+	}
+	for _, ev := range evs {
+		if ev.Verdict != nil {
+			out = append(out, *ev.Verdict)
+		}
+	}
+	filter, err := cl.c.Namespace().Events(subjects.NoRun, subjects.EventDecisionRejected)
+	if err != nil {
+		return nil, next, noRunCursor, err
+	}
+	for {
+		msgs, err := cl.c.Messages(ctx, jetstream.StreamEvents, filter, noRunCursor+1, 1024)
+		if err != nil {
+			return nil, next, noRunCursor, err
+		}
+		for _, m := range msgs {
+			if ev, err := subjects.StoredEvent(cl.c.Namespace(), m.Subject, m.Data); err == nil && ev.Verdict != nil &&
+				ev.Verdict.RunID == run {
+				out = append(out, *ev.Verdict)
+			}
+			noRunCursor = m.Sequence
+		}
+		if len(msgs) < 1024 {
+			return out, next, noRunCursor, nil
+		}
+	}
 }
 
 func verdictErr(v subjects.Verdict) error {
@@ -387,18 +436,18 @@ func verdictErr(v subjects.Verdict) error {
 // duplicate.
 func (cl *Client) earlierVerdict(ctx context.Context, run string, d subjects.Decision, rejected int) (subjects.Verdict, int, error) {
 	// Each wake reads only the events recorded since the last one.
-	var cursor uint64
+	var cursor, noRunCursor uint64
 	var last *subjects.Verdict
 	n := 0
 	for {
-		evs, next, err := cl.store.Events(ctx, run, cursor)
-		if err != nil && !errors.Is(err, subjects.ErrInvalidToken) {
+		vs, next, nextNoRun, err := cl.verdictsAfter(ctx, run, cursor, noRunCursor)
+		if err != nil {
 			return subjects.Verdict{}, rejected, err
 		}
-		cursor = next
-		for _, ev := range evs {
-			v := ev.Verdict
-			if v == nil || v.DecisionID != d.DecisionID || v.InterruptID != d.InterruptID || v.Approver != d.Approver {
+		cursor, noRunCursor = next, nextNoRun
+		for i := range vs {
+			v := &vs[i]
+			if v.DecisionID != d.DecisionID || v.InterruptID != d.InterruptID || v.Approver != d.Approver {
 				continue
 			}
 			if v.Outcome != subjects.OutcomeRejected {

@@ -18,7 +18,7 @@ from nats.aio.msg import Msg
 from . import _direct, _trace
 from ._errors import Rejected, RunNotFound
 from ._ids import decision_attempt_msg_id, nonce, reply_token, start_msg_id, uuid7
-from ._subjects import DEFAULT_PREFIX, Namespace, inbox_prefix, validate_token
+from ._subjects import DEFAULT_PREFIX, NO_RUN, Namespace, inbox_prefix, validate_token
 from ._types import NO_PAYLOAD, Run, Status, Verdict
 from ._wire import decode_decision, decode_work
 
@@ -229,13 +229,15 @@ class Client:
         cancelled value, never an approval."""
         return await self.decide(run_id, interrupt_id, "cancelled", **kw)
 
-    def _verdicts(self, d: dict[str, Any], events: list[dict[str, Any]]) -> list[Verdict]:
-        """The verdicts recorded on decision d's id, as its approver, oldest first."""
+    def _verdicts(self, run_id: str, d: dict[str, Any], events: list[dict[str, Any]]) -> list[Verdict]:
+        """The verdicts recorded on decision d's id for run_id, as its
+        approver, oldest first."""
         out = []
         for ev in events:
             raw = ev.get("verdict")
             if (
                 raw
+                and raw.get("runId") == run_id
                 and raw.get("decisionId") == d["decisionId"]
                 and raw.get("interruptId") == d["interruptId"]
                 and raw.get("approver", "") == d.get("approver", "")
@@ -248,10 +250,10 @@ class Client:
         rejections, as recorded in the run's events, once the coordinator has
         handled it. Each look reads only the events recorded since the last."""
         vs: list[Verdict] = []
-        cursor = 0
+        cursors = (0, 0)
         while True:
-            events, cursor = await self._events_after(run_id, cursor)
-            vs += self._verdicts(d, events)
+            events, cursors = await self._decision_events_after(run_id, cursors)
+            vs += self._verdicts(run_id, d, events)
             if len(vs) > rejected:
                 return vs[rejected]
             await asyncio.sleep(0.1)
@@ -262,10 +264,10 @@ class Client:
         number of rejections now recorded (more than ``rejected``: send a new
         attempt) and the last of them."""
         vs: list[Verdict] = []
-        cursor = 0
+        cursors = (0, 0)
         while True:
-            events, cursor = await self._events_after(run_id, cursor)
-            vs += self._verdicts(d, events)
+            events, cursors = await self._decision_events_after(run_id, cursors)
+            vs += self._verdicts(run_id, d, events)
             for v in vs:
                 if v.outcome != "rejected":
                     detail = "this decision was already accepted; nothing changed"
@@ -365,6 +367,30 @@ class Client:
         batched direct gets (one request per 1,024 events)."""
         events, _ = await self._events_after(run_id, 0)
         return events
+
+    async def _decision_events_after(
+        self, run_id: str, cursors: tuple[int, int]
+    ) -> tuple[list[dict[str, Any]], tuple[int, int]]:
+        """The run's events after the first cursor and the rejections
+        recorded under the no-run token ``_`` after the second (a decision
+        for a run that does not exist is rejected there, its verdict naming
+        the run it claimed), with the new cursors."""
+        events, after = await self._events_after(run_id, cursors[0])
+        msgs = await _direct.messages(
+            self._nc,
+            self._ns.stream("EVENTS"),
+            self._ns.events(NO_RUN, "decision_rejected"),
+            cursors[1] + 1,
+            None,
+            self._timeout,
+        )
+        no_run = cursors[1]
+        for m in msgs:
+            ev = self._ns.stored_event(m.subject, m.data or b"")
+            if ev is not None:
+                events.append(ev)
+            no_run = m.seq
+        return events, (after, no_run)
 
     async def _events_after(self, run_id: str, after: int) -> tuple[list[dict[str, Any]], int]:
         """The run's events stored after sequence ``after``, and the sequence

@@ -1,0 +1,32 @@
+"""Defects outside clients ran into (issue 27, item 5), each held by a test."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from nats.aio.client import Client as NATS
+
+import interlock
+
+
+async def test_unknown_run_verdict_from_the_no_run_trail(nc: NATS) -> None:
+    """A decision for a run that does not exist is recorded under ``_``, not
+    on an events subject of the id it claims; a client waiting on the events
+    (its inbox is not the approver's) still gets its ``unknown_run`` verdict,
+    and so does a resend of the same decision id."""
+    run = "py-missing-" + uuid.uuid4().hex
+    for inbox in (None, "_INBOX.someone_else"):
+        c = interlock.Client(nc, inbox_prefix=inbox, timeout=10)
+        try:
+            for _ in range(2):  # the second is deduplicated by the stream
+                began = time.monotonic()
+                with pytest.raises(interlock.Rejected) as rej:
+                    await c.approve(run, "int-x", decision_id="d-" + (inbox or "own"), approver="ada")
+                assert rej.value.verdict.code == "unknown_run"
+                assert rej.value.verdict.run_id == run
+                assert time.monotonic() - began < 5
+        finally:
+            await c.close()
+    assert await interlock.Client(nc).events(run) == []
