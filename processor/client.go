@@ -310,7 +310,7 @@ func (cl *Client) Decide(ctx context.Context, req DecisionRequest) (subjects.Ver
 		var ack jetstream.PubAck
 		err := jetstream.RetryUnavailable(ctx, func(ctx context.Context) error { // deduplicated by the attempt's id
 			var err error
-			ack, err = cl.c.Publish(ctx, subject, data, subjects.DecisionAttemptMsgID(req.Approver, d.DecisionID, rejected), h)
+			ack, err = cl.c.Publish(ctx, subject, data, subjects.DecisionAttemptMsgID(req.Approver, d.DecisionID, rejected, data), h)
 			return err
 		})
 		if err != nil {

@@ -181,6 +181,51 @@ func TestDecisionAlreadyDecided(t *testing.T) {
 	assert.Equal(t, subjects.StatusResolved, rec.Interrupts[0].Decision.Status, "the first decision stands")
 }
 
+// TestDecisionIDReusedWithAnotherBody: the same identity sending its
+// decision id again with another body (another answer, another interrupt)
+// gets a verdict of its own, decision_id_reused, and changes nothing; the
+// same body again is still a duplicate.
+func TestDecisionIDReusedWithAnotherBody(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, map[string]AgentFunc{"two": func(ctx context.Context, _ json.RawMessage) (any, error) {
+		_, e1 := Interrupt(WithToolCall(ctx, "a"), Request{})
+		_, e2 := Interrupt(WithToolCall(ctx, "b"), Request{})
+		if e1 != nil {
+			return nil, e1
+		}
+		return nil, e2
+	}})
+	run := h.start("two", nil)
+	rec := h.suspendedAtPass(run, 0)
+	first, second := rec.Pending()[0].ID, rec.Pending()[1].ID
+	req := DecisionRequest{RunID: run, InterruptID: first, Status: subjects.StatusResolved, Payload: "yes",
+		DecisionID: "d-reused", Approver: "ada"}
+	v, err := h.client.Decide(h.ctx(), req)
+	require.NoError(t, err)
+	require.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+
+	ctx, cancel := context.WithTimeout(h.ctx(), 10*time.Second)
+	defer cancel()
+	other := req
+	other.Payload = "no"
+	v, err = h.client.Decide(ctx, other)
+	assertRejected(t, h, v, err, subjects.CodeDecisionIDReused)
+
+	other = req
+	other.InterruptID = second
+	v, err = h.client.Decide(ctx, other)
+	assertRejected(t, h, v, err, subjects.CodeDecisionIDReused)
+
+	v, err = h.client.Decide(ctx, req)
+	require.NoError(t, err)
+	assert.Equal(t, subjects.OutcomeDuplicate, v.Outcome)
+
+	rec, err = h.client.Run(ctx, run)
+	require.NoError(t, err)
+	assert.JSONEq(t, `"yes"`, string(rec.Interrupts[0].Decision.Payload), "the first body stands")
+	assert.Nil(t, rec.Interrupts[1].Decision, "the other interrupt is not decided")
+}
+
 func TestDuplicateDecisionIsNoOp(t *testing.T) {
 	t.Parallel()
 	h, rec := suspendedRun(t, Request{})

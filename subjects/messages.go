@@ -281,6 +281,10 @@ const (
 	// CodeReplyRefused: a decision's Interlock-Reply-To named a subject
 	// outside the sender's own inbox; no verdict was sent there.
 	CodeReplyRefused Code = "reply_refused"
+	// CodeDecisionIDReused: the identity sent a decision id it already
+	// used with another body (another answer, or another interrupt of
+	// the run); the first decision stands.
+	CodeDecisionIDReused Code = "decision_id_reused"
 )
 
 // Codes of access_refused events: requests the gateway refused before they

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 
 import pytest
 from nats.aio.client import Client as NATS
+from test_replay import suspended_at, worker
 
 import interlock
 
@@ -30,3 +32,31 @@ async def test_unknown_run_verdict_from_the_no_run_trail(nc: NATS) -> None:
         finally:
             await c.close()
     assert await interlock.Client(nc).events(run) == []
+
+
+async def test_decision_id_reused_with_another_body_is_refused(
+    nc: NATS, client: interlock.Client, agent_name: str
+) -> None:
+    """The same identity sending its decision id again with another body gets
+    a verdict of its own, ``decision_id_reused``; the same body again is a
+    duplicate; the first decision stands."""
+
+    async def body(inp: Any) -> Any:
+        with interlock.tool_call("a"):
+            interlock.interrupt()
+        with interlock.tool_call("b"):
+            return interlock.interrupt().payload
+
+    async with worker(nc, agent_name, body):
+        run = await client.start(agent_name)
+        rec = await suspended_at(client, run)
+        first = rec.pending()[0]["id"]
+        v = await client.approve(run, first, "yes", decision_id="d-py-reused")
+        assert v.outcome == "accepted"
+        with pytest.raises(interlock.Rejected) as rej:
+            await client.approve(run, first, "no", decision_id="d-py-reused", timeout=10)
+        assert rej.value.verdict.code == "decision_id_reused"
+        v = await client.approve(run, first, "yes", decision_id="d-py-reused", timeout=10)
+        assert v.outcome == "duplicate"
+        rec = await client.run(run)
+        assert rec.interrupts[0]["decision"]["payload"] == "yes"

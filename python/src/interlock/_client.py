@@ -193,7 +193,7 @@ class Client:
         try:
             rejected = 0
             while True:
-                headers["Nats-Msg-Id"] = decision_attempt_msg_id(approver or "", d["decisionId"], rejected)
+                headers["Nats-Msg-Id"] = decision_attempt_msg_id(approver or "", d["decisionId"], rejected, data)
                 ack = await self._js.publish(subject, data, headers=headers)
                 if not ack.duplicate:
                     break
