@@ -11,6 +11,7 @@ from nats.aio.client import Client as NATS
 from test_replay import suspended_at, worker
 
 import interlock
+from interlock._wire import validate_interrupt
 
 
 async def test_unknown_run_verdict_from_the_no_run_trail(nc: NATS) -> None:
@@ -60,3 +61,27 @@ async def test_decision_id_reused_with_another_body_is_refused(
         assert v.outcome == "duplicate"
         rec = await client.run(run)
         assert rec.interrupts[0]["decision"]["payload"] == "yes"
+
+
+def test_validate_interrupt_knows_sensitive() -> None:
+    """An interrupt carrying ``sensitive`` (the server's own field) is valid;
+    one whose ``sensitive`` is not a boolean is malformed."""
+    ok = {"id": "int-1", "reason": "input_required", "sensitive": True}
+    assert validate_interrupt(ok)["sensitive"] is True
+    with pytest.raises(interlock.ProtocolError) as e:
+        validate_interrupt({"id": "int-1", "reason": "tool_call", "sensitive": "yes"})
+    assert e.value.code == "malformed"
+
+
+async def test_sensitive_request_reaches_the_record(nc: NATS, client: interlock.Client, agent_name: str) -> None:
+    """Request(sensitive=True) is sent as the interrupt's ``sensitive``; the
+    pending entry carries it."""
+
+    async def body(inp: Any) -> Any:
+        return interlock.interrupt(interlock.Request(message="pin?", sensitive=True)).payload
+
+    async with worker(nc, agent_name, body):
+        run = await client.start(agent_name)
+        await suspended_at(client, run)
+        (p,) = [p for p in await client.pending() if p["runId"] == run]
+        assert p["sensitive"] is True

@@ -145,6 +145,8 @@ def _to_wire(iid: str, scope: str, req: Request) -> dict[str, Any]:
         out["remindBeforeSeconds"] = [round(d.total_seconds()) for d in req.remind_before]
     if req.one_click_links is not None:
         out["oneClickLinks"] = req.one_click_links
+    if req.sensitive is not None:
+        out["sensitive"] = req.sensitive
     try:
         json.dumps(out)
         validate_interrupt(out)

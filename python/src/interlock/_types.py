@@ -77,6 +77,10 @@ class Request:
     # False turns one-click decision links off for this interrupt: its
     # approvers decide in the inbox or with the CLI.
     one_click_links: bool | None = None
+    # True: the answer is never shown in reads, events, logs or
+    # notifications, only that it was given. None: the server's default
+    # (true for reason input_required, false otherwise).
+    sensitive: bool | None = None
 
 
 @dataclass(frozen=True)

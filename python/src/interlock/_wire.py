@@ -173,6 +173,7 @@ _INTERRUPT: dict[str, Check] = {
     "onExpiry": _expiry,
     "remindBeforeSeconds": _positive_ints,
     "oneClickLinks": _bool,
+    "sensitive": _bool,
 }
 
 
