@@ -83,5 +83,39 @@ async def test_sensitive_request_reaches_the_record(nc: NATS, client: interlock.
     async with worker(nc, agent_name, body):
         run = await client.start(agent_name)
         await suspended_at(client, run)
-        (p,) = [p for p in await client.pending() if p["runId"] == run]
-        assert p["sensitive"] is True
+        (p,) = [p for p in await client.pending() if p.run_id == run]
+        assert p.sensitive is True
+
+
+async def test_approval_without_payload_returns_serializable(
+    nc: NATS, client: interlock.Client, agent_name: str
+) -> None:
+    """An approval without payload hands the body ``None`` (``has_payload``
+    False): returning it completes the run (Go's decision payload is nil)."""
+
+    async def body(inp: Any) -> Any:
+        d = interlock.interrupt(interlock.Request(message="ok?"))
+        return {"payload": d.payload, "has": d.has_payload}
+
+    async with worker(nc, agent_name, body):
+        run = await client.start(agent_name)
+        await suspended_at(client, run)
+        await client.approve(run, interlock.interrupt_id(run, "", 0))
+        rec = await client.wait(run, timeout=30)
+    assert rec.status == "completed", rec.error
+    assert rec.result == {"payload": None, "has": False}
+
+
+def test_defaults_match_go() -> None:
+    """The Python defaults are Go's (processor.DefaultPassTimeout 5 min,
+    DefaultDecideTimeout 30 s, DefaultWaitTimeout 10 min)."""
+    import inspect
+
+    worker_defaults = inspect.signature(interlock.Worker.__init__).parameters
+    assert worker_defaults["pass_timeout"].default == 300.0
+    assert worker_defaults["concurrency"].default == 4
+    assert worker_defaults["ack_wait"].default == 30.0
+    assert worker_defaults["max_deliver"].default == 10
+    client_defaults = inspect.signature(interlock.Client.__init__).parameters
+    assert client_defaults["timeout"].default == 30.0
+    assert client_defaults["wait_timeout"].default == 600.0

@@ -150,7 +150,7 @@ async def test_a_pass_that_already_reported_is_not_run_again(nc: NATS, client: C
     # The pass's key comes from its work item's message id, as the worker
     # that reported it computed it.
     item = await js.get_last_msg("INTERLOCK_WORK", f"interlock.start.{agent_name}")
-    key = interlock.pass_key((item.headers or {})["Nats-Msg-Id"], item.data)
+    key = interlock.pass_key((item.headers or {})["Nats-Msg-Id"], item.data or b"")
     done = {"version": 1, "runId": run, "agent": agent_name, "pass": 0, "result": "reported before"}
     await js.publish(
         f"interlock.completed.{agent_name}.{run}",

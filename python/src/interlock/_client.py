@@ -19,7 +19,7 @@ from . import _direct, _trace
 from ._errors import Rejected, RunNotFound
 from ._ids import decision_attempt_msg_id, nonce, reply_token, start_msg_id, uuid7
 from ._subjects import DEFAULT_PREFIX, NO_RUN, Namespace, inbox_prefix, validate_token
-from ._types import NO_PAYLOAD, Run, Status, Verdict
+from ._types import NO_PAYLOAD, Event, PendingInterrupt, Run, Status, Verdict
 from ._wire import decode_decision, decode_work
 
 
@@ -63,16 +63,28 @@ class Client:
     and pass the same ``inbox_prefix`` here; a decision published as an
     identity whose inbox is not this client's then takes its verdict from
     the run's events instead.
+
+    ``timeout`` (default 30 s, Go's ``processor.DefaultDecideTimeout``) bounds
+    :meth:`decide` and each read; ``wait_timeout`` (default 600 s, Go's
+    ``processor.DefaultWaitTimeout``) bounds :meth:`wait`. Each call may
+    pass its own ``timeout``.
     """
 
     def __init__(
-        self, nc: NATS, *, prefix: str = DEFAULT_PREFIX, inbox_prefix: str | None = None, timeout: float = 30.0
+        self,
+        nc: NATS,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        inbox_prefix: str | None = None,
+        timeout: float = 30.0,
+        wait_timeout: float = 600.0,
     ) -> None:
         self._nc = nc
         self._js = nc.jetstream()
         self._ns = Namespace(prefix)
         self._inbox_prefix = inbox_prefix
         self._timeout = timeout
+        self._wait_timeout = wait_timeout
         self._replies: dict[str, tuple[str, Any]] = {}  # allowed inbox prefix -> (reply prefix, subscription)
         self._waiting: dict[str, asyncio.Future[Verdict]] = {}
         self._lock = asyncio.Lock()
@@ -291,14 +303,16 @@ class Client:
     async def wait(self, run_id: str, until: Callable[[Run], bool] = finished, *, timeout: float | None = None) -> Run:
         """Return the run's record once ``until`` is true for it, re-reading it
         whenever an event of the run is published (and every second).
-        Raises TimeoutError after ``timeout`` seconds (default the client's)."""
+        Raises TimeoutError after ``timeout`` seconds (default the client's
+        ``wait_timeout``, 600 s). A run that waits for a person can wait far
+        longer: pass the timeout you mean."""
         changed = asyncio.Event()
 
         async def on_event(_: Msg) -> None:
             changed.set()
 
         sub = await self._nc.subscribe(self._ns.run_events(run_id), cb=on_event)
-        deadline = time.monotonic() + (timeout if timeout is not None else self._timeout)
+        deadline = time.monotonic() + (timeout if timeout is not None else self._wait_timeout)
         last: Run | None = None
         try:
             while True:
@@ -320,25 +334,26 @@ class Client:
         finally:
             await sub.unsubscribe()
 
-    async def pending(self) -> list[dict[str, Any]]:
+    async def pending(self) -> list[PendingInterrupt]:
         """Every interrupt waiting for a decision, oldest first, from the
-        pending index (each as ``interlock pending --json`` prints it), read
-        page by page: it costs what is pending, not every run."""
-        latest: dict[tuple[str, str], dict[str, Any]] = {}
+        pending index (each entry's ``raw`` as ``interlock pending --json``
+        prints it), read page by page: it costs what is pending, not every
+        run."""
+        latest: dict[tuple[str, str], PendingInterrupt] = {}
         after = 0
         while True:
             page, after = await self.pending_page(after, 256)
             for p in page:
                 # An entry put again meanwhile (an escalation) comes once
                 # more, later: the last one read is its current state.
-                latest[(p.get("runId", ""), p.get("id", ""))] = p
+                latest[(p.run_id, p.id)] = p
             if after == 0:
                 break
         out = list(latest.values())
-        out.sort(key=lambda p: (_instant(p.get("suspendedAt")), p.get("runId", "") + p.get("id", "")))
+        out.sort(key=lambda p: (_instant(p.suspended_at), p.run_id + p.id))
         return out
 
-    async def pending_page(self, after: int = 0, limit: int = 50) -> tuple[list[dict[str, Any]], int]:
+    async def pending_page(self, after: int = 0, limit: int = 50) -> tuple[list[PendingInterrupt], int]:
         """Up to ``limit`` interrupts waiting for a decision after cursor
         ``after`` (0: from the start), in the order they entered the pending
         index, and the cursor of the next page (0: none follows). Entries
@@ -349,7 +364,7 @@ class Client:
         if limit < 1 or after < 0:
             raise ValueError(f"pending_page: limit must be at least 1 and after at least 0 (got {limit}, {after})")
         stream = "KV_" + self._ns.bucket("pending")
-        entries: list[dict[str, Any]] = []
+        entries: list[PendingInterrupt] = []
         start = after + 1
         while len(entries) < limit:
             msgs, more = await _direct.batch(self._nc, stream, ">", start, limit - len(entries), self._timeout)
@@ -357,16 +372,16 @@ class Client:
                 start = m.seq + 1
                 if m.headers.get("KV-Operation") in ("DEL", "PURGE") or not m.data:
                     continue
-                entries.append(json.loads(m.data))
+                entries.append(PendingInterrupt.from_wire(json.loads(m.data)))
             if not more:
                 return entries, 0
         return entries, start - 1
 
-    async def events(self, run_id: str) -> list[dict[str, Any]]:
+    async def events(self, run_id: str) -> list[Event]:
         """The run's lifecycle and audit events, oldest first, read with
         batched direct gets (one request per 1,024 events)."""
         events, _ = await self._events_after(run_id, 0)
-        return events
+        return [Event.from_wire(e) for e in events]
 
     async def _decision_events_after(
         self, run_id: str, cursors: tuple[int, int]
