@@ -210,6 +210,11 @@ func TestDecisionIDReusedWithAnotherBody(t *testing.T) {
 	other.Payload = "no"
 	v, err = h.client.Decide(ctx, other)
 	assertRejected(t, h, v, err, subjects.CodeDecisionIDReused)
+	// Sent again, the stream drops the copy: the answer is that of the
+	// very message it holds, not the accepted decision's.
+	v, err = h.client.Decide(ctx, other)
+	require.ErrorIs(t, err, ErrRejected)
+	assert.Equal(t, subjects.CodeDecisionIDReused, v.Code)
 
 	other = req
 	other.InterruptID = second

@@ -57,6 +57,11 @@ async def test_decision_id_reused_with_another_body_is_refused(
         with pytest.raises(interlock.Rejected) as rej:
             await client.approve(run, first, "no", decision_id="d-py-reused", timeout=10)
         assert rej.value.verdict.code == "decision_id_reused"
+        # Sent again (the stream drops the copy): the answer is that of the
+        # very message it holds, not the accepted decision's.
+        with pytest.raises(interlock.Rejected) as rej:
+            await client.approve(run, first, "no", decision_id="d-py-reused", timeout=10)
+        assert rej.value.verdict.code == "decision_id_reused"
         v = await client.approve(run, first, "yes", decision_id="d-py-reused", timeout=10)
         assert v.outcome == "duplicate"
         rec = await client.run(run)

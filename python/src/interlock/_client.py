@@ -209,18 +209,18 @@ class Client:
                 ack = await self._js.publish(subject, data, headers=headers)
                 if not ack.duplicate:
                     break
-                # The stream already holds this attempt, so the coordinator
-                # will not see this copy: answer with what became of it. If
-                # it was rejected, this is a new attempt, which no rejection
-                # may swallow.
-                v, n = await asyncio.wait_for(self._earlier_verdict(run_id, d, rejected), deadline)
-                if n == rejected:
-                    if v.outcome == "rejected":
-                        raise Rejected(v)
-                    return v
-                rejected = n
+                # The stream already holds this attempt (this very body), so
+                # the coordinator will not see this copy: answer with what
+                # became of the one it holds, which the ack names. If it was
+                # rejected, this is a new attempt, which no rejection may
+                # swallow.
+                v = await asyncio.wait_for(self._verdict_of(run_id, ack.seq), deadline)
+                if v.outcome != "rejected":
+                    detail = "this decision was already accepted; nothing changed"
+                    return Verdict.from_wire(dict(v.raw, outcome="duplicate", replay=False, detail=detail))
+                rejected += 1
             try:
-                waiting = asyncio.shield(fut) if inbox is not None else self._verdict_event(run_id, d, rejected)
+                waiting = asyncio.shield(fut) if inbox is not None else self._verdict_of(run_id, ack.seq)
                 v = await asyncio.wait_for(waiting, deadline)
             except TimeoutError:
                 raise TimeoutError(
@@ -241,51 +241,28 @@ class Client:
         cancelled value, never an approval."""
         return await self.decide(run_id, interrupt_id, "cancelled", **kw)
 
-    def _verdicts(self, run_id: str, d: dict[str, Any], events: list[dict[str, Any]]) -> list[Verdict]:
-        """The verdicts recorded on decision d's id for run_id, as its
-        approver, oldest first."""
-        out = []
-        for ev in events:
-            raw = ev.get("verdict")
-            if (
-                raw
-                and raw.get("runId") == run_id
-                and raw.get("decisionId") == d["decisionId"]
-                and raw.get("interruptId") == d["interruptId"]
-                and raw.get("approver", "") == d.get("approver", "")
-            ):
-                out.append(Verdict.from_wire(raw))
-        return out
-
-    async def _verdict_event(self, run_id: str, d: dict[str, Any], rejected: int = 0) -> Verdict:
-        """The verdict on the attempt of decision d sent after ``rejected``
-        rejections, as recorded in the run's events, once the coordinator has
-        handled it. Each look reads only the events recorded since the last."""
-        vs: list[Verdict] = []
-        cursors = (0, 0)
+    async def _verdict_of(self, run_id: str, seq: int) -> Verdict:
+        """The verdict on the decision message the decisions stream holds at
+        ``seq``, once the coordinator has recorded it: in the run's events,
+        or under the no-run token ``_`` for a run that does not exist. The
+        coordinator stores it with a message id naming that sequence
+        (``<run>:seq<seq>:decision_<outcome>``), and only it writes there.
+        Each look reads only the events recorded since the last."""
+        mark = f":seq{seq}:decision_"
+        filters = [self._ns.run_events(run_id), self._ns.events(NO_RUN, "decision_rejected")]
+        cursors = [0, 0]
         while True:
-            events, cursors = await self._decision_events_after(run_id, cursors)
-            vs += self._verdicts(run_id, d, events)
-            if len(vs) > rejected:
-                return vs[rejected]
-            await asyncio.sleep(0.1)
-
-    async def _earlier_verdict(self, run_id: str, d: dict[str, Any], rejected: int) -> tuple[Verdict, int]:
-        """What became of an attempt of d the stream already holds: an
-        accepted earlier attempt makes this copy a duplicate; otherwise the
-        number of rejections now recorded (more than ``rejected``: send a new
-        attempt) and the last of them."""
-        vs: list[Verdict] = []
-        cursors = (0, 0)
-        while True:
-            events, cursors = await self._decision_events_after(run_id, cursors)
-            vs += self._verdicts(run_id, d, events)
-            for v in vs:
-                if v.outcome != "rejected":
-                    detail = "this decision was already accepted; nothing changed"
-                    return Verdict.from_wire(dict(v.raw, outcome="duplicate", replay=False, detail=detail)), rejected
-            if len(vs) > rejected:
-                return vs[-1], len(vs)
+            for i, subject_filter in enumerate(filters):
+                msgs = await _direct.messages(
+                    self._nc, self._ns.stream("EVENTS"), subject_filter, cursors[i] + 1, None, self._timeout
+                )
+                for m in msgs:
+                    cursors[i] = m.seq
+                    if mark not in m.headers.get("Nats-Msg-Id", ""):
+                        continue
+                    ev = self._ns.stored_event(m.subject, m.data or b"")
+                    if ev is not None and isinstance(ev.get("verdict"), dict):
+                        return Verdict.from_wire(ev["verdict"])
             await asyncio.sleep(0.1)
 
     async def run(self, run_id: str) -> Run:
@@ -382,30 +359,6 @@ class Client:
         batched direct gets (one request per 1,024 events)."""
         events, _ = await self._events_after(run_id, 0)
         return [Event.from_wire(e) for e in events]
-
-    async def _decision_events_after(
-        self, run_id: str, cursors: tuple[int, int]
-    ) -> tuple[list[dict[str, Any]], tuple[int, int]]:
-        """The run's events after the first cursor and the rejections
-        recorded under the no-run token ``_`` after the second (a decision
-        for a run that does not exist is rejected there, its verdict naming
-        the run it claimed), with the new cursors."""
-        events, after = await self._events_after(run_id, cursors[0])
-        msgs = await _direct.messages(
-            self._nc,
-            self._ns.stream("EVENTS"),
-            self._ns.events(NO_RUN, "decision_rejected"),
-            cursors[1] + 1,
-            None,
-            self._timeout,
-        )
-        no_run = cursors[1]
-        for m in msgs:
-            ev = self._ns.stored_event(m.subject, m.data or b"")
-            if ev is not None:
-                events.append(ev)
-            no_run = m.seq
-        return events, (after, no_run)
 
     async def _events_after(self, run_id: str, after: int) -> tuple[list[dict[str, Any]], int]:
         """The run's events stored after sequence ``after``, and the sequence
