@@ -1,7 +1,8 @@
-// Compiles every JSON Schema in docs/schema with ajv (draft 2020-12), each
-// registered under its $id and nothing fetched, and checks the conformance
-// vectors' valid messages against them. Run by internal/wireschema's
-// TestSchemasCompileUnderAjv.
+// Compiles every JSON Schema in docs/schema with ajv (draft 2020-12) in
+// strict mode (strictSchema, strictTypes, strictTuples, strictRequired all
+// on) with ajv-formats, each registered under its $id and nothing fetched,
+// and checks the conformance vectors' valid messages against them. Run by
+// internal/wireschema's TestSchemasCompileUnderAjv.
 import { readFileSync, readdirSync } from "node:fs";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -13,7 +14,7 @@ const dir = join(root, "docs", "schema");
 const base = "https://github.com/interlockhq/interlock/docs/schema/";
 const fail = (msg) => { console.error(msg); process.exit(1); };
 
-const ajv = new Ajv2020({ strict: false, allErrors: true });
+const ajv = new Ajv2020({ strict: true, allErrors: true });
 addFormats(ajv);
 const files = readdirSync(dir).filter((f) => f.endsWith(".schema.json")).sort();
 if (files.length === 0) fail("no schemas in " + dir);
@@ -26,7 +27,7 @@ for (const f of files) {
   try {
     ajv.getSchema(base + f) || fail(`${f}: not registered`);
   } catch (e) {
-    fail(`${f}: does not compile under ajv: ${e.message}`);
+    fail(`${f}: does not compile under ajv's strict mode: ${e.message}`);
   }
 }
 const vectors = JSON.parse(readFileSync(join(root, "testdata", "conformance", "messages.json"), "utf8"));

@@ -693,6 +693,16 @@ const (
 	HeaderReplyTo = "Interlock-Reply-To"
 	// HeaderVia names the path a decision came by, for the audit trail.
 	HeaderVia = "Interlock-Via"
+	// HeaderEmitSettled, on an AG-UI event a worker stored, is how many of
+	// its pass's Emit calls came before the pass's first undecided
+	// interrupt (up to and including this event): a replay makes those
+	// same calls first, in order.
+	HeaderEmitSettled = "Interlock-Emit-Settled"
+	// HeaderEmitTentative, on an AG-UI event a worker stored, lists the
+	// digests (comma-separated) of the run's kept events that no replay
+	// has placed yet: those emitted after an undecided interrupt, which a
+	// replay may emit again elsewhere (after acting on that interrupt).
+	HeaderEmitTentative = "Interlock-Emit-Tentative"
 	// Dead-letter headers: why the message failed and where it came from.
 	HeaderDLQReason     = "Interlock-Dlq-Reason"
 	HeaderDLQSubject    = "Interlock-Dlq-Subject"

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -306,11 +307,11 @@ func (cl *Client) Decide(ctx context.Context, req DecisionRequest) (subjects.Ver
 		return subjects.Verdict{}, err
 	}
 	defer stop()
-	for rejected := 0; ; {
+	for rejected := 0; ; rejected++ {
 		var ack jetstream.PubAck
 		err := jetstream.RetryUnavailable(ctx, func(ctx context.Context) error { // deduplicated by the attempt's id
 			var err error
-			ack, err = cl.c.Publish(ctx, subject, data, subjects.DecisionAttemptMsgID(req.Approver, d.DecisionID, rejected), h)
+			ack, err = cl.c.Publish(ctx, subject, data, subjects.DecisionAttemptMsgID(req.Approver, d.DecisionID, rejected, data), h)
 			return err
 		})
 		if err != nil {
@@ -319,14 +320,14 @@ func (cl *Client) Decide(ctx context.Context, req DecisionRequest) (subjects.Ver
 		if !ack.Duplicate {
 			break
 		}
-		// The stream already holds this attempt, so the coordinator will not
-		// see this copy: answer with what became of it. If it was rejected,
-		// this is a new attempt, which no rejection may swallow.
-		v, n, err := cl.earlierVerdict(ctx, req.RunID, d, rejected)
-		if n == rejected {
+		// The stream already holds this attempt (this very body), so the
+		// coordinator will not see this copy: answer with what became of
+		// the one it holds, which the ack names. If it was rejected, this
+		// is a new attempt, which no rejection may swallow.
+		v, err := cl.earlierVerdict(ctx, req.RunID, ack.Sequence)
+		if v.Outcome != subjects.OutcomeRejected {
 			return v, err
 		}
-		rejected = n
 	}
 	select {
 	case v := <-verdicts:
@@ -355,21 +356,34 @@ func (cl *Client) awaitVerdict(run, approver, id string, h jetstream.Header) (<-
 	if err != nil {
 		return nil, nil, err
 	}
+	// A decision for a run that does not exist is rejected under the
+	// no-run token, its verdict naming the run it claimed.
+	noRun, err := cl.c.Namespace().Events(subjects.NoRun, subjects.EventDecisionRejected)
+	if err != nil {
+		return nil, nil, err
+	}
 	ch := make(chan subjects.Verdict, 1)
-	sub, err := cl.c.Subscribe(filter, func(subject string, data []byte) {
+	deliver := func(subject string, data []byte) {
 		ev, err := subjects.StoredEvent(cl.c.Namespace(), subject, data)
-		if err != nil || ev.Verdict == nil || ev.Verdict.DecisionID != id || ev.Verdict.Approver != approver {
+		if err != nil || ev.Verdict == nil || ev.Verdict.DecisionID != id || ev.Verdict.Approver != approver ||
+			ev.Verdict.RunID != run {
 			return
 		}
 		select {
 		case ch <- *ev.Verdict:
 		default:
 		}
-	})
+	}
+	sub, err := cl.c.Subscribe(filter, deliver)
 	if err != nil {
 		return nil, nil, err
 	}
-	return ch, sub.Unsubscribe, nil
+	subNoRun, err := cl.c.Subscribe(noRun, deliver)
+	if err != nil {
+		sub.Unsubscribe()
+		return nil, nil, err
+	}
+	return ch, func() { sub.Unsubscribe(); subNoRun.Unsubscribe() }, nil
 }
 
 func verdictErr(v subjects.Verdict) error {
@@ -379,44 +393,58 @@ func verdictErr(v subjects.Verdict) error {
 	return nil
 }
 
-// earlierVerdict answers a copy of decision d whose attempt (the one sent
-// after rejected rejections) the stream already holds. It waits for that
-// attempt's verdict and returns the number of rejections then recorded for
-// d's id: more than rejected, and the caller sends a new attempt. Otherwise
-// it returns the answer: an accepted earlier attempt makes this copy a
-// duplicate.
-func (cl *Client) earlierVerdict(ctx context.Context, run string, d subjects.Decision, rejected int) (subjects.Verdict, int, error) {
+// earlierVerdict is the verdict on the decision message the decisions
+// stream holds at seq (a publish answered as a duplicate names it), as
+// the coordinator recorded it: the events of run, or those of the no-run
+// token for a run that does not exist. The coordinator files each under a
+// message id naming the decision's sequence, and only it writes there. It
+// waits until the verdict is recorded. An accepted (or duplicate) verdict
+// is returned as a duplicate: this copy changed nothing.
+func (cl *Client) earlierVerdict(ctx context.Context, run string, seq uint64) (subjects.Verdict, error) {
+	ns := cl.c.Namespace()
+	runEvents, err := ns.RunEvents(run)
+	if err != nil {
+		return subjects.Verdict{}, err
+	}
+	noRun, err := ns.Events(subjects.NoRun, subjects.EventDecisionRejected)
+	if err != nil {
+		return subjects.Verdict{}, err
+	}
+	mark := ":seq" + strconv.FormatUint(seq, 10) + ":decision_"
 	// Each wake reads only the events recorded since the last one.
-	var cursor uint64
-	var last *subjects.Verdict
-	n := 0
+	cursors := map[string]uint64{runEvents: 0, noRun: 0}
 	for {
-		evs, next, err := cl.store.Events(ctx, run, cursor)
-		if err != nil && !errors.Is(err, subjects.ErrInvalidToken) {
-			return subjects.Verdict{}, rejected, err
-		}
-		cursor = next
-		for _, ev := range evs {
-			v := ev.Verdict
-			if v == nil || v.DecisionID != d.DecisionID || v.InterruptID != d.InterruptID || v.Approver != d.Approver {
-				continue
+		for _, filter := range []string{runEvents, noRun} {
+			for {
+				msgs, err := cl.c.Messages(ctx, jetstream.StreamEvents, filter, cursors[filter]+1, 1024)
+				if err != nil {
+					return subjects.Verdict{}, err
+				}
+				for _, m := range msgs {
+					cursors[filter] = m.Sequence
+					if !strings.Contains(m.Header.Get(jetstream.HeaderMsgID), mark) {
+						continue
+					}
+					ev, err := subjects.StoredEvent(ns, m.Subject, m.Data)
+					if err != nil || ev.Verdict == nil {
+						continue
+					}
+					v := *ev.Verdict
+					if v.Outcome != subjects.OutcomeRejected {
+						v.Outcome, v.Replay, v.At = subjects.OutcomeDuplicate, false, time.Now().UTC()
+						v.Detail = "this decision was already accepted; nothing changed"
+					}
+					return v, verdictErr(v)
+				}
+				if len(msgs) < 1024 {
+					break
+				}
 			}
-			if v.Outcome != subjects.OutcomeRejected {
-				dup := *v
-				dup.Outcome, dup.Replay, dup.At = subjects.OutcomeDuplicate, false, time.Now().UTC()
-				dup.Detail = "this decision was already accepted; nothing changed"
-				return dup, rejected, nil
-			}
-			n++
-			last = v
-		}
-		if n > rejected {
-			return *last, n, verdictErr(*last)
 		}
 		select {
 		case <-ctx.Done():
-			return subjects.Verdict{}, rejected, fmt.Errorf("decision %s was sent before; its verdict is not recorded yet: %w",
-				d.DecisionID, ctx.Err())
+			return subjects.Verdict{}, fmt.Errorf("this decision was sent before (stream sequence %d); its verdict is not recorded yet: %w",
+				seq, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

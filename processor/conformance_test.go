@@ -45,8 +45,8 @@ func TestConformanceIDs(t *testing.T) {
 		PendingKeys           []struct{ RunID, InterruptID, Key string }
 		DecisionMsgIDs        []struct{ Approver, DecisionID, MsgID string }
 		DecisionAttemptMsgIDs []struct {
-			Approver, DecisionID, MsgID string
-			Rejected                    int
+			Approver, DecisionID, MsgID, Body string
+			Rejected                          int
 		}
 		DeadLetterMsgIDs []struct {
 			Consumer, Stream, MsgID string
@@ -92,7 +92,7 @@ func TestConformanceIDs(t *testing.T) {
 	}
 	require.NotEmpty(t, vec.DecisionAttemptMsgIDs)
 	for _, v := range vec.DecisionAttemptMsgIDs {
-		assert.Equal(t, v.MsgID, subjects.DecisionAttemptMsgID(v.Approver, v.DecisionID, v.Rejected))
+		assert.Equal(t, v.MsgID, subjects.DecisionAttemptMsgID(v.Approver, v.DecisionID, v.Rejected, []byte(v.Body)))
 	}
 	require.NotEmpty(t, vec.DeadLetterMsgIDs)
 	for _, v := range vec.DeadLetterMsgIDs {

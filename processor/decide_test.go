@@ -81,7 +81,7 @@ func assertRejected(t *testing.T, h *harness, v subjects.Verdict, err error, cod
 	assert.Equal(t, code, v.Code, v.Detail)
 	assert.NotEmpty(t, v.Detail)
 	run := v.RunID
-	if run == "" || subjects.ValidateToken("run", run) != nil {
+	if run == "" || subjects.ValidateToken("run", run) != nil || code == subjects.CodeUnknownRun {
 		run = subjects.NoRun
 	}
 	require.Eventually(t, func() bool {
@@ -96,11 +96,57 @@ func assertRejected(t *testing.T, h *harness, v subjects.Verdict, err error, cod
 	}, 10*time.Second, 20*time.Millisecond, "rejection %s recorded as an event", code)
 }
 
+// TestDecisionUnknownRun: a decision for a run that does not exist is
+// recorded under the no-run token, never on an events subject of the id it
+// claims (anyone could otherwise create event subjects for any id); its
+// verdict still names that id and reaches the sender, whether it waits in
+// its inbox or on the events.
 func TestDecisionUnknownRun(t *testing.T) {
 	t.Parallel()
 	h, _ := suspendedRun(t, Request{})
+	// h.client's inbox is no approver's: it waits on the events.
 	v, err := h.client.Decide(h.ctx(), DecisionRequest{RunID: "no-such-run", InterruptID: "int-x", Status: subjects.StatusResolved})
+	assert.Equal(t, "no-such-run", v.RunID)
 	assertRejected(t, h, v, err, subjects.CodeUnknownRun)
+	// A raw client waiting in its own inbox gets the verdict too.
+	data, err := json.Marshal(subjects.Decision{Version: subjects.Version, DecisionID: "d-raw", InterruptID: "int-x",
+		Status: subjects.StatusResolved})
+	require.NoError(t, err)
+	v = h.rawVerdict(h.resumeSubject("other-missing-run"), data, "raw-1")
+	assert.Equal(t, subjects.CodeUnknownRun, v.Code)
+	assert.Equal(t, "other-missing-run", v.RunID)
+	// A malformed body for a missing run is filed under the no-run token too.
+	v = h.rawVerdict(h.resumeSubject("third-missing-run"), []byte(`{"version":1}`), "raw-2")
+	assert.Equal(t, subjects.OutcomeRejected, v.Outcome)
+	require.Eventually(t, func() bool {
+		return len(h.events(subjects.NoRun, subjects.EventDecisionRejected)) >= 3
+	}, 10*time.Second, 20*time.Millisecond)
+	for _, run := range []string{"no-such-run", "other-missing-run", "third-missing-run"} {
+		evs, err := h.client.Events(h.ctx(), run)
+		require.NoError(t, err)
+		assert.Empty(t, evs, "no events subject for %s, which does not exist", run)
+	}
+	for _, ev := range h.events(subjects.NoRun, subjects.EventDecisionRejected) {
+		assert.Equal(t, subjects.NoRun, ev.RunID)
+		require.NotNil(t, ev.Verdict)
+		assert.Contains(t, []string{"no-such-run", "other-missing-run", "third-missing-run"}, ev.Verdict.RunID)
+	}
+}
+
+// TestDecisionUnknownRunResent: a decision for a missing run sent again
+// with the same id (the stream drops the copy) is answered from the no-run
+// trail, promptly.
+func TestDecisionUnknownRunResent(t *testing.T) {
+	t.Parallel()
+	h, _ := suspendedRun(t, Request{})
+	req := DecisionRequest{RunID: "gone-run", InterruptID: "int-x", Status: subjects.StatusResolved, DecisionID: "d-again", Approver: "ada"}
+	v, err := h.client.Decide(h.ctx(), req)
+	assertRejected(t, h, v, err, subjects.CodeUnknownRun)
+	ctx, cancel := context.WithTimeout(h.ctx(), 5*time.Second)
+	defer cancel()
+	v, err = h.client.Decide(ctx, req)
+	require.ErrorIs(t, err, ErrRejected)
+	assert.Equal(t, subjects.CodeUnknownRun, v.Code)
 }
 
 func TestDecisionUnknownInterrupt(t *testing.T) {
@@ -133,6 +179,56 @@ func TestDecisionAlreadyDecided(t *testing.T) {
 	rec, err = h.client.Run(h.ctx(), run)
 	require.NoError(t, err)
 	assert.Equal(t, subjects.StatusResolved, rec.Interrupts[0].Decision.Status, "the first decision stands")
+}
+
+// TestDecisionIDReusedWithAnotherBody: the same identity sending its
+// decision id again with another body (another answer, another interrupt)
+// gets a verdict of its own, decision_id_reused, and changes nothing; the
+// same body again is still a duplicate.
+func TestDecisionIDReusedWithAnotherBody(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, map[string]AgentFunc{"two": func(ctx context.Context, _ json.RawMessage) (any, error) {
+		_, e1 := Interrupt(WithToolCall(ctx, "a"), Request{})
+		_, e2 := Interrupt(WithToolCall(ctx, "b"), Request{})
+		if e1 != nil {
+			return nil, e1
+		}
+		return nil, e2
+	}})
+	run := h.start("two", nil)
+	rec := h.suspendedAtPass(run, 0)
+	first, second := rec.Pending()[0].ID, rec.Pending()[1].ID
+	req := DecisionRequest{RunID: run, InterruptID: first, Status: subjects.StatusResolved, Payload: "yes",
+		DecisionID: "d-reused", Approver: "ada"}
+	v, err := h.client.Decide(h.ctx(), req)
+	require.NoError(t, err)
+	require.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+
+	ctx, cancel := context.WithTimeout(h.ctx(), 10*time.Second)
+	defer cancel()
+	other := req
+	other.Payload = "no"
+	v, err = h.client.Decide(ctx, other)
+	assertRejected(t, h, v, err, subjects.CodeDecisionIDReused)
+	// Sent again, the stream drops the copy: the answer is that of the
+	// very message it holds, not the accepted decision's.
+	v, err = h.client.Decide(ctx, other)
+	require.ErrorIs(t, err, ErrRejected)
+	assert.Equal(t, subjects.CodeDecisionIDReused, v.Code)
+
+	other = req
+	other.InterruptID = second
+	v, err = h.client.Decide(ctx, other)
+	assertRejected(t, h, v, err, subjects.CodeDecisionIDReused)
+
+	v, err = h.client.Decide(ctx, req)
+	require.NoError(t, err)
+	assert.Equal(t, subjects.OutcomeDuplicate, v.Outcome)
+
+	rec, err = h.client.Run(ctx, run)
+	require.NoError(t, err)
+	assert.JSONEq(t, `"yes"`, string(rec.Interrupts[0].Decision.Payload), "the first body stands")
+	assert.Nil(t, rec.Interrupts[1].Decision, "the other interrupt is not decided")
 }
 
 func TestDuplicateDecisionIsNoOp(t *testing.T) {

@@ -9,11 +9,13 @@ import (
 // object, such as a map with "type") to the clients following the run
 // through the AG-UI bridge, and keeps it in the run's AG-UI stream so a
 // client that comes back later gets it too. A replay sends nothing twice:
-// the body's first Emit calls, as many as the run has kept so far, are the
-// events earlier passes sent, and are skipped. So a body emits the same
-// events in the same order up to where its last pass got, and Emit calls
-// between decided interrupts are sent. Outside a run it returns
-// ErrNotInRun.
+// the Emit calls an earlier pass made before its first undecided interrupt
+// are skipped by their order, and those it made after one are skipped when
+// an event with the same body is kept and not yet met (the replay may emit
+// them later, after acting on that interrupt). So a body emits the same
+// events in the same order up to where its last pass got, and every Emit
+// call between interrupts decided before is sent (docs/agui.md). Outside a
+// run it returns ErrNotInRun.
 func Emit(ctx context.Context, event any) error {
 	p := passFrom(ctx)
 	if p == nil {

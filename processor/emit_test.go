@@ -65,3 +65,59 @@ func TestEmitOutsideRun(t *testing.T) {
 	t.Parallel()
 	assert.ErrorIs(t, Emit(context.Background(), map[string]any{"type": "CUSTOM"}), ErrNotInRun)
 }
+
+// TestEmitBetweenDecidedInterrupts: a body that announces each tool, gates
+// it and, once decided, reports it, going on past an undecided gate. The
+// replay stores each result between the announcements the first pass
+// stored, and stores neither twice; a retried attempt of the replay stores
+// nothing again (issue 27, item 5.5).
+func TestEmitBetweenDecidedInterrupts(t *testing.T) {
+	t.Parallel()
+	var calls counter
+	emit := func(ctx context.Context, name string) {
+		require.NoError(t, Emit(ctx, map[string]any{"type": "CUSTOM", "name": name}))
+	}
+	h := newHarness(t, map[string]AgentFunc{"fan": func(ctx context.Context, _ json.RawMessage) (any, error) {
+		calls.inc("body")
+		var suspended error
+		for _, tool := range []string{"a", "b"} {
+			emit(ctx, "call "+tool)
+			if _, err := Interrupt(WithToolCall(ctx, tool), Request{Message: tool + "?"}); err != nil {
+				suspended = err
+				continue
+			}
+			emit(ctx, "result "+tool)
+		}
+		// The replay fails once after emitting, and is retried (a pass
+		// that raised interrupts suspends whatever it returns).
+		if calls.get("body") == 2 {
+			return nil, Retryable(errors.New("model API busy"))
+		}
+		if suspended != nil {
+			return nil, suspended
+		}
+		emit(ctx, "done")
+		return "done", nil
+	}})
+	run := h.start("fan", nil)
+	rec := h.suspendedAtPass(run, 0)
+	require.Len(t, rec.Pending(), 2)
+	for _, in := range rec.Pending() {
+		h.decide(run, in.ID, subjects.StatusResolved, nil)
+	}
+	rec = h.waitFor(run, Finished)
+	require.Equal(t, subjects.RunCompleted, rec.Status, rec.Error)
+
+	subject, err := h.admin.Namespace().AGUI("fan", run)
+	require.NoError(t, err)
+	msgs, err := h.admin.Messages(h.ctx(), jetstream.StreamAGUI, subject, 0, 100)
+	require.NoError(t, err)
+	var names []string
+	for _, m := range msgs {
+		var ev struct{ Name string }
+		require.NoError(t, json.Unmarshal(m.Data, &ev))
+		names = append(names, ev.Name)
+	}
+	assert.Equal(t, []string{"call a", "call b", "result a", "result b", "done"}, names)
+	assert.Equal(t, 3, calls.get("body"), "the first pass, then two attempts of the replay")
+}

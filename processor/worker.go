@@ -2,10 +2,13 @@ package processor
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -249,7 +252,7 @@ func (w *Worker) handle(ctx context.Context, agent string, a registered, m *jets
 	if err != nil {
 		return jetstream.DeadLetter(err)
 	}
-	p.emit = w.emitter(ctx, work, key, aguiSubject)
+	p.emit = w.emitter(ctx, p, work, key, aguiSubject)
 	began := time.Now()
 	result, bodyErr, returned := runBody(context.WithValue(ctx, passKey{}, p), a.fn, work.Input, w.cfg.AckWait/2)
 	w.metrics.duration.WithLabelValues(agent).Observe(time.Since(began).Seconds())
@@ -334,34 +337,104 @@ func (w *Worker) report(ctx context.Context, work subjects.Work, key string, p *
 }
 
 // emitter stores the AG-UI events of work's pass on subject, each acked
-// before Emit returns, so they are all kept before the pass's outcome. The
-// n-th Emit call is skipped while n is below the number of events the run
-// has kept (read at the pass's first Emit from the last event kept: see
-// keptEvents): those are the events earlier passes, or an earlier attempt
-// of this one, sent. The message id (run, n and the pass's key:
-// subjects.EmitMsgID) keeps two attempts running at once from storing one
-// twice, and nobody without the key can store one first.
-func (w *Worker) emitter(ctx context.Context, work subjects.Work, key, subject string) func(n int, event any) error {
-	var once sync.Once
-	var kept int
-	var countErr error
+// before Emit returns, so they are all kept before the pass's outcome. A
+// replay sends nothing twice, whatever the body emits between interrupts:
+//
+//   - The Emit calls a pass makes before its first undecided interrupt
+//     are settled: a replay (with the same decisions, and more) makes the
+//     same calls first, in order. The n-th call is skipped while n is below
+//     the settled count the run kept.
+//   - The calls after an undecided interrupt are tentative: a replay, which
+//     now acts on that interrupt, may emit them again later, after what
+//     acting emits (a tool's result before the next tool's call). A call
+//     past the settled ones is skipped when an event with its digest is
+//     kept and not yet placed, else stored.
+//
+// Both are read at the pass's first Emit from the last event kept (see
+// keptEvents), and each stored event carries them as they stand after it
+// (jetstream.HeaderEmitSettled, jetstream.HeaderEmitTentative). The message
+// id (run, n and the pass's key: subjects.EmitMsgID) keeps two attempts
+// running at once from storing one twice, and nobody without the key can
+// store one first.
+func (w *Worker) emitter(ctx context.Context, p *pass, work subjects.Work, key, subject string) func(n int, event any) error {
+	var (
+		once      sync.Once
+		mu        sync.Mutex
+		kept      emitState
+		countErr  error
+		unsettled bool // an undecided interrupt came before
+	)
 	return func(n int, event any) error {
 		once.Do(func() { kept, countErr = w.keptEvents(ctx, work.RunID, subject) })
 		if countErr != nil {
 			return fmt.Errorf("emit: %w", countErr)
 		}
-		if n < kept {
-			return nil
-		}
 		data, err := json.Marshal(event)
 		if err != nil {
 			return fmt.Errorf("emit: %w", err)
 		}
-		if _, err := w.client.Publish(ctx, subject, data, subjects.EmitMsgID(work.RunID, n, key), nil); err != nil {
+		digest := emitDigest(data)
+		mu.Lock()
+		unsettled = unsettled || p.suspended()
+		skip := n < kept.settled
+		if !skip && kept.tentative[digest] > 0 {
+			skip = true
+			if unsettled {
+				// Still after an undecided interrupt: still tentative.
+				kept.placed[digest]++
+			}
+			kept.tentative[digest]--
+		}
+		if !unsettled {
+			kept.settled = max(kept.settled, n+1)
+		} else if !skip {
+			kept.placed[digest]++
+		}
+		h := kept.header()
+		mu.Unlock()
+		if skip {
+			return nil
+		}
+		if _, err := w.client.Publish(ctx, subject, data, subjects.EmitMsgID(work.RunID, n, key), h); err != nil {
 			return fmt.Errorf("emit: %w", err)
 		}
 		return nil
 	}
+}
+
+// emitState is what a run's kept AG-UI events say to its next pass: how
+// many Emit calls are settled, and the digests of tentative events by
+// count, those not yet met in this pass (tentative) and those met or stored
+// after an undecided interrupt (placed).
+type emitState struct {
+	settled           int
+	tentative, placed map[string]int
+}
+
+// header is the state as an event stored now carries it: what stays
+// tentative for the next pass, placed or not.
+func (s emitState) header() jetstream.Header {
+	var list []string
+	for _, m := range []map[string]int{s.tentative, s.placed} {
+		for d, c := range m {
+			for range c {
+				list = append(list, d)
+			}
+		}
+	}
+	slices.Sort(list)
+	h := jetstream.Header{jetstream.HeaderEmitSettled: {strconv.Itoa(s.settled)}}
+	if len(list) > 0 {
+		h[jetstream.HeaderEmitTentative] = []string{strings.Join(list, ",")}
+	}
+	return h
+}
+
+// emitDigest identifies an AG-UI event by its body: 16 hex digits of
+// SHA-256.
+func emitDigest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8])
 }
 
 // ErrForeignEvent means the last AG-UI event kept for a run was not stored
@@ -369,27 +442,40 @@ func (w *Worker) emitter(ctx context.Context, work subjects.Work, key, subject s
 // events to skip cannot be told.
 var ErrForeignEvent = errors.New("AG-UI event not stored by a worker")
 
-// keptEvents is how many AG-UI events run has kept on subject (the agent's
-// own): n+1 for the last one, the n-th Emit of the run, read from its
-// message id with one direct get that names the subject (no stream-wide
-// read, which per-agent permissions could not confine).
-func (w *Worker) keptEvents(ctx context.Context, run, subject string) (int, error) {
+// keptEvents is what the AG-UI events run has kept on subject (the agent's
+// own) say to a new pass, read from the last one with one direct get that
+// names the subject (no stream-wide read, which per-agent permissions
+// could not confine): its settled count and tentative digests. An event
+// stored without them (by an older worker) settles n+1 calls, the n of its
+// message id.
+func (w *Worker) keptEvents(ctx context.Context, run, subject string) (emitState, error) {
+	s := emitState{tentative: map[string]int{}, placed: map[string]int{}}
 	last, err := w.client.DirectLast(ctx, jetstream.StreamAGUI, subject)
 	if errors.Is(err, jetstream.ErrNotFound) {
-		return 0, nil
+		return s, nil
 	}
 	if err != nil {
-		return 0, err
+		return s, err
 	}
 	id := last.Header.Get(jetstream.HeaderMsgID)
 	rest, ok := strings.CutPrefix(id, run+":emit:")
-	if ok {
-		digits, _, _ := strings.Cut(rest, ":")
-		if n, err := strconv.Atoi(digits); err == nil && n >= 0 {
-			return n + 1, nil
+	digits, _, _ := strings.Cut(rest, ":")
+	n, err := strconv.Atoi(digits)
+	if !ok || err != nil || n < 0 {
+		return s, fmt.Errorf("%w: the last event on %s has message id %q", ErrForeignEvent, subject, id)
+	}
+	s.settled = n + 1
+	if v := last.Header.Get(jetstream.HeaderEmitSettled); v != "" {
+		if s.settled, err = strconv.Atoi(v); err != nil || s.settled < 0 {
+			return s, fmt.Errorf("%w: the last event on %s has %s %q", ErrForeignEvent, subject, jetstream.HeaderEmitSettled, v)
 		}
 	}
-	return 0, fmt.Errorf("%w: the last event on %s has message id %q", ErrForeignEvent, subject, id)
+	if v := last.Header.Get(jetstream.HeaderEmitTentative); v != "" {
+		for _, d := range strings.Split(v, ",") {
+			s.tentative[d]++
+		}
+	}
+	return s, nil
 }
 
 // passDone reports whether work's pass (with key) was already reported,

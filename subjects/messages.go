@@ -296,6 +296,10 @@ const (
 	// a decision, expiry or outcome the record cannot take (refused,
 	// nothing changes). See RecordBound.
 	CodeRecordTooLarge Code = "record_too_large"
+	// CodeDecisionIDReused: the identity sent a decision id it already
+	// used with another body (another answer, or another interrupt of
+	// the run); the first decision stands.
+	CodeDecisionIDReused Code = "decision_id_reused"
 )
 
 // Codes of access_refused events: requests the gateway refused before they

@@ -1,6 +1,8 @@
 package subjects
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -130,16 +132,21 @@ func DeadLetterMsgID(consumer, stream string, sequence uint64) string {
 	return fmt.Sprintf("dlq-%s-%s-%d", consumer, stream, sequence)
 }
 
-// DecisionAttemptMsgID is the Nats-Msg-Id of a decision sent again after
-// rejected attempts with the same decision id: DecisionMsgID followed by
-// ":<rejected>", the number of rejections recorded for it. A rejected
-// attempt so never deduplicates a later one away; copies of one attempt
-// still dedup.
-func DecisionAttemptMsgID(approver, decisionID string, rejected int) string {
-	if rejected == 0 {
-		return DecisionMsgID(approver, decisionID)
+// DecisionAttemptMsgID is the Nats-Msg-Id of a decision whose body is
+// body, sent after rejected rejected attempts with the same decision id:
+// DecisionMsgID, then ":<rejected>" when rejected > 0, then ":" and the
+// first 32 hex digits of SHA-256(body). A rejected attempt so never
+// deduplicates a later one away, and a decision id reused with another
+// body is another message, which the coordinator sees and refuses
+// (CodeDecisionIDReused) instead of the stream dropping it unanswered;
+// copies of one attempt, byte for byte, still dedup.
+func DecisionAttemptMsgID(approver, decisionID string, rejected int, body []byte) string {
+	id := DecisionMsgID(approver, decisionID)
+	if rejected > 0 {
+		id += ":" + strconv.Itoa(rejected)
 	}
-	return DecisionMsgID(approver, decisionID) + ":" + strconv.Itoa(rejected)
+	sum := sha256.Sum256(body)
+	return id + ":" + hex.EncodeToString(sum[:16])
 }
 
 // ResumeRun returns the run a resume subject names, even when the rest of

@@ -55,7 +55,7 @@ decide. Any number of gateways may run behind a load balancer.`,
 			if err != nil {
 				return err
 			}
-			return runService(ctx, g, log, "interlock-gateway", g.natsURL, jetstream.Config{}, nil, metricsAddr,
+			return runService(ctx, g, log, "interlock-gateway", g.natsURL, jetstream.Config{}, nil, metricsAddr, nil,
 				func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
 					return startGateway(client, dir, signer, linkTTL, web.listen, tlsCfg, log, reg, slackCfg)
 				})
@@ -171,15 +171,22 @@ func (f webFlags) tls() (*tls.Config, error) {
 // returned stop.
 func startGateway(client *jetstream.Client, dir *approvers.Directory, signer *links.Signer, linkTTL time.Duration, addr string, tlsCfg *tls.Config,
 	log *slog.Logger, reg *prometheus.Registry, slackCfg *gateway.SlackConfig) (func(), error) {
+	stop, _, err := listenGateway(client, dir, signer, linkTTL, addr, tlsCfg, log, reg, slackCfg)
+	return stop, err
+}
+
+// listenGateway is startGateway, also returning the URL it listens on.
+func listenGateway(client *jetstream.Client, dir *approvers.Directory, signer *links.Signer, linkTTL time.Duration, addr string, tlsCfg *tls.Config,
+	log *slog.Logger, reg *prometheus.Registry, slackCfg *gateway.SlackConfig) (func(), string, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, usage(err)
+		return nil, "", usage(err)
 	}
 	gw, err := gateway.New(context.Background(), client, gateway.Config{Directory: dir, Logger: log, Links: signer, LinkTTL: linkTTL,
 		Registry: reg, Slack: slackCfg})
 	if err != nil {
 		l.Close()
-		return nil, err
+		return nil, "", err
 	}
 	srv := gw.Server()
 	srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
@@ -198,5 +205,5 @@ func startGateway(client *jetstream.Client, dir *approvers.Directory, signer *li
 		defer cancel()
 		gw.Close()
 		_ = srv.Shutdown(ctx)
-	}, nil
+	}, scheme + l.Addr().String(), nil
 }

@@ -32,7 +32,7 @@ and line, and the command exits 2. See docs/notifiers.md.`,
 			if err != nil {
 				return usage(err)
 			}
-			return runService(ctx, g, log, "interlock-notifier", g.natsURL, jetstream.Config{}, nil, metricsAddr,
+			return runService(ctx, g, log, "interlock-notifier", g.natsURL, jetstream.Config{}, nil, metricsAddr, nil,
 				func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
 					stop, err := startNotifier(ctx, client, cfg, log, reg)
 					if err == nil {

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -115,6 +117,7 @@ func newServe(g *globals) *cobra.Command {
 		linkTTL     time.Duration
 		provisions  bool
 		topology    time.Duration
+		readyFile   string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -133,7 +136,15 @@ stream, and fails until ` + "`interlock provision`" + ` has run with admin's cre
 At start and every --topology-interval it checks that the streams and
 buckets keep what was provisioned: it refuses to start when they do not, and
 when it finds a change while running it logs an error, sets the
-interlock_topology_drift metric and records a topology_drift audit event.`,
+interlock_topology_drift metric and records a topology_drift audit event.
+
+With --ready-file PATH, once the coordinator runs and everything listens
+(the embedded NATS server, the gateway, metrics), serve writes PATH
+atomically (a temporary file beside it, renamed) as one JSON object:
+{"nats": URL, "gateway": URL, "metrics": URL, "pid": N}, gateway and
+metrics only when served, the NATS URL without a password. It removes a
+stale PATH at start and PATH when it stops: a script starting serve on
+port 0 waits for the file, then reads where to connect.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if expiry.Action != subjects.ExpiryCancel && expiry.Action != subjects.ExpiryEscalate {
@@ -150,7 +161,7 @@ interlock_topology_drift metric and records a topology_drift audit event.`,
 			}
 			err := runServe(cmd, g, &emb, serveConfig{replicas: replicas, concurrency: concurrency, ackWait: ackWait, notify: notify,
 				metricsAddr: metricsAddr, expiry: expiry, web: web, identities: identities, linkSecretEnv: linkSecret, linkTTL: linkTTL,
-				provision: provisions, topologyInterval: topology})
+				provision: provisions, topologyInterval: topology, readyFile: readyFile})
 			if errors.Is(err, context.Canceled) {
 				// A signal during start-up is a requested stop, not a failure.
 				return nil
@@ -179,6 +190,8 @@ interlock_topology_drift metric and records a topology_drift audit event.`,
 	f.BoolVar(&provisions, "provision", false, "provision even when connected as a named NATS user (that user needs admin's rights); without a user serve always provisions")
 	f.DurationVar(&topology, "topology-interval", coordinator.DefaultTopologyInterval,
 		"how often to check that the streams and buckets keep what was provisioned (also checked at start; 0: only at start)")
+	f.StringVar(&readyFile, "ready-file", "", "once everything listens, write `PATH` (atomically) with JSON naming the NATS URL, the gateway URL, "+
+		"the metrics URL and the pid; removed at stop (for scripts that start serve on port 0)")
 	return cmd
 }
 
@@ -198,6 +211,45 @@ type serveConfig struct {
 	// provision even as a named user; topologyInterval is the coordinator's.
 	provision        bool
 	topologyInterval time.Duration
+	// readyFile, when set, is written once everything listens.
+	readyFile string
+}
+
+// readyInfo is what --ready-file holds: where serve listens, and its pid.
+type readyInfo struct {
+	NATS    string `json:"nats"`
+	Gateway string `json:"gateway,omitempty"`
+	Metrics string `json:"metrics,omitempty"`
+	PID     int    `json:"pid"`
+}
+
+// writeReadyFile writes info to path atomically: a reader sees no file or
+// the whole of it.
+func writeReadyFile(path string, info readyInfo) error {
+	data, err := json.Marshal(info)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("--ready-file: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // nothing left once renamed
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("--ready-file: %w", err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return fmt.Errorf("--ready-file: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("--ready-file: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("--ready-file: %w", err)
+	}
+	return nil
 }
 
 func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig) error {
@@ -217,6 +269,15 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 	tlsCfg, err := sc.web.tls()
 	if err != nil {
 		return err
+	}
+	if sc.readyFile != "" {
+		// A stale file from an earlier serve must not be read as this one's.
+		if err := os.Remove(sc.readyFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return usagef("--ready-file %s: %w", sc.readyFile, err)
+		}
+		if st, err := os.Stat(filepath.Dir(sc.readyFile)); err != nil || !st.IsDir() {
+			return usagef("--ready-file %s: its directory does not exist", sc.readyFile)
+		}
 	}
 	var notifyCfg *notifier.Config
 	if sc.notify != "" {
@@ -256,8 +317,21 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 		provisionFn = nil
 		log.Info("not provisioning: connected as a named NATS user; `interlock provision` runs with admin's credentials", "user", user)
 	}
+	info := readyInfo{NATS: jetstream.Redact(url), PID: os.Getpid()}
+	var ready func(string) error
+	if sc.readyFile != "" {
+		ready = func(metrics string) error {
+			info.Metrics = metrics
+			if err := writeReadyFile(sc.readyFile, info); err != nil {
+				return err
+			}
+			log.Info("ready file written", "path", sc.readyFile)
+			return nil
+		}
+		defer os.Remove(sc.readyFile)
+	}
 	return runService(ctx, g, log, "interlock-serve", url, jetstream.Config{Replicas: sc.replicas},
-		provisionFn, sc.metricsAddr,
+		provisionFn, sc.metricsAddr, ready,
 		func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
 			cfg := coCfg
 			cfg.Registry = reg
@@ -281,12 +355,13 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 				log.Info("notifier running", "config", sc.notify)
 			}
 			if sc.web.listen != "" {
-				s, err := startGateway(client, dir, signer, sc.linkTTL, sc.web.listen, tlsCfg, log, reg, nil)
+				s, gwURL, err := listenGateway(client, dir, signer, sc.linkTTL, sc.web.listen, tlsCfg, log, reg, nil)
 				if err != nil {
 					stop()
 					return nil, err
 				}
 				stops = append(stops, s)
+				info.Gateway = gwURL
 			}
 			log.Info("coordinator running", "nats", jetstream.Redact(url), "prefix", g.prefix)
 			return stop, nil

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +19,7 @@ import (
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/jstest"
 	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/approvers"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -244,4 +248,52 @@ func TestServeOpenDefaultProvisions(t *testing.T) {
 		"--nats-user", "someone")
 	assert.NotContains(t, d.logs.String(), "not provisioning")
 	assert.Equal(t, 0, d.Stop())
+}
+
+// TestServeReadyFile: --ready-file says where serve listens, started on
+// port 0 everywhere, once everything listens; written atomically (a stale
+// file is removed at start), removed when serve stops; --help names it.
+func TestServeReadyFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "run", "ready.json")
+	require.NoError(t, os.MkdirAll(filepath.Dir(ready), 0o755))
+	require.NoError(t, os.WriteFile(ready, []byte(`{"nats":"nats://stale"}`), 0o600))
+	ids := filepath.Join(dir, "identities.yaml")
+	require.NoError(t, os.WriteFile(ids, []byte("identities:\n  ada: {tokens: [\""+approvers.Digest("tok")+"\"]}\n"), 0o600))
+	srv := serve(t, filepath.Join(dir, "data"), "--identities", ids, "--gateway-listen", "127.0.0.1:0",
+		"--metrics-addr", "127.0.0.1:0", "--ready-file", ready)
+	var info struct {
+		NATS    string `json:"nats"`
+		Gateway string `json:"gateway"`
+		Metrics string `json:"metrics"`
+		PID     int    `json:"pid"`
+	}
+	require.Eventually(t, func() bool {
+		data, err := os.ReadFile(ready)
+		return err == nil && json.Unmarshal(data, &info) == nil && info.NATS != "nats://stale"
+	}, 15*time.Second, 20*time.Millisecond)
+	assert.Equal(t, srv.URL, info.NATS)
+	assert.Equal(t, "http://"+srv.addr("gateway listening"), info.Gateway)
+	assert.Equal(t, "http://"+srv.addr("metrics and health"), info.Metrics)
+	assert.Equal(t, os.Getpid(), info.PID)
+	// What it names answers.
+	resp, err := http.Get(info.Metrics + "/healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	conn, err := jetstream.Dial(context.Background(), jetstream.DialConfig{URL: info.NATS}, jetstream.Config{})
+	require.NoError(t, err)
+	conn.Close()
+	// No temporary file left beside it.
+	entries, err := os.ReadDir(filepath.Dir(ready))
+	require.NoError(t, err)
+	assert.Len(t, entries, 1)
+
+	require.Equal(t, 0, srv.Stop())
+	_, err = os.Stat(ready)
+	assert.ErrorIs(t, err, os.ErrNotExist, "removed when serve stops")
+
+	r := cli(t, "serve", "--help")
+	assert.Contains(t, r.out, "--ready-file")
 }

@@ -20,9 +20,10 @@ import (
 // (serve; the other roles bind to what `interlock provision` made), starts
 // a component with start, serves its metrics and health on
 // metricsAddr, and on SIGINT or SIGTERM stops it, letting the work under
-// way finish.
+// way finish. Once everything listens it calls ready, when set, with the
+// metrics URL ("" without metricsAddr).
 func runService(ctx context.Context, g *globals, log *slog.Logger, name, url string, cfg jetstream.Config, provision func(context.Context, *jetstream.Client) error, metricsAddr string,
-	start func(client *jetstream.Client, reg *prometheus.Registry) (stop func(), err error)) error {
+	ready func(metricsURL string) error, start func(client *jetstream.Client, reg *prometheus.Registry) (stop func(), err error)) error {
 	client, err := g.dialConfig(ctx, url, name, cfg)
 	if err != nil {
 		return err
@@ -38,12 +39,18 @@ func runService(ctx context.Context, g *globals, log *slog.Logger, name, url str
 	if err != nil {
 		return err
 	}
-	stopOps, err := startOps(metricsAddr, reg, client, log)
+	stopOps, metricsURL, err := startOps(metricsAddr, reg, client, log)
 	if err != nil {
 		stop()
 		return err
 	}
 	defer stopOps()
+	if ready != nil {
+		if err := ready(metricsURL); err != nil {
+			stop()
+			return err
+		}
+	}
 	<-ctx.Done()
 	log.Info("shutting down: finishing the work under way")
 	stop()
@@ -55,14 +62,15 @@ func runService(ctx context.Context, g *globals, log *slog.Logger, name, url str
 }
 
 // startOps serves /metrics, /healthz (the process is up) and /readyz (NATS
-// answers and the streams are there) on addr, until the returned stop.
-func startOps(addr string, reg *prometheus.Registry, client *jetstream.Client, log *slog.Logger) (func(), error) {
+// answers and the streams are there) on addr, until the returned stop, and
+// returns their base URL ("" when addr is).
+func startOps(addr string, reg *prometheus.Registry, client *jetstream.Client, log *slog.Logger) (func(), string, error) {
 	if addr == "" {
-		return func() {}, nil
+		return func() {}, "", nil
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, usagef("--metrics-addr %s: %w", addr, err)
+		return nil, "", usagef("--metrics-addr %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -98,5 +106,5 @@ func startOps(addr string, reg *prometheus.Registry, client *jetstream.Client, l
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
-	}, nil
+	}, "http://" + l.Addr().String(), nil
 }

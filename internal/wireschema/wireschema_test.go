@@ -5,10 +5,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/interlockhq/interlock/internal/e2e"
+	"github.com/interlockhq/interlock/subjects"
 )
 
 // TestEverySchemaCompilesByID compiles each schema by its $id alone, with
@@ -62,7 +64,8 @@ func TestConformanceMessagesMatchSchemas(t *testing.T) {
 }
 
 // TestSchemasCompileUnderAjv runs e2e/schemas.mjs: every schema compiles
-// under ajv by its $id, and the valid conformance messages satisfy them.
+// under ajv's strict mode (with ajv-formats) by its $id, and the valid
+// conformance messages satisfy them.
 func TestSchemasCompileUnderAjv(t *testing.T) {
 	node := e2e.Require(t, false, "ajv", "ajv-formats")
 	out, err := exec.Command(node, filepath.Join(e2e.Dir(), "schemas.mjs")).CombinedOutput()
@@ -70,4 +73,95 @@ func TestSchemasCompileUnderAjv(t *testing.T) {
 		t.Fatalf("%v: %s", err, out)
 	}
 	t.Logf("%s", out)
+}
+
+// TestSchemasNameEveryGoField: every JSON field the Go types send is a
+// property of its schema (each schema allows no others), so a message the
+// server sends validates; the pending entry's sensitive flag included.
+func TestSchemasNameEveryGoField(t *testing.T) {
+	types := map[string]reflect.Type{
+		"completion":   reflect.TypeFor[subjects.Completion](),
+		"decision":     reflect.TypeFor[subjects.Decision](),
+		"event":        reflect.TypeFor[subjects.Event](),
+		"failure":      reflect.TypeFor[subjects.Failure](),
+		"interrupt":    reflect.TypeFor[subjects.Interrupt](),
+		"link-reply":   reflect.TypeFor[subjects.LinkReply](),
+		"link-request": reflect.TypeFor[subjects.LinkRequest](),
+		"notice":       reflect.TypeFor[subjects.Notice](),
+		"pending":      reflect.TypeFor[subjects.PendingInterrupt](),
+		"run":          reflect.TypeFor[subjects.Run](),
+		"suspension":   reflect.TypeFor[subjects.Suspension](),
+		"timer":        reflect.TypeFor[subjects.Timer](),
+		"verdict":      reflect.TypeFor[subjects.Verdict](),
+		"work":         reflect.TypeFor[subjects.Work](),
+	}
+	for name, typ := range types {
+		data, err := os.ReadFile(filepath.Join(Dir(), name+".schema.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Properties map[string]json.RawMessage
+		}
+		if err := json.Unmarshal(data, &doc); err != nil {
+			t.Fatal(err)
+		}
+		for _, field := range jsonFields(typ) {
+			if _, ok := doc.Properties[field]; !ok {
+				t.Errorf("%s.schema.json has no property %q, which %s sends", name, field, typ)
+			}
+		}
+	}
+	// A run record's interrupts.
+	data, err := os.ReadFile(filepath.Join(Dir(), "run.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run struct {
+		Properties struct {
+			Interrupts struct {
+				Items struct{ Properties map[string]json.RawMessage }
+			}
+		}
+	}
+	if err := json.Unmarshal(data, &run); err != nil {
+		t.Fatal(err)
+	}
+	for _, field := range jsonFields(reflect.TypeFor[subjects.InterruptState]()) {
+		if _, ok := run.Properties.Interrupts.Items.Properties[field]; !ok {
+			t.Errorf("run.schema.json's interrupts have no property %q, which subjects.InterruptState sends", field)
+		}
+	}
+	p := subjects.PendingInterrupt{RunID: "r1", Agent: "a", InterruptState: subjects.InterruptState{
+		Interrupt: subjects.Interrupt{ID: "int-1", Reason: "input_required", Sensitive: new(bool)}}}
+	data, err = json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Validate("pending", data); err != nil {
+		t.Errorf("a sensitive pending entry: %v", err)
+	}
+}
+
+// jsonFields lists the JSON names of t's fields, those of embedded
+// structs inlined, as encoding/json marshals them.
+func jsonFields(t reflect.Type) []string {
+	var out []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" || !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			out = append(out, jsonFields(f.Type)...)
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out = append(out, name)
+	}
+	return out
 }

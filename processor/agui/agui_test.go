@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -117,6 +118,44 @@ func sequential(ctx context.Context, _ json.RawMessage) (any, error) {
 	return "ok", nil
 }
 
+// stepwise makes three tool calls in turn, each announced, gated, acted
+// on and reported before the next is announced: each pass asks one
+// question, and a replay runs through the earlier, decided ones.
+func stepwise(ctx context.Context, _ json.RawMessage) (any, error) {
+	for _, tool := range []string{"tool_a", "tool_b", "tool_c"} {
+		_ = processor.EmitToolCall(ctx, tool, tool, `{}`)
+		if _, err := processor.Interrupt(processor.WithToolCall(ctx, tool), processor.Request{Message: "run " + tool + "?"}); err != nil {
+			return nil, err
+		}
+		_ = processor.EmitToolResult(ctx, "res_"+tool, tool, tool+" done")
+	}
+	return "ok", nil
+}
+
+// fanout makes three tool calls in turn, each announced, gated, acted on
+// and reported before the next is announced; an undecided gate does not
+// stop it, so the first pass asks all three questions, and the replay
+// emits each result between interrupts the first pass raised.
+func fanout(ctx context.Context, _ json.RawMessage) (any, error) {
+	var suspended error
+	for _, tool := range []string{"tool_a", "tool_b", "tool_c"} {
+		_ = processor.EmitToolCall(ctx, tool, tool, `{}`)
+		if _, err := processor.Interrupt(processor.WithToolCall(ctx, tool), processor.Request{Message: "run " + tool + "?"}); err != nil {
+			if !errors.Is(err, processor.ErrSuspended) {
+				return nil, err
+			}
+			suspended = err
+			continue
+		}
+		_ = processor.EmitToolResult(ctx, "res_"+tool, tool, tool+" done")
+	}
+	if suspended != nil {
+		return nil, suspended
+	}
+	_ = processor.EmitText(ctx, "f_end", "All three done.")
+	return "ok", nil
+}
+
 // Tokens of the test identities: ada may start any agent, eve the
 // assistant, gated and sequential, mal only echo.
 const (
@@ -153,6 +192,8 @@ identities:
 	require.NoError(t, w.Register("assistant", assistant))
 	require.NoError(t, w.Register("gated", gated))
 	require.NoError(t, w.Register("sequential", sequential))
+	require.NoError(t, w.Register("stepwise", stepwise))
+	require.NoError(t, w.Register("fanout", fanout))
 	require.NoError(t, w.Register("echo", func(ctx context.Context, raw json.RawMessage) (any, error) {
 		_ = processor.EmitText(ctx, "e1", "hello")
 		return "plain", nil
@@ -475,6 +516,52 @@ func TestNoLostEventsBetweenInterrupts(t *testing.T) {
 	assert.Equal(t, 1, count(evs, "TOOL_CALL_RESULT", "tool_b"))
 	assert.Equal(t, 0, count(evs, "TOOL_CALL_START", ""), "nothing of the first pass is sent twice")
 	assert.Equal(t, 0, count(evs, "TEXT_MESSAGE_START", "")-1, "only the closing text is new")
+	assert.Equal(t, "ok", last(evs)["result"])
+}
+
+// Issue 27 (5.5): a body whose tool calls each gate, act and report in
+// turn: every resume sends the result of the tool just decided and the
+// next tool call, and the final transcript holds every result.
+func TestStepwiseToolResultsOnReplay(t *testing.T) {
+	e := newEnv(t, 1)
+	evs := e.runAs(0, adaToken, "stepwise", map[string]any{"threadId": "step", "runId": "s0"})
+	seen := slices.Clone(evs)
+	for i, tool := range []string{"tool_a", "tool_b", "tool_c"} {
+		ins := interrupts(t, evs)
+		require.Len(t, ins, 1, "step %d", i)
+		assert.Equal(t, tool, ins[0]["toolCallId"])
+		evs = e.runAs(0, adaToken, "stepwise", map[string]any{"threadId": "step", "runId": fmt.Sprintf("s%d", i+1),
+			"resume": []any{entry(ins[0]["id"], "resolved", nil)}})
+		seen = append(seen, evs...)
+		assert.Equal(t, 1, count(evs, "TOOL_CALL_RESULT", tool), "resume %d sends %s's result: %v", i+1, tool, types(evs))
+	}
+	assert.Equal(t, "ok", last(evs)["result"])
+	for _, tool := range []string{"tool_a", "tool_b", "tool_c"} {
+		assert.Equal(t, 1, count(seen, "TOOL_CALL_START", tool), "%s announced once", tool)
+		assert.Equal(t, 1, count(seen, "TOOL_CALL_RESULT", tool), "%s reported once", tool)
+	}
+}
+
+// Issue 27 (5.5): the first pass announces and gates three tool calls in
+// turn; the replay acts and reports each between the interrupts decided
+// before. Every result reaches the client, and no announcement twice.
+func TestResultsBetweenDecidedInterrupts(t *testing.T) {
+	e := newEnv(t, 1)
+	first := e.runAs(0, adaToken, "fanout", map[string]any{"threadId": "fan", "runId": "f1"})
+	ins := interrupts(t, first)
+	require.Len(t, ins, 3)
+	var resume []any
+	for _, in := range ins {
+		resume = append(resume, entry(in["id"], "resolved", nil))
+	}
+	evs := e.runAs(0, adaToken, "fanout", map[string]any{"threadId": "fan", "runId": "f2", "resume": resume})
+	for _, tool := range []string{"tool_a", "tool_b", "tool_c"} {
+		assert.Equal(t, 1, count(evs, "TOOL_CALL_RESULT", tool), "%s's result is sent: %v", tool, types(evs))
+		for _, typ := range []string{"TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"} {
+			assert.Equal(t, 0, count(evs, typ, tool), "%s of %s is not sent again", typ, tool)
+		}
+	}
+	assert.Equal(t, 1, count(evs, "TEXT_MESSAGE_START", ""))
 	assert.Equal(t, "ok", last(evs)["result"])
 }
 

@@ -22,6 +22,10 @@ type origin struct {
 	replyTo  string
 	via      string
 	approver string
+	// noRun files the events about this input under subjects.NoRun: the
+	// run it names does not exist, and nobody may create an events
+	// subject for an id of their choosing.
+	noRun bool
 }
 
 func originOf(m *jetstream.Delivery) origin {
@@ -58,14 +62,14 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Delivery
 	o.approver = addr.Approver
 	d, err := subjects.DecodeDecision(m.Data)
 	if err != nil {
-		return co.verdict(ctx, o, d, addr.Run, rules.Reject(subjects.CodeOf(err), "%v", err), false)
+		return co.refuseEarly(ctx, o, d, addr.Run, rules.Reject(subjects.CodeOf(err), "%v", err))
 	}
 	// The identity is the subject's approver token, which NATS permissions
 	// bind to the publishing user; the body cannot claim another.
 	identity := addr.Approver
 	if identity != "" && d.Approver != "" && d.Approver != identity {
-		return co.verdict(ctx, o, d, addr.Run, rules.Reject(subjects.CodeNotAllowed,
-			"published as %s but the body names approver %s", identity, d.Approver), false)
+		return co.refuseEarly(ctx, o, d, addr.Run, rules.Reject(subjects.CodeNotAllowed,
+			"published as %s but the body names approver %s", identity, d.Approver))
 	}
 	if identity != "" {
 		d.Approver = identity
@@ -74,8 +78,8 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Delivery
 	// cancellation reason, history) take it as "the deadline passed", so a
 	// decision that arrives from outside may not claim it.
 	if d.Approver == subjects.ExpiryApprover {
-		return co.verdict(ctx, o, d, addr.Run, rules.Reject(subjects.CodeNotAllowed,
-			"approver %s is reserved for the coordinator's expiry", subjects.ExpiryApprover), false)
+		return co.refuseEarly(ctx, o, d, addr.Run, rules.Reject(subjects.CodeNotAllowed,
+			"approver %s is reserved for the coordinator's expiry", subjects.ExpiryApprover))
 	}
 	// The rules decide on the record as read; what they say is acted on
 	// once the compare-and-set is through.
@@ -126,6 +130,7 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Delivery
 				return jetstream.RetryAfter(retryDelay(m.Deliveries), rej)
 			}
 		}
+		o.noRun = rec == nil
 		return co.verdict(ctx, o, d, addr.Run, rej, false)
 	case rec.Interrupts[at].DecisionSeq == m.Sequence:
 		// The very message that was accepted, redelivered after a crash:
@@ -183,6 +188,17 @@ func (co *Coordinator) accepted(ctx context.Context, o origin, rec *subjects.Run
 	return co.reply(ctx, o, v)
 }
 
+// refuseEarly rejects a decision refused before its run's record is read:
+// its events go under the run when it exists, under subjects.NoRun when not.
+func (co *Coordinator) refuseEarly(ctx context.Context, o origin, d subjects.Decision, run string, rej *rules.Rejection) error {
+	rec, err := co.load(ctx, run)
+	if err != nil {
+		return err
+	}
+	o.noRun = rec == nil
+	return co.verdict(ctx, o, d, run, rej, false)
+}
+
 // verdict answers a decision that changes nothing: a rejection (rej set) or
 // a duplicate.
 func (co *Coordinator) verdict(ctx context.Context, o origin, d subjects.Decision, run string, rej *rules.Rejection, dup bool) error {
@@ -217,8 +233,17 @@ func (co *Coordinator) verdictEvent(o origin, agent string, pass int, v *subject
 		subjects.OutcomeRejected:  subjects.EventDecisionRejected,
 		subjects.OutcomeDuplicate: subjects.EventDecisionDuplicate,
 	}[v.Outcome]
-	return co.newEvent(subjects.Event{Type: t, RunID: v.RunID, Agent: agent, Pass: pass, Verdict: v,
+	return co.newEvent(subjects.Event{Type: t, RunID: o.eventRun(v.RunID), Agent: agent, Pass: pass, Verdict: v,
 		Code: v.Code, Detail: v.Detail, Subject: o.subject}, o.key)
+}
+
+// eventRun is the run the events about o are filed under, for a verdict
+// naming run: subjects.NoRun when that run does not exist.
+func (o origin) eventRun(run string) string {
+	if o.noRun {
+		return subjects.NoRun
+	}
+	return run
 }
 
 // reply sends the verdict to the sender's reply subject, if it named one
@@ -232,7 +257,7 @@ func (co *Coordinator) reply(ctx context.Context, o origin, v subjects.Verdict) 
 	if !subjects.ReplyAllowed(o.approver, o.replyTo) {
 		co.cfg.Logger.Warn("verdict reply refused", "run", v.RunID, "decision", v.DecisionID, "approver", o.approver,
 			"reply_to", truncate(o.replyTo, 256))
-		return co.event(ctx, subjects.Event{Type: subjects.EventReplyRefused, RunID: v.RunID, Code: subjects.CodeReplyRefused,
+		return co.event(ctx, subjects.Event{Type: subjects.EventReplyRefused, RunID: o.eventRun(v.RunID), Code: subjects.CodeReplyRefused,
 			Subject: o.subject, Detail: fmt.Sprintf("Interlock-Reply-To %q is not under %s., the inbox of %s; no verdict was sent there",
 				truncate(o.replyTo, 256), subjects.InboxPrefix(o.approver), orAnonymous(o.approver))}, o.key+":reply")
 	}

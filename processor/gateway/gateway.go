@@ -463,6 +463,7 @@ var statusOf = map[subjects.Code]int{
 	subjects.CodeUnknownRun:         http.StatusNotFound,
 	subjects.CodeUnknownInterrupt:   http.StatusNotFound,
 	subjects.CodeAlreadyDecided:     http.StatusConflict,
+	subjects.CodeDecisionIDReused:   http.StatusConflict,
 	subjects.CodeExpired:            http.StatusGone,
 	subjects.CodeNotAllowed:         http.StatusForbidden,
 	subjects.CodeSchemaMismatch:     http.StatusUnprocessableEntity,

@@ -221,6 +221,7 @@ func TestRefusals(t *testing.T) {
 		{"bad status", decisionPath(adaOnly, adaID), "ada-token", []byte(`{"status":"approved"}`), 400, "malformed"},
 		{"payload failing responseSchema", decisionPath(schema, schemaID), "bob-token", []byte(`{"status":"resolved","payload":{}}`), 422, "schema_mismatch"},
 		{"bad run id", decisionPath("a.b", "x"), "ada-token", ok, 400, subjects.CodeBadRequest},
+		{"unknown run", decisionPath("no-such-run", "int-x"), "ada-token", ok, 404, subjects.CodeUnknownRun},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -236,6 +237,20 @@ func TestRefusals(t *testing.T) {
 	e.refusals(adaOnly, subjects.CodeTooLarge, 1)
 	e.refusals(adaOnly, subjects.CodeMalformed, 1)
 	e.refusals(subjects.NoRun, subjects.CodeBadRequest, 1)
+	// A decision for a run that does not exist is audited under the no-run
+	// token, never on an events subject of the id it names.
+	evs, err := e.client.Events(context.Background(), "no-such-run")
+	require.NoError(t, err)
+	assert.Empty(t, evs)
+	evs, err = e.client.Events(context.Background(), subjects.NoRun)
+	require.NoError(t, err)
+	unknown := 0
+	for _, ev := range evs {
+		if ev.Type == subjects.EventDecisionRejected && ev.Code == subjects.CodeUnknownRun && ev.Verdict.RunID == "no-such-run" {
+			unknown++
+		}
+	}
+	assert.Equal(t, 1, unknown)
 	// The group member may; nothing above changed anything.
 	status, out := e.call("POST", decisionPath(finance, finID), "carol-token", ok)
 	assert.Equal(t, 200, status, out)

@@ -1,8 +1,10 @@
 package rules
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"time"
 
 	"github.com/interlockhq/interlock/processor/authz"
@@ -39,6 +41,22 @@ func (s *Set) CheckDecision(rec *subjects.Run, d subjects.Decision, p authz.Prin
 	if err := authz.Decide(st.Interrupt, p); err != nil {
 		return -1, Reject(subjects.CodeNotAllowed, "%v", err)
 	}
+	// A decision id names one decision: the same identity sending it again
+	// with another answer, or for another interrupt, is refused, as a
+	// payment API refuses an idempotency key reused with other parameters.
+	for j, other := range rec.Interrupts {
+		if other.Decision == nil || other.Decision.DecisionID != d.DecisionID || other.Decision.Approver != d.Approver {
+			continue
+		}
+		if j != i {
+			return -1, Reject(subjects.CodeDecisionIDReused, "decision id %s already decided interrupt %s; "+
+				"send a fresh id for interrupt %s", d.DecisionID, other.ID, st.ID)
+		}
+		if !SameDecision(*other.Decision, d) {
+			return -1, Reject(subjects.CodeDecisionIDReused, "decision id %s was accepted on interrupt %s with "+
+				"another body (status, payload, metadata or comment); the first decision stands", d.DecisionID, st.ID)
+		}
+	}
 	if st.Decision != nil {
 		if st.Decision.DecisionID == d.DecisionID {
 			return i, nil
@@ -69,6 +87,30 @@ func (s *Set) CheckDecision(rec *subjects.Run, d subjects.Decision, p authz.Prin
 		return -1, Reject(subjects.CodeSchemaMismatch, "%v", err)
 	}
 	return i, nil
+}
+
+// SameDecision reports whether a and b say the same: status, comment, and
+// payload and metadata as JSON values (key order and spacing aside).
+func SameDecision(a, b subjects.Decision) bool {
+	return a.InterruptID == b.InterruptID && a.Status == b.Status && a.Comment == b.Comment &&
+		sameJSON(a.Payload, b.Payload) && sameJSON(a.Metadata, b.Metadata)
+}
+
+func sameJSON(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	va, ea := decodeJSON(a)
+	vb, eb := decodeJSON(b)
+	return ea == nil && eb == nil && reflect.DeepEqual(va, vb)
+}
+
+func decodeJSON(raw json.RawMessage) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	err := dec.Decode(&v)
+	return v, err
 }
 
 // Principal is identity with the groups it belongs to.

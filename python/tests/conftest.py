@@ -101,7 +101,7 @@ async def nc(server: Server) -> AsyncIterator[NATS]:
 
 @pytest.fixture
 async def client(nc: NATS) -> AsyncIterator[interlock.Client]:
-    c = interlock.Client(nc, timeout=30)
+    c = interlock.Client(nc, timeout=30, wait_timeout=60)
     yield c
     await c.close()
 

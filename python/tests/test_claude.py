@@ -38,13 +38,13 @@ async def test_allow_deny_and_edited_input(nc: NATS, server: Server, client: Cli
         for run in runs.values():
             await client.wait(run, interlock.suspended)
         waiting = await perms.pending()
-        assert sorted(p["runId"] for p in waiting) == sorted(runs.values())
-        first = next(p for p in waiting if p["runId"] == runs["toolu_1"])
-        assert first["message"] == "Claude wants to run rm -rf build"
-        assert first["metadata"]["arguments"] == {"command": "rm -rf build"}
-        assert first["toolCallId"] == "toolu_1"
+        assert sorted(p.run_id for p in waiting) == sorted(runs.values())
+        first = next(p for p in waiting if p.run_id == runs["toolu_1"])
+        assert first.message == "Claude wants to run rm -rf build"
+        assert (first.metadata or {})["arguments"] == {"command": "rm -rf build"}
+        assert first.tool_call_id == "toolu_1"
 
-        await client.approve(runs["toolu_1"], first["id"], approver="ada")
+        await client.approve(runs["toolu_1"], first.id, approver="ada")
         edited = await asyncio.to_thread(
             server.cli, "approve", runs["toolu_2"], "--edit", '{"command": "rm -rf build/tmp"}'
         )
@@ -70,8 +70,8 @@ async def test_the_question_outlives_the_asking_process(server: Server, client: 
     await asyncio.gather(task, return_exceptions=True)
     await first_nc.close()
 
-    (question,) = [p for p in await client.pending() if p["runId"] == run]
-    await client.approve(run, question["id"], payload={"command": "rm -rf build/cache"}, approver="ada")
+    (question,) = [p for p in await client.pending() if p.run_id == run]
+    await client.approve(run, question.id, payload={"command": "rm -rf build/cache"}, approver="ada")
 
     second_nc = await nats.connect(server.url)
     try:

@@ -52,7 +52,10 @@ def test_message_ids_and_keys() -> None:
         assert _ids.decision_msg_id(v["approver"], v["decisionId"]) == v["msgId"]
     assert IDS["decisionAttemptMsgIds"]
     for v in IDS["decisionAttemptMsgIds"]:
-        assert _ids.decision_attempt_msg_id(v["approver"], v["decisionId"], v["rejected"]) == v["msgId"]
+        assert (
+            _ids.decision_attempt_msg_id(v["approver"], v["decisionId"], v["rejected"], v["body"].encode())
+            == v["msgId"]
+        )
     for v in IDS["deadLetterMsgIds"]:
         assert _ids.dead_letter_msg_id(v["consumer"], v["stream"], v["sequence"]) == v["msgId"]
 

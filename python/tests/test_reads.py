@@ -75,8 +75,9 @@ async def test_pending_pages_cost_what_they_return(own: tuple[NATS, NATS]) -> No
     everything = await client.pending()
     await watcher.flush()
     assert len(everything) == 200
-    assert everything == sorted(everything, key=lambda p: (p["suspendedAt"], p["runId"] + p["id"]))
-    assert {p["runId"] for p in everything} == {f"r{i:06d}" for i in range(300) if i % 3}
+    assert all(isinstance(p, interlock.PendingInterrupt) for p in everything)
+    assert everything == sorted(everything, key=lambda p: (p.suspended_at, p.run_id + p.id))
+    assert {p.run_id for p in everything} == {f"r{i:06d}" for i in range(300) if i % 3}
     # 300 messages in the bucket's stream, 256 entries a page: a couple of
     # batched reads, no consumer, no read per key.
     assert set(seen.by_kind) == {"DIRECT.GET"}, seen.by_kind
@@ -95,7 +96,7 @@ async def test_pending_pages_cost_what_they_return(own: tuple[NATS, NATS]) -> No
         following, _ = await client.pending_page(cursor, 50)
         await watcher.flush()
         assert len(following) == 50
-        assert not {p["runId"] for p in page} & {p["runId"] for p in following}
+        assert not {p.run_id for p in page} & {p.run_id for p in following}
         assert seen.by_kind["DIRECT.GET"] <= 2, seen.by_kind
 
 
@@ -111,7 +112,9 @@ async def test_events_in_one_batched_read(own: tuple[NATS, NATS]) -> None:
     seen = await counting(watcher)
     events = await client.events("many")
     await watcher.flush()
-    assert [e["pass"] for e in events] == list(range(1500))
+    assert all(isinstance(e, interlock.Event) for e in events)
+    assert [e.pass_ for e in events] == list(range(1500))
+    assert {(e.type, e.run_id) for e in events} == {("suspended", "many")}
     # 1,024 events a read.
     assert seen.by_kind == {"DIRECT.GET": 2}, seen.by_kind
     assert await client.events("nobody") == []
@@ -126,7 +129,7 @@ async def test_pending_order_and_bad_pages(own: tuple[NATS, NATS]) -> None:
     times = {"late": "2026-12-01T00:00:05.5Z", "early": "2026-12-01T00:00:05Z", "zone": "2026-12-01T01:00:04+01:00"}
     for run, at in times.items():
         await kv.put(f"{run}.0", json.dumps({"runId": run, "id": "i", "suspendedAt": at}).encode())
-    assert [p["runId"] for p in await client.pending()] == ["zone", "early", "late"]
+    assert [p.run_id for p in await client.pending()] == ["zone", "early", "late"]
     with pytest.raises(ValueError):
         await client.pending_page(0, 0)
     with pytest.raises(ValueError):

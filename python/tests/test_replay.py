@@ -86,9 +86,10 @@ async def test_approve_replays_with_the_decision(nc: NATS, client: Client, agent
         (pending,) = rec.pending()
         assert pending["id"] == interlock.interrupt_id(run, "call_refund", 0)
         assert pending["toolCallId"] == "call_refund" and pending["reason"] == "tool_call"
-        listed = [p for p in await client.pending() if p["runId"] == run]
-        assert [p["id"] for p in listed] == [pending["id"]]
-        validator("pending").validate(listed[0])
+        listed = [p for p in await client.pending() if p.run_id == run]
+        assert [p.id for p in listed] == [pending["id"]]
+        assert listed[0].tool_call_id == "call_refund" and listed[0].reason == "tool_call"
+        validator("pending").validate(listed[0].raw)
         validator("run").validate(rec.raw)
         with pytest.raises(interlock.Rejected) as rej:
             await client.approve(run, pending["id"], payload={"amt": 1}, approver="ada", decision_id="d-" + run)
@@ -107,7 +108,7 @@ async def test_approve_replays_with_the_decision(nc: NATS, client: Client, agent
     validator("verdict").validate(v.raw)
     events = await client.events(run)
     for e in events:
-        validator("event").validate(e)
+        validator("event").validate(e.raw)
     # What the Python worker and client published satisfies the schemas too.
     js = nc.jetstream()
     for kind, schema in (("suspended", "suspension"), ("completed", "completion")):
@@ -115,7 +116,7 @@ async def test_approve_replays_with_the_decision(nc: NATS, client: Client, agent
         validator(schema).validate(json.loads(m.data or b""))
     decisions = await js.get_last_msg("INTERLOCK_DECISIONS", f"interlock.resume.{run}.ada")
     validator("decision").validate(json.loads(decisions.data or b""))
-    types = [e["type"] for e in events]
+    types = [e.type for e in events]
     assert types[0] == "suspended" and "decision_rejected" in types and types[-1] == "completed"
 
 

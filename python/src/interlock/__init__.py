@@ -26,7 +26,7 @@ from ._errors import (
 from ._ids import emit_msg_id, interrupt_id, outcome_msg_id, pass_key, pending_key, start_msg_id, step_key, work_msg_id
 from ._run import current_tool_call, gather, interrupt, is_resuming, run_info, step, tool_call
 from ._subjects import DEFAULT_PREFIX, Namespace, inbox_prefix, validate_token
-from ._types import NO_PAYLOAD, Decision, ExpiryPolicy, Request, Run, RunInfo, Verdict
+from ._types import NO_PAYLOAD, Decision, Event, ExpiryPolicy, PendingInterrupt, Request, Run, RunInfo, Verdict
 from ._worker import AgentFunc, Worker
 
 __all__ = [
@@ -36,12 +36,14 @@ __all__ = [
     "Cancelled",
     "Client",
     "Decision",
+    "Event",
     "ExpiryPolicy",
     "InterlockError",
     "InvalidRequest",
     "InvalidToken",
     "Namespace",
     "NotInRun",
+    "PendingInterrupt",
     "ProtocolError",
     "Rejected",
     "Request",

@@ -18,8 +18,8 @@ from nats.aio.msg import Msg
 from . import _direct, _trace
 from ._errors import Rejected, RunNotFound
 from ._ids import decision_attempt_msg_id, nonce, reply_token, start_msg_id, uuid7
-from ._subjects import DEFAULT_PREFIX, Namespace, inbox_prefix, validate_token
-from ._types import NO_PAYLOAD, Run, Status, Verdict
+from ._subjects import DEFAULT_PREFIX, NO_RUN, Namespace, inbox_prefix, validate_token
+from ._types import NO_PAYLOAD, Event, PendingInterrupt, Run, Status, Verdict
 from ._wire import decode_decision, decode_work
 
 
@@ -63,16 +63,28 @@ class Client:
     and pass the same ``inbox_prefix`` here; a decision published as an
     identity whose inbox is not this client's then takes its verdict from
     the run's events instead.
+
+    ``timeout`` (default 30 s, Go's ``processor.DefaultDecideTimeout``) bounds
+    :meth:`decide` and each read; ``wait_timeout`` (default 600 s, Go's
+    ``processor.DefaultWaitTimeout``) bounds :meth:`wait`. Each call may
+    pass its own ``timeout``.
     """
 
     def __init__(
-        self, nc: NATS, *, prefix: str = DEFAULT_PREFIX, inbox_prefix: str | None = None, timeout: float = 30.0
+        self,
+        nc: NATS,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        inbox_prefix: str | None = None,
+        timeout: float = 30.0,
+        wait_timeout: float = 600.0,
     ) -> None:
         self._nc = nc
         self._js = nc.jetstream()
         self._ns = Namespace(prefix)
         self._inbox_prefix = inbox_prefix
         self._timeout = timeout
+        self._wait_timeout = wait_timeout
         self._replies: dict[str, tuple[str, Any]] = {}  # allowed inbox prefix -> (reply prefix, subscription)
         self._waiting: dict[str, asyncio.Future[Verdict]] = {}
         self._lock = asyncio.Lock()
@@ -193,22 +205,22 @@ class Client:
         try:
             rejected = 0
             while True:
-                headers["Nats-Msg-Id"] = decision_attempt_msg_id(approver or "", d["decisionId"], rejected)
+                headers["Nats-Msg-Id"] = decision_attempt_msg_id(approver or "", d["decisionId"], rejected, data)
                 ack = await self._js.publish(subject, data, headers=headers)
                 if not ack.duplicate:
                     break
-                # The stream already holds this attempt, so the coordinator
-                # will not see this copy: answer with what became of it. If
-                # it was rejected, this is a new attempt, which no rejection
-                # may swallow.
-                v, n = await asyncio.wait_for(self._earlier_verdict(run_id, d, rejected), deadline)
-                if n == rejected:
-                    if v.outcome == "rejected":
-                        raise Rejected(v)
-                    return v
-                rejected = n
+                # The stream already holds this attempt (this very body), so
+                # the coordinator will not see this copy: answer with what
+                # became of the one it holds, which the ack names. If it was
+                # rejected, this is a new attempt, which no rejection may
+                # swallow.
+                v = await asyncio.wait_for(self._verdict_of(run_id, ack.seq), deadline)
+                if v.outcome != "rejected":
+                    detail = "this decision was already accepted; nothing changed"
+                    return Verdict.from_wire(dict(v.raw, outcome="duplicate", replay=False, detail=detail))
+                rejected += 1
             try:
-                waiting = asyncio.shield(fut) if inbox is not None else self._verdict_event(run_id, d, rejected)
+                waiting = asyncio.shield(fut) if inbox is not None else self._verdict_of(run_id, ack.seq)
                 v = await asyncio.wait_for(waiting, deadline)
             except TimeoutError:
                 raise TimeoutError(
@@ -229,49 +241,28 @@ class Client:
         cancelled value, never an approval."""
         return await self.decide(run_id, interrupt_id, "cancelled", **kw)
 
-    def _verdicts(self, d: dict[str, Any], events: list[dict[str, Any]]) -> list[Verdict]:
-        """The verdicts recorded on decision d's id, as its approver, oldest first."""
-        out = []
-        for ev in events:
-            raw = ev.get("verdict")
-            if (
-                raw
-                and raw.get("decisionId") == d["decisionId"]
-                and raw.get("interruptId") == d["interruptId"]
-                and raw.get("approver", "") == d.get("approver", "")
-            ):
-                out.append(Verdict.from_wire(raw))
-        return out
-
-    async def _verdict_event(self, run_id: str, d: dict[str, Any], rejected: int = 0) -> Verdict:
-        """The verdict on the attempt of decision d sent after ``rejected``
-        rejections, as recorded in the run's events, once the coordinator has
-        handled it. Each look reads only the events recorded since the last."""
-        vs: list[Verdict] = []
-        cursor = 0
+    async def _verdict_of(self, run_id: str, seq: int) -> Verdict:
+        """The verdict on the decision message the decisions stream holds at
+        ``seq``, once the coordinator has recorded it: in the run's events,
+        or under the no-run token ``_`` for a run that does not exist. The
+        coordinator stores it with a message id naming that sequence
+        (``<run>:seq<seq>:decision_<outcome>``), and only it writes there.
+        Each look reads only the events recorded since the last."""
+        mark = f":seq{seq}:decision_"
+        filters = [self._ns.run_events(run_id), self._ns.events(NO_RUN, "decision_rejected")]
+        cursors = [0, 0]
         while True:
-            events, cursor = await self._events_after(run_id, cursor)
-            vs += self._verdicts(d, events)
-            if len(vs) > rejected:
-                return vs[rejected]
-            await asyncio.sleep(0.1)
-
-    async def _earlier_verdict(self, run_id: str, d: dict[str, Any], rejected: int) -> tuple[Verdict, int]:
-        """What became of an attempt of d the stream already holds: an
-        accepted earlier attempt makes this copy a duplicate; otherwise the
-        number of rejections now recorded (more than ``rejected``: send a new
-        attempt) and the last of them."""
-        vs: list[Verdict] = []
-        cursor = 0
-        while True:
-            events, cursor = await self._events_after(run_id, cursor)
-            vs += self._verdicts(d, events)
-            for v in vs:
-                if v.outcome != "rejected":
-                    detail = "this decision was already accepted; nothing changed"
-                    return Verdict.from_wire(dict(v.raw, outcome="duplicate", replay=False, detail=detail)), rejected
-            if len(vs) > rejected:
-                return vs[-1], len(vs)
+            for i, subject_filter in enumerate(filters):
+                msgs = await _direct.messages(
+                    self._nc, self._ns.stream("EVENTS"), subject_filter, cursors[i] + 1, None, self._timeout
+                )
+                for m in msgs:
+                    cursors[i] = m.seq
+                    if mark not in m.headers.get("Nats-Msg-Id", ""):
+                        continue
+                    ev = self._ns.stored_event(m.subject, m.data or b"")
+                    if ev is not None and isinstance(ev.get("verdict"), dict):
+                        return Verdict.from_wire(ev["verdict"])
             await asyncio.sleep(0.1)
 
     async def run(self, run_id: str) -> Run:
@@ -289,14 +280,16 @@ class Client:
     async def wait(self, run_id: str, until: Callable[[Run], bool] = finished, *, timeout: float | None = None) -> Run:
         """Return the run's record once ``until`` is true for it, re-reading it
         whenever an event of the run is published (and every second).
-        Raises TimeoutError after ``timeout`` seconds (default the client's)."""
+        Raises TimeoutError after ``timeout`` seconds (default the client's
+        ``wait_timeout``, 600 s). A run that waits for a person can wait far
+        longer: pass the timeout you mean."""
         changed = asyncio.Event()
 
         async def on_event(_: Msg) -> None:
             changed.set()
 
         sub = await self._nc.subscribe(self._ns.run_events(run_id), cb=on_event)
-        deadline = time.monotonic() + (timeout if timeout is not None else self._timeout)
+        deadline = time.monotonic() + (timeout if timeout is not None else self._wait_timeout)
         last: Run | None = None
         try:
             while True:
@@ -318,25 +311,26 @@ class Client:
         finally:
             await sub.unsubscribe()
 
-    async def pending(self) -> list[dict[str, Any]]:
+    async def pending(self) -> list[PendingInterrupt]:
         """Every interrupt waiting for a decision, oldest first, from the
-        pending index (each as ``interlock pending --json`` prints it), read
-        page by page: it costs what is pending, not every run."""
-        latest: dict[tuple[str, str], dict[str, Any]] = {}
+        pending index (each entry's ``raw`` as ``interlock pending --json``
+        prints it), read page by page: it costs what is pending, not every
+        run."""
+        latest: dict[tuple[str, str], PendingInterrupt] = {}
         after = 0
         while True:
             page, after = await self.pending_page(after, 256)
             for p in page:
                 # An entry put again meanwhile (an escalation) comes once
                 # more, later: the last one read is its current state.
-                latest[(p.get("runId", ""), p.get("id", ""))] = p
+                latest[(p.run_id, p.id)] = p
             if after == 0:
                 break
         out = list(latest.values())
-        out.sort(key=lambda p: (_instant(p.get("suspendedAt")), p.get("runId", "") + p.get("id", "")))
+        out.sort(key=lambda p: (_instant(p.suspended_at), p.run_id + p.id))
         return out
 
-    async def pending_page(self, after: int = 0, limit: int = 50) -> tuple[list[dict[str, Any]], int]:
+    async def pending_page(self, after: int = 0, limit: int = 50) -> tuple[list[PendingInterrupt], int]:
         """Up to ``limit`` interrupts waiting for a decision after cursor
         ``after`` (0: from the start), in the order they entered the pending
         index, and the cursor of the next page (0: none follows). Entries
@@ -347,7 +341,7 @@ class Client:
         if limit < 1 or after < 0:
             raise ValueError(f"pending_page: limit must be at least 1 and after at least 0 (got {limit}, {after})")
         stream = "KV_" + self._ns.bucket("pending")
-        entries: list[dict[str, Any]] = []
+        entries: list[PendingInterrupt] = []
         start = after + 1
         while len(entries) < limit:
             msgs, more = await _direct.batch(self._nc, stream, ">", start, limit - len(entries), self._timeout)
@@ -355,16 +349,16 @@ class Client:
                 start = m.seq + 1
                 if m.headers.get("KV-Operation") in ("DEL", "PURGE") or not m.data:
                     continue
-                entries.append(json.loads(m.data))
+                entries.append(PendingInterrupt.from_wire(json.loads(m.data)))
             if not more:
                 return entries, 0
         return entries, start - 1
 
-    async def events(self, run_id: str) -> list[dict[str, Any]]:
+    async def events(self, run_id: str) -> list[Event]:
         """The run's lifecycle and audit events, oldest first, read with
         batched direct gets (one request per 1,024 events)."""
         events, _ = await self._events_after(run_id, 0)
-        return events
+        return [Event.from_wire(e) for e in events]
 
     async def _events_after(self, run_id: str, after: int) -> tuple[list[dict[str, Any]], int]:
         """The run's events stored after sequence ``after``, and the sequence

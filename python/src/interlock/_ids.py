@@ -79,13 +79,18 @@ def decision_msg_id(approver: str, decision_id: str) -> str:
     return f"{approver}:{decision_id}" if approver else decision_id
 
 
-def decision_attempt_msg_id(approver: str, decision_id: str, rejected: int) -> str:
-    """``Nats-Msg-Id`` of a decision sent again after ``rejected`` rejected
-    attempts with the same decision id: :func:`decision_msg_id`, then
-    ``":<rejected>"`` when there were any. A rejected attempt so never
-    deduplicates a later one away; copies of one attempt still do."""
+def decision_attempt_msg_id(approver: str, decision_id: str, rejected: int, body: bytes) -> str:
+    """``Nats-Msg-Id`` of a decision whose body is ``body``, sent after
+    ``rejected`` rejected attempts with the same decision id:
+    :func:`decision_msg_id`, then ``":<rejected>"`` when there were any, then
+    ``":"`` and the first 32 hex digits of SHA-256(body). A rejected attempt
+    so never deduplicates a later one away, and a decision id reused with
+    another body reaches the coordinator, which refuses it
+    (``decision_id_reused``); copies of one attempt still dedup."""
     base = decision_msg_id(approver, decision_id)
-    return f"{base}:{rejected}" if rejected else base
+    if rejected:
+        base = f"{base}:{rejected}"
+    return f"{base}:{hashlib.sha256(body).hexdigest()[:32]}"
 
 
 def dead_letter_msg_id(consumer: str, stream: str, sequence: int) -> str:

@@ -147,6 +147,8 @@ def _to_wire(iid: str, scope: str, req: Request) -> dict[str, Any]:
         out["oneClickLinks"] = req.one_click_links
     if req.chat_decisions is not None:
         out["chatDecisions"] = req.chat_decisions
+    if req.sensitive is not None:
+        out["sensitive"] = req.sensitive
     try:
         json.dumps(out)
         validate_interrupt(out)

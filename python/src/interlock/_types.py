@@ -80,15 +80,23 @@ class Request:
     # False forbids deciding this interrupt from a chat (Slack buttons and
     # forms): its message shows the question and the inbox link only.
     chat_decisions: bool | None = None
+    # True: the answer is never shown in reads, events, logs or
+    # notifications, only that it was given. None: the server's default
+    # (true for reason input_required, false otherwise).
+    sensitive: bool | None = None
 
 
 @dataclass(frozen=True)
 class Decision:
-    """The answer an interrupt returns on the replay pass."""
+    """The answer an interrupt returns on the replay pass. ``payload`` is
+    ``None`` when the approver sent none (a payload is never JSON null, so
+    ``None`` means only that, and a body may return it as is, as Go's nil
+    payload marshals to null); ``has_payload`` tells it from the falsy
+    answers ``False``, ``0``, ``""``, ``{}`` and ``[]``."""
 
     interrupt_id: str
     status: Status
-    payload: Any = NO_PAYLOAD
+    payload: Any = None
     metadata: dict[str, Any] | None = None
     approver: str = ""
     comment: str = ""
@@ -100,7 +108,7 @@ class Decision:
     @property
     def has_payload(self) -> bool:
         """True when the approver sent a payload (even a falsy one)."""
-        return self.payload is not NO_PAYLOAD
+        return self.payload is not None
 
     @property
     def cancel_reason(self) -> str:
@@ -117,7 +125,7 @@ class Decision:
         return cls(
             interrupt_id=d["interruptId"],
             status=d["status"],
-            payload=d["payload"] if "payload" in d else NO_PAYLOAD,
+            payload=d.get("payload"),
             metadata=d.get("metadata"),
             approver=d.get("approver") or "",
             comment=d.get("comment") or "",
@@ -204,3 +212,107 @@ class Run:
     def from_bytes(cls, data: bytes) -> Run:
         raw = json.loads(data)
         return cls(run_id=raw["runId"], agent=raw["agent"], status=raw["status"], pass_=raw["pass"], raw=raw)
+
+
+@dataclass(frozen=True)
+class PendingInterrupt:
+    """An interrupt waiting for a decision, with its run: one entry of the
+    pending index (Go: ``subjects.PendingInterrupt``), as
+    :meth:`Client.pending` returns it. Times are RFC 3339 strings as
+    stored; ``raw`` is the entry as read (schema ``pending.schema.json``)."""
+
+    run_id: str
+    agent: str
+    id: str
+    reason: str
+    pass_: int
+    suspended_at: str
+    thread_id: str = ""
+    message: str = ""
+    tool_call_id: str = ""
+    response_schema: dict[str, Any] | None = None
+    expires_at: str = ""
+    metadata: dict[str, Any] | None = None
+    approvers: list[str] = field(default_factory=list)
+    approver_groups: list[str] = field(default_factory=list)
+    escalations: int = 0
+    reminders: int = 0
+    sensitive: bool | None = None
+    one_click_links: bool | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> PendingInterrupt:
+        return cls(
+            run_id=d.get("runId", ""),
+            agent=d.get("agent", ""),
+            id=d.get("id", ""),
+            reason=d.get("reason", ""),
+            pass_=int(d.get("pass", 0)),
+            suspended_at=d.get("suspendedAt", ""),
+            thread_id=d.get("threadId", ""),
+            message=d.get("message", ""),
+            tool_call_id=d.get("toolCallId", ""),
+            response_schema=d.get("responseSchema"),
+            expires_at=d.get("expiresAt", ""),
+            metadata=d.get("metadata"),
+            approvers=list(d.get("approvers") or []),
+            approver_groups=list(d.get("approverGroups") or []),
+            escalations=int(d.get("escalations", 0)),
+            reminders=int(d.get("reminders", 0)),
+            sensitive=d.get("sensitive"),
+            one_click_links=d.get("oneClickLinks"),
+            raw=d,
+        )
+
+
+@dataclass(frozen=True)
+class Event:
+    """One lifecycle or audit event of a run (Go: ``subjects.Event``), as
+    :meth:`Client.events` returns it: ``type`` and ``run_id`` from the
+    subject it was stored under, never its body. Fields a type does not
+    carry are empty; ``raw`` is the entry as read (schema
+    ``event.schema.json``)."""
+
+    type: str
+    run_id: str
+    at: str
+    pass_: int = 0
+    version: int = 1
+    agent: str = ""
+    observer: str = ""
+    interrupt_ids: list[str] = field(default_factory=list)
+    verdict: Verdict | None = None
+    code: str = ""
+    detail: str = ""
+    subject: str = ""
+    sink: str = ""
+    attempts: int = 0
+    identity: str = ""
+    address: str = ""
+    request: str = ""
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_wire(cls, e: dict[str, Any]) -> Event:
+        v = e.get("verdict")
+        return cls(
+            type=e.get("type", ""),
+            run_id=e.get("runId", ""),
+            at=e.get("at", ""),
+            pass_=int(e.get("pass", 0)),
+            version=int(e.get("version", 1)),
+            agent=e.get("agent", ""),
+            observer=e.get("observer", ""),
+            interrupt_ids=list(e.get("interruptIds") or []),
+            verdict=Verdict.from_wire(v) if isinstance(v, dict) and "outcome" in v else None,
+            code=e.get("code", ""),
+            detail=e.get("detail", ""),
+            subject=e.get("subject", ""),
+            sink=e.get("sink", ""),
+            attempts=int(e.get("attempts", 0)),
+            identity=e.get("identity", ""),
+            address=e.get("address", ""),
+            request=e.get("request", ""),
+            raw=e,
+        )

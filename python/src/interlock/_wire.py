@@ -211,6 +211,7 @@ _INTERRUPT: dict[str, Check] = {
     "remindBeforeSeconds": _positive_ints,
     "oneClickLinks": _bool,
     "chatDecisions": _bool,
+    "sensitive": _bool,
 }
 
 

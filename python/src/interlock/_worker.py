@@ -45,7 +45,8 @@ class Worker:
     it shares an agent's work with the Go workers of that agent. It holds at
     most ``concurrency`` work items per agent (no prefetch), sends a
     heartbeat (``+WPI``) every ``ack_wait / 2`` while a pass runs, cancels a
-    pass after ``pass_timeout`` seconds (the pass is retried later, like
+    pass after ``pass_timeout`` seconds (default 300, Go's
+    ``processor.DefaultPassTimeout``; None: no limit; the pass is retried later, like
     :class:`Retry`; on the last attempt the run fails, as with the Go
     worker), and before running a pass checks that the pass has not
     already reported (the runs stream holds its outcome), on every delivery.
@@ -59,7 +60,7 @@ class Worker:
         concurrency: int = 4,
         ack_wait: float = 30.0,
         max_deliver: int = 10,
-        pass_timeout: float | None = 600.0,
+        pass_timeout: float | None = 300.0,
         backoff: tuple[float, ...] = (0.1, 1.0, 5.0, 30.0),
         create_consumers: bool = True,
         logger: logging.Logger | None = None,

@@ -153,12 +153,12 @@ class ClaudePermissions:
             return PermissionResultAllow(updated_input=rec.result.get("updatedInput"))
         return PermissionResultDeny(message=str(rec.result.get("message", "denied")))
 
-    async def pending(self) -> list[dict[str, Any]]:
+    async def pending(self) -> list[interlock.PendingInterrupt]:
         """The permission questions of this session that wait for a decision."""
         return [
             p
             for p in await self._client.pending()
-            if p.get("agent") == self.agent_name and (p.get("metadata") or {}).get("sessionId") == self.session_id
+            if p.agent == self.agent_name and (p.metadata or {}).get("sessionId") == self.session_id
         ]
 
     async def close(self) -> None:
