@@ -96,13 +96,15 @@ func TestAttackRolesSquatAuditEntryIDs(t *testing.T) {
 			done, err := approveAsAda(t, d, run, 30*time.Second)
 			require.NoError(t, err)
 			assert.Equal(t, subjects.RunCompleted, done.Status)
+			// The record is written before its events: wait for them.
+			want := []subjects.EventType{subjects.EventDecisionAccepted, subjects.EventResumed, subjects.EventCompleted}
 			seen := map[subjects.EventType]bool{}
-			for _, ev := range d.events(run) {
-				seen[ev.Type] = true
-			}
-			for _, want := range []subjects.EventType{subjects.EventDecisionAccepted, subjects.EventResumed, subjects.EventCompleted} {
-				assert.True(t, seen[want], "the stored audit trail has the %s entry", want)
-			}
+			require.Eventually(t, func() bool {
+				for _, ev := range d.events(run) {
+					seen[ev.Type] = true
+				}
+				return seen[want[0]] && seen[want[1]] && seen[want[2]]
+			}, 20*time.Second, 20*time.Millisecond, "the stored audit trail has %v; it has %v", want, seen)
 		})
 	}
 }
