@@ -100,7 +100,7 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Delivery
 		return co.verdict(ctx, o, d, addr.Run, rules.Reject(subjects.CodeRecordTooLarge,
 			"the run record with this decision would not fit the server's max payload of %d bytes; "+
 				"nothing was recorded: send a shorter decision (payload, comment, metadata) (%v)",
-			co.client.MaxPayload(), err), false)
+			co.store.MaxRecord(), err), false)
 	case err != nil:
 		return err
 	case next != nil:
@@ -145,20 +145,13 @@ func retryDelay(deliveries uint64) time.Duration {
 // suspensionPending reports whether the runs stream holds a suspension of
 // run newer than the record knows.
 func (co *Coordinator) suspensionPending(ctx context.Context, run string, rec *subjects.Run) (bool, error) {
-	filter, err := co.ns.RunSuspensions(run)
-	if err != nil {
-		return false, nil
-	}
-	last, err := co.client.LastMsg(ctx, jetstream.StreamRuns, filter)
-	if errors.Is(err, jetstream.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
+	last, err := co.store.LastSuspension(ctx, run)
+	if err != nil || last == 0 {
 		return false, err
 	}
 	// A run that has ended waits for no suspension: one refused after the
 	// record (a suspension too large for it) is not coming.
-	return rec == nil || !rec.Status.Terminal() && last.Sequence > rec.SuspensionSeq, nil
+	return rec == nil || !rec.Status.Terminal() && last > rec.SuspensionSeq, nil
 }
 
 // accepted finishes an accepted decision: the replay work item when it was
@@ -237,7 +230,7 @@ func (co *Coordinator) reply(ctx context.Context, o origin, v subjects.Verdict) 
 				truncate(o.replyTo, 256), subjects.InboxPrefix(o.approver), orAnonymous(o.approver))}, o.key+":reply")
 	}
 	data, _ := json.Marshal(v)
-	if err := co.client.Notify(o.replyTo, data); err != nil {
+	if err := co.nats.Notify(o.replyTo, data); err != nil {
 		co.cfg.Logger.Debug("verdict reply failed", "reply_to", o.replyTo, "error", err)
 	}
 	return nil
