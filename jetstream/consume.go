@@ -55,6 +55,23 @@ func (e *deadLetterError) Unwrap() error { return e.err }
 // err as the reason: for input no retry can fix.
 func DeadLetter(err error) error { return &deadLetterError{err: err} }
 
+// RetryDelay reports whether a handler's error err is RetryAfter's, and
+// after how long its message comes back: for tests that call a handler
+// without a consumer.
+func RetryDelay(err error) (time.Duration, bool) {
+	var retry *retryError
+	if errors.As(err, &retry) {
+		return retry.after, true
+	}
+	return 0, false
+}
+
+// DeadLettered reports whether a handler's error err is DeadLetter's.
+func DeadLettered(err error) bool {
+	var dead *deadLetterError
+	return errors.As(err, &dead)
+}
+
 // ConsumeConfig is what one durable consumer loop is.
 type ConsumeConfig struct {
 	Stream  Stream
