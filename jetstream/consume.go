@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/interlockhq/interlock/internal/textcut"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -546,14 +547,7 @@ func (k *Consumer) deadLetter(raw jetstream.Msg, m *Delivery, reason error) {
 	if k.cc.OnDeadLetter != nil {
 		k.cc.OnDeadLetter(m, reason)
 	}
-	_ = raw.TermWithReason(truncate(reason.Error(), 200))
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
+	_ = raw.TermWithReason(textcut.Truncate(reason.Error(), 200))
 }
 
 // Stop stops fetching, lets the handlers finish the messages they hold, and

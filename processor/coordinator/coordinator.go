@@ -134,7 +134,7 @@ func New(c *jetstream.Client, cfg Config) *Coordinator {
 		cfg.NATS = c
 	}
 	return &Coordinator{client: c, nats: cfg.NATS, store: cfg.Store, cfg: cfg, ns: cfg.NATS.Namespace(),
-		metrics: newMetrics(cfg.Registry),
+		metrics: newMetrics(),
 		rules:   rules.Set{Expiry: cfg.Expiry, Groups: cfg.Groups, Schemas: &schema.Cache{Budget: cfg.SchemaBudget}}}
 }
 
@@ -149,13 +149,11 @@ type input struct {
 // inputs are the coordinator's durable consumers and their handlers.
 func (co *Coordinator) inputs() []input {
 	ns := co.ns
-	due := ns.All(subjects.KindTimers)
-	due = due[:len(due)-1] + "due.>"
 	return []input{
 		{jetstream.StreamRuns, "coordinator_runs", []string{ns.All(subjects.KindSuspended), ns.All(subjects.KindCompleted),
 			ns.All(subjects.KindFailed)}, co.handleOutcome},
 		{jetstream.StreamDecisions, "coordinator_decisions", nil, co.handleDecision},
-		{jetstream.StreamTimers, "coordinator_timers", []string{due}, co.handleTimer},
+		{jetstream.StreamTimers, "coordinator_timers", []string{ns.TimersDue()}, co.handleTimer},
 		{jetstream.StreamObserved, "coordinator_observed", nil, co.handleObserved},
 	}
 }
@@ -211,6 +209,9 @@ func (co *Coordinator) Start(ctx context.Context) error {
 		return ErrNoClient
 	}
 	co.fault = fault.From(ctx)
+	if err := co.register(); err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
 	co.watch = newTopologyWatch(co)
 	if err := co.watch.start(ctx); err != nil {
 		return err
@@ -230,12 +231,31 @@ func (co *Coordinator) Start(ctx context.Context) error {
 			return err
 		}
 		co.running.Add(cons)
-		registerLag(co.cfg.Registry, co.client, in.stream, in.durable)
 	}
-	registerPending(co.cfg.Registry, co.store)
-	registerBacklog(co.cfg.Registry, co.client)
 	co.stopWatch = co.watch.run(co.cfg.TopologyInterval)
 	return nil
+}
+
+// register registers the coordinator's metrics with cfg.Registry (Start does): a
+// registry that refuses them (their names taken by other metrics) is an
+// error.
+func (co *Coordinator) register() error {
+	reg := co.cfg.Registry
+	if err := co.metrics.register(reg); err != nil {
+		return err
+	}
+	if err := registerPending(reg, co.store); err != nil {
+		return err
+	}
+	if co.client == nil {
+		return nil // it consumes nothing: no consumer lag, no backlog to read
+	}
+	for _, in := range co.inputs() {
+		if err := registerLag(reg, co.client, in.stream, in.durable); err != nil {
+			return err
+		}
+	}
+	return registerBacklog(reg, co.client)
 }
 
 // Stop stops consuming and waits for the messages under way.

@@ -135,7 +135,7 @@ func TestFaultWhileWaiting(t *testing.T) {
 	err := e.co.handleDecision(ctx(t), e.decision("r1", "", resolve("d1", "open", ""), ""))
 	<-fired
 	assert.Equal(t, 1, e.nats.closed)
-	require.Error(t, err, "not acked")
+	require.ErrorIs(t, err, errAbandoned, "abandoned, as at every fault point")
 	assert.Empty(t, e.events("r1"))
 }
 

@@ -300,7 +300,7 @@ class Worker:
             with p.lock:
                 if not p.pending:
                     raise
-        except Exception as e:
+        except (Suspended, Exception) as e:
             err = e
         subject, msg = self._outcome(work, p, result, err)
         return subject, json.dumps(msg, separators=(",", ":")).encode(), tp
