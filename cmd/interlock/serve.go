@@ -256,9 +256,9 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 		provisionFn = nil
 		log.Info("not provisioning: connected as a named NATS user; `interlock provision` runs with admin's credentials", "user", user)
 	}
-	return runService(ctx, g, log, "interlock-serve", url, jetstream.Config{Replicas: sc.replicas},
-		provisionFn, sc.metricsAddr,
-		func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
+	return g.runService(ctx, service{Name: "interlock-serve", URL: url, NATS: jetstream.Config{Replicas: sc.replicas},
+		Provision: provisionFn, MetricsAddr: sc.metricsAddr, Log: log,
+		Start: func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
 			cfg := coCfg
 			cfg.Registry = reg
 			co := coordinator.New(client, cfg)
@@ -290,5 +290,5 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 			}
 			log.Info("coordinator running", "nats", jetstream.Redact(url), "prefix", g.prefix)
 			return stop, nil
-		})
+		}})
 }
