@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/interlockhq/interlock/internal/textcut"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -55,6 +56,23 @@ func (e *deadLetterError) Unwrap() error { return e.err }
 // DeadLetter makes a handler's message go to the dead-letter stream now, with
 // err as the reason: for input no retry can fix.
 func DeadLetter(err error) error { return &deadLetterError{err: err} }
+
+// RetryDelay reports whether a handler's error err is RetryAfter's, and
+// after how long its message comes back: for tests that call a handler
+// without a consumer.
+func RetryDelay(err error) (time.Duration, bool) {
+	var retry *retryError
+	if errors.As(err, &retry) {
+		return retry.after, true
+	}
+	return 0, false
+}
+
+// DeadLettered reports whether a handler's error err is DeadLetter's.
+func DeadLettered(err error) bool {
+	var dead *deadLetterError
+	return errors.As(err, &dead)
+}
 
 // ConsumeConfig is what one durable consumer loop is.
 type ConsumeConfig struct {
@@ -533,14 +551,7 @@ func (k *Consumer) deadLetter(raw jetstream.Msg, m *Delivery, reason error) {
 	if k.cc.OnDeadLetter != nil {
 		k.cc.OnDeadLetter(m, reason)
 	}
-	_ = raw.TermWithReason(truncate(reason.Error(), 200))
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
+	_ = raw.TermWithReason(textcut.Truncate(reason.Error(), 200))
 }
 
 // Stop stops fetching, lets the handlers finish the messages they hold, and

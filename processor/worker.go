@@ -90,7 +90,7 @@ func NewWorker(c *jetstream.Client, cfg WorkerConfig) *Worker {
 	if cfg.MaxDeliver <= 0 {
 		cfg.MaxDeliver = 10
 	}
-	return &Worker{client: c, cfg: cfg, agents: map[string]registered{}, metrics: newWorkerMetrics(cfg.Registry)}
+	return &Worker{client: c, cfg: cfg, agents: map[string]registered{}, metrics: newWorkerMetrics()}
 }
 
 // DefaultPassTimeout is how long a pass may run when its agent was
@@ -141,6 +141,9 @@ func (w *Worker) Register(name string, fn AgentFunc, opts ...RegisterOption) err
 func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if err := w.metrics.register(w.cfg.Registry); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
 	for name, a := range w.agents {
 		cc, err := w.consumerConfig(name, a)
 		if err != nil {

@@ -225,6 +225,10 @@ func (n Namespace) TimerDue(run string) (string, error) {
 	return n.join(KindTimers, "due", run), nil
 }
 
+// TimersDue returns the wildcard matching every run's due timers (what
+// TimerDue names), for the coordinator's consumer of due timers.
+func (n Namespace) TimersDue() string { return n.join(KindTimers, "due", ">") }
+
 // Notice is the subject of a notice of kind (KindReminder, KindEscalated or
 // KindExpired) about run's interrupts, for notifiers.
 func (n Namespace) Notice(kind Kind, agent, run string) (string, error) {

@@ -224,3 +224,14 @@ func mustNS(t *testing.T, prefix string) subjects.Namespace {
 	require.NoError(t, err)
 	return ns
 }
+
+func TestTimersDue(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, "interlock.timers.due.>", subjects.Default().TimersDue())
+	ns, err := subjects.New("acme.il")
+	require.NoError(t, err)
+	assert.Equal(t, "acme.il.timers.due.>", ns.TimersDue())
+	due, err := ns.TimerDue("r1")
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(due, strings.TrimSuffix(ns.TimersDue(), ">")), "TimerDue's subjects match it")
+}

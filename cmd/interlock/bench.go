@@ -1,55 +1,18 @@
 package main
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"io"
-	"os"
-	"runtime"
 	"sync"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/interlockhq/interlock/internal/benchmark"
-	"github.com/interlockhq/interlock/internal/floor"
-	"github.com/interlockhq/interlock/internal/histogram"
-	"github.com/interlockhq/interlock/internal/writes"
 	"github.com/interlockhq/interlock/jetstream/embedded"
 )
-
-// cycler is what both Interlock and the floor do.
-type cycler interface {
-	Run(ctx context.Context, id string) (floor.Phases, error)
-	Park(ctx context.Context, id string) error
-	Bytes(ctx context.Context) (uint64, error)
-	Close()
-}
-
-// benchResult is one scenario's figures for one side.
-type benchResult struct {
-	Scenario  string  `json:"scenario"`
-	Sync      string  `json:"sync"`
-	Side      string  `json:"side"` // interlock or floor
-	Runs      int     `json:"runs"`
-	PerSecond float64 `json:"perSecond,omitempty"`
-	P50ms     float64 `json:"p50ms,omitempty"`
-	P99ms     float64 `json:"p99ms,omitempty"`
-	// Parked runs: bytes stored per run, and the process heap (the embedded
-	// server included) per run.
-	BytesPerRun float64 `json:"bytesPerRun,omitempty"`
-	HeapPerRun  float64 `json:"heapBytesPerRun,omitempty"`
-	// Cycles: messages stored and bytes published on the streams per
-	// cycle, over every stream and bucket the side uses.
-	MsgsPerCycle  float64 `json:"msgsPerCycle,omitempty"`
-	BytesPerCycle float64 `json:"bytesPerCycle,omitempty"`
-	// CPUPerCycleMs is the CPU time the whole bench process used per cycle
-	// (user and system): the embedded server's work for the side included,
-	// as it runs in the same process. Absent where it cannot be read.
-	CPUPerCycleMs float64 `json:"cpuPerCycleMs,omitempty"`
-}
 
 func newBench(g *globals) *cobra.Command {
 	var (
@@ -77,13 +40,17 @@ histograms.
   parked    --parked runs left suspended: bytes stored and heap per run`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var all []benchResult
+			var all []benchmark.Result
 			for _, mode := range syncModes {
 				if mode != string(embedded.SyncAlways) && mode != string(embedded.SyncInterval) {
 					return usagef("--sync %q is not always or interval", mode)
 				}
 				for _, side := range []string{"interlock", "floor"} {
-					res, err := benchSide(cmd.Context(), cmd.ErrOrStderr(), side, embedded.Sync(mode), scenarios, runs, concurrency, parked, rate)
+					res, err := benchmark.RunSide(cmd.Context(), side, embedded.Sync(mode), benchmark.Options{Scenarios: scenarios,
+						Runs: runs, Concurrency: concurrency, Parked: parked, Rate: rate, Progress: progressPrinter(cmd.ErrOrStderr())})
+					if errors.Is(err, benchmark.ErrUsage) {
+						return usage(err)
+					}
 					if err != nil {
 						return err
 					}
@@ -107,195 +74,28 @@ histograms.
 	return cmd
 }
 
-func benchSide(ctx context.Context, progress io.Writer, side string, mode embedded.Sync, scenarios []string, runs, concurrency, parked int, rate float64) ([]benchResult, error) {
-	dir, err := os.MkdirTemp("", "interlock-bench-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	srv, err := embedded.Start(embedded.Config{DataDir: dir, Port: -1, Sync: mode})
-	if err != nil {
-		return nil, err
-	}
-	defer srv.Shutdown()
-	var c cycler
-	if side == "interlock" {
-		c, err = benchmark.New(ctx, floor.Config{URL: srv.URL()})
-	} else {
-		c, err = floor.New(ctx, floor.Config{URL: srv.URL()})
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	var out []benchResult
-	seq := 0
-	id := func() string { seq++; return fmt.Sprintf("b%07d", seq) }
-	for _, sc := range scenarios {
-		r := benchResult{Scenario: sc, Sync: string(mode), Side: side}
-		tick := progressPrinter(progress, fmt.Sprintf("%s %s sync=%s", sc, side, mode))
-		switch sc {
-		case "suspend", "replay":
-			var h histogram.Histogram
-			for i := range runs {
-				p, err := c.Run(ctx, id())
-				if err != nil {
-					return nil, fmt.Errorf("%s %s: %w", side, sc, err)
-				}
-				if sc == "suspend" {
-					h.Record(p.Suspend)
-				} else {
-					h.Record(p.Replay)
-				}
-				tick(i+1, runs)
+// progressPrinter shows each scenario's progress on w: one line, rewritten
+// at most every 200ms, ended when the scenario is.
+func progressPrinter(w io.Writer) func(label string) (func(done, total int), func()) {
+	return func(label string) (func(done, total int), func()) {
+		var mu sync.Mutex
+		var last time.Time
+		return func(done, total int) {
+			mu.Lock()
+			defer mu.Unlock()
+			if done < total && time.Since(last) < 200*time.Millisecond {
+				return
 			}
-			r.Runs, r.P50ms, r.P99ms = runs, ms(h.Quantile(0.5)), ms(h.Quantile(0.99))
-		case "paced":
-			if rate <= 0 {
-				return nil, usagef("--scenario paced needs --rate (cycles per second)")
-			}
-			var h histogram.Histogram
-			var wg sync.WaitGroup
-			var failed atomic.Value
-			var done atomic.Int64
-			interval := time.Duration(float64(time.Second) / rate)
-			next := time.Now()
-			start := time.Now()
-			for range runs {
-				time.Sleep(time.Until(next)) // the pace itself
-				next = next.Add(interval)
-				wg.Add(1)
-				go func(run string) {
-					defer wg.Done()
-					p, err := c.Run(ctx, run)
-					if err != nil {
-						failed.Store(err)
-						return
-					}
-					h.Record(p.Replay)
-					tick(int(done.Add(1)), runs)
-				}(id())
-			}
-			wg.Wait()
-			if err, _ := failed.Load().(error); err != nil {
-				return nil, fmt.Errorf("%s paced: %w", side, err)
-			}
-			r.Runs, r.PerSecond = runs, float64(runs)/time.Since(start).Seconds()
-			r.P50ms, r.P99ms = ms(h.Quantile(0.5)), ms(h.Quantile(0.99))
-		case "cycle":
-			var h histogram.Histogram
-			var done atomic.Int64
-			var firstErr error
-			var once sync.Once
-			ids := make(chan string, runs)
-			for range runs {
-				ids <- id()
-			}
-			close(ids)
-			tap, err := writes.Start(ctx, srv.URL())
-			if err != nil {
-				return nil, err
-			}
-			cpu0, cpuKnown := processCPU()
-			start := time.Now()
-			var wg sync.WaitGroup
-			for range concurrency {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for run := range ids {
-						p, err := c.Run(ctx, run)
-						if err != nil {
-							once.Do(func() { firstErr = err })
-							return
-						}
-						h.Record(p.Total)
-						tick(int(done.Add(1)), runs)
-					}
-				}()
-			}
-			wg.Wait()
-			elapsed := time.Since(start)
-			if cpu1, ok := processCPU(); ok && cpuKnown {
-				r.CPUPerCycleMs = ms(cpu1-cpu0) / float64(runs)
-			}
-			written, err := tap.Stop(ctx)
-			if firstErr != nil {
-				return nil, fmt.Errorf("%s cycle: %w", side, firstErr)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("%s cycle: counting writes: %w", side, err)
-			}
-			r.Runs, r.PerSecond = runs, float64(runs)/elapsed.Seconds()
-			r.MsgsPerCycle, r.BytesPerCycle = float64(written.Msgs)/float64(runs), float64(written.Bytes)/float64(runs)
-			r.P50ms, r.P99ms = ms(h.Quantile(0.5)), ms(h.Quantile(0.99))
-		case "parked":
-			before, err := c.Bytes(ctx)
-			if err != nil {
-				return nil, err
-			}
-			runtime.GC()
-			var m0, m1 runtime.MemStats
-			runtime.ReadMemStats(&m0)
-			sem := make(chan struct{}, 64)
-			var wg sync.WaitGroup
-			var failed atomic.Value
-			var done atomic.Int64
-			for range parked {
-				sem <- struct{}{}
-				wg.Add(1)
-				go func(run string) {
-					defer wg.Done()
-					defer func() { <-sem }()
-					if err := c.Park(ctx, run); err != nil {
-						failed.Store(err)
-					}
-					tick(int(done.Add(1)), parked)
-				}(id())
-			}
-			wg.Wait()
-			if err, _ := failed.Load().(error); err != nil {
-				return nil, fmt.Errorf("%s parked: %w", side, err)
-			}
-			after, err := c.Bytes(ctx)
-			if err != nil {
-				return nil, err
-			}
-			runtime.GC()
-			runtime.ReadMemStats(&m1)
-			r.Runs = parked
-			r.BytesPerRun = float64(after-before) / float64(parked)
-			r.HeapPerRun = (float64(m1.HeapAlloc) - float64(m0.HeapAlloc)) / float64(parked)
-		default:
-			return nil, usagef("--scenario %q is not suspend, replay, cycle, paced or parked", sc)
-		}
-		fmt.Fprintln(progress)
-		out = append(out, r)
-	}
-	return out, nil
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// progressPrinter rewrites one progress line at most every 200ms.
-func progressPrinter(w io.Writer, label string) func(done, total int) {
-	var mu sync.Mutex
-	var last time.Time
-	return func(done, total int) {
-		mu.Lock()
-		defer mu.Unlock()
-		if done < total && time.Since(last) < 200*time.Millisecond {
-			return
-		}
-		last = time.Now()
-		fmt.Fprintf(w, "\r%-40s %7d/%d", label, done, total)
+			last = time.Now()
+			fmt.Fprintf(w, "\r%-40s %7d/%d", label, done, total)
+		}, func() { fmt.Fprintln(w) }
 	}
 }
 
-func printBench(w io.Writer, all []benchResult) {
+func printBench(w io.Writer, all []benchmark.Result) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "SCENARIO\tSYNC\tINTERLOCK\tFLOOR\tRATIO\t")
-	find := func(sc, mode, side string) *benchResult {
+	find := func(sc, mode, side string) *benchmark.Result {
 		for i := range all {
 			if all[i].Scenario == sc && all[i].Sync == mode && all[i].Side == side {
 				return &all[i]

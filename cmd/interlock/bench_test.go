@@ -7,13 +7,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/interlockhq/interlock/internal/benchmark"
 )
 
 func TestBenchCommand(t *testing.T) {
 	t.Parallel()
 	r := cli(t, "bench", "--runs", "5", "--parked", "20", "--concurrency", "2", "--sync", "interval", "--json")
 	require.Equal(t, 0, r.code, r.err)
-	var res []benchResult
+	var res []benchmark.Result
 	require.NoError(t, json.Unmarshal([]byte(r.out), &res))
 	require.Len(t, res, 8, "four scenarios, Interlock and the floor")
 	for _, x := range res {

@@ -36,52 +36,50 @@ a duplicate of an accepted one), 3 when it was rejected, with the reason.`,
 				// decisions published as this approver in.
 				g.inbox = subjects.InboxPrefix(approver)
 			}
-			api, closeAPI, err := g.api(ctx)
-			if err != nil {
-				return err
-			}
-			defer closeAPI()
-			req := processor.DecisionRequest{RunID: args[0], Status: status, Comment: comment,
-				Approver: approver, DecisionID: decisionID, Via: "cli"}
-			if len(args) == 2 {
-				req.InterruptID = args[1]
-			} else if req.InterruptID, err = onlyPending(cmd, api, args[0]); err != nil {
-				return err
-			}
-			if edit != "" {
-				// Approve with edited arguments: they are the answer.
+			return g.withAPI(ctx, func(api *processor.Client) error {
+				var err error
+				req := processor.DecisionRequest{RunID: args[0], Status: status, Comment: comment,
+					Approver: approver, DecisionID: decisionID, Via: "cli"}
+				if len(args) == 2 {
+					req.InterruptID = args[1]
+				} else if req.InterruptID, err = onlyPending(cmd, api, args[0]); err != nil {
+					return err
+				}
+				if edit != "" {
+					// Approve with edited arguments: they are the answer.
+					if payload != "" {
+						return usage(errors.New("--edit and --payload exclude each other"))
+					}
+					var args map[string]any
+					if json.Unmarshal([]byte(edit), &args) != nil {
+						return usagef("--edit takes the edited arguments as a JSON object: %s", edit)
+					}
+					payload = edit
+				}
 				if payload != "" {
-					return usage(errors.New("--edit and --payload exclude each other"))
+					if !json.Valid([]byte(payload)) {
+						return usagef("--payload is not valid JSON: %s", payload)
+					}
+					req.Payload = json.RawMessage(payload)
 				}
-				var args map[string]any
-				if json.Unmarshal([]byte(edit), &args) != nil {
-					return usagef("--edit takes the edited arguments as a JSON object: %s", edit)
+				wctx, cancel := context.WithTimeout(ctx, g.timeout)
+				defer cancel()
+				v, err := api.Decide(wctx, req)
+				if err != nil && !errors.Is(err, processor.ErrRejected) {
+					return err
 				}
-				payload = edit
-			}
-			if payload != "" {
-				if !json.Valid([]byte(payload)) {
-					return usagef("--payload is not valid JSON: %s", payload)
+				if g.json {
+					if perr := printJSON(cmd.OutOrStdout(), v); perr != nil {
+						return perr
+					}
+				} else {
+					printVerdict(cmd, v)
 				}
-				req.Payload = json.RawMessage(payload)
-			}
-			wctx, cancel := context.WithTimeout(ctx, g.timeout)
-			defer cancel()
-			v, err := api.Decide(wctx, req)
-			if err != nil && !errors.Is(err, processor.ErrRejected) {
-				return err
-			}
-			if g.json {
-				if perr := printJSON(cmd.OutOrStdout(), v); perr != nil {
-					return perr
+				if err != nil {
+					return fmt.Errorf("%w%s", err, approverHint(cmd, api, req, v))
 				}
-			} else {
-				printVerdict(cmd, v)
-			}
-			if err != nil {
-				return fmt.Errorf("%w%s", err, approverHint(cmd, api, req, v))
-			}
-			return nil
+				return nil
+			})
 		},
 	}
 	f := cmd.Flags()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/subjects"
@@ -153,92 +154,89 @@ func runDemo(ctx context.Context, g *globals, emb *embeddedFlags, out, errOut io
 	say("Interlock demo: an agent needs a person's approval before it issues a refund.")
 	say("NATS JetStream at %s", url)
 
-	client, err := g.dial(ctx, url, "interlock-demo")
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	if err := client.Provision(ctx); err != nil {
-		return err
-	}
-	co := coordinator.New(client, coordinator.Config{Logger: log})
-	if err := co.Start(ctx); err != nil {
-		return err
-	}
-	defer co.Stop()
-	w := processor.NewWorker(client, processor.WorkerConfig{Logger: log})
-	if err := w.Register("refunds", demoAgent(say)); err != nil {
-		return err
-	}
-	if err := w.Start(ctx); err != nil {
-		return err
-	}
-	defer func() { _ = w.Stop(context.Background()) }()
-
-	// The demo waits for a person until it is stopped, not for Wait's default.
-	api := processor.NewClient(client, processor.WithWaitTimeout(24*time.Hour))
-	run, err := api.Start(ctx, "refunds", refundRequest{Order: "A-1001", Amount: 42.5, Customer: "Ada"})
-	if err != nil {
-		return err
-	}
-	say("started run %s", run)
-	emit(map[string]any{"event": "started", "runId": run, "natsUrl": url})
-
-	rec, err := api.Wait(ctx, run, func(r *subjects.Run) bool { return r.Status == subjects.RunSuspended || r.Status.Terminal() })
-	if err != nil {
-		return err
-	}
-	if rec.Status != subjects.RunSuspended {
-		return &runFailedError{fmt.Errorf("run %s %s before asking: %s", run, rec.Status, rec.Error)}
-	}
-	in := rec.Pending()[0]
-	self := selfCommand()
-	approve := fmt.Sprintf(`%s approve --nats-url %s %s %s --payload '{"amount": 42.5}'`, self, url, run, in.ID)
-	deny := fmt.Sprintf(`%s deny --nats-url %s %s %s --comment "not eligible"`, self, url, run, in.ID)
-	say("suspended: the run waits for a decision; no process holds it in memory.")
-	say("  interrupt  %s", in.ID)
-	say("  reason     %s (tool call %s)", in.Reason, in.ToolCallID)
-	say("  message    %s", in.Message)
-	say("  answer     %s", in.ResponseSchema)
-	emit(map[string]any{"event": "suspended", "runId": run, "interrupt": in.Interrupt,
-		"approveCommand": approve, "denyCommand": deny})
-
-	switch {
-	case autoApprove || autoDeny:
-		req := processor.DecisionRequest{RunID: run, InterruptID: in.ID, Approver: "demo"}
-		if autoApprove {
-			req.Status, req.Payload = subjects.StatusResolved, map[string]any{"amount": 42.5}
-			say("deciding by itself (--auto-approve): approve 42.50")
-		} else {
-			req.Status, req.Comment = subjects.StatusCancelled, "denied by --auto-deny"
-			say("deciding by itself (--auto-deny): deny")
+	return g.withClient(ctx, url, "interlock-demo", jetstream.Config{}, func(client *jetstream.Client) error {
+		if err := client.Provision(ctx); err != nil {
+			return err
 		}
-		v, err := api.Decide(ctx, req)
+		co := coordinator.New(client, coordinator.Config{Logger: log})
+		if err := co.Start(ctx); err != nil {
+			return err
+		}
+		defer co.Stop()
+		w := processor.NewWorker(client, processor.WorkerConfig{Logger: log})
+		if err := w.Register("refunds", demoAgent(say)); err != nil {
+			return err
+		}
+		if err := w.Start(ctx); err != nil {
+			return err
+		}
+		defer func() { _ = w.Stop(context.Background()) }()
+
+		// The demo waits for a person until it is stopped, not for Wait's default.
+		api := processor.NewClient(client, processor.WithWaitTimeout(24*time.Hour))
+		run, err := api.Start(ctx, "refunds", refundRequest{Order: "A-1001", Amount: 42.5, Customer: "Ada"})
 		if err != nil {
 			return err
 		}
-		say("decision %s", v.Outcome)
-	default:
-		say("")
-		say("To approve it, run in another terminal:")
-		say("  %s", approve)
-		say("To deny it:")
-		say("  %s", deny)
-		say("")
-		say("waiting for a decision (Ctrl-C to stop)...")
-	}
+		say("started run %s", run)
+		emit(map[string]any{"event": "started", "runId": run, "natsUrl": url})
 
-	rec, err = api.Wait(ctx, run, processor.Finished)
-	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return fmt.Errorf("stopped before the run finished; it was suspended, waiting for %s", in.ID)
+		rec, err := api.Wait(ctx, run, func(r *subjects.Run) bool { return r.Status == subjects.RunSuspended || r.Status.Terminal() })
+		if err != nil {
+			return err
 		}
-		return err
-	}
-	emit(map[string]any{"event": string(rec.Status), "runId": run, "result": rec.Result, "error": rec.Error})
-	if rec.Status == subjects.RunFailed {
-		return &runFailedError{fmt.Errorf("run %s failed: %s", run, rec.Error)}
-	}
-	say("completed after %d passes: %s", rec.Pass+1, rec.Result)
-	return nil
+		if rec.Status != subjects.RunSuspended {
+			return &runFailedError{fmt.Errorf("run %s %s before asking: %s", run, rec.Status, rec.Error)}
+		}
+		in := rec.Pending()[0]
+		self := selfCommand()
+		approve := fmt.Sprintf(`%s approve --nats-url %s %s %s --payload '{"amount": 42.5}'`, self, url, run, in.ID)
+		deny := fmt.Sprintf(`%s deny --nats-url %s %s %s --comment "not eligible"`, self, url, run, in.ID)
+		say("suspended: the run waits for a decision; no process holds it in memory.")
+		say("  interrupt  %s", in.ID)
+		say("  reason     %s (tool call %s)", in.Reason, in.ToolCallID)
+		say("  message    %s", in.Message)
+		say("  answer     %s", in.ResponseSchema)
+		emit(map[string]any{"event": "suspended", "runId": run, "interrupt": in.Interrupt,
+			"approveCommand": approve, "denyCommand": deny})
+
+		switch {
+		case autoApprove || autoDeny:
+			req := processor.DecisionRequest{RunID: run, InterruptID: in.ID, Approver: "demo"}
+			if autoApprove {
+				req.Status, req.Payload = subjects.StatusResolved, map[string]any{"amount": 42.5}
+				say("deciding by itself (--auto-approve): approve 42.50")
+			} else {
+				req.Status, req.Comment = subjects.StatusCancelled, "denied by --auto-deny"
+				say("deciding by itself (--auto-deny): deny")
+			}
+			v, err := api.Decide(ctx, req)
+			if err != nil {
+				return err
+			}
+			say("decision %s", v.Outcome)
+		default:
+			say("")
+			say("To approve it, run in another terminal:")
+			say("  %s", approve)
+			say("To deny it:")
+			say("  %s", deny)
+			say("")
+			say("waiting for a decision (Ctrl-C to stop)...")
+		}
+
+		rec, err = api.Wait(ctx, run, processor.Finished)
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return fmt.Errorf("stopped before the run finished; it was suspended, waiting for %s", in.ID)
+			}
+			return err
+		}
+		emit(map[string]any{"event": string(rec.Status), "runId": run, "result": rec.Result, "error": rec.Error})
+		if rec.Status == subjects.RunFailed {
+			return &runFailedError{fmt.Errorf("run %s failed: %s", run, rec.Error)}
+		}
+		say("completed after %d passes: %s", rec.Pass+1, rec.Result)
+		return nil
+	})
 }

@@ -55,10 +55,10 @@ decide. Any number of gateways may run behind a load balancer.`,
 			if err != nil {
 				return err
 			}
-			return runService(ctx, g, log, "interlock-gateway", g.natsURL, jetstream.Config{}, nil, metricsAddr, nil,
-				func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
+			return g.runService(ctx, service{Name: "interlock-gateway", URL: g.natsURL, MetricsAddr: metricsAddr, Log: log,
+				Start: func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
 					return startGateway(client, dir, signer, linkTTL, web.listen, tlsCfg, log, reg, slackCfg)
-				})
+				}})
 		},
 	}
 	web.register(cmd, "127.0.0.1:8080", "address to serve the gateway's HTTP on")

@@ -162,13 +162,24 @@ func (g *globals) namedUser(urls string) string {
 	return ""
 }
 
-// api connects an operator command to NATS; close releases the connection.
-func (g *globals) api(ctx context.Context) (api *processor.Client, close func(), err error) {
-	c, err := g.dial(ctx, g.natsURL, "interlock-cli")
+// withClient is how every command that needs NATS gets it: it connects to
+// url as name (dialConfig), runs fn with the client and closes the
+// connection when fn returns.
+func (g *globals) withClient(ctx context.Context, url, name string, cfg jetstream.Config, fn func(*jetstream.Client) error) error {
+	c, err := g.dialConfig(ctx, url, name, cfg)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	return processor.NewClient(c), c.Close, nil
+	defer c.Close()
+	return fn(c)
+}
+
+// withAPI runs an operator command's fn with the SDK's client on a
+// connection to --nats-url (withClient).
+func (g *globals) withAPI(ctx context.Context, fn func(api *processor.Client) error) error {
+	return g.withClient(ctx, g.natsURL, "interlock-cli", jetstream.Config{}, func(c *jetstream.Client) error {
+		return fn(processor.NewClient(c))
+	})
 }
 
 // aliasOf is the annotation that names the flag a deprecated alias stands for.

@@ -198,51 +198,48 @@ func runMCP(cmd *cobra.Command, g *globals, f mcpFlags,
 		return err
 	}
 	ctx := cmd.Context()
-	c, err := g.dial(ctx, g.natsURL, "interlock-mcp")
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	srv, agent, closeSrv, err := build(ctx, c, log)
-	if err != nil {
-		return err
-	}
-	defer closeSrv()
-	w := processor.NewWorker(c, processor.WorkerConfig{Logger: log})
-	if err := w.Register(f.agent, agent); err != nil {
-		return usage(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		return err
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = w.Stop(sctx)
-	}()
-	if f.httpAddr == "" {
-		log.Info("MCP on stdio", "agent", f.agent)
-		if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+	return g.withClient(ctx, g.natsURL, "interlock-mcp", jetstream.Config{}, func(c *jetstream.Client) error {
+		srv, agent, closeSrv, err := build(ctx, c, log)
+		if err != nil {
+			return err
+		}
+		defer closeSrv()
+		w := processor.NewWorker(c, processor.WorkerConfig{Logger: log})
+		if err := w.Register(f.agent, agent); err != nil {
+			return usage(err)
+		}
+		if err := w.Start(ctx); err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = w.Stop(sctx)
+		}()
+		if f.httpAddr == "" {
+			log.Info("MCP on stdio", "agent", f.agent)
+			if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+				return err
+			}
+			return nil
+		}
+		l, err := net.Listen("tcp", f.httpAddr)
+		if err != nil {
+			return usagef("--http %s: %w", f.httpAddr, err)
+		}
+		h := mcphttp.Guard(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Logger: log}),
+			mcphttp.Config{Token: token, Origins: f.origins, Logger: log})
+		hs := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = hs.Shutdown(sctx)
+		}()
+		log.Info("MCP over streamable HTTP", "url", "http://"+l.Addr().String(), "agent", f.agent, "token", token != "")
+		if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
 		return nil
-	}
-	l, err := net.Listen("tcp", f.httpAddr)
-	if err != nil {
-		return usagef("--http %s: %w", f.httpAddr, err)
-	}
-	h := mcphttp.Guard(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Logger: log}),
-		mcphttp.Config{Token: token, Origins: f.origins, Logger: log})
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(sctx)
-	}()
-	log.Info("MCP over streamable HTTP", "url", "http://"+l.Addr().String(), "agent", f.agent, "token", token != "")
-	if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	})
 }

@@ -64,18 +64,19 @@ func callInBackground(ctx context.Context, cs *mcp.ClientSession, tool string, a
 func approveLater(t *testing.T, ctx context.Context, url string, payload any) {
 	t.Helper()
 	g := &globals{natsURL: url, timeout: 10 * time.Second, prefix: "interlock"}
-	api, closeAPI, err := g.api(ctx)
-	require.NoError(t, err)
-	defer closeAPI()
-	var p []subjects.PendingInterrupt
-	require.Eventually(t, func() bool {
-		p, err = api.Pending(ctx)
-		return err == nil && len(p) == 1
-	}, time.Minute, 20*time.Millisecond)
-	v, err := api.Decide(ctx, processor.DecisionRequest{RunID: p[0].RunID, InterruptID: p[0].ID, Status: subjects.StatusResolved,
-		Approver: "ada", Payload: payload, Comment: "fine"})
-	require.NoError(t, err)
-	require.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+	require.NoError(t, g.withAPI(ctx, func(api *processor.Client) error {
+		var p []subjects.PendingInterrupt
+		var err error
+		require.Eventually(t, func() bool {
+			p, err = api.Pending(ctx)
+			return err == nil && len(p) == 1
+		}, time.Minute, 20*time.Millisecond)
+		v, err := api.Decide(ctx, processor.DecisionRequest{RunID: p[0].RunID, InterruptID: p[0].ID, Status: subjects.StatusResolved,
+			Approver: "ada", Payload: payload, Comment: "fine"})
+		require.NoError(t, err)
+		require.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+		return nil
+	}))
 }
 
 // TestMCPServeStdio: `interlock mcp serve` spawned by an MCP client and

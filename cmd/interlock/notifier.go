@@ -32,14 +32,14 @@ and line, and the command exits 2. See docs/notifiers.md.`,
 			if err != nil {
 				return usage(err)
 			}
-			return runService(ctx, g, log, "interlock-notifier", g.natsURL, jetstream.Config{}, nil, metricsAddr, nil,
-				func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
+			return g.runService(ctx, service{Name: "interlock-notifier", URL: g.natsURL, MetricsAddr: metricsAddr, Log: log,
+				Start: func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
 					stop, err := startNotifier(ctx, client, cfg, log, reg)
 					if err == nil {
 						log.Info("notifier running", "config", config, "sinks", len(cfg.Sinks), "routes", len(cfg.Routes))
 					}
 					return stop, err
-				})
+				}})
 		},
 	}
 	cmd.Flags().StringVar(&config, "config", "", "notifier configuration file (YAML)")

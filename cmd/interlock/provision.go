@@ -62,24 +62,21 @@ one-shot step before serve's embedded server (deploy/systemd).`,
 				defer srv.Shutdown()
 				url = srv.URL()
 			}
-			client, err := g.dialConfig(ctx, url, "interlock-provision", jetstream.Config{Replicas: replicas})
-			if err != nil {
-				return err
-			}
-			defer client.Close()
-			ctx, cancel := context.WithTimeout(ctx, g.timeout+30*time.Second)
-			defer cancel()
-			sinks, err := provision(ctx, client, agents, ncfg, coordinator.Config{AckWait: ackWait})
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return printJSON(cmd.OutOrStdout(), map[string]any{"provisioned": true, "replicas": client.Config().Replicas,
-					"agents": agents, "notifierSinks": sinks})
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "provisioned: streams and buckets (replicas at least %d), %d agent consumer(s), %d notifier sink(s)\n",
-				client.Config().Replicas, len(agents), sinks)
-			return nil
+			return g.withClient(ctx, url, "interlock-provision", jetstream.Config{Replicas: replicas}, func(client *jetstream.Client) error {
+				ctx, cancel := context.WithTimeout(ctx, g.timeout+30*time.Second)
+				defer cancel()
+				sinks, err := provision(ctx, client, agents, ncfg, coordinator.Config{AckWait: ackWait})
+				if err != nil {
+					return err
+				}
+				if g.json {
+					return printJSON(cmd.OutOrStdout(), map[string]any{"provisioned": true, "replicas": client.Config().Replicas,
+						"agents": agents, "notifierSinks": sinks})
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "provisioned: streams and buckets (replicas at least %d), %d agent consumer(s), %d notifier sink(s)\n",
+					client.Config().Replicas, len(agents), sinks)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "replicas of new streams and buckets, and the least existing ones are raised to (3 on a NATS cluster); never lowers")

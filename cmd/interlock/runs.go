@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/authz"
 	"github.com/interlockhq/interlock/subjects"
@@ -60,53 +61,50 @@ marked stuck. Exit codes: 0 one or more runs listed, 4 none matched (so
 				}
 			}
 			ctx := cmd.Context()
-			api, closeAPI, err := g.api(ctx)
-			if err != nil {
-				return err
-			}
-			defer closeAPI()
-			all, err := api.Runs(ctx)
-			if err != nil {
-				return err
-			}
-			work, err := api.WorkBacklog(ctx)
-			if err != nil {
-				return err
-			}
-			unserved := map[string]uint64{}
-			for _, w := range work {
-				if !w.Served {
-					unserved[w.Agent] = w.Waiting
-				}
-			}
-			now := time.Now()
-			out := runsOut{Runs: []runLine{}, Work: work}
-			if out.Work == nil {
-				out.Work = []processor.AgentWork{}
-			}
-			for _, rec := range all {
-				if len(statuses) > 0 && !slices.Contains(statuses, string(rec.Status)) ||
-					agent != "" && rec.Agent != agent || olderThan > 0 && now.Sub(rec.UpdatedAt) < olderThan {
-					continue
-				}
-				line := runLine{RunID: rec.RunID, Agent: rec.Agent, Status: rec.Status, Pass: rec.Pass,
-					UpdatedAt: rec.UpdatedAt, Waiting: len(rec.Pending())}
-				if n, ok := unserved[rec.Agent]; ok && rec.Status == subjects.RunResuming {
-					line.Stuck = fmt.Sprintf("no worker consumes agent %s's work (%d items waiting)", rec.Agent, n)
-				}
-				out.Runs = append(out.Runs, line)
-			}
-			if g.json {
-				if err := printJSON(cmd.OutOrStdout(), out); err != nil {
+			return g.withAPI(ctx, func(api *processor.Client) error {
+				all, err := api.Runs(ctx)
+				if err != nil {
 					return err
 				}
-			} else {
-				printRuns(cmd, out, now)
-			}
-			if len(out.Runs) == 0 {
-				return errNoMatch
-			}
-			return nil
+				work, err := api.WorkBacklog(ctx)
+				if err != nil {
+					return err
+				}
+				unserved := map[string]uint64{}
+				for _, w := range work {
+					if !w.Served {
+						unserved[w.Agent] = w.Waiting
+					}
+				}
+				now := time.Now()
+				out := runsOut{Runs: []runLine{}, Work: work}
+				if out.Work == nil {
+					out.Work = []processor.AgentWork{}
+				}
+				for _, rec := range all {
+					if len(statuses) > 0 && !slices.Contains(statuses, string(rec.Status)) ||
+						agent != "" && rec.Agent != agent || olderThan > 0 && now.Sub(rec.UpdatedAt) < olderThan {
+						continue
+					}
+					line := runLine{RunID: rec.RunID, Agent: rec.Agent, Status: rec.Status, Pass: rec.Pass,
+						UpdatedAt: rec.UpdatedAt, Waiting: len(rec.Pending())}
+					if n, ok := unserved[rec.Agent]; ok && rec.Status == subjects.RunResuming {
+						line.Stuck = fmt.Sprintf("no worker consumes agent %s's work (%d items waiting)", rec.Agent, n)
+					}
+					out.Runs = append(out.Runs, line)
+				}
+				if g.json {
+					if err := printJSON(cmd.OutOrStdout(), out); err != nil {
+						return err
+					}
+				} else {
+					printRuns(cmd, out, now)
+				}
+				if len(out.Runs) == 0 {
+					return errNoMatch
+				}
+				return nil
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -143,44 +141,41 @@ func newPending(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			api, closeAPI, err := g.api(ctx)
-			if err != nil {
-				return err
-			}
-			defer closeAPI()
-			list, err := api.Pending(ctx)
-			if err != nil {
-				return err
-			}
-			var out []processor.PendingInterrupt
-			now := time.Now()
-			for _, p := range list {
-				switch {
-				case agent != "" && p.Agent != agent,
-					reason != "" && p.Reason != reason,
-					olderThan > 0 && now.Sub(p.SuspendedAt) < olderThan,
-					approver != "" && len(p.Approvers) > 0 && !slices.Contains(p.Approvers, approver):
-					continue
+			return g.withAPI(ctx, func(api *processor.Client) error {
+				list, err := api.Pending(ctx)
+				if err != nil {
+					return err
 				}
-				out = append(out, p)
-			}
-			if g.json {
-				if out == nil {
-					out = []processor.PendingInterrupt{}
+				var out []processor.PendingInterrupt
+				now := time.Now()
+				for _, p := range list {
+					switch {
+					case agent != "" && p.Agent != agent,
+						reason != "" && p.Reason != reason,
+						olderThan > 0 && now.Sub(p.SuspendedAt) < olderThan,
+						approver != "" && len(p.Approvers) > 0 && !slices.Contains(p.Approvers, approver):
+						continue
+					}
+					out = append(out, p)
 				}
-				return printJSON(cmd.OutOrStdout(), out)
-			}
-			if len(out) == 0 {
-				fmt.Fprintln(cmd.OutOrStdout(), "no interrupts are waiting for a decision")
-				return nil
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RUN\tAGENT\tINTERRUPT\tREASON\tWAITING\tEXPIRES\tMESSAGE")
-			for _, p := range out {
-				say(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.RunID, p.Agent, p.ID, p.Reason,
-					now.Sub(p.SuspendedAt).Round(time.Second), expires(p.ExpiresAt, now), oneLine(p.Message, 60))
-			}
-			return tw.Flush()
+				if g.json {
+					if out == nil {
+						out = []processor.PendingInterrupt{}
+					}
+					return printJSON(cmd.OutOrStdout(), out)
+				}
+				if len(out) == 0 {
+					fmt.Fprintln(cmd.OutOrStdout(), "no interrupts are waiting for a decision")
+					return nil
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "RUN\tAGENT\tINTERRUPT\tREASON\tWAITING\tEXPIRES\tMESSAGE")
+				for _, p := range out {
+					say(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.RunID, p.Agent, p.ID, p.Reason,
+						now.Sub(p.SuspendedAt).Round(time.Second), expires(p.ExpiresAt, now), oneLine(p.Message, 60))
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.Flags().StringVar(&agent, "agent", "", "only this agent's interrupts")
@@ -218,24 +213,21 @@ func newShow(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			api, closeAPI, err := g.api(ctx)
-			if err != nil {
-				return err
-			}
-			defer closeAPI()
-			rec, err := api.Run(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			// The CLI reads with NATS credentials that read every record (an
-			// auditor's): authz.View shows it all but the answers to
-			// sensitive interrupts, which are shown to nobody.
-			rec, _ = authz.View(authz.Principal{Auditor: true}, rec, nil)
-			if g.json {
-				return printJSON(cmd.OutOrStdout(), rec)
-			}
-			printRun(cmd.OutOrStdout(), rec)
-			return nil
+			return g.withAPI(ctx, func(api *processor.Client) error {
+				rec, err := api.Run(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				// The CLI reads with NATS credentials that read every record (an
+				// auditor's): authz.View shows it all but the answers to
+				// sensitive interrupts, which are shown to nobody.
+				rec, _ = authz.View(authz.Principal{Auditor: true}, rec, nil)
+				if g.json {
+					return printJSON(cmd.OutOrStdout(), rec)
+				}
+				printRun(cmd.OutOrStdout(), rec)
+				return nil
+			})
 		},
 	}
 }
@@ -293,31 +285,28 @@ func newHistory(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			api, closeAPI, err := g.api(ctx)
-			if err != nil {
-				return err
-			}
-			defer closeAPI()
-			evs, err := api.Events(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if g.json {
-				if evs == nil {
-					evs = []subjects.Event{}
+			return g.withAPI(ctx, func(api *processor.Client) error {
+				evs, err := api.Events(ctx, args[0])
+				if err != nil {
+					return err
 				}
-				return printJSON(cmd.OutOrStdout(), evs)
-			}
-			if len(evs) == 0 {
-				say(cmd.OutOrStdout(), "no events for run %s\n", args[0])
-				return nil
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "WHEN\tEVENT\tPASS\tWHO\tDETAIL")
-			for _, ev := range evs {
-				say(tw, "%s\t%s\t%d\t%s\t%s\n", ev.At.Format(time.RFC3339), ev.Type, ev.Pass, who(ev), oneLine(eventDetail(ev), 80))
-			}
-			return tw.Flush()
+				if g.json {
+					if evs == nil {
+						evs = []subjects.Event{}
+					}
+					return printJSON(cmd.OutOrStdout(), evs)
+				}
+				if len(evs) == 0 {
+					say(cmd.OutOrStdout(), "no events for run %s\n", args[0])
+					return nil
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "WHEN\tEVENT\tPASS\tWHO\tDETAIL")
+				for _, ev := range evs {
+					say(tw, "%s\t%s\t%d\t%s\t%s\n", ev.At.Format(time.RFC3339), ev.Type, ev.Pass, who(ev), oneLine(eventDetail(ev), 80))
+				}
+				return tw.Flush()
+			})
 		},
 	}
 }
@@ -362,36 +351,33 @@ func newWatch(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			client, err := g.dial(ctx, g.natsURL, "interlock-watch")
-			if err != nil {
-				return err
-			}
-			defer client.Close()
-			out := cmd.OutOrStdout()
-			lines := make(chan subjects.Event, 256)
-			sub, err := client.Subscribe(client.Namespace().All(subjects.KindEvents), func(subject string, data []byte) {
-				if ev, err := subjects.StoredEvent(client.Namespace(), subject, data); err == nil {
+			return g.withClient(ctx, g.natsURL, "interlock-watch", jetstream.Config{}, func(client *jetstream.Client) error {
+				out := cmd.OutOrStdout()
+				lines := make(chan subjects.Event, 256)
+				sub, err := client.Subscribe(client.Namespace().All(subjects.KindEvents), func(subject string, data []byte) {
+					if ev, err := subjects.StoredEvent(client.Namespace(), subject, data); err == nil {
+						select {
+						case lines <- ev:
+						default: // a slow terminal drops lines rather than block NATS
+						}
+					}
+				})
+				if err != nil {
+					return err
+				}
+				defer sub.Unsubscribe()
+				// On stderr, with --json too: it says when the feed is
+				// followed, and stdout holds events only.
+				fmt.Fprintln(cmd.ErrOrStderr(), "watching events (Ctrl-C to stop)")
+				for {
 					select {
-					case lines <- ev:
-					default: // a slow terminal drops lines rather than block NATS
+					case <-ctx.Done():
+						return nil
+					case ev := <-lines:
+						printWatched(out, g.json, ev)
 					}
 				}
 			})
-			if err != nil {
-				return err
-			}
-			defer sub.Unsubscribe()
-			// On stderr, with --json too: it says when the feed is
-			// followed, and stdout holds events only.
-			fmt.Fprintln(cmd.ErrOrStderr(), "watching events (Ctrl-C to stop)")
-			for {
-				select {
-				case <-ctx.Done():
-					return nil
-				case ev := <-lines:
-					printWatched(out, g.json, ev)
-				}
-			}
 		},
 	}
 }

@@ -330,9 +330,9 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 		}
 		defer os.Remove(sc.readyFile)
 	}
-	return runService(ctx, g, log, "interlock-serve", url, jetstream.Config{Replicas: sc.replicas},
-		provisionFn, sc.metricsAddr, ready,
-		func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
+	return g.runService(ctx, service{Name: "interlock-serve", URL: url, NATS: jetstream.Config{Replicas: sc.replicas},
+		Provision: provisionFn, MetricsAddr: sc.metricsAddr, Log: log, Ready: ready,
+		Start: func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
 			cfg := coCfg
 			cfg.Registry = reg
 			co := coordinator.New(client, cfg)
@@ -365,5 +365,5 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 			}
 			log.Info("coordinator running", "nats", jetstream.Redact(url), "prefix", g.prefix)
 			return stop, nil
-		})
+		}})
 }

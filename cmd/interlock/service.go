@@ -16,49 +16,65 @@ import (
 	"github.com/interlockhq/interlock/processor"
 )
 
-// runService connects to NATS, provisions with provision when it is set
-// (serve; the other roles bind to what `interlock provision` made), starts
-// a component with start, serves its metrics and health on
-// metricsAddr, and on SIGINT or SIGTERM stops it, letting the work under
-// way finish. Once everything listens it calls ready, when set, with the
-// metrics URL ("" without metricsAddr).
-func runService(ctx context.Context, g *globals, log *slog.Logger, name, url string, cfg jetstream.Config, provision func(context.Context, *jetstream.Client) error, metricsAddr string,
-	ready func(metricsURL string) error, start func(client *jetstream.Client, reg *prometheus.Registry) (stop func(), err error)) error {
-	client, err := g.dialConfig(ctx, url, name, cfg)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	if provision != nil {
-		if err := provision(ctx, client); err != nil {
+// service is one long-running role of the command (serve, gateway,
+// notifier), as runService runs it.
+type service struct {
+	// Name is the NATS connection's name; URL where it connects (empty:
+	// the default local server), with the stream settings NATS.
+	Name string
+	URL  string
+	NATS jetstream.Config
+	// Provision, when set, provisions through the connection before Start
+	// (serve; the other roles bind to what `interlock provision` made).
+	Provision func(context.Context, *jetstream.Client) error
+	// Start starts the role's components on the connection, their metrics
+	// in reg, and returns what stops them.
+	Start func(client *jetstream.Client, reg *prometheus.Registry) (stop func(), err error)
+	// MetricsAddr, when set, is where /metrics, /healthz and /readyz are
+	// served.
+	MetricsAddr string
+	Log         *slog.Logger
+	// Ready, when set, is called once everything listens, with the
+	// metrics URL ("" without MetricsAddr).
+	Ready func(metricsURL string) error
+}
+
+// runService connects to NATS, provisions when s says so, starts s, serves
+// its metrics and health, and on SIGINT or SIGTERM (ctx done) stops it,
+// letting the work under way finish.
+func (g *globals) runService(ctx context.Context, s service) error {
+	return g.withClient(ctx, s.URL, s.Name, s.NATS, func(client *jetstream.Client) error {
+		if s.Provision != nil {
+			if err := s.Provision(ctx, client); err != nil {
+				return err
+			}
+		}
+		reg := prometheus.NewRegistry()
+		stop, err := s.Start(client, reg)
+		if err != nil {
 			return err
 		}
-	}
-	reg := prometheus.NewRegistry()
-	stop, err := start(client, reg)
-	if err != nil {
-		return err
-	}
-	stopOps, metricsURL, err := startOps(metricsAddr, reg, client, log)
-	if err != nil {
-		stop()
-		return err
-	}
-	defer stopOps()
-	if ready != nil {
-		if err := ready(metricsURL); err != nil {
+		stopOps, metricsURL, err := startOps(s.MetricsAddr, reg, client, s.Log)
+		if err != nil {
 			stop()
 			return err
 		}
-	}
-	<-ctx.Done()
-	log.Info("shutting down: finishing the work under way")
-	stop()
-	if err := client.Drain(); err != nil {
-		log.Warn("drain", "error", err)
-	}
-	log.Info("stopped")
-	return nil
+		defer stopOps()
+		if s.Ready != nil {
+			if err := s.Ready(metricsURL); err != nil {
+				stop()
+				return err
+			}
+		}
+		<-ctx.Done()
+		s.Log.Info("shutting down: finishing the work under way")
+		stop()
+		if err := client.Drain(); err != nil {
+			s.Log.Warn("drain", "error", err)
+		}
+		s.Log.Info("stopped")
+		return nil
+	})
 }
 
 // startOps serves /metrics, /healthz (the process is up) and /readyz (NATS

@@ -63,45 +63,42 @@ suspends, and prints what it waits for, or ends; a run that failed exits 5.`,
 				opts = append(opts, processor.WithRunID(runID))
 			}
 			ctx := cmd.Context()
-			api, closeAPI, err := g.api(ctx)
-			if err != nil {
-				return err
-			}
-			defer closeAPI()
-			sctx, cancel := context.WithTimeout(ctx, g.timeout)
-			defer cancel()
-			var in any
-			if raw != nil {
-				in = raw
-			}
-			run, err := api.Start(sctx, agent, in, opts...)
-			if err != nil {
-				return err
-			}
-			out := startOut{RunID: run, Agent: agent, ThreadID: thread, Status: "started"}
-			if !wait {
-				return printStarted(cmd, g.json, out)
-			}
-			if !g.json {
-				say(cmd.OutOrStdout(), "started run %s of agent %s; waiting for it to suspend or end\n", run, agent)
-			}
-			wctx, cancel := context.WithTimeout(ctx, waitTimeout)
-			defer cancel()
-			rec, err := api.Wait(wctx, run, func(r *subjects.Run) bool { return r.Status == subjects.RunSuspended || r.Status.Terminal() })
-			if err != nil {
-				return err
-			}
-			out.Status, out.Result, out.Error = string(rec.Status), rec.Result, rec.Error
-			for _, p := range rec.Pending() {
-				out.Waiting = append(out.Waiting, p.Interrupt)
-			}
-			if err := printStarted(cmd, g.json, out); err != nil {
-				return err
-			}
-			if rec.Status == subjects.RunFailed {
-				return &runFailedError{fmt.Errorf("run %s failed: %s", run, rec.Error)}
-			}
-			return nil
+			return g.withAPI(ctx, func(api *processor.Client) error {
+				sctx, cancel := context.WithTimeout(ctx, g.timeout)
+				defer cancel()
+				var in any
+				if raw != nil {
+					in = raw
+				}
+				run, err := api.Start(sctx, agent, in, opts...)
+				if err != nil {
+					return err
+				}
+				out := startOut{RunID: run, Agent: agent, ThreadID: thread, Status: "started"}
+				if !wait {
+					return printStarted(cmd, g.json, out)
+				}
+				if !g.json {
+					say(cmd.OutOrStdout(), "started run %s of agent %s; waiting for it to suspend or end\n", run, agent)
+				}
+				wctx, cancel := context.WithTimeout(ctx, waitTimeout)
+				defer cancel()
+				rec, err := api.Wait(wctx, run, func(r *subjects.Run) bool { return r.Status == subjects.RunSuspended || r.Status.Terminal() })
+				if err != nil {
+					return err
+				}
+				out.Status, out.Result, out.Error = string(rec.Status), rec.Result, rec.Error
+				for _, p := range rec.Pending() {
+					out.Waiting = append(out.Waiting, p.Interrupt)
+				}
+				if err := printStarted(cmd, g.json, out); err != nil {
+					return err
+				}
+				if rec.Status == subjects.RunFailed {
+					return &runFailedError{fmt.Errorf("run %s failed: %s", run, rec.Error)}
+				}
+				return nil
+			})
 		},
 	}
 	f := cmd.Flags()

@@ -2,6 +2,8 @@
 // full cycles (start, suspend, decide, replay, complete) and parked runs,
 // with a coordinator and a worker on their own connections. Its figures are
 // compared with internal/floor, the same durable steps in raw nats.go.
+// RunSide runs the bench's scenarios for either side; the command keeps
+// only its flags and the printing.
 package benchmark
 
 import (

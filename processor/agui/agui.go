@@ -495,7 +495,7 @@ func (b *Bridge) check(rec *subjects.Run, entries []ResumeEntry, id approvers.Id
 		d := subjects.Decision{Version: subjects.Version, InterruptID: e.InterruptID, Status: e.Status,
 			Payload: e.payload(), Approver: id.Name}
 		switch _, rej := b.rules.CheckDecision(rec, d, id, now); {
-		case rej == nil, rej == rules.Noop:
+		case rej == nil, rej.IsNoop():
 			// Decidable, or a cancel of an expired interrupt: it changes
 			// nothing and lets the thread go on.
 		case rej.Code == subjects.CodeAlreadyDecided:

@@ -54,11 +54,46 @@ type Config struct {
 	// streams and buckets keep what was provisioned (it always checks at
 	// start); default DefaultTopologyInterval, negative: only at start.
 	TopologyInterval time.Duration
+	// Store keeps the run records, the pending index and the events, and
+	// commits what a record change implies; default the JetStream store
+	// through New's client (store.NewJetStream).
+	Store store.Store
+	// NATS is what the coordinator does on NATS besides its store;
+	// default New's client.
+	NATS NATS
 }
+
+// NATS is what the coordinator does on NATS directly, outside its store:
+// it names subjects in the deployment's namespace, answers a decision's
+// sender on the sender's inbox, reads the deployment's message-id key (the
+// replays and notices it queues carry ids signed with it), and at a fault
+// point drops its connection with the message in hand unacked.
+// *jetstream.Client implements it. Consuming the inputs and checking the
+// topology (Start) need the client itself.
+type NATS interface {
+	// Namespace is the deployment's subject namespace.
+	Namespace() subjects.Namespace
+	// Notify sends data to subject without storing it: a verdict reply.
+	Notify(subject string, data []byte) error
+	// IDSigner reads the deployment's message-id key.
+	IDSigner(ctx context.Context) (*jetstream.IDSigner, error)
+	// Close drops the connection: what a crash does (fault injection).
+	Close()
+}
+
+var _ NATS = (*jetstream.Client)(nil)
+
+// ErrNoClient is Start's error for a coordinator New was given no client
+// for: it has a store and NATS to handle messages with, but nothing to
+// consume them from.
+var ErrNoClient = errors.New("coordinator: Start needs a *jetstream.Client")
 
 // Coordinator is the only writer of run records.
 type Coordinator struct {
+	// client consumes the inputs and checks the topology (Start); nats
+	// and store are what handling a message uses.
 	client  *jetstream.Client
+	nats    NATS
 	store   store.Store
 	cfg     Config
 	ns      subjects.Namespace
@@ -75,7 +110,10 @@ type Coordinator struct {
 	fault fault.Hook
 }
 
-// New returns a coordinator working through c.
+// New returns a coordinator consuming through c, keeping records in
+// cfg.Store and acting on NATS through cfg.NATS (both default to ones
+// through c). c may be nil when both are given: such a coordinator handles
+// the messages given to it (tests) but cannot Start.
 func New(c *jetstream.Client, cfg Config) *Coordinator {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 4
@@ -89,8 +127,14 @@ func New(c *jetstream.Client, cfg Config) *Coordinator {
 	if cfg.TopologyInterval == 0 {
 		cfg.TopologyInterval = DefaultTopologyInterval
 	}
-	return &Coordinator{client: c, store: store.NewJetStream(c), cfg: cfg, ns: c.Namespace(),
-		metrics: newMetrics(cfg.Registry),
+	if cfg.Store == nil {
+		cfg.Store = store.NewJetStream(c)
+	}
+	if cfg.NATS == nil {
+		cfg.NATS = c
+	}
+	return &Coordinator{client: c, nats: cfg.NATS, store: cfg.Store, cfg: cfg, ns: cfg.NATS.Namespace(),
+		metrics: newMetrics(),
 		rules:   rules.Set{Expiry: cfg.Expiry, Groups: cfg.Groups, Schemas: &schema.Cache{Budget: cfg.SchemaBudget}}}
 }
 
@@ -105,13 +149,11 @@ type input struct {
 // inputs are the coordinator's durable consumers and their handlers.
 func (co *Coordinator) inputs() []input {
 	ns := co.ns
-	due := ns.All(subjects.KindTimers)
-	due = due[:len(due)-1] + "due.>"
 	return []input{
 		{jetstream.StreamRuns, "coordinator_runs", []string{ns.All(subjects.KindSuspended), ns.All(subjects.KindCompleted),
 			ns.All(subjects.KindFailed)}, co.handleOutcome},
 		{jetstream.StreamDecisions, "coordinator_decisions", nil, co.handleDecision},
-		{jetstream.StreamTimers, "coordinator_timers", []string{due}, co.handleTimer},
+		{jetstream.StreamTimers, "coordinator_timers", []string{ns.TimersDue()}, co.handleTimer},
 		{jetstream.StreamObserved, "coordinator_observed", nil, co.handleObserved},
 	}
 }
@@ -163,7 +205,13 @@ func Provision(ctx context.Context, c *jetstream.Client, cfg Config) error {
 // carrying a fault hook (internal/fault) abandons messages at its points,
 // for crash tests.
 func (co *Coordinator) Start(ctx context.Context) error {
+	if co.client == nil {
+		return ErrNoClient
+	}
 	co.fault = fault.From(ctx)
+	if err := co.register(); err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
 	co.watch = newTopologyWatch(co)
 	if err := co.watch.start(ctx); err != nil {
 		return err
@@ -171,7 +219,7 @@ func (co *Coordinator) Start(ctx context.Context) error {
 	if err := co.client.RequirePendingTTL(ctx); err != nil {
 		return err
 	}
-	ids, err := co.client.IDSigner(ctx)
+	ids, err := co.nats.IDSigner(ctx)
 	if err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
@@ -183,12 +231,31 @@ func (co *Coordinator) Start(ctx context.Context) error {
 			return err
 		}
 		co.running.Add(cons)
-		registerLag(co.cfg.Registry, co.client, in.stream, in.durable)
 	}
-	registerPending(co.cfg.Registry, co.store)
-	registerBacklog(co.cfg.Registry, co.client)
 	co.stopWatch = co.watch.run(co.cfg.TopologyInterval)
 	return nil
+}
+
+// register registers the coordinator's metrics with cfg.Registry (Start does): a
+// registry that refuses them (their names taken by other metrics) is an
+// error.
+func (co *Coordinator) register() error {
+	reg := co.cfg.Registry
+	if err := co.metrics.register(reg); err != nil {
+		return err
+	}
+	if err := registerPending(reg, co.store); err != nil {
+		return err
+	}
+	if co.client == nil {
+		return nil // it consumes nothing: no consumer lag, no backlog to read
+	}
+	for _, in := range co.inputs() {
+		if err := registerLag(reg, co.client, in.stream, in.durable); err != nil {
+			return err
+		}
+	}
+	return registerBacklog(reg, co.client)
 }
 
 // Stop stops consuming and waits for the messages under way.
@@ -202,7 +269,7 @@ func (co *Coordinator) Stop() {
 // errAbandoned is a handler's error at a fault point.
 var errAbandoned = errors.New("abandoned by fault injection")
 
-func (co *Coordinator) crash(point string) bool { return co.fault.Crash(point, co.client.Close) }
+func (co *Coordinator) crash(point string) bool { return co.fault.Crash(point, co.nats.Close) }
 
 func (co *Coordinator) now() time.Time { return co.cfg.Now().UTC() }
 

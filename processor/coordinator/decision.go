@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/interlockhq/interlock/internal/textcut"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor/rules"
 	"github.com/interlockhq/interlock/processor/store"
@@ -30,14 +31,7 @@ type origin struct {
 
 func originOf(m *jetstream.Delivery) origin {
 	return origin{subject: m.Subject, key: "seq" + strconv.FormatUint(m.Sequence, 10),
-		replyTo: m.Header.Get(jetstream.HeaderReplyTo), via: truncate(m.Header.Get(jetstream.HeaderVia), 32)}
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
+		replyTo: m.Header.Get(jetstream.HeaderReplyTo), via: textcut.Truncate(m.Header.Get(jetstream.HeaderVia), 32)}
 }
 
 func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Delivery) error {
@@ -104,7 +98,7 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Delivery
 		return co.verdict(ctx, o, d, addr.Run, rules.Reject(subjects.CodeRecordTooLarge,
 			"the run record with this decision would not fit the server's max payload of %d bytes; "+
 				"nothing was recorded: send a shorter decision (payload, comment, metadata) (%v)",
-			co.client.MaxPayload(), err), false)
+			co.store.MaxRecord(), err), false)
 	case err != nil:
 		return err
 	case next != nil:
@@ -115,7 +109,7 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Delivery
 			co.metrics.runs.WithLabelValues(string(subjects.RunResuming)).Inc()
 		}
 		return co.accepted(ctx, o, next, d)
-	case rej == rules.Noop:
+	case rej.IsNoop():
 		return co.publishVerdict(ctx, o, rec.Agent, rec.Interrupts[at].Pass, subjects.Verdict{Version: subjects.Version,
 			DecisionID: d.DecisionID, RunID: rec.RunID, InterruptID: d.InterruptID, Outcome: subjects.OutcomeAccepted,
 			Detail: rej.Detail, At: co.now()})
@@ -124,7 +118,9 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Delivery
 			if wait, err := co.suspensionPending(ctx, addr.Run, rec); err != nil {
 				return err
 			} else if wait {
-				co.crash("decision-wait")
+				if co.crash("decision-wait") {
+					return errAbandoned
+				}
 				// The suspension this decision answers is in the stream but not
 				// yet recorded: come back once it is.
 				return jetstream.RetryAfter(retryDelay(m.Deliveries), rej)
@@ -150,20 +146,13 @@ func retryDelay(deliveries uint64) time.Duration {
 // suspensionPending reports whether the runs stream holds a suspension of
 // run newer than the record knows.
 func (co *Coordinator) suspensionPending(ctx context.Context, run string, rec *subjects.Run) (bool, error) {
-	filter, err := co.ns.RunSuspensions(run)
-	if err != nil {
-		return false, nil
-	}
-	last, err := co.client.LastMsg(ctx, jetstream.StreamRuns, filter)
-	if errors.Is(err, jetstream.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
+	last, err := co.store.LastSuspension(ctx, run)
+	if err != nil || last == 0 {
 		return false, err
 	}
 	// A run that has ended waits for no suspension: one refused after the
 	// record (a suspension too large for it) is not coming.
-	return rec == nil || !rec.Status.Terminal() && last.Sequence > rec.SuspensionSeq, nil
+	return rec == nil || !rec.Status.Terminal() && last > rec.SuspensionSeq, nil
 }
 
 // accepted finishes an accepted decision: the replay work item when it was
@@ -256,13 +245,13 @@ func (co *Coordinator) reply(ctx context.Context, o origin, v subjects.Verdict) 
 	}
 	if !subjects.ReplyAllowed(o.approver, o.replyTo) {
 		co.cfg.Logger.Warn("verdict reply refused", "run", v.RunID, "decision", v.DecisionID, "approver", o.approver,
-			"reply_to", truncate(o.replyTo, 256))
+			"reply_to", textcut.Truncate(o.replyTo, 256))
 		return co.event(ctx, subjects.Event{Type: subjects.EventReplyRefused, RunID: o.eventRun(v.RunID), Code: subjects.CodeReplyRefused,
 			Subject: o.subject, Detail: fmt.Sprintf("Interlock-Reply-To %q is not under %s., the inbox of %s; no verdict was sent there",
-				truncate(o.replyTo, 256), subjects.InboxPrefix(o.approver), orAnonymous(o.approver))}, o.key+":reply")
+				textcut.Truncate(o.replyTo, 256), subjects.InboxPrefix(o.approver), orAnonymous(o.approver))}, o.key+":reply")
 	}
 	data, _ := json.Marshal(v)
-	if err := co.client.Notify(o.replyTo, data); err != nil {
+	if err := co.nats.Notify(o.replyTo, data); err != nil {
 		co.cfg.Logger.Debug("verdict reply failed", "reply_to", o.replyTo, "error", err)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/interlockhq/interlock/internal/promreg"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor/store"
 )
@@ -22,16 +23,14 @@ type backlogCollector struct {
 	mu                sync.Mutex // one scrape at a time
 }
 
-func registerBacklog(reg prometheus.Registerer, c *jetstream.Client) {
-	if reg == nil {
-		return
-	}
-	_ = reg.Register(&backlogCollector{client: c,
+func registerBacklog(reg prometheus.Registerer, c *jetstream.Client) error {
+	_, err := promreg.Register(reg, &backlogCollector{client: c,
 		waiting: prometheus.NewDesc("interlock_work_waiting",
 			"Work items (first passes and replays) waiting in the work queue, by agent.", []string{"agent"}, nil),
 		unserved: prometheus.NewDesc("interlock_work_unserved",
 			"Work items waiting for an agent no worker is consuming (no pull, nothing in flight): its runs are stuck in resuming until one starts.",
 			[]string{"agent"}, nil)})
+	return err
 }
 
 func (b *backlogCollector) Describe(ch chan<- *prometheus.Desc) { ch <- b.waiting; ch <- b.unserved }
@@ -66,7 +65,8 @@ type metrics struct {
 	drift     prometheus.Gauge         // fields of streams and buckets drifted from what was provisioned
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics returns the metrics, not registered yet (register).
+func newMetrics() *metrics {
 	m := &metrics{
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "interlock_runs_total",
 			Help: "Runs entering each status (suspended, resuming, completed, failed); how many wait right now is interlock_pending_interrupts."},
@@ -83,12 +83,23 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.drift = prometheus.NewGauge(prometheus.GaugeOpts{Name: "interlock_topology_drift",
 		Help: "Fields of Interlock's streams and buckets that no longer keep what was provisioned (a limit lowered, republish or sources added, subjects changed; a missing stream counts one); 0 when intact. Alert on > 0."})
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.runs, m.decisions, m.outcomes, m.timers, m.handle, m.drift} {
-			_ = reg.Register(c)
+	return m
+}
+
+// register registers m with reg (nil: nowhere); where another coordinator
+// of the process registered them first, m uses (and counts into) those.
+func (m *metrics) register(reg prometheus.Registerer) error {
+	var err error
+	for _, v := range []**prometheus.CounterVec{&m.runs, &m.decisions, &m.outcomes, &m.timers} {
+		if *v, err = promreg.Register(reg, *v); err != nil {
+			return err
 		}
 	}
-	return m
+	if m.handle, err = promreg.Register(reg, m.handle); err != nil {
+		return err
+	}
+	m.drift, err = promreg.Register(reg, m.drift)
+	return err
 }
 
 // timed wraps a handler so its latency is observed.
@@ -98,11 +109,11 @@ func (m *metrics) timed(input string, start time.Time) {
 
 // registerLag exports a consumer's backlog (messages not yet delivered plus
 // delivered and not yet acked), read from the server at each scrape.
-func registerLag(reg prometheus.Registerer, c *jetstream.Client, stream jetstream.Stream, durable string) {
+func registerLag(reg prometheus.Registerer, c *jetstream.Client, stream jetstream.Stream, durable string) error {
 	if reg == nil {
-		return
+		return nil
 	}
-	_ = reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "interlock_consumer_pending",
+	_, err := promreg.Register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "interlock_consumer_pending",
 		Help:        "Messages a consumer has yet to handle: not yet delivered plus not yet acked.",
 		ConstLabels: prometheus.Labels{"consumer": durable}}, func() float64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -113,16 +124,17 @@ func registerLag(reg prometheus.Registerer, c *jetstream.Client, stream jetstrea
 		}
 		return float64(st.Pending + st.AckPending)
 	}))
+	return err
 }
 
 // registerPending exports the number of interrupts waiting for a decision,
 // read from the store at each scrape without listing them
 // (Store.PendingCount: one request, however many are pending).
-func registerPending(reg prometheus.Registerer, s store.Store) {
+func registerPending(reg prometheus.Registerer, s store.Store) error {
 	if reg == nil {
-		return
+		return nil
 	}
-	_ = reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "interlock_pending_interrupts",
+	_, err := promreg.Register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "interlock_pending_interrupts",
 		Help: "Interrupts waiting for a decision (entries removed in the last second may still be counted)."}, func() float64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -132,4 +144,5 @@ func registerPending(reg prometheus.Registerer, s store.Store) {
 		}
 		return float64(n)
 	}))
+	return err
 }

@@ -93,7 +93,7 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Delivery)
 // size with the largest decision allowed for each interrupt still open) is
 // over the server's max payload.
 func (co *Coordinator) checkBound(rec *subjects.Run) error {
-	limit := co.client.MaxPayload()
+	limit := co.store.MaxRecord()
 	if bound := co.rules.RecordBound(rec); int64(bound) > limit {
 		return subjects.RecordTooLarge("suspension refused: with the largest decision allowed for each of its %d open "+
 			"interrupts the run record could reach %d bytes, over the server's max payload of %d bytes; "+
@@ -112,7 +112,7 @@ func failedFor(o rules.Outcome, err error) rules.Outcome {
 // the outcome is refused (audited, dead-lettered) either way.
 func (co *Coordinator) outcomeTooLarge(ctx context.Context, m *jetstream.Delivery, o rules.Outcome, a rules.Arrival, cause error) error {
 	refusal := subjects.RecordTooLarge("%s outcome of pass %d refused: the run record would not fit the server's max "+
-		"payload of %d bytes (%v)", o.Kind, o.Pass, co.client.MaxPayload(), cause)
+		"payload of %d bytes (%v)", o.Kind, o.Pass, co.store.MaxRecord(), cause)
 	failed := failedFor(o, subjects.RecordTooLarge("%s outcome of pass %d too large to record", o.Kind, o.Pass))
 	var refused error
 	next, err := co.update(ctx, o.RunID, func(rec *subjects.Run) (*subjects.Run, error) {

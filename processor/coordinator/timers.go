@@ -78,7 +78,7 @@ func (co *Coordinator) handleTimer(ctx context.Context, m *jetstream.Delivery) e
 		return co.event(ctx, subjects.Event{Type: subjects.EventInputRejected, RunID: t.RunID, InterruptIDs: []string{t.InterruptID},
 			Code: subjects.CodeRecordTooLarge, Subject: m.Subject, Detail: fmt.Sprintf("timer %s (%s) of interrupt %s not applied: "+
 				"the run record would not fit the server's max payload of %d bytes (%v)", t.Name, t.Kind, t.InterruptID,
-				co.client.MaxPayload(), err)}, "timer-"+t.Name+":too-large")
+				co.store.MaxRecord(), err)}, "timer-"+t.Name+":too-large")
 	case err != nil:
 		return err
 	case next != nil:

@@ -23,6 +23,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/interlockhq/interlock/internal/promreg"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/agui"
@@ -170,7 +171,11 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 	if cfg.Registry != nil {
 		g.requests = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "interlock_gateway_request_seconds",
 			Help: "Gateway requests by route and status, with their latency."}, []string{"route", "status"})
-		_ = cfg.Registry.Register(g.requests)
+		var err error
+		if g.requests, err = promreg.Register(cfg.Registry, g.requests); err != nil {
+			g.stop()
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
 	}
 	g.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	g.mux.HandleFunc("GET /v1/interrupts", g.auth(g.listInterrupts))

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/interlockhq/interlock/internal/fault"
+	"github.com/interlockhq/interlock/internal/promreg"
 	"github.com/interlockhq/interlock/internal/trace"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/subjects"
@@ -24,7 +25,7 @@ import (
 type Options struct {
 	Logger *slog.Logger
 	// Registry receives the notifier's metrics; default a new registry.
-	Registry *prometheus.Registry
+	Registry prometheus.Registerer
 	// Sinks replace the configured sink of the same name (tests, custom
 	// destinations).
 	Sinks map[string]Sink
@@ -106,14 +107,12 @@ func New(c *jetstream.Client, cfg *Config, opts Options) (*Notifier, error) {
 		Name: "interlock_notifications_total",
 		Help: "Notifications by sink and outcome (delivered, retried, dead_lettered, duplicate, unmatched).",
 	}, []string{"sink", "outcome"})
-	if err := opts.Registry.Register(n.counts); err != nil {
-		return nil, err
+	var err error
+	if n.counts, err = promreg.Register(opts.Registry, n.counts); err != nil {
+		return nil, fmt.Errorf("notifier: %w", err)
 	}
 	return n, nil
 }
-
-// Registry returns the registry holding the notifier's metrics.
-func (n *Notifier) Registry() *prometheus.Registry { return n.opts.Registry }
 
 // Count returns the number of notifications to sink with outcome.
 func (n *Notifier) Count(sink, outcome string) float64 {

@@ -14,7 +14,15 @@ import (
 
 // Noop is CheckDecision's answer for a decision accepted without any
 // change: the cancel of an interrupt that already expired.
-var Noop = &Rejection{Code: "noop", Detail: "the interrupt had already expired and was closed; nothing changed"}
+// Tell it with IsNoop, not by comparing pointers.
+var Noop = &Rejection{Code: codeNoop, Detail: "the interrupt had already expired and was closed; nothing changed"}
+
+// codeNoop is Noop's code; no rejection on the wire has it.
+const codeNoop subjects.Code = "noop"
+
+// IsNoop reports whether r is CheckDecision's no-op answer (Noop): the
+// decision is accepted and changes nothing.
+func (r *Rejection) IsNoop() bool { return r != nil && r.Code == codeNoop }
 
 // CheckDecision applies the decision rules to d, sent by p (an empty name:
 // an anonymous decision) at now. It returns the interrupt's index, or why

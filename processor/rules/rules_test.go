@@ -242,3 +242,13 @@ func TestRejectionError(t *testing.T) {
 	require.True(t, errors.As(err, &got))
 	assert.Equal(t, "expired: interrupt a", err.Error())
 }
+
+// The no-op answer is told by its code, not by the pointer: a copy is one.
+func TestNoopByCode(t *testing.T) {
+	t.Parallel()
+	cp := *Noop
+	assert.True(t, (&cp).IsNoop())
+	assert.True(t, Noop.IsNoop())
+	assert.False(t, (*Rejection)(nil).IsNoop())
+	assert.False(t, Reject(subjects.CodeExpired, "x").IsNoop())
+}

@@ -234,6 +234,26 @@ func (s *JetStream) PendingCount(ctx context.Context) (int, error) {
 	return int(n), err
 }
 
+// LastSuspension implements Store with one direct get of the last message
+// on run's suspension subjects in the runs stream.
+func (s *JetStream) LastSuspension(ctx context.Context, run string) (uint64, error) {
+	filter, err := s.c.Namespace().RunSuspensions(run)
+	if err != nil {
+		return 0, fmt.Errorf("last suspension: %w", err)
+	}
+	last, err := s.c.LastMsg(ctx, jetstream.StreamRuns, filter)
+	if errors.Is(err, ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return last.Sequence, nil
+}
+
+// MaxRecord implements Store: the server's max payload.
+func (s *JetStream) MaxRecord() int64 { return s.c.MaxPayload() }
+
 // eventsBatch is how many events one request reads.
 const eventsBatch = 1024
 

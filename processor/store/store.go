@@ -25,6 +25,8 @@ var (
 	ErrNotFound = jetstream.ErrNotFound
 	// ErrConflict: a compare-and-set lost to another writer.
 	ErrConflict = jetstream.ErrConflict
+	// ErrTooLarge: a run record over MaxRecord bytes.
+	ErrTooLarge = jetstream.ErrTooLarge
 )
 
 // Store is where run records, the pending index and events are kept.
@@ -56,6 +58,15 @@ type Store interface {
 	// Events returns run's events after cursor after (0: all), oldest
 	// first, and the cursor of the last one returned (after when none).
 	Events(ctx context.Context, run string, after uint64) ([]subjects.Event, uint64, error)
+	// LastSuspension returns the stream sequence of the latest suspension
+	// of run that workers published on the runs stream (whatever the
+	// record says yet), or 0 when there is none. A decision that arrives
+	// before the record shows its suspension waits for it by this.
+	LastSuspension(ctx context.Context, run string) (uint64, error)
+	// MaxRecord is the size in bytes over which PutRun refuses a record
+	// with an error matching ErrTooLarge (the JetStream store's: the
+	// server's max payload).
+	MaxRecord() int64
 	// Commit writes fx. Each put and event in it carries a message id
 	// derived from what it is about, so committing the same effects again
 	// after an error or a crash, within the streams' duplicate window (two

@@ -25,14 +25,29 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestJetStream(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, func(t *testing.T) store.Store {
-		return store.NewJetStream(jstest.Client(t, jstest.Server(t)))
+	storetest.Run(t, func(t *testing.T) storetest.Backend {
+		c := jstest.Client(t, jstest.Server(t))
+		return storetest.Backend{Store: store.NewJetStream(c), Suspend: func(t *testing.T, run string) uint64 {
+			subject, err := c.Namespace().Suspended("refunds", run)
+			require.NoError(t, err)
+			ack, err := c.Publish(context.Background(), subject, []byte(`{}`), "", nil)
+			require.NoError(t, err)
+			return ack.Sequence
+		}}
 	})
 }
 
 func TestMemory(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, func(*testing.T) store.Store { return memstore.New() })
+	storetest.Run(t, func(*testing.T) storetest.Backend {
+		s := memstore.New()
+		var seq uint64
+		return storetest.Backend{Store: s, Suspend: func(_ *testing.T, run string) uint64 {
+			seq++
+			s.Suspended(run, seq)
+			return seq
+		}}
+	})
 }
 
 // traffic counts every message through a server (requests and their

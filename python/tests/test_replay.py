@@ -52,6 +52,37 @@ def test_outside_a_run() -> None:
             interlock.interrupt()
 
 
+def test_suspended_passes_through_except_exception() -> None:
+    # Control flow an agent body must not swallow: a broad handler around a
+    # tool call lets it through, as asyncio.CancelledError.
+    assert not issubclass(interlock.Suspended, Exception)
+    with pytest.raises(interlock.Suspended):
+        try:
+            raise interlock.Suspended(["i1"])
+        except Exception:
+            pass
+
+
+async def test_broad_handler_does_not_catch_the_suspension(nc: NATS, client: Client, agent_name: str) -> None:
+    handled: list[str] = []
+
+    async def body(inp: Any) -> Any:
+        try:
+            interlock.interrupt(Request(message="ok?"))
+        except Exception as e:  # an author's catch-all around a tool call
+            handled.append(type(e).__name__)
+            return "went on"
+        return "approved"
+
+    async with worker(nc, agent_name, body):
+        run = await client.start(agent_name)
+        await suspended_at(client, run)
+        await client.approve(run, interlock.interrupt_id(run, "", 0))
+        rec = await client.wait(run)
+    assert rec.status == "completed" and rec.result == "approved", (rec.status, rec.result, rec.error)
+    assert handled == []
+
+
 async def test_step_outside_a_run() -> None:
     with pytest.raises(interlock.NotInRun):
         await interlock.step("s", lambda: 1)

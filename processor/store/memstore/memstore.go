@@ -31,7 +31,14 @@ type Store struct {
 	events   map[string][]event
 	seen     map[string]bool
 	messages []jetstream.OutMsg
+	// suspended holds, by run, the sequence of its latest suspension
+	// (Suspended); maxRecord bounds a record (SetMaxRecord).
+	suspended map[string]uint64
+	maxRecord int64
 }
+
+// DefaultMaxRecord is a new Store's MaxRecord: NATS's default max payload.
+const DefaultMaxRecord = 1 << 20
 
 type indexed struct {
 	subjects.PendingInterrupt
@@ -51,7 +58,42 @@ type entry struct {
 // New returns an empty store.
 func New() *Store {
 	return &Store{runs: map[string]entry{}, pending: map[string]indexed{},
-		events: map[string][]event{}, seen: map[string]bool{}}
+		events: map[string][]event{}, seen: map[string]bool{}, suspended: map[string]uint64{},
+		maxRecord: DefaultMaxRecord}
+}
+
+// Suspended tells the store that the runs stream holds a suspension of
+// run at stream sequence seq, as a worker's publish does for the
+// JetStream store; LastSuspension reports the highest.
+func (s *Store) Suspended(run string, seq uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.suspended[run] = max(s.suspended[run], seq)
+}
+
+// SetMaxRecord sets the size over which PutRun refuses a record, as a
+// server with a lower max payload would.
+func (s *Store) SetMaxRecord(n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.maxRecord = n
+}
+
+// LastSuspension implements store.Store from what Suspended was told.
+func (s *Store) LastSuspension(_ context.Context, run string) (uint64, error) {
+	if err := subjects.ValidateToken("run id", run); err != nil {
+		return 0, fmt.Errorf("last suspension: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.suspended[run], nil
+}
+
+// MaxRecord implements store.Store.
+func (s *Store) MaxRecord() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxRecord
 }
 
 var _ store.Store = (*Store)(nil)
@@ -80,6 +122,9 @@ func (s *Store) PutRun(_ context.Context, r *subjects.Run, rev uint64) (uint64, 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if int64(len(data)) > s.maxRecord {
+		return 0, fmt.Errorf("run %s: record of %d bytes over %d: %w", r.RunID, len(data), s.maxRecord, store.ErrTooLarge)
+	}
 	if s.runs[r.RunID].rev != rev {
 		return 0, fmt.Errorf("run %s at revision %d: %w", r.RunID, rev, store.ErrConflict)
 	}

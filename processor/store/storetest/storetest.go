@@ -1,12 +1,14 @@
 // Package storetest is the conformance suite of store.Store: what every
 // implementation must do, run against the JetStream store and the memory
 // store alike. Another implementation passes it by calling Run from a test
-// with a function that returns a fresh, empty store.
+// with a function that returns a fresh, empty store and what the suite
+// needs around it (Backend).
 package storetest
 
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,8 +20,17 @@ import (
 	"github.com/interlockhq/interlock/subjects"
 )
 
+// Backend is a store under test and what the suite does around it.
+type Backend struct {
+	Store store.Store
+	// Suspend puts a suspension of run (of agent refunds) into the runs
+	// stream the store reads LastSuspension from, as a worker publishes
+	// one, and returns its stream sequence.
+	Suspend func(t *testing.T, run string) uint64
+}
+
 // Run runs the suite; open returns a fresh, empty store for each test.
-func Run(t *testing.T, open func(t *testing.T) store.Store) {
+func Run(t *testing.T, open func(t *testing.T) Backend) {
 	tests := []struct {
 		name string
 		fn   func(*testing.T, store.Store)
@@ -39,13 +50,53 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"AllPendingOncePerInterrupt", allPendingOncePerInterrupt},
 		{"EventsOncePerKey", eventsOncePerKey},
 		{"EventsWithoutRun", eventsWithoutRun},
+		{"RecordTooLarge", recordTooLarge},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tc.fn(t, open(t))
+			tc.fn(t, open(t).Store)
 		})
 	}
+	t.Run("LastSuspension", func(t *testing.T) {
+		t.Parallel()
+		lastSuspension(t, open(t))
+	})
+}
+
+func lastSuspension(t *testing.T, b Backend) {
+	seq, err := b.Store.LastSuspension(ctx(t), "r1")
+	require.NoError(t, err)
+	assert.Zero(t, seq, "no suspension yet")
+
+	first := b.Suspend(t, "r1")
+	b.Suspend(t, "r2")
+	seq, err = b.Store.LastSuspension(ctx(t), "r1")
+	require.NoError(t, err)
+	assert.Equal(t, first, seq, "another run's suspension is not r1's")
+	second := b.Suspend(t, "r1")
+	assert.Greater(t, second, first)
+	seq, err = b.Store.LastSuspension(ctx(t), "r1")
+	require.NoError(t, err)
+	assert.Equal(t, second, seq, "the latest")
+
+	_, err = b.Store.LastSuspension(ctx(t), "bad.run")
+	assert.ErrorIs(t, err, subjects.ErrInvalidToken, "a run id that is not a token")
+}
+
+func recordTooLarge(t *testing.T, s store.Store) {
+	limit := s.MaxRecord()
+	require.Positive(t, limit)
+	r := record("big", t0)
+	r.Error = strings.Repeat("x", int(limit))
+	_, err := s.PutRun(ctx(t), r, 0)
+	require.ErrorIs(t, err, store.ErrTooLarge)
+	_, _, err = s.Run(ctx(t), "big")
+	assert.ErrorIs(t, err, store.ErrNotFound, "nothing stored")
+
+	r.Error = "short"
+	_, err = s.PutRun(ctx(t), r, 0)
+	assert.NoError(t, err)
 }
 
 func ctx(t *testing.T) context.Context {

@@ -37,10 +37,13 @@ class ToolCallMismatch(InvalidRequest):
     """A request names a tool call other than the one in scope."""
 
 
-class Suspended(InterlockError):
+class Suspended(BaseException):
     """Control flow: the pass stops on interrupts. Raised by ``interrupt`` on
-    the suspend pass; let it propagate out of the agent body (catching it and
-    returning normally still suspends: nothing pending is ever skipped)."""
+    the suspend pass; let it propagate out of the agent body. It derives from
+    ``BaseException``, not :class:`InterlockError`, so that an agent's
+    ``except Exception`` around a tool call does not swallow it, as with
+    ``asyncio.CancelledError`` (catching it by name and returning normally
+    still suspends: nothing pending is ever skipped)."""
 
     def __init__(self, interrupt_ids: list[str]) -> None:
         super().__init__("suspended on interrupt " + ", ".join(interrupt_ids))

@@ -302,7 +302,7 @@ class Worker:
             with p.lock:
                 if not p.pending:
                     raise
-        except Exception as e:
+        except (Suspended, Exception) as e:
             err = e
         subject, msg = self._outcome(work, p, result, err)
         return subject, json.dumps(msg, separators=(",", ":")).encode(), tp
