@@ -346,8 +346,9 @@ describe("the worker", () => {
     assert.equal(info.state.subjects?.[subject], 4);
     const stream = await jsm.streams.get("INTERLOCK_AGUI");
     const last = await stream.getMessage({ last_by_subj: subject });
-    assert.equal(last?.json<{ type: string; content: string }>().content, '{"go":true}');
-    assert.match(last?.header.get("Nats-Msg-Id") ?? "", new RegExp(`^${run}:emit:3:[0-9a-f]{32}$`));
+    assert.ok(last);
+    assert.equal(last.json<{ type: string; content: string }>().content, '{"go":true}');
+    assert.match(last.header.get("Nats-Msg-Id"), new RegExp(`^${run}:emit:3:[0-9a-f]{32}$`));
   });
 
   test("outside a run, interrupt, step and emit throw NotInRun; isResuming is false", async () => {
