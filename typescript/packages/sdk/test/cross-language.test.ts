@@ -66,3 +66,38 @@ test("the example prints the approve command; the Go CLI's approval completes th
     proc.kill();
   }
 });
+
+test("a run the Go CLI starts is run by a TypeScript worker; the Go CLI's denial reaches the body as Cancelled", async () => {
+  const { connect } = await import("@nats-io/transport-node");
+  const sdk = await import("../src/index.js");
+  const nc = await connect({ servers: server.url });
+  const agent = agentName();
+  const worker = new sdk.Worker(nc, { logger: { warn: () => undefined, error: () => undefined } });
+  worker.register(agent, (input) => {
+    try {
+      const d = sdk.interrupt({ message: `go ahead with ${JSON.stringify(input)}?`, approvers: ["ada"] });
+      return { approved: d.payload ?? null };
+    } catch (e) {
+      if (e instanceof sdk.Cancelled) return { approved: false, reason: e.reason, comment: e.comment, by: e.approver };
+      throw e;
+    }
+  });
+  await worker.start();
+  const client = new sdk.Client(nc);
+  try {
+    const run = "go-started-" + agent;
+    // (The CLI runs synchronously here, so it must not wait on this process's worker.)
+    assert.equal(server.cli("start", agent, "--input", '{"n": 2}', "--run-id", run).trim(), run);
+    const pending = (await client.wait(run, sdk.suspended)).pending()[0];
+    assert.ok(pending);
+    assert.equal(pending["message"], 'go ahead with {"n":2}?');
+    assert.deepEqual(pending["approvers"], ["ada"]);
+    server.cli("deny", run, "--approver", "ada", "--comment", "not today");
+    const done = await client.wait(run);
+    assert.deepEqual(done.result, { approved: false, reason: "denied", comment: "not today", by: "ada" });
+  } finally {
+    await worker.stop(1000);
+    client.close();
+    await nc.close();
+  }
+});
