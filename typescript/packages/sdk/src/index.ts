@@ -47,6 +47,7 @@ export {
   interrupt,
   isResuming,
   passSignal,
+  restartSteps,
   runInfo,
   step,
   toolCall,

@@ -196,6 +196,18 @@ export async function step<T extends JsonValue>(name: string, fn: () => T | Prom
 }
 
 /**
+ * Count step calls from 0 again in this pass, so code the framework runs
+ * again within one pass finds its journaled results (LangGraph runs a node
+ * again from its top when it resumes it). For adapters; interrupts keep
+ * their count. Outside a run it throws {@link NotInRun}.
+ */
+export function restartSteps(): void {
+  const s = storage.getStore();
+  if (!s) throw new NotInRun("restartSteps: not inside an Interlock run");
+  s.pass.steps.clear();
+}
+
+/**
  * Send an AG-UI event (an object with `type`) to the clients following the
  * run through the AG-UI bridge, and keep it in the run's AG-UI stream. A
  * replay sends nothing twice: the body's first calls, as many as the run

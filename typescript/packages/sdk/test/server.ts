@@ -18,7 +18,7 @@ export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "../../../.
 export function interlockBin(): string {
   const given = process.env["INTERLOCK_BIN"];
   if (given) return given;
-  const out = resolve(dirname(fileURLToPath(import.meta.url)), "../interlock");
+  const out = join(REPO, "typescript", ".test-build", "interlock"); // shared by the packages' tests
   if (!existsSync(out)) execFileSync("go", ["build", "-o", out, "./cmd/interlock"], { cwd: REPO, stdio: "inherit" });
   return out;
 }
