@@ -265,6 +265,32 @@ describe("the worker", () => {
     assert.equal(ran, 0);
   });
 
+  test("a pass that keeps asking to be retried is dead-lettered on its last delivery", async () => {
+    const agent = agentName();
+    let attempts = 0;
+    await worker(
+      agent,
+      () => {
+        attempts++;
+        throw new sdk.Retry("the model is busy");
+      },
+      { maxDeliver: 2 },
+    );
+    const dlq = nc.subscribe(`interlock.dlq.worker_${agent}`, { max: 1 });
+    const got = (async () => {
+      for await (const m of dlq) return m;
+      return undefined;
+    })();
+    await nc.flush();
+    await client.start(agent);
+    const m = await got;
+    assert.ok(m);
+    assert.equal(m.headers?.get("Interlock-Dlq-Reason"), "gave up after 2 deliveries: the model is busy");
+    assert.equal(m.headers.get("Interlock-Dlq-Deliveries"), "2");
+    assert.equal(m.headers.get("Interlock-Dlq-Stream"), "INTERLOCK_WORK");
+    assert.equal(attempts, 2);
+  });
+
   test("a pass already reported is acked without running the body (the runs stream holds a later pass)", async () => {
     const agent = agentName();
     let passes = 0;
