@@ -300,7 +300,9 @@ export class Client {
   }
 
   private openKv(): Promise<KV> {
-    this.kv ??= new Kvm(this.js).open(this.ns.bucket("runs"));
+    // Direct gets (the bucket allows them), as the shipped permissions grant
+    // readers: `$JS.API.DIRECT.GET.KV_interlock_runs.>`.
+    this.kv ??= new Kvm(this.js).open(this.ns.bucket("runs"), { allow_direct: true });
     return this.kv;
   }
 

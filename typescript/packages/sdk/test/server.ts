@@ -51,14 +51,22 @@ export class Server {
     this.proc = proc;
   }
 
-  /** Start one and wait (at most 120 s) until its coordinator runs. */
-  static async start(): Promise<Server> {
+  /**
+   * Start one and wait (at most 120 s) until its coordinator runs; with
+   * `natsConfig`, its embedded server loads that configuration (users and
+   * permissions) and `setup` runs first on the data directory (to provision
+   * it as admin), with `env` for both.
+   */
+  static async start(
+    options: { natsConfig?: string; env?: NodeJS.ProcessEnv; setup?: (binary: string, dataDir: string) => void } = {},
+  ): Promise<Server> {
     const binary = interlockBin();
     const port = await freePort();
     const dataDir = mkdtempSync(join(tmpdir(), "interlock-ts-"));
-    const proc = spawn(binary, ["serve", "--nats-listen", `127.0.0.1:${port}`, "--data-dir", dataDir], {
-      stdio: ["ignore", "ignore", "pipe"],
-    });
+    options.setup?.(binary, dataDir);
+    const args = ["serve", "--nats-listen", `127.0.0.1:${port}`, "--data-dir", dataDir];
+    if (options.natsConfig) args.push("--nats-config", options.natsConfig);
+    const proc = spawn(binary, args, { stdio: ["ignore", "ignore", "pipe"], env: options.env ?? process.env });
     const srv = new Server(binary, port, dataDir, proc);
     await new Promise<void>((ok, fail) => {
       const timer = setTimeout(() => fail(new Error("interlock serve did not start:\n" + srv.log.join(""))), 120_000);
