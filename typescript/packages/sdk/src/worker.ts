@@ -1,6 +1,6 @@
 /** The worker: runs the passes of registered agents. */
 
-import { headers as natsHeaders, type NatsConnection } from "@nats-io/nats-core";
+import { headers as natsHeaders, type MsgHdrs, type NatsConnection } from "@nats-io/nats-core";
 import {
   AckPolicy,
   DeliverPolicy,
@@ -319,11 +319,7 @@ export class Worker {
       }
       const h = natsHeaders();
       h.set("traceparent", traceparent);
-      await this.js.publish(outcome.subject, encode(outcome.msg), {
-        msgID: outcomeMsgId(work.runId, pass, key),
-        headers: h,
-        timeout: this.timeoutMs,
-      });
+      await this.publishOutcome(outcome.subject, encode(outcome.msg), outcomeMsgId(work.runId, pass, key), h);
       m.ack();
     } catch (e) {
       if (e instanceof WorkerStopping) {
@@ -334,6 +330,26 @@ export class Worker {
         this.log.warn(`interlock worker: pass failed to report; will retry: ${(e as Error).message}`);
       }
       await this.retry(agent, m, deliveries, e as Error);
+    }
+  }
+
+  /**
+   * Publish a pass's outcome, repeating it (same message id, so it is
+   * stored once) for up to 15 s while the stream cannot take it, as the Go
+   * worker does: a leader election on a cluster takes 4 to 9 s, and a pass
+   * whose outcome is not stored runs again.
+   */
+  private async publishOutcome(subject: string, data: Uint8Array, msgID: string, h: MsgHdrs): Promise<void> {
+    const deadline = Date.now() + 15_000;
+    for (let wait = 100; ; wait = Math.min(wait * 2, 2000)) {
+      try {
+        await this.js.publish(subject, data, { msgID, headers: h, timeout: this.timeoutMs });
+        return;
+      } catch (e) {
+        if (this.isStopping() || this.nc.isClosed() || Date.now() + wait > deadline) throw e;
+        this.log.warn(`interlock worker: publishing the outcome on ${subject} failed; repeating it: ${(e as Error).message}`);
+        await delay(wait);
+      }
     }
   }
 
