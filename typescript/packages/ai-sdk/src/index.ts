@@ -87,6 +87,15 @@ export interface ToolApprovalOptions {
   client: Client;
   /** The approvals agent (default {@link APPROVALS_AGENT}). */
   agent?: string;
+  /**
+   * `false`: do not wait. A decided call is answered at once; an undecided
+   * one is asked (if it was not) and answered `user-approval`, so the
+   * generation ends with a tool approval request for each of the step's
+   * undecided calls, all asked at once. Continue it with the messages
+   * {@link interlockApprovalResponses} gives once they are decided.
+   * Default `true`: wait for the decision.
+   */
+  wait?: boolean;
   /** How long to wait for the decision (default 10 minutes); no decision in time is a denial for this call, and the question stays open. */
   timeoutMs?: number;
 }
@@ -98,7 +107,7 @@ export interface ToolApprovalOptions {
  */
 export function interlockToolApproval(
   options: ToolApprovalOptions,
-): (o: { toolCall: { toolCallId: string; toolName: string; input: unknown } }) => Promise<ApprovalStatus> {
+): (o: { toolCall: { toolCallId: string; toolName: string; input: unknown } }) => Promise<ApprovalStatus | "user-approval"> {
   const agent = options.agent ?? APPROVALS_AGENT;
   const timeoutMs = options.timeoutMs ?? 600_000;
   return async ({ toolCall: call }) => {
@@ -109,6 +118,7 @@ export function interlockToolApproval(
     } catch (e) {
       if (!(e instanceof RunNotFound)) throw e;
     }
+    if (rec?.finished) return statusOf(rec);
     if (!rec) {
       const question: ApprovalQuestion = {
         toolCallId: call.toolCallId,
@@ -117,16 +127,87 @@ export function interlockToolApproval(
       };
       await options.client.start(agent, question, { runId });
     }
+    if (options.wait === false) return "user-approval";
     try {
       rec = await options.client.wait(runId, finished, { timeoutMs });
     } catch (e) {
       if (e instanceof Timeout) return { type: "denied", reason: "no decision in time" };
       throw e;
     }
-    const answer = rec.result as Partial<ApprovalAnswer> | undefined;
-    if (rec.status === "completed" && answer?.approved === true) {
-      return answer.reason ? { type: "approved", reason: answer.reason } : { type: "approved" };
-    }
-    return { type: "denied", reason: answer?.reason || rec.error || "denied" };
+    return statusOf(rec);
   };
+}
+
+function statusOf(rec: Run): ApprovalStatus {
+  const answer = rec.result as Partial<ApprovalAnswer> | undefined;
+  if (rec.status === "completed" && answer?.approved === true) {
+    return answer.reason ? { type: "approved", reason: answer.reason } : { type: "approved" };
+  }
+  return { type: "denied", reason: answer?.reason || rec.error || "denied" };
+}
+
+/** A message as the AI SDK keeps it (`ModelMessage`), read structurally. */
+export interface MessageLike {
+  role: string;
+  content: unknown;
+}
+
+interface Part {
+  type?: unknown;
+  approvalId?: unknown;
+  toolCallId?: unknown;
+  toolName?: unknown;
+  input?: unknown;
+}
+
+function partsOf(m: MessageLike): Part[] {
+  return Array.isArray(m.content) ? (m.content as Part[]) : [];
+}
+
+function sameJson(a: unknown, b: unknown): boolean {
+  return JSON.stringify(a ?? null) === JSON.stringify(b ?? null);
+}
+
+/**
+ * The messages to continue a generation with (after one that ended on tool
+ * approval requests, with `wait: false`): `messages` without any
+ * `tool-approval-response` a client put in them, and a tool message with a
+ * response for each approval request whose Interlock question is decided.
+ * A response is never taken from the client: each comes from the decision
+ * of the question about the request's tool call, and only when the
+ * question asked was about that call's tool and input (otherwise it is
+ * denied). Requests still undecided get no response yet.
+ */
+export async function interlockApprovalResponses<M extends MessageLike>(client: Client, messages: readonly M[]): Promise<M[]> {
+  const kept = messages
+    .map((m) => (Array.isArray(m.content) ? { ...m, content: partsOf(m).filter((p) => p.type !== "tool-approval-response") } : m))
+    .filter((m) => !(m.role === "tool" && Array.isArray(m.content) && m.content.length === 0));
+  const responses: JsonObject[] = [];
+  for (const m of kept) {
+    const parts = partsOf(m);
+    for (const req of parts.filter((p) => p.type === "tool-approval-request")) {
+      if (typeof req.approvalId !== "string" || typeof req.toolCallId !== "string") continue;
+      const call = parts.find((p) => p.type === "tool-call" && p.toolCallId === req.toolCallId);
+      let rec: Run;
+      try {
+        rec = await client.run(approvalRunId(req.toolCallId));
+      } catch (e) {
+        if (e instanceof RunNotFound) continue;
+        throw e;
+      }
+      if (!rec.finished) continue;
+      const asked = rec.raw["input"] as Partial<ApprovalQuestion> | undefined;
+      let status: ApprovalStatus;
+      if (!call || asked?.toolCallId !== req.toolCallId || asked.toolName !== call.toolName || !sameJson(asked.input, call.input)) {
+        status = { type: "denied", reason: "the approval does not match the question asked" };
+      } else {
+        status = statusOf(rec);
+      }
+      const response: JsonObject = { type: "tool-approval-response", approvalId: req.approvalId, approved: status.type === "approved" };
+      if (status.reason) response["reason"] = status.reason;
+      responses.push(response);
+    }
+  }
+  if (responses.length === 0) return kept;
+  return [...kept, { role: "tool", content: responses } as unknown as M];
 }
