@@ -2,8 +2,15 @@
 
 import { randomBytes } from "node:crypto";
 
-import { headers as natsHeaders, type NatsConnection, type Subscription } from "@nats-io/nats-core";
-import { jetstream, type JetStreamClient } from "@nats-io/jetstream";
+import {
+  headers as natsHeaders,
+  NoRespondersError,
+  TimeoutError,
+  type MsgHdrs,
+  type NatsConnection,
+  type Subscription,
+} from "@nats-io/nats-core";
+import { JetStreamApiError, jetstream, type JetStreamClient, type PubAck } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 
 import * as direct from "./direct.js";
@@ -128,12 +135,25 @@ export class Client {
     decodeWork(data);
     const h = natsHeaders();
     h.set("traceparent", childTraceparent(options.traceparent));
-    await this.js.publish(this.ns.start(agent), data, {
-      msgID: startMsgId(runId, nonce()),
-      headers: h,
-      timeout: this.timeoutMs,
-    });
+    await this.publish(this.ns.start(agent), data, startMsgId(runId, nonce()), h);
     return runId;
+  }
+
+  /**
+   * Publish to a stream, repeating the publish (same message id, so it is
+   * stored once) while the stream cannot take it, for at least 10 s (a
+   * cluster's leader election takes 4 to 9 s), as the Go client does.
+   */
+  private async publish(subject: string, data: Uint8Array, msgID: string, h: MsgHdrs): Promise<PubAck> {
+    const deadline = Date.now() + 10_000;
+    for (let wait = 100; ; wait = Math.min(wait * 2, 2000)) {
+      try {
+        return await this.js.publish(subject, data, { msgID, headers: h, timeout: this.timeoutMs });
+      } catch (e) {
+        if (!retryable(e) || this.nc.isClosed() || Date.now() + wait > deadline) throw e;
+        await sleep(wait);
+      }
+    }
   }
 
   private reply(decisionId: string, approver: string): { inbox?: string; verdict: Promise<Verdict> } {
@@ -195,11 +215,7 @@ export class Client {
     try {
       let rejected = 0;
       for (;;) {
-        const ack = await this.js.publish(subject, data, {
-          msgID: decisionAttemptMsgId(approver, decisionId, rejected),
-          headers: h,
-          timeout: this.timeoutMs,
-        });
+        const ack = await this.publish(subject, data, decisionAttemptMsgId(approver, decisionId, rejected), h);
         if (!ack.duplicate) break;
         // The stream already holds this attempt, so the coordinator will not
         // see this copy: answer with what became of it. If it was rejected,
@@ -462,6 +478,14 @@ function instant(t: unknown): bigint {
   const whole = Date.parse(m[1]! + (m[3]!.toUpperCase() === "Z" ? "Z" : m[3]!));
   if (Number.isNaN(whole)) return never;
   return BigInt(whole) * 1_000_000n + BigInt((m[2] ?? "").padEnd(9, "0"));
+}
+
+/** Whether a publish failed because the stream could not take it for now (no leader, a timeout, JetStream's 503). */
+function retryable(e: unknown): boolean {
+  if (e instanceof TimeoutError || e instanceof NoRespondersError) return true;
+  if (e instanceof JetStreamApiError) return e.status === 503;
+  const cause = e instanceof Error ? e.cause : undefined;
+  return cause !== undefined && cause !== e && retryable(cause);
 }
 
 function sleep(ms: number): Promise<void> {
