@@ -1,0 +1,120 @@
+/**
+ * Test fixtures: a real `interlock serve` built from this repository, on a
+ * free port, with its embedded NATS server (as python/tests/conftest.py).
+ */
+
+import { spawn, execFileSync, type ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { randomBytes } from "node:crypto";
+
+/** The repository's root. */
+export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "../../../../..");
+
+/** The interlock binary: $INTERLOCK_BIN, or `go build` of ./cmd/interlock once per test build. */
+export function interlockBin(): string {
+  const given = process.env["INTERLOCK_BIN"];
+  if (given) return given;
+  const out = join(REPO, "typescript", ".test-build", "interlock"); // shared by the packages' tests
+  if (!existsSync(out)) execFileSync("go", ["build", "-o", out, "./cmd/interlock"], { cwd: REPO, stdio: "inherit" });
+  return out;
+}
+
+/** A free TCP port on 127.0.0.1. */
+export async function freePort(): Promise<number> {
+  return new Promise((ok, fail) => {
+    const s = createServer();
+    s.once("error", fail);
+    s.listen(0, "127.0.0.1", () => {
+      const addr = s.address();
+      const port = typeof addr === "object" && addr ? addr.port : 0;
+      s.close(() => ok(port));
+    });
+  });
+}
+
+/** A running `interlock serve`. */
+export class Server {
+  readonly url: string;
+  readonly binary: string;
+  private readonly proc: ChildProcess;
+  private readonly dataDir: string;
+  readonly log: string[] = [];
+
+  private constructor(binary: string, port: number, dataDir: string, proc: ChildProcess) {
+    this.binary = binary;
+    this.url = `nats://127.0.0.1:${port}`;
+    this.dataDir = dataDir;
+    this.proc = proc;
+  }
+
+  /**
+   * Start one and wait (at most 120 s) until its coordinator runs; with
+   * `natsConfig`, its embedded server loads that configuration (users and
+   * permissions) and `setup` runs first on the data directory (to provision
+   * it as admin), with `env` for both.
+   */
+  static async start(
+    options: { natsConfig?: string; env?: NodeJS.ProcessEnv; setup?: (binary: string, dataDir: string) => void } = {},
+  ): Promise<Server> {
+    const binary = interlockBin();
+    const port = await freePort();
+    const dataDir = mkdtempSync(join(tmpdir(), "interlock-ts-"));
+    options.setup?.(binary, dataDir);
+    const args = ["serve", "--nats-listen", `127.0.0.1:${port}`, "--data-dir", dataDir];
+    if (options.natsConfig) args.push("--nats-config", options.natsConfig);
+    const proc = spawn(binary, args, { stdio: ["ignore", "ignore", "pipe"], env: options.env ?? process.env });
+    const srv = new Server(binary, port, dataDir, proc);
+    await new Promise<void>((ok, fail) => {
+      const timer = setTimeout(() => fail(new Error("interlock serve did not start:\n" + srv.log.join(""))), 120_000);
+      let buf = "";
+      proc.stderr.setEncoding("utf8");
+      proc.stderr.on("data", (chunk: string) => {
+        srv.log.push(chunk);
+        buf += chunk;
+        if (buf.includes("coordinator running")) {
+          clearTimeout(timer);
+          ok();
+        }
+      });
+      proc.once("exit", (code) => {
+        clearTimeout(timer);
+        fail(new Error(`interlock serve exited (${code}):\n` + srv.log.join("")));
+      });
+    });
+    return srv;
+  }
+
+  /** Run the interlock CLI against this server. */
+  cli(...args: string[]): string {
+    return execFileSync(this.binary, ["--nats-url", this.url, ...args], { encoding: "utf8", timeout: 60_000 });
+  }
+
+  /** Stop it and remove its data. */
+  async stop(): Promise<void> {
+    if (this.proc.exitCode === null) {
+      const exited = new Promise((ok) => this.proc.once("exit", ok));
+      this.proc.kill("SIGTERM");
+      await exited;
+    }
+    rmSync(this.dataDir, { recursive: true, force: true });
+  }
+}
+
+/** A fresh agent name per test: each test has its own consumer and work. */
+export function agentName(): string {
+  return "ts_" + randomBytes(6).toString("hex");
+}
+
+/** Wait until `cond` holds, checking every 20 ms, for at most `timeoutMs`. */
+export async function eventually(cond: () => boolean | Promise<boolean>, timeoutMs = 15_000, what = "condition"): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await cond()) return;
+    if (Date.now() > deadline) throw new Error(`${what} not met within ${timeoutMs} ms`);
+    await new Promise((ok) => setTimeout(ok, 20));
+  }
+}

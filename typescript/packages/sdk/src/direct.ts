@@ -1,0 +1,167 @@
+/**
+ * Direct gets (nats-server 2.11+): the last message on a subject, and
+ * batched reads, as docs/protocol.md ("Read what is pending, and a run's
+ * events") describes. Shared by the worker and the client.
+ */
+
+import { createInbox, type Msg, type MsgHdrs, type NatsConnection } from "@nats-io/nats-core";
+
+import { InterlockError } from "./errors.js";
+
+/** What one batch may carry at most. */
+export const BATCH_BYTES = 1 << 20;
+
+/** A stored message as a direct get returns it. */
+export interface Stored {
+  subject: string;
+  seq: number;
+  headers: MsgHdrs | undefined;
+  data: Uint8Array;
+}
+
+/** A queue of messages on one subscription, read with deadlines. */
+class Replies {
+  private readonly queue: Msg[] = [];
+  private wake: (() => void) | undefined;
+  readonly sub;
+
+  constructor(nc: NatsConnection, inbox: string, max?: number) {
+    this.sub = nc.subscribe(inbox, {
+      ...(max === undefined ? {} : { max }),
+      callback: (err, m) => {
+        if (!err) this.queue.push(m);
+        this.wake?.();
+      },
+    });
+  }
+
+  async next(deadline: number): Promise<Msg | undefined> {
+    while (this.queue.length === 0) {
+      const left = deadline - Date.now();
+      if (left <= 0) return undefined;
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, left);
+        this.wake = () => {
+          clearTimeout(t);
+          resolve();
+        };
+      });
+      this.wake = undefined;
+    }
+    return this.queue.shift();
+  }
+}
+
+function header(m: Msg, k: string): string {
+  return m.headers?.get(k) ?? "";
+}
+
+/**
+ * Up to `limit` messages of `stream` on subjects matching `filter`, oldest
+ * first, from sequence `start` on (0: the first), with one request; and
+ * whether matching messages remain after the last one returned.
+ */
+export async function batch(
+  nc: NatsConnection,
+  inboxPrefix: string,
+  stream: string,
+  filter: string,
+  start: number,
+  limit: number,
+  timeoutMs: number,
+): Promise<{ messages: Stored[]; more: boolean }> {
+  if (limit < 1) throw new RangeError(`read ${stream}: a batch of ${limit} messages`);
+  const req: Record<string, unknown> = { next_by_subj: filter, batch: limit, max_bytes: BATCH_BYTES };
+  if (start > 0) req["seq"] = start;
+  const inbox = createInbox(inboxPrefix);
+  const replies = new Replies(nc, inbox);
+  const deadline = Date.now() + timeoutMs;
+  const out: Stored[] = [];
+  try {
+    nc.publish(`$JS.API.DIRECT.GET.${stream}`, JSON.stringify(req), { reply: inbox });
+    for (;;) {
+      const m = await replies.next(deadline);
+      if (!m) {
+        throw new InterlockError(
+          `read ${stream}: no answer to $JS.API.DIRECT.GET.${stream} in ${timeoutMs} ms: the request may be refused ` +
+            `by NATS permissions (the user needs $JS.API.DIRECT.GET.${stream}, the bare subject), or the server is overloaded`,
+        );
+      }
+      // A stored message carries its sequence; only a reply without one is
+      // the server's status (a publisher may have stored a Status header).
+      const seq = header(m, "Nats-Sequence");
+      if (!seq) {
+        const code = m.headers?.code ?? 0;
+        if (code === 204) return { messages: out, more: header(m, "Nats-Num-Pending") !== "0" };
+        if (code === 404) return { messages: [], more: false };
+        if (code === 503) throw new InterlockError(`read ${stream}: no such stream, or it allows no direct gets (status 503)`);
+        throw new InterlockError(`read ${stream}: status ${code} ${m.headers?.description ?? ""}`.trimEnd());
+      }
+      out.push({ subject: header(m, "Nats-Subject"), seq: Number(seq), headers: m.headers, data: m.data });
+    }
+  } finally {
+    replies.sub.unsubscribe();
+  }
+}
+
+/** The messages {@link batch} reads, going on past batches the server ends early, up to `limit` (undefined: all). */
+export async function messages(
+  nc: NatsConnection,
+  inboxPrefix: string,
+  stream: string,
+  filter: string,
+  start: number,
+  limit: number | undefined,
+  timeoutMs: number,
+): Promise<Stored[]> {
+  const out: Stored[] = [];
+  while (limit === undefined || out.length < limit) {
+    const want = limit === undefined ? 1024 : Math.min(1024, limit - out.length);
+    const { messages: got, more } = await batch(nc, inboxPrefix, stream, filter, start, want, timeoutMs);
+    out.push(...got);
+    if (!more || got.length === 0) break;
+    start = got[got.length - 1]!.seq + 1;
+  }
+  return out;
+}
+
+/**
+ * The last message of `stream` on `subject` (wildcards allowed), or
+ * undefined, with one direct get whose API subject names the subject, so
+ * NATS permissions can confine a user's reads to subjects of its own.
+ */
+export async function last(
+  nc: NatsConnection,
+  inboxPrefix: string,
+  stream: string,
+  subject: string,
+  timeoutMs: number,
+): Promise<Stored | undefined> {
+  const api = `$JS.API.DIRECT.GET.${stream}.${subject}`;
+  const inbox = createInbox(inboxPrefix);
+  const replies = new Replies(nc, inbox, 1);
+  let m: Msg | undefined;
+  try {
+    nc.publish(api, new Uint8Array(0), { reply: inbox });
+    m = await replies.next(Date.now() + timeoutMs);
+  } finally {
+    replies.sub.unsubscribe();
+  }
+  if (!m) {
+    throw new InterlockError(
+      `read ${stream}: no answer to ${api} in ${timeoutMs} ms: the request may be refused by NATS permissions, or the server is overloaded`,
+    );
+  }
+  const seq = header(m, "Nats-Sequence");
+  if (!seq) {
+    const code = m.headers?.code ?? 0;
+    if (code === 404) return undefined;
+    if (code === 503) {
+      throw new InterlockError(
+        `read ${stream} on ${subject}: no such stream, or it allows no direct gets (run \`interlock provision\` with admin credentials)`,
+      );
+    }
+    throw new InterlockError(`read ${stream} on ${subject}: status ${code} ${m.headers?.description ?? ""}`.trimEnd());
+  }
+  return { subject: header(m, "Nats-Subject"), seq: Number(seq), headers: m.headers, data: m.data };
+}

@@ -1,0 +1,269 @@
+/**
+ * The replay model inside an agent body: interrupt, isResuming, tool-call
+ * scopes, journaled steps and AG-UI events. The run's state flows through
+ * AsyncLocalStorage, so it follows the body into every promise it starts.
+ */
+
+import { AsyncLocalStorage } from "node:async_hooks";
+
+import { Cancelled, InvalidRequest, NotInRun, ProtocolError, Suspended, ToolCallMismatch } from "./errors.js";
+import { interruptId, stepKey } from "./ids.js";
+import { toJson, type JsonObject, type JsonValue } from "./json.js";
+import { Decision, type Request, type RunInfo } from "./types.js";
+import { validateInterrupt } from "./wire.js";
+
+/** Publishes the n-th AG-UI event of the run (skipping those the run kept). */
+export type EmitFn = (n: number, event: JsonValue) => Promise<void>;
+
+/** The state of one pass of a run. @internal */
+export class PassState {
+  readonly info: RunInfo;
+  readonly signal: AbortSignal;
+  readonly decisions: Map<string, JsonObject>;
+  readonly journal: Map<string, JsonValue>;
+  readonly ordinals = new Map<string, number>();
+  readonly steps = new Map<string, number>();
+  readonly pending: JsonObject[] = [];
+  readonly requestErrors: Error[] = [];
+  emitted = 0;
+  readonly emit: EmitFn | undefined;
+
+  constructor(
+    info: RunInfo,
+    decisions: readonly JsonObject[],
+    journal: JsonObject,
+    signal: AbortSignal,
+    emit?: EmitFn,
+  ) {
+    this.info = info;
+    this.signal = signal;
+    this.decisions = new Map(decisions.map((d) => [d["interruptId"] as string, d]));
+    this.journal = new Map(Object.entries(journal));
+    this.emit = emit;
+  }
+}
+
+interface Scope {
+  pass: PassState;
+  toolCall: string;
+}
+
+const storage = new AsyncLocalStorage<Scope>();
+
+/** Run `fn` as the body of `pass`. @internal */
+export function runInPass<T>(pass: PassState, fn: () => T): T {
+  return storage.run({ pass, toolCall: "" }, fn);
+}
+
+/** The run and pass the caller runs in, or undefined outside a run. */
+export function runInfo(): RunInfo | undefined {
+  return storage.getStore()?.pass.info;
+}
+
+/** The pass's abort signal (aborted on the pass timeout or a worker's stop), or undefined outside a run. */
+export function passSignal(): AbortSignal | undefined {
+  return storage.getStore()?.pass.signal;
+}
+
+/**
+ * Scope interrupts and steps to one tool call: two identical gated calls in
+ * one turn, each in its own scope, get their own interrupts and decisions.
+ * Within a scope, interrupts are matched by the order raised.
+ */
+export function toolCall<T>(toolCallId: string, fn: () => T): T {
+  if (typeof toolCallId !== "string") throw new TypeError("toolCallId must be a string");
+  const s = storage.getStore();
+  if (!s) return fn();
+  return storage.run({ pass: s.pass, toolCall: toolCallId }, fn);
+}
+
+/** The tool call in scope (`""` outside any). */
+export function currentToolCall(): string {
+  return storage.getStore()?.toolCall ?? "";
+}
+
+/**
+ * Whether the next `interrupt` in this scope returns a decision rather than
+ * suspend: the predicate `interrupt` itself uses. False on the first pass,
+ * true on a replay once that interrupt is decided, false outside a run.
+ */
+export function isResuming(): boolean {
+  const s = storage.getStore();
+  if (!s) return false;
+  const ordinal = s.pass.ordinals.get(s.toolCall) ?? 0;
+  return s.pass.decisions.has(interruptId(s.pass.info.runId, s.toolCall, ordinal));
+}
+
+/**
+ * Ask a person for a decision.
+ *
+ * On the suspend pass it records `request` and throws {@link Suspended}; let
+ * it propagate: the pass ends, and every interrupt raised in it is published
+ * in one suspension. On the replay pass, when this interrupt's decision is
+ * present, it returns the {@link Decision} **without reading `request`**; a
+ * cancelled decision throws {@link Cancelled} instead, never an approval.
+ * Outside a run it throws {@link NotInRun}.
+ */
+export function interrupt(request: Request = {}): Decision {
+  const s = storage.getStore();
+  if (!s) throw new NotInRun("interrupt: not inside an Interlock run");
+  const p = s.pass;
+  const ordinal = p.ordinals.get(s.toolCall) ?? 0;
+  p.ordinals.set(s.toolCall, ordinal + 1);
+  const id = interruptId(p.info.runId, s.toolCall, ordinal);
+  const found = p.decisions.get(id);
+  if (found) {
+    const d = new Decision(found);
+    if (d.cancelled) throw new Cancelled(d);
+    return d;
+  }
+  let wire: JsonObject;
+  try {
+    wire = toWire(id, s.toolCall, request);
+  } catch (e) {
+    const err = e instanceof Error ? e : new InvalidRequest(String(e));
+    p.requestErrors.push(err);
+    throw err;
+  }
+  p.pending.push(wire);
+  throw new Suspended([id]);
+}
+
+/** The wire interrupt `id` for `req` in tool call `scope`. @internal */
+export function toWire(id: string, scope: string, req: Request): JsonObject {
+  if (req.toolCallId && req.toolCallId !== scope) {
+    throw new ToolCallMismatch(
+      `interrupt ${id}: request names tool call ${JSON.stringify(req.toolCallId)}, scope has ${JSON.stringify(scope)} (use toolCall())`,
+    );
+  }
+  const out: Record<string, unknown> = { id, reason: req.reason || (scope ? "tool_call" : "confirmation") };
+  if (req.message) out["message"] = req.message;
+  if (scope) out["toolCallId"] = scope;
+  if (req.responseSchema !== undefined) out["responseSchema"] = req.responseSchema;
+  if (req.expiresAt !== undefined) {
+    out["expiresAt"] = rfc3339(req.expiresAt, id);
+  } else if (req.timeoutMs !== undefined) {
+    out["expiresAt"] = rfc3339(new Date(Date.now() + req.timeoutMs), id);
+  }
+  if (req.metadata && Object.keys(req.metadata).length > 0) out["metadata"] = req.metadata;
+  if (req.approvers?.length) out["approvers"] = [...req.approvers];
+  if (req.approverGroups?.length) out["approverGroups"] = [...req.approverGroups];
+  if (req.onExpiry) out["onExpiry"] = req.onExpiry;
+  if (req.remindBeforeSeconds?.length) out["remindBeforeSeconds"] = [...req.remindBeforeSeconds];
+  if (req.oneClickLinks !== undefined) out["oneClickLinks"] = req.oneClickLinks;
+  if (req.sensitive !== undefined) out["sensitive"] = req.sensitive;
+  try {
+    const json = toJson(out, `interrupt ${id}`);
+    return validateInterrupt(json);
+  } catch (e) {
+    const detail = e instanceof ProtocolError ? e.detail : e instanceof Error ? e.message : String(e);
+    throw new InvalidRequest(`interrupt ${id}: ${detail}`);
+  }
+}
+
+function rfc3339(t: Date, id: string): string {
+  if (!(t instanceof Date) || Number.isNaN(t.getTime())) throw new InvalidRequest(`interrupt ${id}: expiresAt is not a valid Date`);
+  return t.toISOString();
+}
+
+/**
+ * Run `fn` once per run: the first pass records its result (which must be
+ * JSON) in the journal, and every replay returns the recorded result without
+ * calling `fn`. Steps are keyed by tool call, name and how many times the
+ * name was used before in that tool call. A failed `fn` is not recorded. The
+ * journal is stored with the pass's outcome, so a step whose pass crashed
+ * before it ended runs again on the retry. Outside a run it throws
+ * {@link NotInRun}.
+ */
+export async function step<T extends JsonValue>(name: string, fn: () => T | Promise<T>): Promise<T> {
+  const s = storage.getStore();
+  if (!s) throw new NotInRun(`step ${JSON.stringify(name)}: not inside an Interlock run`);
+  const p = s.pass;
+  const counter = s.toolCall + "\0" + name;
+  const n = p.steps.get(counter) ?? 0;
+  p.steps.set(counter, n + 1);
+  const key = stepKey(s.toolCall, name, n);
+  if (p.journal.has(key)) return structuredClone(p.journal.get(key)) as T;
+  const result = await fn();
+  let value: JsonValue;
+  try {
+    value = toJson(result, `step ${JSON.stringify(name)}`);
+  } catch (e) {
+    throw new TypeError(`step ${JSON.stringify(name)}: result cannot be journaled: ${(e as Error).message}`, { cause: e });
+  }
+  p.journal.set(key, structuredClone(value));
+  return value as T; // the first pass sees what every replay will
+}
+
+/**
+ * Count step calls from 0 again in this pass, so code the framework runs
+ * again within one pass finds its journaled results (LangGraph runs a node
+ * again from its top when it resumes it). For adapters; interrupts keep
+ * their count. Outside a run it throws {@link NotInRun}.
+ */
+export function restartSteps(): void {
+  const s = storage.getStore();
+  if (!s) throw new NotInRun("restartSteps: not inside an Interlock run");
+  s.pass.steps.clear();
+}
+
+/**
+ * Send an AG-UI event (an object with `type`) to the clients following the
+ * run through the AG-UI bridge, and keep it in the run's AG-UI stream. A
+ * replay sends nothing twice: the body's first calls, as many as the run
+ * kept so far, are the events earlier passes sent and are skipped; so a body
+ * emits the same events in the same order up to where its last pass got.
+ * Outside a run it throws {@link NotInRun}.
+ */
+export async function emit(event: JsonObject): Promise<void> {
+  const s = storage.getStore();
+  if (!s) throw new NotInRun("emit: not inside an Interlock run");
+  const n = s.pass.emitted++;
+  const value = toJson(event, "emit");
+  if (s.pass.emit) await s.pass.emit(n, value);
+}
+
+/** Emit one whole assistant text message (start, content, end). */
+export async function emitText(messageId: string, text: string): Promise<void> {
+  await emit({ type: "TEXT_MESSAGE_START", messageId, role: "assistant" });
+  await emit({ type: "TEXT_MESSAGE_CONTENT", messageId, delta: text });
+  await emit({ type: "TEXT_MESSAGE_END", messageId });
+}
+
+/** Emit a tool call the agent makes: start, arguments, end. */
+export async function emitToolCall(toolCallId: string, name: string, args: string): Promise<void> {
+  await emit({ type: "TOOL_CALL_START", toolCallId, toolCallName: name });
+  await emit({ type: "TOOL_CALL_ARGS", toolCallId, delta: args });
+  await emit({ type: "TOOL_CALL_END", toolCallId });
+}
+
+/** Emit a tool call's result against its original id. */
+export async function emitToolResult(messageId: string, toolCallId: string, content: string): Promise<void> {
+  await emit({ type: "TOOL_CALL_RESULT", messageId, toolCallId, content, role: "tool" });
+}
+
+/**
+ * Run parallel tool calls to the end, so every interrupt they raise goes in
+ * the same suspension; then throw {@link Suspended} if any suspended, else
+ * the first other error, else return the results in order.
+ */
+export async function gather<T extends readonly unknown[]>(
+  promises: { [K in keyof T]: Promise<T[K]> | T[K] },
+): Promise<T> {
+  const settled = await Promise.allSettled(promises as readonly unknown[]);
+  const ids: string[] = [];
+  let first: unknown;
+  let failed = false;
+  for (const r of settled) {
+    if (r.status === "rejected") {
+      if (r.reason instanceof Suspended) ids.push(...r.reason.interruptIds);
+      else if (!failed) {
+        failed = true;
+        first = r.reason;
+      }
+    }
+  }
+  if (ids.length > 0) throw new Suspended(ids);
+  if (failed) throw first;
+  return settled.map((r) => (r as PromiseFulfilledResult<unknown>).value) as unknown as T;
+}

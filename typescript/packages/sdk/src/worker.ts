@@ -1,0 +1,553 @@
+/** The worker: runs the passes of registered agents. */
+
+import { headers as natsHeaders, type MsgHdrs, type NatsConnection } from "@nats-io/nats-core";
+import {
+  AckPolicy,
+  DeliverPolicy,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  jetstream,
+  jetstreamManager,
+  type Consumer,
+  type ConsumerMessages,
+  type JetStreamClient,
+  type JsMsg,
+} from "@nats-io/jetstream";
+
+import * as direct from "./direct.js";
+import { InterlockError, PassTimeout, ProtocolError, Retry, Suspended, WorkerStopping } from "./errors.js";
+import { deadLetterMsgId, emitMsgId, outcomeMsgId, passKey } from "./ids.js";
+import { encode, toJson, type JsonObject, type JsonValue } from "./json.js";
+import { PassState, runInPass } from "./run.js";
+import { DEFAULT_PREFIX, Namespace, validateToken } from "./subjects.js";
+import { childTraceparent } from "./trace.js";
+import type { RunInfo } from "./types.js";
+import { decodeWork } from "./wire.js";
+
+/** What an agent body receives beside the run's input. */
+export interface PassContext {
+  /** Aborted when the pass runs over the worker's pass timeout ({@link PassTimeout}) or the worker stops ({@link WorkerStopping}). Pass it on to every call. */
+  signal: AbortSignal;
+  /** The run and pass. */
+  run: RunInfo;
+}
+
+/** An agent body: one pass of a run, given the run's input. It runs again from the top on every replay. */
+export type AgentBody = (input: JsonValue | undefined, ctx: PassContext) => unknown;
+
+/** Where the worker reports what it could not do. */
+export interface Logger {
+  warn(message: string): void;
+  error(message: string): void;
+}
+
+/** Options of a {@link Worker}. */
+export interface WorkerOptions {
+  /** The subject prefix (default `interlock`). */
+  prefix?: string;
+  /** Work items each agent holds and runs at once (default 4). */
+  concurrency?: number;
+  /** The consumer's ack wait, used when the worker creates `worker_<agent>`; in-progress acks go every half of it (default 30,000 ms). */
+  ackWaitMs?: number;
+  /** The consumer's max deliveries (default 10); on the last, a pass that cannot report is dead-lettered. */
+  maxDeliver?: number;
+  /** A pass's signal is aborted after this long (default 300,000 ms, as the Go worker's 5 minutes); the pass is retried, and on its last delivery the run fails. */
+  passTimeoutMs?: number;
+  /** Delays before a retried pass is delivered again, by attempt (default 100 ms, 1 s, 5 s, 30 s). */
+  backoffMs?: number[];
+  /** Create `worker_<agent>` when it is missing and the user may (default true). */
+  createConsumers?: boolean;
+  /** The connection's inbox prefix, for direct-get replies (default `_INBOX`). */
+  inboxPrefix?: string;
+  /** Timeout of each read and publish (default 5,000 ms). */
+  timeoutMs?: number;
+  /** Where warnings go (default the console). */
+  logger?: Logger;
+}
+
+interface Work extends JsonObject {
+  runId: string;
+  agent: string;
+}
+
+interface Held {
+  done: Promise<void>;
+  abort: (reason: Error) => void;
+}
+
+/**
+ * Consumes work items of registered agents, runs the body, and publishes the
+ * pass's one outcome (suspension, completion or failure).
+ *
+ * It binds to the durable consumer `worker_<agent>` on the work stream
+ * (creating it when missing and `createConsumers` allows), so it shares an
+ * agent's work with the Go and Python workers of that agent. It holds at most
+ * `concurrency` work items per agent, sends in-progress acks every half ack
+ * wait from the moment an item arrives, aborts a pass's signal after
+ * `passTimeoutMs` (the pass is retried; on the last delivery the run fails),
+ * and before running a pass checks on every delivery that the pass has not
+ * already reported (the runs stream holds its outcome).
+ */
+export class Worker {
+  private readonly nc: NatsConnection;
+  private readonly js: JetStreamClient;
+  private readonly ns: Namespace;
+  private readonly concurrency: number;
+  private readonly ackWaitMs: number;
+  private readonly maxDeliver: number;
+  private readonly passTimeoutMs: number;
+  private readonly backoffMs: number[];
+  private readonly createConsumers: boolean;
+  private readonly inboxPrefix: string;
+  private readonly timeoutMs: number;
+  private readonly log: Logger;
+  private readonly agents = new Map<string, AgentBody>();
+  private readonly loops: Promise<void>[] = [];
+  private readonly held = new Set<Held>();
+  private readonly fetches = new Set<ConsumerMessages>();
+  private stopping = false;
+  private stopped!: () => void;
+  private readonly stopSignal = new Promise<void>((resolve) => (this.stopped = resolve));
+
+  constructor(nc: NatsConnection, options: WorkerOptions = {}) {
+    const concurrency = options.concurrency ?? 4;
+    if (!Number.isInteger(concurrency) || concurrency < 1) throw new RangeError("concurrency must be an integer of at least 1");
+    this.nc = nc;
+    this.js = jetstream(nc);
+    this.ns = new Namespace(options.prefix ?? DEFAULT_PREFIX);
+    this.concurrency = concurrency;
+    this.ackWaitMs = options.ackWaitMs ?? 30_000;
+    this.maxDeliver = options.maxDeliver ?? 10;
+    this.passTimeoutMs = options.passTimeoutMs ?? 300_000;
+    this.backoffMs = options.backoffMs?.length ? [...options.backoffMs] : [100, 1000, 5000, 30_000];
+    this.createConsumers = options.createConsumers ?? true;
+    this.inboxPrefix = options.inboxPrefix ?? "_INBOX";
+    this.timeoutMs = options.timeoutMs ?? 5000;
+    this.log = options.logger ?? console;
+  }
+
+  private isStopping(): boolean {
+    return this.stopping;
+  }
+
+  /** The subjects this worker uses. */
+  get namespace(): Namespace {
+    return this.ns;
+  }
+
+  /** Add an agent. Register before {@link start}. */
+  register(name: string, body: AgentBody): this {
+    validateToken("agent", name);
+    if (this.loops.length > 0) throw new InterlockError("register agents before start");
+    this.agents.set(name, body);
+    return this;
+  }
+
+  /** Bind a consumer per agent and start taking work. */
+  async start(): Promise<void> {
+    if (this.loops.length > 0 || this.stopping) throw new InterlockError("worker already started");
+    const bound = [];
+    for (const name of this.agents.keys()) bound.push(await this.bind(name));
+    for (const [i, [name, body]] of [...this.agents].entries()) {
+      this.loops.push(this.loop(name, body, bound[i]!));
+    }
+  }
+
+  /**
+   * Stop taking work and wait for the passes under way; after `timeoutMs`
+   * (default: wait for them) abort their signals with {@link WorkerStopping}
+   * and hand their work items back (another worker runs them later).
+   */
+  async stop(timeoutMs?: number): Promise<void> {
+    this.stopping = true;
+    this.stopped();
+    for (const f of this.fetches) f.stop();
+    await Promise.allSettled(this.loops);
+    const passes = [...this.held];
+    if (passes.length === 0) return;
+    const all = Promise.allSettled(passes.map((h) => h.done));
+    if (timeoutMs === undefined) {
+      await all;
+      return;
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const late = await Promise.race([
+      all.then(() => false),
+      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), timeoutMs))),
+    ]);
+    clearTimeout(timer);
+    if (late) {
+      for (const h of this.held) h.abort(new WorkerStopping("the worker is stopping"));
+      await all;
+    }
+  }
+
+  /** `await using worker = ...`: stops the worker. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+  }
+
+  private async bind(agent: string): Promise<Consumer> {
+    const stream = this.ns.stream("WORK");
+    const durable = "worker_" + agent;
+    try {
+      return await this.js.consumers.get(stream, durable);
+    } catch (e) {
+      if (!this.createConsumers || !(e instanceof JetStreamApiError && e.code === JetStreamApiCodes.ConsumerNotFound)) {
+        throw e;
+      }
+    }
+    const jsm = await jetstreamManager(this.nc);
+    await jsm.consumers.add(stream, {
+      durable_name: durable,
+      filter_subjects: [this.ns.work(agent), this.ns.start(agent)],
+      ack_policy: AckPolicy.Explicit,
+      ack_wait: this.ackWaitMs * 1_000_000,
+      max_deliver: this.maxDeliver,
+      max_ack_pending: 1024,
+      deliver_policy: DeliverPolicy.All,
+    });
+    return await this.js.consumers.get(stream, durable);
+  }
+
+  private async loop(
+    agent: string,
+    body: AgentBody,
+    consumer: Consumer,
+  ): Promise<void> {
+    const mine = new Set<Promise<void>>();
+    while (!this.stopping) {
+      const free = this.concurrency - mine.size;
+      if (free === 0) {
+        await Promise.race([...mine, this.stopSignal]);
+        continue;
+      }
+      let fetched: ConsumerMessages;
+      try {
+        fetched = await consumer.fetch({ max_messages: free, expires: 1000 });
+      } catch (e) {
+        if (this.nc.isClosed() || this.isStopping()) return;
+        this.log.warn(`interlock worker: fetch failed for ${agent}: ${(e as Error).message}`);
+        await Promise.race([delay(500), this.stopSignal]);
+        continue;
+      }
+      this.fetches.add(fetched);
+      try {
+        for await (const m of fetched) {
+          if (this.isStopping()) {
+            m.nak();
+            continue;
+          }
+          const p = this.hold(agent, body, m);
+          mine.add(p);
+          void p.finally(() => mine.delete(p));
+        }
+      } catch (e) {
+        if (this.nc.isClosed()) return;
+        this.log.warn(`interlock worker: fetch ended for ${agent}: ${(e as Error).message}`);
+      } finally {
+        this.fetches.delete(fetched);
+      }
+    }
+  }
+
+  private hold(agent: string, body: AgentBody, m: JsMsg): Promise<void> {
+    const ac = new AbortController();
+    // In-progress acks from the moment the item arrives, so a queued item is
+    // never handed to a second worker.
+    const heartbeat = setInterval(() => m.working(), Math.max(this.ackWaitMs / 2, 100));
+    const held: Held = { done: Promise.resolve(), abort: (reason) => ac.abort(reason) };
+    held.done = this.handle(agent, body, m, ac)
+      .catch((e: unknown) => this.log.error(`interlock worker: ${(e as Error).message}`))
+      .finally(() => {
+        clearInterval(heartbeat);
+        this.held.delete(held);
+      });
+    this.held.add(held);
+    return held.done;
+  }
+
+  private async handle(agent: string, body: AgentBody, m: JsMsg, ac: AbortController): Promise<void> {
+    const deliveries = m.info.deliveryCount;
+    let work: Work;
+    try {
+      work = decodeWork(m.data) as Work;
+    } catch (e) {
+      if (e instanceof ProtocolError) return this.deadLetter(agent, m, `work item: ${e.message}`);
+      throw e;
+    }
+    if (work.agent !== agent) {
+      return this.deadLetter(agent, m, `work item for agent '${work.agent}' arrived on ${m.subject}`);
+    }
+    const pass = typeof work["pass"] === "number" ? work["pass"] : 0;
+    const decisions = Array.isArray(work["decisions"]) ? work["decisions"] : [];
+    const firstPass = pass === 0 && decisions.length === 0 && !work["journal"];
+    if (m.subject === this.ns.start(agent) && !firstPass) {
+      // Only the coordinator publishes replays (on the work subject):
+      // whoever may start a run may not hand a body decisions.
+      return this.deadLetter(
+        agent,
+        m,
+        `malformed: a work item on ${m.subject} must be a first pass; replays come from the coordinator`,
+      );
+    }
+    const key = passKey(m.headers?.get("Nats-Msg-Id") ?? "", m.data);
+    try {
+      if (await this.passDone(work, pass, key)) {
+        m.ack();
+        return;
+      }
+      const traceparent = childTraceparent(m.headers?.get("traceparent") || undefined);
+      const info: RunInfo = {
+        runId: work.runId,
+        agent,
+        pass,
+        threadId: typeof work["threadId"] === "string" ? work["threadId"] : "",
+        traceparent,
+      };
+      let outcome: { subject: string; msg: JsonObject };
+      try {
+        outcome = await this.runPass(body, work, info, key, ac);
+      } catch (e) {
+        if (!(e instanceof PassTimeout) || deliveries < this.maxDeliver) throw e;
+        // The last attempt timed out too: the run fails, as with Go.
+        this.log.warn(`interlock worker: pass timed out on its last attempt; the run fails: ${e.message}`);
+        const failed = new PassTimeout(
+          `pass timed out after ${this.passTimeoutMs} ms (attempt ${deliveries} of ${this.maxDeliver})`,
+        );
+        outcome = this.outcome(work, pass, new PassState(info, [], {}, ac.signal), undefined, failed);
+      }
+      const h = natsHeaders();
+      h.set("traceparent", traceparent);
+      await this.publishOutcome(outcome.subject, encode(outcome.msg), outcomeMsgId(work.runId, pass, key), h);
+      m.ack();
+    } catch (e) {
+      if (e instanceof WorkerStopping) {
+        m.nak();
+        return;
+      }
+      if (!(e instanceof Retry) && !(e instanceof PassTimeout)) {
+        this.log.warn(`interlock worker: pass failed to report; will retry: ${(e as Error).message}`);
+      }
+      await this.retry(agent, m, deliveries, e as Error);
+    }
+  }
+
+  /**
+   * Publish a pass's outcome, repeating it (same message id, so it is
+   * stored once) for up to 15 s while the stream cannot take it, as the Go
+   * worker does: a leader election on a cluster takes 4 to 9 s, and a pass
+   * whose outcome is not stored runs again.
+   */
+  private async publishOutcome(subject: string, data: Uint8Array, msgID: string, h: MsgHdrs): Promise<void> {
+    const deadline = Date.now() + 15_000;
+    for (let wait = 100; ; wait = Math.min(wait * 2, 2000)) {
+      try {
+        await this.js.publish(subject, data, { msgID, headers: h, timeout: this.timeoutMs });
+        return;
+      } catch (e) {
+        if (this.isStopping() || this.nc.isClosed() || Date.now() + wait > deadline) throw e;
+        this.log.warn(`interlock worker: publishing the outcome on ${subject} failed; repeating it: ${(e as Error).message}`);
+        await delay(wait);
+      }
+    }
+  }
+
+  private async retry(agent: string, m: JsMsg, deliveries: number, err: Error): Promise<void> {
+    if (deliveries >= this.maxDeliver) {
+      return this.deadLetter(agent, m, `gave up after ${deliveries} deliveries: ${err.message}`);
+    }
+    m.nak(this.backoffMs[Math.min(deliveries - 1, this.backoffMs.length - 1)]);
+  }
+
+  /**
+   * Whether this pass (with `key`) was already reported, from the run's last
+   * message on the agent's own subjects of the runs stream, as the Go worker
+   * decides: this pass's outcome (told by its message id, which only a
+   * holder of the work item can compute), an outcome of a later pass, or a
+   * coordinator's notice about this pass or a later one. A forged outcome of
+   * this pass does not count.
+   */
+  private async passDone(work: Work, want: number, key: string): Promise<boolean> {
+    const last = await direct.last(
+      this.nc,
+      this.inboxPrefix,
+      this.ns.stream("RUNS"),
+      this.ns.runOutcomes(work.agent, work.runId),
+      this.timeoutMs,
+    );
+    if (!last) return false;
+    let got: number;
+    try {
+      const head: unknown = JSON.parse(new TextDecoder().decode(last.data));
+      const p = (head as { pass?: unknown }).pass ?? 0;
+      if (typeof p !== "number") return false;
+      got = p;
+    } catch {
+      return false;
+    }
+    const tokens = last.subject.split(".");
+    const prefix = this.ns.prefix.split(".").length;
+    if (tokens.length !== prefix + 3 || tokens[prefix + 1] !== work.agent || tokens[prefix + 2] !== work.runId) {
+      return false;
+    }
+    if (got !== want) return got > want;
+    if (["reminder", "escalated", "expired"].includes(tokens[prefix]!)) return true;
+    return last.headers?.get("Nats-Msg-Id") === outcomeMsgId(work.runId, want, key);
+  }
+
+  private async runPass(
+    body: AgentBody,
+    work: Work,
+    info: RunInfo,
+    key: string,
+    ac: AbortController,
+  ): Promise<{ subject: string; msg: JsonObject }> {
+    const decisions = (Array.isArray(work["decisions"]) ? work["decisions"] : []) as JsonObject[];
+    const journal = (work["journal"] ?? {}) as JsonObject;
+    const p = new PassState(info, decisions, journal, ac.signal, this.emitter(work, key));
+    const timer = setTimeout(
+      () => ac.abort(new PassTimeout(`pass ${info.pass} of run ${info.runId} ran over ${this.passTimeoutMs} ms`)),
+      this.passTimeoutMs,
+    );
+    const ran = runInPass(p, () => Promise.resolve().then(() => body(work["input"], { signal: ac.signal, run: info })));
+    const aborted = new Promise<never>((_, reject) => {
+      const fail = (): void => {
+        // Give the body half an ack wait to honour its signal, as Go does;
+        // its item stays held (in-progress acks) meanwhile.
+        const grace = setTimeout(() => reject(ac.signal.reason as Error), this.ackWaitMs / 2);
+        ran.then(
+          () => {
+            clearTimeout(grace);
+            reject(ac.signal.reason as Error);
+          },
+          () => {
+            clearTimeout(grace);
+            reject(ac.signal.reason as Error);
+          },
+        );
+      };
+      if (ac.signal.aborted) fail();
+      else ac.signal.addEventListener("abort", fail, { once: true });
+    });
+    aborted.catch(() => undefined);
+    let result: unknown;
+    let err: unknown;
+    try {
+      result = await Promise.race([ran, aborted]);
+    } catch (e) {
+      if (ac.signal.aborted) throw ac.signal.reason as Error;
+      if (e instanceof Retry) {
+        if (p.pending.length === 0) throw e;
+        // Interrupts were raised: the pass suspends on them.
+      } else {
+        err = e;
+      }
+    } finally {
+      clearTimeout(timer);
+    }
+    if (ac.signal.aborted) throw ac.signal.reason as Error;
+    return this.outcome(work, info.pass, p, result, err);
+  }
+
+  private outcome(
+    work: Work,
+    pass: number,
+    p: PassState,
+    result: unknown,
+    err: unknown,
+  ): { subject: string; msg: JsonObject } {
+    const ref: JsonObject = { version: 1, runId: work.runId, agent: work.agent };
+    if (work["threadId"]) ref["threadId"] = work["threadId"];
+    ref["pass"] = pass;
+    if (work["input"] !== undefined && work["input"] !== null) ref["input"] = work["input"];
+    const now = new Date().toISOString();
+    const journal = Object.fromEntries(p.journal);
+    if (p.requestErrors.length > 0) {
+      // A request that could not be published fails the run rather than let
+      // the pass end without asking.
+      err = p.requestErrors[0];
+    } else if (p.pending.length > 0) {
+      const msg: JsonObject = { ...ref, interrupts: [...p.pending] };
+      if (p.journal.size > 0) msg["journal"] = journal;
+      msg["suspendedAt"] = now;
+      return { subject: this.ns.suspended(work.agent, work.runId), msg };
+    } else if (err === undefined) {
+      try {
+        const msg: JsonObject = { ...ref };
+        if (result !== undefined) msg["result"] = toJson(result, "result");
+        if (p.journal.size > 0) msg["journal"] = journal;
+        msg["completedAt"] = now;
+        return { subject: this.ns.completed(work.agent, work.runId), msg };
+      } catch (e) {
+        err = new TypeError(`result cannot be marshalled: ${(e as Error).message}`);
+      }
+    }
+    let text: string;
+    if (err instanceof Suspended) text = "the body threw Suspended without an interrupt";
+    else if (err instanceof Error) text = err.message || err.name;
+    else text = String(err) || "the body failed";
+    return { subject: this.ns.failed(work.agent, work.runId), msg: { ...ref, error: text, failedAt: now } };
+  }
+
+  /**
+   * Stores the AG-UI events of the pass, each acked before `emit` returns,
+   * so they are all kept before the pass's outcome. The n-th call is skipped
+   * while n is below the number of events the run has kept (read at the
+   * pass's first emit from the last event kept's message id).
+   */
+  private emitter(work: Work, key: string): (n: number, event: JsonValue) => Promise<void> {
+    const subject = this.ns.agui(work.agent, work.runId);
+    let kept: Promise<number> | undefined;
+    return async (n, event) => {
+      kept ??= this.keptEvents(work.runId, subject);
+      if (n < (await kept)) return;
+      await this.js.publish(subject, encode(event), { msgID: emitMsgId(work.runId, n, key), timeout: this.timeoutMs });
+    };
+  }
+
+  private async keptEvents(run: string, subject: string): Promise<number> {
+    const last = await direct.last(this.nc, this.inboxPrefix, this.ns.stream("AGUI"), subject, this.timeoutMs);
+    if (!last) return 0;
+    const id = last.headers?.get("Nats-Msg-Id") ?? "";
+    if (id.startsWith(run + ":emit:")) {
+      const digits = id.slice(run.length + 6).split(":")[0]!;
+      if (/^\d+$/.test(digits)) return Number(digits) + 1;
+    }
+    throw new InterlockError(`emit: the last event on ${subject} has message id '${id}', not stored by a worker`);
+  }
+
+  private async deadLetter(agent: string, m: JsMsg, reason: string): Promise<void> {
+    const consumer = "worker_" + agent;
+    const h = natsHeaders();
+    if (m.headers) {
+      for (const [k, vs] of m.headers) {
+        if (k.toLowerCase() === "nats-msg-id") continue;
+        for (const v of vs) h.append(k, v);
+      }
+    }
+    h.set("Interlock-Dlq-Reason", reason);
+    h.set("Interlock-Dlq-Subject", m.subject);
+    h.set("Interlock-Dlq-Stream", m.info.stream);
+    h.set("Interlock-Dlq-Sequence", String(m.info.streamSequence));
+    h.set("Interlock-Dlq-Deliveries", String(m.info.deliveryCount));
+    h.set("Interlock-Dlq-Consumer", consumer);
+    try {
+      await this.js.publish(this.ns.deadLetter(consumer), m.data, {
+        msgID: deadLetterMsgId(consumer, m.info.stream, m.info.streamSequence),
+        headers: h,
+        timeout: this.timeoutMs,
+      });
+    } catch (e) {
+      this.log.error(`interlock worker: dead-letter failed; will retry: ${(e as Error).message}`);
+      m.nak(this.backoffMs[this.backoffMs.length - 1]);
+      return;
+    }
+    this.log.warn(`interlock worker: dead-lettered ${m.subject}: ${reason}`);
+    m.term(reason.slice(0, 200));
+  }
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

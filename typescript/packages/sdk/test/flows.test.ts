@@ -1,0 +1,386 @@
+/**
+ * The SDK against `interlock serve` built from this tree: the worker's and
+ * the client's flows, end to end. Every wait is on a condition with a
+ * deadline.
+ */
+
+import { strict as assert } from "node:assert";
+import { after, before, describe, test } from "node:test";
+
+import { connect } from "@nats-io/transport-node";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { headers, type NatsConnection } from "@nats-io/nats-core";
+
+import * as sdk from "../src/index.js";
+import { agentName, eventually, Server } from "./server.js";
+
+let server: Server;
+let nc: NatsConnection;
+let client: sdk.Client;
+const workers: sdk.Worker[] = [];
+
+before(async () => {
+  server = await Server.start();
+  nc = await connect({ servers: server.url });
+  client = new sdk.Client(nc, { timeoutMs: 20_000 });
+});
+
+after(async () => {
+  for (const w of workers) await w.stop(1000);
+  client.close();
+  await nc.close();
+  await server.stop();
+});
+
+const quiet: sdk.Logger = { warn: () => undefined, error: () => undefined };
+
+async function worker(agent: string, body: sdk.AgentBody, options: sdk.WorkerOptions = {}): Promise<sdk.Worker> {
+  const w = new sdk.Worker(nc, { logger: quiet, backoffMs: [50], ...options });
+  w.register(agent, body);
+  await w.start();
+  workers.push(w);
+  return w;
+}
+
+async function suspendedRun(runId: string): Promise<sdk.Run> {
+  return client.wait(runId, sdk.suspended, { timeoutMs: 20_000 });
+}
+
+describe("a run, from start to approval", () => {
+  test("journaled step once, tool-call scope, isResuming, a falsy payload is an answer", async () => {
+    const agent = agentName();
+    const calls = { step: 0, asked: 0, passes: 0 };
+    await worker(agent, async (input) => {
+      calls.passes++;
+      const ticket = await sdk.step("open-ticket", () => {
+        calls.step++;
+        return `T-${(input as { id: string }).id}`;
+      });
+      const d = sdk.toolCall("call_refund", () => {
+        if (!sdk.isResuming()) calls.asked++;
+        return sdk.interrupt({ message: "Refund?", metadata: { tool: "refund" } });
+      });
+      return { ticket, answer: d.payload ?? "none", hasPayload: d.hasPayload, approver: d.approver, info: sdk.runInfo()?.pass ?? -1 };
+    });
+    const run = await client.start(agent, { id: "A-1" });
+    const rec = await suspendedRun(run);
+    const pending = rec.pending();
+    assert.equal(pending.length, 1);
+    const id = sdk.interruptId(run, "call_refund", 0);
+    assert.equal(pending[0]!.id, id);
+    assert.equal(pending[0]!["toolCallId"], "call_refund");
+    await eventually(async () => (await client.pending()).some((p) => p.runId === run && p.id === id), 15_000, "pending entry");
+    const v = await client.approve(run, id, { payload: false, approver: "ada" });
+    assert.equal(v.outcome, "accepted");
+    assert.equal(v.replay, true);
+    assert.equal(v.approver, "ada");
+    const done = await client.wait(run);
+    assert.equal(done.status, "completed");
+    assert.deepEqual(done.result, { ticket: "T-A-1", answer: false, hasPayload: true, approver: "ada", info: 1 });
+    assert.deepEqual(calls, { step: 1, asked: 1, passes: 2 });
+    const types = (await client.events(run)).map((e) => e.type);
+    for (const t of ["suspended", "decision_accepted", "resumed", "completed"]) assert.ok(types.includes(t), `${t} in ${types.join(",")}`);
+    assert.ok(!(await client.pending()).some((p) => p.runId === run));
+  });
+
+  test("the same decision id again is a duplicate; a decision on an unknown interrupt is rejected", async () => {
+    const agent = agentName();
+    await worker(agent, () => ({ v: sdk.interrupt({ message: "ok?" }).payload ?? null }));
+    const run = await client.start(agent);
+    await suspendedRun(run);
+    const id = sdk.interruptId(run, "", 0);
+    await assert.rejects(
+      client.approve(run, "int-000000000000000000000000"),
+      (e: unknown) => e instanceof sdk.Rejected && e.verdict.code === "unknown_interrupt",
+    );
+    const first = await client.approve(run, id, { payload: 0, decisionId: "d-same" });
+    assert.equal(first.outcome, "accepted");
+    const again = await client.approve(run, id, { payload: 0, decisionId: "d-same" });
+    assert.equal(again.outcome, "duplicate");
+    assert.deepEqual((await client.wait(run)).result, { v: 0 });
+  });
+});
+
+describe("cancellations", () => {
+  test("a denial is a Cancelled with reason denied, whatever its metadata says", async () => {
+    const agent = agentName();
+    await worker(agent, () => {
+      try {
+        sdk.interrupt({ message: "Delete?" });
+        return { deleted: true };
+      } catch (e) {
+        if (e instanceof sdk.Cancelled) return { deleted: false, reason: e.reason, comment: e.comment, by: e.approver };
+        throw e;
+      }
+    });
+    const run = await client.start(agent);
+    await suspendedRun(run);
+    await client.deny(run, sdk.interruptId(run, "", 0), { comment: "no", metadata: { reason: "expired" }, approver: "bob" });
+    assert.deepEqual((await client.wait(run)).result, { deleted: false, reason: "denied", comment: "no", by: "bob" });
+  });
+
+  test("a deadline that passes is a Cancelled with reason expired (from the expiry's approver)", async () => {
+    const agent = agentName();
+    await worker(agent, () => {
+      try {
+        sdk.interrupt({ message: "Quick!", timeoutMs: 1000 });
+        return "approved";
+      } catch (e) {
+        if (e instanceof sdk.Cancelled) return `${e.reason} by ${e.approver}`;
+        throw e;
+      }
+    });
+    const run = await client.start(agent);
+    await suspendedRun(run);
+    const done = await client.wait(run, sdk.finished, { timeoutMs: 20_000 });
+    assert.equal(done.result, `expired by ${sdk.EXPIRY_APPROVER}`);
+  });
+});
+
+describe("several interrupts", () => {
+  test("parallel tool calls suspend together in one pass; their decisions come back by scope", async () => {
+    const agent = agentName();
+    await worker(agent, async () => {
+      const gate = (call: string): Promise<string> =>
+        sdk.toolCall(call, async () => {
+          await Promise.resolve();
+          const d = sdk.interrupt({ message: `run ${call}?` });
+          return `${call}=${JSON.stringify(d.payload)}`;
+        });
+      return sdk.gather([gate("call_a"), gate("call_b")]);
+    });
+    const run = await client.start(agent);
+    const rec = await suspendedRun(run);
+    assert.deepEqual(
+      rec.pending().map((i) => i.id).sort(),
+      [sdk.interruptId(run, "call_a", 0), sdk.interruptId(run, "call_b", 0)].sort(),
+    );
+    const first = await client.approve(run, sdk.interruptId(run, "call_b", 0), { payload: "" });
+    assert.equal(first.replay, false);
+    const last = await client.approve(run, sdk.interruptId(run, "call_a", 0), { payload: [] });
+    assert.equal(last.replay, true);
+    assert.deepEqual((await client.wait(run)).result, ["call_a=[]", 'call_b=""']);
+  });
+
+  test("interrupts in sequence suspend one pass each", async () => {
+    const agent = agentName();
+    await worker(agent, () => {
+      const a = sdk.interrupt({ message: "first?" });
+      const b = sdk.interrupt({ message: "second?" });
+      return [a.payload ?? null, b.payload ?? null];
+    });
+    const run = await client.start(agent);
+    await suspendedRun(run);
+    await client.approve(run, sdk.interruptId(run, "", 0), { payload: 1 });
+    await client.wait(run, (r) => r.status === "suspended" && r.pass === 1);
+    await client.approve(run, sdk.interruptId(run, "", 1), { payload: 2 });
+    const done = await client.wait(run);
+    assert.deepEqual(done.result, [1, 2]);
+    assert.equal(done.pass, 2);
+  });
+});
+
+describe("the worker", () => {
+  test("Retry runs the pass again", async () => {
+    const agent = agentName();
+    let attempts = 0;
+    await worker(agent, () => {
+      attempts++;
+      if (attempts === 1) throw new sdk.Retry("not yet");
+      return attempts;
+    });
+    const run = await client.start(agent);
+    assert.equal((await client.wait(run)).result, 2);
+  });
+
+  test("an error fails the run with its message", async () => {
+    const agent = agentName();
+    await worker(agent, () => {
+      throw new Error("the tool broke");
+    });
+    const run = await client.start(agent);
+    const done = await client.wait(run);
+    assert.equal(done.status, "failed");
+    assert.equal(done.error, "the tool broke");
+  });
+
+  test("the pass timeout aborts the body's signal; on the last delivery the run fails", async () => {
+    const agent = agentName();
+    const reasons: unknown[] = [];
+    await worker(
+      agent,
+      (_input, { signal }) =>
+        new Promise((_, reject) => {
+          signal.addEventListener("abort", () => {
+            reasons.push(signal.reason);
+            reject(signal.reason as Error);
+          });
+        }),
+      { passTimeoutMs: 300, maxDeliver: 2 },
+    );
+    const run = await client.start(agent);
+    const done = await client.wait(run);
+    assert.equal(done.status, "failed");
+    assert.match(done.error, /pass timed out after 300 ms \(attempt 2 of 2\)/);
+    assert.equal(reasons.length, 2);
+    assert.ok(reasons.every((r) => r instanceof sdk.PassTimeout));
+  });
+
+  test("in-progress acks keep a pass longer than the ack wait from being handed out again", async () => {
+    const agent = agentName();
+    let passes = 0;
+    await worker(
+      agent,
+      async () => {
+        passes++;
+        await new Promise((ok) => setTimeout(ok, 2500)); // longer than the 1 s ack wait: the behaviour under test
+        return passes;
+      },
+      { ackWaitMs: 1000 },
+    );
+    const run = await client.start(agent);
+    assert.equal((await client.wait(run)).result, 1);
+    assert.equal(passes, 1);
+  });
+
+  test("a work item on the start subject that is not a first pass is dead-lettered, never run", async () => {
+    const agent = agentName();
+    let ran = 0;
+    await worker(agent, () => ++ran);
+    const dlq = nc.subscribe(`interlock.dlq.worker_${agent}`, { max: 1 });
+    const got = (async () => {
+      for await (const m of dlq) return m;
+      return undefined;
+    })();
+    await nc.flush();
+    const run = "forged-" + agent;
+    const work = { version: 1, runId: run, agent, pass: 1, decisions: [{ version: 1, decisionId: "d", interruptId: sdk.interruptId(run, "", 0), status: "resolved" }] };
+    const h = headers();
+    h.set("Nats-Msg-Id", `${run}:0:start:${sdk.nonce()}`);
+    nc.publish(`interlock.start.${agent}`, JSON.stringify(work), { headers: h });
+    const m = await got;
+    assert.ok(m);
+    assert.match(m.headers?.get("Interlock-Dlq-Reason") ?? "", /must be a first pass/);
+    assert.equal(m.headers?.get("Interlock-Dlq-Consumer"), `worker_${agent}`);
+    assert.equal(ran, 0);
+  });
+
+  test("a pass that keeps asking to be retried is dead-lettered on its last delivery", async () => {
+    const agent = agentName();
+    let attempts = 0;
+    await worker(
+      agent,
+      () => {
+        attempts++;
+        throw new sdk.Retry("the model is busy");
+      },
+      { maxDeliver: 2 },
+    );
+    const dlq = nc.subscribe(`interlock.dlq.worker_${agent}`, { max: 1 });
+    const got = (async () => {
+      for await (const m of dlq) return m;
+      return undefined;
+    })();
+    await nc.flush();
+    await client.start(agent);
+    const m = await got;
+    assert.ok(m);
+    assert.equal(m.headers?.get("Interlock-Dlq-Reason"), "gave up after 2 deliveries: the model is busy");
+    assert.equal(m.headers.get("Interlock-Dlq-Deliveries"), "2");
+    assert.equal(m.headers.get("Interlock-Dlq-Stream"), "INTERLOCK_WORK");
+    assert.equal(attempts, 2);
+  });
+
+  test("a pass already reported is acked without running the body (the runs stream holds a later pass)", async () => {
+    const agent = agentName();
+    let passes = 0;
+    await worker(agent, () => {
+      passes++;
+      return sdk.interrupt({}).payload ?? null;
+    });
+    const run = await client.start(agent);
+    await suspendedRun(run);
+    await client.approve(run, sdk.interruptId(run, "", 0), { payload: "yes" });
+    await client.wait(run);
+    assert.equal(passes, 2);
+    // A second start of the same run (another nonce) is pass 0 again: the
+    // runs stream's last message on the agent's subjects is pass 1's.
+    await client.start(agent, undefined, { runId: run });
+    const jsm = await jetstreamManager(nc);
+    await eventually(async () => {
+      const ci = await jsm.consumers.info("INTERLOCK_WORK", `worker_${agent}`);
+      return ci.num_pending === 0 && ci.num_ack_pending === 0 && ci.delivered.consumer_seq === 3;
+    }, 15_000, "the stale start acked");
+    assert.equal(passes, 2);
+  });
+
+  test("stop waits for the passes under way; with a timeout it aborts them with WorkerStopping", async () => {
+    const agent = agentName();
+    let release!: () => void;
+    const released = new Promise<void>((ok) => (release = ok));
+    let started!: () => void;
+    const running = new Promise<void>((ok) => (started = ok));
+    const w = await worker(agent, async () => {
+      started();
+      await released;
+      return "finished";
+    });
+    const run = await client.start(agent);
+    await running;
+    let stopped = false;
+    const stopping = w.stop().then(() => (stopped = true));
+    await eventually(() => (w as unknown as { stopping: boolean }).stopping, 5000, "stopping");
+    assert.equal(stopped, false);
+    release();
+    await stopping;
+    assert.equal((await client.wait(run)).result, "finished");
+
+    const agent2 = agentName();
+    let reason: unknown;
+    let started2!: () => void;
+    const running2 = new Promise<void>((ok) => (started2 = ok));
+    const w2 = await worker(agent2, (_i, { signal }) => {
+      started2();
+      return new Promise((_, reject) =>
+        signal.addEventListener("abort", () => {
+          reason = signal.reason;
+          reject(signal.reason as Error);
+        }),
+      );
+    });
+    await client.start(agent2);
+    await running2;
+    await w2.stop(100);
+    assert.ok(reason instanceof sdk.WorkerStopping);
+  });
+
+  test("emit keeps AG-UI events once: a replay skips those earlier passes stored", async () => {
+    const agent = agentName();
+    await worker(agent, async () => {
+      await sdk.emitText("m1", "looking");
+      const d = sdk.toolCall("call_1", () => sdk.interrupt({ message: "go?" }));
+      await sdk.emitToolResult("m2", "call_1", JSON.stringify(d.payload ?? null));
+      return "ok";
+    });
+    const run = await client.start(agent);
+    await suspendedRun(run);
+    await client.approve(run, sdk.interruptId(run, "call_1", 0), { payload: { go: true } });
+    await client.wait(run);
+    const jsm = await jetstreamManager(nc);
+    const subject = `interlock.agui.${agent}.${run}`;
+    const info = await jsm.streams.info("INTERLOCK_AGUI", { subjects_filter: subject });
+    assert.equal(info.state.subjects?.[subject], 4);
+    const stream = await jsm.streams.get("INTERLOCK_AGUI");
+    const last = await stream.getMessage({ last_by_subj: subject });
+    assert.ok(last);
+    assert.equal(last.json<{ type: string; content: string }>().content, '{"go":true}');
+    assert.match(last.header.get("Nats-Msg-Id"), new RegExp(`^${run}:emit:3:[0-9a-f]{32}$`));
+  });
+
+  test("outside a run, interrupt, step and emit throw NotInRun; isResuming is false", async () => {
+    assert.throws(() => sdk.interrupt(), sdk.NotInRun);
+    await assert.rejects(sdk.step("x", () => 1), sdk.NotInRun);
+    await assert.rejects(sdk.emit({ type: "X" }), sdk.NotInRun);
+    assert.equal(sdk.isResuming(), false);
+  });
+});
