@@ -215,7 +215,7 @@ export class Client {
     try {
       let rejected = 0;
       for (;;) {
-        const ack = await this.publish(subject, data, decisionAttemptMsgId(approver, decisionId, rejected), h);
+        const ack = await this.publish(subject, data, decisionAttemptMsgId(approver, decisionId, rejected, data), h);
         if (!ack.duplicate) break;
         // The stream already holds this attempt, so the coordinator will not
         // see this copy: answer with what became of it. If it was rejected,

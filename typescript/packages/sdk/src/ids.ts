@@ -73,13 +73,17 @@ export function decisionMsgId(approver: string, decisionId: string): string {
 }
 
 /**
- * `Nats-Msg-Id` of a decision sent again after `rejected` rejected attempts
- * with the same decision id: {@link decisionMsgId}, then `":<rejected>"`
- * when there were any.
+ * `Nats-Msg-Id` of a decision whose body is `body` (the bytes published),
+ * sent after `rejected` rejected attempts with the same decision id:
+ * {@link decisionMsgId}, then `":<rejected>"` when there were any, then `":"`
+ * and the first 32 hex digits of SHA-256 of the body. A decision id reused
+ * with another body is so another message, which the coordinator refuses
+ * with `decision_id_reused`; copies of one body still deduplicate.
  */
-export function decisionAttemptMsgId(approver: string, decisionId: string, rejected: number): string {
+export function decisionAttemptMsgId(approver: string, decisionId: string, rejected: number, body: Uint8Array): string {
   const base = decisionMsgId(approver, decisionId);
-  return rejected ? `${base}:${rejected}` : base;
+  const id = rejected ? `${base}:${rejected}` : base;
+  return `${id}:${sha256hex(body).slice(0, 32)}`;
 }
 
 /** `Nats-Msg-Id` of a dead letter: one per consumer that gave up on a message. */

@@ -151,6 +151,7 @@ export function toWire(id: string, scope: string, req: Request): JsonObject {
   if (req.onExpiry) out["onExpiry"] = req.onExpiry;
   if (req.remindBeforeSeconds?.length) out["remindBeforeSeconds"] = [...req.remindBeforeSeconds];
   if (req.oneClickLinks !== undefined) out["oneClickLinks"] = req.oneClickLinks;
+  if (req.chatDecisions !== undefined) out["chatDecisions"] = req.chatDecisions;
   if (req.sensitive !== undefined) out["sensitive"] = req.sensitive;
   try {
     const json = toJson(out, `interrupt ${id}`);

@@ -59,6 +59,8 @@ export interface Request {
   remindBeforeSeconds?: number[];
   /** `false`: no one-click decision links for this interrupt. */
   oneClickLinks?: boolean;
+  /** false: nobody decides this interrupt from a chat (Slack buttons and forms). Default true. */
+  chatDecisions?: boolean;
   /** The answer is never shown in reads, events, logs or notifications (default: true for `input_required`). */
   sensitive?: boolean;
 }

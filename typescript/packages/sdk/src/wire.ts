@@ -150,6 +150,7 @@ const INTERRUPT: Record<string, Check> = {
   onExpiry: expiry,
   remindBeforeSeconds: positiveInts,
   oneClickLinks: bool,
+  chatDecisions: bool,
   sensitive: bool,
 };
 
@@ -184,7 +185,28 @@ function decision(obj: JsonValue | undefined): JsonObject {
   if (Object.hasOwn(d, "payload") && d["payload"] === null) {
     throw malformed("payload is null: omit it to send no payload");
   }
+  // The limit holds for the decision as the coordinator records it too
+  // (Go's encoding escapes <, > and &, and U+2028/U+2029).
+  const n = recordedSize(d);
+  if (n > MAX_DECISION_SIZE) {
+    throw new ProtocolError(
+      "too_large",
+      `${n} bytes as recorded (JSON re-encoded: <, > and & escaped), the limit is ${MAX_DECISION_SIZE}`,
+    );
+  }
   return d;
+}
+
+/** The size of `v` as the coordinator encodes it in a run record. */
+export function recordedSize(v: JsonValue): number {
+  const text = JSON.stringify(v);
+  let escaped = 0;
+  let lines = 0;
+  for (const c of text) {
+    if (c === "<" || c === ">" || c === "&") escaped++;
+    else if (c === "\u2028" || c === "\u2029") lines++;
+  }
+  return Buffer.byteLength(text, "utf8") + 5 * escaped + 3 * lines;
 }
 
 const PASSREF: Record<string, Check> = {

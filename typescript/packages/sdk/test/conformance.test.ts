@@ -52,7 +52,10 @@ describe("ids.json", () => {
     for (const v of cases(IDS, "pendingKeys")) assert.equal(sdk.pendingKey(s(v["runId"]), s(v["interruptId"])), v["key"]);
     for (const v of cases(IDS, "decisionMsgIds")) assert.equal(sdk.decisionMsgId(s(v["approver"]), s(v["decisionId"])), v["msgId"]);
     for (const v of cases(IDS, "decisionAttemptMsgIds")) {
-      assert.equal(sdk.decisionAttemptMsgId(s(v["approver"]), s(v["decisionId"]), n(v["rejected"])), v["msgId"]);
+      assert.equal(
+        sdk.decisionAttemptMsgId(s(v["approver"]), s(v["decisionId"]), n(v["rejected"]), new TextEncoder().encode(s(v["body"]))),
+        v["msgId"],
+      );
     }
     for (const v of cases(IDS, "deadLetterMsgIds")) {
       assert.equal(sdk.deadLetterMsgId(s(v["consumer"]), s(v["stream"]), n(v["sequence"])), v["msgId"]);

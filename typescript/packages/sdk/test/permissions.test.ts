@@ -8,6 +8,7 @@
 
 import { strict as assert } from "node:assert";
 import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
@@ -18,7 +19,15 @@ import type { NatsConnection } from "@nats-io/nats-core";
 import * as sdk from "../src/index.js";
 import { REPO, Server } from "./server.js";
 
-const USERS = ["ADMIN", "COORDINATOR", "AGENT", "AGENT_BILLING", "NOTIFIER", "GATEWAY", "AUDITOR", "ADA", "BOB"];
+// Every user auth.conf reads a password for: a server refuses to start with
+// any of them empty.
+const USERS = [
+  ...new Set(
+    [...readFileSync(join(REPO, "deploy", "nats", "auth.conf"), "utf8").matchAll(/\$INTERLOCK_([A-Z_]+)_PASSWORD/g)].map(
+      (m) => m[1] as string,
+    ),
+  ),
+];
 const passwords = Object.fromEntries(USERS.map((u) => [u, randomBytes(12).toString("hex")]));
 const env: NodeJS.ProcessEnv = { ...process.env };
 for (const u of USERS) env[`INTERLOCK_${u}_PASSWORD`] = passwords[u];
