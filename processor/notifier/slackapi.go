@@ -23,7 +23,9 @@ import (
 // intent in the deliveries bucket before it is made, and as posted after:
 // a notifier that died in between finds the intent, looks for its post in
 // the channel's history (by the message metadata it carries) and records
-// it instead of posting again.
+// it instead of posting again. A reply in the thread (reminder, escalation,
+// expiry) is not in the channel's history: its intent names the thread, and
+// the reply is looked for there (conversations.replies).
 type slackAPI struct {
 	client  *chatslack.Client
 	channel string
@@ -39,6 +41,9 @@ type intent struct {
 	At      time.Time `json:"at"`
 	Channel string    `json:"channel"`
 	TS      string    `json:"ts,omitempty"`
+	// Thread is the ts of the message a reply is posted under; empty for
+	// a message of its own.
+	Thread string `json:"thread,omitempty"`
 }
 
 // attach gives the sink the deliveries bucket and the fault hook, at Start.
@@ -109,8 +114,16 @@ func (s *slackAPI) deliverOne(ctx context.Context, n *Notification, d Decide) er
 		if found != "" {
 			return s.posted(ctx, key, d.ID, n, found, rev)
 		}
+		if rec.Thread != thread {
+			// The question's message was posted since: the intent names
+			// the thread this post goes to, so a retry looks there.
+			data, _ := json.Marshal(intent{State: "posting", At: rec.At, Channel: rec.Channel, Thread: thread})
+			if rev, err = s.marks.Update(ctx, key, data, rev); err != nil {
+				return fmt.Errorf("slack post %s: %w", key, err)
+			}
+		}
 	default:
-		data, _ := json.Marshal(intent{State: "posting", At: time.Now().UTC(), Channel: s.channel})
+		data, _ := json.Marshal(intent{State: "posting", At: time.Now().UTC(), Channel: s.channel, Thread: thread})
 		if rev, err = s.marks.Update(ctx, key, data, 0); err != nil {
 			// Another notifier took it: this delivery is its to finish.
 			return fmt.Errorf("slack post %s: %w", key, err)
@@ -177,11 +190,18 @@ func (s *slackAPI) record(ctx context.Context, key string) (*intent, error) {
 	return in, err
 }
 
-// find looks in the channel's history, from a minute before the intent, for
-// the post carrying key; it returns its ts, or "".
+// find looks in the channel's history (in the thread's replies, for a
+// reply), from a minute before the intent, for the post carrying key; it
+// returns its ts, or "".
 func (s *slackAPI) find(ctx context.Context, key string, in *intent) (string, error) {
 	oldest := strconv.FormatInt(in.At.Add(-time.Minute).Unix(), 10)
-	msgs, err := s.client.History(ctx, in.Channel, oldest)
+	var msgs []chatslack.HistoryMessage
+	var err error
+	if in.Thread != "" {
+		msgs, err = s.client.Replies(ctx, in.Channel, in.Thread, oldest)
+	} else {
+		msgs, err = s.client.History(ctx, in.Channel, oldest)
+	}
 	if err != nil {
 		return "", s.classify(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,4 +150,45 @@ func TestSlackSinkNoticesInThread(t *testing.T) {
 	raw, _ := json.Marshal(updated.Message.Blocks)
 	assert.Contains(t, string(raw), "Expired")
 	assert.NotContains(t, string(raw), chatslack.ActionApprove)
+}
+
+// A notifier that dies after posting a reminder in the question's thread
+// and before recording it does not reply twice: the reply is not in the
+// channel's history (conversations.history lists no thread replies), so
+// the redelivery looks for it in the thread (conversations.replies) by
+// its metadata and records it.
+func TestSlackSinkCrashBetweenReplyAndRecord(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	fake := slacktest.New(t, "xoxb-test")
+	cfg := strings.Replace(slackAPIConfig(fake), "[team, quiet]", "[team]", 1)
+	var posts atomic.Int32
+	crashed := make(chan struct{})
+	e.start(cfg, func(point string) bool {
+		if point == "slack-after-post" && posts.Add(1) == 2 {
+			close(crashed)
+			return true
+		}
+		return false
+	})
+	deadline := time.Now().Add(time.Hour).UTC()
+	s := e.suspend("refunds", subjects.Interrupt{ID: "int-1", Reason: subjects.ReasonToolCall, Message: "Refund?",
+		ExpiresAt: &deadline})
+	require.Eventually(t, func() bool { return len(fake.Messages()) == 1 }, 15*time.Second, 10*time.Millisecond)
+	e.notice(s, KindReminder, "remind-1", deadline.Add(-10*time.Minute), "")
+	<-crashed
+	require.Len(t, fake.Messages(), 2, "replied before the crash")
+	restarted := e.start(cfg, nil)
+	require.Eventually(t, func() bool { return restarted.Count("team", OutcomeDelivered) == 1 },
+		15*time.Second, 10*time.Millisecond, "the redelivery is handled")
+	assert.Len(t, fake.Messages(), 2, "no second reply")
+	assert.NotEmpty(t, fake.Calls("conversations.replies"), "the thread was searched")
+	marks, err := e.admin.OpenBucket(ctx(t), "deliveries")
+	require.NoError(t, err)
+	raw, err := marks.Get(ctx(t), chatslack.IntentKey(deliveryKey("team", &s, KindReminder, "remind-1"), "int-1"))
+	require.NoError(t, err)
+	var got intent
+	require.NoError(t, json.Unmarshal(raw, &got))
+	assert.Equal(t, "posted", got.State)
+	assert.Equal(t, fake.Messages()[1].TS, got.TS)
 }

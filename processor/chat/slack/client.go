@@ -196,6 +196,19 @@ func (c *Client) History(ctx context.Context, channel, oldest string) ([]History
 	return out.Messages, err
 }
 
+// Replies is conversations.replies of the thread whose parent is ts in
+// channel, since oldest (a ts, or Unix seconds), with message metadata; up
+// to 200 messages, the parent first. Thread replies are not in
+// conversations.history: this is where a reply is looked for.
+func (c *Client) Replies(ctx context.Context, channel, ts, oldest string) ([]HistoryMessage, error) {
+	var out struct {
+		Messages []HistoryMessage `json:"messages"`
+	}
+	form := url.Values{"channel": {channel}, "ts": {ts}, "oldest": {oldest}, "include_all_metadata": {"true"}, "limit": {"200"}}
+	err := c.callForm(ctx, "conversations.replies", form, &out)
+	return out.Messages, err
+}
+
 // User is a Slack user as users.lookupByEmail returns it.
 type User struct {
 	ID      string `json:"id"`

@@ -1,6 +1,7 @@
 // Package slacktest is a local fake of the few Slack Web API methods
 // Interlock calls (chat.postMessage, chat.update, chat.postEphemeral,
-// views.open, conversations.history) and of interaction response URLs, and
+// views.open, conversations.history,
+// conversations.replies) and of interaction response URLs, and
 // a signer of interaction requests, for tests without a network.
 package slacktest
 
@@ -164,6 +165,28 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 				m["metadata"] = p.Metadata
 			}
 			out = append(out, m)
+		}
+		answer(w, map[string]any{"ok": true, "messages": out})
+	case "conversations.replies":
+		oldest, _ := strconv.ParseFloat(str("oldest"), 64)
+		var out []map[string]any
+		for _, p := range s.msgs {
+			ts, _ := strconv.ParseFloat(p.TS, 64)
+			if p.Channel != str("channel") || ts < oldest || (p.TS != str("ts") && p.Thread != str("ts")) {
+				continue
+			}
+			m := map[string]any{"ts": p.TS, "text": p.Message.Text}
+			if p.Thread != "" {
+				m["thread_ts"] = p.Thread
+			}
+			if p.Metadata != nil {
+				m["metadata"] = p.Metadata
+			}
+			out = append(out, m)
+		}
+		if len(out) == 0 {
+			answer(w, map[string]any{"ok": false, "error": "thread_not_found"})
+			return
 		}
 		answer(w, map[string]any{"ok": true, "messages": out})
 	case "users.lookupByEmail":
