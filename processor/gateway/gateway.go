@@ -103,14 +103,17 @@ const linkTTL = 30 * 24 * time.Hour
 const MaxLinkTTL = linkTTL
 
 // Provision creates the buckets a gateway uses (used links, inbox sessions,
-// AG-UI threads)
-// through a client that has provisioned: `interlock provision`, so that
-// gateways need no right to create them.
+// AG-UI threads) and the consumer it follows decided interrupts' Slack
+// messages with (SlackDurable) through a client that has provisioned:
+// `interlock provision`, so that gateways need no right to create them.
 func Provision(ctx context.Context, c *jetstream.Client) error {
 	if _, err := linksBucket(ctx, c); err != nil {
 		return err
 	}
 	if _, err := sessionsBucket(ctx, c, defaultSessionTTL); err != nil {
+		return err
+	}
+	if err := c.CreateConsumer(ctx, slackConsumer(c.Namespace())); err != nil {
 		return err
 	}
 	return agui.Provision(ctx, c)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/chat/slack"
 	"github.com/interlockhq/interlock/processor/chat/slack/slacktest"
 	"github.com/interlockhq/interlock/subjects"
@@ -412,4 +413,60 @@ func TestSlackEmailLookup(t *testing.T) {
 	assert.Contains(t, on.ephemeral("someone"), "not linked", "an address nobody has maps nobody")
 	on.click("T0TEAM", "U0CAROL", slack.ActionApprove, run, id, "carol")
 	assert.Equal(t, "carol", on.decided(run).Decision.Approver)
+}
+
+// postListed posts the card of run's interrupt id to the fake Slack and
+// lists it in the deliveries bucket, as the notifier's Slack sink does.
+func (e *slackEnv) postListed(run, id string) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rec, err := e.client.Run(ctx, run)
+	require.NoError(e.t, err)
+	api := &slack.Client{Token: "xoxb-test", APIURL: e.fake.APIURL()}
+	posted, err := api.PostMessage(ctx, "C0CHAN", "", slack.CardOf("gate", run, rec.Interrupts[0].Interrupt, "").Message(), nil)
+	require.NoError(e.t, err)
+	deliveries, err := e.nc.Bucket(ctx, "deliveries", "test", 0)
+	require.NoError(e.t, err)
+	list, _ := json.Marshal([]slack.Posted{posted})
+	require.NoError(e.t, deliveries.Put(ctx, slack.MessagesKey(run, id), list))
+}
+
+// A question decided while no gateway follows the Slack messages (here
+// with the SDK, as the CLI does) has its message updated by a gateway
+// started later: the gateway reads the decisions from its durable consumer
+// (gateway_slack, created by `interlock provision`), not from the live
+// feed.
+func TestSlackDecidedWhileNoGatewayRuns(t *testing.T) {
+	t.Parallel()
+	fake := slacktest.New(t, "xoxb-test")
+	e := &slackEnv{env: newEnv(t), fake: fake, signer: slacktest.Signer{Secret: slackSecret}}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	require.NoError(t, Provision(ctx, e.nc)) // `interlock provision`
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "refund?"})
+	e.postListed(run, id)
+	_, err := e.client.Decide(ctx, processor.DecisionRequest{RunID: run, InterruptID: id,
+		Status: subjects.StatusResolved, Approver: "ada", Via: "cli"})
+	require.NoError(t, err)
+	e.decided(run)
+	assert.Zero(t, fake.Messages()[0].Updates, "no gateway follows Slack yet")
+
+	gw := e.slackGateway(t)
+	defer gw.Close()
+	require.Eventually(t, func() bool { return fake.Messages()[0].Updates > 0 }, 10*time.Second, 10*time.Millisecond)
+	raw, _ := json.Marshal(fake.Messages()[0].Message.Blocks)
+	assert.Contains(t, string(raw), "by ada")
+	assert.NotContains(t, string(raw), slack.ActionApprove, "the buttons are gone")
+}
+
+// slackGateway starts another gateway on e's server that follows the
+// Slack messages.
+func (e *slackEnv) slackGateway(t *testing.T) *Gateway {
+	t.Helper()
+	gw, err := New(context.Background(), e.nc, Config{Directory: e.dir, Logger: quiet,
+		Slack: &SlackConfig{SigningSecret: slackSecret, TeamID: "T0TEAM", BotToken: "xoxb-test",
+			APIURL: e.fake.APIURL(), ResponseURLPrefix: e.fake.URL + "/respond/"}})
+	require.NoError(t, err)
+	return gw
 }

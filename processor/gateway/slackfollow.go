@@ -4,6 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor/chat/slack"
@@ -16,113 +21,162 @@ import (
 // deliveries bucket, which the gateway may read) is updated with
 // chat.update to say who decided what and when, without its buttons.
 //
-// The gateway follows the core NATS events feed: a decision made while no
-// gateway runs leaves its messages as they were until someone clicks (the
-// click is then answered "already decided" and the message updated). With
-// several gateways each updates the messages; chat.update is idempotent.
+// The gateway reads the decisions and expiries from a durable consumer on
+// the events stream (SlackDurable, created by `interlock provision`): a
+// decision made while no gateway runs is caught up by the next one to
+// start, and gateways running side by side share the work, each event
+// handled by one of them. An event is acked once its messages are updated;
+// a failed chat.update is retried with the consumer's backoff and
+// dead-lettered after its last delivery.
 
-// followQueue bounds the runs waiting for their messages to be updated.
-const followQueue = 1024
+// SlackDurable is the durable consumer the gateways read decided
+// interrupts from, to update their Slack messages.
+const SlackDurable = "gateway_slack"
 
-// followSlack subscribes to the decisions on the events feed and updates
-// the messages of each decided interrupt, until Close.
+// slackFollowEvents are the events that may decide an interrupt.
+var slackFollowEvents = []subjects.EventType{subjects.EventDecisionAccepted, subjects.EventExpired}
+
+// slackConsumer is the consumer SlackDurable: the decision and expiry
+// events of every run, from its creation on.
+func slackConsumer(ns subjects.Namespace) jetstream.ConsumeConfig {
+	prefix := strings.TrimSuffix(ns.All(subjects.KindEvents), ">")
+	var filters []string
+	for _, t := range slackFollowEvents {
+		filters = append(filters, prefix+"*."+string(t))
+	}
+	return jetstream.ConsumeConfig{
+		Stream:         jetstream.StreamEvents,
+		Durable:        SlackDurable,
+		FilterSubjects: filters,
+		DeliverNew:     true,
+		MaxDeliver:     10,
+		BackOff:        []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute},
+	}
+}
+
+// errSlackNotDecided: the event names an interrupt its run's record does
+// not show decided yet (the record is written after); tried again.
+var errSlackNotDecided = errors.New("interrupt not decided in its run's record yet")
+
+// followSlack consumes SlackDurable and updates the messages of each
+// decided interrupt, until Close.
 func (g *Gateway) followSlack() error {
-	runs := make(chan string, followQueue)
-	ns := g.nc.Namespace()
-	sub, err := g.nc.Subscribe(ns.All(subjects.KindEvents), func(subject string, data []byte) {
-		a, err := ns.Parse(subject)
-		if err != nil {
-			return
-		}
-		switch a.Event {
-		case subjects.EventDecisionAccepted, subjects.EventExpired, subjects.EventResumed:
-		default:
-			return
-		}
-		select {
-		case runs <- a.Run:
-		default:
-			g.cfg.Logger.Warn("slack messages not followed: too many decisions at once", "run", a.Run)
-		}
-	})
+	cc := slackConsumer(g.nc.Namespace())
+	cc.Logger = g.cfg.Logger
+	f := &follower{g: g}
+	cons, err := g.nc.Consume(g.base, cc, f.handle)
 	if err != nil {
-		return err
+		return fmt.Errorf("gateway: following Slack messages: %w", err)
 	}
 	g.background.Add(1)
 	go func() {
 		defer g.background.Done()
-		defer sub.Unsubscribe()
-		f := &follower{g: g, done: map[string]bool{}}
-		for {
-			select {
-			case <-g.base.Done():
-				return
-			case run := <-runs:
-				f.run(run)
-			}
-		}
+		<-g.base.Done()
+		cons.Stop()
 	}()
 	return nil
 }
 
-// follower remembers the interrupts whose messages it updated, so the
-// events of a run's later passes do not update them again.
+// follower updates the Slack messages of the interrupts the events it is
+// given decided.
 type follower struct {
-	g       *Gateway
-	done    map[string]bool
-	bucket  *jetstream.Bucket
-	noSlack bool
+	g      *Gateway
+	mu     sync.Mutex
+	bucket *jetstream.Bucket
 }
 
-// run updates the messages of run's decided interrupts.
-func (f *follower) run(run string) {
-	g := f.g
-	ctx, cancel := context.WithTimeout(g.base, g.cfg.Timeout)
-	defer cancel()
-	if f.bucket == nil {
-		b, err := g.nc.OpenBucket(ctx, "deliveries")
-		if err != nil {
-			if !f.noSlack {
-				g.cfg.Logger.Info("slack messages not followed: no deliveries bucket (no notifier provisioned)", "error", err)
-				f.noSlack = true
-			}
-			return
-		}
-		f.bucket = b
+// deliveries is the notifier's deliveries bucket, or nil when no notifier
+// was provisioned (then no message was posted).
+func (f *follower) deliveries(ctx context.Context) (*jetstream.Bucket, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.bucket != nil {
+		return f.bucket, nil
 	}
-	rec, err := g.client.Run(ctx, run)
+	b, err := f.g.nc.OpenBucket(ctx, "deliveries")
+	if errors.Is(err, jetstream.ErrNotFound) {
+		return nil, nil
+	}
 	if err != nil {
-		return
+		return nil, err
+	}
+	f.bucket = b
+	return b, nil
+}
+
+// handle updates the messages of the interrupts the event m decided. It
+// returns nil (ack) when they are updated or there are none.
+func (f *follower) handle(ctx context.Context, m *jetstream.Delivery) error {
+	g := f.g
+	a, err := g.nc.Namespace().Parse(m.Subject)
+	if err != nil {
+		return jetstream.DeadLetter(err)
+	}
+	if a.Run == subjects.NoRun {
+		return nil
+	}
+	var ev subjects.Event
+	if err := json.Unmarshal(m.Data, &ev); err != nil {
+		return jetstream.DeadLetter(fmt.Errorf("event: %w", err))
+	}
+	ids := ev.InterruptIDs
+	if ev.Verdict != nil && ev.Verdict.InterruptID != "" {
+		ids = []string{ev.Verdict.InterruptID}
+	}
+	bucket, err := f.deliveries(ctx)
+	if err != nil || bucket == nil {
+		return err
+	}
+	rec, err := g.client.Run(ctx, a.Run)
+	if errors.Is(err, jetstream.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
 	}
 	for _, st := range rec.Interrupts {
-		key := slack.MessagesKey(run, st.ID)
-		if st.Decision == nil || f.done[key] {
+		if len(ids) > 0 && !slices.Contains(ids, st.ID) {
 			continue
 		}
-		raw, err := f.bucket.Get(ctx, key)
+		key := slack.MessagesKey(a.Run, st.ID)
+		raw, err := bucket.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrNotFound) {
 			continue
 		}
 		if err != nil {
-			g.cfg.Logger.Warn("slack messages not read", "run", run, "error", err)
-			continue
+			return fmt.Errorf("slack messages %s: %w", key, err)
+		}
+		if st.Decision == nil {
+			return jetstream.RetryAfter(time.Second, fmt.Errorf("%s/%s: %w", a.Run, st.ID, errSlackNotDecided))
 		}
 		var msgs []slack.Posted
-		_ = json.Unmarshal(raw, &msgs)
-		card := g.slackCard(rec, st)
-		msg := card.Message()
-		ok := true
-		for _, m := range msgs {
-			if err := g.slackAPI().Update(ctx, m.Channel, m.TS, msg); err != nil {
-				ok = false
-				g.cfg.Logger.Warn("slack message not updated", "run", run, "interrupt", st.ID, "error", err)
+		if err := json.Unmarshal(raw, &msgs); err != nil {
+			return jetstream.DeadLetter(fmt.Errorf("slack messages %s: %w", key, err))
+		}
+		msg := g.slackCard(rec, st).Message()
+		for _, p := range msgs {
+			if err := g.slackAPI().Update(ctx, p.Channel, p.TS, msg); err != nil {
+				return slackRetry(err)
 			}
 		}
-		if ok {
-			if len(f.done) > 100_000 {
-				clear(f.done)
-			}
-			f.done[key] = true
-		}
+	}
+	return nil
+}
+
+// slackRetry is how a failed chat.update comes back: after Slack's
+// Retry-After when rate limited, with the consumer's backoff when Slack
+// or the network failed, dead-lettered at once when Slack refused it (a
+// deleted message, a revoked token: no retry changes that).
+func slackRetry(err error) error {
+	var ae *slack.APIError
+	switch {
+	case !errors.As(err, &ae):
+		return err
+	case ae.RetryAfter > 0:
+		return jetstream.RetryAfter(ae.RetryAfter, err)
+	case ae.Temporary():
+		return err
+	default:
+		return jetstream.DeadLetter(err)
 	}
 }
