@@ -28,7 +28,8 @@ func newProvision(g *globals) *cobra.Command {
 		Short: "Create or raise Interlock's streams, buckets and consumers (needs admin rights)",
 		Long: `provision creates what every Interlock role works on: the streams, the KV
 buckets, the coordinator's durable consumers, those of the agents named with
---agent and of the sinks in --notifier-config, and the gateway's buckets.
+--agent and of the sinks in --notifier-config, and the gateway's buckets and
+consumer (gateway_slack: the Slack messages to update once decided).
 Existing ones are kept and only ever raised (replicas, retention), never
 lowered. The decisions and events streams deny deletes and purges. Run it
 with the admin user before starting the coordinator, agents, notifiers and
