@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -112,4 +113,23 @@ func TestSlackFollowerShippedPermissions(t *testing.T) {
 	require.Eventually(t, acked, 15*time.Second, 10*time.Millisecond, "acked after chat.update")
 	assert.Equal(t, 1, fake.Messages()[1].Updates, "one of the two gateways updated it")
 	assert.Len(t, fake.Calls("chat.update"), 2, "the refused update and this one, nothing else")
+
+	// Nothing more: the gateway user creates, changes and deletes no
+	// consumer, pulls from no other, dead-letters under no other name.
+	// Each of these is answered at once where allowed (no_wait); refused,
+	// it gets no answer.
+	nc, err := nats.Connect(jstest.As("gateway", srv.URL()), nats.CustomInboxPrefix(subjects.InboxPrefix("gateway")))
+	require.NoError(t, err)
+	defer nc.Close()
+	for _, subject := range []string{
+		"$JS.API.CONSUMER.CREATE.INTERLOCK_EVENTS.gateway_slack",
+		"$JS.API.CONSUMER.CREATE.INTERLOCK_EVENTS.gateway_slack.interlock.events.>",
+		"$JS.API.CONSUMER.DURABLE.CREATE.INTERLOCK_EVENTS.gateway_slack",
+		"$JS.API.CONSUMER.DELETE.INTERLOCK_EVENTS.gateway_slack",
+		"$JS.API.CONSUMER.MSG.NEXT.INTERLOCK_RUNS.coordinator_runs",
+		"interlock.dlq.worker_refunds",
+	} {
+		_, err := nc.Request(subject, []byte(`{"batch": 1, "no_wait": true}`), 500*time.Millisecond)
+		assert.Error(t, err, subject)
+	}
 }
