@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/chat/slack"
 	"github.com/interlockhq/interlock/processor/chat/slack/slacktest"
@@ -469,4 +470,23 @@ func (e *slackEnv) slackGateway(t *testing.T) *Gateway {
 			APIURL: e.fake.APIURL(), ResponseURLPrefix: e.fake.URL + "/respond/"}})
 	require.NoError(t, err)
 	return gw
+}
+
+// A chat.update Slack fails on its side is tried again (the consumer's
+// backoff) until it succeeds; the event is acked only then.
+func TestSlackUpdateRetried(t *testing.T) {
+	t.Parallel()
+	e := newSlackEnv(t)
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "refund?"})
+	e.postListed(run, id)
+	e.fake.Fail("chat.update", "internal_error")
+	status, _ := e.call(http.MethodPost, "/v1/runs/"+run+"/interrupts/"+id+"/decision", "ada-token",
+		[]byte(`{"status": "resolved"}`))
+	require.Equal(t, http.StatusOK, status)
+	require.Eventually(t, func() bool { return e.fake.Messages()[0].Updates > 0 }, 15*time.Second, 10*time.Millisecond)
+	assert.Len(t, e.fake.Calls("chat.update"), 2, "failed once, then updated")
+	require.Eventually(t, func() bool {
+		st, err := e.nc.ConsumerState(context.Background(), jetstream.StreamEvents, SlackDurable)
+		return err == nil && st.AckPending == 0 && st.Pending == 0
+	}, 10*time.Second, 10*time.Millisecond, "acked after the update")
 }
