@@ -30,6 +30,7 @@ export class PassState {
   readonly requestErrors: Error[] = [];
   emitted = 0;
   readonly emit: EmitFn | undefined;
+  readonly finished: (() => void | Promise<void>)[] = [];
 
   constructor(
     info: RunInfo,
@@ -228,6 +229,20 @@ export async function emit(event: JsonObject): Promise<void> {
   const n = s.pass.emitted++;
   const value = toJson(event, "emit");
   if (s.pass.emit) await s.pass.emit(n, value, s.pass.pending.length > 0);
+}
+
+/**
+ * Run `fn` once this pass's outcome, completing or failing the run, is
+ * stored (not when the pass suspends or is retried): to clean up what the
+ * run kept for its replays, which a retry of the pass would still need. It
+ * runs after the work item is acked; a worker that stops or crashes in
+ * between never runs it, and an error it throws is logged, so use it only
+ * for what may safely stay behind. Outside a run it throws {@link NotInRun}.
+ */
+export function onRunFinished(fn: () => void | Promise<void>): void {
+  const s = storage.getStore();
+  if (!s) throw new NotInRun("onRunFinished: not inside an Interlock run");
+  s.pass.finished.push(fn);
 }
 
 /** Emit one whole assistant text message (start, content, end). */

@@ -307,7 +307,7 @@ export class Worker {
         threadId: typeof work["threadId"] === "string" ? work["threadId"] : "",
         traceparent,
       };
-      let outcome: { subject: string; msg: JsonObject };
+      let outcome: { subject: string; msg: JsonObject; finished?: PassState["finished"] };
       try {
         outcome = await this.runPass(body, work, info, key, ac);
       } catch (e) {
@@ -323,6 +323,15 @@ export class Worker {
       h.set("traceparent", traceparent);
       await this.publishOutcome(outcome.subject, encode(outcome.msg), outcomeMsgId(work.runId, pass, key), h);
       m.ack();
+      if (outcome.subject !== this.ns.suspended(agent, work.runId)) {
+        for (const fn of outcome.finished ?? []) {
+          try {
+            await fn();
+          } catch (e) {
+            this.log.warn(`interlock worker: an onRunFinished callback of run ${work.runId} failed: ${(e as Error).message}`);
+          }
+        }
+      }
     } catch (e) {
       if (e instanceof WorkerStopping) {
         m.nak();
@@ -404,7 +413,7 @@ export class Worker {
     info: RunInfo,
     key: string,
     ac: AbortController,
-  ): Promise<{ subject: string; msg: JsonObject }> {
+  ): Promise<{ subject: string; msg: JsonObject; finished: PassState["finished"] }> {
     const decisions = (Array.isArray(work["decisions"]) ? work["decisions"] : []) as JsonObject[];
     const journal = (work["journal"] ?? {}) as JsonObject;
     const p = new PassState(info, decisions, journal, ac.signal, this.emitter(work, key));
@@ -449,7 +458,7 @@ export class Worker {
       clearTimeout(timer);
     }
     if (ac.signal.aborted) throw ac.signal.reason as Error;
-    return this.outcome(work, info.pass, p, result, err);
+    return { ...this.outcome(work, info.pass, p, result, err), finished: p.finished };
   }
 
   private outcome(
