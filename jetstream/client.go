@@ -648,6 +648,13 @@ const PendingBucket = "pending"
 // coordinators with compare-and-set.
 const RunsBucket = "runs"
 
+// OpenAIAgentsBucket names the bucket where the TypeScript SDK's OpenAI
+// Agents adapter keeps a run's RunState while it waits on approvals, under
+// keys <agent>.<run>.<stop> that only the agent's own NATS user may put and
+// read (see `interlock auth`). Nothing in Go reads it; `interlock provision`
+// creates it so that agents, which may not create buckets, can use it.
+const OpenAIAgentsBucket = "openai_agents"
+
 // KVPutMsg is the message that stores value under key in bucket (a name
 // given to BucketName), for PublishAll.
 func (c *Client) KVPutMsg(bucket, key string, value []byte, msgID string) OutMsg {

@@ -19,7 +19,8 @@ func newAuth(g *globals) *cobra.Command {
 		Use:   "auth --agent NAME[=USER]... [--approver NAME]...",
 		Short: "Print the NATS users and permissions of agents (and approvers), for auth.conf or the Helm values",
 		Long: `Print one NATS user per agent, confined to that agent's own subjects and
-reads (its starts, work consumer, outcomes, suspensions and AG-UI events),
+reads (its starts, work consumer, outcomes, suspensions and AG-UI events,
+and its own keys in the OpenAI Agents adapter's bucket of run states),
 and one per approver, deciding only as themselves: the entries of the users
 list of deploy/nats/auth.conf (--format conf) or of the Helm values'
 config.merge.accounts.INTERLOCK.users (--format helm). An agent's user is
@@ -122,11 +123,15 @@ func streamName(ns subjects.Namespace, s jetstream.Stream) string {
 // naming the subject, the only reads NATS permissions can confine to
 // subjects) the runs stream's and AG-UI stream's messages of that agent
 // only. Message ids it cannot confine: subjects.OutcomeMsgID and EmitMsgID
-// hold a key only a holder of the work item can compute.
+// hold a key only a holder of the work item can compute. It also puts,
+// deletes and reads (direct gets naming the key) the keys under its own
+// name in the OpenAI Agents adapter's bucket (jetstream.OpenAIAgentsBucket),
+// never another agent's, and has no stream info on it (which lists keys).
 func agentUser(ns subjects.Namespace, agent, user string) authUser {
 	p := ns.Prefix()
 	work, runs, agui := streamName(ns, jetstream.StreamWork), streamName(ns, jetstream.StreamRuns), streamName(ns, jetstream.StreamAGUI)
 	durable := store.WorkerDurable(agent)
+	states := strings.ReplaceAll(p, ".", "_") + "_" + jetstream.OpenAIAgentsBucket // as jetstream.Client.BucketName
 	return authUser{User: user, Agent: agent, PasswordEnv: passwordEnv(user),
 		Publish: []string{
 			p + ".start." + agent,
@@ -136,6 +141,7 @@ func agentUser(ns subjects.Namespace, agent, user string) authUser {
 			"$JS.ACK." + work + "." + durable + ".>",
 			"$JS.API.DIRECT.GET." + runs + "." + p + ".*." + agent + ".*",
 			"$JS.API.DIRECT.GET." + agui + "." + p + ".agui." + agent + ".*",
+			"$KV." + states + "." + agent + ".>", "$JS.API.DIRECT.GET.KV_" + states + ".$KV." + states + "." + agent + ".>",
 		},
 		Subscribe: []string{subjects.InboxPrefix(user) + ".>"},
 	}

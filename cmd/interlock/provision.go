@@ -106,6 +106,9 @@ func provision(ctx context.Context, client *jetstream.Client, agents []string, n
 	if err := mcpbridge.Provision(ctx, client); err != nil {
 		return 0, err
 	}
+	if _, err := client.Bucket(ctx, jetstream.OpenAIAgentsBucket, "Interlock OpenAI Agents adapter: run states waiting on approvals", 0); err != nil {
+		return 0, err
+	}
 	w := processor.NewWorker(client, processor.WorkerConfig{})
 	for _, a := range agents {
 		if err := w.Register(a, nil); err != nil {

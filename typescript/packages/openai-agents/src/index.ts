@@ -6,6 +6,11 @@
  * every one is decided, the replay pass loads the state, approves or rejects
  * each item, and runs the agent on from there. The model is not called
  * again for a turn already taken: the stored state is the run's memory.
+ *
+ * The bucket (`interlock_openai_agents`) is created by `interlock provision`;
+ * each state is kept under `<agent>.<run>.<stop>`, keys the agent's own NATS
+ * user alone may put and read (deploy/nats/auth.conf, `interlock auth`), and
+ * deleted once the run's completion or failure is stored.
  */
 
 import type { NatsConnection } from "@nats-io/nats-core";
@@ -16,6 +21,7 @@ import {
   Cancelled,
   interrupt,
   isResuming,
+  onRunFinished,
   Suspended,
   toolCall,
   type AgentBody,
@@ -33,7 +39,12 @@ export interface OpenAIAgentsOptions<TAgent extends AnyAgent = AnyAgent> {
   agent: TAgent;
   /** The connection whose JetStream keeps the run states. */
   nc: NatsConnection;
-  /** The KV bucket of run states (default `interlock_openai_agents`; created when missing and the user may). */
+  /**
+   * The KV bucket of run states (default `interlock_openai_agents`, which
+   * `interlock provision` creates; under another prefix, `<prefix>_openai_agents`).
+   * The adapter never creates it: it binds without a stream-info call and
+   * reads with direct gets naming the key, the calls per-agent permissions allow.
+   */
   bucket?: string;
   /** The agent's input from the run's input (default: a string input as is, anything else as JSON text). */
   input?: (input: JsonValue | undefined) => string | AgentInputItem[];
@@ -86,29 +97,36 @@ export function openAIAgentsBody<TAgent extends AnyAgent>(options: OpenAIAgentsO
     options.input ??
     ((v: JsonValue | undefined): string => (typeof v === "string" ? v : JSON.stringify(v ?? null)));
   let kv: Promise<KV> | undefined;
-  const store = (): Promise<KV> => {
-    kv ??= (async () => {
-      const kvm = new Kvm(options.nc);
-      try {
-        return await kvm.create(bucket, { history: 1 });
-      } catch {
-        return await kvm.open(bucket);
-      }
-    })();
-    return kv;
-  };
+  // Bound without a call (no stream info: per-agent permissions allow only
+  // the agent's own keys); reads are direct gets naming the key.
+  const store = (): Promise<KV> => (kv ??= new Kvm(options.nc).open(bucket, { allow_direct: true }));
+  const missing = (e: unknown): Error =>
+    new Error(
+      `openai-agents: the run states bucket ${bucket} cannot be read (created by \`interlock provision\`; ` +
+        `the agent's user needs $KV.${bucket}.<agent>.> and its direct gets): ${(e as Error).message}`,
+      { cause: e },
+    );
 
   return async (input, { signal, run: info }) => {
     const states = await store();
-    // The latest state stored for this run: stop n is kept under <run>.<n>.
+    // The latest state stored for this run: stop n is kept under
+    // <agent>.<run>.<n>, under the agent's own key prefix.
+    const keyOf = (n: number): string => `${info.agent}.${info.runId}.${n}`;
     let stop = -1;
     let stored: string | undefined;
     for (;;) {
-      const e = await states.get(`${info.runId}.${stop + 1}`);
+      const e = await states.get(keyOf(stop + 1)).catch((err: unknown) => {
+        throw missing(err);
+      });
       if (!e || e.operation !== "PUT") break;
       stop++;
       stored = e.string();
     }
+    // Once the run's end is stored (not before: a retried pass would need
+    // them), its states go.
+    onRunFinished(async () => {
+      for (let n = 0; n <= stop; n++) await states.delete(keyOf(n));
+    });
     let state: RunState<unknown, TAgent> | undefined =
       stored === undefined ? undefined : await RunState.fromString(options.agent, stored);
     let result: RunResult<unknown, TAgent> | undefined =
@@ -121,7 +139,7 @@ export function openAIAgentsBody<TAgent extends AnyAgent>(options: OpenAIAgentsO
         stop++;
         // Kept before the suspension is published: a pass retried after a
         // crash answers the same stop from the same state.
-        await states.put(`${info.runId}.${stop}`, result.state.toString());
+        await states.put(keyOf(stop), result.state.toString());
         state = result.state;
       }
       if (!state) throw new Error("no run state to resume");

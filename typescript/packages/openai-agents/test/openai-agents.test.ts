@@ -12,11 +12,12 @@ import { after, before, test } from "node:test";
 import { Agent, tool, Usage, type Model, type ModelRequest, type ModelResponse, type StreamEvent } from "@openai/agents-core";
 import { connect } from "@nats-io/transport-node";
 import type { NatsConnection } from "@nats-io/nats-core";
+import { Kvm } from "@nats-io/kv";
 import { z } from "zod";
 
 import * as sdk from "@interlock/sdk";
 import { openAIAgentsBody } from "../src/index.js";
-import { agentName, Server } from "./server.js";
+import { agentName, eventually, Server } from "./server.js";
 
 let server: Server;
 let nc: NatsConnection;
@@ -93,7 +94,7 @@ test("parallel approvals in one suspension, approved and rejected in one pass; a
   const agent = new Agent({ name: "refunder", instructions: "Refund what is asked.", model, tools: [refund] });
   const name = agentName();
   const w = new sdk.Worker(nc, { logger: { warn: () => undefined, error: () => undefined } });
-  w.register(name, openAIAgentsBody({ agent, nc, bucket: `oa_${name}` }));
+  w.register(name, openAIAgentsBody({ agent, nc }));
   await w.start();
   workers.push(w);
 
@@ -122,13 +123,23 @@ test("parallel approvals in one suspension, approved and rejected in one pass; a
   assert.match(text, /refunded 1/);
   assert.deepEqual(executed, [40, 1]);
   assert.equal(model.calls, 3, "one model call per turn: a replay resumes the stored state");
+  // Each stop's state was kept under the agent's own keys, and is deleted
+  // once the completion is stored.
+  const states = await new Kvm(nc).open("interlock_openai_agents", { allow_direct: true });
+  for (const stop of [0, 1]) {
+    await eventually(
+      async () => (await states.get(`${name}.${run}.${stop}`))?.operation === "DEL",
+      15_000,
+      `stop ${stop}'s state deleted`,
+    );
+  }
 });
 
 test("the example agent: a denial with the Go CLI reaches the model as the rejection text", async () => {
   const { refundAgent } = await import("../examples/approve-tools.js");
   const name = agentName();
   const w = new sdk.Worker(nc, { logger: { warn: () => undefined, error: () => undefined } });
-  w.register(name, openAIAgentsBody({ agent: refundAgent, nc, bucket: `oa_${name}` }));
+  w.register(name, openAIAgentsBody({ agent: refundAgent, nc }));
   await w.start();
   workers.push(w);
   const run = await client.start(name, "Please refund order A-1.");

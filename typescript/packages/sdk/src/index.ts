@@ -46,6 +46,7 @@ export {
   gather,
   interrupt,
   isResuming,
+  onRunFinished,
   passSignal,
   restartSteps,
   runInfo,

@@ -12,8 +12,11 @@ import { toJson, type JsonObject, type JsonValue } from "./json.js";
 import { Decision, type Request, type RunInfo } from "./types.js";
 import { validateInterrupt } from "./wire.js";
 
-/** Publishes the n-th AG-UI event of the run (skipping those the run kept). */
-export type EmitFn = (n: number, event: JsonValue) => Promise<void>;
+/**
+ * Publishes the n-th AG-UI event of the run (skipping those the run kept);
+ * `suspended` says whether an undecided interrupt came before it in the pass.
+ */
+export type EmitFn = (n: number, event: JsonValue, suspended: boolean) => Promise<void>;
 
 /** The state of one pass of a run. @internal */
 export class PassState {
@@ -27,6 +30,7 @@ export class PassState {
   readonly requestErrors: Error[] = [];
   emitted = 0;
   readonly emit: EmitFn | undefined;
+  readonly finished: (() => void | Promise<void>)[] = [];
 
   constructor(
     info: RunInfo,
@@ -211,9 +215,12 @@ export function restartSteps(): void {
 /**
  * Send an AG-UI event (an object with `type`) to the clients following the
  * run through the AG-UI bridge, and keep it in the run's AG-UI stream. A
- * replay sends nothing twice: the body's first calls, as many as the run
- * kept so far, are the events earlier passes sent and are skipped; so a body
- * emits the same events in the same order up to where its last pass got.
+ * replay sends nothing twice, whatever the body emits between interrupts:
+ * the calls an earlier pass made before its first undecided interrupt are
+ * skipped by count, and a later call is skipped when an event with the same
+ * body is kept and not yet met (the replay may emit those later, after
+ * acting on that interrupt). So a body emits the same events in the same
+ * order up to where its last pass got, as Go's and Python's `emit` do.
  * Outside a run it throws {@link NotInRun}.
  */
 export async function emit(event: JsonObject): Promise<void> {
@@ -221,7 +228,21 @@ export async function emit(event: JsonObject): Promise<void> {
   if (!s) throw new NotInRun("emit: not inside an Interlock run");
   const n = s.pass.emitted++;
   const value = toJson(event, "emit");
-  if (s.pass.emit) await s.pass.emit(n, value);
+  if (s.pass.emit) await s.pass.emit(n, value, s.pass.pending.length > 0);
+}
+
+/**
+ * Run `fn` once this pass's outcome, completing or failing the run, is
+ * stored (not when the pass suspends or is retried): to clean up what the
+ * run kept for its replays, which a retry of the pass would still need. It
+ * runs after the work item is acked; a worker that stops or crashes in
+ * between never runs it, and an error it throws is logged, so use it only
+ * for what may safely stay behind. Outside a run it throws {@link NotInRun}.
+ */
+export function onRunFinished(fn: () => void | Promise<void>): void {
+  const s = storage.getStore();
+  if (!s) throw new NotInRun("onRunFinished: not inside an Interlock run");
+  s.pass.finished.push(fn);
 }
 
 /** Emit one whole assistant text message (start, content, end). */

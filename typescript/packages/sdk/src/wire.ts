@@ -226,8 +226,10 @@ function passref(d: JsonObject): void {
 function head(data: Uint8Array, limit: number): JsonObject {
   if (data.length > limit) throw new ProtocolError("too_large", `${data.length} bytes, the limit is ${limit}`);
   let obj: unknown;
+  let src = "";
   try {
-    obj = JSON.parse(text(data));
+    src = text(data);
+    obj = JSON.parse(src);
   } catch (e) {
     throw malformed(`not a JSON object: ${e instanceof Error ? e.message : String(e)}`);
   }
@@ -237,7 +239,71 @@ function head(data: Uint8Array, limit: number): JsonObject {
   if (v !== VERSION) {
     throw new ProtocolError("unsupported_version", `version ${JSON.stringify(v)}; this build speaks version ${VERSION}`);
   }
+  // JSON.parse reads 1.0 and 1e0 as 1: the version must be written 1, as
+  // Go (which compares the token) and Python (which wants an int) require.
+  const written = memberSource(src, "version");
+  if (written !== String(VERSION)) {
+    throw new ProtocolError("unsupported_version", `version ${written ?? "?"}; this build speaks version ${VERSION}`);
+  }
   return obj;
+}
+
+/**
+ * The source text of the value of the last top-level member named `key`
+ * (after unescaping, as JSON.parse keeps the last) of `src`, a JSON object
+ * that JSON.parse accepted, so well-formed; undefined when there is none.
+ */
+export function memberSource(src: string, key: string): string | undefined {
+  const n = src.length;
+  let i = 0;
+  const space = (): void => {
+    while (i < n && " \t\n\r".includes(src[i]!)) i++;
+  };
+  const string = (): string => {
+    const start = i++;
+    while (src[i] !== '"') i += src[i] === "\\" ? 2 : 1;
+    i++;
+    return src.slice(start, i);
+  };
+  const value = (): string => {
+    const start = i;
+    const c = src[i];
+    if (c === '"') {
+      string();
+    } else if (c === "{" || c === "[") {
+      let depth = 0;
+      do {
+        const ch = src[i];
+        if (ch === '"') {
+          string();
+          continue;
+        }
+        if (ch === "{" || ch === "[") depth++;
+        else if (ch === "}" || ch === "]") depth--;
+        i++;
+      } while (depth > 0);
+    } else {
+      while (i < n && !",}] \t\n\r".includes(src[i]!)) i++;
+    }
+    return src.slice(start, i);
+  };
+  let found: string | undefined;
+  space();
+  if (src[i] !== "{") return undefined;
+  i++;
+  for (;;) {
+    space();
+    if (src[i] !== '"') return found;
+    const name = JSON.parse(string()) as string;
+    space();
+    i++; // the colon
+    space();
+    const v = value();
+    if (name === key) found = v;
+    space();
+    if (src[i] !== ",") return found;
+    i++;
+  }
 }
 
 /** Parse and validate a decision. */

@@ -1,5 +1,7 @@
 /** The worker: runs the passes of registered agents. */
 
+import { createHash } from "node:crypto";
+
 import { headers as natsHeaders, type MsgHdrs, type NatsConnection } from "@nats-io/nats-core";
 import {
   AckPolicy,
@@ -18,7 +20,7 @@ import * as direct from "./direct.js";
 import { InterlockError, PassTimeout, ProtocolError, Retry, Suspended, WorkerStopping } from "./errors.js";
 import { deadLetterMsgId, emitMsgId, outcomeMsgId, passKey } from "./ids.js";
 import { encode, toJson, type JsonObject, type JsonValue } from "./json.js";
-import { PassState, runInPass } from "./run.js";
+import { PassState, runInPass, type EmitFn } from "./run.js";
 import { DEFAULT_PREFIX, Namespace, validateToken } from "./subjects.js";
 import { childTraceparent } from "./trace.js";
 import type { RunInfo } from "./types.js";
@@ -305,7 +307,7 @@ export class Worker {
         threadId: typeof work["threadId"] === "string" ? work["threadId"] : "",
         traceparent,
       };
-      let outcome: { subject: string; msg: JsonObject };
+      let outcome: { subject: string; msg: JsonObject; finished?: PassState["finished"] };
       try {
         outcome = await this.runPass(body, work, info, key, ac);
       } catch (e) {
@@ -321,6 +323,15 @@ export class Worker {
       h.set("traceparent", traceparent);
       await this.publishOutcome(outcome.subject, encode(outcome.msg), outcomeMsgId(work.runId, pass, key), h);
       m.ack();
+      if (outcome.subject !== this.ns.suspended(agent, work.runId)) {
+        for (const fn of outcome.finished ?? []) {
+          try {
+            await fn();
+          } catch (e) {
+            this.log.warn(`interlock worker: an onRunFinished callback of run ${work.runId} failed: ${(e as Error).message}`);
+          }
+        }
+      }
     } catch (e) {
       if (e instanceof WorkerStopping) {
         m.nak();
@@ -402,7 +413,7 @@ export class Worker {
     info: RunInfo,
     key: string,
     ac: AbortController,
-  ): Promise<{ subject: string; msg: JsonObject }> {
+  ): Promise<{ subject: string; msg: JsonObject; finished: PassState["finished"] }> {
     const decisions = (Array.isArray(work["decisions"]) ? work["decisions"] : []) as JsonObject[];
     const journal = (work["journal"] ?? {}) as JsonObject;
     const p = new PassState(info, decisions, journal, ac.signal, this.emitter(work, key));
@@ -447,7 +458,7 @@ export class Worker {
       clearTimeout(timer);
     }
     if (ac.signal.aborted) throw ac.signal.reason as Error;
-    return this.outcome(work, info.pass, p, result, err);
+    return { ...this.outcome(work, info.pass, p, result, err), finished: p.finished };
   }
 
   private outcome(
@@ -492,29 +503,82 @@ export class Worker {
 
   /**
    * Stores the AG-UI events of the pass, each acked before `emit` returns,
-   * so they are all kept before the pass's outcome. The n-th call is skipped
-   * while n is below the number of events the run has kept (read at the
-   * pass's first emit from the last event kept's message id).
+   * so they are all kept before the pass's outcome. A replay sends nothing
+   * twice, whatever the body emits between interrupts (the rule of Go's
+   * worker, with the same headers):
+   *
+   * - The calls a pass makes before its first undecided interrupt are
+   *   settled: a replay makes the same calls first, in order. The n-th call
+   *   is skipped while n is below the settled count the run kept.
+   * - The calls after an undecided interrupt are tentative: a replay, which
+   *   now acts on that interrupt, may emit them again later, after what
+   *   acting emits. A call past the settled ones is skipped when an event
+   *   with its digest is kept and not yet placed, else stored.
+   *
+   * Both are read at the pass's first emit from the last event kept, and
+   * each stored event carries them as they stand after it
+   * (`Interlock-Emit-Settled`, `Interlock-Emit-Tentative`).
    */
-  private emitter(work: Work, key: string): (n: number, event: JsonValue) => Promise<void> {
+  private emitter(work: Work, key: string): EmitFn {
     const subject = this.ns.agui(work.agent, work.runId);
-    let kept: Promise<number> | undefined;
-    return async (n, event) => {
+    let kept: Promise<EmitState> | undefined;
+    let unsettled = false; // an undecided interrupt came before
+    return async (n, event, suspended) => {
       kept ??= this.keptEvents(work.runId, subject);
-      if (n < (await kept)) return;
-      await this.js.publish(subject, encode(event), { msgID: emitMsgId(work.runId, n, key), timeout: this.timeoutMs });
+      const s = await kept;
+      // From here to the header, synchronous: calls in flight at once
+      // update the state in the order they were made.
+      const data = encode(event);
+      const digest = emitDigest(data);
+      unsettled ||= suspended;
+      let skip = n < s.settled;
+      if (!skip && (s.tentative.get(digest) ?? 0) > 0) {
+        skip = true;
+        // Still after an undecided interrupt: still tentative.
+        if (unsettled) bump(s.placed, digest, 1);
+        bump(s.tentative, digest, -1);
+      }
+      if (!unsettled) s.settled = Math.max(s.settled, n + 1);
+      else if (!skip) bump(s.placed, digest, 1);
+      if (skip) return;
+      const h = natsHeaders();
+      h.set("Interlock-Emit-Settled", String(s.settled));
+      const list: string[] = [];
+      for (const m of [s.tentative, s.placed]) {
+        for (const [d, c] of m) for (let i = 0; i < c; i++) list.push(d);
+      }
+      list.sort();
+      if (list.length > 0) h.set("Interlock-Emit-Tentative", list.join(","));
+      await this.js.publish(subject, data, { msgID: emitMsgId(work.runId, n, key), headers: h, timeout: this.timeoutMs });
     };
   }
 
-  private async keptEvents(run: string, subject: string): Promise<number> {
+  /**
+   * What the AG-UI events the run kept on `subject` say to a new pass, read
+   * from the last one with one direct get naming the subject: its settled
+   * count and tentative digests. An event stored without them (by an older
+   * worker) settles n+1 calls, the n of its message id.
+   */
+  private async keptEvents(run: string, subject: string): Promise<EmitState> {
+    const s: EmitState = { settled: 0, tentative: new Map(), placed: new Map() };
     const last = await direct.last(this.nc, this.inboxPrefix, this.ns.stream("AGUI"), subject, this.timeoutMs);
-    if (!last) return 0;
+    if (!last) return s;
     const id = last.headers?.get("Nats-Msg-Id") ?? "";
-    if (id.startsWith(run + ":emit:")) {
-      const digits = id.slice(run.length + 6).split(":")[0]!;
-      if (/^\d+$/.test(digits)) return Number(digits) + 1;
+    const digits = id.startsWith(run + ":emit:") ? id.slice(run.length + 6).split(":")[0]! : "";
+    if (!/^\d+$/.test(digits)) {
+      throw new InterlockError(`emit: the last event on ${subject} has message id '${id}', not stored by a worker`);
     }
-    throw new InterlockError(`emit: the last event on ${subject} has message id '${id}', not stored by a worker`);
+    s.settled = Number(digits) + 1;
+    const settled = last.headers?.get("Interlock-Emit-Settled") ?? "";
+    if (settled !== "") {
+      if (!/^\d+$/.test(settled)) {
+        throw new InterlockError(`emit: the last event on ${subject} has Interlock-Emit-Settled '${settled}', not stored by a worker`);
+      }
+      s.settled = Number(settled);
+    }
+    const tentative = last.headers?.get("Interlock-Emit-Tentative") ?? "";
+    if (tentative !== "") for (const d of tentative.split(",")) bump(s.tentative, d, 1);
+    return s;
   }
 
   private async deadLetter(agent: string, m: JsMsg, reason: string): Promise<void> {
@@ -550,4 +614,27 @@ export class Worker {
 
 function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * What a run's kept AG-UI events say to its next pass: how many emit calls
+ * are settled, and the digests of tentative events by count, those not yet
+ * met in this pass (tentative) and those met or stored after an undecided
+ * interrupt (placed).
+ */
+interface EmitState {
+  settled: number;
+  tentative: Map<string, number>;
+  placed: Map<string, number>;
+}
+
+function bump(m: Map<string, number>, key: string, by: number): void {
+  const v = (m.get(key) ?? 0) + by;
+  if (v > 0) m.set(key, v);
+  else m.delete(key);
+}
+
+/** An AG-UI event's digest: 16 hex digits of SHA-256 over its bytes, as Go's worker computes it. */
+function emitDigest(data: Uint8Array): string {
+  return createHash("sha256").update(data).digest("hex").slice(0, 16);
 }

@@ -5,6 +5,7 @@
  */
 
 import { strict as assert } from "node:assert";
+import { createHash } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 
 import { connect } from "@nats-io/transport-node";
@@ -375,6 +376,62 @@ describe("the worker", () => {
     assert.ok(last);
     assert.equal(last.json<{ type: string; content: string }>().content, '{"go":true}');
     assert.match(last.header.get("Nats-Msg-Id"), new RegExp(`^${run}:emit:3:[0-9a-f]{32}$`));
+  });
+
+  test("emit between interrupts decided before: on the replay every tool result is stored once", async () => {
+    const agent = agentName();
+    let calls = 0;
+    await worker(agent, async () => {
+      calls++;
+      let suspended: unknown;
+      for (const tool of ["a", "b"]) {
+        await sdk.emit({ type: "CUSTOM", name: "call " + tool });
+        try {
+          sdk.toolCall(tool, () => sdk.interrupt({ message: tool + "?" }));
+        } catch (e) {
+          if (!(e instanceof sdk.Suspended)) throw e;
+          suspended = e;
+          continue;
+        }
+        await sdk.emit({ type: "CUSTOM", name: "result " + tool });
+      }
+      // The replay fails once after emitting, and is retried.
+      if (calls === 2) throw new sdk.Retry("model API busy");
+      if (suspended) throw suspended;
+      await sdk.emit({ type: "CUSTOM", name: "done" });
+      return "done";
+    });
+    const run = await client.start(agent);
+    const rec = await suspendedRun(run);
+    assert.equal(rec.pending().length, 2);
+    for (const tool of ["a", "b"]) await client.approve(run, sdk.interruptId(run, tool, 0));
+    assert.equal((await client.wait(run)).result, "done");
+
+    const jsm = await jetstreamManager(nc);
+    const subject = `interlock.agui.${agent}.${run}`;
+    const stream = await jsm.streams.get("INTERLOCK_AGUI");
+    const info = await jsm.streams.info("INTERLOCK_AGUI", { subjects_filter: subject });
+    const stored: { name: string; settled: string; tentative: string }[] = [];
+    for (let seq = info.state.first_seq; seq <= info.state.last_seq; seq++) {
+      const m = await stream.getMessage({ seq }).catch(() => null);
+      if (!m || m.subject !== subject) continue;
+      stored.push({
+        name: m.json<{ name: string }>().name,
+        settled: m.header.get("Interlock-Emit-Settled"),
+        tentative: m.header.get("Interlock-Emit-Tentative"),
+      });
+    }
+    assert.deepEqual(
+      stored.map((e) => e.name),
+      ["call a", "call b", "result a", "result b", "done"],
+    );
+    assert.equal(calls, 3, "the first pass, then two attempts of the replay");
+    // The headers as Go's worker writes them: "call b" came after an
+    // undecided interrupt, so it stays tentative until a replay places it.
+    const digest = createHash("sha256").update(JSON.stringify({ type: "CUSTOM", name: "call b" })).digest("hex").slice(0, 16);
+    assert.deepEqual(stored[0], { name: "call a", settled: "1", tentative: "" });
+    assert.deepEqual(stored[1], { name: "call b", settled: "1", tentative: digest });
+    assert.deepEqual(stored[4], { name: "done", settled: "5", tentative: "" });
   });
 
   test("outside a run, interrupt, step and emit throw NotInRun; isResuming is false", async () => {
