@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -183,4 +184,17 @@ func viewEvent(ev subjects.Event, withheld map[string]bool) subjects.Event {
 			Code: v.Code, Replay: v.Replay, At: v.At}
 	}
 	return out
+}
+
+// WhoMayDecide says in words who may decide in: its approvers and groups,
+// or "anyone".
+func WhoMayDecide(in subjects.Interrupt) string {
+	who := slices.Clone(in.Approvers)
+	for _, g := range in.ApproverGroups {
+		who = append(who, "group "+g)
+	}
+	if len(who) == 0 {
+		return "anyone"
+	}
+	return strings.Join(who, ", ")
 }

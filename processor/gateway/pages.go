@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/authz"
 	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -88,7 +89,7 @@ func describe(rec *subjects.Run, in *subjects.InterruptState, now time.Time) []r
 	if tool := cmp.Or(meta.Tool, in.ToolCallID); tool != "" {
 		rows = append(rows, row{"Tool", tool})
 	}
-	rows = append(rows, row{"Reason", in.Reason}, row{"Who may decide", mayDecide(in.Interrupt)})
+	rows = append(rows, row{"Reason", in.Reason}, row{"Who may decide", authz.WhoMayDecide(in.Interrupt)})
 	if !suspendedAt.IsZero() {
 		rows = append(rows, row{"Waiting since", suspendedAt.UTC().Format("15:04 UTC, 2 Jan") + " (" + roundDur(now.Sub(suspendedAt)) + ")"})
 	}
@@ -96,19 +97,6 @@ func describe(rec *subjects.Run, in *subjects.InterruptState, now time.Time) []r
 		rows = append(rows, row{"Expires", expiresIn(*in.ExpiresAt, now)})
 	}
 	return rows
-}
-
-// mayDecide says who may decide in, in words.
-func mayDecide(in subjects.Interrupt) string {
-	var who []string
-	who = append(who, in.Approvers...)
-	for _, g := range in.ApproverGroups {
-		who = append(who, "group "+g)
-	}
-	if len(who) == 0 {
-		return "anyone"
-	}
-	return strings.Join(who, ", ")
 }
 
 // expiresIn says "in 1h58m (12:52 UTC)", or when it expired.

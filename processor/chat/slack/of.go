@@ -3,8 +3,8 @@ package slack
 import (
 	"cmp"
 	"encoding/json"
-	"strings"
 
+	"github.com/interlockhq/interlock/processor/authz"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -21,22 +21,9 @@ func CardOf(agent, run string, in subjects.Interrupt, inboxURL string) Card {
 	}
 	_ = json.Unmarshal(in.Metadata, &meta)
 	return Card{Agent: agent, Run: run, Question: in.Message, Reason: in.Reason,
-		Tool: cmp.Or(meta.Tool, in.ToolCallID), Arguments: meta.Arguments, WhoMayDecide: WhoMayDecide(in),
+		Tool: cmp.Or(meta.Tool, in.ToolCallID), Arguments: meta.Arguments, WhoMayDecide: authz.WhoMayDecide(in),
 		ExpiresAt: in.ExpiresAt, Interrupt: in.ID, Buttons: in.ChatAllowed(), Answer: len(in.ResponseSchema) > 0,
 		InboxURL: inboxURL}
-}
-
-// WhoMayDecide says in words who may decide in.
-func WhoMayDecide(in subjects.Interrupt) string {
-	var who []string
-	who = append(who, in.Approvers...)
-	for _, g := range in.ApproverGroups {
-		who = append(who, "group "+g)
-	}
-	if len(who) == 0 {
-		return "anyone"
-	}
-	return strings.Join(who, ", ")
 }
 
 // DecidedOf says what decided st, for its card; nil while it waits.
