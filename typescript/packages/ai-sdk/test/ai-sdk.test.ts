@@ -17,7 +17,7 @@ import { z } from "zod";
 
 import * as sdk from "@interlock/sdk";
 import { approvalAgent, approvalRunId, interlockApprovalResponses, interlockToolApproval } from "../src/index.js";
-import { agentName, eventually, Server } from "./server.js";
+import { agentName, eventually, Server } from "@interlock/testing";
 
 // The AI SDK 7 asks for Node 22 (.ci/run runs this suite again on Node 22).
 const NODE_22 = Number(process.versions.node.split(".")[0]) >= 22;

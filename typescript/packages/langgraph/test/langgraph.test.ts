@@ -12,7 +12,7 @@ import type { NatsConnection } from "@nats-io/nats-core";
 
 import * as sdk from "@interlock/sdk";
 import { isCancelled, langGraphAgent } from "../src/index.js";
-import { agentName, Server } from "./server.js";
+import { agentName, Server } from "@interlock/testing";
 
 let server: Server;
 let nc: NatsConnection;

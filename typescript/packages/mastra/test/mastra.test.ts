@@ -19,7 +19,7 @@ import { z } from "zod";
 
 import * as sdk from "@interlock/sdk";
 import { approvalAgent, approvalRunId, finishWithApprovals } from "../src/index.js";
-import { agentName, Server } from "./server.js";
+import { agentName, Server } from "@interlock/testing";
 
 // Mastra asks for Node 22.13 (.ci/run runs this suite again on Node 22).
 const [major = 0, minor = 0] = process.versions.node.split(".").map(Number);

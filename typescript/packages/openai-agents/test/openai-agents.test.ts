@@ -17,7 +17,7 @@ import { z } from "zod";
 
 import * as sdk from "@interlock/sdk";
 import { openAIAgentsBody } from "../src/index.js";
-import { agentName, eventually, Server } from "./server.js";
+import { agentName, eventually, Server } from "@interlock/testing";
 
 let server: Server;
 let nc: NatsConnection;

@@ -22,7 +22,7 @@ import { z } from "zod";
 
 import * as sdk from "@interlock/sdk";
 import { openAIAgentsBody } from "../src/index.js";
-import { eventually, REPO, Server } from "./server.js";
+import { eventually, REPO, Server } from "@interlock/testing";
 
 const USERS = [
   ...new Set(

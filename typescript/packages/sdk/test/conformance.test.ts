@@ -10,7 +10,7 @@ import { describe, test } from "node:test";
 
 import * as sdk from "../src/index.js";
 import { toWire } from "../src/run.js";
-import { REPO } from "./server.js";
+import { REPO } from "@interlock/testing";
 
 const VECTORS = join(REPO, "testdata", "conformance");
 

@@ -10,7 +10,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
 
-import { Server, agentName } from "./server.js";
+import { Server, agentName } from "@interlock/testing";
 
 let server: Server;
 

@@ -13,7 +13,7 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { headers, type NatsConnection } from "@nats-io/nats-core";
 
 import * as sdk from "../src/index.js";
-import { agentName, eventually, Server } from "./server.js";
+import { agentName, eventually, Server } from "@interlock/testing";
 
 let server: Server;
 let nc: NatsConnection;

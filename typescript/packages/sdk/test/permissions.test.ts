@@ -17,7 +17,7 @@ import { connect } from "@nats-io/transport-node";
 import type { NatsConnection } from "@nats-io/nats-core";
 
 import * as sdk from "../src/index.js";
-import { REPO, Server } from "./server.js";
+import { REPO, Server } from "@interlock/testing";
 
 // Every user auth.conf reads a password for: a server refuses to start with
 // any of them empty.

@@ -1,10 +1,11 @@
 /**
- * Test fixtures: a real `interlock serve` built from this repository, on a
- * free port, with its embedded NATS server (as python/tests/conftest.py).
+ * Test fixtures for every package of the workspace: a real `interlock serve`
+ * built from this repository, on a free port, with its embedded NATS server
+ * (as python/tests/conftest.py).
  */
 
 import { spawn, execFileSync, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -12,14 +13,23 @@ import { fileURLToPath } from "node:url";
 import { randomBytes } from "node:crypto";
 
 /** The repository's root. */
-export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "../../../../..");
+export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "../../../..");
 
-/** The interlock binary: $INTERLOCK_BIN, or `go build` of ./cmd/interlock once per test build. */
+let built = false;
+
+/**
+ * The interlock binary: $INTERLOCK_BIN, or `go build` of ./cmd/interlock,
+ * once per test process: Go's build cache makes a rebuild of unchanged
+ * sources cheap, and a binary left from an older tree is never run.
+ */
 export function interlockBin(): string {
   const given = process.env["INTERLOCK_BIN"];
   if (given) return given;
   const out = join(REPO, "typescript", ".test-build", "interlock"); // shared by the packages' tests
-  if (!existsSync(out)) execFileSync("go", ["build", "-o", out, "./cmd/interlock"], { cwd: REPO, stdio: "inherit" });
+  if (!built) {
+    execFileSync("go", ["build", "-o", out, "./cmd/interlock"], { cwd: REPO, stdio: "inherit" });
+    built = true;
+  }
   return out;
 }
 
