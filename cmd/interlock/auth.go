@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/interlockhq/interlock/jetstream"
-	"github.com/interlockhq/interlock/processor/store"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -126,7 +125,7 @@ func streamName(ns subjects.Namespace, s jetstream.Stream) string {
 func agentUser(ns subjects.Namespace, agent, user string) authUser {
 	p := ns.Prefix()
 	work, runs, agui := streamName(ns, jetstream.StreamWork), streamName(ns, jetstream.StreamRuns), streamName(ns, jetstream.StreamAGUI)
-	durable := store.WorkerDurable(agent)
+	durable := subjects.WorkerDurable(agent)
 	return authUser{User: user, Agent: agent, PasswordEnv: passwordEnv(user),
 		Publish: []string{
 			p + ".start." + agent,
