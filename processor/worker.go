@@ -205,6 +205,9 @@ func (w *Worker) Provision(ctx context.Context) error {
 // way publishes nothing; its work item goes back at once.
 func (w *Worker) Stop(ctx context.Context) error { return w.running.Shutdown(ctx, ErrWorkerStopped) }
 
+// Stopped returns a channel closed once Stop or Shutdown has returned.
+func (w *Worker) Stopped() <-chan struct{} { return w.running.Stopped() }
+
 // StopAndCancel cancels the contexts of the passes under way (cause
 // ErrWorkerStopped), then stops as Stop does: it waits within ctx for the
 // bodies to return.

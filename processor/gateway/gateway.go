@@ -88,6 +88,9 @@ type Gateway struct {
 	base       context.Context
 	stop       context.CancelFunc
 	background sync.WaitGroup
+	// stopped is closed once Stop or Close has returned.
+	stopped     chan struct{}
+	stoppedOnce sync.Once
 	// schemas checks answers from Slack forms, as the coordinator does.
 	schemas schema.Cache
 	// emails maps Slack users by e-mail (SlackConfig.EmailLookup).
@@ -159,7 +162,8 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, nc: c, client: processor.NewClient(c), mux: http.NewServeMux(), usedLinks: used,
-		sessions: sessions, logins: newLimiter(cfg.LoginFailures), refusals: newLimiter(cfg.DecisionRefusals)}
+		sessions: sessions, logins: newLimiter(cfg.LoginFailures), refusals: newLimiter(cfg.DecisionRefusals),
+		stopped: make(chan struct{})}
 	g.base, g.stop = context.WithCancel(context.Background())
 	if cfg.Slack != nil {
 		if err := cfg.Slack.check(); err != nil {
