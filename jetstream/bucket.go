@@ -219,3 +219,21 @@ const (
 	kvDelete    = "DEL"
 	kvPurge     = "PURGE"
 )
+
+// KVPutMsg is the message that stores value under key in bucket (a name
+// given to BucketName), for PublishAll.
+func (c *Client) KVPutMsg(bucket, key string, value []byte, msgID string) OutMsg {
+	return OutMsg{Subject: "$KV." + c.BucketName(bucket) + "." + key, Data: value, MsgID: msgID}
+}
+
+// KVDeleteMsg is the message that deletes key from bucket, for PublishAll.
+// Its marker expires after a second (the bucket's stream must allow message
+// TTLs, see Provision), so the bucket's stream then holds only the keys
+// that are there and Bucket.Count counts them.
+func (c *Client) KVDeleteMsg(bucket, key string) OutMsg {
+	return OutMsg{Subject: "$KV." + c.BucketName(bucket) + "." + key,
+		Header: Header{kvOperation: {kvDelete}, markerTTLHeader: {"1s"}}}
+}
+
+// markerTTLHeader is JetStream's per-message TTL (nats-server 2.11+).
+const markerTTLHeader = "Nats-TTL"

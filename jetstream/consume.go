@@ -602,6 +602,21 @@ func (k *Consumer) closeQueues() {
 type Consumers struct {
 	mu   sync.Mutex
 	list []*Consumer
+	// stopped is closed once Shutdown has returned (made on first use).
+	stopped chan struct{}
+	closed  bool
+}
+
+// Stopped returns a channel closed once Stop or Shutdown has returned: the
+// consumers take no more messages, and their handlers have finished or
+// had their contexts cancelled.
+func (s *Consumers) Stopped() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped == nil {
+		s.stopped = make(chan struct{})
+	}
+	return s.stopped
 }
 
 // Add keeps c to be stopped with the others.
@@ -632,6 +647,15 @@ func (s *Consumers) Shutdown(ctx context.Context, cause error) error {
 		}()
 	}
 	wg.Wait()
+	s.mu.Lock()
+	if s.stopped == nil {
+		s.stopped = make(chan struct{})
+	}
+	if !s.closed {
+		close(s.stopped)
+		s.closed = true
+	}
+	s.mu.Unlock()
 	return errors.Join(errs...)
 }
 

@@ -495,3 +495,42 @@ func TestBatchIgnoresStoredStatusHeaders(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, msgs, 3, "a read starting at a stored 404 is not empty")
 }
+
+// TestConsumersStopWithinDeadline: Consumers.Shutdown waits for the
+// handlers while its context lasts, then cancels them with its cause and
+// returns an error wrapping the context's; Stopped is closed once it has
+// returned, and not before.
+func TestConsumersStopWithinDeadline(t *testing.T) {
+	t.Parallel()
+	c := jstest.Client(t, jstest.Server(t))
+	publishN(t, c, "r1", 1)
+	cause := errors.New("stopping")
+	began := make(chan struct{})
+	causes := make(chan error, 1)
+	cc := jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "stopped", Concurrency: 1, Prefetch: 1}
+	cons, err := c.Consume(ctx(t), cc, func(ctx context.Context, _ *jetstream.Delivery) error {
+		close(began)
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return ctx.Err()
+	})
+	require.NoError(t, err)
+	var set jetstream.Consumers
+	set.Add(cons)
+	<-began
+	select {
+	case <-set.Stopped():
+		t.Fatal("Stopped closed before Shutdown")
+	default:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, set.Shutdown(sctx, cause), context.DeadlineExceeded)
+	require.ErrorIs(t, <-causes, cause, "the handler is cancelled with Shutdown's cause")
+	select {
+	case <-set.Stopped():
+	default:
+		t.Fatal("Stopped not closed once Shutdown returned")
+	}
+	require.NoError(t, set.Shutdown(context.Background(), cause), "a second Shutdown is harmless")
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -12,7 +13,387 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlockhq/interlock/subjects"
 )
+
+// Stream is one of Interlock's streams.
+type Stream string
+
+// Interlock's streams.
+const (
+	StreamWork      Stream = "WORK"
+	StreamRuns      Stream = "RUNS"
+	StreamDecisions Stream = "DECISIONS"
+	StreamEvents    Stream = "EVENTS"
+	StreamDLQ       Stream = "DLQ"
+	StreamTimers    Stream = "TIMERS"
+	// StreamAGUI keeps the AG-UI events run bodies emit, for the bridge.
+	StreamAGUI Stream = "AGUI"
+	// StreamObserved holds what the notifier and the gateway observe
+	// until the coordinator has recorded it in the events stream, which
+	// only the coordinator writes.
+	StreamObserved Stream = "OBSERVED"
+)
+
+// Streams are all of Interlock's streams.
+var Streams = []Stream{StreamWork, StreamRuns, StreamDecisions, StreamEvents, StreamDLQ, StreamTimers, StreamAGUI, StreamObserved}
+
+// StreamName is the server-side name of s under the client's prefix.
+func (c *Client) StreamName(s Stream) string {
+	return strings.ToUpper(strings.ReplaceAll(c.cfg.Prefix, ".", "_")) + "_" + string(s)
+}
+
+func (c *Client) streamConfigs(replicas int) []jetstream.StreamConfig {
+	storage := c.storage()
+	base := func(s Stream, maxAge time.Duration, subjects ...string) jetstream.StreamConfig {
+		return jetstream.StreamConfig{
+			Name:       c.StreamName(s),
+			Subjects:   subjects,
+			Storage:    storage,
+			Replicas:   replicas,
+			MaxAge:     maxAge,
+			Duplicates: c.cfg.DuplicateWindow,
+			Discard:    jetstream.DiscardOld,
+		}
+	}
+	ns := c.ns
+	work := base(StreamWork, 0, ns.All(subjects.KindWork), ns.All(subjects.KindStart))
+	work.Retention = jetstream.WorkQueuePolicy
+	// Timers: schedules wait in the stream until they fire; fired timers are
+	// deleted once the coordinator acks them. Never aged out.
+	timers := base(StreamTimers, 0, ns.All(subjects.KindTimers))
+	timers.Retention = jetstream.WorkQueuePolicy
+	timers.AllowMsgSchedules = true
+	// Observations wait until the coordinator has recorded them.
+	observed := base(StreamObserved, c.cfg.MaxAge, ns.All(subjects.KindObserved))
+	observed.Retention = jetstream.WorkQueuePolicy
+	// The server allows rollups with schedules (a schedule replaces the
+	// one before it); saying so keeps the topology check exact.
+	timers.AllowRollup = true
+	// Decisions and the audit trail: nobody deletes or purges them, not
+	// even an admin; they leave only by their retention.
+	decisions := base(StreamDecisions, c.cfg.MaxAge, ns.All(subjects.KindResume))
+	events := base(StreamEvents, c.cfg.EventsMaxAge, ns.All(subjects.KindEvents))
+	for _, sc := range []*jetstream.StreamConfig{&decisions, &events} {
+		sc.DenyDelete, sc.DenyPurge = true, true
+	}
+	// Events, AG-UI events and dead letters are read in batches
+	// (Messages), with direct gets.
+	agui := base(StreamAGUI, c.cfg.MaxAge, ns.All(subjects.KindAGUI))
+	dlq := base(StreamDLQ, c.cfg.MaxAge, ns.All(subjects.KindDLQ))
+	// The runs stream too: a worker reads the last message on its own
+	// agent's subjects of a run (has this pass reported?) with a direct get
+	// naming the subject, which per-agent permissions can confine.
+	runs := base(StreamRuns, c.cfg.MaxAge, ns.All(subjects.KindSuspended), ns.All(subjects.KindCompleted), ns.All(subjects.KindFailed),
+		ns.All(subjects.KindReminder), ns.All(subjects.KindEscalated), ns.All(subjects.KindExpired))
+	for _, sc := range []*jetstream.StreamConfig{&events, &agui, &dlq, &runs} {
+		sc.AllowDirect = true
+	}
+	return []jetstream.StreamConfig{
+		work,
+		timers,
+		runs,
+		decisions,
+		events,
+		dlq,
+		agui,
+		observed,
+	}
+}
+
+// ErrRetention means the audit trail would be deleted before the runs it
+// describes.
+var ErrRetention = errors.New("events retention shorter than runs retention")
+
+// Provision creates Interlock's streams and KV buckets, or brings existing
+// ones up to the client's Config without ever lowering what is there:
+// replicas, retention and the duplicate window are raised, never reduced,
+// and whatever else an operator set is kept. The decisions and events
+// streams deny message deletes and purges (the server allows that to be
+// set, never unset). What is missing is created with the Config's replicas
+// or, when Interlock's existing streams have more, with as many as they
+// have. It is idempotent, and safe to run from any number of processes at
+// once: a provisioner that loses a race to create something, or finds a
+// cluster still forming or electing, reads again and converges, until ctx
+// ends (6 times Config.Timeout when ctx has no deadline).
+//
+// Only the roles that provision call it: `interlock provision` and `serve`
+// (the admin and coordinator users). A client that has provisioned also
+// creates the consumers and buckets it uses; any other client binds to the
+// ones that exist and fails with ErrNotProvisioned when one is missing, so
+// agents, notifiers and gateways need no rights to change streams.
+func (c *Client) Provision(ctx context.Context) error {
+	if c.cfg.EventsMaxAge != 0 && (c.cfg.MaxAge == 0 || c.cfg.EventsMaxAge < c.cfg.MaxAge) {
+		return fmt.Errorf("%w: events kept %s, runs kept %s: audit events must outlive the runs",
+			ErrRetention, c.cfg.EventsMaxAge, orForever(c.cfg.MaxAge))
+	}
+	replicas, err := c.existingReplicas(ctx)
+	if err != nil {
+		return fmt.Errorf("provision: %w", translate(err))
+	}
+	replicas = max(replicas, c.cfg.Replicas)
+	for _, sc := range c.streamConfigs(replicas) {
+		if err := c.provisionStream(ctx, sc); err != nil {
+			return fmt.Errorf("provision stream %s: %w", sc.Name, translate(err))
+		}
+	}
+	for _, b := range c.coreBuckets(replicas) {
+		if _, err := c.provisionBucket(ctx, b); err != nil {
+			return fmt.Errorf("provision bucket %s: %w", b.Bucket, translate(err))
+		}
+	}
+	if err := c.provisionKeys(ctx, replicas); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.provisioner = true
+	c.replicas = replicas
+	c.mu.Unlock()
+	return nil
+}
+
+// existingReplicas is the most replicas any of Interlock's streams has
+// (0 when none exists), so that a client configured with fewer (the
+// default, one) creates what is missing with as many as the rest.
+func (c *Client) existingReplicas(ctx context.Context) (int, error) {
+	most := 0
+	for _, sc := range c.streamConfigs(0) {
+		err := c.converge(ctx, func(ctx context.Context) error {
+			st, err := c.js.Stream(ctx, sc.Name)
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				return nil
+			}
+			if err == nil {
+				most = max(most, st.CachedInfo().Config.Replicas)
+			}
+			return err
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	return most, nil
+}
+
+// provisionedReplicas is what the client creates streams and buckets with.
+func (c *Client) provisionedReplicas() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return max(c.replicas, c.cfg.Replicas)
+}
+
+// Provisioner reports whether this client has provisioned, and so creates
+// the consumers and buckets it uses instead of binding to existing ones.
+func (c *Client) Provisioner() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.provisioner
+}
+
+func (c *Client) storage() jetstream.StorageType {
+	if c.cfg.Storage == MemoryStorage {
+		return jetstream.MemoryStorage
+	}
+	return jetstream.FileStorage
+}
+
+// provisionStream creates want, or raises an existing stream to it.
+func (c *Client) provisionStream(ctx context.Context, want jetstream.StreamConfig) error {
+	return c.ensureStream(ctx, want.Name, func(ctx context.Context) error {
+		_, err := c.js.CreateStream(ctx, want)
+		return err
+	}, func(have jetstream.StreamConfig) jetstream.StreamConfig { return raiseStream(have, want) })
+}
+
+// ensureStream creates stream name with create when it does not exist, or
+// updates it to raise(its config) when that differs; converging with other
+// provisioners (an "already in use" from create reads it again).
+func (c *Client) ensureStream(ctx context.Context, name string, create func(context.Context) error,
+	raise func(jetstream.StreamConfig) jetstream.StreamConfig) error {
+	return c.converge(ctx, func(ctx context.Context) error {
+		st, err := c.js.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return create(ctx)
+		}
+		if err != nil {
+			return err
+		}
+		have := st.CachedInfo().Config
+		next := raise(have)
+		if reflect.DeepEqual(next, have) {
+			return nil
+		}
+		_, err = c.js.UpdateStream(ctx, next)
+		return err
+	})
+}
+
+// provisionAttempt bounds one attempt of a provisioning step, so that a
+// request lost while a cluster forms is asked again instead of waited for.
+const provisionAttempt = 3 * time.Second
+
+// converge runs step until it succeeds or fails for good. Another
+// provisioner creating the same thing at the same moment ("already in
+// use"), a cluster still forming or electing (ErrUnavailable) and an
+// attempt that timed out are retried, each attempt reading the server's
+// state afresh, until ctx ends (6 times the client's Timeout when it has no
+// deadline).
+func (c *Client) converge(ctx context.Context, step func(context.Context) error) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 6*c.cfg.Timeout)
+		defer cancel()
+	}
+	return retry(ctx, min(provisionAttempt, c.cfg.Timeout), racing, step)
+}
+
+// raiseStream is have with want's subjects and features, and the larger of
+// each limit Interlock sets. Everything else of have is kept.
+func raiseStream(have, want jetstream.StreamConfig) jetstream.StreamConfig {
+	next := have
+	next.Subjects = want.Subjects
+	next.Replicas = max(have.Replicas, want.Replicas)
+	next.MaxAge = longer(have.MaxAge, want.MaxAge)
+	next.Duplicates = max(have.Duplicates, want.Duplicates)
+	next.DenyDelete = have.DenyDelete || want.DenyDelete
+	next.DenyPurge = have.DenyPurge || want.DenyPurge
+	next.AllowMsgSchedules = have.AllowMsgSchedules || want.AllowMsgSchedules
+	next.AllowDirect = have.AllowDirect || want.AllowDirect
+	return next
+}
+
+// longer is the longer of two retention ages, zero meaning forever.
+func longer(a, b time.Duration) time.Duration {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	return max(a, b)
+}
+
+// provisionBucket creates the bucket, or raises an existing one's replicas
+// and TTL to cfg's; it never lowers them and keeps whatever else an
+// operator set (history, size limits). The pending index's bucket also
+// allows message TTLs, so that its delete markers expire (KVDeleteMsg) and
+// its count can be read from the stream's state; that is raised on an
+// existing bucket, never taken away, and every raise of it carries it, so
+// provisioners running at once never undo each other's. No bucket allows
+// rollups (nats.go creates buckets with them, for KeyValue.Purge, which
+// Interlock does not use): with them, whoever may put one key could erase
+// every key with a "Nats-Rollup: all" header.
+func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	msgTTL := cfg.Bucket == c.BucketName(PendingBucket)
+	raise := func(have jetstream.StreamConfig) jetstream.StreamConfig {
+		next := have
+		next.Replicas = max(have.Replicas, cfg.Replicas)
+		next.MaxAge = longer(have.MaxAge, cfg.TTL)
+		next.AllowMsgTTL = have.AllowMsgTTL || msgTTL
+		next.AllowRollup = false
+		if msgTTL && !have.AllowMsgTTL {
+			// Its delete markers so far never expire: clearOldMarkers
+			// removes them.
+			next.Metadata = maps.Clone(have.Metadata)
+			if next.Metadata == nil {
+				next.Metadata = map[string]string{}
+			}
+			next.Metadata[oldMarkers] = "1"
+		}
+		return next
+	}
+	create := func(ctx context.Context) error {
+		_, err := c.js.CreateKeyValue(ctx, cfg)
+		return err
+	}
+	err := c.ensureStream(ctx, "KV_"+cfg.Bucket, create, raise)
+	if err == nil {
+		// A bucket just created lacks what KeyValueConfig cannot say.
+		err = c.ensureStream(ctx, "KV_"+cfg.Bucket, create, raise)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var kv jetstream.KeyValue
+	err = c.converge(ctx, func(ctx context.Context) error {
+		kv, err = c.js.KeyValue(ctx, cfg.Bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			// ensureStream has just seen or made it: in a cluster, the
+			// server that answered has not applied its creation yet.
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return err
+	})
+	if err == nil && msgTTL {
+		c.clearOldMarkers(ctx, kv, "KV_"+cfg.Bucket)
+	}
+	return kv, err
+}
+
+// oldMarkers is the pending bucket's stream metadata key that says it may
+// still hold delete markers from before message TTLs were allowed.
+const oldMarkers = "interlock_old_markers"
+
+// clearOldMarkers removes the delete markers a pending bucket provisioned
+// by an older Interlock holds: written before message TTLs were allowed,
+// they never expire, and the count and the listing would include them. It
+// needs the right to purge (admin's; the coordinator's shipped permissions
+// deny it): without it the markers stay, marked, until `interlock
+// provision` runs as admin, and nothing fails.
+func (c *Client) clearOldMarkers(ctx context.Context, kv jetstream.KeyValue, stream string) {
+	st, err := c.js.Stream(ctx, stream)
+	if err != nil || st.CachedInfo().Config.Metadata[oldMarkers] == "" {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if kv.PurgeDeletes(pctx, jetstream.DeleteMarkersOlderThan(-1)) != nil {
+		return
+	}
+	next := st.CachedInfo().Config
+	next.Metadata = maps.Clone(next.Metadata)
+	delete(next.Metadata, oldMarkers)
+	_, _ = c.js.UpdateStream(pctx, next)
+}
+
+// RequirePendingTTL fails with ErrNotProvisioned when the pending index's
+// bucket does not allow message TTLs (it was provisioned by an older
+// Interlock): a coordinator would then fail every removal from the index.
+func (c *Client) RequirePendingTTL(ctx context.Context) error {
+	name := "KV_" + c.BucketName(PendingBucket)
+	st, err := c.js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("%w: bucket %s does not exist", ErrNotProvisioned, c.BucketName(PendingBucket))
+	}
+	if err != nil {
+		return fmt.Errorf("read bucket %s: %w", c.BucketName(PendingBucket), translate(err))
+	}
+	if !st.CachedInfo().Config.AllowMsgTTL {
+		return fmt.Errorf("%w: bucket %s does not allow message TTLs (provisioned by an older Interlock)",
+			ErrNotProvisioned, c.BucketName(PendingBucket))
+	}
+	return nil
+}
+
+// PendingBucket names the index of interrupts waiting for a decision; the
+// coordinator keeps it in step with the run records.
+const PendingBucket = "pending"
+
+// RunsBucket names the bucket of run records, one per run, written only by
+// coordinators with compare-and-set.
+const RunsBucket = "runs"
+
+// OpenAIAgentsBucket names the bucket where the TypeScript SDK's OpenAI
+// Agents adapter keeps a run's RunState while it waits on approvals, under
+// keys <agent>.<run>.<stop> that only the agent's own NATS user may put and
+// read (see `interlock auth`). Nothing in Go reads it; `interlock provision`
+// creates it so that agents, which may not create buckets, can use it.
+const OpenAIAgentsBucket = "openai_agents"
+
+func orForever(d time.Duration) string {
+	if d == 0 {
+		return "forever"
+	}
+	return d.String()
+}
 
 // ErrDrift means a stream or bucket no longer keeps what Interlock
 // provisioned: a limit was lowered, or its subjects, republish, sources,

@@ -95,7 +95,7 @@ retry:
 	co := coordinator.New(jstest.ClientURL(t, urls, jetstream.Config{Replicas: 3}),
 		coordinator.Config{AckWait: 2 * time.Second, Logger: quiet, Groups: dir.Groups})
 	require.NoError(t, co.Start(context.Background()))
-	t.Cleanup(co.Stop)
+	t.Cleanup(func() { _ = co.Stop(context.Background()) })
 	w := processor.NewWorker(bind(), processor.WorkerConfig{AckWait: 2 * time.Second, Logger: quiet})
 	require.NoError(t, w.Register("refunds", func(ctx context.Context, input json.RawMessage) (any, error) {
 		d, err := processor.Interrupt(ctx, processor.Request{Message: "refund?", Approvers: []string{"ada"}})
@@ -109,7 +109,7 @@ retry:
 	n, err := notifier.New(bind(), ncfg, notifier.Options{Logger: quiet})
 	require.NoError(t, err)
 	require.NoError(t, n.Start(context.Background()))
-	t.Cleanup(n.Stop)
+	t.Cleanup(func() { _ = n.Stop(context.Background()) })
 	gw, err := gateway.New(context.Background(), bind(), gateway.Config{Directory: dir, Logger: quiet, Timeout: 30 * time.Second})
 	require.NoError(t, err)
 	hs := httptest.NewUnstartedServer(gw)

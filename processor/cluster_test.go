@@ -50,7 +50,7 @@ func clusterHarness(t *testing.T, urls string, n int) *harness {
 	for range n {
 		co := coordinator.New(jstest.ClientURL(t, urls, cfg), coordinator.Config{AckWait: 2 * time.Second, Logger: quiet})
 		require.NoError(t, co.Start(context.Background()))
-		t.Cleanup(co.Stop)
+		t.Cleanup(func() { _ = co.Stop(context.Background()) })
 		w := NewWorker(jstest.ClientURL(t, urls, cfg), WorkerConfig{AckWait: 2 * time.Second, Logger: quiet})
 		require.NoError(t, w.Register("refunds", h.agents["refunds"]))
 		require.NoError(t, w.Start(context.Background()))

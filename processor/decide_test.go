@@ -381,7 +381,7 @@ func TestDecideRefusesBadTokens(t *testing.T) {
 func TestDecisionBeforeSuspensionRecorded(t *testing.T) {
 	t.Parallel()
 	h, rec := suspendedRun(t, Request{})
-	h.co.Stop()
+	_ = h.co.Stop(context.Background())
 	// A second run suspends while no coordinator runs.
 	run2 := h.start("gate", nil)
 	id := subjects.InterruptID(run2, "", 0)

@@ -73,7 +73,7 @@ func Example() {
 	if err := co.Start(ctx); err != nil {
 		panic(err)
 	}
-	defer co.Stop()
+	defer co.Stop(context.Background())
 	w := processor.NewWorker(nc, processor.WorkerConfig{})
 	_ = w.Register("refunds", processor.Typed(refundAgent))
 	if err := w.Start(ctx); err != nil {
@@ -132,7 +132,7 @@ func system(agents map[string]processor.AgentFunc) (ctx context.Context, nc *jet
 	}
 	return ctx, nc, func() {
 		_ = w.Stop(context.Background())
-		co.Stop()
+		_ = co.Stop(context.Background())
 		nc.Close()
 		srv.Shutdown()
 		cancel()

@@ -157,7 +157,7 @@ func TestTimerSurvivesCoordinatorRestart(t *testing.T) {
 	h := newHarness(t, map[string]AgentFunc{"a": gated(func() Request { return Request{Timeout: time.Second} })})
 	run := h.start("a", nil)
 	st := h.suspendedAtPass(run, 0).Pending()[0]
-	h.co.Stop()
+	_ = h.co.Stop(context.Background())
 	require.Eventually(t, func() bool { return time.Now().After(st.ExpiresAt.Add(time.Second)) },
 		10*time.Second, 50*time.Millisecond, "the deadline passes while no coordinator runs")
 	h.startCoordinator(nil)
@@ -177,7 +177,7 @@ func TestTimerSurvivesNATSRestart(t *testing.T) {
 	h.startWorker(nil)
 	run := h.start("a", nil)
 	st := h.suspendedAtPass(run, 0).Pending()[0]
-	h.co.Stop()
+	_ = h.co.Stop(context.Background())
 	stopWorker(t, h.w)
 	h.admin.Close()
 	port := h.srv.Port()
@@ -292,7 +292,7 @@ func TestSuspendedRunsSurviveNATSRestart(t *testing.T) {
 	for _, r := range runs {
 		h.suspendedAtPass(r, 0)
 	}
-	co.Stop()
+	_ = co.Stop(context.Background())
 	stopWorker(t, w)
 	h.admin.Close()
 	h.srv = jstest.Restart(t, h.srv, cfg)

@@ -82,7 +82,7 @@ func (h *harness) conn() *jetstream.Client { return jstest.Client(h.t, h.srv) }
 func (h *harness) startCoordinator(hook fault.Hook) *coordinator.Coordinator {
 	co := coordinator.New(h.conn(), coordinator.Config{AckWait: testAckWait, SchemaBudget: testSchemaBudget, Logger: quiet})
 	require.NoError(h.t, co.Start(fault.With(context.Background(), hook)))
-	h.t.Cleanup(co.Stop)
+	h.t.Cleanup(func() { _ = co.Stop(context.Background()) })
 	h.co = co
 	return co
 }

@@ -33,7 +33,7 @@ func schemaHarness(t *testing.T, budget time.Duration) (*harness, *syncbuf.Buffe
 	co := coordinator.New(h.conn(), coordinator.Config{AckWait: testAckWait, SchemaBudget: budget,
 		Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.NoError(t, co.Start(context.Background()))
-	t.Cleanup(co.Stop)
+	t.Cleanup(func() { _ = co.Stop(context.Background()) })
 	h.co = co
 	h.startWorker(nil)
 	return h, log

@@ -21,7 +21,7 @@ func TestMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	co := coordinator.New(h.conn(), coordinator.Config{Logger: quiet, Registry: reg})
 	require.NoError(t, co.Start(context.Background()))
-	t.Cleanup(co.Stop)
+	t.Cleanup(func() { _ = co.Stop(context.Background()) })
 	w := NewWorker(h.conn(), WorkerConfig{Logger: quiet, Registry: reg})
 	require.NoError(t, w.Register("refunds", h.agents["refunds"]))
 	require.NoError(t, w.Start(context.Background()))

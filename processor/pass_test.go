@@ -128,7 +128,7 @@ func TestNATSServerKilled(t *testing.T) {
 	client := NewClient(admin)
 	co := coordinator.New(conn(), coordinator.Config{AckWait: time.Second, Logger: quiet})
 	require.NoError(t, co.Start(context.Background()))
-	t.Cleanup(co.Stop)
+	t.Cleanup(func() { _ = co.Stop(context.Background()) })
 	var stored atomic.Int32
 	allStored := make(chan struct{})
 	w := NewWorker(conn(), WorkerConfig{AckWait: time.Second, Concurrency: 8, Logger: quiet})

@@ -20,7 +20,6 @@ import (
 	"github.com/interlockhq/interlock/internal/trace"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor/schema"
-	"github.com/interlockhq/interlock/processor/store"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -161,18 +160,14 @@ func (w *Worker) Start(ctx context.Context) error {
 
 // consumerConfig is the durable consumer of agent's work items.
 func (w *Worker) consumerConfig(agent string, a registered) (jetstream.ConsumeConfig, error) {
-	replays, err := w.client.Namespace().Work(agent)
-	if err != nil {
-		return jetstream.ConsumeConfig{}, err
-	}
-	starts, err := w.client.Namespace().Start(agent)
+	work, err := w.client.Namespace().AgentWork(agent)
 	if err != nil {
 		return jetstream.ConsumeConfig{}, err
 	}
 	return jetstream.ConsumeConfig{
 		Stream:         jetstream.StreamWork,
-		Durable:        store.WorkerDurable(agent),
-		FilterSubjects: []string{replays, starts},
+		Durable:        subjects.WorkerDurable(agent),
+		FilterSubjects: work,
 		AckWait:        w.cfg.AckWait,
 		MaxDeliver:     w.cfg.MaxDeliver,
 		Concurrency:    w.cfg.Concurrency,
@@ -209,6 +204,9 @@ func (w *Worker) Provision(ctx context.Context) error {
 // error wrapping ctx's without waiting any longer. A pass cut short this
 // way publishes nothing; its work item goes back at once.
 func (w *Worker) Stop(ctx context.Context) error { return w.running.Shutdown(ctx, ErrWorkerStopped) }
+
+// Stopped returns a channel closed once Stop or Shutdown has returned.
+func (w *Worker) Stopped() <-chan struct{} { return w.running.Stopped() }
 
 // StopAndCancel cancels the contexts of the passes under way (cause
 // ErrWorkerStopped), then stops as Stop does: it waits within ctx for the

@@ -36,6 +36,14 @@ func TestConformanceTokens(t *testing.T) {
 			Args                       []string
 		}
 		InboxPrefixes []struct{ Identity, Prefix string }
+		Workers       []struct {
+			Prefix, Agent, Durable, Error string
+			Subjects                      []string
+		}
+		Backlog []struct {
+			Prefix   string
+			Subjects []string
+		}
 	}
 	readVectors(t, "subjects.json", &vec)
 	require.NotEmpty(t, vec.Tokens)
@@ -62,6 +70,27 @@ func TestConformanceTokens(t *testing.T) {
 		if assert.NoError(t, err, "%s %s %q", v.Prefix, v.Op, v.Args) {
 			assert.Equal(t, v.Subject, got)
 		}
+	}
+	require.NotEmpty(t, vec.Workers)
+	for _, v := range vec.Workers {
+		ns, err := subjects.New(v.Prefix)
+		require.NoError(t, err)
+		got, err := ns.AgentWork(v.Agent)
+		if v.Error != "" {
+			require.Equal(t, "invalid_token", v.Error)
+			assert.ErrorIs(t, err, subjects.ErrInvalidToken, "%s %q", v.Prefix, v.Agent)
+			continue
+		}
+		if assert.NoError(t, err, "%s %q", v.Prefix, v.Agent) {
+			assert.Equal(t, v.Subjects, got)
+		}
+		assert.Equal(t, v.Durable, subjects.WorkerDurable(v.Agent))
+	}
+	require.NotEmpty(t, vec.Backlog)
+	for _, v := range vec.Backlog {
+		ns, err := subjects.New(v.Prefix)
+		require.NoError(t, err)
+		assert.Equal(t, v.Subjects, ns.Backlog())
 	}
 }
 

@@ -90,6 +90,34 @@ func (n Namespace) Start(agent string) (string, error) {
 	return n.join(KindStart, agent), nil
 }
 
+// AgentWork returns the subjects of agent's work, replays ([Namespace.Work])
+// then first passes ([Namespace.Start]): the filter of the durable consumer
+// its workers share ([WorkerDurable]).
+func (n Namespace) AgentWork(agent string) ([]string, error) {
+	replays, err := n.Work(agent)
+	if err != nil {
+		return nil, err
+	}
+	starts, err := n.Start(agent)
+	if err != nil {
+		return nil, err
+	}
+	return []string{replays, starts}, nil
+}
+
+// Backlog returns the wildcards matching every agent's waiting work, first
+// passes then replays; the last token of a matching subject is the agent.
+func (n Namespace) Backlog() []string {
+	return []string{n.All(KindStart), n.All(KindWork)}
+}
+
+// WorkerDurable is the name of the durable consumer on the work stream
+// through which the workers of agent take its work (the subjects of
+// [Namespace.AgentWork]); workers of every SDK bind to it by this name, and
+// it names their dead letters' source. agent is a valid token (it is not
+// checked here).
+func WorkerDurable(agent string) string { return "worker_" + agent }
+
 // Suspended is the subject of run's suspension events.
 func (n Namespace) Suspended(agent, run string) (string, error) {
 	return n.agentRun(KindSuspended, agent, run)

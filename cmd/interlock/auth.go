@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/interlockhq/interlock/jetstream"
-	"github.com/interlockhq/interlock/processor/store"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -130,7 +129,7 @@ func streamName(ns subjects.Namespace, s jetstream.Stream) string {
 func agentUser(ns subjects.Namespace, agent, user string) authUser {
 	p := ns.Prefix()
 	work, runs, agui := streamName(ns, jetstream.StreamWork), streamName(ns, jetstream.StreamRuns), streamName(ns, jetstream.StreamAGUI)
-	durable := store.WorkerDurable(agent)
+	durable := subjects.WorkerDurable(agent)
 	states := strings.ReplaceAll(p, ".", "_") + "_" + jetstream.OpenAIAgentsBucket // as jetstream.Client.BucketName
 	return authUser{User: user, Agent: agent, PasswordEnv: passwordEnv(user),
 		Publish: []string{

@@ -162,7 +162,7 @@ func runDemo(ctx context.Context, g *globals, emb *embeddedFlags, out, errOut io
 		if err := co.Start(ctx); err != nil {
 			return err
 		}
-		defer co.Stop()
+		defer co.Stop(context.Background())
 		w := processor.NewWorker(client, processor.WorkerConfig{Logger: log})
 		if err := w.Register("refunds", demoAgent(say)); err != nil {
 			return err

@@ -56,7 +56,7 @@ decide. Any number of gateways may run behind a load balancer.`,
 				return err
 			}
 			return g.runService(ctx, service{Name: "interlock-gateway", URL: g.natsURL, MetricsAddr: metricsAddr, Log: log,
-				Start: func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
+				Start: func(client *jetstream.Client, reg *prometheus.Registry) (stopFunc, error) {
 					return startGateway(client, dir, signer, linkTTL, web.listen, tlsCfg, log, reg, slackCfg)
 				}})
 		},
@@ -170,14 +170,14 @@ func (f webFlags) tls() (*tls.Config, error) {
 // startGateway serves the gateway on addr (over TLS with tlsCfg) until the
 // returned stop.
 func startGateway(client *jetstream.Client, dir *approvers.Directory, signer *links.Signer, linkTTL time.Duration, addr string, tlsCfg *tls.Config,
-	log *slog.Logger, reg *prometheus.Registry, slackCfg *gateway.SlackConfig) (func(), error) {
+	log *slog.Logger, reg *prometheus.Registry, slackCfg *gateway.SlackConfig) (stopFunc, error) {
 	stop, _, err := listenGateway(client, dir, signer, linkTTL, addr, tlsCfg, log, reg, slackCfg)
 	return stop, err
 }
 
 // listenGateway is startGateway, also returning the URL it listens on.
 func listenGateway(client *jetstream.Client, dir *approvers.Directory, signer *links.Signer, linkTTL time.Duration, addr string, tlsCfg *tls.Config,
-	log *slog.Logger, reg *prometheus.Registry, slackCfg *gateway.SlackConfig) (func(), string, error) {
+	log *slog.Logger, reg *prometheus.Registry, slackCfg *gateway.SlackConfig) (stopFunc, string, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, "", usage(err)
@@ -200,10 +200,9 @@ func listenGateway(client *jetstream.Client, dir *approvers.Directory, signer *l
 		}
 	}()
 	log.Info("gateway listening", "url", scheme+l.Addr().String(), "inbox", scheme+l.Addr().String()+"/inbox")
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		gw.Close()
-		_ = srv.Shutdown(ctx)
+	// The HTTP server first, so that no request starts more work; then
+	// the gateway's own work, all within ctx.
+	return func(ctx context.Context) error {
+		return errors.Join(srv.Shutdown(ctx), gw.Stop(ctx))
 	}, scheme + l.Addr().String(), nil
 }

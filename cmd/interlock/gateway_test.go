@@ -173,7 +173,7 @@ func TestGatewayPrintsTheInboxURL(t *testing.T) {
 	logs := &syncbuf.Buffer{}
 	stopGateway, err := startGateway(conn, dir, nil, 0, "127.0.0.1:0", nil, slog.New(slog.NewTextHandler(logs, nil)), prometheus.NewRegistry(), nil)
 	require.NoError(t, err)
-	defer stopGateway()
+	defer func() { _ = stopGateway(context.Background()) }()
 	inbox := regexp.MustCompile(`inbox=(http://127\.0\.0\.1:\d+/inbox)`).FindStringSubmatch(logs.String())
 	require.NotNil(t, inbox, logs.String())
 	resp, err := http.Get(strings.TrimSuffix(inbox[1], "inbox"))
@@ -181,7 +181,7 @@ func TestGatewayPrintsTheInboxURL(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, "/inbox", resp.Request.URL.Path, "/ leads to the inbox")
-	stopGateway()
+	assert.NoError(t, stopGateway(context.Background()))
 	assert.Equal(t, 0, stop())
 }
 

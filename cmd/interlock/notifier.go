@@ -33,7 +33,7 @@ and line, and the command exits 2. See docs/notifiers.md.`,
 				return usage(err)
 			}
 			return g.runService(ctx, service{Name: "interlock-notifier", URL: g.natsURL, MetricsAddr: metricsAddr, Log: log,
-				Start: func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
+				Start: func(client *jetstream.Client, reg *prometheus.Registry) (stopFunc, error) {
 					stop, err := startNotifier(ctx, client, cfg, log, reg)
 					if err == nil {
 						log.Info("notifier running", "config", config, "sinks", len(cfg.Sinks), "routes", len(cfg.Routes))
@@ -49,7 +49,7 @@ and line, and the command exits 2. See docs/notifiers.md.`,
 }
 
 // startNotifier runs a notifier until the returned stop is called.
-func startNotifier(ctx context.Context, client *jetstream.Client, cfg *notifier.Config, log *slog.Logger, reg *prometheus.Registry) (func(), error) {
+func startNotifier(ctx context.Context, client *jetstream.Client, cfg *notifier.Config, log *slog.Logger, reg *prometheus.Registry) (stopFunc, error) {
 	n, err := notifier.New(client, cfg, notifier.Options{Logger: log, Registry: reg})
 	if err != nil {
 		return nil, usage(err)

@@ -332,23 +332,20 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 	}
 	return g.runService(ctx, service{Name: "interlock-serve", URL: url, NATS: jetstream.Config{Replicas: sc.replicas},
 		Provision: provisionFn, MetricsAddr: sc.metricsAddr, Log: log, Ready: ready,
-		Start: func(client *jetstream.Client, reg *prometheus.Registry) (func(), error) {
+		Start: func(client *jetstream.Client, reg *prometheus.Registry) (stopFunc, error) {
 			cfg := coCfg
 			cfg.Registry = reg
 			co := coordinator.New(client, cfg)
 			if err := co.Start(ctx); err != nil {
 				return nil, err
 			}
-			stops := []func(){co.Stop}
-			stop := func() { // in reverse: the gateway, the notifier, then the coordinator
-				for i := len(stops) - 1; i >= 0; i-- {
-					stops[i]()
-				}
-			}
+			stops := []stopFunc{co.Stop}
+			// In reverse: the gateway, the notifier, then the coordinator.
+			stop := func(ctx context.Context) error { return stopAll(stops)(ctx) }
 			if notifyCfg != nil {
 				s, err := startNotifier(ctx, client, notifyCfg, log, reg)
 				if err != nil {
-					stop()
+					_ = stop(context.Background())
 					return nil, err
 				}
 				stops = append(stops, s)
@@ -357,7 +354,7 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 			if sc.web.listen != "" {
 				s, gwURL, err := listenGateway(client, dir, signer, sc.linkTTL, sc.web.listen, tlsCfg, log, reg, nil)
 				if err != nil {
-					stop()
+					_ = stop(context.Background())
 					return nil, err
 				}
 				stops = append(stops, s)

@@ -28,8 +28,12 @@ type service struct {
 	// (serve; the other roles bind to what `interlock provision` made).
 	Provision func(context.Context, *jetstream.Client) error
 	// Start starts the role's components on the connection, their metrics
-	// in reg, and returns what stops them.
-	Start func(client *jetstream.Client, reg *prometheus.Registry) (stop func(), err error)
+	// in reg, and returns what stops them: stop waits for the work under
+	// way while its context lasts, then cancels what is left.
+	Start func(client *jetstream.Client, reg *prometheus.Registry) (stop stopFunc, err error)
+	// StopTimeout bounds the whole shutdown after SIGINT or SIGTERM;
+	// default DefaultStopTimeout.
+	StopTimeout time.Duration
 	// MetricsAddr, when set, is where /metrics, /healthz and /readyz are
 	// served.
 	MetricsAddr string
@@ -39,9 +43,30 @@ type service struct {
 	Ready func(metricsURL string) error
 }
 
+// stopFunc stops a role's components: it waits for the work under way while
+// ctx lasts, then cancels what is left and returns an error wrapping ctx's.
+type stopFunc func(ctx context.Context) error
+
+// DefaultStopTimeout is how long a service lets the work under way finish
+// on SIGINT or SIGTERM before it cancels the rest: what a handler has not
+// acked by then is redelivered to another process.
+const DefaultStopTimeout = 30 * time.Second
+
+// stopAll is one stopFunc stopping each of stops in reverse order (the last
+// started first), all within one context.
+func stopAll(stops []stopFunc) stopFunc {
+	return func(ctx context.Context) error {
+		var errs []error
+		for i := len(stops) - 1; i >= 0; i-- {
+			errs = append(errs, stops[i](ctx))
+		}
+		return errors.Join(errs...)
+	}
+}
+
 // runService connects to NATS, provisions when s says so, starts s, serves
 // its metrics and health, and on SIGINT or SIGTERM (ctx done) stops it,
-// letting the work under way finish.
+// letting the work under way finish within one deadline (s.StopTimeout).
 func (g *globals) runService(ctx context.Context, s service) error {
 	return g.withClient(ctx, s.URL, s.Name, s.NATS, func(client *jetstream.Client) error {
 		if s.Provision != nil {
@@ -56,19 +81,27 @@ func (g *globals) runService(ctx context.Context, s service) error {
 		}
 		stopOps, metricsURL, err := startOps(s.MetricsAddr, reg, client, s.Log)
 		if err != nil {
-			stop()
+			_ = stop(context.Background())
 			return err
 		}
 		defer stopOps()
 		if s.Ready != nil {
 			if err := s.Ready(metricsURL); err != nil {
-				stop()
+				_ = stop(context.Background())
 				return err
 			}
 		}
 		<-ctx.Done()
-		s.Log.Info("shutting down: finishing the work under way")
-		stop()
+		timeout := s.StopTimeout
+		if timeout <= 0 {
+			timeout = DefaultStopTimeout
+		}
+		s.Log.Info("shutting down: finishing the work under way", "timeout", timeout)
+		sctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		if err := stop(sctx); err != nil {
+			s.Log.Warn("stopped before the work under way finished; it will be redelivered", "error", err)
+		}
 		if err := client.Drain(); err != nil {
 			s.Log.Warn("drain", "error", err)
 		}

@@ -69,7 +69,7 @@ func newDeployment(t *testing.T) *deployment {
 	// provision: it binds to what admin made.
 	co := coordinator.New(d.client("coordinator"), coCfg)
 	require.NoError(t, co.Start(ctx))
-	t.Cleanup(co.Stop)
+	t.Cleanup(func() { _ = co.Stop(context.Background()) })
 	return d
 }
 
@@ -196,7 +196,7 @@ func startNotifier(t *testing.T, d *deployment) *notified {
 	n, err := notifier.New(d.client("notifier"), cfg, notifier.Options{Logger: quiet, Sinks: sinks})
 	require.NoError(t, err)
 	require.NoError(t, n.Start(d.ctx))
-	t.Cleanup(n.Stop)
+	t.Cleanup(func() { _ = n.Stop(context.Background()) })
 	return rec
 }
 

@@ -199,7 +199,7 @@ func TestNotifierLinksWorkAsShipped(t *testing.T) {
 	n, err := notifier.New(d.client("notifier"), cfg, notifier.Options{Logger: quiet, Sinks: sinks})
 	require.NoError(t, err)
 	require.NoError(t, n.Start(d.ctx))
-	t.Cleanup(n.Stop)
+	t.Cleanup(func() { _ = n.Stop(context.Background()) })
 
 	// A refund's tool call: the shipped route sends it to the e-mail sink.
 	agent := d.client("agent")

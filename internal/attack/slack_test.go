@@ -1,6 +1,7 @@
 package attack_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -48,7 +49,7 @@ routes:
 	n, err := notifier.New(d.client("notifier"), cfg, notifier.Options{Logger: quiet})
 	require.NoError(t, err)
 	require.NoError(t, n.Start(d.ctx))
-	t.Cleanup(n.Stop)
+	t.Cleanup(func() { _ = n.Stop(context.Background()) })
 
 	dir, err := approvers.Parse("identities", []byte("identities:\n  ada: {slack: {team: T0TEAM, user: U0ADA}}\n"))
 	require.NoError(t, err)

@@ -1,6 +1,7 @@
 package attack_test
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"testing"
@@ -84,7 +85,7 @@ func TestAdminLoweringALimitRaisesTheAlert(t *testing.T) {
 		Registry: reg, TopologyInterval: 50 * time.Millisecond}
 	co := coordinator.New(d.client("coordinator"), cfg)
 	require.NoError(t, co.Start(d.ctx))
-	t.Cleanup(co.Stop)
+	t.Cleanup(func() { _ = co.Stop(context.Background()) })
 	drift := func() float64 {
 		families, err := reg.Gather()
 		require.NoError(t, err)
@@ -131,7 +132,7 @@ func TestAdminLoweringALimitRaisesTheAlert(t *testing.T) {
 	require.Eventually(t, func() bool { return drift() == 0 }, 10*time.Second, 10*time.Millisecond, "restored")
 	again := coordinator.New(d.client("coordinator"), coordinator.Config{Logger: quiet})
 	require.NoError(t, again.Start(d.ctx), "intact again: a coordinator starts")
-	again.Stop()
+	_ = again.Stop(context.Background())
 }
 
 // TestAttackCoordinatorRollsUpRunRecords: the coordinator may put run

@@ -150,7 +150,7 @@ func (c *Cycle) Close() {
 		_ = c.w.Stop(context.Background())
 	}
 	if c.co != nil {
-		c.co.Stop()
+		_ = c.co.Stop(context.Background())
 	}
 	for _, nc := range c.conns {
 		nc.Close()

@@ -187,7 +187,7 @@ identities:
 	e.client = processor.NewClient(e.nc)
 	e.co = coordinator.New(jstest.Client(t, e.srv), coordinator.Config{Logger: quiet, Groups: dir.Groups})
 	require.NoError(t, e.co.Start(context.Background()))
-	t.Cleanup(e.co.Stop)
+	t.Cleanup(func() { _ = e.co.Stop(context.Background()) })
 	w := processor.NewWorker(jstest.Client(t, e.srv), processor.WorkerConfig{Logger: quiet})
 	require.NoError(t, w.Register("assistant", assistant))
 	require.NoError(t, w.Register("gated", gated))
@@ -470,7 +470,7 @@ func TestResumeRules(t *testing.T) {
 		"forwardedProps": props{Timeout: "1s"}}))[0]
 	deadline, err := time.Parse(time.RFC3339Nano, exp["expiresAt"].(string))
 	require.NoError(t, err)
-	e.co.Stop()
+	_ = e.co.Stop(context.Background())
 	require.Eventually(t, func() bool { return time.Now().After(deadline) }, 5*time.Second, 20*time.Millisecond)
 	evs := e.run(0, "assistant", map[string]any{"threadId": "exp", "runId": "y2", "resume": []any{ok(exp["id"])}})
 	require.Equal(t, []string{"RUN_ERROR"}, types(evs))

@@ -51,7 +51,7 @@ func TestNATSPermissions(t *testing.T) {
 	// serve as the coordinator user binds to what admin provisioned.
 	co := coordinator.New(dial("coordinator"), coordinator.Config{Logger: quiet})
 	require.NoError(t, co.Start(ctx))
-	defer co.Stop()
+	defer co.Stop(context.Background())
 
 	// A worker (the agent user) suspends a run that only ada may decide.
 	agent := dial("agent")

@@ -227,7 +227,7 @@ func (co *Coordinator) Start(ctx context.Context) error {
 	for _, in := range co.inputs() {
 		cons, err := co.client.Consume(ctx, co.consumeConfig(in), in.handle)
 		if err != nil {
-			co.Stop()
+			_ = co.running.Shutdown(context.WithoutCancel(ctx), ErrStopped)
 			return err
 		}
 		co.running.Add(cons)
@@ -258,13 +258,27 @@ func (co *Coordinator) register() error {
 	return registerBacklog(reg, co.client)
 }
 
-// Stop stops consuming and waits for the messages under way.
-func (co *Coordinator) Stop() {
+// ErrStopped is the cause the contexts of the handlers still running are
+// cancelled with when Stop's context ends before they finish.
+var ErrStopped = errors.New("coordinator stopped")
+
+// Stop stops consuming and the topology checks, and waits for the messages
+// under way while ctx lasts; when ctx ends first, their handlers' contexts
+// are cancelled (cause ErrStopped), the messages are redelivered later, and
+// Stop returns an error wrapping ctx's. Stop before Start, or twice, is
+// harmless.
+func (co *Coordinator) Stop(ctx context.Context) error {
 	if co.stopWatch != nil {
 		co.stopWatch()
 	}
-	co.running.Stop()
+	if err := co.running.Shutdown(ctx, ErrStopped); err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	return nil
 }
+
+// Stopped returns a channel closed once Stop has returned.
+func (co *Coordinator) Stopped() <-chan struct{} { return co.running.Stopped() }
 
 // errAbandoned is a handler's error at a fault point.
 var errAbandoned = errors.New("abandoned by fault injection")

@@ -103,3 +103,21 @@ func TestMetricsRegistration(t *testing.T) {
 		t.Fatal("interlock_pass_outcomes_total not exported")
 	})
 }
+
+// TestStopBeforeStart: Stop on a coordinator that never started returns at
+// once, and Stopped is closed once it has, not before.
+func TestStopBeforeStart(t *testing.T) {
+	e := newEnv(t, Config{})
+	select {
+	case <-e.co.Stopped():
+		t.Fatal("Stopped closed before Stop")
+	default:
+	}
+	require.NoError(t, e.co.Stop(context.Background()))
+	select {
+	case <-e.co.Stopped():
+	default:
+		t.Fatal("Stopped not closed once Stop returned")
+	}
+	require.NoError(t, e.co.Stop(context.Background()), "a second Stop is harmless")
+}

@@ -83,11 +83,16 @@ type Gateway struct {
 	logins    *limiter
 	refusals  *limiter
 	stopMint  func()
+	// stopFollow stops following Slack messages (nil without Slack).
+	stopFollow func()
 	// base ends the work the gateway does after answering (Slack clicks);
 	// Close cancels it and waits for background.
 	base       context.Context
 	stop       context.CancelFunc
 	background sync.WaitGroup
+	// stopped is closed once Stop or Close has returned.
+	stopped     chan struct{}
+	stoppedOnce sync.Once
 	// schemas checks answers from Slack forms, as the coordinator does.
 	schemas schema.Cache
 	// emails maps Slack users by e-mail (SlackConfig.EmailLookup).
@@ -162,7 +167,8 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, nc: c, client: processor.NewClient(c), mux: http.NewServeMux(), usedLinks: used,
-		sessions: sessions, logins: newLimiter(cfg.LoginFailures), refusals: newLimiter(cfg.DecisionRefusals)}
+		sessions: sessions, logins: newLimiter(cfg.LoginFailures), refusals: newLimiter(cfg.DecisionRefusals),
+		stopped: make(chan struct{})}
 	g.base, g.stop = context.WithCancel(context.Background())
 	if cfg.Slack != nil {
 		if err := cfg.Slack.check(); err != nil {

@@ -63,7 +63,7 @@ identities:
 	require.NoError(t, err)
 	co := coordinator.New(jstest.Client(t, srv), coordinator.Config{Logger: quiet, Groups: dir.Groups})
 	require.NoError(t, co.Start(context.Background()))
-	t.Cleanup(co.Stop)
+	t.Cleanup(func() { _ = co.Stop(context.Background()) })
 	w := processor.NewWorker(jstest.Client(t, srv), processor.WorkerConfig{Logger: quiet})
 	require.NoError(t, w.Register("gate", func(ctx context.Context, input json.RawMessage) (any, error) {
 		var req struct {
@@ -322,7 +322,7 @@ func BenchmarkDecisions(b *testing.B) {
 	if err := co.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	defer co.Stop()
+	defer co.Stop(context.Background())
 	gw, err := New(context.Background(), jstest.Client(b, srv), Config{Directory: dir, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)

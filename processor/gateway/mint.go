@@ -57,12 +57,50 @@ func (g *Gateway) serveLinks() error {
 // and the work left after answering Slack (it waits for it). The HTTP side
 // stops with its server.
 func (g *Gateway) Close() {
+	g.stopListening()
+	g.stop()
+	g.background.Wait()
+	g.stoppedOnce.Do(func() { close(g.stopped) })
+}
+
+// ErrStopped is the cause of the end of the gateway's work still under way
+// when Stop's context ends before it finishes.
+var ErrStopped = errors.New("gateway stopped")
+
+// Stop stops serving the link service (ending the requests under way, as
+// Close does), then waits while ctx lasts for the work left after
+// answering Slack; when ctx ends first, that work is cancelled, Stop waits
+// for it to return and returns an error wrapping ctx's. Shut the HTTP
+// server down first (Server), so that no request starts more work.
+func (g *Gateway) Stop(ctx context.Context) error {
+	g.stopListening()
+	defer g.stoppedOnce.Do(func() { close(g.stopped) })
+	done := make(chan struct{})
+	go func() { g.background.Wait(); close(done) }()
+	select {
+	case <-done:
+		g.stop()
+		return nil
+	case <-ctx.Done():
+		g.stop()
+		<-done
+		return fmt.Errorf("gateway: work still under way: %w", context.Cause(ctx))
+	}
+}
+
+// stopListening stops the link service and the Slack follower: the work
+// that comes from NATS rather than from HTTP requests.
+func (g *Gateway) stopListening() {
 	if g.stopMint != nil {
 		g.stopMint()
 	}
-	g.stop()
-	g.background.Wait()
+	if g.stopFollow != nil {
+		g.stopFollow()
+	}
 }
+
+// Stopped returns a channel closed once Stop or Close has returned.
+func (g *Gateway) Stopped() <-chan struct{} { return g.stopped }
 
 // mint makes the links a notifier asks for, from what the gateway holds
 // itself: the sink must be one its identities file lists under an

@@ -454,11 +454,17 @@ func TestSlackDecidedWhileNoGatewayRuns(t *testing.T) {
 	assert.Zero(t, fake.Messages()[0].Updates, "no gateway follows Slack yet")
 
 	gw := e.slackGateway(t)
-	defer gw.Close()
 	require.Eventually(t, func() bool { return fake.Messages()[0].Updates > 0 }, 10*time.Second, 10*time.Millisecond)
 	raw, _ := json.Marshal(fake.Messages()[0].Message.Blocks)
 	assert.Contains(t, string(raw), "by ada")
 	assert.NotContains(t, string(raw), slack.ActionApprove, "the buttons are gone")
+
+	// Stop ends the follower, which runs until told, rather than waiting
+	// for it as work under way: with nothing under way it returns at once.
+	stopCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stop()
+	require.NoError(t, gw.Stop(stopCtx))
+	<-gw.Stopped()
 }
 
 // slackGateway starts another gateway on e's server that follows the

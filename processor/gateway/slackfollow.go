@@ -59,7 +59,7 @@ func slackConsumer(ns subjects.Namespace) jetstream.ConsumeConfig {
 var errSlackNotDecided = errors.New("interrupt not decided in its run's record yet")
 
 // followSlack consumes SlackDurable and updates the messages of each
-// decided interrupt, until Close.
+// decided interrupt, until Stop or Close.
 func (g *Gateway) followSlack() error {
 	cc := slackConsumer(g.nc.Namespace())
 	cc.Logger = g.cfg.Logger
@@ -68,12 +68,9 @@ func (g *Gateway) followSlack() error {
 	if err != nil {
 		return fmt.Errorf("gateway: following Slack messages: %w", err)
 	}
-	g.background.Add(1)
-	go func() {
-		defer g.background.Done()
-		<-g.base.Done()
-		cons.Stop()
-	}()
+	// Stopped first by Stop and Close, not waited for as background work:
+	// it runs until told.
+	g.stopFollow = cons.Stop
 	return nil
 }
 

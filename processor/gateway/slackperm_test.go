@@ -54,7 +54,7 @@ func TestSlackFollowerShippedPermissions(t *testing.T) {
 	require.NoError(t, err)
 	co := coordinator.New(dial("coordinator"), coordinator.Config{Logger: quiet})
 	require.NoError(t, co.Start(ctx))
-	defer co.Stop()
+	defer func() { _ = co.Stop(context.Background()) }()
 
 	fake := slacktest.New(t, "xoxb-test")
 	dir, err := approvers.Parse("test", []byte("identities:\n  ada: {slack: {team: T0TEAM, user: U0ADA}}\n"))

@@ -59,7 +59,7 @@ func newWorld(t *testing.T) *world {
 	require.NoError(t, Provision(ctx, admin))
 	co := coordinator.New(jstest.Client(t, w.srv), coordinator.Config{AckWait: time.Second, Logger: quiet})
 	require.NoError(t, co.Start(context.Background()))
-	t.Cleanup(co.Stop)
+	t.Cleanup(func() { _ = co.Stop(context.Background()) })
 	w.approver = processor.NewClient(admin)
 	t.Cleanup(w.approver.Close)
 	return w

@@ -50,7 +50,7 @@ func BenchmarkFanOut(b *testing.B) {
 	if err := n.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
-	n.Stop()
+	_ = n.Stop(context.Background())
 	for i := 0; i < b.N; i++ {
 		s := subjects.Suspension{PassRef: subjects.PassRef{Version: 1, RunID: fmt.Sprintf("r%d", i), Agent: "bench"},
 			Interrupts: []subjects.Interrupt{{ID: "i", Reason: "tool_call", Message: "ok?"}}}
@@ -112,7 +112,7 @@ func BenchmarkFanOut(b *testing.B) {
 	wait(int64(2 * b.N))
 	il := time.Since(start)
 	b.StopTimer()
-	n2.Stop()
+	_ = n2.Stop(context.Background())
 	b.ReportMetric(float64(b.N)/floor.Seconds(), "floor-msgs/s")
 	b.ReportMetric(float64(b.N)/il.Seconds(), "interlock-msgs/s")
 	b.ReportMetric(floor.Seconds()/il.Seconds(), "ratio")

@@ -29,7 +29,7 @@ func (e *env) escalatingAgent() {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	co := coordinator.New(e.admin, coordinator.Config{Logger: quiet})
 	require.NoError(e.t, co.Start(ctx(e.t)))
-	e.t.Cleanup(co.Stop)
+	e.t.Cleanup(func() { _ = co.Stop(context.Background()) })
 	w := processor.NewWorker(e.admin, processor.WorkerConfig{Logger: quiet})
 	require.NoError(e.t, w.Register("refunds", func(ctx context.Context, _ json.RawMessage) (any, error) {
 		_, err := processor.Interrupt(ctx, processor.Request{Message: "Refund?", Timeout: 4 * time.Second,

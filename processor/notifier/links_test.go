@@ -1,6 +1,7 @@
 package notifier
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -50,7 +51,7 @@ func (e *env) linkService(identities string, coordinated bool) *gateway.Gateway 
 	if !coordinated {
 		co := coordinator.New(e.admin, coordinator.Config{Logger: quiet})
 		require.NoError(e.t, co.Start(ctx(e.t)))
-		e.t.Cleanup(co.Stop)
+		e.t.Cleanup(func() { _ = co.Stop(context.Background()) })
 	}
 	dir, err := approvers.Parse("identities", []byte(identities))
 	require.NoError(e.t, err)

@@ -142,7 +142,7 @@ func (n *Notifier) Start(ctx context.Context) error {
 		sink := n.sinks[name]
 		cons, err := n.client.Consume(ctx, cc, func(ctx context.Context, m *jetstream.Delivery) error { return n.handle(ctx, name, sink, m) })
 		if err != nil {
-			n.consumers.Stop()
+			_ = n.consumers.Shutdown(context.WithoutCancel(ctx), ErrStopped)
 			return err
 		}
 		n.consumers.Add(cons)
@@ -199,8 +199,23 @@ func (n *Notifier) consumerConfigs() []jetstream.ConsumeConfig {
 	return out
 }
 
-// Stop stops consuming and waits for the deliveries under way.
-func (n *Notifier) Stop() { n.consumers.Stop() }
+// ErrStopped is the cause the contexts of the deliveries still under way
+// are cancelled with when Stop's context ends before they finish.
+var ErrStopped = errors.New("notifier stopped")
+
+// Stop stops consuming and waits for the deliveries under way while ctx
+// lasts; when ctx ends first, their contexts are cancelled (cause
+// ErrStopped), the notices are redelivered later, and Stop returns an error
+// wrapping ctx's. Stop before Start, or twice, is harmless.
+func (n *Notifier) Stop(ctx context.Context) error {
+	if err := n.consumers.Shutdown(ctx, ErrStopped); err != nil {
+		return fmt.Errorf("notifier: %w", err)
+	}
+	return nil
+}
+
+// Stopped returns a channel closed once Stop has returned.
+func (n *Notifier) Stopped() <-chan struct{} { return n.consumers.Stopped() }
 
 var errAbandoned = errors.New("abandoned by fault injection")
 

@@ -247,7 +247,7 @@ func (e *env) startConfig(cfg *Config, fault func(string) bool, opts ...Options)
 	require.NoError(e.t, err)
 	n.fault = fault
 	require.NoError(e.t, n.Start(ctx(e.t)))
-	e.t.Cleanup(n.Stop)
+	e.t.Cleanup(func() { _ = n.Stop(context.Background()) })
 	return n
 }
 

@@ -297,17 +297,13 @@ type AgentWork struct {
 	Served bool `json:"served"`
 }
 
-// WorkerDurable is the durable consumer through which workers take agent's
-// work.
-func WorkerDurable(agent string) string { return "worker_" + agent }
-
 // WorkBacklog lists, by agent name, the agents with work waiting.
 func WorkBacklog(ctx context.Context, c *jetstream.Client) ([]AgentWork, error) {
 	// First passes wait on <prefix>.start.<agent>, replays on
 	// <prefix>.work.<agent>: both are the agent's work.
 	counts := map[string]uint64{}
-	for _, kind := range []subjects.Kind{subjects.KindStart, subjects.KindWork} {
-		bySubject, err := c.SubjectCounts(ctx, jetstream.StreamWork, c.Namespace().All(kind))
+	for _, filter := range c.Namespace().Backlog() {
+		bySubject, err := c.SubjectCounts(ctx, jetstream.StreamWork, filter)
 		if err != nil {
 			return nil, err
 		}
@@ -320,7 +316,7 @@ func WorkBacklog(ctx context.Context, c *jetstream.Client) ([]AgentWork, error) 
 		if n == 0 {
 			continue
 		}
-		st, err := c.ConsumerState(ctx, jetstream.StreamWork, WorkerDurable(agent))
+		st, err := c.ConsumerState(ctx, jetstream.StreamWork, subjects.WorkerDurable(agent))
 		if err != nil && !errors.Is(err, jetstream.ErrNotFound) {
 			return nil, err
 		}

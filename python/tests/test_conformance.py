@@ -12,6 +12,7 @@ import pytest
 
 import interlock
 from interlock import _ids
+from interlock._subjects import worker_durable
 from interlock._wire import DECODERS
 
 VECTORS = Path(__file__).resolve().parents[2] / "testdata" / "conformance"
@@ -92,6 +93,22 @@ def test_inbox_prefixes() -> None:
     assert SUBJECTS["inboxPrefixes"]
     for v in SUBJECTS["inboxPrefixes"]:
         assert interlock.inbox_prefix(v["identity"]) == v["prefix"]
+
+
+@pytest.mark.parametrize("v", SUBJECTS["workers"], ids=lambda v: f"{v['prefix']}:{v['agent']}")
+def test_workers(v: dict[str, Any]) -> None:
+    ns = interlock.Namespace(v["prefix"])
+    if "error" in v:
+        with pytest.raises(interlock.InvalidToken):
+            ns.agent_work(v["agent"])
+        return
+    assert ns.agent_work(v["agent"]) == v["subjects"]
+    assert worker_durable(v["agent"]) == v["durable"]
+
+
+@pytest.mark.parametrize("v", SUBJECTS["backlog"], ids=lambda v: v["prefix"])
+def test_backlog(v: dict[str, Any]) -> None:
+    assert interlock.Namespace(v["prefix"]).backlog() == v["subjects"]
 
 
 @pytest.mark.parametrize("v", SUBJECTS["subjects"], ids=lambda v: f"{v['prefix']}:{v['op']}:{'.'.join(v['args'])}")

@@ -59,6 +59,16 @@ class Namespace:
         validate_token("agent", agent)
         return self._join("start", agent)
 
+    def agent_work(self, agent: str) -> list[str]:
+        """The subjects of ``agent``'s work, replays then first passes: the
+        filter of the durable consumer its workers share (:func:`worker_durable`)."""
+        return [self.work(agent), self.start(agent)]
+
+    def backlog(self) -> list[str]:
+        """The wildcards matching every agent's waiting work, first passes then
+        replays; the last token of a matching subject is the agent."""
+        return [self.all("start"), self.all("work")]
+
     def _agent_run(self, kind: str, agent: str, run: str) -> str:
         validate_token("agent", agent)
         validate_token("run id", run)
@@ -162,6 +172,13 @@ def _is_token(value: object) -> bool:
     except InvalidToken:
         return False
     return True
+
+
+def worker_durable(agent: str) -> str:
+    """The durable consumer on the work stream through which ``agent``'s
+    workers take its work (:meth:`Namespace.agent_work`), in every SDK; it also
+    names their dead letters' source."""
+    return "worker_" + agent
 
 
 ANONYMOUS_INBOX = "anonymous"

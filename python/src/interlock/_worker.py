@@ -21,7 +21,7 @@ from . import _direct, _trace
 from ._errors import ProtocolError, Retry, Suspended, SuspensionTooLarge
 from ._ids import dead_letter_msg_id, outcome_msg_id, pass_key
 from ._run import _current, _Pass, _tool_call
-from ._subjects import DEFAULT_PREFIX, Namespace, validate_token
+from ._subjects import DEFAULT_PREFIX, Namespace, validate_token, worker_durable
 from ._types import RunInfo
 from ._wire import decode_work, suspension_bound
 
@@ -107,7 +107,7 @@ class Worker:
             self._loops.append(asyncio.create_task(self._loop(name, fn, sub), name=f"interlock-worker-{name}"))
 
     async def _bind(self, agent: str) -> Any:
-        stream, durable = self._ns.stream("WORK"), "worker_" + agent
+        stream, durable = self._ns.stream("WORK"), worker_durable(agent)
         try:
             await self._js.consumer_info(stream, durable)
         except nats.js.errors.NotFoundError:
@@ -117,7 +117,7 @@ class Worker:
                 stream,
                 api.ConsumerConfig(
                     durable_name=durable,
-                    filter_subjects=[self._ns.work(agent), self._ns.start(agent)],
+                    filter_subjects=self._ns.agent_work(agent),
                     ack_policy=api.AckPolicy.EXPLICIT,
                     ack_wait=self._ack_wait,
                     max_deliver=self._max_deliver,
@@ -366,16 +366,16 @@ class Worker:
                 "Interlock-Dlq-Stream": meta.stream,
                 "Interlock-Dlq-Sequence": str(meta.sequence.stream),
                 "Interlock-Dlq-Deliveries": str(meta.num_delivered),
-                "Interlock-Dlq-Consumer": "worker_" + agent,
+                "Interlock-Dlq-Consumer": worker_durable(agent),
                 # A nonce of its own: a predictable id could be stored first by
                 # anyone who may write the dead-letter stream.
-                "Nats-Msg-Id": dead_letter_msg_id("worker_" + agent, meta.stream, meta.sequence.stream)
+                "Nats-Msg-Id": dead_letter_msg_id(worker_durable(agent), meta.stream, meta.sequence.stream)
                 + ":"
                 + secrets.token_hex(16),
             }
         )
         try:
-            await self._js.publish(self._ns.dead_letter("worker_" + agent), m.data, headers=headers)
+            await self._js.publish(self._ns.dead_letter(worker_durable(agent)), m.data, headers=headers)
         except Exception as e:
             self._log.error("dead-letter failed; will retry: %s", e)
             await _quiet(m.nak(delay=self._backoff[-1]))

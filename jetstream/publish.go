@@ -1,0 +1,170 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Header is a message's headers.
+type Header map[string][]string
+
+// Get returns the first value of key, or "".
+func (h Header) Get(key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// Headers Interlock sets on messages.
+const (
+	// HeaderMsgID is JetStream's dedup key.
+	HeaderMsgID = jetstream.MsgIDHeader
+	// HeaderReplyTo asks the coordinator to send the decision's verdict to
+	// this subject as well as to the events stream.
+	HeaderReplyTo = "Interlock-Reply-To"
+	// HeaderVia names the path a decision came by, for the audit trail.
+	HeaderVia = "Interlock-Via"
+	// HeaderEmitSettled, on an AG-UI event a worker stored, is how many of
+	// its pass's Emit calls came before the pass's first undecided
+	// interrupt (up to and including this event): a replay makes those
+	// same calls first, in order.
+	HeaderEmitSettled = "Interlock-Emit-Settled"
+	// HeaderEmitTentative, on an AG-UI event a worker stored, lists the
+	// digests (comma-separated) of the run's kept events that no replay
+	// has placed yet: those emitted after an undecided interrupt, which a
+	// replay may emit again elsewhere (after acting on that interrupt).
+	HeaderEmitTentative = "Interlock-Emit-Tentative"
+	// Dead-letter headers: why the message failed and where it came from.
+	HeaderDLQReason     = "Interlock-Dlq-Reason"
+	HeaderDLQSubject    = "Interlock-Dlq-Subject"
+	HeaderDLQStream     = "Interlock-Dlq-Stream"
+	HeaderDLQSequence   = "Interlock-Dlq-Sequence"
+	HeaderDLQDeliveries = "Interlock-Dlq-Deliveries"
+	HeaderDLQConsumer   = "Interlock-Dlq-Consumer"
+)
+
+// PubAck is the server's acknowledgement of a stored message.
+type PubAck struct {
+	Stream    string
+	Sequence  uint64
+	Duplicate bool
+}
+
+// Publish stores data on subject, deduplicated by msgID when it is not empty,
+// and returns once the server has stored it.
+func (c *Client) Publish(ctx context.Context, subject string, data []byte, msgID string, h Header) (PubAck, error) {
+	m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header(h)}
+	if msgID != "" {
+		if m.Header == nil {
+			m.Header = nats.Header{}
+		}
+		m.Header.Set(HeaderMsgID, msgID)
+	}
+	ack, err := c.js.PublishMsg(ctx, m)
+	if err != nil {
+		return PubAck{}, fmt.Errorf("publish %s: %w", subject, c.refused(subject, err))
+	}
+	return PubAck{Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}
+
+// refused is err translated, or ErrPermission when the server refused this
+// user a publish on subject: it drops the message and says so only
+// asynchronously, so the publish itself just times out.
+func (c *Client) refused(subject string, err error) error {
+	last := c.nc.LastError()
+	if last != nil && errors.Is(last, nats.ErrPermissionViolation) && strings.Contains(last.Error(), `"`+subject+`"`) {
+		return fmt.Errorf("%w: the server refused this user a publish on %s (%s)", ErrPermission, subject, last.Error())
+	}
+	return c.written(subject, err)
+}
+
+// OutMsg is one message for PublishAll.
+type OutMsg struct {
+	Subject string
+	Data    []byte
+	// MsgID deduplicates, when set.
+	MsgID  string
+	Header Header
+}
+
+// ScheduleMsg is the message that stores data on subject as a durable
+// timer the server publishes to target at at (whole seconds), for
+// PublishAll.
+func ScheduleMsg(subject, target string, at time.Time, data []byte, msgID string) OutMsg {
+	return OutMsg{Subject: subject, Data: data, MsgID: msgID, Header: Header{
+		"Nats-Schedule": {"@at " + at.UTC().Format(time.RFC3339)}, "Nats-Schedule-Target": {target}}}
+}
+
+// PublishAll stores every message, sending them together rather than one
+// round trip after another, and returns once the server has stored all of
+// them (or the first error).
+func (c *Client) PublishAll(ctx context.Context, msgs ...OutMsg) error {
+	if len(msgs) == 1 {
+		m := msgs[0]
+		_, err := c.Publish(ctx, m.Subject, m.Data, m.MsgID, m.Header)
+		return err
+	}
+	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
+	for _, m := range msgs {
+		nm := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: nats.Header{}}
+		for k, v := range m.Header {
+			nm.Header[k] = v
+		}
+		if m.MsgID != "" {
+			nm.Header.Set(HeaderMsgID, m.MsgID)
+		}
+		f, err := c.js.PublishMsgAsync(nm)
+		if err != nil {
+			return fmt.Errorf("publish %s: %w", m.Subject, c.written(m.Subject, err))
+		}
+		futures = append(futures, f)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.Timeout)
+		defer cancel()
+	}
+	for i, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("publish %s: %w", msgs[i].Subject, c.written(msgs[i].Subject, err))
+		case <-ctx.Done():
+			return fmt.Errorf("publish %s: %w", msgs[i].Subject, translate(ctx.Err()))
+		}
+	}
+	return nil
+}
+
+// Notify sends data on subject without storing it (core NATS); for replies.
+func (c *Client) Notify(subject string, data []byte) error {
+	return translate(c.nc.Publish(subject, data))
+}
+
+// NotifyMsg sends data with headers on subject without storing it (core
+// NATS) and returns once the server has it, so the caller may count it as
+// handed over.
+func (c *Client) NotifyMsg(ctx context.Context, subject string, data []byte, h Header) error {
+	if err := c.nc.PublishMsg(&nats.Msg{Subject: subject, Data: data, Header: nats.Header(h)}); err != nil {
+		return translate(err)
+	}
+	return translate(c.nc.FlushWithContext(ctx))
+}
+
+// Request sends data on subject (core NATS, stored nowhere) and returns the
+// one reply, which arrives in this client's own inbox. No server on subject
+// is an error wrapping ErrNoStream; none within ctx, ErrTimeout.
+func (c *Client) Request(ctx context.Context, subject string, data []byte) ([]byte, error) {
+	m, err := c.nc.RequestWithContext(ctx, subject, data)
+	if err != nil {
+		return nil, translate(err)
+	}
+	return m.Data, nil
+}
