@@ -222,3 +222,22 @@ func TestAttackAgentSquatsDeadLetterIDs(t *testing.T) {
 		return err == nil && m.Header.Get("Interlock-Dlq-Sequence") == fmt.Sprint(ack.Sequence)
 	}, 20*time.Second, 20*time.Millisecond, "the refunds worker's dead letter is stored")
 }
+
+// TestAttackNotifierForgesDeadLetters: the notifier could publish on every
+// dead-letter subject, so an operator saw dead letters it forged as the
+// coordinator's, a worker's or the gateway's. It may publish only on its
+// own consumers' (interlock.dlq.notifier_<sink>).
+func TestAttackNotifierForgesDeadLetters(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	a := d.attacker("notifier")
+	_, err := a.js.Publish("interlock.dlq.notifier_finance-slack", []byte("its own"))
+	require.NoError(t, err, "its own sinks' dead letters")
+	for _, subject := range []string{"interlock.dlq.coordinator_decisions", "interlock.dlq.worker_refunds", "interlock.dlq.gateway_slack"} {
+		require.NoError(t, a.nc.Publish(subject, []byte("forged")))
+		a.refused(t, `Publish to "`+subject+`"`)
+	}
+	info, err := d.attacker("admin").js.StreamInfo("INTERLOCK_DLQ")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, info.State.Msgs, "only its own dead letter is stored")
+}
