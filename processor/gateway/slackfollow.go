@@ -105,16 +105,13 @@ func (f *follower) deliveries(ctx context.Context) (*jetstream.Bucket, error) {
 // returns nil (ack) when they are updated or there are none.
 func (f *follower) handle(ctx context.Context, m *jetstream.Delivery) error {
 	g := f.g
-	a, err := g.nc.Namespace().Parse(m.Subject)
+	// Type and run from the subject the entry was stored under.
+	ev, err := subjects.StoredEvent(g.nc.Namespace(), m.Subject, m.Data)
 	if err != nil {
-		return jetstream.DeadLetter(err)
-	}
-	if a.Run == subjects.NoRun {
-		return nil
-	}
-	var ev subjects.Event
-	if err := json.Unmarshal(m.Data, &ev); err != nil {
 		return jetstream.DeadLetter(fmt.Errorf("event: %w", err))
+	}
+	if ev.RunID == subjects.NoRun {
+		return nil
 	}
 	ids := ev.InterruptIDs
 	if ev.Verdict != nil && ev.Verdict.InterruptID != "" {
@@ -124,7 +121,7 @@ func (f *follower) handle(ctx context.Context, m *jetstream.Delivery) error {
 	if err != nil || bucket == nil {
 		return err
 	}
-	rec, err := g.client.Run(ctx, a.Run)
+	rec, err := g.client.Run(ctx, ev.RunID)
 	if errors.Is(err, jetstream.ErrNotFound) {
 		return nil
 	}
@@ -135,7 +132,7 @@ func (f *follower) handle(ctx context.Context, m *jetstream.Delivery) error {
 		if len(ids) > 0 && !slices.Contains(ids, st.ID) {
 			continue
 		}
-		key := slack.MessagesKey(a.Run, st.ID)
+		key := slack.MessagesKey(ev.RunID, st.ID)
 		raw, err := bucket.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrNotFound) {
 			continue
@@ -144,7 +141,7 @@ func (f *follower) handle(ctx context.Context, m *jetstream.Delivery) error {
 			return fmt.Errorf("slack messages %s: %w", key, err)
 		}
 		if st.Decision == nil {
-			return jetstream.RetryAfter(time.Second, fmt.Errorf("%s/%s: %w", a.Run, st.ID, errSlackNotDecided))
+			return jetstream.RetryAfter(time.Second, fmt.Errorf("%s/%s: %w", ev.RunID, st.ID, errSlackNotDecided))
 		}
 		var msgs []slack.Posted
 		if err := json.Unmarshal(raw, &msgs); err != nil {
