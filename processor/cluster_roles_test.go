@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -224,20 +225,40 @@ retry:
 	require.NoError(t, err)
 	// The meta leader may be re-elected after the second kill: read until
 	// the cluster answers.
+	// Each attempt has a few seconds: a request lost in the election is
+	// asked again, not waited for (with the minute ctx() gives, one lost
+	// request outlasted Eventually: failed in CI under load).
 	replicas := map[string]int{}
+	var lastErr lastError
 	require.Eventually(t, func() bool {
-		names := js.StreamNames(ctx())
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		names := js.StreamNames(c)
 		for name := range names.Name() {
-			st, err := js.Stream(ctx(), name)
+			st, err := js.Stream(c, name)
 			if err != nil {
+				lastErr.Store(fmt.Sprintf("%s: %v", name, err))
 				return false
 			}
 			replicas[name] = st.CachedInfo().Config.Replicas
 		}
-		return names.Err() == nil
-	}, 60*time.Second, 100*time.Millisecond, "the cluster lists its streams")
+		if err := names.Err(); err != nil {
+			lastErr.Store(err.Error())
+			return false
+		}
+		return true
+	}, 60*time.Second, 100*time.Millisecond, "the cluster lists its streams (last error: %v)", &lastErr)
 	assert.GreaterOrEqual(t, len(replicas), 12, "streams and buckets checked")
 	for name, n := range replicas {
 		assert.Equal(t, 3, n, name)
 	}
+}
+
+// lastError is the last error a waiting condition saw, for its failure
+// message.
+type lastError struct{ atomic.Value }
+
+func (l *lastError) String() string {
+	v, _ := l.Load().(string)
+	return v
 }

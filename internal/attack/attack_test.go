@@ -464,13 +464,18 @@ func TestAttackOversizedSuspensionStallsDecision(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, subjects.RunFailed, rec.Status, "a question whose answer could not be recorded is not asked")
 	assert.Contains(t, rec.Error, "max payload")
+	// The record is written before its events: wait for the refusal's.
 	var refused []subjects.Event
-	for _, ev := range d.events(run) {
-		if ev.Type == subjects.EventInputRejected && ev.Code == subjects.CodeRecordTooLarge {
-			refused = append(refused, ev)
+	require.Eventually(t, func() bool {
+		refused = refused[:0]
+		for _, ev := range d.events(run) {
+			if ev.Type == subjects.EventInputRejected && ev.Code == subjects.CodeRecordTooLarge {
+				refused = append(refused, ev)
+			}
 		}
-	}
-	require.Len(t, refused, 1, "the refusal is audited")
+		return len(refused) > 0
+	}, 20*time.Second, 20*time.Millisecond, "the refusal is audited")
+	require.Len(t, refused, 1, "audited once")
 
 	ctx, cancel := context.WithTimeout(d.ctx, 20*time.Second)
 	defer cancel()

@@ -93,12 +93,16 @@ routes:
 	})
 	require.NoError(t, err)
 	require.Equal(t, "ada", rec.Interrupts[0].Decision.Approver)
+	// The record is written before its events: wait for the decision's.
 	var via string
-	for _, ev := range d.events("run-1") {
-		if ev.Type == subjects.EventDecisionAccepted {
-			via = ev.Verdict.Via
+	require.Eventually(t, func() bool {
+		for _, ev := range d.events("run-1") {
+			if ev.Type == subjects.EventDecisionAccepted {
+				via = ev.Verdict.Via
+			}
 		}
-	}
+		return via != ""
+	}, 20*time.Second, 20*time.Millisecond, "the decision is in the audit trail")
 	require.Equal(t, "slack", via)
 	require.Eventually(t, func() bool { return fake.Messages()[0].Updates > 0 }, 20*time.Second, 20*time.Millisecond,
 		"the gateway found the message and updated it")
