@@ -43,7 +43,7 @@ func TestClusterEveryRole(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	nodes := jstest.ProcessCluster(t, 3)
+	nodes := jstest.DurableProcessCluster(t, 3)
 	urls := jstest.NodeURLs(nodes)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx := func() context.Context {

@@ -141,7 +141,7 @@ func TestClusterElectionWindow(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	nodes := jstest.ProcessCluster(t, 3)
+	nodes := jstest.DurableProcessCluster(t, 3)
 	h := clusterHarness(t, jstest.NodeURLs(nodes), 1)
 	cfg := jetstream.Config{Replicas: 3}
 
