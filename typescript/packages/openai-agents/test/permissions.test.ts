@@ -8,65 +8,26 @@
  */
 
 import { strict as assert } from "node:assert";
-import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
-import { randomBytes } from "node:crypto";
-import { join } from "node:path";
 import { after, before, test } from "node:test";
 
 import { Agent, tool, Usage, type Model, type ModelRequest, type ModelResponse, type StreamEvent } from "@openai/agents-core";
-import { connect } from "@nats-io/transport-node";
 import { type NatsConnection } from "@nats-io/nats-core";
 import { Kvm } from "@nats-io/kv";
 import { z } from "zod";
 
 import * as sdk from "@interlock/sdk";
 import { openAIAgentsBody } from "../src/index.js";
-import { eventually, REPO, Server } from "@interlock/testing";
+import { eventually, Shipped } from "@interlock/testing";
 
-const USERS = [
-  ...new Set(
-    [...readFileSync(join(REPO, "deploy", "nats", "auth.conf"), "utf8").matchAll(/\$INTERLOCK_([A-Z_]+)_PASSWORD/g)].map(
-      (m) => m[1] as string,
-    ),
-  ),
-];
-const passwords = Object.fromEntries(USERS.map((u) => [u, randomBytes(12).toString("hex")]));
-const env: NodeJS.ProcessEnv = { ...process.env };
-for (const u of USERS) env[`INTERLOCK_${u}_PASSWORD`] = passwords[u];
-const config = join(REPO, "deploy", "nats", "single.conf");
-
-let server: Server;
-const conns: NatsConnection[] = [];
-
-async function as(user: string): Promise<NatsConnection> {
-  const nc = await connect({
-    servers: server.url,
-    user: user.toLowerCase(),
-    pass: passwords[user],
-    inboxPrefix: `_INBOX.${user.toLowerCase()}`,
-  });
-  conns.push(nc);
-  return nc;
-}
+let shipped: Shipped;
+const as = (user: string): Promise<NatsConnection> => shipped.as(user);
 
 before(async () => {
-  server = await Server.start({
-    natsConfig: config,
-    env: { ...env, NATS_USER: "coordinator", NATS_PASSWORD: passwords["COORDINATOR"] },
-    setup: (binary, dataDir) => {
-      execFileSync(binary, ["provision", "--nats-config", config, "--data-dir", dataDir, "--agent", "refunds"], {
-        env: { ...env, NATS_USER: "admin", NATS_PASSWORD: passwords["ADMIN"] },
-        stdio: "ignore",
-        timeout: 120_000,
-      });
-    },
-  });
+  shipped = await Shipped.start();
 });
 
 after(async () => {
-  for (const nc of conns) await nc.close();
-  await server.stop();
+  await shipped.stop();
 });
 
 /** One tool call needing approval, then the answer with its result. */

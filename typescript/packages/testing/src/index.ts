@@ -5,12 +5,15 @@
  */
 
 import { spawn, execFileSync, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { randomBytes } from "node:crypto";
+
+import type { NatsConnection } from "@nats-io/nats-core";
+import { connect } from "@nats-io/transport-node";
 
 /** The repository's root. */
 export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "../../../..");
@@ -126,5 +129,63 @@ export async function eventually(cond: () => boolean | Promise<boolean>, timeout
     if (await cond()) return;
     if (Date.now() > deadline) throw new Error(`${what} not met within ${timeoutMs} ms`);
     await new Promise((ok) => setTimeout(ok, 20));
+  }
+}
+
+/**
+ * A server under the shipped per-role permissions: `interlock serve
+ * --nats-config deploy/nats/single.conf` as the coordinator, after
+ * `interlock provision` as admin (agent `refunds` provisioned), with a
+ * random password for every user auth.conf names (a server refuses to start
+ * with any of them empty).
+ */
+export class Shipped {
+  readonly server: Server;
+  private readonly passwords: Record<string, string>;
+  private readonly conns: NatsConnection[] = [];
+
+  private constructor(server: Server, passwords: Record<string, string>) {
+    this.server = server;
+    this.passwords = passwords;
+  }
+
+  /** Starts the server, provisioned as admin for agent `refunds`. */
+  static async start(): Promise<Shipped> {
+    const auth = readFileSync(join(REPO, "deploy", "nats", "auth.conf"), "utf8");
+    const users = [...new Set([...auth.matchAll(/\$INTERLOCK_([A-Z_]+)_PASSWORD/g)].map((m) => m[1] as string))];
+    const passwords = Object.fromEntries(users.map((u) => [u, randomBytes(12).toString("hex")]));
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    for (const u of users) env[`INTERLOCK_${u}_PASSWORD`] = passwords[u];
+    const config = join(REPO, "deploy", "nats", "single.conf");
+    const server = await Server.start({
+      natsConfig: config,
+      env: { ...env, NATS_USER: "coordinator", NATS_PASSWORD: passwords["COORDINATOR"] },
+      setup: (binary, dataDir) => {
+        execFileSync(binary, ["provision", "--nats-config", config, "--data-dir", dataDir, "--agent", "refunds"], {
+          env: { ...env, NATS_USER: "admin", NATS_PASSWORD: passwords["ADMIN"] },
+          stdio: "ignore",
+          timeout: 120_000,
+        });
+      },
+    });
+    return new Shipped(server, passwords);
+  }
+
+  /** A connection as `user` (upper case, as in auth.conf's variables), with its own inbox prefix. */
+  async as(user: string): Promise<NatsConnection> {
+    const nc = await connect({
+      servers: this.server.url,
+      user: user.toLowerCase(),
+      pass: this.passwords[user],
+      inboxPrefix: `_INBOX.${user.toLowerCase()}`,
+    });
+    this.conns.push(nc);
+    return nc;
+  }
+
+  /** Closes every connection and stops the server. */
+  async stop(): Promise<void> {
+    for (const nc of this.conns) await nc.close();
+    await this.server.stop();
   }
 }
