@@ -15,13 +15,10 @@
 import { createHash } from "node:crypto";
 
 import {
-  Cancelled,
   finished,
-  interrupt,
-  isResuming,
   RunNotFound,
   Timeout,
-  toolCall,
+  toolApprovalBody,
   type AgentBody,
   type Client,
   type JsonObject,
@@ -56,19 +53,7 @@ export function defaultRequest(q: ApprovalQuestion): Request {
 
 /** The approvals agent's body: one interrupt per tool call, answered approved or declined (a cancellation, never an approval). */
 export function approvalAgent(options: { toRequest?: (q: ApprovalQuestion) => Request } = {}): AgentBody {
-  const toRequest = options.toRequest ?? defaultRequest;
-  return (input): JsonObject => {
-    const q = input as ApprovalQuestion;
-    return toolCall(q.toolCallId, () => {
-      try {
-        const d = interrupt(isResuming() ? {} : toRequest(q));
-        return { approved: true, approver: d.approver, reason: d.comment };
-      } catch (e) {
-        if (e instanceof Cancelled) return { approved: false, approver: e.approver, reason: e.comment || e.reason };
-        throw e;
-      }
-    });
-  };
+  return toolApprovalBody(options.toRequest ?? defaultRequest);
 }
 
 /** The decision on one tool call. */

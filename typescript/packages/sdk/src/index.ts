@@ -90,6 +90,7 @@ export {
   validateInterrupt,
   VERSION,
 } from "./wire.js";
+export { toolApprovalBody, type ToolApproval } from "./approval.js";
 export { Worker, type AgentBody, type Logger, type PassContext, type WorkerOptions } from "./worker.js";
 export {
   Client,

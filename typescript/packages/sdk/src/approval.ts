@@ -1,0 +1,38 @@
+/** A body for the framework adapters whose frameworks ask whether one tool call may run. */
+
+import { Cancelled } from "./errors.js";
+import type { JsonObject } from "./json.js";
+import { interrupt, isResuming, toolCall } from "./run.js";
+import type { Request } from "./types.js";
+import type { AgentBody } from "./worker.js";
+
+/** The decision on one tool call, as an approvals agent's run completes with it. */
+export interface ToolApproval extends JsonObject {
+  approved: boolean;
+  approver: string;
+  /** The approval's comment, or the denial's comment, or `denied` / `expired`. */
+  reason: string;
+}
+
+/**
+ * The body of an approvals agent: each run asks once, within the tool call
+ * `toolCallId` of its input, with the question `toRequest` makes of the
+ * input, and completes with the decision (a cancellation is
+ * `approved: false`, never an approval).
+ */
+// Q types the question toRequest is given: the adapter's own input type.
+// eslint-disable-next-line @typescript-eslint/no-unnecessary-type-parameters
+export function toolApprovalBody<Q extends { toolCallId: string }>(toRequest: (q: Q) => Request): AgentBody {
+  return (input): ToolApproval => {
+    const q = input as Q;
+    return toolCall(q.toolCallId, () => {
+      try {
+        const d = interrupt(isResuming() ? {} : toRequest(q));
+        return { approved: true, approver: d.approver, reason: d.comment };
+      } catch (e) {
+        if (e instanceof Cancelled) return { approved: false, approver: e.approver, reason: e.comment || e.reason };
+        throw e;
+      }
+    });
+  };
+}
