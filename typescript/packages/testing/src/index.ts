@@ -198,9 +198,13 @@ export class Script {
   readonly exited: Promise<number | null>;
   private readonly proc: ChildProcess;
 
-  /** Run `command` with `args` (its stdout read, its stderr passed through), `env` added to this process's environment. */
-  constructor(command: string, args: readonly string[], env: NodeJS.ProcessEnv = {}) {
-    this.proc = spawn(command, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] });
+  /**
+   * Run `command` with `args` (its stdout read, its stderr passed through),
+   * `env` added to this process's environment; with `stdin`, its standard
+   * input is a pipe that {@link endInput} closes.
+   */
+  constructor(command: string, args: readonly string[], env: NodeJS.ProcessEnv = {}, options: { stdin?: boolean } = {}) {
+    this.proc = spawn(command, args, { env: { ...process.env, ...env }, stdio: [options.stdin ? "pipe" : "ignore", "pipe", "inherit"] });
     this.exited = new Promise((ok) => this.proc.once("exit", ok));
     this.proc.stdout?.setEncoding("utf8");
     this.proc.stdout?.on("data", (chunk: string) => {
@@ -243,6 +247,11 @@ export class Script {
         }
       });
     });
+  }
+
+  /** Close its standard input (started with `stdin`). */
+  endInput(): void {
+    this.proc.stdin?.end();
   }
 
   /** Stop it if it still runs. */
