@@ -59,7 +59,7 @@ for (const dir of PUBLISHED) {
     assert.equal(m.publishConfig?.access, "public", "a scoped package is published public");
     assert.match(m.scripts?.["prepack"] ?? "", /tsc -p tsconfig\.json/, "packing builds first");
     assert.deepEqual(m.exports?.["."], { types: "./dist/index.d.ts", import: "./dist/index.js" });
-    assert.equal(m.exports?.["./package.json"], "./package.json");
+    assert.equal(m.exports["./package.json"], "./package.json");
     assert.equal(m.main, "./dist/index.js");
     assert.equal(m.types, "./dist/index.d.ts");
     if (dir !== "sdk") {
