@@ -17,7 +17,9 @@ import (
 // Transport returns inner with the task layer under the SDK: the task
 // messages are answered on the connection, everything else reaches the
 // SDK's server (stdio: `srv.Run(ctx, tasks.Transport(&mcp.StdioTransport{}))`).
-func (t *Tasks) Transport(inner mcp.Transport) mcp.Transport { return &taskTransport{inner: inner, t: t} }
+func (t *Tasks) Transport(inner mcp.Transport) mcp.Transport {
+	return &taskTransport{inner: inner, t: t}
+}
 
 type taskTransport struct {
 	inner mcp.Transport
