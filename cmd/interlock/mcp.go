@@ -133,12 +133,13 @@ Annotation terms come from the upstream: they may add gating, never remove it.`,
 				name = args[0]
 			}
 			return runMCP(cmd, g, f, func(ctx context.Context, c *jetstream.Client, log *slog.Logger) (*mcp.Server, *mcpbridge.Tasks, processor.AgentFunc, func(), error) {
-				up, err := connectUpstream(ctx, upURL, args)
+				relay := mcpbridge.NewRelay()
+				up, err := connectUpstream(ctx, upURL, args, relay.ClientOptions())
 				if err != nil {
 					return nil, nil, nil, nil, err
 				}
 				p, err := mcpbridge.NewProxy(ctx, c, up, mcpbridge.ProxyConfig{Config: mcpbridge.Config{Agent: f.agent, Poll: f.poll, Logger: log},
-					Gate: gate, Approvers: approvers, Timeout: timeout, Upstream: name})
+					Gate: gate, Approvers: approvers, Timeout: timeout, Upstream: name, Relay: relay})
 				if err != nil {
 					_ = up.Close()
 					return nil, nil, nil, nil, err
@@ -157,8 +158,9 @@ Annotation terms come from the upstream: they may add gating, never remove it.`,
 }
 
 // connectUpstream connects to the upstream MCP server: url over streamable
-// HTTP, or command spawned and spoken to over stdio.
-func connectUpstream(ctx context.Context, url string, command []string) (*mcp.ClientSession, error) {
+// HTTP, or command spawned and spoken to over stdio; opts handle what the
+// upstream sends (the relay to the proxy's clients).
+func connectUpstream(ctx context.Context, url string, command []string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
 	var t mcp.Transport
 	if url != "" {
 		t = &mcp.StreamableClientTransport{Endpoint: url}
@@ -167,7 +169,7 @@ func connectUpstream(ctx context.Context, url string, command []string) (*mcp.Cl
 		c.Stderr = os.Stderr
 		t = &mcp.CommandTransport{Command: c}
 	}
-	cl := mcp.NewClient(&mcp.Implementation{Name: "interlock-mcp-proxy", Version: "1"}, nil)
+	cl := mcp.NewClient(&mcp.Implementation{Name: "interlock-mcp-proxy", Version: "1"}, opts)
 	cs, err := cl.Connect(ctx, t, nil)
 	if err != nil {
 		return nil, fmt.Errorf("connect to the upstream MCP server: %w", err)

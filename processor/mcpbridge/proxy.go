@@ -30,6 +30,9 @@ type ProxyConfig struct {
 	Timeout time.Duration
 	// Upstream names the upstream in what the approver sees.
 	Upstream string
+	// Relay, when the upstream session was connected with its
+	// ClientOptions, forwards the upstream's notifications to the clients.
+	Relay *Relay
 }
 
 // Proxy is `interlock mcp proxy`: an MCP server forwarding to an upstream
@@ -96,7 +99,19 @@ func (p *Proxy) Server() *mcp.Server {
 			impl.Title = r.ServerInfo.Name + " (behind Interlock)"
 		}
 	}
-	srv := mcp.NewServer(impl, &mcp.ServerOptions{Logger: p.cfg.Logger, Capabilities: caps, Instructions: instructions})
+	opts := &mcp.ServerOptions{Logger: p.cfg.Logger, Capabilities: caps, Instructions: instructions}
+	if caps.Resources != nil && caps.Resources.Subscribe {
+		opts.SubscribeHandler = func(ctx context.Context, req *mcp.SubscribeRequest) error {
+			return p.up.Subscribe(ctx, req.Params)
+		}
+		opts.UnsubscribeHandler = func(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+			return p.up.Unsubscribe(ctx, req.Params)
+		}
+	}
+	srv := mcp.NewServer(impl, opts)
+	if p.cfg.Relay != nil {
+		p.cfg.Relay.attach(srv, p.forget)
+	}
 	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			return p.forward(ctx, method, req, next)
@@ -128,6 +143,12 @@ func (p *Proxy) forward(ctx context.Context, method string, req mcp.Request, nex
 		return p.up.GetPrompt(ctx, r.Params)
 	case *mcp.CompleteRequest:
 		return p.up.Complete(ctx, r.Params)
+	case *mcp.ServerRequest[*mcp.SetLoggingLevelParams]:
+		// The upstream logs at the level the client asks; the proxy's
+		// session keeps it too, to pass on what reaches it.
+		if err := p.up.SetLoggingLevel(ctx, r.Params); err != nil {
+			return nil, err
+		}
 	}
 	return next(ctx, method, req)
 }
@@ -140,6 +161,13 @@ func (p *Proxy) remember(tools []*mcp.Tool) {
 	for _, t := range tools {
 		p.tools[t.Name] = t
 	}
+}
+
+// forget drops the cached tool definitions (the upstream's tools changed).
+func (p *Proxy) forget() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	clear(p.tools)
 }
 
 // tool is the upstream's definition of name, listing the tools again when
@@ -169,18 +197,18 @@ func (p *Proxy) tool(ctx context.Context, name string) *mcp.Tool {
 // capabilities), which describe the client's connection to the proxy, not
 // the proxy's to the upstream.
 func hopMeta(m mcp.Meta) mcp.Meta {
-	var out mcp.Meta
+	out := mcp.Meta{}
 	for k, v := range m {
-		if strings.HasPrefix(k, "io.modelcontextprotocol/") {
-			continue
+		if !strings.HasPrefix(k, "io.modelcontextprotocol/") {
+			out[k] = v
 		}
-		if out == nil {
-			out = mcp.Meta{}
-		}
-		out[k] = v
 	}
 	return out
 }
+
+// progressKey holds, in a forwarded call's context, the client's session
+// and progress token (progressTarget).
+type progressKey struct{}
 
 func annotations(t *mcp.Tool) *mcpgate.Annotations {
 	if t == nil || t.Annotations == nil {
@@ -195,6 +223,9 @@ func annotations(t *mcp.Tool) *mcpgate.Annotations {
 // callTool forwards a call the gate does not match, and makes one it
 // matches a run that waits for a decision.
 func (p *Proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result, error) {
+	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil && p.cfg.Relay != nil {
+		ctx = context.WithValue(ctx, progressKey{}, progressTarget{ctx: ctx, ss: req.Session, token: tok})
+	}
 	run, res, err := p.startTask(ctx, req.Params)
 	if err != nil || run == "" {
 		return res, err
@@ -231,7 +262,14 @@ func (p *Proxy) startTask(ctx context.Context, params *mcp.CallToolParamsRaw) (s
 	}
 	t := p.tool(ctx, name)
 	if !p.cfg.Gate.Match(mcpgate.Call{Tool: name, Arguments: args, Annotations: annotations(t)}) {
-		res, err := p.up.CallTool(ctx, &mcp.CallToolParams{Meta: hopMeta(params.Meta), Name: name, Arguments: params.Arguments})
+		meta := hopMeta(params.Meta)
+		if tg, ok := ctx.Value(progressKey{}).(progressTarget); ok {
+			// The upstream's progress reaches this client under its token.
+			tok, done := p.cfg.Relay.track(tg)
+			defer done()
+			meta["progressToken"] = tok
+		}
+		res, err := p.up.CallTool(ctx, &mcp.CallToolParams{Meta: meta, Name: name, Arguments: params.Arguments})
 		return "", res, err
 	}
 	var input any
