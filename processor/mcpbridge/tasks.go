@@ -487,7 +487,7 @@ func (t *Tasks) cancel(ctx context.Context, id string, modern bool) (any, error)
 	}
 	t.log.Warn("tasks/cancel refused: the MCP client is not an approver", "task", id, "agent", t.cfg.Agent)
 	return nil, fmt.Errorf("%w: task %s waits for a person's decision, which an MCP client cannot make; "+
-		"an approver can deny it (interlock decide %s --deny), or it expires at its deadline", ErrCancelRefused, id, id)
+		"an approver can deny it (interlock deny %s), or it expires at its deadline", ErrCancelRefused, id, id)
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

@@ -156,7 +156,7 @@ func TestTasks20251125(t *testing.T) {
 	_, we := c.call("tasks/cancel", map[string]any{"taskId": id})
 	require.NotNil(t, we)
 	assert.EqualValues(t, CodeCancelRefused, we.Code)
-	assert.Contains(t, we.Message, "interlock decide")
+	assert.Contains(t, we.Message, "interlock deny "+id)
 	_, we = c.call("tasks/list", map[string]any{})
 	require.NotNil(t, we)
 	assert.EqualValues(t, jsonrpc.CodeMethodNotFound, we.Code)
