@@ -326,3 +326,29 @@ func TestTasksServeRequestApproval(t *testing.T) {
 	assert.Equal(t, StatusApproved, st.Status)
 	assert.Equal(t, "ada", st.Approver)
 }
+
+// TestTasksHTTPHostCheck: the task layer answers HTTP requests the SDK
+// never sees, so it keeps the SDK's DNS-rebinding check: on a loopback
+// listener, a request whose Host is not loopback is refused (403) before
+// any task message is read.
+func TestTasksHTTPHostCheck(t *testing.T) {
+	t.Parallel()
+	w := newProxyWorld(t, "tool:pay", nil)
+	p := w.proxy
+	ts := httptest.NewServer(p.Tasks().HTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return p.Server() },
+		&mcp.StreamableHTTPOptions{Stateless: true})))
+	t.Cleanup(ts.Close)
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay","arguments":{"amount":1,"to":"x"},"task":{}}}`
+	req, err := http.NewRequest(http.MethodPost, ts.URL, bytes.NewReader([]byte(body)))
+	require.NoError(t, err)
+	req.Host = "attacker.example"
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
+	ps, err := w.approver.Pending(w.ctx)
+	require.NoError(t, err)
+	assert.Empty(t, ps, "no approval was started")
+}

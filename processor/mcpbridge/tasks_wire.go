@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -107,6 +109,15 @@ const maxBody = mcp.DefaultMaxRequestBodyBytes
 // that the token and Origin checks come first.
 func (t *Tasks) HTTP(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The SDK's DNS-rebinding check, for the requests answered here
+		// that the SDK never sees: on a loopback listener, the Host must
+		// be loopback too.
+		if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil &&
+			loopback(la.String()) && !loopback(r.Host) {
+			t.log.Warn("MCP request refused: a loopback server asked for another host", "host", r.Host)
+			http.Error(w, fmt.Sprintf("Forbidden: invalid Host header %q", r.Host), http.StatusForbidden)
+			return
+		}
 		if r.Method != http.MethodPost {
 			next.ServeHTTP(w, r)
 			return
@@ -160,6 +171,21 @@ func (t *Tasks) HTTP(next http.Handler) http.Handler {
 		}
 		_, _ = w.Write(out)
 	})
+}
+
+// loopback reports whether hostport (a host with or without a port) names
+// the loopback interface.
+func loopback(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // patchHTTP patches the answer to req in an HTTP response body: a JSON
