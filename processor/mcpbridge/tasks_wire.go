@@ -128,6 +128,10 @@ func (t *Tasks) HTTP(next http.Handler) http.Handler {
 			http.Error(w, "read the request: "+err.Error(), http.StatusBadRequest)
 			return
 		}
+		if int64(len(body)) > maxBody {
+			http.Error(w, fmt.Sprintf("the request is over %d bytes", maxBody), http.StatusRequestEntityTooLarge)
+			return
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		msg, err := jsonrpc.DecodeMessage(body)
 		if err != nil {
@@ -140,6 +144,11 @@ func (t *Tasks) HTTP(next http.Handler) http.Handler {
 			return
 		}
 		if t.claims(req) {
+			// As the SDK asks of every POST.
+			if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+				http.Error(w, "Content-Type must be application/json", http.StatusUnsupportedMediaType)
+				return
+			}
 			raw, err := jsonrpc.EncodeMessage(t.handle(r.Context(), req))
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
