@@ -103,7 +103,9 @@ func next(t *testing.T, ch <-chan tsLine, typ string) tsLine {
 // streamable HTTP: it sees the tasks capability and the tools'
 // taskSupport, gets a task, polls it, and receives the upstream's result
 // once ada approves with edited arguments; an ungated call is a plain
-// call, made at once.
+// call, made at once. And across a restart: the client that got the task
+// and its proxy go away before the decision, and a new client polls the
+// task on a new proxy process, which makes the approved call once.
 func TestMCPProxyTasksTypeScript(t *testing.T) {
 	t.Parallel()
 	s := serve(t, t.TempDir())
@@ -139,6 +141,54 @@ func TestMCPProxyTasksTypeScript(t *testing.T) {
 			"--gate", "tool:launch", "--", os.Args[0], upstreamArg)
 		check(t, ctx, ch, false)
 		require.NoError(t, exit)
+	})
+
+	// The client that got the task goes away and the proxy stops; a new
+	// proxy process (its worker makes the approved call) answers the task
+	// to a new client, from the run.
+	t.Run("restart", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var mu sync.Mutex
+		var calls []string
+		up := mcp.NewServer(&mcp.Implementation{Name: "up", Version: "1"}, nil)
+		mcp.AddTool(up, &mcp.Tool{Name: "deploy"}, func(_ context.Context, _ *mcp.CallToolRequest, in struct {
+			Target string `json:"target"`
+		}) (*mcp.CallToolResult, any, error) {
+			mu.Lock()
+			calls = append(calls, "deploy "+in.Target)
+			mu.Unlock()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deployed " + in.Target}}}, nil, nil
+		})
+		ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
+		t.Cleanup(ts.Close)
+		proxy := func() *daemon {
+			return runDaemon(t, "MCP over streamable HTTP", "mcp", "proxy", "--nats-url", s.URL, "--http", "127.0.0.1:0", "--poll", "100ms",
+				"--gate", "tool:deploy", "--approver", "ada", "--upstream-url", ts.URL)
+		}
+		first := proxy()
+		cctx, stopClient := context.WithCancel(ctx)
+		var exit error
+		ch := tsClient(t, cctx, &exit, "http", first.url("MCP over streamable HTTP"), "deploy")
+		created := next(t, ch, "taskCreated")
+		stopClient()
+		for range ch {
+		}
+		require.Zero(t, first.Stop())
+
+		second := proxy()
+		approveLater(t, ctx, s.URL, map[string]any{"arguments": map[string]any{"target": "mars"}})
+		var exit2 error
+		ch = tsClient(t, ctx, &exit2, "resume", second.url("MCP over streamable HTTP"), created.TaskID)
+		res := next(t, ch, "result")
+		require.False(t, res.IsError, res.Text)
+		assert.Equal(t, "deployed mars", res.Text)
+		for range ch {
+		}
+		require.NoError(t, exit2)
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Equal(t, []string{"deploy mars"}, calls, "called once, by the second proxy's worker")
 	})
 
 	t.Run("http", func(t *testing.T) {

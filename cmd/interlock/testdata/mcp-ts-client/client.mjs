@@ -7,9 +7,12 @@
 //
 // Usage: node client.mjs http URL GATED_TOOL [UNGATED_TOOL]
 //        node client.mjs stdio GATED_TOOL COMMAND ARGS...
+//        node client.mjs resume URL TASK_ID   (poll a task another process
+//        created: tasks/get until finished, then tasks/result)
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { CallToolResultSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const say = (o) => process.stdout.write(JSON.stringify(o) + "\n");
 const [mode, ...rest] = process.argv.slice(2);
@@ -23,6 +26,20 @@ if (mode === "http") {
   const [g, command, ...args] = rest;
   transport = new StdioClientTransport({ command, args, env: { ...process.env }, stderr: "inherit" });
   gated = g;
+} else if (mode === "resume") {
+  const [url, taskId] = rest;
+  const client = new Client({ name: "interlock-ts-test", version: "1" }, { capabilities: {} });
+  await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+  for (;;) {
+    const task = await client.experimental.tasks.getTask(taskId);
+    say({ type: "taskStatus", taskId: task.taskId, status: task.status });
+    if (task.status !== "working" && task.status !== "input_required") break;
+    await new Promise((resolve) => setTimeout(resolve, task.pollInterval ?? 1000));
+  }
+  const res = await client.experimental.tasks.getTaskResult(taskId, CallToolResultSchema);
+  say({ type: "result", text: res.content?.[0]?.text ?? null, isError: res.isError ?? false });
+  await client.close();
+  process.exit(0);
 } else {
   throw new Error(`unknown mode ${mode}`);
 }
