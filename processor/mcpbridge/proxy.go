@@ -82,7 +82,8 @@ func (p *Proxy) Close() { p.cl.Close() }
 
 // Server returns the MCP server clients connect to. It offers what the
 // upstream offers: tools/list and every other request but a gated
-// tools/call are forwarded unchanged.
+// tools/call are forwarded unchanged (serve it through Tasks for the task
+// capability and the tools' taskSupport).
 func (p *Proxy) Server() *mcp.Server {
 	caps := &mcp.ServerCapabilities{}
 	if r := p.up.InitializeResult(); r != nil && r.Capabilities != nil {
