@@ -3,10 +3,8 @@ package attack_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -24,25 +22,15 @@ import (
 	"github.com/interlockhq/interlock/subjects"
 )
 
-// The bot token of the Slack sink in these tests (os.Setenv, not t.Setenv:
-// the tests run in parallel).
-func init() { os.Setenv("SLACK_TEST_BOT_TOKEN", "xoxb-test") }
-
 // Deciding from Slack with the shipped users end to end: the notifier (as
-// the notifier user) posts the card, ada clicks Approve, the gateway (as
-// the gateway user) decides as ada via slack, and, reading the notifier's
-// message list with its shipped rights, updates the message.
+// the notifier user) asks the gateway (as the gateway user) to post the
+// card, ada clicks Approve, the gateway decides as ada via slack, and, from its own record of
+// the cards it posted, updates the message.
 func TestSlackDecisionsAsShipped(t *testing.T) {
 	t.Parallel()
 	d := newDeployment(t)
 	fake := slacktest.New(t, "xoxb-test")
-	cfg, err := notifier.ParseConfig("notifier.yaml", []byte(fmt.Sprintf(`
-gateway_url: https://interlock.example.test
-sinks:
-  finance-slack: {type: slack, channel: C0FIN, token_env: SLACK_TEST_BOT_TOKEN, api_url: %s}
-routes:
-  - {match: "true", sinks: [finance-slack]}
-`, fake.APIURL())))
+	cfg, err := notifier.ParseConfig("notifier.yaml", []byte(slackCardNotifierConfig()))
 	require.NoError(t, err)
 	p, err := notifier.New(d.provisioner(), cfg, notifier.Options{Logger: quiet})
 	require.NoError(t, err)
@@ -57,7 +45,7 @@ routes:
 	secret := []byte("slack-signing-secret-for-tests")
 	gw, err := gateway.New(d.ctx, d.client("gateway"), gateway.Config{Directory: dir, Logger: quiet,
 		Slack: &gateway.SlackConfig{SigningSecret: secret, TeamID: "T0TEAM", BotToken: "xoxb-test",
-			APIURL: fake.APIURL(), ResponseURLPrefix: fake.URL + "/respond/"}})
+			Channels: map[string]string{"finance-slack": "C0FIN"}, APIURL: fake.APIURL(), ResponseURLPrefix: fake.URL + "/respond/"}})
 	require.NoError(t, err)
 	t.Cleanup(gw.Close)
 	srv := httptest.NewServer(gw)
@@ -81,7 +69,7 @@ routes:
 			}
 		}
 	}
-	require.Equal(t, "run-1/ask", value, "the button names the question, nothing more")
+	require.Regexp(t, `^run-1/[A-Za-z0-9_-]{22}/ask$`, value, "the button names the question, signed by the gateway")
 
 	signer := slacktest.Signer{Secret: secret}
 	resp, err := http.DefaultClient.Do(signer.Request(t, srv.URL+"/v1/slack/interactions",
@@ -111,46 +99,62 @@ routes:
 	require.True(t, strings.Contains(string(raw), "Approved* by ada"), string(raw))
 }
 
-// The gateway reads the notifier's deliveries bucket, where the Slack sink
-// lists the messages it posted, to update them once their question is
-// decided; it may not write there (it would forge the notifier's delivery
-// records or point the updates at other messages).
+// The gateway keeps the cards it posted in its own bucket; the notifier's
+// deliveries bucket is not its to read or write (it would forge the
+// notifier's delivery records).
 func TestAttackGatewayWritesDeliveries(t *testing.T) {
 	t.Parallel()
 	d := newDeployment(t)
 	admin := d.provisioner()
 	deliveries, err := admin.Bucket(d.ctx, "deliveries", "test", 0)
 	require.NoError(t, err)
-	key := slack.MessagesKey("run-1", "ask")
-	require.NoError(t, deliveries.Put(d.ctx, key, []byte(`[{"channel":"C1","ts":"1.1"}]`)))
-
-	gw := d.client("gateway")
-	b, err := gw.OpenBucket(d.ctx, "deliveries")
-	require.NoError(t, err, "the gateway opens the deliveries bucket")
-	got, err := b.Get(d.ctx, key)
-	require.NoError(t, err, "and reads it")
-	require.JSONEq(t, `[{"channel":"C1","ts":"1.1"}]`, string(got))
+	require.NoError(t, deliveries.Put(d.ctx, "some.delivery", []byte(`{"route":"r"}`)))
 
 	a := d.attacker("gateway")
-	require.NoError(t, a.nc.Publish("$KV.interlock_deliveries."+key, []byte(`[{"channel":"C9","ts":"9.9"}]`)))
+	require.NoError(t, a.nc.Publish("$KV.interlock_deliveries.some.delivery", []byte(`{}`)))
 	a.refused(t, "$KV.interlock_deliveries")
 	_, err = a.js.Publish("$KV.interlock_deliveries.other", []byte("x"), nats.AckWait(2*time.Second))
 	require.Error(t, err)
-	got, err = b.Get(d.ctx, key)
+	_, err = a.nc.Request("$JS.API.DIRECT.GET.KV_interlock_deliveries.$KV.interlock_deliveries.some.delivery", nil, time.Second)
+	require.Error(t, err)
+	a.refused(t, "$JS.API.DIRECT.GET.KV_interlock_deliveries")
+	got, err := deliveries.Get(d.ctx, "some.delivery")
 	require.NoError(t, err)
-	require.JSONEq(t, `[{"channel":"C1","ts":"1.1"}]`, string(got), "nothing changed")
+	require.JSONEq(t, `{"route":"r"}`, string(got), "nothing changed")
+}
+
+// TestAttackChatPostOtherRoles: only the notifier asks the gateway's chat
+// card service and only the gateway serves it. An agent (or an approver)
+// that asks is refused by the server; a notifier that subscribes to
+// answer in the gateway's place is refused too.
+func TestAttackChatPostOtherRoles(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	req, _ := json.Marshal(subjects.ChatPostRequest{Version: subjects.Version, RunID: "run-1", InterruptID: "ask",
+		Sink: "finance-slack", Kind: subjects.ChatNew, Key: "k"})
+	for _, user := range []string{"agent", "ada", "auditor"} {
+		a := d.attacker(user)
+		_, err := a.nc.Request("interlock.chat.post", req, time.Second)
+		require.Error(t, err, user)
+		a.refused(t, `Publish to "interlock.chat.post"`)
+	}
+	n := d.attacker("notifier")
+	_, err := n.nc.SubscribeSync("interlock.chat.post")
+	require.NoError(t, err)
+	n.refused(t, `Subscription to "interlock.chat.post"`)
 }
 
 // slackCardNotifierConfig is the notifier's configuration with a Slack sink
-// whose cards carry buttons, as docs/notifiers.md prescribes.
-func slackCardNotifierConfig(fake *slacktest.Server) string {
-	return fmt.Sprintf(`
+// whose cards carry buttons, as docs/notifiers.md prescribes: the gateway
+// posts them (its --slack-channel maps the sink to C0FIN).
+func slackCardNotifierConfig() string {
+	return `
 gateway_url: https://interlock.example.test
 sinks:
-  finance-slack: {type: slack, channel: C0FIN, token_env: SLACK_TEST_BOT_TOKEN, api_url: %s}
+  finance-slack: {type: slack, cards: gateway}
 routes:
   - {match: "true", sinks: [finance-slack]}
-`, fake.APIURL())
+`
 }
 
 // buttonOf is the action id and value of the button labelled text on a
@@ -193,7 +197,7 @@ func TestAttackNotifierForgesSlackCard(t *testing.T) {
 	t.Parallel()
 	d := newDeployment(t)
 	fake := slacktest.New(t, "xoxb-test")
-	config := slackCardNotifierConfig(fake)
+	config := slackCardNotifierConfig()
 	cfg, err := notifier.ParseConfig("notifier.yaml", []byte(config))
 	require.NoError(t, err)
 	p, err := notifier.New(d.provisioner(), cfg, notifier.Options{Logger: quiet})
@@ -208,7 +212,7 @@ func TestAttackNotifierForgesSlackCard(t *testing.T) {
 	secret := []byte("slack-signing-secret-for-tests")
 	gw, err := gateway.New(d.ctx, d.client("gateway"), gateway.Config{Directory: dir, Logger: quiet,
 		Slack: &gateway.SlackConfig{SigningSecret: secret, TeamID: "T0TEAM", BotToken: "xoxb-test",
-			APIURL: fake.APIURL(), ResponseURLPrefix: fake.URL + "/respond/"}})
+			Channels: map[string]string{"finance-slack": "C0FIN"}, APIURL: fake.APIURL(), ResponseURLPrefix: fake.URL + "/respond/"}})
 	require.NoError(t, err)
 	t.Cleanup(gw.Close)
 	srv := httptest.NewServer(gw)
@@ -269,7 +273,7 @@ func TestAttackNotifierForgesSlackCard(t *testing.T) {
 	require.Eventually(t, func() bool {
 		forged := 0
 		for _, ev := range d.events("run-2") {
-			if ev.Type == subjects.EventAccessRefused && ev.Code == "chat_forged" {
+			if ev.Type == subjects.EventAccessRefused && ev.Code == subjects.CodeChatForged {
 				forged++
 			}
 		}
