@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -89,10 +90,10 @@ type Gateway struct {
 	// seal signs the buttons of the Slack cards the gateway draws.
 	seal slack.Seal
 	// crash, in tests, abandons work at a named point (a crash).
-	crash func(point string) bool
+	crash atomic.Pointer[func(point string) bool]
 	// lease is how long a Slack post's intent is its gateway's (postLease;
 	// tests shorten it to take over after a crash).
-	lease time.Duration
+	lease atomic.Int64
 	// stopFollow stops following Slack messages (nil without Slack).
 	stopFollow func()
 	// base ends the work the gateway does after answering (Slack clicks);
@@ -178,7 +179,8 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 	}
 	g := &Gateway{cfg: cfg, nc: c, client: processor.NewClient(c), mux: http.NewServeMux(), usedLinks: used,
 		sessions: sessions, logins: newLimiter(cfg.LoginFailures), refusals: newLimiter(cfg.DecisionRefusals),
-		stopped: make(chan struct{}), lease: postLease}
+		stopped: make(chan struct{})}
+	g.lease.Store(int64(postLease))
 	g.base, g.stop = context.WithCancel(context.Background())
 	if cfg.Slack != nil {
 		if err := cfg.Slack.check(); err != nil {

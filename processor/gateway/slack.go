@@ -306,6 +306,10 @@ func (g *Gateway) slackAction(ctx context.Context, in *slack.Interaction, replay
 	}
 	if err == nil {
 		err = g.slackPosted(ctx, ref, on)
+		if err != nil && !errors.Is(err, slack.ErrForged) {
+			g.slackEphemeral(ctx, in, "Interlock could not check this card ("+err.Error()+"). Click again: it counts once.")
+			return
+		}
 	}
 	if errors.Is(err, slack.ErrForged) {
 		g.slackForged(ctx, in, ref, addr, err)

@@ -619,6 +619,14 @@ func TestChatPostDrawsFromRecord(t *testing.T) {
 	quiet(map[string]any{"Approvers": []string{"ada"}, "Message": "quiet"}, true)
 	quiet(map[string]any{"Approvers": []string{"ada"}, "Message": "no chat", "NoChat": true}, false)
 
+	// Slack refuses a post for good: chat_post_failed, nothing recorded as
+	// posted; asked again (the channel fixed), it posts at once.
+	e.fake.Fail("chat.postMessage", "channel_not_found")
+	failed := e.post(slackSink, subjects.ChatNew, "k4", run, id)
+	assert.Equal(t, subjects.CodeChatPostFailed, failed.Code, failed.Detail)
+	retried := e.post(slackSink, subjects.ChatNew, "k4", run, id)
+	require.Empty(t, retried.Code, retried.Detail)
+
 	assert.Equal(t, subjects.CodeChatNotRouted, e.post("other-sink", subjects.ChatNew, "k", run, id).Code)
 	assert.Equal(t, subjects.CodeUnknownInterrupt, e.post(slackSink, subjects.ChatNew, "k", run, "nope").Code)
 	assert.Equal(t, subjects.CodeUnknownRun, e.post(slackSink, subjects.ChatNew, "k", "no-such-run", id).Code)
@@ -644,9 +652,10 @@ func TestChatPostDrawsFromRecord(t *testing.T) {
 func TestSlackPostCrashBetweenPostAndRecord(t *testing.T) {
 	t.Parallel()
 	e := newSlackEnv(t)
-	e.gw.lease = 0 // no wait for the dead gateway's lease
+	e.gw.lease.Store(0) // no wait for the dead gateway's lease
 	var crashed atomic.Bool
-	e.gw.crash = func(point string) bool { return point == "slack-after-post" && crashed.CompareAndSwap(false, true) }
+	crash := func(point string) bool { return point == "slack-after-post" && crashed.CompareAndSwap(false, true) }
+	e.gw.crash.Store(&crash)
 	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "refund?"})
 	lost := e.post(slackSink, subjects.ChatNew, "k1", run, id)
 	assert.Equal(t, subjects.CodeUnavailable, lost.Code, "abandoned after posting")

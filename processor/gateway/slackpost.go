@@ -209,12 +209,12 @@ func (g *Gateway) slackPost(ctx context.Context, req subjects.ChatPostRequest, c
 		if ts != "" {
 			return g.postRecorded(ctx, key, in.Channel, ts, rev)
 		}
-		in.Until, in.Thread = now.Add(g.lease), thread
+		in.Until, in.Thread = now.Add(time.Duration(g.lease.Load())), thread
 		if rev, err = g.putIntent(ctx, key, *in, rev); err != nil {
 			return slack.Posted{}, err
 		}
 	default:
-		in = &postIntent{State: "posting", Since: now, Until: now.Add(g.lease), Channel: channel, Thread: thread}
+		in = &postIntent{State: "posting", Since: now, Until: now.Add(time.Duration(g.lease.Load())), Channel: channel, Thread: thread}
 		if rev, err = g.putIntent(ctx, key, *in, 0); err != nil {
 			return slack.Posted{}, err
 		}
@@ -231,7 +231,7 @@ func (g *Gateway) slackPost(ctx context.Context, req subjects.ChatPostRequest, c
 	if err != nil {
 		return slack.Posted{}, err
 	}
-	if g.crash != nil && g.crash("slack-after-post") {
+	if crash := g.crash.Load(); crash != nil && (*crash)("slack-after-post") {
 		return slack.Posted{}, fmt.Errorf("%w: abandoned by fault injection", errPostBusy)
 	}
 	return g.postRecorded(ctx, key, in.Channel, p.TS, rev)
