@@ -494,17 +494,35 @@ func (g *Gateway) slackSubmission(w http.ResponseWriter, r *http.Request, in *sl
 // slackForgedText is what a click or form on a forged card is told.
 const slackForgedText = "Interlock did not post this message for this request, so it decides nothing. Nothing was decided."
 
+// cardWait bounds how long a click waits for its card's record: a card is
+// recorded just after Slack answers its post, and a click may come first.
+const cardWait = 5 * time.Second
+
 // slackPosted checks that on is a card the gateway posted for ref's
-// interrupt (ErrForged otherwise).
+// interrupt (ErrForged otherwise), re-reading the card list for up to
+// cardWait while it is not there.
 func (g *Gateway) slackPosted(ctx context.Context, ref slack.Ref, on slack.Posted) error {
-	cards, _, err := g.slackCards(ctx, ref.Run, ref.Interrupt)
-	if err != nil {
-		return err
+	wait, cancel := context.WithTimeout(ctx, cardWait)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		cards, _, err := g.slackCards(wait, ref.Run, ref.Interrupt)
+		switch {
+		case err == nil && slices.Contains(cards, on):
+			return nil
+		case err != nil && wait.Err() == nil:
+			return err
+		}
+		select {
+		case <-tick.C:
+		case <-wait.Done():
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("%w: message %s in %s is not a card the gateway posted for %s", slack.ErrForged, on.TS, on.Channel, ref.Value())
+		}
 	}
-	if !slices.Contains(cards, on) {
-		return fmt.Errorf("%w: message %s in %s is not a card the gateway posted for %s", slack.ErrForged, on.TS, on.Channel, ref.Value())
-	}
-	return nil
 }
 
 // slackForged audits a click or form on a message the gateway did not
