@@ -38,9 +38,6 @@ const chatTimeout = 15 * time.Second
 // attachClient gives the sink the notifier's NATS client, at Start.
 func (s *slackCards) attachClient(c *jetstream.Client) { s.client = c }
 
-// errNoGateway: no gateway answered the chat card service.
-var errNoGateway = errors.New("the gateway's chat card service did not answer")
-
 func (s *slackCards) Deliver(ctx context.Context, n *Notification) error {
 	if s.client == nil {
 		return &permanent{errors.New("slack sink not started")}
@@ -60,7 +57,7 @@ func (s *slackCards) post(ctx context.Context, n *Notification, interrupt string
 	defer cancel()
 	data, err := s.client.Request(ctx, s.client.Namespace().ChatPost(), req)
 	if err != nil {
-		return fmt.Errorf("slack %s/%s: %w: %w", n.Suspension.RunID, interrupt, errNoGateway, err)
+		return fmt.Errorf("slack %s/%s: %w: %w", n.Suspension.RunID, interrupt, ErrNoGateway, err)
 	}
 	var reply subjects.ChatPostReply
 	if err := json.Unmarshal(data, &reply); err != nil {
@@ -72,5 +69,5 @@ func (s *slackCards) post(ctx context.Context, n *Notification, interrupt string
 	case subjects.CodeUnavailable:
 		return fmt.Errorf("slack %s/%s: gateway: %s: %s", n.Suspension.RunID, interrupt, reply.Code, reply.Detail)
 	}
-	return &permanent{fmt.Errorf("slack %s/%s: the gateway refused: %s: %s", n.Suspension.RunID, interrupt, reply.Code, reply.Detail)}
+	return &permanent{fmt.Errorf("slack %s/%s: %w: %s: %s", n.Suspension.RunID, interrupt, ErrGatewayRefused, reply.Code, reply.Detail)}
 }
