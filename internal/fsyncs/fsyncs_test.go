@@ -220,9 +220,19 @@ func publishBatch(nc *nats.Conn, id, subject string, body []byte, size int) erro
 // of the file it synced.
 var syncCall = regexp.MustCompile(`\b(?:fsync|fdatasync)\(\d+<([^>]*)>`)
 
-// countFsyncs reads the strace log: per phase, the fsyncs by the kind of
-// file synced.
+// countFsyncs reads the strace log of TestFsyncWorkload: per phase, the
+// fsyncs by the kind of file synced.
 func countFsyncs(t *testing.T, log string) map[string]map[string]int {
+	counts := countFsyncsBy(t, log, fileClass)
+	for _, p := range phases {
+		require.Contains(t, counts, p.name, "phase %s not found in the strace log", p.name)
+	}
+	return counts
+}
+
+// countFsyncsBy reads the strace log: per phase (between its markers),
+// the fsyncs by class(path of the file synced).
+func countFsyncsBy(t *testing.T, log string, class func(path string) string) map[string]map[string]int {
 	f, err := os.Open(log)
 	require.NoError(t, err)
 	defer f.Close()
@@ -246,13 +256,10 @@ func countFsyncs(t *testing.T, log string) map[string]map[string]int {
 			continue
 		}
 		if current != "" {
-			counts[current][fileClass(path)]++
+			counts[current][class(path)]++
 		}
 	}
 	require.NoError(t, sc.Err())
-	for _, p := range phases {
-		require.Contains(t, counts, p.name, "phase %s not found in the strace log", p.name)
-	}
 	return counts
 }
 
