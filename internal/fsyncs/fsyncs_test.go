@@ -268,7 +268,13 @@ func countFsyncsBy(t *testing.T, log string, class func(path string) string) map
 func fileClass(path string) string {
 	switch {
 	case strings.Contains(path, "/streams/B/batches/"):
-		return "batch staging"
+		// Each batch's staging store is a directory named by a hash of
+		// the batch id, with its own message block.
+		_, rest, _ := strings.Cut(path, "/streams/B/batches/")
+		if _, file, ok := strings.Cut(rest, "/"); ok {
+			return "batch staging " + file
+		}
+		return "batch staging (its directory)"
 	case strings.Contains(path, "/streams/B/"):
 		return "stream B"
 	case strings.Contains(path, "/_js_/S-"):
