@@ -7,6 +7,12 @@
 //
 //	INTERLOCK_FSYNCS=1 go test -count=1 -run TestFsyncsPerWrite -v ./internal/fsyncs
 //
+// TestFsyncsPerCycle does the same for a full cycle, Interlock against the
+// floor, by stream (INTERLOCK_FSYNCS=one-server or r3-cluster runs only
+// that topology):
+//
+//	INTERLOCK_FSYNCS=1 go test -count=1 -run TestFsyncsPerCycle -v -timeout 30m ./internal/fsyncs
+//
 // docs/benchmarks.md has what it measured and what the coordinator's
 // writes do about it.
 package fsyncs
