@@ -96,8 +96,8 @@ type ConsumeConfig struct {
 	// Prefetch, when set, bounds what the loop holds: at most Concurrency +
 	// Prefetch messages, those being handled, those waiting for a goroutine
 	// and those asked for and not yet arrived; it asks for more only as
-	// room frees up. Zero pulls in batches of up to 256, for short
-	// handlers. Not with PartitionKey.
+	// room frees up, with one pull request open at a time. Zero pulls in
+	// batches of up to 256, for short handlers. Not with PartitionKey.
 	Prefetch int
 	// Timeout, when set, bounds each handler: its context is cancelled
 	// with TimeoutCause (default ErrHandlerTimeout) after it.
