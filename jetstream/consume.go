@@ -96,8 +96,8 @@ type ConsumeConfig struct {
 	// Prefetch, when set, bounds what the loop holds: at most Concurrency +
 	// Prefetch messages, those being handled, those waiting for a goroutine
 	// and those asked for and not yet arrived; it asks for more only as
-	// room frees up. Zero pulls in batches of up to 256, for short
-	// handlers. Not with PartitionKey.
+	// room frees up, with one pull request open at a time. Zero pulls in
+	// batches of up to 256, for short handlers. Not with PartitionKey.
 	Prefetch int
 	// Timeout, when set, bounds each handler: its context is cancelled
 	// with TimeoutCause (default ErrHandlerTimeout) after it.
@@ -312,16 +312,23 @@ func (c *Client) CreateConsumer(ctx context.Context, cc ConsumeConfig) error {
 }
 
 // fetchWait is how long one pull request of the bounded mode waits at the
-// server for messages.
-const fetchWait = 10 * time.Second
+// server for messages; fetchHeartbeat is how often the server says it still
+// holds the request, so a request lost with its server or consumer leader
+// (a failover) is replaced after two missed heartbeats, not at fetchWait.
+const (
+	fetchWait      = 10 * time.Second
+	fetchHeartbeat = time.Second
+)
 
-// pull is the bounded mode's loop: whenever room frees up it asks the
-// server for as many messages as there is room for, each request waiting
-// for them concurrently with the others.
+// pull is the bounded mode's loop: it asks the server for as many messages
+// as there is room for, in one pull request at a time. While a request is
+// open, messages arrive on it as they are published and room freed by
+// handled ones waits for the next request; that one is sent as soon as the
+// open one is filled or expires (fetchWait). On a cluster every pull
+// request is two Raft entries of the consumer, its arrival and its end, so
+// a request per freed place cost about two entries per message (issue 25).
 func (k *Consumer) pull(cons jetstream.Consumer) {
 	defer k.pulling.Done()
-	var fetches sync.WaitGroup
-	defer fetches.Wait()
 	for {
 		select {
 		case k.credits <- struct{}{}:
@@ -338,11 +345,7 @@ func (k *Consumer) pull(cons jetstream.Consumer) {
 				break more
 			}
 		}
-		fetches.Add(1)
-		go func() {
-			defer fetches.Done()
-			k.fetch(cons, n)
-		}()
+		k.fetch(cons, n)
 	}
 }
 
@@ -357,7 +360,7 @@ func (k *Consumer) fetch(cons jetstream.Consumer, n int) {
 	}()
 	ctx, cancel := context.WithTimeout(k.ctx, fetchWait)
 	defer cancel()
-	batch, err := cons.Fetch(n, jetstream.FetchContext(ctx))
+	batch, err := cons.Fetch(n, jetstream.FetchContext(ctx), jetstream.FetchHeartbeat(fetchHeartbeat))
 	if err != nil {
 		k.cc.Logger.Debug("fetch", "consumer", k.cc.Durable, "error", err)
 		// The connection or the server is down: do not spin.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -533,4 +534,48 @@ func TestConsumersStopWithinDeadline(t *testing.T) {
 		t.Fatal("Stopped not closed once Shutdown returned")
 	}
 	require.NoError(t, set.Shutdown(context.Background(), cause), "a second Shutdown is harmless")
+}
+
+// TestConsumeBoundedPullsOncePerBatch: in bounded mode the consumer keeps
+// one pull request open for all the room it has, rather than a new request
+// each time a handled message frees a place. On a cluster every pull
+// request is two Raft entries of the consumer (its arrival and its end),
+// so a request per message cost six fsyncs per message on three nodes
+// (issue 25, docs/benchmarks.md). Twenty messages handled one after
+// another, well within one request's wait, take one request per five (the
+// room: Concurrency + Prefetch) and the one still open: five, where a
+// request per freed place took eleven to twenty.
+func TestConsumeBoundedPullsOncePerBatch(t *testing.T) {
+	t.Parallel()
+	srv := jstest.Server(t)
+	c := jstest.Client(t, srv)
+	spy, err := nats.Connect(srv.URL())
+	require.NoError(t, err)
+	defer spy.Close()
+	var pulls atomic.Int32
+	sub, err := spy.Subscribe("$JS.API.CONSUMER.MSG.NEXT.>", func(*nats.Msg) { pulls.Add(1) })
+	require.NoError(t, err)
+	require.NoError(t, spy.Flush())
+	handled := make(chan struct{}, 1)
+	k, err := c.Consume(ctx(t), jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "pulls",
+		Concurrency: 4, Prefetch: 1}, func(context.Context, *jetstream.Delivery) error {
+		handled <- struct{}{}
+		return nil
+	})
+	require.NoError(t, err)
+	defer k.Stop()
+	subject, _ := c.Namespace().Resume("r1")
+	const n = 20
+	for i := range n {
+		_, err := c.Publish(ctx(t), subject, []byte(fmt.Sprint(i)), "", nil)
+		require.NoError(t, err)
+		select {
+		case <-handled:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("message %d not handled", i)
+		}
+	}
+	require.NoError(t, sub.Unsubscribe())
+	const room = 4 + 1
+	assert.LessOrEqual(t, pulls.Load(), int32(n/room+1), "pull requests for %d messages handled one at a time", n)
 }

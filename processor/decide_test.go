@@ -256,7 +256,7 @@ func TestDuplicateDecisionIsNoOp(t *testing.T) {
 	done := h.waitFor(rec.RunID, Finished)
 	assert.Equal(t, subjects.RunCompleted, done.Status)
 	assert.Len(t, h.events(rec.RunID, subjects.EventDecisionAccepted), 1)
-	assert.Len(t, h.events(rec.RunID, subjects.EventResumed), 1, "one replay")
+	assert.Len(t, h.replays(rec.RunID), 1, "one replay")
 	assert.Len(t, h.waitEvents(rec.RunID, subjects.EventDecisionDuplicate, 1), 1)
 }
 

@@ -213,7 +213,7 @@ func TestThreeCoordinatorsFireOnce(t *testing.T) {
 	for _, run := range runs {
 		assert.Len(t, h.events(run, subjects.EventExpired), 1, run)
 		assert.Len(t, h.events(run, subjects.EventDecisionAccepted), 1, run)
-		assert.Len(t, h.events(run, subjects.EventResumed), 1, run)
+		assert.Len(t, h.replays(run), 1, run)
 	}
 }
 
@@ -229,7 +229,7 @@ func TestCoordinatorCrashWhileExpiring(t *testing.T) {
 	assert.JSONEq(t, `{"cancelled":"expired","by":"interlock:expiry"}`, string(h.waitFor(run, Finished).Result))
 	h.timersIdle()
 	assert.Len(t, h.events(run, subjects.EventExpired), 1)
-	assert.Len(t, h.events(run, subjects.EventResumed), 1)
+	assert.Len(t, h.replays(run), 1)
 }
 
 // A reminder already past when its timer is armed is skipped: the first is
