@@ -336,23 +336,3 @@ func TestCancelReasonFromWhoCancelled(t *testing.T) {
 	rec = h.waitFor(run, Finished)
 	assert.JSONEq(t, `{"cancelled":"denied","by":"bob"}`, string(rec.Result), "an approver's cancel is a denial, whatever its metadata says")
 }
-
-// TestNobodyDecidesAsTheExpiry: on the anonymous resume subject the body
-// names the approver, and the coordinator's expiry identity
-// (subjects.ExpiryApprover) is reserved to the coordinator: a decision
-// claiming it is refused, recorded, and changes nothing, so nobody can make
-// the replay take a cancel for an expiry (finding 10's other door).
-func TestNobodyDecidesAsTheExpiry(t *testing.T) {
-	t.Parallel()
-	h, rec := suspendedRun(t, Request{Message: "ship it?"})
-	data, err := json.Marshal(subjects.Decision{Version: subjects.Version, DecisionID: "fake-expiry",
-		InterruptID: rec.Pending()[0].ID, Status: subjects.StatusCancelled, Approver: subjects.ExpiryApprover})
-	require.NoError(t, err)
-	v := h.rawVerdict(h.resumeSubject(rec.RunID), data, "fake-expiry")
-	assertRejected(t, h, v, nil, subjects.CodeNotAllowed)
-	assert.Contains(t, v.Detail, "reserved")
-	after, err := h.client.Run(h.ctx(), rec.RunID)
-	require.NoError(t, err)
-	assert.Equal(t, subjects.RunSuspended, after.Status)
-	assert.Nil(t, after.Interrupts[0].Decision)
-}

@@ -21,7 +21,7 @@ import (
 
 func newGateway(g *globals) *cobra.Command {
 	var identities, linkSecretEnv, metricsAddr string
-	var linkTTL time.Duration
+	var linkTTL, stopTimeout time.Duration
 	var web webFlags
 	var sl slackFlags
 	cmd := &cobra.Command{
@@ -34,6 +34,9 @@ publishes each decision as the caller, and the coordinator enforces who may
 decide. Any number of gateways may run behind a load balancer.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkStopTimeout(stopTimeout); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			log, err := g.logger(cmd.ErrOrStderr())
 			if err != nil {
@@ -55,7 +58,7 @@ decide. Any number of gateways may run behind a load balancer.`,
 			if err != nil {
 				return err
 			}
-			return g.runService(ctx, service{Name: "interlock-gateway", URL: g.natsURL, MetricsAddr: metricsAddr, Log: log,
+			return g.runService(ctx, service{Name: "interlock-gateway", URL: g.natsURL, MetricsAddr: metricsAddr, Log: log, StopTimeout: stopTimeout,
 				Start: func(client *jetstream.Client, reg *prometheus.Registry) (stopFunc, error) {
 					return startGateway(client, dir, signer, linkTTL, web.listen, tlsCfg, log, reg, slackCfg)
 				}})
@@ -71,6 +74,7 @@ decide. Any number of gateways may run behind a load balancer.`,
 	cmd.Flags().DurationVar(&linkTTL, "link-ttl", 0, "how long a one-click link lasts (default 24h, at most 720h; never past its interrupt's deadline)")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz here")
 	sl.register(cmd)
+	stopTimeoutFlag(cmd, &stopTimeout)
 	_ = cmd.MarkFlagRequired("identities")
 	return cmd
 }

@@ -96,6 +96,8 @@ type Gateway struct {
 	lease atomic.Int64
 	// stopFollow stops following Slack messages (nil without Slack).
 	stopFollow func()
+	// bridge serves AG-UI; Stop and Close stop it.
+	bridge *agui.Bridge
 	// base ends the work the gateway does after answering (Slack clicks);
 	// Close cancels it and waits for background.
 	base       context.Context
@@ -208,6 +210,7 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 	if err != nil {
 		return nil, err
 	}
+	g.bridge = bridge
 	g.mux.HandleFunc("POST /agui/{agent}", g.auth(bridge.ServeHTTP))
 	g.mux.HandleFunc("GET /v1/stream", g.auth(g.stream))
 	g.mux.HandleFunc("GET /v1/me", g.auth(func(w http.ResponseWriter, r *http.Request) { whoAmI(w, identityOf(r)) }))

@@ -57,6 +57,11 @@ func (g *Gateway) serveLinks() error {
 // stops with its server.
 func (g *Gateway) Close() {
 	g.stopListening()
+	if g.bridge != nil {
+		ended, end := context.WithCancel(context.Background())
+		end()
+		_ = g.bridge.Stop(ended) // cancels the AG-UI requests under way
+	}
 	g.stop()
 	g.background.Wait()
 	g.stoppedOnce.Do(func() { close(g.stopped) })
@@ -68,22 +73,27 @@ var ErrStopped = errors.New("gateway stopped")
 
 // Stop stops serving the link service (ending the requests under way, as
 // Close does), then waits while ctx lasts for the work left after
-// answering Slack; when ctx ends first, that work is cancelled, Stop waits
-// for it to return and returns an error wrapping ctx's. Shut the HTTP
-// server down first (Server), so that no request starts more work.
+// answering Slack and for the AG-UI requests under way (agui.Bridge.Stop);
+// when ctx ends first, that work is cancelled, Stop waits for the Slack
+// work to return and returns an error wrapping ctx's. Shut the HTTP server
+// down first (Server), so that no request starts more work.
 func (g *Gateway) Stop(ctx context.Context) error {
 	g.stopListening()
 	defer g.stoppedOnce.Do(func() { close(g.stopped) })
+	var bridged error
+	if g.bridge != nil {
+		bridged = g.bridge.Stop(ctx)
+	}
 	done := make(chan struct{})
 	go func() { g.background.Wait(); close(done) }()
 	select {
 	case <-done:
 		g.stop()
-		return nil
+		return bridged
 	case <-ctx.Done():
 		g.stop()
 		<-done
-		return fmt.Errorf("gateway: work still under way: %w", context.Cause(ctx))
+		return errors.Join(bridged, fmt.Errorf("gateway: work still under way: %w", context.Cause(ctx)))
 	}
 }
 

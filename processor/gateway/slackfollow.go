@@ -68,7 +68,7 @@ func (g *Gateway) followSlack() error {
 	}
 	// Stopped first by Stop and Close, not waited for as background work:
 	// it runs until told.
-	g.stopFollow = cons.Stop
+	g.stopFollow = func() { _ = cons.Stop(context.Background()) }
 	return nil
 }
 
