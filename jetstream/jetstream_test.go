@@ -600,7 +600,7 @@ func TestConsumeBoundedPullsOncePerBatch(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-	defer k.Stop()
+	defer k.Stop(context.Background())
 	subject, _ := c.Namespace().Resume("r1")
 	const n = 20
 	for i := range n {

@@ -29,6 +29,7 @@ type mcpFlags struct {
 	origins  []string
 	agent    string
 	poll     time.Duration
+	stop     time.Duration
 }
 
 func (f *mcpFlags) register(cmd *cobra.Command, agent string) {
@@ -39,6 +40,7 @@ func (f *mcpFlags) register(cmd *cobra.Command, agent string) {
 	fs.StringSliceVar(&f.origins, "allow-origin", nil, "with --http: a browser origin (scheme://host[:port]) allowed to call (repeat); others are refused")
 	fs.StringVar(&f.agent, "agent", agent, "the built-in agent's name: its runs, its worker consumer (interlock provision --agent NAME)")
 	fs.DurationVar(&f.poll, "poll", 2*time.Second, "how often a waiting call re-reads its run and sends a progress notification")
+	stopTimeoutFlag(cmd, &f.stop)
 }
 
 func newMCP(g *globals) *cobra.Command {
@@ -185,6 +187,9 @@ func runMCP(cmd *cobra.Command, g *globals, f mcpFlags,
 	if err := subjects.ValidateToken("agent", f.agent); err != nil {
 		return usage(err)
 	}
+	if err := checkStopTimeout(f.stop); err != nil {
+		return err
+	}
 	token := ""
 	if f.httpAddr != "" {
 		token = os.Getenv(f.tokenEnv)
@@ -234,7 +239,7 @@ func runMCP(cmd *cobra.Command, g *globals, f mcpFlags,
 		hs := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			<-ctx.Done()
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			sctx, cancel := context.WithTimeout(context.Background(), f.stop)
 			defer cancel()
 			_ = hs.Shutdown(sctx)
 		}()
