@@ -52,7 +52,7 @@ func TestProxyRelaysNotifications(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(progress) == 1 && len(logs) == 1
-	}, waitLimit, 10*time.Millisecond, "progress %d, logs %d", len(progress), len(logs))
+	}, waitLimit, 10*time.Millisecond, "a progress notification and a log message")
 	mu.Lock()
 	assert.Equal(t, "mine", progress[0].ProgressToken)
 	assert.Equal(t, "half way", progress[0].Message)
