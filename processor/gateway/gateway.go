@@ -96,6 +96,9 @@ type Gateway struct {
 	lease atomic.Int64
 	// stopFollow stops following Slack messages (nil without Slack).
 	stopFollow func()
+	// stopSocket closes the Slack Socket Mode connections (nil without an
+	// app token).
+	stopSocket func()
 	// base ends the work the gateway does after answering (Slack clicks);
 	// Close cancels it and waits for background.
 	base       context.Context
@@ -233,6 +236,12 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 				g.Close()
 				return nil, err
 			}
+		}
+	}
+	if cfg.Slack != nil && cfg.Slack.AppToken != "" {
+		if err := g.serveSlackSocket(); err != nil {
+			g.Close()
+			return nil, err
 		}
 	}
 	return g, nil
