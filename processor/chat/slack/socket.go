@@ -20,6 +20,9 @@ const (
 	EnvelopeHello       = "hello"
 	EnvelopeDisconnect  = "disconnect"
 	EnvelopeInteractive = "interactive"
+	// DisconnectLinkDisabled is the reason of a disconnect when Socket
+	// Mode is turned off in the app's settings.
+	DisconnectLinkDisabled = "link_disabled"
 )
 
 // ErrSocket is matched by every error of a Socket Mode connection (opening
@@ -222,6 +225,12 @@ func (s *Socket) serve(ctx context.Context, conn *websocket.Conn) error {
 		if err != nil {
 			conn.CloseNow()
 			return err
+		}
+		if env.Type == EnvelopeDisconnect && env.Reason == DisconnectLinkDisabled {
+			// Socket Mode was turned off for the app: ask again with backoff,
+			// not at once.
+			_ = conn.Close(websocket.StatusNormalClosure, "")
+			return fmt.Errorf("%w: Slack turned Socket Mode off for the app (link_disabled)", ErrSocket)
 		}
 		if env.Type == EnvelopeDisconnect {
 			s.logger().Info("slack socket mode: Slack asked for a new connection", "reason", env.Reason)
