@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"time"
 
 	"github.com/interlockhq/interlock/processor/chat/slack"
@@ -40,9 +41,10 @@ func (g *Gateway) serveSlackSocket() error {
 // opened, to Slack's host, which only Slack can send on. It is new when
 // its interaction (the user's trigger, or without one the envelope id) was
 // not handled before, so a redelivered envelope, on this connection or
-// another, decides nothing twice. Every envelope is acknowledged, a form's
-// with its response_action; one the gateway could not record is not
-// (Slack sends it again).
+// another, decides nothing twice (a form's errors are kept with the mark
+// and sent with the redelivery's ack too). Every envelope is acknowledged,
+// a form's with its response_action; one the gateway could not record is
+// not (Slack sends it again).
 func (g *Gateway) slackEnvelope(ctx context.Context, env slack.Envelope) (any, error) {
 	if env.Type != slack.EnvelopeInteractive {
 		return nil, nil // events and commands: acknowledged, nothing else
@@ -55,14 +57,38 @@ func (g *Gateway) slackEnvelope(ctx context.Context, env slack.Envelope) (any, e
 		return nil, nil
 	}
 	key := slackSocketKey(env, in)
-	first, err := g.slackFirst(ctx, key, []byte(env.EnvelopeID), slackSocketAddr)
-	if err != nil || !first {
+	mark, _ := json.Marshal(socketMark{Envelope: env.EnvelopeID})
+	first, err := g.slackFirst(ctx, key, mark, slackSocketAddr)
+	if err != nil {
 		return nil, err
 	}
-	if answer := g.slackHandle(ctx, in, key, slackSocketAddr); answer != nil {
-		return answer, nil
+	if !first {
+		// A form's errors go with every ack of it: Slack shows the
+		// last one it gets.
+		var m socketMark
+		if data, err := g.usedLinks.Get(ctx, key); err == nil && json.Unmarshal(data, &m) == nil && m.Ack != nil {
+			return m.Ack, nil
+		}
+		return nil, nil
 	}
-	return nil, nil
+	answer := g.slackHandle(ctx, in, key, slackSocketAddr)
+	if answer == nil {
+		return nil, nil
+	}
+	if data, err := json.Marshal(socketMark{Envelope: env.EnvelopeID, Ack: answer}); err == nil {
+		if err := g.usedLinks.Put(ctx, key, data); err != nil {
+			g.cfg.Logger.Warn("slack socket mode: the answer to a form is not kept for a redelivery", "error", err)
+		}
+	}
+	return answer, nil
+}
+
+// socketMark is what the replay mark of a Socket Mode interaction holds:
+// its envelope id and, for a form answered with errors, that answer, sent
+// again with the ack of a redelivery.
+type socketMark struct {
+	Envelope string         `json:"envelope"`
+	Ack      map[string]any `json:"ack,omitempty"`
 }
 
 // slackSocketKey is the replay key of an interaction received over Socket

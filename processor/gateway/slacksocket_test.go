@@ -118,11 +118,12 @@ func TestSlackSocketRefusals(t *testing.T) {
 
 // A form submitted over Socket Mode that fails the schema is answered in
 // the envelope's ack (response_action: errors on the field), within the
-// three seconds, and decides nothing; a good one is acknowledged with
+// three seconds, and decides nothing; when that ack is lost, the
+// redelivery's ack carries the same errors; a good one is acknowledged with
 // nothing (the form closes) and decides with the answer.
 func TestSlackSocketFormErrorsInAck(t *testing.T) {
 	t.Parallel()
-	e := newSocketEnv(t, 5*time.Second)
+	e := newSocketEnv(t, 500*time.Millisecond)
 	schema := map[string]any{"type": "object", "required": []string{"amount"},
 		"properties": map[string]any{"amount": map[string]any{"type": "number", "minimum": 1, "maximum": 100}}}
 	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "how much?", "Schema": schema})
@@ -133,6 +134,17 @@ func TestSlackSocketFormErrorsInAck(t *testing.T) {
 	require.NoError(t, json.Unmarshal(bad.Payload, &out), string(bad.Payload))
 	assert.Equal(t, "errors", out["response_action"])
 	assert.Contains(t, out["errors"].(map[string]any)["amount"], "maximum")
+	e.undecided(run)
+
+	// Its ack lost, the submission comes again: the errors come with the
+	// second ack too (remembered with the mark), and nothing is decided.
+	e.fake.LoseAcks(1)
+	again := e.fake.Deliver(slacktest.Submit("T0TEAM", "U0ADA", meta, map[string]string{"amount": "0"}, nil))
+	lost := e.acked(again)
+	out = nil
+	require.NoError(t, json.Unmarshal(lost.Payload, &out), "the errors again, not an empty ack: %s", lost.Payload)
+	assert.Contains(t, out["errors"].(map[string]any)["amount"], "minimum")
+	e.refusals(subjects.NoRun, subjects.CodeChatReplayed, 1)
 	e.undecided(run)
 
 	good := e.acked(e.fake.Deliver(slacktest.Submit("T0TEAM", "U0ADA", meta, map[string]string{"amount": "42"}, nil)))
