@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -190,4 +191,33 @@ func TestSlackSocketReconnectLosesNothing(t *testing.T) {
 		require.Eventually(t, func() bool { return len(e.decisionEvents(run)) > 0 }, 10*time.Second, 10*time.Millisecond)
 		assert.Len(t, e.decisionEvents(run), 1)
 	}
+}
+
+// Stop closes the Socket Mode connections and returns once their work is
+// done: a click delivered before is decided; one delivered after reaches
+// no connection, is acknowledged by nobody and waits for the next gateway
+// (Slack keeps sending it), which decides it.
+func TestSlackSocketStop(t *testing.T) {
+	t.Parallel()
+	e := newSocketEnv(t, 200*time.Millisecond)
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "refund?"})
+	e.acked(e.fake.Deliver(e.clickPayload("T0TEAM", "U0ADA", slack.ActionApprove, run, id, "before")))
+	e.decided(run)
+	later, laterID := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "refund again?"})
+	click := e.clickPayload("T0TEAM", "U0ADA", slack.ActionApprove, later, laterID, "after") // its card posted now
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, e.gw.Stop(ctx))
+	require.Eventually(t, func() bool { return e.fake.Connections() == 0 }, 10*time.Second, 10*time.Millisecond)
+
+	env := e.fake.Deliver(click)
+	assert.Empty(t, e.fake.Acks(env), "no gateway, no ack")
+	next, err := New(context.Background(), e.nc, Config{Directory: e.dir, Logger: quiet,
+		Slack: &SlackConfig{SigningSecret: slackSecret, TeamID: "T0TEAM", BotToken: "xoxb-test",
+			APIURL: e.fake.APIURL(), ResponseURLPrefix: e.fake.URL + "/respond/", AppToken: slackAppToken,
+			SocketBackoff: 20 * time.Millisecond}})
+	require.NoError(t, err)
+	t.Cleanup(next.Close)
+	e.acked(env)
+	assert.Equal(t, "ada", e.decided(later).Decision.Approver)
 }
