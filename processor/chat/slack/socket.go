@@ -126,7 +126,7 @@ func (s *Socket) Check() error {
 
 // Run keeps the connections open until ctx ends, then closes them and
 // returns once every connection and every Handle call it started has
-// returned.
+// returned. Call it once per Socket.
 func (s *Socket) Run(ctx context.Context) error {
 	if err := s.Check(); err != nil {
 		return err
