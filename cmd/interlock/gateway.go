@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -84,6 +85,10 @@ type slackFlags struct {
 	secretEnv, tokenEnv, team, enterprise, apiURL, inboxURL string
 	emailLookup                                             bool
 	channels                                                map[string]string
+	// appTokenEnv names the variable of the app-level token (Socket
+	// Mode); socketConns is how many connections to keep.
+	appTokenEnv string
+	socketConns int
 }
 
 func (f *slackFlags) register(cmd *cobra.Command) {
@@ -95,6 +100,8 @@ func (f *slackFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.team, "slack-team", "", "the Slack workspace (team id, T...) requests must come from; users of any other are refused")
 	fs.StringVar(&f.enterprise, "slack-enterprise", "", "the Enterprise Grid org (E...) requests must come from, instead of --slack-team")
 	fs.StringVar(&f.apiURL, "slack-api-url", "", "the Slack Web API's base URL (default https://slack.com/api/)")
+	fs.StringVar(&f.appTokenEnv, "slack-app-token-env", "", "environment variable holding the Slack app-level token (xapp-..., scope connections:write): turns on Socket Mode, the clicks and forms received over WebSocket connections the gateway opens to Slack, for a gateway with no public URL; only the gateway holds it")
+	fs.IntVar(&f.socketConns, "slack-socket-connections", 2, "how many Socket Mode connections to keep open (1 to 10; Slack delivers each click on one of them)")
 	fs.BoolVar(&f.emailLookup, "slack-email-lookup", false, "map Slack users no identity names (slack:) by the identities file's email, looked up in Slack (users.lookupByEmail; needs the bot token and users:read.email); trusts whoever administers the workspace to set e-mail addresses")
 }
 
@@ -102,7 +109,7 @@ func (f *slackFlags) register(cmd *cobra.Command) {
 // secret.
 func (f slackFlags) config() (*gateway.SlackConfig, error) {
 	if f.secretEnv == "" {
-		if f.tokenEnv != "" || f.team != "" || f.enterprise != "" || len(f.channels) > 0 {
+		if f.tokenEnv != "" || f.team != "" || f.enterprise != "" || len(f.channels) > 0 || f.appTokenEnv != "" {
 			return nil, usagef("--slack-*: give --slack-signing-secret-env to turn on the Slack endpoint")
 		}
 		return nil, nil
@@ -126,6 +133,19 @@ func (f slackFlags) config() (*gateway.SlackConfig, error) {
 		if c.BotToken = os.Getenv(f.tokenEnv); c.BotToken == "" {
 			return nil, usagef("--slack-bot-token-env: %s is empty or unset", f.tokenEnv)
 		}
+	}
+	if f.appTokenEnv != "" {
+		// Never the token itself in an error: only its variable.
+		switch c.AppToken = os.Getenv(f.appTokenEnv); {
+		case c.AppToken == "":
+			return nil, usagef("--slack-app-token-env: %s is empty or unset", f.appTokenEnv)
+		case !strings.HasPrefix(c.AppToken, "xapp-"):
+			return nil, usagef("--slack-app-token-env: %s does not hold an app-level token (xapp-...)", f.appTokenEnv)
+		}
+		if f.socketConns < 1 || f.socketConns > 10 {
+			return nil, usagef("--slack-socket-connections %d: give 1 to 10", f.socketConns)
+		}
+		c.SocketConnections = f.socketConns
 	}
 	return c, nil
 }

@@ -275,3 +275,28 @@ func TestSlackChannelFlags(t *testing.T) {
 	_, err = slackFlags{channels: map[string]string{"s": "C1"}}.config()
 	require.ErrorAs(t, err, &u)
 }
+
+// --slack-app-token-env turns on Socket Mode; the variable must hold an
+// app-level token (xapp-...), and no error shows what it holds.
+func TestSlackAppTokenFlags(t *testing.T) {
+	t.Setenv("TEST_SLACK_SECRET", "a-signing-secret")
+	t.Setenv("TEST_SLACK_APP", "xapp-1-secret-value")
+	t.Setenv("TEST_SLACK_NOT_APP", "xoxb-secret-value")
+	f := slackFlags{secretEnv: "TEST_SLACK_SECRET", team: "T1", appTokenEnv: "TEST_SLACK_APP", socketConns: 3}
+	c, err := f.config()
+	require.NoError(t, err)
+	require.Equal(t, "xapp-1-secret-value", c.AppToken)
+	require.Equal(t, 3, c.SocketConnections)
+
+	var u *usageError
+	for _, bad := range []slackFlags{
+		{secretEnv: "TEST_SLACK_SECRET", team: "T1", appTokenEnv: "TEST_SLACK_NOT_APP", socketConns: 2},
+		{secretEnv: "TEST_SLACK_SECRET", team: "T1", appTokenEnv: "TEST_SLACK_UNSET", socketConns: 2},
+		{secretEnv: "TEST_SLACK_SECRET", team: "T1", appTokenEnv: "TEST_SLACK_APP", socketConns: 11},
+		{appTokenEnv: "TEST_SLACK_APP", socketConns: 2},
+	} {
+		_, err := bad.config()
+		require.ErrorAs(t, err, &u)
+		require.NotContains(t, err.Error(), "secret-value")
+	}
+}

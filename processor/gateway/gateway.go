@@ -98,6 +98,9 @@ type Gateway struct {
 	stopFollow func()
 	// bridge serves AG-UI; Stop and Close stop it.
 	bridge *agui.Bridge
+	// stopSocket closes the Slack Socket Mode connections (nil without an
+	// app token).
+	stopSocket func()
 	// base ends the work the gateway does after answering (Slack clicks);
 	// Close cancels it and waits for background.
 	base       context.Context
@@ -236,6 +239,12 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 				g.Close()
 				return nil, err
 			}
+		}
+	}
+	if cfg.Slack != nil && cfg.Slack.AppToken != "" {
+		if err := g.serveSlackSocket(); err != nil {
+			g.Close()
+			return nil, err
 		}
 	}
 	return g, nil

@@ -97,9 +97,9 @@ func (g *Gateway) Stop(ctx context.Context) error {
 	}
 }
 
-// stopListening stops the link service, the chat card service and the
-// Slack follower: the work
-// that comes from NATS rather than from HTTP requests.
+// stopListening stops the link service, the chat card service, the
+// Slack follower and the Socket Mode connections: the work that comes from
+// NATS or Slack rather than from HTTP requests.
 func (g *Gateway) stopListening() {
 	if g.stopMint != nil {
 		g.stopMint()
@@ -109,6 +109,9 @@ func (g *Gateway) stopListening() {
 	}
 	if g.stopFollow != nil {
 		g.stopFollow()
+	}
+	if g.stopSocket != nil {
+		g.stopSocket()
 	}
 }
 

@@ -56,6 +56,18 @@ type SlackConfig struct {
 	// (scope users:read.email, the bot token), cached. Off by default: it
 	// trusts whoever administers the workspace to set e-mail addresses.
 	EmailLookup bool
+	// AppToken, an app-level token (xapp-..., scope connections:write),
+	// turns on Socket Mode: the gateway opens WebSocket connections to
+	// Slack (apps.connections.open) and receives the clicks and forms on
+	// them, with no public URL; they are handled as the endpoint's are.
+	// Only the gateway holds it.
+	AppToken string
+	// SocketConnections is how many Socket Mode connections are kept
+	// open; default 2 (Slack delivers each envelope on one of them).
+	SocketConnections int
+	// SocketBackoff is the first wait before a failed Socket Mode
+	// connection is opened again (doubling to 30s); default 1s.
+	SocketBackoff time.Duration
 	// Now is the clock the five-minute window is checked against; nil:
 	// time.Now.
 	Now func() time.Time
@@ -76,6 +88,10 @@ func (c *SlackConfig) check() error {
 		return errors.New("slack: pin the workspace: a team id (T...) or an enterprise id (E...) is required")
 	case len(c.Channels) > 0 && c.BotToken == "":
 		return errors.New("slack: posting cards into channels needs the bot token")
+	case c.AppToken != "" && !strings.HasPrefix(c.AppToken, "xapp-"):
+		return errors.New("slack: the Socket Mode token must be an app-level token (xapp-...)")
+	case c.SocketConnections < 0 || c.SocketConnections > 10:
+		return fmt.Errorf("slack: %d Socket Mode connections: between 1 and 10", c.SocketConnections)
 	}
 	for sink, ch := range c.Channels {
 		if err := subjects.ValidateToken("sink", sink); err != nil {
@@ -141,15 +157,13 @@ func (g *Gateway) slackInteraction(w http.ResponseWriter, r *http.Request) {
 	// is the same request again.
 	sum := sha256.Sum256([]byte(sig))
 	replayKey := slackReplayPrefix + hex.EncodeToString(sum[:16])
-	first, err := g.usedLinks.Mark(r.Context(), replayKey, []byte(r.Header.Get(slack.HeaderTimestamp)))
+	first, err := g.slackFirst(r.Context(), replayKey, []byte(r.Header.Get(slack.HeaderTimestamp)), addr)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, subjects.CodeUnavailable, "the request could not be recorded: %v", err)
 		return
 	}
 	if !first {
 		// Answered 200 with nothing: Slack shows no error, nothing happens.
-		g.audit(r.Context(), subjects.NoRun, subjects.CodeChatReplayed, "", "a Slack request already handled came again",
-			addr, "slack interaction")
 		w.WriteHeader(http.StatusOK)
 		return
 	}
@@ -158,25 +172,48 @@ func (g *Gateway) slackInteraction(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, subjects.CodeBadRequest, "", err.Error())
 		return
 	}
+	if answer := g.slackHandle(r.Context(), in, replayKey, addr); answer != nil {
+		writeJSON(w, http.StatusOK, answer)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// slackFirst marks key (a Slack request or envelope) handled and reports
+// whether it is new; one seen before is audited chat_replayed.
+func (g *Gateway) slackFirst(ctx context.Context, key string, value []byte, addr string) (bool, error) {
+	first, err := g.usedLinks.Mark(ctx, key, value)
+	if err != nil || first {
+		return first, err
+	}
+	g.audit(ctx, subjects.NoRun, subjects.CodeChatReplayed, "", "a Slack request already handled came again",
+		addr, "slack interaction")
+	return false, nil
+}
+
+// slackHandle is what the HTTP endpoint and Socket Mode both do with an
+// interaction, once its transport has proved it Slack's (the request
+// signature; the connection the app token opened) and new (replayKey
+// marked once): the workspace pin, then the click or the form, with the
+// same checks. It returns the body of the answer to Slack (a form's
+// response_action), nil for none; a click is decided after the answer.
+func (g *Gateway) slackHandle(ctx context.Context, in *slack.Interaction, replayKey, addr string) map[string]any {
 	if !g.slackPinned(in) {
 		detail := fmt.Sprintf("Slack user %s of workspace %s (team %s, enterprise %q) is outside the pinned workspace",
 			in.User.ID, in.UserTeam(), in.Team.ID, in.EnterpriseID())
-		g.audit(r.Context(), subjects.NoRun, subjects.CodeChatWorkspace, "", detail, addr, slackRequest(in))
+		g.audit(ctx, subjects.NoRun, subjects.CodeChatWorkspace, "", detail, addr, slackRequest(in))
 		g.slackLater(func(ctx context.Context) {
 			g.slackEphemeral(ctx, in, "This workspace cannot decide Interlock requests here. Nothing was decided.")
 		})
-		w.WriteHeader(http.StatusOK)
-		return
+		return nil
 	}
 	switch in.Type {
 	case slack.TypeBlockActions:
-		w.WriteHeader(http.StatusOK)
 		g.slackLater(func(ctx context.Context) { g.slackAction(ctx, in, replayKey, addr) })
 	case slack.TypeViewSubmission:
-		g.slackSubmission(w, r, in, replayKey, addr)
-	default:
-		w.WriteHeader(http.StatusOK)
+		return g.slackSubmission(ctx, in, replayKey, addr)
 	}
+	return nil
 }
 
 // slackRequest names an interaction for the audit trail.
@@ -442,25 +479,21 @@ func (g *Gateway) slackOpenForm(ctx context.Context, in *slack.Interaction, ref 
 // coordinator's validator before Slack's three seconds are out: errors are
 // shown in the form (response_action: errors). A good answer closes the
 // form and is decided after.
-func (g *Gateway) slackSubmission(w http.ResponseWriter, r *http.Request, in *slack.Interaction, replayKey, addr string) {
+func (g *Gateway) slackSubmission(ctx context.Context, in *slack.Interaction, replayKey, addr string) map[string]any {
 	if in.View == nil || in.View.CallbackID != slack.CallbackAnswer {
-		w.WriteHeader(http.StatusOK)
-		return
+		return nil
 	}
 	ref, err := g.seal.OpenMetadata(in.View.PrivateMetadata)
 	if errors.Is(err, slack.ErrForged) {
-		g.slackForged(r.Context(), in, ref, addr, err)
-		writeJSON(w, http.StatusOK, map[string]any{"response_action": "errors",
-			"errors": map[string]string{in.View.Blocks()[0]: slackForgedText}})
-		return
+		g.slackForged(ctx, in, ref, addr, err)
+		return map[string]any{"response_action": "errors", "errors": map[string]string{in.View.Blocks()[0]: slackForgedText}}
 	}
 	if err != nil {
-		g.audit(r.Context(), subjects.NoRun, subjects.CodeBadRequest, "", err.Error(), addr, slackRequest(in))
-		writeJSON(w, http.StatusOK, map[string]any{"response_action": "errors",
-			"errors": map[string]string{slack.AnswerBlock: "Interlock did not understand this form."}})
-		return
+		g.audit(ctx, subjects.NoRun, subjects.CodeBadRequest, "", err.Error(), addr, slackRequest(in))
+		return map[string]any{"response_action": "errors",
+			"errors": map[string]string{slack.AnswerBlock: "Interlock did not understand this form."}}
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	_, st, id, refusal := g.slackTarget(ctx, in, ref, addr)
 	fields := slack.Fields(st.ResponseSchema)
@@ -468,8 +501,7 @@ func (g *Gateway) slackSubmission(w http.ResponseWriter, r *http.Request, in *sl
 		// Errors must name a block the form has: the refused user may not
 		// see the schema, so take the form's own.
 		fields = in.View.Blocks()
-		writeJSON(w, http.StatusOK, map[string]any{"response_action": "errors", "errors": map[string]string{fields[0]: refusal}})
-		return
+		return map[string]any{"response_action": "errors", "errors": map[string]string{fields[0]: refusal}}
 	}
 	payload, errs := slack.Answer(st.ResponseSchema, in.View)
 	if len(errs) == 0 {
@@ -481,14 +513,13 @@ func (g *Gateway) slackSubmission(w http.ResponseWriter, r *http.Request, in *sl
 		}
 	}
 	if len(errs) > 0 {
-		writeJSON(w, http.StatusOK, map[string]any{"response_action": "errors", "errors": errs})
-		return
+		return map[string]any{"response_action": "errors", "errors": errs}
 	}
-	w.WriteHeader(http.StatusOK)
 	g.slackLater(func(ctx context.Context) {
 		g.slackDecide(ctx, in, ref, st, id, processor.DecisionRequest{RunID: ref.Run, InterruptID: ref.Interrupt,
 			Status: subjects.StatusResolved, Payload: payload, Approver: id.Name, Via: slackViaTag, DecisionID: replayKey})
 	})
+	return nil
 }
 
 // slackForgedText is what a click or form on a forged card is told.

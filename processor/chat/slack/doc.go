@@ -5,7 +5,9 @@
 // Slack posts (Interaction), the few Web API methods used (Client), the
 // Block Kit messages and modals built for an interrupt (Card, Modal) and
 // the seal on what a card carries (Seal: each button's value signed for
-// its run, interrupt, action and channel).
+// its run, interrupt, action and channel), and Socket Mode (Socket: the
+// same interactions received over WebSocket connections opened with an
+// app-level token, for a gateway Slack cannot reach).
 //
 // It knows Slack and nothing of who may decide: the gateway maps a Slack
 // user to an approver identity and asks package authz. Another chat

@@ -99,8 +99,14 @@ func ParseInteraction(body []byte) (*Interaction, error) {
 	if raw == "" {
 		return nil, fmt.Errorf("%w: no payload field", ErrPayload)
 	}
+	return ParsePayload([]byte(raw))
+}
+
+// ParsePayload reads an interaction payload itself (JSON): the form field
+// of an HTTP request, or the payload of a Socket Mode envelope.
+func ParsePayload(raw []byte) (*Interaction, error) {
 	var in Interaction
-	if err := json.Unmarshal([]byte(raw), &in); err != nil {
+	if err := json.Unmarshal(raw, &in); err != nil {
 		return nil, fmt.Errorf("%w: payload is not JSON: %v", ErrPayload, err)
 	}
 	if in.Type == "" || in.User.ID == "" {
