@@ -102,6 +102,7 @@ func compare(c compareConfig) error {
 	}
 	sums := summarize(systems, all)
 	if c.json {
+		printTable(os.Stderr, sums)
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(map[string]any{"config": map[string]any{"rounds": c.rounds, "cycles": c.cycles,

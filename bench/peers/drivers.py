@@ -72,15 +72,16 @@ def run_threaded(cycle: Callable[[str], float]) -> None:
 def langgraph(saver: Any) -> Callable[[str], float]:
     from typing import TypedDict
 
+    from langgraph.config import get_config
     from langgraph.graph import END, START, StateGraph
     from langgraph.types import Command, interrupt
 
     class State(TypedDict):
         answer: str
 
-    def ask(state: State, config: Any) -> State:
+    def ask(state: State) -> State:
         answer = interrupt("ok?")
-        resumed_at[config["configurable"]["thread_id"]] = time.perf_counter()
+        resumed_at[get_config()["configurable"]["thread_id"]] = time.perf_counter()
         return {"answer": answer}
 
     g = StateGraph(State)

@@ -54,7 +54,13 @@ async function cycle(run) {
     headers: { "content-type": "application/json", "idempotency-key": run },
     body: JSON.stringify(run),
   });
-  const id = await Promise.race([askedId, call.then(async (r) => { throw new Error(`ended before asking: ${r.status} ${await r.text()}`); })]);
+  let waiting = true;
+  const endedEarly = call.then((r) => {
+    if (waiting) throw new Error(`the call ended before asking: ${r.status}`);
+  });
+  const id = await Promise.race([askedId, endedEarly]);
+  waiting = false;
+  endedEarly.catch(() => {});
   asked.delete(run);
   const decided = performance.now();
   const res = await fetch(`${INGRESS}/restate/awakeables/${id}/resolve`, {
