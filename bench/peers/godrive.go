@@ -40,14 +40,18 @@ type goInterlock struct {
 	client *processor.Client
 	subs   []*jetstream.Subscription
 	waits  waiter.Set
+	// hook, when set, is called with "decide" just before a decision is
+	// published and with "resumed" when the agent runs again after it
+	// (streams_test.go marks its strace log with it).
+	hook func(run, what string)
 }
 
-func newGoInterlock(ctx context.Context, url string) (*goInterlock, error) {
+func newGoInterlock(ctx context.Context, url string, replicas int) (*goInterlock, error) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c := &goInterlock{}
 	dial := func() (*jetstream.Client, error) {
 		nc, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url, InboxPrefix: subjects.InboxPrefix("")},
-			jetstream.Config{Prefix: "peers"})
+			jetstream.Config{Prefix: "peers", Replicas: replicas})
 		if err != nil {
 			return nil, err
 		}
@@ -91,6 +95,9 @@ func newGoInterlock(ctx context.Context, url string) (*goInterlock, error) {
 			return nil, err
 		}
 		if info, ok := processor.RunOf(ctx); ok {
+			if c.hook != nil {
+				c.hook(info.RunID, "resumed")
+			}
 			c.waits.Signal(info.RunID + ".resumed")
 		}
 		return d.Payload, nil
@@ -115,6 +122,9 @@ func (c *goInterlock) cycle(ctx context.Context, id string) (time.Duration, erro
 	}
 	if err := waiter.Await(ctx, suspended); err != nil {
 		return 0, fmt.Errorf("suspend: %w", err)
+	}
+	if c.hook != nil {
+		c.hook(id, "decide")
 	}
 	decided := time.Now()
 	var ran time.Duration
@@ -181,7 +191,7 @@ func drive(side string, o driveOptions) error {
 	var c cycler
 	switch side {
 	case "interlock-go":
-		c, err = newGoInterlock(ctx, srv.URL())
+		c, err = newGoInterlock(ctx, srv.URL(), 0)
 	case "floor":
 		var fc *floor.Cycle
 		fc, err = floor.New(ctx, floor.Config{URL: srv.URL()})
