@@ -108,10 +108,10 @@ func TestStreamFsyncs(t *testing.T) {
 			run(cycles, 32, "c")
 			mark(label + "-end")
 			if side.name == "interlock" {
-				il.hook = func(run, what string) { mark(label + "-" + what + "-" + run) }
+				il.setHook(func(run, what string) { mark(label + "-" + what + "-" + run) })
 			}
 			run(resumes, 1, "s")
-			il.hook = nil
+			il.setHook(nil)
 			mark(label + "-serial")
 		}
 		groups := raftGroups(t, urls)
