@@ -198,3 +198,26 @@ func WhoMayDecide(in subjects.Interrupt) string {
 	}
 	return strings.Join(who, ", ")
 }
+
+// ErrRequesterExcluded is matched by Vote's refusal of the run's requester.
+var ErrRequesterExcluded = fmt.Errorf("%w: the requester may not vote", ErrNotAllowed)
+
+// Vote returns nil when p may vote on in, an interrupt with a policy, in a
+// run started by requester (empty: nobody the transport proved): p may
+// decide it (Decide), has an identity (a vote of nobody counts for
+// nothing), and is not the requester unless the policy allows it. The
+// refusal of the requester matches ErrRequesterExcluded.
+func Vote(in subjects.Interrupt, p Principal, requester string) error {
+	if err := Decide(in, p); err != nil {
+		return err
+	}
+	if p.Name == "" {
+		return fmt.Errorf("%w: interrupt %s is decided by votes of distinct identities; publish on the resume "+
+			"subject with your identity (resume.<run>.<approver>)", ErrNotAllowed, in.ID)
+	}
+	if requester != "" && p.Name == requester && (in.Policy == nil || !in.Policy.AllowRequester) {
+		return fmt.Errorf("%w: %s started this run and interrupt %s's policy does not let the requester approve it",
+			ErrRequesterExcluded, p.Name, in.ID)
+	}
+	return nil
+}

@@ -63,6 +63,11 @@ func (s *Set) ApplyOutcome(rec *subjects.Run, o Outcome, a Arrival, now time.Tim
 		}
 		rec = &subjects.Run{Version: subjects.Version, RunID: o.RunID, Agent: o.Agent, ThreadID: o.ThreadID,
 			Input: o.Input, CreatedAt: now, Pass: -1, Interrupts: []subjects.InterruptState{}}
+		if o.Suspension != nil {
+			// Recorded once, from the run's first suspension (the worker
+			// copies the start subject's token): never changed later.
+			rec.Requester = o.Suspension.Requester
+		}
 	} else {
 		// The subject's agent token is what NATS permissions vouch for (o.Agent
 		// was checked against it): another agent's outcome changes nothing.
@@ -101,6 +106,9 @@ func (s *Set) ApplyOutcome(rec *subjects.Run, o Outcome, a Arrival, now time.Tim
 				return nil, fmt.Errorf("%w: interrupt %s was already raised in pass %d; a replay returns its decision instead",
 					subjects.ErrMalformed, in.ID, rec.Interrupts[i].Pass)
 			}
+			if err := s.checkSatisfiable(in, rec.Requester); err != nil {
+				return nil, err
+			}
 			if in.ExpiresAt == nil && s.Expiry.Timeout > 0 {
 				deadline := now.Add(s.Expiry.Timeout)
 				in.ExpiresAt = &deadline
@@ -122,7 +130,7 @@ func (s *Set) ApplyOutcome(rec *subjects.Run, o Outcome, a Arrival, now time.Tim
 	}
 	rec.History = append(rec.History, subjects.HistoryEntry{At: now, Type: evType, Pass: o.Pass, Detail: o.Failure})
 	rec.UpdatedAt = now
-	return rec, nil
+	return subjects.Versioned(rec), nil
 }
 
 // ExpectedPass is the pass whose outcome rec waits for (or last recorded).
