@@ -300,7 +300,7 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 		return err
 	}
 	coCfg := coordinator.Config{Concurrency: sc.concurrency, AckWait: sc.ackWait, Logger: log,
-		Expiry: sc.expiry, Groups: dir.Groups, TopologyInterval: sc.topologyInterval}
+		Expiry: sc.expiry, Groups: dir.Groups, Members: dir.Members, TopologyInterval: sc.topologyInterval}
 	if sc.topologyInterval == 0 {
 		coCfg.TopologyInterval = -1
 	}

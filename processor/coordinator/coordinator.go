@@ -45,6 +45,9 @@ type Config struct {
 	// Groups maps an approver identity to its groups, for interrupts that
 	// name approver groups.
 	Groups func(identity string) []string
+	// Members lists a group's members, for counting who can vote on an
+	// interrupt with a policy (a policy that needs more is refused).
+	Members func(group string) []string
 	// Registry, when set, receives the coordinator's Prometheus metrics.
 	Registry prometheus.Registerer
 	// SchemaBudget bounds checking one payload against its responseSchema;
@@ -133,9 +136,17 @@ func New(c *jetstream.Client, cfg Config) *Coordinator {
 	if cfg.NATS == nil {
 		cfg.NATS = c
 	}
-	return &Coordinator{client: c, nats: cfg.NATS, store: cfg.Store, cfg: cfg, ns: cfg.NATS.Namespace(),
+	co := &Coordinator{client: c, nats: cfg.NATS, store: cfg.Store, cfg: cfg, ns: cfg.NATS.Namespace(),
 		metrics: newMetrics(),
-		rules:   rules.Set{Expiry: cfg.Expiry, Groups: cfg.Groups, Schemas: &schema.Cache{Budget: cfg.SchemaBudget}}}
+		rules: rules.Set{Expiry: cfg.Expiry, Groups: cfg.Groups, Members: cfg.Members,
+			Schemas: &schema.Cache{Budget: cfg.SchemaBudget}}}
+	co.rules.ExecutionKey = func(run, interrupt, digest string) string {
+		if co.ids == nil {
+			return ""
+		}
+		return co.ids.ExecutionKey(run, interrupt, digest)
+	}
+	return co
 }
 
 // input is one stream the coordinator consumes.

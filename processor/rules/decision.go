@@ -211,7 +211,7 @@ func Replay(rec *subjects.Run) subjects.Work {
 			w.Decisions = append(w.Decisions, *in.Decision)
 		}
 	}
-	return w
+	return *subjects.Versioned(&w)
 }
 
 // ReplayDue reports whether the replay that st's decision started is still

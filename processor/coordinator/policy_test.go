@@ -1,0 +1,97 @@
+package coordinator
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// suspensionBy is the delivery of run's pass 0 suspending on ins, started
+// by requester (protocol version 2).
+func (e *env) suspensionBy(run, requester string, ins ...subjects.Interrupt) *jetstream.Delivery {
+	s := subjects.Suspension{PassRef: ref(run, 0), Interrupts: ins, Requester: requester}
+	m := e.msg(e.must(e.ns.Suspended(agent, run)), subjects.Versioned(&s), nil)
+	e.st.Suspended(run, m.Sequence)
+	return m
+}
+
+// lastOf is the last event of type t about the decision m.
+func (e *env) lastOf(run string, m *jetstream.Delivery, t subjects.EventType) *subjects.Event {
+	e.t.Helper()
+	var last *subjects.Event
+	for _, ev := range e.about(run, m.Subject) {
+		if ev.Type == t {
+			last = &ev
+		}
+	}
+	require.NotNil(e.t, last, "no %s event for the decision on %s", t, m.Subject)
+	return last
+}
+
+// TestQuorumDecision runs two of three approvals through the coordinator:
+// the requester is refused, a vote is answered vote_recorded with the
+// tally and queues nothing, a second vote of the same person is refused, a
+// redelivered vote counts once, and the deciding vote resumes the run with
+// a version 2 work item carrying every vote, the approved digest and the
+// execution key.
+func TestQuorumDecision(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	call, err := subjects.NewCall("pay", json.RawMessage(`{"to":"ACME","amount":12400}`))
+	require.NoError(t, err)
+	in := subjects.Interrupt{ID: "pay", Reason: subjects.ReasonToolCall, Approvers: []string{"ada", "bob", "cy"},
+		Policy: &subjects.Policy{Approvals: 2}, Call: call}
+	require.NoError(t, e.co.handleOutcome(ctx(t), e.suspensionBy("r1", "ada", in)))
+	rec := e.record("r1")
+	assert.Equal(t, "ada", rec.Requester)
+	assert.Equal(t, subjects.Version2, rec.Version)
+
+	vote := func(approver, id string) *jetstream.Delivery {
+		d := resolve(id, "pay", "")
+		d.Version, d.CallDigest = subjects.Version2, call.Digest
+		m := e.decision("r1", approver, d, "")
+		require.NoError(t, e.co.handleDecision(ctx(t), m))
+		return m
+	}
+	m := vote("ada", "d1")
+	assert.Equal(t, subjects.CodeRequesterExcluded, e.verdictOf("r1", m).Code)
+
+	m = vote("bob", "d2")
+	ev := e.lastOf("r1", m, subjects.EventVoteRecorded)
+	require.NotNil(t, ev.Verdict.Tally)
+	assert.Equal(t, subjects.OutcomeVoteRecorded, ev.Verdict.Outcome)
+	assert.Equal(t, subjects.Version2, ev.Verdict.Version)
+	assert.Equal(t, subjects.Tally{Approvals: 1, ApprovalsNeeded: 2, DenialsNeeded: 1, CallDigest: call.Digest,
+		WaitingOn: []string{"cy"}}, *ev.Verdict.Tally)
+	assert.Empty(t, e.messages(subjects.KindWork), "a vote that decides nothing queues no replay")
+	require.NoError(t, e.co.handleDecision(ctx(t), again(m)), "a redelivered vote")
+	assert.Len(t, e.record("r1").Interrupts[0].Votes, 1, "a redelivered vote counts once")
+
+	m = vote("bob", "d3")
+	assert.Equal(t, subjects.CodeAlreadyVoted, e.verdictOf("r1", m).Code)
+
+	m = vote("cy", "d4")
+	v := e.verdictOf("r1", m)
+	assert.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+	assert.True(t, v.Replay)
+	assert.Equal(t, 2, v.Tally.Approvals)
+	work := e.messages(subjects.KindWork)
+	require.Len(t, work, 1)
+	w, err := subjects.DecodeWork(work[0].Data)
+	require.NoError(t, err)
+	assert.Equal(t, subjects.Version2, w.Version, "a work item carrying votes is version 2: a version 1 worker refuses it")
+	require.Len(t, w.Decisions, 1)
+	d := w.Decisions[0]
+	assert.Equal(t, "cy", d.Approver)
+	assert.Equal(t, call.Digest, d.CallDigest)
+	assert.Len(t, d.ExecutionKey, 64)
+	require.Len(t, d.Votes, 2)
+	assert.Equal(t, "bob", d.Votes[0].Approver)
+	assert.Equal(t, "cy", d.Votes[1].Approver)
+	assert.Equal(t, e.co.ids.ExecutionKey("r1", "pay", call.Digest), d.ExecutionKey)
+}
