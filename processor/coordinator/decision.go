@@ -243,8 +243,8 @@ func (co *Coordinator) verdictEvent(o origin, agent string, pass int, v *subject
 	t := map[subjects.Outcome]subjects.EventType{
 		subjects.OutcomeVoteRecorded: subjects.EventVoteRecorded,
 		subjects.OutcomeAccepted:     subjects.EventDecisionAccepted,
-		subjects.OutcomeRejected:  subjects.EventDecisionRejected,
-		subjects.OutcomeDuplicate: subjects.EventDecisionDuplicate,
+		subjects.OutcomeRejected:     subjects.EventDecisionRejected,
+		subjects.OutcomeDuplicate:    subjects.EventDecisionDuplicate,
 	}[v.Outcome]
 	return co.newEvent(subjects.Event{Type: t, RunID: o.eventRun(v.RunID), Agent: agent, Pass: pass, Verdict: v,
 		Code: v.Code, Detail: v.Detail, Subject: o.subject}, o.key)
