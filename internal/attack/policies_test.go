@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/coordinator"
+	"github.com/interlockhq/interlock/processor/policy"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -124,4 +126,31 @@ func TestAttackStaleArgumentsVote(t *testing.T) {
 	var out struct{ Key string }
 	require.NoError(t, json.Unmarshal(rec.Result, &out))
 	assert.Len(t, out.Key, 64, "the approved call's execution key reached the body")
+}
+
+// TestAttackAgentLoosensPolicy: the operator requires two approvals, the
+// requester excluded, for payments; the agent asks for one approval and
+// lets the requester vote, hoping ada can approve her own payment alone.
+func TestAttackAgentLoosensPolicy(t *testing.T) {
+	t.Parallel()
+	rules, err := policy.Parse("policies.yaml", []byte(`
+rules:
+  - name: payments-need-two
+    match: 'tool == "pay"'
+    action: require
+    approvals: 2
+`))
+	require.NoError(t, err)
+	d := newDeploymentWith(t, coordinator.Config{Policies: rules})
+	run, in := quorumRun(t, d, "ada", subjects.Policy{Approvals: 1, AllowRequester: true, AllowChange: true})
+	require.NotNil(t, in.Policy)
+	assert.Equal(t, 2, in.Policy.Approvals, "the effective policy is the stricter")
+	assert.False(t, in.Policy.AllowRequester)
+	assert.Equal(t, []string{"payments-need-two"}, in.Policy.Rules)
+
+	v := vote(t, d, "ada", processor.DecisionRequest{RunID: run, InterruptID: in.ID})
+	assert.Equal(t, subjects.CodeRequesterExcluded, v.Code)
+	v = vote(t, d, "bob", processor.DecisionRequest{RunID: run, InterruptID: in.ID})
+	assert.Equal(t, subjects.OutcomeVoteRecorded, v.Outcome, "one approval does not decide it")
+	stillWaits(t, d, run)
 }
