@@ -85,6 +85,16 @@ func (c *Client) IDSigner(ctx context.Context) (*IDSigner, error) {
 // server.
 func NewIDSigner(key []byte) *IDSigner { return &IDSigner{key: key} }
 
+// ExecutionKey is the execution key of an approved call: 64 hex digits
+// of HMAC-SHA256 under the key of "interlock execution key" NUL run NUL
+// interrupt NUL the approved call digest. It is the same on every replay
+// of the run and nobody without the key can compute it.
+func (s *IDSigner) ExecutionKey(run, interrupt, digest string) string {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte("interlock execution key\x00" + run + "\x00" + interrupt + "\x00" + digest))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
 // Sign returns id followed by a colon and 32 hex digits of HMAC-SHA256 of
 // id under the key: the same for the same id, and unpredictable without
 // the key.

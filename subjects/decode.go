@@ -22,6 +22,15 @@ func DecodeDecision(data []byte) (Decision, error) {
 	if err := d.Validate(); err != nil {
 		return d, err
 	}
+	// Votes, execution keys and rules are the coordinator's to write.
+	switch {
+	case len(d.Votes) > 0:
+		return d, malformed("votes is set by the coordinator only")
+	case d.ExecutionKey != "":
+		return d, malformed("executionKey is set by the coordinator only")
+	case d.Rule != "":
+		return d, malformed("rule is set by the coordinator only")
+	}
 	// The limit holds for the decision as the run record stores it too:
 	// re-encoding escapes <, > and & and replaces invalid UTF-8, which can
 	// make a body under the limit several times larger (RecordBound counts
@@ -65,7 +74,7 @@ func (d *Decision) Validate() error {
 		return err
 	}
 	switch d.Status {
-	case StatusResolved, StatusCancelled:
+	case StatusResolved, StatusCancelled, StatusWithdrawn:
 	case "":
 		return malformed("status is required: %q or %q", StatusResolved, StatusCancelled)
 	default:
@@ -82,7 +91,16 @@ func (d *Decision) Validate() error {
 			return err
 		}
 	}
-	return nil
+	if d.CallDigest != "" && !digestRE.MatchString(d.CallDigest) {
+		return malformed("callDigest must be 64 lowercase hex digits")
+	}
+	if isNull(d.Arguments) {
+		return malformed("arguments is null: omit it to keep the call's arguments")
+	}
+	if d.ExecutionKey != "" && !digestRE.MatchString(d.ExecutionKey) {
+		return malformed("executionKey must be 64 lowercase hex digits")
+	}
+	return checkVersion(d.Version, d)
 }
 
 // DecodeSuspension parses and validates a suspension.
@@ -112,6 +130,20 @@ func (s *Suspension) Validate() error {
 			return malformed("interrupts[%d]: id %q appears twice", i, in.ID)
 		}
 		seen[in.ID] = true
+		if in.Policy != nil && len(in.Policy.Rules) > 0 {
+			return malformed("interrupts[%d]: policy.rules is set by the coordinator only", i)
+		}
+	}
+	if s.Requester != "" {
+		if s.Pass != 0 {
+			return malformed("requester is reported on pass 0 only")
+		}
+		if err := validateID("requester", s.Requester); err != nil {
+			return err
+		}
+	}
+	if err := checkVersion(s.Version, s); err != nil {
+		return err
 	}
 	return validateJournal(s.Journal)
 }
@@ -143,6 +175,16 @@ func (in *Interrupt) Validate() error {
 	for i, sec := range in.RemindBeforeSeconds {
 		if sec <= 0 {
 			return malformed("remindBeforeSeconds[%d] is %d; reminders are seconds before the deadline, more than 0", i, sec)
+		}
+	}
+	if in.Call != nil {
+		if err := in.Call.validate(); err != nil {
+			return err
+		}
+	}
+	if in.Policy != nil {
+		if err := in.Policy.validate(); err != nil {
+			return err
 		}
 	}
 	if p := in.OnExpiry; p != nil {
@@ -212,6 +254,9 @@ func DecodeWork(data []byte) (Work, error) {
 			return Work{}, fmt.Errorf("decisions[%d]: %w", i, err)
 		}
 	}
+	if err := checkVersion(w.Version, &w); err != nil {
+		return Work{}, err
+	}
 	return w, validateJournal(w.Journal)
 }
 
@@ -274,9 +319,9 @@ func decode(data []byte, limit int, v any) error {
 	if head.Version == nil {
 		return malformed("version is required (this build speaks version %d)", Version)
 	}
-	if string(*head.Version) != fmt.Sprint(Version) {
+	if v := string(*head.Version); v != fmt.Sprint(Version) && v != fmt.Sprint(Version2) {
 		return &ProtocolError{Code: CodeUnsupportedVersion, err: ErrUnsupportedVersion,
-			Detail: fmt.Sprintf("version %s; this build speaks version %d", *head.Version, Version)}
+			Detail: fmt.Sprintf("version %s; this build speaks versions %d and %d", *head.Version, Version, Version2)}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

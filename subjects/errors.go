@@ -61,3 +61,9 @@ func CodeOf(err error) Code {
 	}
 	return CodeMalformed
 }
+
+// Refusal is a message refused for a rule of the protocol with code: it
+// matches ErrMalformed and CodeOf gives code.
+func Refusal(code Code, format string, args ...any) error {
+	return &ProtocolError{Code: code, Detail: fmt.Sprintf(format, args...), err: ErrMalformed}
+}

@@ -66,6 +66,12 @@ type Interrupt struct {
 	// click with chat_off. Unset, chat decisions are on where a sink
 	// carries them.
 	ChatDecisions *bool `json:"chatDecisions,omitempty"`
+	// Call is the tool call the interrupt gates, with its digest
+	// (version 2).
+	Call *Call `json:"call,omitempty"`
+	// Policy asks for votes (version 2): in a suspension the agent's
+	// request, in the run record the effective policy.
+	Policy *Policy `json:"policy,omitempty"`
 }
 
 // ChatAllowed reports whether the interrupt may be decided from a chat.
@@ -180,6 +186,10 @@ type Suspension struct {
 	Interrupts  []Interrupt `json:"interrupts"`
 	Journal     Journal     `json:"journal,omitempty"`
 	SuspendedAt time.Time   `json:"suspendedAt,omitzero"`
+	// Requester, on a pass 0 suspension only, is the last token of the
+	// start subject the worker received the run on (version 2): who
+	// started the run, as NATS permissions bind it.
+	Requester string `json:"requester,omitempty"`
 }
 
 // Completion is published when a pass finishes the run, on
@@ -222,6 +232,18 @@ type Decision struct {
 	Metadata json.RawMessage `json:"metadata,omitempty"`
 	Approver string          `json:"approver,omitempty"`
 	Comment  string          `json:"comment,omitempty"`
+	// CallDigest is the digest of the call a vote approves (version 2).
+	CallDigest string `json:"callDigest,omitempty"`
+	// Arguments are a vote's edited arguments (version 2): it approves
+	// the interrupt's tool with these.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Votes, ExecutionKey and Rule are set by the coordinator only, on
+	// the final decision of an interrupt with a policy or a call
+	// (version 2): every vote counted, the approved call's execution key,
+	// and the operator rule that made the decision.
+	Votes        []Vote `json:"votes,omitempty"`
+	ExecutionKey string `json:"executionKey,omitempty"`
+	Rule         string `json:"rule,omitempty"`
 }
 
 // Cancelled reports whether the interrupt was cancelled (denied or expired).
@@ -357,6 +379,11 @@ type Verdict struct {
 	// waiting for, so a replay pass was scheduled.
 	Replay bool      `json:"replay,omitempty"`
 	At     time.Time `json:"at"`
+	// Tally says where the votes stand, on verdicts about an interrupt
+	// with a policy (version 2).
+	Tally *Tally `json:"tally,omitempty"`
+	// Rule names the operator rule that made the decision (version 2).
+	Rule string `json:"rule,omitempty"`
 }
 
 // EventType names a lifecycle or audit event; it is the last subject token.
@@ -466,7 +493,7 @@ func StoredEvent(ns Namespace, subject string, data []byte) (Event, error) {
 		ev.RunID = a.Run
 	}
 	switch ev.Type {
-	case EventDecisionAccepted, EventDecisionRejected, EventDecisionDuplicate:
+	case EventDecisionAccepted, EventDecisionRejected, EventDecisionDuplicate, EventVoteRecorded:
 	default:
 		ev.Verdict = nil
 	}
@@ -511,6 +538,9 @@ type Run struct {
 	// TraceParent is the W3C trace context of the run's last pass; replays
 	// continue its trace.
 	TraceParent string `json:"traceparent,omitempty"`
+	// Requester is who started the run, as the transport proved it
+	// (version 2): recorded at the run's first suspension, never changed.
+	Requester string `json:"requester,omitempty"`
 }
 
 // InterruptState is an interrupt of a run with the pass that raised it and,
@@ -530,6 +560,9 @@ type InterruptState struct {
 	// sent for the current deadline.
 	Escalations int `json:"escalations,omitempty"`
 	Reminders   int `json:"reminders,omitempty"`
+	// Votes are the open votes of an undecided interrupt with a policy,
+	// oldest first (version 2); the final decision carries them on.
+	Votes []Vote `json:"votes,omitempty"`
 	// AnswerWithheld, only in reads, says the decision's payload, comment
 	// and metadata were removed because the interrupt is sensitive.
 	AnswerWithheld bool `json:"answerWithheld,omitempty"`

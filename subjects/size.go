@@ -47,6 +47,11 @@ func DecisionAllowance(in Interrupt, p ExpiryPolicy, reminders int) int {
 		decision = len(p.Payload) + DecisionOverhead
 	}
 	n := decision + DecisionOverhead
+	if in.Policy != nil {
+		// Votes: up to approvals + denials - 1 open ones, then the one
+		// that decides, kept both as a vote and as the final decision.
+		n += (in.Policy.NeedApprovals() + in.Policy.NeedDenials()) * (MaxDecisionSize + DecisionOverhead)
+	}
 	deadlines := 1
 	if p.Action == ExpiryEscalate {
 		added := 0

@@ -16,7 +16,7 @@ import (
 
 // newDecide builds `approve` (resolve) or `deny` (cancel).
 func newDecide(g *globals, approve bool) *cobra.Command {
-	var payload, edit, comment, approver, decisionID string
+	var payload, edit, comment, approver, decisionID, arguments, callDigest string
 	use, short, status := "deny RUN [INTERRUPT]", "Cancel an interrupt (the body receives the cancelled value)", subjects.StatusCancelled
 	if approve {
 		use, short, status = "approve RUN [INTERRUPT]", "Resolve an interrupt, with an optional JSON payload", subjects.StatusResolved
@@ -44,6 +44,16 @@ a duplicate of an accepted one), 3 when it was rejected, with the reason.`,
 					req.InterruptID = args[1]
 				} else if req.InterruptID, err = onlyPending(cmd, api, args[0]); err != nil {
 					return err
+				}
+				// Protocol version 2: bind the vote to the call it is cast
+				// on, or approve the gated call with edited arguments.
+				req.CallDigest = callDigest
+				if arguments != "" {
+					var args map[string]any
+					if json.Unmarshal([]byte(arguments), &args) != nil {
+						return usagef("--arguments takes the edited call arguments as a JSON object: %s", arguments)
+					}
+					req.Arguments = json.RawMessage(arguments)
 				}
 				if edit != "" {
 					// Approve with edited arguments: they are the answer.
@@ -86,7 +96,11 @@ a duplicate of an accepted one), 3 when it was rejected, with the reason.`,
 	if approve {
 		f.StringVar(&payload, "payload", "", "the answer, as JSON (false, 0, \"\" and {} are answers)")
 		f.StringVar(&edit, "edit", "", "approve with edited arguments: a JSON object sent as the answer")
+		f.StringVar(&arguments, "arguments", "", "approve the gated call with these edited arguments (a JSON object): "+
+			"an approval of another call, with its own digest (decision policies)")
 	}
+	f.StringVar(&callDigest, "call-digest", "", "the digest of the call you were shown (interlock show): "+
+		"the vote is refused (call_mismatch) if the interrupt gates another call")
 	f.StringVar(&comment, "comment", "", "a comment recorded with the decision")
 	f.StringVar(&approver, "approver", envOr("INTERLOCK_APPROVER", ""), "who decides; env INTERLOCK_APPROVER")
 	f.StringVar(&decisionID, "decision-id", "", "dedup key (default: a fresh UUIDv7); resend with the same id to retry safely")
@@ -151,6 +165,12 @@ func printVerdict(cmd *cobra.Command, v subjects.Verdict) {
 		} else {
 			say(out, "accepted: decision %s for interrupt %s; the run waits for its other interrupts\n", v.DecisionID, v.InterruptID)
 		}
+	case subjects.OutcomeVoteRecorded:
+		say(out, "vote recorded: decision %s for interrupt %s; the interrupt still waits", v.DecisionID, v.InterruptID)
+		if v.Tally != nil {
+			say(out, ": %s", v.Tally.Remaining())
+		}
+		say(out, "\n")
 	case subjects.OutcomeDuplicate:
 		say(out, "duplicate: decision %s was already received; it is applied once\n", v.DecisionID)
 	default:

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"net/mail"
 	"os"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -223,6 +224,22 @@ func (d *Directory) Groups(identity string) []string {
 		return nil
 	}
 	return d.groups[identity]
+}
+
+// Members returns the identities in group, sorted: the eligible voters a
+// group adds to an interrupt with a policy.
+func (d *Directory) Members(group string) []string {
+	if d == nil {
+		return nil
+	}
+	var out []string
+	for name, groups := range d.groups {
+		if slices.Contains(groups, group) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // LinkRecipient returns the identity whose one-click links may go through

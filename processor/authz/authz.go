@@ -96,13 +96,37 @@ func Redact(rec *subjects.Run) *subjects.Run {
 
 // redactAnswer is st with the answer to a sensitive question removed.
 func redactAnswer(st subjects.InterruptState) subjects.InterruptState {
-	if st.Decision == nil || !st.IsSensitive() {
+	if st.Decision != nil && st.Decision.ExecutionKey != "" {
+		// The execution key is the replay's alone: whoever reads the
+		// record could otherwise claim the approved call's one use.
+		d := *st.Decision
+		d.ExecutionKey = ""
+		st.Decision = &d
+	}
+	if !st.IsSensitive() || (st.Decision == nil && len(st.Votes) == 0) {
 		return st
 	}
-	d := *st.Decision
-	d.Payload, d.Comment, d.Metadata = nil, "", nil
-	st.Decision, st.AnswerWithheld = &d, true
+	st.Votes = redactVotes(st.Votes)
+	if st.Decision != nil {
+		d := *st.Decision
+		d.Payload, d.Comment, d.Metadata = nil, "", nil
+		d.Votes = redactVotes(d.Votes)
+		st.Decision = &d
+	}
+	st.AnswerWithheld = true
 	return st
+}
+
+// redactVotes is votes without their answers (payload, comment, metadata).
+func redactVotes(votes []subjects.Vote) []subjects.Vote {
+	if len(votes) == 0 {
+		return votes
+	}
+	out := slices.Clone(votes)
+	for i := range out {
+		out[i].Payload, out[i].Comment, out[i].Metadata = nil, "", nil
+	}
+	return out
 }
 
 // ViewInterrupt returns what p may see of interrupt st, and whether p may
@@ -197,4 +221,27 @@ func WhoMayDecide(in subjects.Interrupt) string {
 		return "anyone"
 	}
 	return strings.Join(who, ", ")
+}
+
+// ErrRequesterExcluded is matched by Vote's refusal of the run's requester.
+var ErrRequesterExcluded = fmt.Errorf("%w: the requester may not vote", ErrNotAllowed)
+
+// Vote returns nil when p may vote on in, an interrupt with a policy, in a
+// run started by requester (empty: nobody the transport proved): p may
+// decide it (Decide), has an identity (a vote of nobody counts for
+// nothing), and is not the requester unless the policy allows it. The
+// refusal of the requester matches ErrRequesterExcluded.
+func Vote(in subjects.Interrupt, p Principal, requester string) error {
+	if err := Decide(in, p); err != nil {
+		return err
+	}
+	if p.Name == "" {
+		return fmt.Errorf("%w: interrupt %s is decided by votes of distinct identities; publish on the resume "+
+			"subject with your identity (resume.<run>.<approver>)", ErrNotAllowed, in.ID)
+	}
+	if requester != "" && p.Name == requester && (in.Policy == nil || !in.Policy.AllowRequester) {
+		return fmt.Errorf("%w: %s started this run and interrupt %s's policy does not let the requester approve it",
+			ErrRequesterExcluded, p.Name, in.ID)
+	}
+	return nil
 }

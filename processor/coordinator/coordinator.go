@@ -23,6 +23,7 @@ import (
 
 	"github.com/interlockhq/interlock/internal/fault"
 	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor/policy"
 	"github.com/interlockhq/interlock/processor/rules"
 	"github.com/interlockhq/interlock/processor/schema"
 	"github.com/interlockhq/interlock/processor/store"
@@ -45,6 +46,12 @@ type Config struct {
 	// Groups maps an approver identity to its groups, for interrupts that
 	// name approver groups.
 	Groups func(identity string) []string
+	// Members lists a group's members, for counting who can vote on an
+	// interrupt with a policy (a policy that needs more is refused).
+	Members func(group string) []string
+	// Policies are the operator's decision rules (interlock serve
+	// --policies); nil: none.
+	Policies *policy.Set
 	// Registry, when set, receives the coordinator's Prometheus metrics.
 	Registry prometheus.Registerer
 	// SchemaBudget bounds checking one payload against its responseSchema;
@@ -102,7 +109,9 @@ type Coordinator struct {
 	// watch checks the topology while running; stopWatch ends it.
 	watch     *topologyWatch
 	stopWatch func()
-	metrics   *metrics
+	// stopAsks stops answering workers' asks (serveAsks).
+	stopAsks func()
+	metrics  *metrics
 	// ids signs the message ids of what the coordinator publishes into
 	// streams other roles write too (work items, notices).
 	ids *jetstream.IDSigner
@@ -133,9 +142,20 @@ func New(c *jetstream.Client, cfg Config) *Coordinator {
 	if cfg.NATS == nil {
 		cfg.NATS = c
 	}
-	return &Coordinator{client: c, nats: cfg.NATS, store: cfg.Store, cfg: cfg, ns: cfg.NATS.Namespace(),
+	co := &Coordinator{client: c, nats: cfg.NATS, store: cfg.Store, cfg: cfg, ns: cfg.NATS.Namespace(),
 		metrics: newMetrics(),
-		rules:   rules.Set{Expiry: cfg.Expiry, Groups: cfg.Groups, Schemas: &schema.Cache{Budget: cfg.SchemaBudget}}}
+		rules: rules.Set{Expiry: cfg.Expiry, Groups: cfg.Groups, Members: cfg.Members,
+			Schemas: &schema.Cache{Budget: cfg.SchemaBudget}}}
+	if cfg.Policies != nil {
+		co.rules.Operator = cfg.Policies.Ruling
+	}
+	co.rules.ExecutionKey = func(run, interrupt, digest string) string {
+		if co.ids == nil {
+			return ""
+		}
+		return co.ids.ExecutionKey(run, interrupt, digest)
+	}
+	return co
 }
 
 // input is one stream the coordinator consumes.
@@ -233,6 +253,15 @@ func (co *Coordinator) Start(ctx context.Context) error {
 		co.running.Add(cons)
 	}
 	co.stopWatch = co.watch.run(co.cfg.TopologyInterval)
+	if co.cfg.Policies != nil {
+		stop, err := co.serveAsks()
+		if err != nil {
+			co.stopWatch()
+			_ = co.running.Stop(context.WithoutCancel(ctx))
+			return err
+		}
+		co.stopAsks = stop
+	}
 	return nil
 }
 
@@ -268,6 +297,9 @@ var ErrStopped = errors.New("coordinator stopped")
 // Stop returns an error wrapping ctx's. Stop before Start, or twice, is
 // harmless.
 func (co *Coordinator) Stop(ctx context.Context) error {
+	if co.stopAsks != nil {
+		co.stopAsks()
+	}
 	if co.stopWatch != nil {
 		co.stopWatch()
 	}

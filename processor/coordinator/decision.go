@@ -75,6 +75,12 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Delivery
 		return co.refuseEarly(ctx, o, d, addr.Run, rules.Reject(subjects.CodeNotAllowed,
 			"approver %s is reserved for the coordinator's expiry", subjects.ExpiryApprover))
 	}
+	// Likewise the operator rules' identity: only the coordinator decides
+	// as interlock:policy.
+	if d.Approver == subjects.PolicyApprover {
+		return co.refuseEarly(ctx, o, d, addr.Run, rules.Reject(subjects.CodeNotAllowed,
+			"approver %s is reserved for the coordinator's operator rules", subjects.PolicyApprover))
+	}
 	// The rules decide on the record as read; what they say is acted on
 	// once the compare-and-set is through.
 	var (
@@ -85,10 +91,15 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Delivery
 	next, err := co.update(ctx, addr.Run, func(current *subjects.Run) (*subjects.Run, error) {
 		rec = current
 		at, rej = co.rules.CheckDecision(current, d, co.rules.Principal(identity), co.now())
-		if rej != nil || current.Interrupts[at].Decision != nil {
+		if rej != nil {
 			return nil, nil
 		}
-		return rules.ApplyDecision(current, at, d, m.Sequence, co.now()), nil
+		if _, held := rules.Holds(current, at, d); held {
+			return nil, nil
+		}
+		next := co.rules.Decide(current, at, d, m.Sequence, co.now())
+		markVia(next, at, m.Sequence, o.via)
+		return next, nil
 	})
 	switch {
 	case errors.Is(err, jetstream.ErrTooLarge):
@@ -128,7 +139,7 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Delivery
 		}
 		o.noRun = rec == nil
 		return co.verdict(ctx, o, d, addr.Run, rej, false)
-	case rec.Interrupts[at].DecisionSeq == m.Sequence:
+	case heldAs(rec, at, d) == m.Sequence:
 		// The very message that was accepted, redelivered after a crash:
 		// finish its side effects and answer as the first time.
 		return co.accepted(ctx, o, rec, d)
@@ -155,18 +166,49 @@ func (co *Coordinator) suspensionPending(ctx context.Context, run string, rec *s
 	return rec == nil || !rec.Status.Terminal() && last > rec.SuspensionSeq, nil
 }
 
+// heldAs is the stream sequence under which rec holds d on interrupt i (0:
+// it does not).
+func heldAs(rec *subjects.Run, i int, d subjects.Decision) uint64 {
+	seq, _ := rules.Holds(rec, i, d)
+	return seq
+}
+
 // accepted finishes an accepted decision: the replay work item when it was
 // the last one awaited, the events, the reply. Every publish is deduplicated,
-// so running it again after a crash changes nothing.
+// so running it again after a crash changes nothing. A vote that left its
+// interrupt waiting is answered vote_recorded, with the tally.
 func (co *Coordinator) accepted(ctx context.Context, o origin, rec *subjects.Run, d subjects.Decision) error {
-	st := rec.Interrupts[rules.Find(rec, d.InterruptID)]
+	i := rules.Find(rec, d.InterruptID)
+	st := rec.Interrupts[i]
+	if st.Decision == nil {
+		co.metrics.votes.WithLabelValues(string(d.Status)).Inc()
+		v := subjects.Verdict{DecisionID: d.DecisionID, RunID: rec.RunID, InterruptID: d.InterruptID,
+			Outcome: subjects.OutcomeVoteRecorded, Tally: co.rules.Tally(rec, i, d), At: co.now()}
+		v.Detail = v.Tally.Remaining()
+		// The pending entry shows the votes so far (readers list what
+		// waits, and who is still needed, from it).
+		fx := store.Effects{Index: []subjects.PendingInterrupt{pendingEntry(rec, st)},
+			Events: []store.Event{co.verdictEvent(o, rec.Agent, st.Pass, &v)}}
+		if err := co.store.Commit(ctx, fx); err != nil {
+			return err
+		}
+		// An expiry (another input) may have closed the interrupt since:
+		// the entry put again must not outlive it.
+		if err := co.unindexDecided(ctx, rec.RunID, []string{st.ID}); err != nil {
+			return err
+		}
+		return co.reply(ctx, o, v)
+	}
+	if st.Policy != nil {
+		co.metrics.votes.WithLabelValues(string(d.Status)).Inc()
+	}
 	fx, replay, err := co.replay(rec, st)
 	if err != nil {
 		return err
 	}
 	fx.Unindex = append(fx.Unindex, store.PendingRef{RunID: rec.RunID, InterruptID: st.ID})
-	v := subjects.Verdict{Version: subjects.Version, DecisionID: d.DecisionID, RunID: rec.RunID,
-		InterruptID: d.InterruptID, Outcome: subjects.OutcomeAccepted, Replay: replay, At: co.now()}
+	v := subjects.Verdict{DecisionID: d.DecisionID, RunID: rec.RunID, InterruptID: d.InterruptID,
+		Outcome: subjects.OutcomeAccepted, Replay: replay, At: co.now(), Tally: co.rules.Tally(rec, i, d), Rule: st.Decision.Rule}
 	fx.Events = append(fx.Events, co.verdictEvent(o, rec.Agent, st.Pass, &v))
 	if err := co.store.Commit(ctx, fx); err != nil {
 		return err
@@ -216,11 +258,13 @@ func (co *Coordinator) publishVerdict(ctx context.Context, o origin, agent strin
 // how): one per decision message, its stream sequence the dedup key.
 func (co *Coordinator) verdictEvent(o origin, agent string, pass int, v *subjects.Verdict) store.Event {
 	v.Approver, v.Via = o.approver, o.via
+	subjects.Versioned(v)
 	co.metrics.decisions.WithLabelValues(string(v.Outcome), string(v.Code)).Inc()
 	t := map[subjects.Outcome]subjects.EventType{
-		subjects.OutcomeAccepted:  subjects.EventDecisionAccepted,
-		subjects.OutcomeRejected:  subjects.EventDecisionRejected,
-		subjects.OutcomeDuplicate: subjects.EventDecisionDuplicate,
+		subjects.OutcomeVoteRecorded: subjects.EventVoteRecorded,
+		subjects.OutcomeAccepted:     subjects.EventDecisionAccepted,
+		subjects.OutcomeRejected:     subjects.EventDecisionRejected,
+		subjects.OutcomeDuplicate:    subjects.EventDecisionDuplicate,
 	}[v.Outcome]
 	return co.newEvent(subjects.Event{Type: t, RunID: o.eventRun(v.RunID), Agent: agent, Pass: pass, Verdict: v,
 		Code: v.Code, Detail: v.Detail, Subject: o.subject}, o.key)

@@ -61,6 +61,8 @@ type metrics struct {
 	decisions *prometheus.CounterVec   // by outcome and code
 	outcomes  *prometheus.CounterVec   // pass outcomes by kind
 	timers    *prometheus.CounterVec   // timer actions
+	votes     *prometheus.CounterVec   // votes accepted on interrupts with a policy, by status
+	auto      *prometheus.CounterVec   // decisions operator rules made, by status
 	handle    *prometheus.HistogramVec // handler latency by input
 	drift     prometheus.Gauge         // fields of streams and buckets drifted from what was provisioned
 }
@@ -81,6 +83,11 @@ func newMetrics() *metrics {
 			Help: "Time to handle one input, by input (outcome, decision, timer).", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)},
 			[]string{"input"}),
 	}
+	m.votes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "interlock_votes_total",
+		Help: "Votes accepted on interrupts with a decision policy, by status (resolved, cancelled, withdrawn), the deciding vote included."},
+		[]string{"status"})
+	m.auto = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "interlock_policy_decisions_total",
+		Help: "Decisions an operator rule made (approver interlock:policy), by status."}, []string{"status"})
 	m.drift = prometheus.NewGauge(prometheus.GaugeOpts{Name: "interlock_topology_drift",
 		Help: "Fields of Interlock's streams and buckets that no longer keep what was provisioned (a limit lowered, republish or sources added, subjects changed; a missing stream counts one); 0 when intact. Alert on > 0."})
 	return m
@@ -90,7 +97,7 @@ func newMetrics() *metrics {
 // of the process registered them first, m uses (and counts into) those.
 func (m *metrics) register(reg prometheus.Registerer) error {
 	var err error
-	for _, v := range []**prometheus.CounterVec{&m.runs, &m.decisions, &m.outcomes, &m.timers} {
+	for _, v := range []**prometheus.CounterVec{&m.runs, &m.decisions, &m.outcomes, &m.timers, &m.votes, &m.auto} {
 		if *v, err = promreg.Register(reg, *v); err != nil {
 			return err
 		}

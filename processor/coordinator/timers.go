@@ -155,7 +155,7 @@ func (co *Coordinator) publishNotice(ctx context.Context, rec *subjects.Run, st 
 	if st.Decision != nil {
 		n.Status = st.Decision.Status
 	}
-	data, err := json.Marshal(n)
+	data, err := json.Marshal(subjects.Versioned(&n))
 	if err != nil {
 		return err
 	}

@@ -39,10 +39,12 @@ func (s *Set) CheckDecision(rec *subjects.Run, d subjects.Decision, p authz.Prin
 	}
 	st := rec.Interrupts[i]
 	// A duplicate only from whoever made the decision: reusing another
-	// identity's decision id is refused, and so recorded.
-	if st.Decision != nil && st.Decision.DecisionID == d.DecisionID && st.Decision.Approver != d.Approver {
-		return -1, Reject(subjects.CodeNotAllowed, "decision id %s is another identity's decision on interrupt %s; "+
-			"send your own decision with a fresh id", d.DecisionID, st.ID)
+	// identity's decision id (or vote id) is refused, and so recorded.
+	for _, other := range accepted(st) {
+		if other.DecisionID == d.DecisionID && other.Approver != d.Approver {
+			return -1, Reject(subjects.CodeNotAllowed, "decision id %s is another identity's decision on interrupt %s; "+
+				"send your own decision with a fresh id", d.DecisionID, st.ID)
+		}
 	}
 	// Authorized before anything else is said about the interrupt: even the
 	// no-op cancel of an expired one is accepted only from who may decide it.
@@ -52,23 +54,25 @@ func (s *Set) CheckDecision(rec *subjects.Run, d subjects.Decision, p authz.Prin
 	// A decision id names one decision: the same identity sending it again
 	// with another answer, or for another interrupt, is refused, as a
 	// payment API refuses an idempotency key reused with other parameters.
-	for j, other := range rec.Interrupts {
-		if other.Decision == nil || other.Decision.DecisionID != d.DecisionID || other.Decision.Approver != d.Approver {
-			continue
-		}
-		if j != i {
-			return -1, Reject(subjects.CodeDecisionIDReused, "decision id %s already decided interrupt %s; "+
-				"send a fresh id for interrupt %s", d.DecisionID, other.ID, st.ID)
-		}
-		if !SameDecision(*other.Decision, d) {
-			return -1, Reject(subjects.CodeDecisionIDReused, "decision id %s was accepted on interrupt %s with "+
-				"another body (status, payload, metadata or comment); the first decision stands", d.DecisionID, st.ID)
+	for j, in := range rec.Interrupts {
+		for _, other := range accepted(in) {
+			if other.DecisionID != d.DecisionID || other.Approver != d.Approver {
+				continue
+			}
+			if j != i {
+				return -1, Reject(subjects.CodeDecisionIDReused, "decision id %s already decided interrupt %s; "+
+					"send a fresh id for interrupt %s", d.DecisionID, in.ID, st.ID)
+			}
+			if !SameDecision(other, d) {
+				return -1, Reject(subjects.CodeDecisionIDReused, "decision id %s was accepted on interrupt %s with "+
+					"another body (status, payload, metadata, comment or arguments); the first decision stands", d.DecisionID, st.ID)
+			}
 		}
 	}
+	if _, dup := Holds(rec, i, d); dup {
+		return i, nil
+	}
 	if st.Decision != nil {
-		if st.Decision.DecisionID == d.DecisionID {
-			return i, nil
-		}
 		if st.Decision.Approver == subjects.ExpiryApprover {
 			// After expiry a resolve is refused and a cancel accepted (it
 			// changes nothing: the interrupt is closed).
@@ -94,14 +98,33 @@ func (s *Set) CheckDecision(rec *subjects.Run, d subjects.Decision, p authz.Prin
 	} else if err != nil {
 		return -1, Reject(subjects.CodeSchemaMismatch, "%v", err)
 	}
+	if rej := s.checkVote(rec, st, d, p); rej != nil {
+		return -1, rej
+	}
 	return i, nil
+}
+
+// accepted lists what st holds as accepted decisions: its open votes, or
+// its decision and the votes it carries, each as a decision.
+func accepted(st subjects.InterruptState) []subjects.Decision {
+	var out []subjects.Decision
+	votes := st.Votes
+	if st.Decision != nil {
+		out = append(out, *st.Decision)
+		votes = st.Decision.Votes
+	}
+	for _, v := range votes {
+		out = append(out, subjects.Decision{DecisionID: v.DecisionID, InterruptID: st.ID, Status: v.Status,
+			Payload: v.Payload, Metadata: v.Metadata, Approver: v.Approver, Comment: v.Comment, Arguments: v.Arguments})
+	}
+	return out
 }
 
 // SameDecision reports whether a and b say the same: status, comment, and
 // payload and metadata as JSON values (key order and spacing aside).
 func SameDecision(a, b subjects.Decision) bool {
 	return a.InterruptID == b.InterruptID && a.Status == b.Status && a.Comment == b.Comment &&
-		sameJSON(a.Payload, b.Payload) && sameJSON(a.Metadata, b.Metadata)
+		sameJSON(a.Payload, b.Payload) && sameJSON(a.Metadata, b.Metadata) && sameJSON(a.Arguments, b.Arguments)
 }
 
 func sameJSON(a, b json.RawMessage) bool {
@@ -138,6 +161,13 @@ func ApplyDecision(rec *subjects.Run, i int, d subjects.Decision, seq uint64, no
 	now = utc(now)
 	cp := clone(rec)
 	st := &cp.Interrupts[i]
+	if len(st.Votes) > 0 && len(d.Votes) == 0 {
+		// The votes so far go with whatever closes the interrupt (an
+		// expiry too): the replay receives every vote.
+		d.Votes = st.Votes
+	}
+	st.Votes = nil
+	d = *subjects.Versioned(&d)
 	st.Decision, st.DecidedAt, st.DecisionSeq = &d, &now, seq
 	st.Order = decisionCount(rec) + 1
 	cp.History = append(cp.History, subjects.HistoryEntry{At: now, Type: subjects.EventDecisionAccepted, Pass: cp.Pass,
@@ -181,7 +211,7 @@ func Replay(rec *subjects.Run) subjects.Work {
 			w.Decisions = append(w.Decisions, *in.Decision)
 		}
 	}
-	return w
+	return *subjects.Versioned(&w)
 }
 
 // ReplayDue reports whether the replay that st's decision started is still

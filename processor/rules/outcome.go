@@ -63,6 +63,11 @@ func (s *Set) ApplyOutcome(rec *subjects.Run, o Outcome, a Arrival, now time.Tim
 		}
 		rec = &subjects.Run{Version: subjects.Version, RunID: o.RunID, Agent: o.Agent, ThreadID: o.ThreadID,
 			Input: o.Input, CreatedAt: now, Pass: -1, Interrupts: []subjects.InterruptState{}}
+		if o.Suspension != nil {
+			// Recorded once, from the run's first suspension (the worker
+			// copies the start subject's token): never changed later.
+			rec.Requester = o.Suspension.Requester
+		}
 	} else {
 		// The subject's agent token is what NATS permissions vouch for (o.Agent
 		// was checked against it): another agent's outcome changes nothing.
@@ -89,9 +94,21 @@ func (s *Set) ApplyOutcome(rec *subjects.Run, o Outcome, a Arrival, now time.Tim
 		rec.Journal = j
 	}
 	var evType subjects.EventType
+	rulings := map[string]Ruling{}
 	switch o.Kind {
 	case subjects.KindSuspended:
 		for _, in := range o.Suspension.Interrupts {
+			if s.Operator != nil {
+				r := s.Operator(rec, in)
+				in = Stricter(in, r.Require, s.Members)
+				for _, f := range r.Failed {
+					rec.History = append(rec.History, subjects.HistoryEntry{At: now, Type: subjects.EventRuleFailed,
+						Pass: o.Pass, InterruptID: in.ID, Detail: f})
+				}
+				if r.Approve != "" || r.Deny != "" {
+					rulings[in.ID] = r
+				}
+			}
 			if len(in.ResponseSchema) > 0 {
 				if err := s.schemas().Compile(in.ResponseSchema); err != nil {
 					return nil, fmt.Errorf("interrupt %s: %w", in.ID, err)
@@ -100,6 +117,9 @@ func (s *Set) ApplyOutcome(rec *subjects.Run, o Outcome, a Arrival, now time.Tim
 			if i := Find(rec, in.ID); i >= 0 {
 				return nil, fmt.Errorf("%w: interrupt %s was already raised in pass %d; a replay returns its decision instead",
 					subjects.ErrMalformed, in.ID, rec.Interrupts[i].Pass)
+			}
+			if err := s.checkSatisfiable(in, rec.Requester); err != nil {
+				return nil, err
 			}
 			if in.ExpiresAt == nil && s.Expiry.Timeout > 0 {
 				deadline := now.Add(s.Expiry.Timeout)
@@ -122,7 +142,10 @@ func (s *Set) ApplyOutcome(rec *subjects.Run, o Outcome, a Arrival, now time.Tim
 	}
 	rec.History = append(rec.History, subjects.HistoryEntry{At: now, Type: evType, Pass: o.Pass, Detail: o.Failure})
 	rec.UpdatedAt = now
-	return rec, nil
+	if len(rulings) > 0 {
+		rec = s.settle(rec, rulings, now)
+	}
+	return subjects.Versioned(rec), nil
 }
 
 // ExpectedPass is the pass whose outcome rec waits for (or last recorded).

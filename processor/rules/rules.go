@@ -29,6 +29,16 @@ type Set struct {
 	// Groups maps an approver identity to its groups, for interrupts that
 	// name approver groups.
 	Groups func(identity string) []string
+	// Members lists a group's members, for counting who can vote on an
+	// interrupt with a policy; nil: groups have no members to count (as
+	// with Groups nil, nobody is in them).
+	Members func(group string) []string
+	// ExecutionKey derives an approved call's execution key from the run,
+	// the interrupt and the approved digest, with a secret; nil: no keys.
+	ExecutionKey func(run, interrupt, digest string) string
+	// Operator applies the operator's rules to an interrupt a run raises
+	// (processor/policy); nil: there are none.
+	Operator func(rec *subjects.Run, in subjects.Interrupt) Ruling
 }
 
 // sharedSchemas is the cache of every Set that names none.
@@ -71,6 +81,9 @@ func Find(rec *subjects.Run, id string) int {
 func clone(rec *subjects.Run) *subjects.Run {
 	cp := *rec
 	cp.Interrupts = slices.Clone(rec.Interrupts)
+	for i := range cp.Interrupts {
+		cp.Interrupts[i].Votes = slices.Clone(cp.Interrupts[i].Votes)
+	}
 	cp.History = slices.Clone(rec.History)
 	return &cp
 }

@@ -1,0 +1,167 @@
+package coordinator
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor/policy"
+	"github.com/interlockhq/interlock/processor/store"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// suspensionBy is the delivery of run's pass 0 suspending on ins, started
+// by requester (protocol version 2).
+func (e *env) suspensionBy(run, requester string, ins ...subjects.Interrupt) *jetstream.Delivery {
+	s := subjects.Suspension{PassRef: ref(run, 0), Interrupts: ins, Requester: requester}
+	m := e.msg(e.must(e.ns.Suspended(agent, run)), subjects.Versioned(&s), nil)
+	e.st.Suspended(run, m.Sequence)
+	return m
+}
+
+// lastOf is the last event of type t about the decision m.
+func (e *env) lastOf(run string, m *jetstream.Delivery, t subjects.EventType) *subjects.Event {
+	e.t.Helper()
+	var last *subjects.Event
+	for _, ev := range e.about(run, m.Subject) {
+		if ev.Type == t {
+			last = &ev
+		}
+	}
+	require.NotNil(e.t, last, "no %s event for the decision on %s", t, m.Subject)
+	return last
+}
+
+// TestQuorumDecision runs two of three approvals through the coordinator:
+// the requester is refused, a vote is answered vote_recorded with the
+// tally and queues nothing, a second vote of the same person is refused, a
+// redelivered vote counts once, and the deciding vote resumes the run with
+// a version 2 work item carrying every vote, the approved digest and the
+// execution key.
+func TestQuorumDecision(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	call, err := subjects.NewCall("pay", json.RawMessage(`{"to":"ACME","amount":12400}`))
+	require.NoError(t, err)
+	in := subjects.Interrupt{ID: "pay", Reason: subjects.ReasonToolCall, Approvers: []string{"ada", "bob", "cy"},
+		Policy: &subjects.Policy{Approvals: 2}, Call: call}
+	require.NoError(t, e.co.handleOutcome(ctx(t), e.suspensionBy("r1", "ada", in)))
+	rec := e.record("r1")
+	assert.Equal(t, "ada", rec.Requester)
+	assert.Equal(t, subjects.Version2, rec.Version)
+
+	vote := func(approver, id string) *jetstream.Delivery {
+		d := resolve(id, "pay", "")
+		d.Version, d.CallDigest = subjects.Version2, call.Digest
+		m := e.decision("r1", approver, d, "")
+		require.NoError(t, e.co.handleDecision(ctx(t), m))
+		return m
+	}
+	m := vote("ada", "d1")
+	assert.Equal(t, subjects.CodeRequesterExcluded, e.verdictOf("r1", m).Code)
+
+	m = vote("bob", "d2")
+	ev := e.lastOf("r1", m, subjects.EventVoteRecorded)
+	require.NotNil(t, ev.Verdict.Tally)
+	assert.Equal(t, subjects.OutcomeVoteRecorded, ev.Verdict.Outcome)
+	assert.Equal(t, subjects.Version2, ev.Verdict.Version)
+	assert.Equal(t, subjects.Tally{Approvals: 1, ApprovalsNeeded: 2, DenialsNeeded: 1, CallDigest: call.Digest,
+		WaitingOn: []string{"cy"}}, *ev.Verdict.Tally)
+	assert.Empty(t, e.messages(subjects.KindWork), "a vote that decides nothing queues no replay")
+	require.NoError(t, e.co.handleDecision(ctx(t), again(m)), "a redelivered vote")
+	assert.Len(t, e.record("r1").Interrupts[0].Votes, 1, "a redelivered vote counts once")
+	pending, err := store.AllPending(ctx(t), e.st)
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	assert.Len(t, pending[0].Votes, 1, "the pending entry shows the votes so far")
+
+	m = vote("bob", "d3")
+	assert.Equal(t, subjects.CodeAlreadyVoted, e.verdictOf("r1", m).Code)
+
+	m = vote("cy", "d4")
+	v := e.verdictOf("r1", m)
+	assert.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+	assert.True(t, v.Replay)
+	assert.Equal(t, 2, v.Tally.Approvals)
+	work := e.messages(subjects.KindWork)
+	require.Len(t, work, 1)
+	w, err := subjects.DecodeWork(work[0].Data)
+	require.NoError(t, err)
+	assert.Equal(t, subjects.Version2, w.Version, "a work item carrying votes is version 2: a version 1 worker refuses it")
+	require.Len(t, w.Decisions, 1)
+	d := w.Decisions[0]
+	assert.Equal(t, "cy", d.Approver)
+	assert.Equal(t, call.Digest, d.CallDigest)
+	assert.Len(t, d.ExecutionKey, 64)
+	require.Len(t, d.Votes, 2)
+	assert.Equal(t, "bob", d.Votes[0].Approver)
+	assert.Equal(t, "cy", d.Votes[1].Approver)
+	assert.Equal(t, e.co.ids.ExecutionKey("r1", "pay", call.Digest), d.ExecutionKey)
+	pending, err = store.AllPending(ctx(t), e.st)
+	require.NoError(t, err)
+	assert.Empty(t, pending, "decided: no longer pending")
+}
+
+// TestOperatorRuleSettlesSuspension: an interrupt an operator rule
+// approves is decided by interlock:policy with the rule's name, audited
+// as decision_accepted (via policy), and the run resumes with no human
+// asked; a rule that fails is audited as rule_failed.
+func TestOperatorRuleSettlesSuspension(t *testing.T) {
+	t.Parallel()
+	set, err := policy.Parse("policies.yaml", []byte(`
+rules:
+  - name: small-refunds
+    match: 'tool == "issue_refund" && arguments.amount < 20'
+    action: approve
+`))
+	require.NoError(t, err)
+	e := newEnv(t, Config{Policies: set})
+	small, err := subjects.NewCall("issue_refund", json.RawMessage(`{"amount":5}`))
+	require.NoError(t, err)
+	require.NoError(t, e.co.handleOutcome(ctx(t), e.suspensionBy("r1", "ada",
+		subjects.Interrupt{ID: "q", Reason: subjects.ReasonToolCall, Call: small})))
+	rec := e.record("r1")
+	assert.Equal(t, subjects.RunResuming, rec.Status)
+	var accepted *subjects.Event
+	for _, ev := range e.events("r1") {
+		if ev.Type == subjects.EventDecisionAccepted {
+			accepted = &ev
+		}
+	}
+	require.NotNil(t, accepted, "the automatic decision is audited")
+	assert.Equal(t, subjects.PolicyApprover, accepted.Verdict.Approver)
+	assert.Equal(t, "policy", accepted.Verdict.Via)
+	assert.Equal(t, "small-refunds", accepted.Verdict.Rule)
+	require.Len(t, e.messages(subjects.KindWork), 1, "the replay is queued")
+
+	// A refund whose amount the agent left out: the approve rule fails,
+	// closed, and a person decides.
+	missing, err := subjects.NewCall("issue_refund", json.RawMessage(`{"sum":5}`))
+	require.NoError(t, err)
+	require.NoError(t, e.co.handleOutcome(ctx(t), e.suspensionBy("r2", "ada",
+		subjects.Interrupt{ID: "q", Reason: subjects.ReasonToolCall, Call: missing})))
+	assert.Equal(t, subjects.RunSuspended, e.record("r2").Status)
+	var failed bool
+	for _, ev := range e.events("r2") {
+		failed = failed || ev.Type == subjects.EventRuleFailed
+	}
+	assert.True(t, failed, "the failed rule is audited")
+}
+
+// TestPolicyIdentityReserved: an anonymous decision that names the
+// operator rules' identity in its body is refused, as the expiry's is: the
+// trail must not show a person's answer as a rule's.
+func TestPolicyIdentityReserved(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	e.suspend("r1", 0, open)
+	d := resolve("d1", "open", "")
+	d.Approver = subjects.PolicyApprover
+	m := e.decision("r1", "", d, "")
+	require.NoError(t, e.co.handleDecision(ctx(t), m))
+	assert.Equal(t, subjects.CodeNotAllowed, e.verdictOf("r1", m).Code)
+	assert.Nil(t, e.record("r1").Interrupts[0].Decision)
+}
