@@ -77,14 +77,17 @@ decide. Any number of gateways may run behind a load balancer.`,
 
 // slackFlags turn on the Slack interactivity endpoint.
 type slackFlags struct {
-	secretEnv, tokenEnv, team, enterprise, apiURL string
-	emailLookup                                   bool
+	secretEnv, tokenEnv, team, enterprise, apiURL, inboxURL string
+	emailLookup                                             bool
+	channels                                                map[string]string
 }
 
 func (f *slackFlags) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.secretEnv, "slack-signing-secret-env", "", "environment variable holding the Slack app's signing secret; turns on POST /v1/slack/interactions (decisions from Slack buttons and forms, as the identity the Slack user maps to: identities: slack)")
-	fs.StringVar(&f.tokenEnv, "slack-bot-token-env", "", "environment variable holding the Slack bot token (xoxb-...): opens the Answer… form (views.open) and updates messages")
+	fs.StringVar(&f.tokenEnv, "slack-bot-token-env", "", "environment variable holding the Slack bot token (xoxb-...): posts the cards (--slack-channel), opens the Answer… form (views.open) and updates messages; only the gateway holds it")
+	fs.StringToStringVar(&f.channels, "slack-channel", nil, "SINK=CHANNEL: post the cards of the notifier's Slack sink SINK (cards: gateway) into channel CHANNEL (C...); repeat per sink. The notifier names the sink, the gateway picks the channel")
+	fs.StringVar(&f.inboxURL, "slack-inbox-url", "", "the gateway's public URL: cards link to the question in its inbox")
 	fs.StringVar(&f.team, "slack-team", "", "the Slack workspace (team id, T...) requests must come from; users of any other are refused")
 	fs.StringVar(&f.enterprise, "slack-enterprise", "", "the Enterprise Grid org (E...) requests must come from, instead of --slack-team")
 	fs.StringVar(&f.apiURL, "slack-api-url", "", "the Slack Web API's base URL (default https://slack.com/api/)")
@@ -95,7 +98,7 @@ func (f *slackFlags) register(cmd *cobra.Command) {
 // secret.
 func (f slackFlags) config() (*gateway.SlackConfig, error) {
 	if f.secretEnv == "" {
-		if f.tokenEnv != "" || f.team != "" || f.enterprise != "" {
+		if f.tokenEnv != "" || f.team != "" || f.enterprise != "" || len(f.channels) > 0 {
 			return nil, usagef("--slack-*: give --slack-signing-secret-env to turn on the Slack endpoint")
 		}
 		return nil, nil
@@ -108,7 +111,10 @@ func (f slackFlags) config() (*gateway.SlackConfig, error) {
 		return nil, usagef("--slack-team or --slack-enterprise: pin the workspace Slack requests come from")
 	}
 	c := &gateway.SlackConfig{SigningSecret: []byte(secret), TeamID: f.team, EnterpriseID: f.enterprise, APIURL: f.apiURL,
-		EmailLookup: f.emailLookup}
+		EmailLookup: f.emailLookup, Channels: f.channels, InboxURL: f.inboxURL}
+	if len(f.channels) > 0 && f.tokenEnv == "" {
+		return nil, usagef("--slack-channel needs --slack-bot-token-env: the gateway posts the cards")
+	}
 	if f.emailLookup && f.tokenEnv == "" {
 		return nil, usagef("--slack-email-lookup needs --slack-bot-token-env: the lookup is a Web API call")
 	}

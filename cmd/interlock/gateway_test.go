@@ -247,3 +247,25 @@ func TestGatewayServesTLS(t *testing.T) {
 		assert.Equal(t, exitUsage, r.code, "%s: a certificate without its key", flag)
 	}
 }
+
+// --slack-channel maps the notifier's card sinks to channels; it needs the
+// bot token (the gateway posts the cards) and the signing secret.
+func TestSlackChannelFlags(t *testing.T) {
+	t.Setenv("TEST_SLACK_SECRET", "a-signing-secret")
+	t.Setenv("TEST_SLACK_BOT", "xoxb-test")
+	f := slackFlags{secretEnv: "TEST_SLACK_SECRET", team: "T1", tokenEnv: "TEST_SLACK_BOT",
+		channels: map[string]string{"finance-slack": "C0FIN"}, inboxURL: "https://gw.example.test"}
+	c, err := f.config()
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"finance-slack": "C0FIN"}, c.Channels)
+	require.Equal(t, "https://gw.example.test", c.InboxURL)
+
+	f.tokenEnv = ""
+	_, err = f.config()
+	var u *usageError
+	require.ErrorAs(t, err, &u)
+	require.Contains(t, err.Error(), "--slack-channel needs --slack-bot-token-env")
+
+	_, err = slackFlags{channels: map[string]string{"s": "C1"}}.config()
+	require.ErrorAs(t, err, &u)
+}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -88,11 +87,15 @@ func (g *Gateway) Stop(ctx context.Context) error {
 	}
 }
 
-// stopListening stops the link service and the Slack follower: the work
+// stopListening stops the link service, the chat card service and the
+// Slack follower: the work
 // that comes from NATS rather than from HTTP requests.
 func (g *Gateway) stopListening() {
 	if g.stopMint != nil {
 		g.stopMint()
+	}
+	if g.stopChat != nil {
+		g.stopChat()
 	}
 	if g.stopFollow != nil {
 		g.stopFollow()
@@ -118,24 +121,13 @@ func (g *Gateway) mint(ctx context.Context, data []byte) subjects.LinkReply {
 		return g.mintRefused(ctx, req, subjects.CodeLinkNotRouted, "",
 			fmt.Sprintf("sink %s reaches nobody the gateway sends links to (identities: links)", req.Sink))
 	}
-	wait, cancel := context.WithTimeout(ctx, recordWait)
-	defer cancel()
-	has := func(r *subjects.Run) int {
-		return slices.IndexFunc(r.Interrupts, func(in subjects.InterruptState) bool { return in.ID == req.InterruptID })
-	}
-	rec, err := g.client.Wait(wait, req.RunID, func(r *subjects.Run) bool { return has(r) >= 0 })
-	if err != nil && wait.Err() != nil && ctx.Err() == nil {
-		// Waited long enough: what the record says now decides.
-		rec, err = g.client.Run(ctx, req.RunID)
-	}
+	rec, i, err := g.interruptOf(ctx, req.RunID, req.InterruptID)
 	switch {
 	case errors.Is(err, processor.ErrRunNotFound):
 		return g.mintRefused(ctx, req, subjects.CodeUnknownRun, p.Name, "no such run")
 	case err != nil:
 		return subjects.LinkReply{Code: subjects.CodeUnavailable, Detail: err.Error()}
-	}
-	i := has(rec)
-	if i < 0 {
+	case i < 0:
 		return g.mintRefused(ctx, req, subjects.CodeUnknownInterrupt, p.Name, "the run has no such interrupt")
 	}
 	in := rec.Interrupts[i]

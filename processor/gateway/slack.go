@@ -20,9 +20,12 @@ import (
 )
 
 // SlackConfig turns on the Slack interactivity endpoint,
-// POST /v1/slack/interactions: clicks on the buttons of the notifier's
-// Slack messages and submissions of the "Answer…" form decide as the
-// identity the clicking Slack user maps to (identities: slack).
+// POST /v1/slack/interactions: clicks on the buttons of the cards the
+// gateway posted and submissions of the "Answer…" form decide as the
+// identity the clicking Slack user maps to (identities: slack). With a bot
+// token and Channels, the gateway also serves the chat card service
+// (subjects.ChatPost): it alone posts the cards, for the notifier's Slack
+// sinks.
 type SlackConfig struct {
 	// SigningSecret is the Slack app's signing secret. Required.
 	SigningSecret []byte
@@ -31,9 +34,17 @@ type SlackConfig struct {
 	// EnterpriseID pins an Enterprise Grid org (E...) instead. One is
 	// required.
 	TeamID, EnterpriseID string
-	// BotToken (xoxb-...) opens the "Answer…" form (views.open) and
-	// updates messages after a form decides; without it the form is off.
+	// BotToken (xoxb-...) posts the cards, opens the "Answer…" form
+	// (views.open) and updates messages once decided; without it the
+	// gateway posts nothing and the form is off. Only the gateway holds it.
 	BotToken string
+	// Channels maps each notifier Slack sink the gateway posts cards for
+	// to its channel id (C...); a sink it does not list gets nothing
+	// (chat_not_routed). The notifier names the sink, never the channel.
+	Channels map[string]string
+	// InboxURL, when set, is the gateway's public URL: cards link to the
+	// interrupt in its inbox.
+	InboxURL string
 	// APIURL is the Web API's base; default slack.DefaultAPIURL.
 	APIURL string
 	// ResponseURLPrefix is what every response URL must start with;
@@ -63,6 +74,16 @@ func (c *SlackConfig) check() error {
 		return errors.New("slack: the signing secret is required")
 	case c.TeamID == "" && c.EnterpriseID == "":
 		return errors.New("slack: pin the workspace: a team id (T...) or an enterprise id (E...) is required")
+	case len(c.Channels) > 0 && c.BotToken == "":
+		return errors.New("slack: posting cards into channels needs the bot token")
+	}
+	for sink, ch := range c.Channels {
+		if err := subjects.ValidateToken("sink", sink); err != nil {
+			return fmt.Errorf("slack: channel of sink %q: %w", sink, err)
+		}
+		if ch == "" {
+			return fmt.Errorf("slack: sink %s maps to no channel", sink)
+		}
 	}
 	if c.ResponseURLPrefix == "" {
 		c.ResponseURLPrefix = "https://hooks.slack.com/"
@@ -268,14 +289,38 @@ func alreadyDecided(st subjects.InterruptState) string {
 	return text + ". Nothing changed."
 }
 
-// slackAction handles a click, after Slack has its answer.
+// slackAction handles a click, after Slack has its answer. The click
+// counts only when the button's value is one the gateway signed for the
+// action clicked and the channel it came from, on a message the gateway
+// recorded posting for that interrupt; else chat_forged, audited, nothing
+// decided. The action is the clicked button's action_id, which the value
+// is bound to.
 func (g *Gateway) slackAction(ctx context.Context, in *slack.Interaction, replayKey, addr string) {
-	action, ref, err := in.Action()
+	action, value, on, err := in.Clicked()
+	if err == nil && action == slack.ActionInbox {
+		return // a link to the inbox: Slack opened it
+	}
+	var ref slack.Ref
+	if err == nil {
+		ref, err = g.seal.Open(value, action, on.Channel)
+	}
+	if err == nil {
+		err = g.slackPosted(ctx, ref, on)
+		if err != nil && !errors.Is(err, slack.ErrForged) {
+			g.slackEphemeral(ctx, in, "Interlock could not check this card ("+err.Error()+"). Click again: it counts once.")
+			return
+		}
+	}
+	if errors.Is(err, slack.ErrForged) {
+		g.slackForged(ctx, in, ref, addr, err)
+		return
+	}
 	if err != nil {
 		g.audit(ctx, subjects.NoRun, subjects.CodeBadRequest, "", err.Error(), addr, slackRequest(in))
 		g.slackEphemeral(ctx, in, "Interlock did not understand that click. Nothing was decided.")
 		return
 	}
+	ref.Channel, ref.TS = on.Channel, on.TS
 	rec, st, id, refusal := g.slackTarget(ctx, in, ref, addr)
 	if refusal != "" {
 		if rec != nil && st.Decision != nil {
@@ -381,7 +426,7 @@ func (g *Gateway) slackOpenForm(ctx context.Context, in *slack.Interaction, ref 
 		g.slackEphemeral(ctx, in, "Answer this request in the inbox: this gateway has no Slack bot token to open the form.")
 		return
 	}
-	view, err := slack.Modal(st.Message, st.ResponseSchema, ref.Metadata())
+	view, err := slack.Modal(st.Message, st.ResponseSchema, g.seal.Metadata(ref))
 	if err != nil {
 		g.slackEphemeral(ctx, in, "This answer does not fit a Slack form; answer it in the inbox. ("+err.Error()+")")
 		return
@@ -402,7 +447,13 @@ func (g *Gateway) slackSubmission(w http.ResponseWriter, r *http.Request, in *sl
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	ref, err := slack.ParseMetadata(in.View.PrivateMetadata)
+	ref, err := g.seal.OpenMetadata(in.View.PrivateMetadata)
+	if errors.Is(err, slack.ErrForged) {
+		g.slackForged(r.Context(), in, ref, addr, err)
+		writeJSON(w, http.StatusOK, map[string]any{"response_action": "errors",
+			"errors": map[string]string{in.View.Blocks()[0]: slackForgedText}})
+		return
+	}
 	if err != nil {
 		g.audit(r.Context(), subjects.NoRun, subjects.CodeBadRequest, "", err.Error(), addr, slackRequest(in))
 		writeJSON(w, http.StatusOK, map[string]any{"response_action": "errors",
@@ -438,4 +489,49 @@ func (g *Gateway) slackSubmission(w http.ResponseWriter, r *http.Request, in *sl
 		g.slackDecide(ctx, in, ref, st, id, processor.DecisionRequest{RunID: ref.Run, InterruptID: ref.Interrupt,
 			Status: subjects.StatusResolved, Payload: payload, Approver: id.Name, Via: slackViaTag, DecisionID: replayKey})
 	})
+}
+
+// slackForgedText is what a click or form on a forged card is told.
+const slackForgedText = "Interlock did not post this message for this request, so it decides nothing. Nothing was decided."
+
+// cardWait bounds how long a click waits for its card's record: a card is
+// recorded just after Slack answers its post, and a click may come first.
+const cardWait = 5 * time.Second
+
+// slackPosted checks that on is a card the gateway posted for ref's
+// interrupt (ErrForged otherwise), re-reading the card list for up to
+// cardWait while it is not there.
+func (g *Gateway) slackPosted(ctx context.Context, ref slack.Ref, on slack.Posted) error {
+	wait, cancel := context.WithTimeout(ctx, cardWait)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		cards, _, err := g.slackCards(wait, ref.Run, ref.Interrupt)
+		switch {
+		case err == nil && slices.Contains(cards, on):
+			return nil
+		case err != nil && wait.Err() == nil:
+			return err
+		}
+		select {
+		case <-tick.C:
+		case <-wait.Done():
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("%w: message %s in %s is not a card the gateway posted for %s", slack.ErrForged, on.TS, on.Channel, ref.Value())
+		}
+	}
+}
+
+// slackForged audits a click or form on a message the gateway did not
+// draw for what it names, as the identity the user maps to (if any), and
+// tells the user.
+func (g *Gateway) slackForged(ctx context.Context, in *slack.Interaction, ref slack.Ref, addr string, err error) {
+	id, _ := g.slackIdentity(ctx, in.UserTeam(), in.User.ID)
+	g.audit(ctx, ref.Run, subjects.CodeChatForged, id.Name, err.Error(), addr, slackRequest(in)+" "+ref.Value())
+	if in.Type == slack.TypeBlockActions {
+		g.slackEphemeral(ctx, in, slackForgedText)
+	}
 }

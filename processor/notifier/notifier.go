@@ -131,10 +131,8 @@ func (n *Notifier) Start(ctx context.Context) error {
 	}
 	n.delivered = marks
 	for _, s := range n.sinks {
-		if a, ok := s.(interface {
-			attach(*jetstream.Bucket, func(string) bool)
-		}); ok {
-			a.attach(marks, n.crash)
+		if a, ok := s.(interface{ attachClient(*jetstream.Client) }); ok {
+			a.attachClient(n.client)
 		}
 	}
 	for _, cc := range n.consumerConfigs() {

@@ -1,9 +1,11 @@
-// Package slack is Interlock's Slack adapter, shared by the notifier's
-// Slack sink (which posts messages) and the gateway's interactivity endpoint
-// (which receives clicks and form submissions): the request signature
-// (Verify, Sign), the interaction payloads Slack posts (Interaction), the
-// few Web API methods used (Client) and the Block Kit messages and modals
-// built for an interrupt (Card, Modal).
+// Package slack is Interlock's Slack adapter, used by the gateway, which
+// alone holds the bot token: it posts the cards (for the notifier's Slack
+// sinks, which ask it) and receives their clicks and form submissions.
+// Here are the request signature (Verify, Sign), the interaction payloads
+// Slack posts (Interaction), the few Web API methods used (Client), the
+// Block Kit messages and modals built for an interrupt (Card, Modal) and
+// the seal on what a card carries (Seal: each button's value signed for
+// its run, interrupt, action and channel).
 //
 // It knows Slack and nothing of who may decide: the gateway maps a Slack
 // user to an approver identity and asks package authz. Another chat
