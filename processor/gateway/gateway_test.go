@@ -79,6 +79,11 @@ identities:
 			NoLinks bool
 			// NoChat forbids chat decisions of the interrupt.
 			NoChat bool
+			// Approvals asks for a quorum; Tool and Args make the
+			// interrupt gate that call (protocol version 2).
+			Approvals int
+			Tool      string
+			Args      map[string]any
 		}
 		_ = json.Unmarshal(input, &req)
 		r := processor.Request{Message: req.Message, Approvers: req.Approvers,
@@ -89,6 +94,12 @@ identities:
 		}
 		if req.NoChat {
 			r.ChatDecisions = new(bool)
+		}
+		if req.Approvals > 0 {
+			r.Policy = &subjects.Policy{Approvals: req.Approvals}
+		}
+		if req.Tool != "" {
+			r.Call = &processor.ToolCall{Tool: req.Tool, Arguments: req.Args}
 		}
 		d, err := processor.Interrupt(ctx, r)
 		if err != nil {

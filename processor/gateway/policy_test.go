@@ -1,0 +1,118 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/links"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// TestQuorumThroughTheGateway: an interrupt that needs two approvals of a
+// gated call, decided through the API and a link. A vote on a stale
+// digest is refused in words; the first vote answers vote_recorded with
+// what remains; the listing and the run show the votes so far, who is
+// still needed and the call's arguments; the link page shows them too and
+// binds its vote to the digest it showed; the second vote resolves the
+// interrupt and the replay gets both votes.
+func TestQuorumThroughTheGateway(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	args := map[string]any{"amount": 12400, "to": "ACME"}
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada", "bob", "carol"}, "Message": "Pay ACME?",
+		"Approvals": 2, "Tool": "pay_invoice", "Args": args})
+	digest, err := subjects.CallDigest("pay_invoice", json.RawMessage(`{"amount":12400,"to":"ACME"}`))
+	require.NoError(t, err)
+	stale, err := subjects.CallDigest("pay_invoice", json.RawMessage(`{"amount":99,"to":"ACME"}`))
+	require.NoError(t, err)
+
+	// A vote cast on other arguments than the interrupt's is refused.
+	status, out := e.call("POST", decisionPath(run, id), "ada-token", []byte(`{"status":"resolved","callDigest":"`+stale+`"}`))
+	require.Equal(t, http.StatusConflict, status, out)
+	assert.Equal(t, string(subjects.CodeCallMismatch), out["code"])
+
+	// The first vote is recorded, and the answer says what remains.
+	status, out = e.call("POST", decisionPath(run, id), "ada-token", []byte(`{"status":"resolved","callDigest":"`+digest+`"}`))
+	require.Equal(t, http.StatusOK, status, out)
+	v := out["verdict"].(map[string]any)
+	assert.Equal(t, "vote_recorded", v["outcome"])
+	tally := v["tally"].(map[string]any)
+	assert.EqualValues(t, 1, tally["approvals"])
+	assert.EqualValues(t, 2, tally["approvalsNeeded"])
+	assert.Equal(t, []any{"bob", "carol"}, tally["waitingOn"])
+
+	// The same person voting twice is refused with its code.
+	status, out = e.call("POST", decisionPath(run, id), "ada-token", []byte(`{"status":"resolved","decisionId":"again"}`))
+	require.Equal(t, http.StatusConflict, status, out)
+	assert.Equal(t, string(subjects.CodeAlreadyVoted), out["code"])
+
+	// The listing shows the votes so far, the tally and the call.
+	status, out = e.call("GET", "/v1/interrupts", "bob-token", nil)
+	require.Equal(t, http.StatusOK, status, out)
+	items := out["interrupts"].([]any)
+	require.Len(t, items, 1)
+	item := items[0].(map[string]any)
+	assert.EqualValues(t, 1, item["tally"].(map[string]any)["approvals"])
+	assert.Equal(t, []any{"bob", "carol"}, item["tally"].(map[string]any)["waitingOn"])
+	votes := item["votes"].([]any)
+	require.Len(t, votes, 1)
+	assert.Equal(t, "ada", votes[0].(map[string]any)["approver"])
+	assert.Equal(t, digest, votes[0].(map[string]any)["callDigest"])
+	assert.Equal(t, digest, item["call"].(map[string]any)["digest"])
+	assert.Equal(t, map[string]any{"amount": 12400.0, "to": "ACME"}, item["call"].(map[string]any)["arguments"])
+	status, out = e.call("GET", "/v1/runs/"+run, "bob-token", nil)
+	require.Equal(t, http.StatusOK, status, out)
+	assert.EqualValues(t, 1, out["tallies"].(map[string]any)[id].(map[string]any)["approvals"])
+
+	// The link page shows the call, the votes and what remains, and binds
+	// the vote to the digest it showed.
+	link := e.linkFor(run, id, links.Approve, "carol", time.Hour)
+	status, body := e.page("GET", link, nil)
+	require.Equal(t, http.StatusOK, status, body)
+	assert.Contains(t, body, `name="callDigest" value="`+digest+`"`)
+	assert.Contains(t, body, "1 of 2 approvals; waiting on bob, carol")
+	assert.Contains(t, body, "ada approved at ")
+	assert.Regexp(t, `<th scope="row">amount</th><td><code>12400</code></td>`, body)
+	// A page shown before the arguments changed: the vote is not counted,
+	// and the page says why.
+	status, body = e.page("POST", link, url.Values{"callDigest": {stale}})
+	assert.Equal(t, http.StatusConflict, status, body)
+	assert.Contains(t, body, "your vote was not counted")
+	status, body = e.page("POST", link, url.Values{"callDigest": {digest}})
+	require.Equal(t, http.StatusOK, status, body)
+	assert.Contains(t, body, "You approved as carol. The run continues.")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	rec, err := e.client.Wait(ctx, run, processor.Finished)
+	require.NoError(t, err)
+	require.Equal(t, subjects.RunCompleted, rec.Status, string(rec.Error))
+	d := rec.Interrupts[0].Decision
+	require.NotNil(t, d)
+	var who []string
+	for _, v := range d.Votes {
+		who = append(who, fmt.Sprintf("%s %s %t", v.Approver, v.Status, v.CallDigest == digest))
+	}
+	assert.Equal(t, []string{"ada resolved true", "carol resolved true"}, who)
+}
+
+// TestLinkVoteRecorded: a link vote that does not settle the interrupt
+// says it is recorded and what the request still waits for.
+func TestLinkVoteRecorded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada", "bob", "carol"}, "Message": "Deploy?", "Approvals": 2})
+	status, body := e.page("POST", e.linkFor(run, id, links.Approve, "carol", time.Hour), nil)
+	require.Equal(t, http.StatusOK, status, body)
+	assert.Contains(t, body, "Your vote (approved as carol) is recorded. The request still waits: 1 of 2 approvals; waiting on ada, bob.")
+	assert.Contains(t, body, "vote_recorded")
+}

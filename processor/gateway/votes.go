@@ -1,0 +1,98 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/interlockhq/interlock/processor/rules"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// tallyOf is where the votes on interrupt i of rec stand (protocol version
+// 2): nil when the interrupt has no policy. Open votes are the record's;
+// a decided interrupt's are its decision's.
+func tallyOf(rec *subjects.Run, i int) *subjects.Tally {
+	var counts rules.Set // counts only: no members, no keys
+	return counts.Tally(rec, i, subjects.Decision{Status: subjects.StatusWithdrawn})
+}
+
+// talliesOf is the tally of each interrupt of rec with a policy, by id.
+func talliesOf(rec *subjects.Run) map[string]*subjects.Tally {
+	out := map[string]*subjects.Tally{}
+	for i, st := range rec.Interrupts {
+		if t := tallyOf(rec, i); t != nil {
+			out[st.ID] = t
+		}
+	}
+	return out
+}
+
+// withVotes replaces the pending entry p of an interrupt with a policy by
+// the record's state of it, which holds the votes cast since the entry was
+// written (a vote that leaves the interrupt waiting does not rewrite the
+// pending index), and returns its tally. Without a policy, or when the
+// record cannot be read, p stays as it is.
+func (g *Gateway) withVotes(ctx context.Context, p *subjects.PendingInterrupt) *subjects.Tally {
+	if p.Policy == nil {
+		return nil
+	}
+	rec, err := g.client.Run(ctx, p.RunID)
+	if err != nil {
+		return tallyOf(&subjects.Run{RunID: p.RunID, Interrupts: []subjects.InterruptState{p.InterruptState}}, 0)
+	}
+	i := slices.IndexFunc(rec.Interrupts, func(st subjects.InterruptState) bool { return st.ID == p.ID })
+	if i < 0 {
+		return nil
+	}
+	p.InterruptState = rec.Interrupts[i]
+	return tallyOf(rec, i)
+}
+
+// votesOf is the votes on st: the open ones, or the decided interrupt's.
+func votesOf(st subjects.InterruptState) []subjects.Vote {
+	if st.Decision != nil {
+		return st.Decision.Votes
+	}
+	return st.Votes
+}
+
+// voteLines says each vote in words: who, what, when.
+func voteLines(st subjects.InterruptState) []string {
+	var out []string
+	for _, v := range votesOf(st) {
+		what := "approved"
+		switch v.Status {
+		case subjects.StatusCancelled:
+			what = "denied"
+		case subjects.StatusWithdrawn:
+			what = "withdrew"
+		}
+		if v.Status == subjects.StatusResolved && st.Call != nil && v.CallDigest != "" && v.CallDigest != st.Call.Digest {
+			what += " with edited arguments"
+		}
+		out = append(out, fmt.Sprintf("%s %s at %s", v.Approver, what, v.At.UTC().Format("15:04 UTC")))
+	}
+	return out
+}
+
+// remainingWords says what a tally still needs, for people: "1 of 2
+// approvals; waiting on cy, group finance".
+func remainingWords(t *subjects.Tally) string {
+	if t == nil {
+		return ""
+	}
+	s := fmt.Sprintf("%d of %d approvals", t.Approvals, t.ApprovalsNeeded)
+	if t.DenialsNeeded > 1 || t.Denials > 0 {
+		s += fmt.Sprintf(", %d of %d denials", t.Denials, t.DenialsNeeded)
+	}
+	if len(t.WaitingOn) > 0 {
+		names := make([]string, len(t.WaitingOn))
+		for i, w := range t.WaitingOn {
+			names[i] = strings.Replace(w, "group:", "group ", 1)
+		}
+		s += "; waiting on " + strings.Join(names, ", ")
+	}
+	return s
+}
