@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/chat/slack"
 	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -115,4 +117,53 @@ func TestLinkVoteRecorded(t *testing.T) {
 	require.Equal(t, http.StatusOK, status, body)
 	assert.Contains(t, body, "Your vote (approved as carol) is recorded. The request still waits: 1 of 2 approvals; waiting on ada, bob.")
 	assert.Contains(t, body, "vote_recorded")
+}
+
+// TestSlackQuorumCard: a card of an interrupt that needs two approvals
+// says how many it has; a click is a vote whose ephemeral answer says what
+// remains, the message keeps its buttons and shows the vote; a vote cast
+// elsewhere updates the message too (the follower reads vote_recorded);
+// the deciding vote shows the outcome with every vote.
+func TestSlackQuorumCard(t *testing.T) {
+	t.Parallel()
+	e := newSlackEnv(t)
+	blocks := func(i int) string {
+		raw, _ := json.Marshal(e.fake.Messages()[i].Message.Blocks)
+		return string(raw)
+	}
+
+	// A click is a vote.
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada", "bob"}, "Message": "refund?", "Approvals": 2,
+		"Tool": "refund", "Args": map[string]any{"amount": 5}})
+	e.card(run, id)
+	assert.Contains(t, blocks(0), "0 of 2 approvals; waiting on ada, bob")
+	assert.Contains(t, blocks(0), "amount", "the gated call's arguments")
+	status, _ := e.click("T0TEAM", "U0ADA", slack.ActionApprove, run, id, "vote")
+	require.Equal(t, http.StatusOK, status)
+	assert.Equal(t, "Your vote (approved as ada) is recorded. The request still waits: 1 of 2 approvals; waiting on bob.",
+		e.ephemeral("vote"))
+	got := e.responses("vote", 2)
+	require.True(t, got[0].ReplaceOriginal)
+	raw, _ := json.Marshal(got[0].Blocks)
+	assert.Contains(t, string(raw), "1 of 2 approvals; waiting on bob")
+	assert.Contains(t, string(raw), "ada approved at ")
+	assert.Contains(t, string(raw), slack.ActionApprove, "the buttons stay for the others")
+
+	// A vote elsewhere updates the message; the deciding one shows the
+	// outcome and every vote.
+	run2, id2 := e.suspend(map[string]any{"Approvers": []string{"ada", "bob"}, "Message": "deploy?", "Approvals": 2})
+	e.card(run2, id2)
+	i := len(e.fake.Messages()) - 1
+	status, out := e.call(http.MethodPost, decisionPath(run2, id2), "ada-token", []byte(`{"status":"resolved"}`))
+	require.Equal(t, http.StatusOK, status, out)
+	require.Eventually(t, func() bool { return e.fake.Messages()[i].Updates > 0 }, 10*time.Second, 10*time.Millisecond)
+	assert.Contains(t, blocks(i), "1 of 2 approvals; waiting on bob")
+	assert.Contains(t, blocks(i), slack.ActionApprove, "still waiting: buttons kept")
+	status, out = e.call(http.MethodPost, decisionPath(run2, id2), "bob-token", []byte(`{"status":"resolved"}`))
+	require.Equal(t, http.StatusOK, status, out)
+	require.Eventually(t, func() bool { return strings.Contains(blocks(i), "Approved* by bob") }, 10*time.Second, 10*time.Millisecond)
+	assert.Contains(t, blocks(i), "2 of 2 approvals")
+	assert.Contains(t, blocks(i), "ada approved at ")
+	assert.Contains(t, blocks(i), "bob approved at ")
+	assert.NotContains(t, blocks(i), slack.ActionApprove, "decided: the buttons are gone")
 }

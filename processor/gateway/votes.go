@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/interlockhq/interlock/processor/chat/slack"
 	"github.com/interlockhq/interlock/processor/rules"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -62,17 +63,7 @@ func votesOf(st subjects.InterruptState) []subjects.Vote {
 func voteLines(st subjects.InterruptState) []string {
 	var out []string
 	for _, v := range votesOf(st) {
-		what := "approved"
-		switch v.Status {
-		case subjects.StatusCancelled:
-			what = "denied"
-		case subjects.StatusWithdrawn:
-			what = "withdrew"
-		}
-		if v.Status == subjects.StatusResolved && st.Call != nil && v.CallDigest != "" && v.CallDigest != st.Call.Digest {
-			what += " with edited arguments"
-		}
-		out = append(out, fmt.Sprintf("%s %s at %s", v.Approver, what, v.At.UTC().Format("15:04 UTC")))
+		out = append(out, fmt.Sprintf("%s %s at %s", v.Approver, voteWord(st, v), v.At.UTC().Format("15:04 UTC")))
 	}
 	return out
 }
@@ -95,4 +86,40 @@ func remainingWords(t *subjects.Tally) string {
 		s += "; waiting on " + strings.Join(names, ", ")
 	}
 	return s
+}
+
+// cardVotes is what a Slack card of st in rec says about votes: the tally
+// in words and each vote (the final decision's, once decided); nothing
+// for an interrupt without a policy.
+func cardVotes(rec *subjects.Run, st subjects.InterruptState) (string, []slack.Vote) {
+	if st.Policy == nil {
+		return "", nil
+	}
+	var t *subjects.Tally
+	if rec != nil {
+		if i := slices.IndexFunc(rec.Interrupts, func(s subjects.InterruptState) bool { return s.ID == st.ID }); i >= 0 {
+			t = tallyOf(rec, i)
+		}
+	}
+	var votes []slack.Vote
+	for _, v := range votesOf(st) {
+		votes = append(votes, slack.Vote{By: v.Approver, Status: voteWord(st, v), At: v.At})
+	}
+	return remainingWords(t), votes
+}
+
+// voteWord is a vote in a word or three: approved, denied, withdrew,
+// approved with edited arguments.
+func voteWord(st subjects.InterruptState, v subjects.Vote) string {
+	what := "approved"
+	switch v.Status {
+	case subjects.StatusCancelled:
+		what = "denied"
+	case subjects.StatusWithdrawn:
+		what = "withdrew"
+	}
+	if v.Status == subjects.StatusResolved && st.Call != nil && v.CallDigest != "" && v.CallDigest != st.Call.Digest {
+		what += " with edited arguments"
+	}
+	return what
 }
