@@ -51,7 +51,10 @@ type env struct {
 func newEnv(t *testing.T) *env { return newEnvWith(t, nil) }
 
 // newEnvWith is newEnv with the gateway's config changed by set.
-func newEnvWith(t *testing.T, set func(*Config)) *env {
+func newEnvWith(t *testing.T, set func(*Config)) *env { return newEnvCo(t, set, nil) }
+
+// newEnvCo is newEnvWith with the coordinator's config changed by co.
+func newEnvCo(t *testing.T, set func(*Config), co func(*coordinator.Config)) *env {
 	srv := jstest.Server(t)
 	nc := jstest.Client(t, srv)
 	dir, err := approvers.Parse("test", []byte(fmt.Sprintf(`
@@ -62,9 +65,13 @@ identities:
   erin: {roles: [auditor], tokens: ["%s"]}
 `, approvers.Digest("ada-token"), approvers.Digest("bob-token"), approvers.Digest("carol-token"), approvers.Digest("erin-token"))))
 	require.NoError(t, err)
-	co := coordinator.New(jstest.Client(t, srv), coordinator.Config{Logger: quiet, Groups: dir.Groups})
-	require.NoError(t, co.Start(context.Background()))
-	t.Cleanup(func() { _ = co.Stop(context.Background()) })
+	cc := coordinator.Config{Logger: quiet, Groups: dir.Groups}
+	if co != nil {
+		co(&cc)
+	}
+	coord := coordinator.New(jstest.Client(t, srv), cc)
+	require.NoError(t, coord.Start(context.Background()))
+	t.Cleanup(func() { _ = coord.Stop(context.Background()) })
 	w := processor.NewWorker(jstest.Client(t, srv), processor.WorkerConfig{Logger: quiet})
 	require.NoError(t, w.Register("gate", func(ctx context.Context, input json.RawMessage) (any, error) {
 		var req struct {

@@ -330,6 +330,19 @@ func (g *Gateway) useLink(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusRequestEntityTooLarge, "Too large", "The answer is too large to send.")
 		return
 	}
+	// Links off for this interrupt (the agent's request, or an operator
+	// rule the coordinator applied to the record: oneClickLinks: false):
+	// no link decides it, even one minted before or signed elsewhere.
+	if rec, err := g.client.Run(r.Context(), l.Run); err == nil {
+		if i := slices.IndexFunc(rec.Interrupts, func(st subjects.InterruptState) bool { return st.ID == l.Interrupt }); i >= 0 &&
+			!rec.Interrupts[i].LinksAllowed() {
+			g.refusals.fail(addr)
+			g.refusedRun(r, l.Run, subjects.CodeLinksOff, l.Approver, "decision link for an interrupt with one-click links off")
+			refuse(w, http.StatusForbidden, "Links are off for this request",
+				"This request may not be decided with a link. Decide it in the inbox or with the CLI.")
+			return
+		}
+	}
 	req := processor.DecisionRequest{RunID: l.Run, InterruptID: l.Interrupt, Approver: l.Approver,
 		DecisionID: "link-" + links.ID(token), Status: subjects.StatusCancelled, Comment: r.PostFormValue("comment"),
 		Via: "link", CallDigest: r.PostFormValue("callDigest")}

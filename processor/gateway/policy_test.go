@@ -15,7 +15,9 @@ import (
 
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/chat/slack"
+	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/processor/links"
+	"github.com/interlockhq/interlock/processor/policy"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -166,4 +168,48 @@ func TestSlackQuorumCard(t *testing.T) {
 	assert.Contains(t, blocks(i), "ada approved at ")
 	assert.Contains(t, blocks(i), "bob approved at ")
 	assert.NotContains(t, blocks(i), slack.ActionApprove, "decided: the buttons are gone")
+}
+
+// Attack: an operator rule forbids link and chat decisions of deploys
+// (oneClickLinks: false, chatDecisions: false). The agent asked for
+// neither; the coordinator writes them into the record, and the gateway,
+// which proves the channel, enforces them: no links are minted, a link
+// signed anyway decides nothing (links_off), the Slack card has no
+// buttons and a click decides nothing (chat_off); the inbox and the API
+// still decide.
+func TestOperatorRuleForbidsLinksAndChat(t *testing.T) {
+	t.Parallel()
+	set, err := policy.Parse("policies.yaml", []byte(`
+rules:
+  - name: prod-deploys
+    match: 'tool == "deploy"'
+    action: require
+    chatDecisions: false
+    oneClickLinks: false
+`))
+	require.NoError(t, err)
+	e := newSlackEnvCo(t, func(c *coordinator.Config) { c.Policies = set })
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "deploy?", "Tool": "deploy",
+		"Args": map[string]any{"env": "prod"}})
+	rec, err := e.client.Run(context.Background(), run)
+	require.NoError(t, err)
+	require.False(t, rec.Interrupts[0].LinksAllowed(), "the rule is in the record")
+
+	reply := e.mintLinks(run, id, "ada-mail")
+	assert.Equal(t, subjects.CodeLinksOff, reply.Code, reply.Detail)
+	status, body := e.page("POST", e.linkFor(run, id, links.Approve, "ada", time.Hour), url.Values{})
+	assert.Equal(t, http.StatusForbidden, status, body)
+	assert.Contains(t, body, "may not be decided with a link")
+	e.refusals(run, subjects.CodeLinksOff, 2)
+
+	c := e.card(run, id)
+	raw, _ := json.Marshal(c.Message.Blocks)
+	assert.NotContains(t, string(raw), slack.ActionApprove, "no buttons on the card")
+	e.click("T0TEAM", "U0ADA", slack.ActionApprove, run, id, "off")
+	assert.Contains(t, e.ephemeral("off"), "may not be decided from chat")
+	e.refusals(run, subjects.CodeChatOff, 1)
+	e.undecided(run)
+
+	status, out := e.call("POST", decisionPath(run, id), "ada-token", []byte(`{"status":"resolved"}`))
+	require.Equal(t, http.StatusOK, status, out)
 }
