@@ -412,7 +412,7 @@ func (g *Gateway) getRun(w http.ResponseWriter, r *http.Request) {
 	}
 	view, _ := authz.View(identityOf(r), rec, nil)
 	out := map[string]any{"run": view}
-	if t := talliesOf(rec); len(t) > 0 {
+	if t := talliesOf(rec, identityOf(r)); len(t) > 0 {
 		out["tallies"] = t
 	}
 	writeJSON(w, http.StatusOK, out)

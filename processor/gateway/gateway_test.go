@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -91,6 +92,9 @@ identities:
 			Approvals int
 			Tool      string
 			Args      map[string]any
+			// Second raises a second interrupt in the same pass, which
+			// these approvers decide.
+			Second []string
 		}
 		_ = json.Unmarshal(input, &req)
 		r := processor.Request{Message: req.Message, Approvers: req.Approvers,
@@ -107,6 +111,14 @@ identities:
 		}
 		if req.Tool != "" {
 			r.Call = &processor.ToolCall{Tool: req.Tool, Arguments: req.Args}
+		}
+		if len(req.Second) > 0 {
+			_, err1 := processor.Interrupt(processor.WithToolCall(ctx, "first"), r)
+			_, err2 := processor.Interrupt(processor.WithToolCall(ctx, "second"), processor.Request{Message: "second?", Approvers: req.Second})
+			if err := errors.Join(err1, err2); err != nil {
+				return nil, err
+			}
+			return "both", nil
 		}
 		d, err := processor.Interrupt(ctx, r)
 		if err != nil {

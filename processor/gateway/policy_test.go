@@ -213,3 +213,22 @@ rules:
 	status, out := e.call("POST", decisionPath(run, id), "ada-token", []byte(`{"status":"resolved"}`))
 	require.Equal(t, http.StatusOK, status, out)
 }
+
+// Attack: bob may read a run because one of its interrupts is his, not
+// ada's interrupt beside it, whose policy names who is waited on: the
+// run's tallies show bob nothing of hers.
+func TestTalliesWithheld(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	run, _ := e.suspend(map[string]any{"Approvers": []string{"ada", "carol"}, "Approvals": 2, "Message": "pay?",
+		"Second": []string{"bob"}})
+	rec, err := e.client.Run(context.Background(), run)
+	require.NoError(t, err)
+	require.Len(t, rec.Interrupts, 2)
+	status, out := e.call("GET", "/v1/runs/"+run, "bob-token", nil)
+	require.Equal(t, http.StatusOK, status, out)
+	assert.Nil(t, out["tallies"], "bob reads no tally of ada's interrupt: %v", out["tallies"])
+	status, out = e.call("GET", "/v1/runs/"+run, "ada-token", nil)
+	require.Equal(t, http.StatusOK, status, out)
+	assert.Len(t, out["tallies"], 1)
+}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/interlockhq/interlock/processor/authz"
 	"github.com/interlockhq/interlock/processor/chat/slack"
 	"github.com/interlockhq/interlock/processor/rules"
 	"github.com/interlockhq/interlock/subjects"
@@ -19,10 +20,14 @@ func tallyOf(rec *subjects.Run, i int) *subjects.Tally {
 	return counts.Tally(rec, i, subjects.Decision{Status: subjects.StatusWithdrawn})
 }
 
-// talliesOf is the tally of each interrupt of rec with a policy, by id.
-func talliesOf(rec *subjects.Run) map[string]*subjects.Tally {
+// talliesOf is the tally of each interrupt of rec with a policy that p
+// may read, by id: one withheld from p shows nobody's name (authz.View).
+func talliesOf(rec *subjects.Run, p authz.Principal) map[string]*subjects.Tally {
 	out := map[string]*subjects.Tally{}
 	for i, st := range rec.Interrupts {
+		if !authz.MayRead(st.Interrupt, p) {
+			continue
+		}
 		if t := tallyOf(rec, i); t != nil {
 			out[st.ID] = t
 		}
