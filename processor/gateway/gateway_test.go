@@ -89,8 +89,9 @@ identities:
 			NoChat bool
 			// Approvals asks for a quorum; Tool and Args make the
 			// interrupt gate that call (protocol version 2).
-			Approvals int
-			Tool      string
+			Approvals   int
+			AllowChange bool
+			Tool        string
 			Args      map[string]any
 			// Second raises a second interrupt in the same pass, which
 			// these approvers decide.
@@ -107,7 +108,7 @@ identities:
 			r.ChatDecisions = new(bool)
 		}
 		if req.Approvals > 0 {
-			r.Policy = &subjects.Policy{Approvals: req.Approvals}
+			r.Policy = &subjects.Policy{Approvals: req.Approvals, AllowChange: req.AllowChange}
 		}
 		if req.Tool != "" {
 			r.Call = &processor.ToolCall{Tool: req.Tool, Arguments: req.Args}

@@ -232,3 +232,22 @@ func TestTalliesWithheld(t *testing.T) {
 	require.Equal(t, http.StatusOK, status, out)
 	assert.Len(t, out["tallies"], 1)
 }
+
+// TestWithdrawThroughTheGateway: where the policy allows changes, a voter
+// takes its vote back with withdraw; the answer says what remains, and a
+// second withdrawal has nothing to take back (no_vote, 409).
+func TestWithdrawThroughTheGateway(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada", "bob"}, "Approvals": 2, "AllowChange": true, "Message": "ship?"})
+	status, out := e.call("POST", decisionPath(run, id), "ada-token", []byte(`{"status":"resolved"}`))
+	require.Equal(t, http.StatusOK, status, out)
+	status, out = e.call("POST", decisionPath(run, id), "ada-token", []byte(`{"withdraw":true}`))
+	require.Equal(t, http.StatusOK, status, out)
+	v := out["verdict"].(map[string]any)
+	assert.Equal(t, "vote_recorded", v["outcome"])
+	assert.EqualValues(t, 0, v["tally"].(map[string]any)["approvals"])
+	status, out = e.call("POST", decisionPath(run, id), "ada-token", []byte(`{"withdraw":true}`))
+	assert.Equal(t, http.StatusConflict, status, out)
+	assert.Equal(t, string(subjects.CodeNoVote), out["code"])
+}
