@@ -92,7 +92,7 @@ identities:
 			Approvals   int
 			AllowChange bool
 			Tool        string
-			Args      map[string]any
+			Args        map[string]any
 			// Second raises a second interrupt in the same pass, which
 			// these approvers decide.
 			Second []string
