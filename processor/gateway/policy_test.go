@@ -104,9 +104,9 @@ func TestQuorumThroughTheGateway(t *testing.T) {
 	require.NotNil(t, d)
 	var who []string
 	for _, v := range d.Votes {
-		who = append(who, fmt.Sprintf("%s %s %t", v.Approver, v.Status, v.CallDigest == digest))
+		who = append(who, fmt.Sprintf("%s %s %t %s", v.Approver, v.Status, v.CallDigest == digest, v.Via))
 	}
-	assert.Equal(t, []string{"ada resolved true", "carol resolved true"}, who)
+	assert.Equal(t, []string{"ada resolved true gateway", "carol resolved true link"}, who)
 }
 
 // TestLinkVoteRecorded: a link vote that does not settle the interrupt
