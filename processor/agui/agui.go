@@ -53,6 +53,11 @@ type ResumeEntry struct {
 	Status      subjects.Status `json:"status"`
 	Payload     json.RawMessage `json:"payload,omitempty"`
 	Metadata    map[string]any  `json:"metadata,omitempty"`
+	// CallDigest is the digest of the call the client was shown
+	// (metadata "interlock.call" of the interrupt, protocol version 2):
+	// the vote counts only for that call; another is refused
+	// (call_mismatch). Empty: the interrupt's call.
+	CallDigest string `json:"callDigest,omitempty"`
 }
 
 // payload is the answer the bridge sends for e: none when it is absent or
@@ -63,6 +68,12 @@ func (e ResumeEntry) payload() json.RawMessage {
 	}
 	return e.Payload
 }
+
+// VoteRecordedEvent names the CUSTOM event a resume sends when an entry
+// was a vote that left its interrupt waiting for others (protocol version
+// 2); its value has interruptId, tally (approvals and denials so far and
+// needed, waitingOn) and detail in words.
+const VoteRecordedEvent = "interlock.vote_recorded"
 
 // Bridge serves POST /agui/{agent} until Stop.
 type Bridge struct {
@@ -526,20 +537,33 @@ func (b *Bridge) resume(ctx context.Context, s *session) {
 	}
 	defer f.close()
 	s.started()
+	target := rec.Pass + 1
 	for _, e := range s.input.Resume {
 		req := processor.DecisionRequest{RunID: rec.RunID, InterruptID: e.InterruptID, Status: e.Status,
-			Metadata: e.Metadata, Approver: s.id.Name, Via: "agui",
+			Metadata: e.Metadata, Approver: s.id.Name, Via: "agui", CallDigest: e.CallDigest,
 			DecisionID: "agui-" + threadKey(s.input.ThreadID+"\x00"+s.input.RunID+"\x00"+e.InterruptID)}
 		if p := e.payload(); p != nil {
 			req.Payload = p
 		}
-		if _, err := b.client.Decide(ctx, req); err != nil {
+		v, err := b.client.Decide(ctx, req)
+		if err != nil {
 			s.fail(subjects.CodeRejected, "interrupt %s: %v", e.InterruptID, err)
 			return
 		}
+		if v.Outcome == subjects.OutcomeVoteRecorded {
+			// A vote that leaves its interrupt waiting for others
+			// (protocol version 2): the run stays suspended at this pass,
+			// so the stream ends with its interrupts, each with its tally,
+			// after a CUSTOM event saying what remains.
+			target = rec.Pass
+			if !s.send(map[string]any{"type": "CUSTOM", "name": VoteRecordedEvent, "value": map[string]any{
+				"interruptId": e.InterruptID, "tally": v.Tally, "detail": v.Detail}}) {
+				return
+			}
+		}
 	}
 	s.thread.remember(s.input.RunID, rec.RunID)
-	b.relay(ctx, s, f, rec.RunID, rec.Pass+1)
+	b.relay(ctx, s, f, rec.RunID, target)
 }
 
 // check applies the resume rules to a batch: the first broken rule's code
@@ -558,7 +582,7 @@ func (b *Bridge) check(rec *subjects.Run, entries []ResumeEntry, id approvers.Id
 		}
 		// The coordinator's own rules, on the decision the bridge will send.
 		d := subjects.Decision{Version: subjects.Version, InterruptID: e.InterruptID, Status: e.Status,
-			Payload: e.payload(), Approver: id.Name}
+			Payload: e.payload(), Approver: id.Name, CallDigest: e.CallDigest}
 		switch _, rej := b.rules.CheckDecision(rec, d, id, now); {
 		case rej == nil, rej.IsNoop():
 			// Decidable, or a cancel of an expired interrupt: it changes
@@ -742,7 +766,17 @@ func (b *Bridge) finish(ctx context.Context, s *session, rec *subjects.Run) {
 		interrupts := []map[string]any{}
 		for _, in := range rec.Pending() {
 			view, _ := authz.ViewInterrupt(in, s.id)
-			interrupts = append(interrupts, toAGUI(view))
+			out := toAGUI(view)
+			if t := b.rules.Tally(rec, rules.Find(rec, in.ID), subjects.Decision{Status: subjects.StatusWithdrawn}); t != nil && !view.Withheld {
+				meta, _ := out["metadata"].(map[string]any)
+				if meta == nil {
+					meta = map[string]any{}
+				}
+				meta["interlock.tally"] = t
+				meta["interlock.votes"] = view.Votes
+				out["metadata"] = meta
+			}
+			interrupts = append(interrupts, out)
 		}
 		done["outcome"] = map[string]any{"type": "interrupt", "interrupts": interrupts}
 	case subjects.RunCompleted:
@@ -820,6 +854,11 @@ func toAGUI(in subjects.InterruptState) map[string]any {
 	}
 	if len(in.Approvers) > 0 {
 		meta["interlock.approvers"] = slices.Clone(in.Approvers)
+	}
+	if in.Call != nil {
+		// The gated call (protocol version 2): a resume entry sends its
+		// digest back as callDigest.
+		meta["interlock.call"] = in.Call
 	}
 	if len(meta) > 0 {
 		out["metadata"] = meta

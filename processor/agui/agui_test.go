@@ -179,7 +179,7 @@ func newEnv(t *testing.T, gateways int) *env {
 	dir, err := approvers.Parse("test", []byte(fmt.Sprintf(`
 identities:
   ada: {tokens: ["%s"], agents: ["*"]}
-  eve: {tokens: ["%s"], agents: [assistant, gated, sequential]}
+  eve: {tokens: ["%s"], agents: [assistant, gated, sequential, quorum, strict]}
   mal: {tokens: ["%s"], agents: [echo]}
 `, approvers.Digest(adaToken), approvers.Digest(eveToken), approvers.Digest(malToken))))
 	require.NoError(t, err)
@@ -194,6 +194,8 @@ identities:
 	require.NoError(t, w.Register("sequential", sequential))
 	require.NoError(t, w.Register("stepwise", stepwise))
 	require.NoError(t, w.Register("fanout", fanout))
+	require.NoError(t, w.Register("quorum", quorum(true)))
+	require.NoError(t, w.Register("strict", quorum(false)))
 	require.NoError(t, w.Register("echo", func(ctx context.Context, raw json.RawMessage) (any, error) {
 		_ = processor.EmitText(ctx, "e1", "hello")
 		return "plain", nil

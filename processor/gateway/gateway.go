@@ -308,6 +308,10 @@ type Item struct {
 	ExpiresInSeconds *int64 `json:"expiresInSeconds,omitempty"`
 	// CanDecide says whether the caller may decide it.
 	CanDecide bool `json:"canDecide"`
+	// Tally says where the votes stand on an interrupt with a policy
+	// (protocol version 2): approvals and denials so far and needed, and
+	// who is still waited on. The item's votes are the record's.
+	Tally *subjects.Tally `json:"tally,omitempty"`
 }
 
 // List is a page of pending interrupts.
@@ -394,8 +398,9 @@ func (g *Gateway) listInterrupts(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			canDecide := authz.MayDecide(p.Interrupt, me)
+			tally := g.withVotes(r.Context(), &p)
 			p.InterruptState, _ = authz.ViewInterrupt(p.InterruptState, me)
-			item := Item{PendingInterrupt: p, CanDecide: canDecide}
+			item := Item{PendingInterrupt: p, CanDecide: canDecide, Tally: tally}
 			if p.ExpiresAt != nil {
 				left := int64(p.ExpiresAt.Sub(now) / time.Second)
 				item.ExpiresInSeconds = &left
@@ -418,7 +423,11 @@ func (g *Gateway) getRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	view, _ := authz.View(identityOf(r), rec, nil)
-	writeJSON(w, http.StatusOK, map[string]any{"run": view})
+	out := map[string]any{"run": view}
+	if t := talliesOf(rec, identityOf(r)); len(t) > 0 {
+		out["tallies"] = t
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // readableRun returns the run the path names if the caller may read it;
@@ -497,6 +506,16 @@ type DecisionBody struct {
 	Comment    string          `json:"comment,omitempty"`
 	Metadata   map[string]any  `json:"metadata,omitempty"`
 	DecisionID string          `json:"decisionId,omitempty"`
+	// CallDigest is the digest of the call the approver saw (protocol
+	// version 2): a vote on a call other than the interrupt's is refused
+	// (call_mismatch), so an approval holds only for the arguments shown.
+	CallDigest string `json:"callDigest,omitempty"`
+	// Arguments are edited arguments: the vote approves the interrupt's
+	// tool with these (their own digest).
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Withdraw takes back the caller's open vote, where the interrupt's
+	// policy allows changes; Status is ignored.
+	Withdraw bool `json:"withdraw,omitempty"`
 }
 
 // statusOf maps a rejection code to an HTTP status.
@@ -514,6 +533,11 @@ var statusOf = map[subjects.Code]int{
 	subjects.CodeSchemaMismatch:     http.StatusUnprocessableEntity,
 	subjects.CodeSchemaBudget:       http.StatusUnprocessableEntity,
 	subjects.CodeRecordTooLarge:     http.StatusRequestEntityTooLarge,
+	subjects.CodeRequesterExcluded:  http.StatusForbidden,
+	subjects.CodeAlreadyVoted:       http.StatusConflict,
+	subjects.CodeNoVote:             http.StatusConflict,
+	subjects.CodeCallMismatch:       http.StatusConflict,
+	subjects.CodeVoteLimit:          http.StatusConflict,
 }
 
 func (g *Gateway) decide(w http.ResponseWriter, r *http.Request) {
@@ -547,9 +571,13 @@ func (g *Gateway) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := processor.DecisionRequest{RunID: r.PathValue("run"), InterruptID: r.PathValue("interrupt"), Status: b.Status,
-		Comment: b.Comment, Metadata: b.Metadata, DecisionID: b.DecisionID, Approver: identityOf(r).Name, Via: "gateway"}
+		Comment: b.Comment, Metadata: b.Metadata, DecisionID: b.DecisionID, Approver: identityOf(r).Name, Via: "gateway",
+		CallDigest: b.CallDigest, Withdraw: b.Withdraw}
 	if len(b.Payload) > 0 {
 		req.Payload = b.Payload
+	}
+	if len(b.Arguments) > 0 {
+		req.Arguments = b.Arguments
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.Timeout)
 	defer cancel()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -51,7 +52,10 @@ type env struct {
 func newEnv(t *testing.T) *env { return newEnvWith(t, nil) }
 
 // newEnvWith is newEnv with the gateway's config changed by set.
-func newEnvWith(t *testing.T, set func(*Config)) *env {
+func newEnvWith(t *testing.T, set func(*Config)) *env { return newEnvCo(t, set, nil) }
+
+// newEnvCo is newEnvWith with the coordinator's config changed by co.
+func newEnvCo(t *testing.T, set func(*Config), co func(*coordinator.Config)) *env {
 	srv := jstest.Server(t)
 	nc := jstest.Client(t, srv)
 	dir, err := approvers.Parse("test", []byte(fmt.Sprintf(`
@@ -62,9 +66,13 @@ identities:
   erin: {roles: [auditor], tokens: ["%s"]}
 `, approvers.Digest("ada-token"), approvers.Digest("bob-token"), approvers.Digest("carol-token"), approvers.Digest("erin-token"))))
 	require.NoError(t, err)
-	co := coordinator.New(jstest.Client(t, srv), coordinator.Config{Logger: quiet, Groups: dir.Groups})
-	require.NoError(t, co.Start(context.Background()))
-	t.Cleanup(func() { _ = co.Stop(context.Background()) })
+	cc := coordinator.Config{Logger: quiet, Groups: dir.Groups}
+	if co != nil {
+		co(&cc)
+	}
+	coord := coordinator.New(jstest.Client(t, srv), cc)
+	require.NoError(t, coord.Start(context.Background()))
+	t.Cleanup(func() { _ = coord.Stop(context.Background()) })
 	w := processor.NewWorker(jstest.Client(t, srv), processor.WorkerConfig{Logger: quiet})
 	require.NoError(t, w.Register("gate", func(ctx context.Context, input json.RawMessage) (any, error) {
 		var req struct {
@@ -79,6 +87,15 @@ identities:
 			NoLinks bool
 			// NoChat forbids chat decisions of the interrupt.
 			NoChat bool
+			// Approvals asks for a quorum; Tool and Args make the
+			// interrupt gate that call (protocol version 2).
+			Approvals   int
+			AllowChange bool
+			Tool        string
+			Args        map[string]any
+			// Second raises a second interrupt in the same pass, which
+			// these approvers decide.
+			Second []string
 		}
 		_ = json.Unmarshal(input, &req)
 		r := processor.Request{Message: req.Message, Approvers: req.Approvers,
@@ -89,6 +106,20 @@ identities:
 		}
 		if req.NoChat {
 			r.ChatDecisions = new(bool)
+		}
+		if req.Approvals > 0 {
+			r.Policy = &subjects.Policy{Approvals: req.Approvals, AllowChange: req.AllowChange}
+		}
+		if req.Tool != "" {
+			r.Call = &processor.ToolCall{Tool: req.Tool, Arguments: req.Args}
+		}
+		if len(req.Second) > 0 {
+			_, err1 := processor.Interrupt(processor.WithToolCall(ctx, "first"), r)
+			_, err2 := processor.Interrupt(processor.WithToolCall(ctx, "second"), processor.Request{Message: "second?", Approvers: req.Second})
+			if err := errors.Join(err1, err2); err != nil {
+				return nil, err
+			}
+			return "both", nil
 		}
 		d, err := processor.Interrupt(ctx, r)
 		if err != nil {

@@ -48,6 +48,13 @@ type page struct {
 	Decided []row
 	RunURL  string
 	Outcome string
+	// CallDigest is the digest of the call the page shows (protocol
+	// version 2); the form sends it back, so the vote is bound to the
+	// arguments the approver saw. Tool names the call.
+	CallDigest, Tool string
+	// Votes says each vote so far; Remaining what is still needed.
+	Votes     []string
+	Remaining string
 }
 
 func renderPage(w http.ResponseWriter, status int, name string, p page) {
@@ -134,6 +141,14 @@ func arguments(metadata json.RawMessage) ([]row, json.RawMessage) {
 	return rows, raw
 }
 
+// orEmpty is raw, or {} when raw is empty.
+func orEmpty(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage(`{}`)
+	}
+	return raw
+}
+
 // plain shows a JSON value to people: a string as is, anything else as JSON.
 func plain(raw json.RawMessage) string {
 	var s string
@@ -174,6 +189,14 @@ func inWords(code subjects.Code, detail string) string {
 		return "This request has expired; it can no longer be approved."
 	case subjects.CodeUnknownRun, subjects.CodeUnknownInterrupt:
 		return "This request does not exist (any more)."
+	case subjects.CodeCallMismatch:
+		return "The call you saw is not the call this request gates (the arguments changed); your vote was not counted. Open the request again and decide on what it shows now. " + detail
+	case subjects.CodeAlreadyVoted:
+		return "You voted on this request already; your first vote stands. " + detail
+	case subjects.CodeRequesterExcluded:
+		return "You started this run, and its policy does not let the requester vote on it."
+	case subjects.CodeVoteLimit:
+		return "This request takes no more open votes; only a vote that decides it is accepted now. " + detail
 	}
 	return "The answer was not accepted: " + detail
 }
@@ -256,6 +279,12 @@ func (g *Gateway) showLink(w http.ResponseWriter, r *http.Request, l links.Link,
 	p.About = describe(rec, in, time.Now())
 	var args json.RawMessage
 	p.Arguments, args = arguments(in.Metadata)
+	if in.Call != nil {
+		// The gated call's own arguments, which its digest covers.
+		p.Arguments, _ = arguments(json.RawMessage(`{"arguments":` + string(orEmpty(in.Call.Arguments)) + `}`))
+		p.CallDigest, p.Tool = in.Call.Digest, in.Call.Tool
+	}
+	p.Votes, p.Remaining = voteLines(*in), remainingWords(tallyOf(rec, i))
 	if l.Action == links.Approve && len(in.ResponseSchema) > 0 {
 		p.Schema = string(in.ResponseSchema)
 		if p.Values == "" {
@@ -301,9 +330,22 @@ func (g *Gateway) useLink(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusRequestEntityTooLarge, "Too large", "The answer is too large to send.")
 		return
 	}
+	// Links off for this interrupt (the agent's request, or an operator
+	// rule the coordinator applied to the record: oneClickLinks: false):
+	// no link decides it, even one minted before or signed elsewhere.
+	if rec, err := g.client.Run(r.Context(), l.Run); err == nil {
+		if i := slices.IndexFunc(rec.Interrupts, func(st subjects.InterruptState) bool { return st.ID == l.Interrupt }); i >= 0 &&
+			!rec.Interrupts[i].LinksAllowed() {
+			g.refusals.fail(addr)
+			g.refusedRun(r, l.Run, subjects.CodeLinksOff, l.Approver, "decision link for an interrupt with one-click links off")
+			refuse(w, http.StatusForbidden, "Links are off for this request",
+				"This request may not be decided with a link. Decide it in the inbox or with the CLI.")
+			return
+		}
+	}
 	req := processor.DecisionRequest{RunID: l.Run, InterruptID: l.Interrupt, Approver: l.Approver,
 		DecisionID: "link-" + links.ID(token), Status: subjects.StatusCancelled, Comment: r.PostFormValue("comment"),
-		Via: "link"}
+		Via: "link", CallDigest: r.PostFormValue("callDigest")}
 	sent := strings.TrimSpace(r.PostFormValue("payload"))
 	var answer json.RawMessage
 	if l.Action == links.Approve {
@@ -356,6 +398,9 @@ func (g *Gateway) useLink(w http.ResponseWriter, r *http.Request) {
 		decided = append(decided, row{"Reason", req.Comment})
 	}
 	msg := "You " + verb + who + ". The run continues."
+	if v.Outcome == subjects.OutcomeVoteRecorded {
+		msg = "Your vote (" + verb + who + ") is recorded. The request still waits: " + remainingWords(v.Tally) + "."
+	}
 	if v.Outcome == subjects.OutcomeDuplicate {
 		msg = "This was already " + verb + who + "; it counts once."
 	}

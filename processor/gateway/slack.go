@@ -412,6 +412,10 @@ func (g *Gateway) slackDecide(ctx context.Context, in *slack.Interaction, ref sl
 			st = rec.Interrupts[i]
 		}
 	}
+	if v.Outcome == subjects.OutcomeVoteRecorded {
+		g.slackVoted(ctx, in, ref, rec, st, id, req, v)
+		return
+	}
 	if st.Decision == nil {
 		// The record lags the verdict: show the decision just made.
 		now := time.Now().UTC()
@@ -439,6 +443,30 @@ func (g *Gateway) slackDecide(ctx context.Context, in *slack.Interaction, ref sl
 	}
 }
 
+// slackVoted answers a click that was a vote and left the interrupt
+// waiting (protocol version 2): the message shows the votes so far, its
+// buttons kept for the others, and the voter is told what remains.
+func (g *Gateway) slackVoted(ctx context.Context, in *slack.Interaction, ref slack.Ref, rec *subjects.Run,
+	st subjects.InterruptState, id approvers.Identity, req processor.DecisionRequest, v subjects.Verdict) {
+	if rec != nil && ref.Channel != "" {
+		msg := g.drawCard(rec, st, ref.Channel).Message()
+		if in.ResponseURL != "" {
+			g.slackRespond(ctx, in, slack.Response{ReplaceOriginal: true, Text: msg.Text, Blocks: msg.Blocks})
+		} else if ref.TS != "" && g.cfg.Slack.BotToken != "" {
+			if err := g.slackAPI().Update(ctx, ref.Channel, ref.TS, msg); err != nil {
+				g.cfg.Logger.Warn("slack message not updated", "run", ref.Run, "error", err)
+			}
+		}
+	}
+	verb := strings.ToLower(slack.StatusWord(st.Interrupt, subjects.Decision{Status: req.Status, Approver: id.Name}))
+	text := "Your vote (" + verb + " as " + id.Name + ") is recorded. The request still waits: " + remainingWords(v.Tally) + "."
+	if in.ResponseURL != "" {
+		g.slackEphemeral(ctx, in, text)
+	} else if ref.Channel != "" && g.cfg.Slack.BotToken != "" {
+		_ = g.slackAPI().PostEphemeral(ctx, ref.Channel, in.User.ID, text)
+	}
+}
+
 // slackCard is the card of st in rec (rec may be nil: the card then has
 // only what st says).
 func (g *Gateway) slackCard(rec *subjects.Run, st subjects.InterruptState) slack.Card {
@@ -448,6 +476,7 @@ func (g *Gateway) slackCard(rec *subjects.Run, st subjects.InterruptState) slack
 	}
 	c := slack.CardOf(agent, run, st.Interrupt, "")
 	c.Decided = slack.DecidedOf(st, "")
+	c.Tally, c.Votes = cardVotes(rec, st)
 	return c
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/chat/slack"
 	"github.com/interlockhq/interlock/processor/chat/slack/slacktest"
+	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -34,14 +35,19 @@ type slackEnv struct {
 }
 
 func newSlackEnv(t *testing.T, set ...func(*SlackConfig)) *slackEnv {
+	return newSlackEnvCo(t, nil, set...)
+}
+
+// newSlackEnvCo is newSlackEnv with the coordinator's config changed by co.
+func newSlackEnvCo(t *testing.T, co func(*coordinator.Config), set ...func(*SlackConfig)) *slackEnv {
 	fake := slacktest.New(t, "xoxb-test")
-	e := newEnvWith(t, func(c *Config) {
+	e := newEnvCo(t, func(c *Config) {
 		c.Slack = &SlackConfig{SigningSecret: slackSecret, TeamID: "T0TEAM", BotToken: "xoxb-test",
 			Channels: map[string]string{slackSink: "C0CHAN"}, APIURL: fake.APIURL(), ResponseURLPrefix: fake.URL + "/respond/"}
 		for _, f := range set {
 			f(c.Slack)
 		}
-	})
+	}, co)
 	return &slackEnv{env: e, fake: fake, signer: slacktest.Signer{Secret: slackSecret}}
 }
 

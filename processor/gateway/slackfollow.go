@@ -31,8 +31,10 @@ import (
 // interrupts from, to update their Slack messages.
 const SlackDurable = "gateway_slack"
 
-// slackFollowEvents are the events that may decide an interrupt.
-var slackFollowEvents = []subjects.EventType{subjects.EventDecisionAccepted, subjects.EventExpired}
+// slackFollowEvents are the events that may decide an interrupt, and the
+// votes that leave one waiting (protocol version 2), after which its
+// cards show the votes so far.
+var slackFollowEvents = []subjects.EventType{subjects.EventDecisionAccepted, subjects.EventExpired, subjects.EventVoteRecorded}
 
 // slackConsumer is the consumer SlackDurable: the decision and expiry
 // events of every run, from its creation on.
@@ -112,11 +114,16 @@ func (f *follower) handle(ctx context.Context, m *jetstream.Delivery) error {
 		if len(msgs) == 0 {
 			continue
 		}
-		if st.Decision == nil {
+		if st.Decision == nil && ev.Type != subjects.EventVoteRecorded {
 			return jetstream.RetryAfter(time.Second, fmt.Errorf("%s/%s: %w", ev.RunID, st.ID, errSlackNotDecided))
 		}
-		msg := g.slackCard(rec, st).Message()
 		for _, p := range msgs {
+			// A waiting interrupt keeps its buttons, signed for the
+			// message's channel; a decided one shows who decided what.
+			msg := g.slackCard(rec, st).Message()
+			if st.Decision == nil {
+				msg = g.drawCard(rec, st, p.Channel).Message()
+			}
 			if err := g.slackAPI().Update(ctx, p.Channel, p.TS, msg); err != nil {
 				return slackRetry(err)
 			}

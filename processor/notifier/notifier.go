@@ -358,6 +358,9 @@ func (n *Notifier) notification(ctx context.Context, key, route, sink string, s 
 	} else {
 		note.Decide = closedHints(s)
 	}
+	for i := range note.Decide {
+		note.Decide[i].Quorum = quorum(note.Decide[i].Interrupt, note.Kind)
+	}
 	return note
 }
 

@@ -263,7 +263,7 @@ func (e *env) suspend(agent string, interrupts ...subjects.Interrupt) subjects.S
 	}
 	subject, err := e.admin.Namespace().Suspended(agent, s.RunID)
 	require.NoError(e.t, err)
-	data, err := json.Marshal(s)
+	data, err := json.Marshal(subjects.Versioned(&s))
 	require.NoError(e.t, err)
 	_, err = e.admin.Publish(ctx(e.t), subject, data, s.RunID+":0", nil)
 	require.NoError(e.t, err)

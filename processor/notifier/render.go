@@ -72,6 +72,51 @@ type Decide struct {
 	// Links are one-click decision links. Only a personal sink carries
 	// them, and only its person's: a link decides without a login.
 	Links []LinkPair `json:"links,omitempty"`
+	// Quorum says, for an interrupt with a policy (protocol version 2),
+	// how many approvals it needs and how many it has when the notifier
+	// knows: "0 of 2 approvals" for a new suspension, "2 approvals
+	// needed" on a notice (the votes so far are in the inbox and `interlock
+	// show`: the notifier does not read run records).
+	Quorum string `json:"quorum,omitempty"`
+}
+
+// quorum is Decide.Quorum of in in a notification of kind.
+func quorum(in subjects.Interrupt, kind Kind) string {
+	p := in.Policy
+	if p == nil {
+		return ""
+	}
+	var s string
+	switch kind {
+	case KindNew:
+		s = fmt.Sprintf("0 of %d approvals", p.NeedApprovals())
+	case KindExpired:
+		return fmt.Sprintf("%d approvals were needed", p.NeedApprovals())
+	default:
+		s = fmt.Sprintf("%d approvals needed", p.NeedApprovals())
+	}
+	if p.NeedDenials() > 1 {
+		s += fmt.Sprintf(", %d denials refuse", p.NeedDenials())
+	}
+	who := append(slices.Clone(in.Approvers), groupNames(in.ApproverGroups)...)
+	if len(who) > 0 {
+		s += " from " + strings.Join(who, ", ")
+	}
+	if !p.AllowRequester {
+		s += "; whoever started the run may not vote"
+	}
+	if kind != KindNew {
+		s += " (the votes so far are in the inbox)"
+	}
+	return s
+}
+
+func groupNames(gs []string) []string {
+	out := make([]string, len(gs))
+	for i, g := range gs {
+		out[i] = "group " + g
+	}
+	return out
 }
 
 // LinkPair is a signed approve link and deny link for one approver.
@@ -105,7 +150,8 @@ const defaultText = `{{if eq .Kind "expired"}}Nobody decided in time: run {{.Run
   reason: {{.Reason}}{{with .ToolCallID}}, tool call {{.}}{{end}}
   interrupt: {{.ID}}{{with .ExpiresAt}}
   expires: {{.Format "2006-01-02 15:04:05 MST"}}{{end}}{{with .Approvers}}
-  who may decide: {{join . ", "}}{{end}}
+  who may decide: {{join . ", "}}{{end}}{{with .Quorum}}
+  votes: {{.}}{{end}}
 {{if $.Open}}
   approve: {{.ApproveCommand}}
   deny:    {{.DenyCommand}}{{with .InboxURL}}
@@ -120,7 +166,7 @@ const defaultHTML = `<p>{{if eq .Kind "expired"}}Nobody decided in time: run <co
 {{range .Interrupts}}<div style="margin:1em 0;padding:.5em 1em;border-left:3px solid #c60">
 <p><b>{{if .Message}}{{.Message}}{{else}}(no message){{end}}</b><br>
 reason: {{.Reason}}{{with .ToolCallID}}, tool call <code>{{.}}</code>{{end}}<br>
-interrupt: <code>{{.ID}}</code>{{with .ExpiresAt}}<br>expires: {{.Format "2006-01-02 15:04:05 MST"}}{{end}}</p>
+interrupt: <code>{{.ID}}</code>{{with .ExpiresAt}}<br>expires: {{.Format "2006-01-02 15:04:05 MST"}}{{end}}{{with .Quorum}}<br>votes: {{.}}{{end}}</p>
 {{if $.Open}}<p>Approve: <code>{{.ApproveCommand}}</code><br>Deny: <code>{{.DenyCommand}}</code></p>
 {{with .InboxURL}}<p><a href="{{.}}">Open in the Interlock inbox</a></p>{{end}}{{range .Links}}
 <p>{{.Approver}}: <a href="{{.ApproveURL}}">Approve</a> · <a href="{{.DenyURL}}">Deny</a></p>{{end}}{{end}}</div>

@@ -253,6 +253,9 @@ func slackMessage(n *Notification) map[string]any {
 		if len(d.Metadata) > 0 {
 			text += "\n```" + mrkdwnEscape(string(d.Metadata)) + "```"
 		}
+		if d.Quorum != "" {
+			text += "\nvotes: " + mrkdwnEscape(d.Quorum)
+		}
 		blocks = append(blocks,
 			map[string]any{"type": "divider"},
 			map[string]any{"type": "section", "text": map[string]any{"type": "mrkdwn", "text": text}})

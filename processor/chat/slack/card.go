@@ -41,6 +41,18 @@ type Card struct {
 	InboxURL string
 	// Decided, once set, replaces the buttons with what was decided.
 	Decided *Decided
+	// Tally says where the votes on an interrupt with a policy stand
+	// (protocol version 2), as "1 of 2 approvals; waiting on bob"; Votes
+	// are the votes so far, or every vote of the final decision.
+	Tally string
+	Votes []Vote
+}
+
+// Vote is one vote as a card shows it.
+type Vote struct {
+	By     string
+	Status string // "approved", "denied", "withdrew"
+	At     time.Time
 }
 
 // Decided is an interrupt's decision as a card shows it.
@@ -118,6 +130,9 @@ func (c Card) Message() Message {
 	if fits && len(c.Arguments) > 0 {
 		blocks = append(blocks, section("*Arguments*\n"+c.argumentsText()))
 	}
+	if c.Tally != "" || len(c.Votes) > 0 {
+		blocks = append(blocks, Block{"type": "context", "elements": []Block{mrkdwn(c.votesText())}})
+	}
 	var buttons []Block
 	switch {
 	case c.Decided != nil:
@@ -153,6 +168,22 @@ func (c Card) Message() Message {
 	}
 	text := truncate(title+": "+c.Question, 300)
 	return Message{Text: text, Blocks: blocks}
+}
+
+// votesText is the tally and each vote, in mrkdwn.
+func (c Card) votesText() string {
+	var b strings.Builder
+	b.WriteString("*Votes:*")
+	if c.Tally != "" {
+		b.WriteString(" " + Escape(c.Tally))
+	}
+	for _, v := range c.Votes {
+		b.WriteString("\n• " + Escape(v.By) + " " + Escape(v.Status))
+		if !v.At.IsZero() {
+			b.WriteString(" at " + deadline(v.At))
+		}
+	}
+	return truncate(b.String(), 2900)
 }
 
 // Date is a time as Slack shows it in the reader's own time zone, with a

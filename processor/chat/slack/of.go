@@ -21,6 +21,12 @@ func CardOf(agent, run string, in subjects.Interrupt, inboxURL string) Card {
 		Arguments json.RawMessage `json:"arguments"`
 	}
 	_ = json.Unmarshal(in.Metadata, &meta)
+	if in.Call != nil { // the gated call itself: what its digest covers
+		meta.Tool, meta.Arguments = in.Call.Tool, in.Call.Arguments
+		if len(meta.Arguments) == 0 {
+			meta.Arguments = json.RawMessage(`{}`)
+		}
+	}
 	return Card{Agent: agent, Run: run, Question: in.Message, Reason: in.Reason,
 		Tool: cmp.Or(meta.Tool, in.ToolCallID), Arguments: meta.Arguments, WhoMayDecide: authz.WhoMayDecide(in),
 		ExpiresAt: in.ExpiresAt, Interrupt: in.ID, Buttons: in.ChatAllowed(), Answer: len(in.ResponseSchema) > 0,

@@ -30,15 +30,25 @@
   };
   const toolOf = (item) => (item.metadata && item.metadata.tool) || item.toolCallId || item.reason;
   const argsOf = (item) => {
-    const a = item.metadata && item.metadata.arguments;
+    // A gated call's own arguments (the ones its digest covers) first.
+    const a = item.call ? (item.call.arguments || {}) : item.metadata && item.metadata.arguments;
     return a && typeof a === "object" && !Array.isArray(a) ? a : null;
   };
   const show = (v) => (typeof v === "string" ? v : JSON.stringify(v));
+  // remaining says what a tally still needs: "1 of 2 approvals; waiting on bob, group finance".
+  function remaining(t) {
+    let s = `${t.approvals} of ${t.approvalsNeeded} approvals`;
+    if (t.denialsNeeded > 1 || t.denials > 0) s += `, ${t.denials} of ${t.denialsNeeded} denials`;
+    if (t.waitingOn && t.waitingOn.length) s += "; waiting on " + t.waitingOn.map((w) => w.replace(/^group:/, "group ")).join(", ");
+    return s;
+  }
+  const voteWords = (v) => ({resolved: "approved", cancelled: "denied", withdrawn: "withdrew"})[v.status] || v.status;
 
   function headline(item) {
     const parts = [toolOf(item), `asked by ${item.agent}`, `may decide: ${mayDecide(item)}`,
       `waiting ${dur(Date.now() - new Date(item.suspendedAt))}`];
     if (item.expiresAt) parts.push(expires(new Date(item.expiresAt)));
+    if (item.tally) parts.push(`${item.tally.approvals} of ${item.tally.approvalsNeeded} approvals`);
     return parts.join(" · ");
   }
 
@@ -66,8 +76,17 @@
       "aria-labelledby": domID + "-title"});
     const details = el("details");
     const head = el("span", {class: "headline"});
-    const refreshHeader = () => { head.textContent = headline(item); };
-    refreshHeader();
+    // The votes so far and who is still needed, redrawn on each refresh.
+    const votesBox = el("div", {class: "votes", "aria-live": "polite"});
+    const drawVotes = () => {
+      const t = card.item ? card.item.tally : item.tally;
+      const votes = (card.item || item).votes || [];
+      if (!t) { votesBox.replaceChildren(); return; }
+      votesBox.replaceChildren(el("h3", {text: "Votes"}), el("p", {class: "banner", "data-remaining": "", text: remaining(t)}),
+        ...(votes.length ? [table("The votes so far", votes.map((v) => [v.approver, `${voteWords(v)} at ${clock(new Date(v.at))}` +
+          (item.call && v.callDigest && v.callDigest !== item.call.digest ? " (edited arguments)" : "")]))] : []));
+    };
+    const refreshHeader = () => { head.textContent = headline(card.item || item); drawVotes(); };
     details.append(el("summary", {}, el("h2", {id: domID + "-title", text: item.message || "(no message)"}), head));
     const body = el("div", {class: "detail"});
     details.append(body);
@@ -89,7 +108,11 @@
       input.append(el("h3", {text: "The run's input"}), table("The run's input", rows));
     });
     const args = argsOf(item);
+    if (item.call) body.append(el("p", {class: "muted", text: `The call: ${item.call.tool}, digest ${item.call.digest}. ` +
+      "Your approval counts for exactly these arguments."}));
     if (args) body.append(el("h3", {text: "Arguments"}), table("The tool's arguments", Object.entries(args)));
+    body.append(votesBox);
+    refreshHeader();
     const disabled = !item.canDecide;
     if (disabled) body.append(el("p", {class: "banner", text: `You may see this, but only ${mayDecide(item)} may decide it.`}));
 
@@ -143,6 +166,14 @@
       e.preventDefault();
       let payload;
       try { payload = answer.value(); } catch { return; }
+      // A gated call: the approval is bound to the digest shown; edited
+      // arguments approve the edited call (its own digest).
+      if (item.call) {
+        const b = editing ? {status: "resolved", arguments: payload, comment: comment.value} :
+          {status: "resolved", callDigest: item.call.digest, comment: comment.value, payload};
+        await decide(item, card, b, answer, approve);
+        return;
+      }
       await decide(item, card, {status: "resolved", payload, comment: comment.value}, answer, approve);
     };
 
@@ -169,9 +200,12 @@
         reason.focus();
         return;
       }
-      await decide(item, card, {status: "cancelled", comment: reason.value.trim()}, answer, confirmDeny);
+      await decide(item, card, {status: "cancelled", comment: reason.value.trim(),
+        ...(item.call ? {callDigest: item.call.digest} : {})}, answer, confirmDeny);
     };
-    return {item, card, details, refreshHeader};
+    const c = {item, card, details, refreshHeader};
+    card.item = item;
+    return c;
   }
 
   async function decide(item, card, body, answer, button) {
@@ -192,6 +226,15 @@
     if (!res.ok) {
       // The card stays as it was, with the reason next to its field.
       answer.refuse(words(out.code, out.message));
+      if (out.code === "call_mismatch") refresh();
+      return;
+    }
+    const verdict = out.verdict || {};
+    if (verdict.outcome === "vote_recorded") {
+      // The vote counts; the request still waits for others.
+      notice(`Your vote is recorded: ${item.message || item.id} still needs ` +
+        (verdict.tally ? remaining(verdict.tally) : verdict.detail) + ".", item);
+      refresh();
       return;
     }
     const verb = body.status === "resolved" ? "Approved" : "Denied";
@@ -207,6 +250,10 @@
       case "already_decided": return "Someone decided this already: " + message;
       case "expired": return "This request has expired: " + message;
       case "rate_limited": return "Too many refused attempts; wait a moment. " + message;
+      case "call_mismatch": return "The call changed since you saw it; your vote was not counted. Check the arguments shown now and decide again. " + message;
+      case "already_voted": return "You voted on this already; your first vote stands. " + message;
+      case "requester_excluded": return "You started this run; its policy does not let you vote on it.";
+      case "vote_limit": return "This request takes no more open votes now. " + message;
     }
     return message || code;
   }
@@ -259,7 +306,7 @@
       const key = item.runId + "/" + item.id;
       seen.add(key);
       const c = cards.get(key);
-      if (c) { c.item = item; c.refreshHeader(); } else cards.set(key, render(item));
+      if (c) { c.item = item; c.card.item = item; c.refreshHeader(); } else cards.set(key, render(item));
     }
     for (const key of [...cards.keys()]) if (!seen.has(key)) remove(key);
     const agents = [...new Set(interrupts.map((i) => i.agent))].sort();
