@@ -13,6 +13,7 @@ import (
 	"github.com/interlockhq/interlock/internal/syncbuf"
 	"github.com/interlockhq/interlock/internal/wireschema"
 	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/subjects"
 )
 
 // TestNotificationsMatchSchemas drives a real run through a reminder, an
@@ -92,4 +93,23 @@ routes:
 	delete(expired["notice"].(map[string]any), "timer")
 	bad, _ = json.Marshal(expired)
 	assert.Error(t, wireschema.Validate("notification", bad))
+}
+
+// TestDecideEntriesCarryEveryInterruptSwitch checks that a notification
+// about an interrupt that turns one-click links and chat decisions off (as
+// an agent may) still matches the schema: the decide entries carry every
+// field of the interrupt.
+func TestDecideEntriesCarryEveryInterruptSwitch(t *testing.T) {
+	t.Parallel()
+	off := false
+	s := &subjects.Suspension{PassRef: subjects.PassRef{Version: 1, RunID: "r1", Agent: "refunds"}, Interrupts: []subjects.Interrupt{
+		{ID: "int-1", Reason: subjects.ReasonToolCall, OneClickLinks: &off, ChatDecisions: &off},
+	}}
+	note := &Notification{Key: "r1.int-1.0", Route: "all", Sink: "hook", Kind: KindNew, Headline: "h", Suspension: *s,
+		Subject: "s", Text: "t", Decide: decideHints(&Config{}, s, "", nil)}
+	body, err := json.Marshal(WebhookBody{Version: 1, Notification: note})
+	require.NoError(t, err)
+	require.Contains(t, string(body), `"oneClickLinks":false`)
+	require.Contains(t, string(body), `"chatDecisions":false`)
+	require.NoError(t, wireschema.Validate("notification", body))
 }
