@@ -1,4 +1,4 @@
-// Package subjects owns Interlock's wire protocol v1: the NATS subject names
+// Package subjects owns Interlock's wire protocol (versions 1 and 2): the NATS subject names
 // every process uses, the validation of subject tokens that come from user
 // data, and the JSON messages that travel on those subjects.
 //
@@ -27,6 +27,7 @@
 //	<prefix>.agui.<agent>.<run>             AG-UI events a pass emits, for the AG-UI bridge
 //	<prefix>.links.mint                     the link service (core NATS request/reply, stored nowhere)
 //	<prefix>.chat.post                      the chat card service (core NATS request/reply, stored nowhere)
+//	<prefix>.ask.<agent>.<run>              a pass asks whether an operator rule settles a gate (request/reply, stored nowhere)
 //
 // Workers of every SDK share one durable consumer per agent,
 // [WorkerDurable] (worker_<agent>), filtering [Namespace.AgentWork] (the
@@ -40,7 +41,9 @@
 //
 // # Messages
 //
-// Every message is one JSON object carrying "version": 1. The decoders
+// Every message is one JSON object carrying "version": 1, or 2 where it
+// carries a decision-policies field (writers use the lowest version that
+// carries their fields; readers accept both). The decoders
 // ([DecodeDecision], [DecodeSuspension], ...) are the only way outside input
 // enters the system: they enforce size limits, reject unknown fields and
 // return errors that wrap [ErrMalformed], [ErrTooLarge] or

@@ -74,7 +74,7 @@ func TestDecisionRejections(t *testing.T) {
 		{name: "unsupported version", code: subjects.CodeUnsupportedVersion, parsed: true,
 			send: func(e *env) *jetstream.Delivery {
 				d := resolve("d1", "open", "")
-				d.Version = 2
+				d.Version = 3 // versions 1 and 2 are read
 				return e.decision("r1", "", d, "")
 			}},
 		{name: "over the decision size", code: subjects.CodeTooLarge,
