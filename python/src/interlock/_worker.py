@@ -23,7 +23,7 @@ from ._ids import dead_letter_msg_id, outcome_msg_id, pass_key
 from ._run import _current, _Pass, _tool_call
 from ._subjects import DEFAULT_PREFIX, Namespace, validate_token, worker_durable
 from ._types import RunInfo
-from ._wire import decode_work, suspension_bound
+from ._wire import decode_work, suspension_bound, versioned
 
 AgentFunc = Callable[[Any], Awaitable[Any]]
 """An agent body: one pass of a run, given the run's input. It runs again
@@ -327,6 +327,7 @@ class Worker:
                 if p.journal:
                     msg["journal"] = dict(p.journal)
                 msg["suspendedAt"] = now
+                versioned("suspension", msg)
                 bound, limit = suspension_bound(work, msg), self._nc.max_payload
                 if bound <= limit:
                     return self._ns.suspended(work["agent"], work["runId"]), msg
