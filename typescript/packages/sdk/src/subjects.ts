@@ -44,6 +44,7 @@ export const DECISION_EVENT_TYPES: ReadonlySet<string> = new Set([
   "decision_accepted",
   "decision_rejected",
   "decision_duplicate",
+  "vote_recorded",
 ]);
 
 /** An audit entry as a reader takes it: type and run from its subject. */

@@ -24,7 +24,7 @@ import { PassState, runInPass, type EmitFn } from "./run.js";
 import { DEFAULT_PREFIX, Namespace, validateToken } from "./subjects.js";
 import { childTraceparent } from "./trace.js";
 import type { RunInfo } from "./types.js";
-import { decodeWork } from "./wire.js";
+import { decodeWork, versioned } from "./wire.js";
 
 /** What an agent body receives beside the run's input. */
 export interface PassContext {
@@ -482,6 +482,7 @@ export class Worker {
       const msg: JsonObject = { ...ref, interrupts: [...p.pending] };
       if (p.journal.size > 0) msg["journal"] = journal;
       msg["suspendedAt"] = now;
+      versioned("suspension", msg);
       return { subject: this.ns.suspended(work.agent, work.runId), msg };
     } else if (err === undefined) {
       try {

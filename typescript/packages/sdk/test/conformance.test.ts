@@ -141,7 +141,7 @@ describe("messages.json", () => {
       seed = (seed * 1103515245 + 12345) % 2147483648;
       return seed % k;
     };
-    const codes = new Set(["malformed", "unsupported_version", "too_large"]);
+    const codes = new Set(["malformed", "unsupported_version", "too_large", "call_mismatch"]);
     const seeds = cases(MESSAGES, "cases")
       .filter((c) => !("pad" in c))
       .map((c) => [s(c["kind"]), messageBytes(c)] as const);
