@@ -161,7 +161,7 @@ class Namespace:
 OBSERVATION_TYPES = {"notification_failed": "notifier", "access_refused": "gateway"}
 
 #: Event types that carry a verdict.
-DECISION_EVENT_TYPES = frozenset({"decision_accepted", "decision_rejected", "decision_duplicate"})
+DECISION_EVENT_TYPES = frozenset({"decision_accepted", "decision_rejected", "decision_duplicate", "vote_recorded"})
 
 
 def _is_token(value: object) -> bool:
