@@ -148,6 +148,22 @@ type StartOption func(*startCall) error
 type startCall struct {
 	subjects.Work
 	traceParent string
+	requester   string
+}
+
+// WithRequester starts the run as requester, on
+// <prefix>.start.<agent>.<requester>: the publishing NATS user must be
+// allowed that subject (a user starting as itself, or the gateway for its
+// session's identity). The run records requester, whom a decision policy
+// can exclude from approving it.
+func WithRequester(requester string) StartOption {
+	return func(s *startCall) error {
+		if err := subjects.ValidateToken("requester", requester); err != nil {
+			return err
+		}
+		s.requester = requester
+		return nil
+	}
 }
 
 // WithTraceParent continues a W3C trace: the run's messages carry it.
@@ -218,6 +234,9 @@ func (cl *Client) Start(ctx context.Context, agent string, input any, opts ...St
 		return "", err
 	}
 	subject, err := cl.c.Namespace().Start(w.Agent)
+	if call.requester != "" {
+		subject, err = cl.c.Namespace().StartAs(w.Agent, call.requester)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -248,6 +267,16 @@ type DecisionRequest struct {
 	DecisionID string
 	// Via names the path for the audit trail; default "sdk".
 	Via string
+	// CallDigest is the digest of the call this decision approves, as the
+	// approver saw it (protocol version 2): a vote cast on other arguments
+	// than the interrupt's is refused (call_mismatch).
+	CallDigest string
+	// Arguments are edited arguments (protocol version 2): the decision
+	// approves the interrupt's tool with these.
+	Arguments any
+	// Withdraw takes back the approver's open vote (status withdrawn),
+	// where the interrupt's policy allows changes; Status is ignored.
+	Withdraw bool
 }
 
 // Decide publishes a decision on the resume subject and waits for the
@@ -261,7 +290,17 @@ func (cl *Client) Decide(ctx context.Context, req DecisionRequest) (subjects.Ver
 	ctx, cancel := withDefault(ctx, cl.decideTimeout)
 	defer cancel()
 	d := subjects.Decision{Version: subjects.Version, DecisionID: req.DecisionID, InterruptID: req.InterruptID,
-		Status: req.Status, Approver: req.Approver, Comment: req.Comment}
+		Status: req.Status, Approver: req.Approver, Comment: req.Comment, CallDigest: req.CallDigest}
+	if req.Withdraw {
+		d.Status = subjects.StatusWithdrawn
+	}
+	if req.Arguments != nil {
+		raw, err := json.Marshal(req.Arguments)
+		if err != nil {
+			return subjects.Verdict{}, fmt.Errorf("arguments: %w", err)
+		}
+		d.Arguments = raw
+	}
 	if d.DecisionID == "" {
 		id, err := uuid.NewV7()
 		if err != nil {
@@ -290,7 +329,7 @@ func (cl *Client) Decide(ctx context.Context, req DecisionRequest) (subjects.Ver
 	if err != nil {
 		return subjects.Verdict{}, err
 	}
-	data, err := json.Marshal(d)
+	data, err := json.Marshal(subjects.Versioned(&d))
 	if err != nil {
 		return subjects.Verdict{}, err
 	}

@@ -45,7 +45,31 @@ var (
 	ErrSuspensionTooLarge = errors.New("suspension too large")
 	// ErrInvalidOption means an option was given a value it cannot take.
 	ErrInvalidOption = errors.New("invalid option")
+	// ErrCallMismatch is matched by the error Interrupt (on the replay)
+	// and CheckCall return when the call about to run is not the call its
+	// approvers approved (its digest differs from the decision's
+	// callDigest): run nothing. This check inside the agent stops
+	// mistakes, not a hostile agent; only an executor outside the agent
+	// enforces an approval.
+	ErrCallMismatch = errors.New("call differs from the approved call")
 )
+
+// CallMismatchError is the refusal to run a call other than the approved
+// one; it matches ErrCallMismatch.
+type CallMismatchError struct {
+	InterruptID string
+	// Approved is the digest the decision approved; Got the digest of the
+	// call about to run.
+	Approved, Got string
+}
+
+func (e *CallMismatchError) Error() string {
+	return fmt.Sprintf("interrupt %s: %v: approved digest %s, the call about to run has digest %s",
+		e.InterruptID, ErrCallMismatch, e.Approved, e.Got)
+}
+
+// Is makes errors.Is(err, ErrCallMismatch) true.
+func (e *CallMismatchError) Is(target error) bool { return target == ErrCallMismatch }
 
 // SuspendError is returned by Interrupt on the suspend pass.
 type SuspendError struct {

@@ -38,6 +38,11 @@ type pass struct {
 	// emitted counts the pass's Emit calls; emit sends the n-th (from 0).
 	emitted int
 	emit    func(n int, event any) error
+	// requester is the start subject's requester token (pass 0 only).
+	requester string
+	// keys holds, by tool call, the execution key of the last approved
+	// call Interrupt returned in it.
+	keys map[string]string
 }
 
 type passKey struct{}
@@ -136,6 +141,88 @@ type Request struct {
 	// ChatDecisions, set to false, forbids deciding this interrupt from a
 	// chat (see subjects.Interrupt.ChatDecisions).
 	ChatDecisions *bool
+	// Call is the tool call this interrupt gates (protocol version 2):
+	// approvers see it, every vote is bound to its digest, and on the
+	// replay Interrupt checks that Call, when given again, is the
+	// approved call (ErrCallMismatch otherwise). Give it on the replay
+	// too for that check, or use CheckCall.
+	Call *ToolCall
+	// Policy asks for a quorum (protocol version 2): how many approvals
+	// and denials decide, whether the requester may vote, whether votes
+	// may change. Operator rules can make it stricter, never weaker.
+	Policy *subjects.Policy
+}
+
+// ToolCall is a tool's name and the arguments it is called with (any value
+// that marshals to JSON).
+type ToolCall struct {
+	Tool      string
+	Arguments any
+}
+
+// call returns c as the wire's call, its digest computed.
+func (c *ToolCall) call() (*subjects.Call, error) {
+	raw, err := json.Marshal(c.Arguments)
+	if err != nil {
+		return nil, fmt.Errorf("%w: call arguments: %w", ErrInvalidRequest, err)
+	}
+	if c.Arguments == nil {
+		raw = nil
+	}
+	sc, err := subjects.NewCall(c.Tool, raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: call: %w", ErrInvalidRequest, err)
+	}
+	return sc, nil
+}
+
+// CheckCall returns nil when d approved the call of tool with args (its
+// arguments as edited by the approvers, if they edited them), or an error
+// matching ErrCallMismatch: run nothing then. A decision that approved no
+// call (no callDigest) approves none: that is an ErrCallMismatch too, so a
+// tool that requires an approved call fails closed.
+func CheckCall(d Decision, tool string, args any) error {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return fmt.Errorf("%w: arguments: %w", ErrInvalidRequest, err)
+	}
+	if args == nil {
+		raw = nil
+	}
+	got, err := subjects.CallDigest(tool, raw)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	if d.Status != subjects.StatusResolved || d.CallDigest != got {
+		return &CallMismatchError{InterruptID: d.InterruptID, Approved: d.CallDigest, Got: got}
+	}
+	return nil
+}
+
+// ApprovedArguments are the arguments the approvers approved for d's call:
+// their edited arguments when they edited them, requested otherwise.
+func ApprovedArguments(d Decision, requested any) any {
+	if len(d.Arguments) > 0 {
+		return d.Arguments
+	}
+	return requested
+}
+
+// ExecutionKey returns the execution key of the last approved call
+// Interrupt returned in ctx's tool call: the same on every replay of the
+// run, unguessable without the coordinator's key. Give it to the outside
+// system as the idempotency key of the call's side effect, so a crash
+// after the side effect and before the pass's outcome does not do it
+// twice. ok is false outside a run or before an approved call.
+func ExecutionKey(ctx context.Context) (key string, ok bool) {
+	p := passFrom(ctx)
+	if p == nil {
+		return "", false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key, ok = p.keys[toolCallOf(ctx)]
+	return key, ok
 }
 
 // Expiry is what happens to an interrupt at its deadline, as an agent
@@ -175,6 +262,21 @@ func Interrupt(ctx context.Context, req Request) (Decision, error) {
 		if d.Cancelled() {
 			return d, &CancelledError{InterruptID: id, Comment: d.Comment, Approver: d.Approver, Reason: cancelReason(d)}
 		}
+		if req.Call != nil {
+			// The call about to run must be the approved one: the
+			// request's, or the approvers' edit of it.
+			if err := CheckCall(d, req.Call.Tool, ApprovedArguments(d, req.Call.Arguments)); err != nil {
+				return d, err
+			}
+		}
+		if d.ExecutionKey != "" {
+			p.mu.Lock()
+			if p.keys == nil {
+				p.keys = map[string]string{}
+			}
+			p.keys[scope] = d.ExecutionKey
+			p.mu.Unlock()
+		}
 		return d, nil
 	}
 	in, err := p.interrupt(id, scope, req)
@@ -203,6 +305,17 @@ func (p *pass) interrupt(id, scope string, req Request) (subjects.Interrupt, err
 		if scope != "" {
 			in.Reason = subjects.ReasonToolCall
 		}
+	}
+	if req.Call != nil {
+		c, err := req.Call.call()
+		if err != nil {
+			return in, err
+		}
+		in.Call = c
+	}
+	if req.Policy != nil {
+		pol := *req.Policy
+		in.Policy = &pol
 	}
 	if req.ResponseSchema != nil {
 		raw, err := json.Marshal(req.ResponseSchema)

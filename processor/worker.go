@@ -249,6 +249,9 @@ func (w *Worker) handle(ctx context.Context, agent string, a registered, m *jets
 		TraceParent: trace.Child(m.Header.Get(trace.Header))}
 	log := w.cfg.Logger.With("run", work.RunID, "agent", agent, "pass", work.Pass)
 	p := newPass(info, work, &w.schemas)
+	if addr.Kind == subjects.KindStart {
+		p.requester = addr.Requester
+	}
 	aguiSubject, err := w.client.Namespace().AGUI(agent, work.RunID)
 	if err != nil {
 		return jetstream.DeadLetter(err)
@@ -581,6 +584,12 @@ func (w *Worker) outcome(work subjects.Work, p *pass, result any, bodyErr error)
 		bodyErr = errors.Join(p.firstErrs...)
 	case len(p.pending) > 0:
 		susp := subjects.Suspension{PassRef: ref, Interrupts: p.pending, Journal: p.journal, SuspendedAt: now}
+		if work.Pass == 0 {
+			// Who started the run, as the start subject's last token says
+			// (NATS permissions bind it); never a body field.
+			susp.Requester = p.requester
+		}
+		subjects.Versioned(&susp)
 		if bound, limit := subjects.SuspensionBound(work, susp), w.client.MaxPayload(); int64(bound) > limit {
 			// Refused here rather than by the coordinator: the run fails
 			// with the reason, instead of waiting on questions whose

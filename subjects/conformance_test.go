@@ -104,6 +104,8 @@ func buildSubject(prefix, op string, a []string) (string, error) {
 		return ns.Work(a[0])
 	case "start":
 		return ns.Start(a[0])
+	case "startAs":
+		return ns.StartAs(a[0], a[1])
 	case "suspended":
 		return ns.Suspended(a[0], a[1])
 	case "completed":

@@ -90,9 +90,25 @@ func (n Namespace) Start(agent string) (string, error) {
 	return n.join(KindStart, agent), nil
 }
 
+// StartAs is the subject of agent's first passes started by requester:
+// <prefix>.start.<agent>.<requester>. NATS permissions bind the last token
+// to the user who may publish it (or the gateway starts for its session's
+// identity), and the worker reports it as the run's requester, whom a
+// decision policy can exclude from approving (protocol version 2).
+func (n Namespace) StartAs(agent, requester string) (string, error) {
+	if err := ValidateToken("agent", agent); err != nil {
+		return "", err
+	}
+	if err := ValidateToken("requester", requester); err != nil {
+		return "", err
+	}
+	return n.join(KindStart, agent, requester), nil
+}
+
 // AgentWork returns the subjects of agent's work, replays ([Namespace.Work])
-// then first passes ([Namespace.Start]): the filter of the durable consumer
-// its workers share ([WorkerDurable]).
+// then first passes ([Namespace.Start], then [Namespace.StartAs] for any
+// requester): the filter of the durable consumer its workers share
+// ([WorkerDurable]).
 func (n Namespace) AgentWork(agent string) ([]string, error) {
 	replays, err := n.Work(agent)
 	if err != nil {
@@ -102,11 +118,12 @@ func (n Namespace) AgentWork(agent string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []string{replays, starts}, nil
+	return []string{replays, starts, starts + ".*"}, nil
 }
 
 // Backlog returns the wildcards matching every agent's waiting work, first
-// passes then replays; the last token of a matching subject is the agent.
+// passes then replays; the token after the kind of a matching subject is
+// the agent (a first pass may end in its requester).
 func (n Namespace) Backlog() []string {
 	return []string{n.All(KindStart), n.All(KindWork)}
 }
@@ -343,6 +360,8 @@ type Address struct {
 	Timer string
 	// Approver is the identity a decision was published as, if any.
 	Approver string
+	// Requester is who started a run, on a start subject that names one.
+	Requester string
 }
 
 // Parse splits subject into its parts, validating every token. The error
@@ -363,16 +382,19 @@ func (n Namespace) Parse(subject string) (Address, error) {
 		return n.parseTimer(subject, t)
 	}
 	count, known := want[kind]
-	if kind == KindResume && len(t) == 3 {
-		count = 3 // resume.<run>.<approver>
+	if (kind == KindResume || kind == KindStart) && len(t) == 3 {
+		count = 3 // resume.<run>.<approver>, start.<agent>.<requester>
 	}
 	if !known {
 		return Address{}, fmt.Errorf("%w: %q has unknown kind %q", ErrInvalidSubject, subject, t[0])
 	}
 	if len(t) != count {
 		want := strconv.Itoa(count)
-		if kind == KindResume {
+		switch kind {
+		case KindResume:
 			want = "2 (resume.<run>) or 3 (resume.<run>.<approver>)"
+		case KindStart:
+			want = "2 (start.<agent>) or 3 (start.<agent>.<requester>)"
 		}
 		return Address{}, fmt.Errorf("%w: %q has %d tokens after the prefix, %s subjects have %s",
 			ErrInvalidSubject, subject, len(t), t[0], want)
@@ -382,6 +404,9 @@ func (n Namespace) Parse(subject string) (Address, error) {
 	switch kind {
 	case KindWork, KindStart:
 		a.Agent, err = t[1], ValidateToken("agent", t[1])
+		if err == nil && len(t) == 3 {
+			a.Requester, err = t[2], ValidateToken("requester", t[2])
+		}
 	case KindSuspended, KindCompleted, KindFailed, KindReminder, KindEscalated, KindExpired, KindAGUI:
 		a.Agent, a.Run = t[1], t[2]
 		if err = ValidateToken("agent", t[1]); err == nil {

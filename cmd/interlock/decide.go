@@ -45,16 +45,28 @@ a duplicate of an accepted one), 3 when it was rejected, with the reason.`,
 				} else if req.InterruptID, err = onlyPending(cmd, api, args[0]); err != nil {
 					return err
 				}
+				// A vote on a call is bound to the call it is cast on: the one
+				// the record shows now (protocol version 2).
+				call := gatedCall(ctx, api, req.RunID, req.InterruptID)
+				if call != nil && status == subjects.StatusResolved && edit == "" {
+					req.CallDigest = call.Digest
+				}
 				if edit != "" {
-					// Approve with edited arguments: they are the answer.
-					if payload != "" {
+					// Approve with edited arguments: an approval of the
+					// edited call (its own digest) where the interrupt
+					// gates a call, otherwise the answer.
+					if payload != "" && call == nil {
 						return usage(errors.New("--edit and --payload exclude each other"))
 					}
 					var args map[string]any
 					if json.Unmarshal([]byte(edit), &args) != nil {
 						return usagef("--edit takes the edited arguments as a JSON object: %s", edit)
 					}
-					payload = edit
+					if call != nil {
+						req.Arguments = json.RawMessage(edit)
+					} else {
+						payload = edit
+					}
 				}
 				if payload != "" {
 					if !json.Valid([]byte(payload)) {
@@ -151,9 +163,31 @@ func printVerdict(cmd *cobra.Command, v subjects.Verdict) {
 		} else {
 			say(out, "accepted: decision %s for interrupt %s; the run waits for its other interrupts\n", v.DecisionID, v.InterruptID)
 		}
+	case subjects.OutcomeVoteRecorded:
+		say(out, "vote recorded: decision %s for interrupt %s; the interrupt still waits", v.DecisionID, v.InterruptID)
+		if v.Tally != nil {
+			say(out, ": %s", v.Tally.Remaining())
+		}
+		say(out, "\n")
 	case subjects.OutcomeDuplicate:
 		say(out, "duplicate: decision %s was already received; it is applied once\n", v.DecisionID)
 	default:
 		say(out, "rejected (%s): %s\n", v.Code, v.Detail)
 	}
+}
+
+// gatedCall is the call interrupt id of run gates, as its record shows it,
+// or nil (no call, or the record could not be read: the coordinator then
+// binds the vote to the interrupt's call itself).
+func gatedCall(ctx context.Context, api *processor.Client, run, id string) *subjects.Call {
+	rec, err := api.Run(ctx, run)
+	if err != nil {
+		return nil
+	}
+	for _, in := range rec.Interrupts {
+		if in.ID == id {
+			return in.Call
+		}
+	}
+	return nil
 }

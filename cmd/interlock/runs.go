@@ -15,6 +15,7 @@ import (
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/authz"
+	"github.com/interlockhq/interlock/processor/rules"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -265,6 +266,7 @@ func printRun(w io.Writer, r *subjects.Run) {
 			say(tw, "  %s\t%d\t%s\t%s\t%s\t%s\n", in.ID, in.Pass, in.Reason, decision, by, oneLine(in.Message, 50))
 		}
 		_ = tw.Flush()
+		printPolicies(w, r)
 	}
 	fmt.Fprintln(w, "\nhistory:")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -390,4 +392,49 @@ func printWatched(w io.Writer, asJSON bool, ev subjects.Event) {
 		return
 	}
 	say(w, "%s  %-18s run %s  %s\n", ev.At.Format("15:04:05"), ev.Type, ev.RunID, oneLine(eventDetail(ev), 90))
+}
+
+// printPolicies shows, for each interrupt with a call or a policy
+// (protocol version 2), the call and its digest, what the votes are and
+// what is still needed, and every vote: who, when, what.
+func printPolicies(w io.Writer, r *subjects.Run) {
+	var tallies rules.Set
+	for i, in := range r.Interrupts {
+		if in.Call == nil && in.Policy == nil {
+			continue
+		}
+		say(w, "\n%s:\n", in.ID)
+		if c := in.Call; c != nil {
+			say(w, "  call     %s %s\n  digest   %s\n", c.Tool, oneLine(string(c.Arguments), 80), c.Digest)
+		}
+		if in.Policy == nil {
+			continue
+		}
+		if len(in.Policy.Rules) > 0 {
+			say(w, "  rules    %s\n", strings.Join(in.Policy.Rules, ", "))
+		}
+		t := tallies.Tally(r, i, subjects.Decision{Status: subjects.StatusWithdrawn})
+		if in.Decision == nil {
+			say(w, "  needs    %s\n", t.Remaining())
+		} else {
+			say(w, "  decided  %s (%s)\n", in.Decision.Status, t.Remaining())
+		}
+		votes := in.Votes
+		if in.Decision != nil {
+			votes = in.Decision.Votes
+		}
+		for _, v := range votes {
+			what := string(v.Status)
+			if len(v.Payload) > 0 {
+				what += " " + oneLine(string(v.Payload), 40)
+			}
+			if len(v.Arguments) > 0 {
+				what += " with edited arguments " + oneLine(string(v.Arguments), 40)
+			}
+			if v.CallDigest != "" && (in.Call == nil || v.CallDigest != in.Call.Digest) {
+				what += " (call " + v.CallDigest[:12] + ")"
+			}
+			say(w, "  vote     %s  %s  %s\n", v.At.Format(time.RFC3339), v.Approver, what)
+		}
+	}
 }

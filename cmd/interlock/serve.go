@@ -21,6 +21,7 @@ import (
 	"github.com/interlockhq/interlock/processor/approvers"
 	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/processor/notifier"
+	"github.com/interlockhq/interlock/processor/policy"
 	"github.com/interlockhq/interlock/processor/rules"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -113,6 +114,7 @@ func newServe(g *globals) *cobra.Command {
 		expiry      rules.ExpiryDefaults
 		web         webFlags
 		identities  string
+		policies    string
 		linkSecret  string
 		linkTTL     time.Duration
 		provisions  bool
@@ -160,7 +162,7 @@ port 0 waits for the file, then reads where to connect.`,
 				return usagef("--ack-wait %s is shorter than %s", ackWait, minAckWait)
 			}
 			err := runServe(cmd, g, &emb, serveConfig{replicas: replicas, concurrency: concurrency, ackWait: ackWait, notify: notify,
-				metricsAddr: metricsAddr, expiry: expiry, web: web, identities: identities, linkSecretEnv: linkSecret, linkTTL: linkTTL,
+				metricsAddr: metricsAddr, expiry: expiry, web: web, identities: identities, policies: policies, linkSecretEnv: linkSecret, linkTTL: linkTTL,
 				provision: provisions, topologyInterval: topology, readyFile: readyFile})
 			if errors.Is(err, context.Canceled) {
 				// A signal during start-up is a requested stop, not a failure.
@@ -184,6 +186,8 @@ port 0 waits for the file, then reads where to connect.`,
 	f.IntVar(&expiry.Times, "escalate-times", 1, "escalate: escalations before cancelling")
 	f.StringSliceVar(&expiry.Approvers, "escalate-to", nil, "escalate: approvers added to those allowed to decide")
 	f.StringVar(&identities, "identities", "", "approvers file: their groups (for interrupts naming approver groups) and gateway tokens")
+	f.StringVar(&policies, "policies", "", "operator decision rules in `FILE` (docs/policies.md): automatic approvals and denials, quorums, "+
+		"approvers and channels for the interrupts they match; an agent can make them stricter, never weaker")
 	web.register(cmd, "", "also serve the HTTP gateway here (needs --identities)")
 	f.DurationVar(&linkTTL, "link-ttl", 0, "with --link-secret-env: how long a one-click link lasts (default 24h, at most 720h; never past its interrupt's deadline)")
 	f.StringVar(&linkSecret, "link-secret-env", "", "with --gateway-listen: environment variable holding the secret that signs one-click decision links (the gateway mints them for the notifier)")
@@ -206,6 +210,7 @@ type serveConfig struct {
 	expiry                rules.ExpiryDefaults
 	web                   webFlags
 	identities            string
+	policies              string
 	linkSecretEnv         string
 	linkTTL               time.Duration
 	// provision even as a named user; topologyInterval is the coordinator's.
@@ -258,6 +263,12 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 	if err != nil {
 		return err
 	}
+	var rulesSet *policy.Set
+	if sc.policies != "" {
+		if rulesSet, err = policy.Load(sc.policies); err != nil {
+			return usage(err)
+		}
+	}
 	var dir *approvers.Directory
 	if sc.identities != "" {
 		if dir, err = approvers.Load(sc.identities); err != nil {
@@ -300,7 +311,7 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 		return err
 	}
 	coCfg := coordinator.Config{Concurrency: sc.concurrency, AckWait: sc.ackWait, Logger: log,
-		Expiry: sc.expiry, Groups: dir.Groups, Members: dir.Members, TopologyInterval: sc.topologyInterval}
+		Expiry: sc.expiry, Groups: dir.Groups, Members: dir.Members, Policies: rulesSet, TopologyInterval: sc.topologyInterval}
 	if sc.topologyInterval == 0 {
 		coCfg.TopologyInterval = -1
 	}

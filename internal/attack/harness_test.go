@@ -53,6 +53,13 @@ type deployment struct {
 
 func newDeployment(t *testing.T) *deployment {
 	t.Helper()
+	return newDeploymentWith(t, coordinator.Config{})
+}
+
+// newDeploymentWith is newDeployment with a coordinator configured as
+// coCfg (its logger and ack wait set here).
+func newDeploymentWith(t *testing.T, coCfg coordinator.Config) *deployment {
+	t.Helper()
 	srv, err := embedded.Start(embedded.Config{ConfigFile: "../../deploy/nats/single.conf", DataDir: t.TempDir(),
 		Port: -1, Sync: embedded.SyncInterval})
 	require.NoError(t, err)
@@ -63,7 +70,7 @@ func newDeployment(t *testing.T) *deployment {
 	// `interlock provision` as admin, the coordinator's consumers included.
 	admin := d.provisioner()
 	require.NoError(t, gateway.Provision(ctx, admin))
-	coCfg := coordinator.Config{Logger: quiet, AckWait: 2 * time.Second}
+	coCfg.Logger, coCfg.AckWait = quiet, 2*time.Second
 	require.NoError(t, coordinator.Provision(ctx, admin, coCfg))
 	// `interlock serve --nats-url ...` as the coordinator, which may not
 	// provision: it binds to what admin made.

@@ -412,8 +412,10 @@ func (b *Bridge) start(ctx context.Context, s *session) {
 		}
 	}
 	input, _ := json.Marshal(s.input)
+	// Started as the session's identity (start.<agent>.<identity>): the
+	// run's requester, whom a decision policy can exclude from approving.
 	if _, err := b.client.Start(ctx, s.agent, json.RawMessage(input), processor.WithRunID(run),
-		processor.WithThreadID(s.input.ThreadID)); err != nil {
+		processor.WithThreadID(s.input.ThreadID), processor.WithRequester(s.id.Name)); err != nil {
 		code := subjects.CodeUnavailable
 		if errors.Is(err, processor.ErrRunExists) {
 			code = subjects.CodeRunExists

@@ -96,13 +96,37 @@ func Redact(rec *subjects.Run) *subjects.Run {
 
 // redactAnswer is st with the answer to a sensitive question removed.
 func redactAnswer(st subjects.InterruptState) subjects.InterruptState {
-	if st.Decision == nil || !st.IsSensitive() {
+	if st.Decision != nil && st.Decision.ExecutionKey != "" {
+		// The execution key is the replay's alone: whoever reads the
+		// record could otherwise claim the approved call's one use.
+		d := *st.Decision
+		d.ExecutionKey = ""
+		st.Decision = &d
+	}
+	if !st.IsSensitive() || (st.Decision == nil && len(st.Votes) == 0) {
 		return st
 	}
-	d := *st.Decision
-	d.Payload, d.Comment, d.Metadata = nil, "", nil
-	st.Decision, st.AnswerWithheld = &d, true
+	st.Votes = redactVotes(st.Votes)
+	if st.Decision != nil {
+		d := *st.Decision
+		d.Payload, d.Comment, d.Metadata = nil, "", nil
+		d.Votes = redactVotes(d.Votes)
+		st.Decision = &d
+	}
+	st.AnswerWithheld = true
 	return st
+}
+
+// redactVotes is votes without their answers (payload, comment, metadata).
+func redactVotes(votes []subjects.Vote) []subjects.Vote {
+	if len(votes) == 0 {
+		return votes
+	}
+	out := slices.Clone(votes)
+	for i := range out {
+		out[i].Payload, out[i].Comment, out[i].Metadata = nil, "", nil
+	}
+	return out
 }
 
 // ViewInterrupt returns what p may see of interrupt st, and whether p may

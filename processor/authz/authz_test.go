@@ -3,6 +3,7 @@ package authz_test
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,4 +105,27 @@ func TestView(t *testing.T) {
 	view, vevs = authz.View(audit, rec, evs)
 	assert.Equal(t, authz.Redact(rec), view, "an auditor sees what Redact leaves")
 	assert.Equal(t, evs, vevs)
+}
+
+// TestViewWithholdsExecutionKeysAndSensitiveVotes: reads never show an
+// approved call's execution key (the replay's alone), and the votes on a
+// sensitive interrupt keep who and when, not what.
+func TestViewWithholdsExecutionKeysAndSensitiveVotes(t *testing.T) {
+	t.Parallel()
+	yes := true
+	vote := subjects.Vote{DecisionID: "d1", Approver: "bob", Status: subjects.StatusResolved, Payload: json.RawMessage(`"s3cret"`)}
+	rec := &subjects.Run{RunID: "r1", Interrupts: []subjects.InterruptState{
+		{Interrupt: subjects.Interrupt{ID: "a", Reason: subjects.ReasonToolCall},
+			Decision: &subjects.Decision{DecisionID: "d2", Status: subjects.StatusResolved, ExecutionKey: strings.Repeat("a", 64)}},
+		{Interrupt: subjects.Interrupt{ID: "b", Reason: subjects.ReasonToolCall, Sensitive: &yes,
+			Policy: &subjects.Policy{Approvals: 2}}, Votes: []subjects.Vote{vote}},
+	}}
+	out, _ := authz.View(authz.Principal{Auditor: true}, rec, nil)
+	assert.Empty(t, out.Interrupts[0].Decision.ExecutionKey)
+	assert.Equal(t, strings.Repeat("a", 64), rec.Interrupts[0].Decision.ExecutionKey, "the record itself is unchanged")
+	require.Len(t, out.Interrupts[1].Votes, 1)
+	assert.Equal(t, "bob", out.Interrupts[1].Votes[0].Approver)
+	assert.Empty(t, out.Interrupts[1].Votes[0].Payload)
+	assert.True(t, out.Interrupts[1].AnswerWithheld)
+	assert.Equal(t, `"s3cret"`, string(rec.Interrupts[1].Votes[0].Payload))
 }

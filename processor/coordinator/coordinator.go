@@ -23,6 +23,7 @@ import (
 
 	"github.com/interlockhq/interlock/internal/fault"
 	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor/policy"
 	"github.com/interlockhq/interlock/processor/rules"
 	"github.com/interlockhq/interlock/processor/schema"
 	"github.com/interlockhq/interlock/processor/store"
@@ -48,6 +49,9 @@ type Config struct {
 	// Members lists a group's members, for counting who can vote on an
 	// interrupt with a policy (a policy that needs more is refused).
 	Members func(group string) []string
+	// Policies are the operator's decision rules (interlock serve
+	// --policies); nil: none.
+	Policies *policy.Set
 	// Registry, when set, receives the coordinator's Prometheus metrics.
 	Registry prometheus.Registerer
 	// SchemaBudget bounds checking one payload against its responseSchema;
@@ -140,6 +144,9 @@ func New(c *jetstream.Client, cfg Config) *Coordinator {
 		metrics: newMetrics(),
 		rules: rules.Set{Expiry: cfg.Expiry, Groups: cfg.Groups, Members: cfg.Members,
 			Schemas: &schema.Cache{Budget: cfg.SchemaBudget}}}
+	if cfg.Policies != nil {
+		co.rules.Operator = cfg.Policies.Ruling
+	}
 	co.rules.ExecutionKey = func(run, interrupt, digest string) string {
 		if co.ids == nil {
 			return ""

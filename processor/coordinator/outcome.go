@@ -183,6 +183,11 @@ func (co *Coordinator) outcomeEffects(ctx context.Context, rec *subjects.Run, o 
 	ev := co.outcomeEvent(rec, o)
 	ev.TraceParent = rec.TraceParent
 	fx.Events = append(fx.Events, ev)
+	pfx, err := co.policyEffects(rec, o)
+	if err != nil {
+		return err
+	}
+	fx.Events, fx.Messages = append(fx.Events, pfx.Events...), append(fx.Messages, pfx.Messages...)
 	if err := co.store.Commit(ctx, fx); err != nil || o.Kind != subjects.KindSuspended {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor/policy"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -94,4 +95,50 @@ func TestQuorumDecision(t *testing.T) {
 	assert.Equal(t, "bob", d.Votes[0].Approver)
 	assert.Equal(t, "cy", d.Votes[1].Approver)
 	assert.Equal(t, e.co.ids.ExecutionKey("r1", "pay", call.Digest), d.ExecutionKey)
+}
+
+// TestOperatorRuleSettlesSuspension: an interrupt an operator rule
+// approves is decided by interlock:policy with the rule's name, audited
+// as decision_accepted (via policy), and the run resumes with no human
+// asked; a rule that fails is audited as rule_failed.
+func TestOperatorRuleSettlesSuspension(t *testing.T) {
+	t.Parallel()
+	set, err := policy.Parse("policies.yaml", []byte(`
+rules:
+  - name: small-refunds
+    match: 'tool == "issue_refund" && arguments.amount < 20'
+    action: approve
+`))
+	require.NoError(t, err)
+	e := newEnv(t, Config{Policies: set})
+	small, err := subjects.NewCall("issue_refund", json.RawMessage(`{"amount":5}`))
+	require.NoError(t, err)
+	require.NoError(t, e.co.handleOutcome(ctx(t), e.suspensionBy("r1", "ada",
+		subjects.Interrupt{ID: "q", Reason: subjects.ReasonToolCall, Call: small})))
+	rec := e.record("r1")
+	assert.Equal(t, subjects.RunResuming, rec.Status)
+	var accepted *subjects.Event
+	for _, ev := range e.events("r1") {
+		if ev.Type == subjects.EventDecisionAccepted {
+			accepted = &ev
+		}
+	}
+	require.NotNil(t, accepted, "the automatic decision is audited")
+	assert.Equal(t, subjects.PolicyApprover, accepted.Verdict.Approver)
+	assert.Equal(t, "policy", accepted.Verdict.Via)
+	assert.Equal(t, "small-refunds", accepted.Verdict.Rule)
+	require.Len(t, e.messages(subjects.KindWork), 1, "the replay is queued")
+
+	// A refund whose amount the agent left out: the approve rule fails,
+	// closed, and a person decides.
+	missing, err := subjects.NewCall("issue_refund", json.RawMessage(`{"sum":5}`))
+	require.NoError(t, err)
+	require.NoError(t, e.co.handleOutcome(ctx(t), e.suspensionBy("r2", "ada",
+		subjects.Interrupt{ID: "q", Reason: subjects.ReasonToolCall, Call: missing})))
+	assert.Equal(t, subjects.RunSuspended, e.record("r2").Status)
+	var failed bool
+	for _, ev := range e.events("r2") {
+		failed = failed || ev.Type == subjects.EventRuleFailed
+	}
+	assert.True(t, failed, "the failed rule is audited")
 }

@@ -94,9 +94,21 @@ func (s *Set) ApplyOutcome(rec *subjects.Run, o Outcome, a Arrival, now time.Tim
 		rec.Journal = j
 	}
 	var evType subjects.EventType
+	rulings := map[string]Ruling{}
 	switch o.Kind {
 	case subjects.KindSuspended:
 		for _, in := range o.Suspension.Interrupts {
+			if s.Operator != nil {
+				r := s.Operator(rec, in)
+				in = Stricter(in, r.Require, s.Members)
+				for _, f := range r.Failed {
+					rec.History = append(rec.History, subjects.HistoryEntry{At: now, Type: subjects.EventRuleFailed,
+						Pass: o.Pass, InterruptID: in.ID, Detail: f})
+				}
+				if r.Approve != "" || r.Deny != "" {
+					rulings[in.ID] = r
+				}
+			}
 			if len(in.ResponseSchema) > 0 {
 				if err := s.schemas().Compile(in.ResponseSchema); err != nil {
 					return nil, fmt.Errorf("interrupt %s: %w", in.ID, err)
@@ -130,6 +142,9 @@ func (s *Set) ApplyOutcome(rec *subjects.Run, o Outcome, a Arrival, now time.Tim
 	}
 	rec.History = append(rec.History, subjects.HistoryEntry{At: now, Type: evType, Pass: o.Pass, Detail: o.Failure})
 	rec.UpdatedAt = now
+	if len(rulings) > 0 {
+		rec = s.settle(rec, rulings, now)
+	}
 	return subjects.Versioned(rec), nil
 }
 

@@ -26,7 +26,7 @@ func (s *Set) eligible(in subjects.Interrupt, requester string) (int, []string) 
 	seen := map[string]bool{}
 	var names []string
 	add := func(n string) {
-		if n == "" || seen[n] || (n == requester && !in.Policy.AllowRequester) {
+		if n == "" || n == subjects.PolicyApprover || seen[n] || (n == requester && !in.Policy.AllowRequester) {
 			return
 		}
 		seen[n] = true

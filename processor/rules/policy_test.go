@@ -159,3 +159,79 @@ func TestConformanceUnsatisfiable(t *testing.T) {
 		assert.Equal(t, *c.Want, subjects.CodeOf(err), c.Name)
 	}
 }
+
+// TestStricterNeverWeaker: an agent's request combined with an operator's
+// requirement takes the stricter value of every field, whichever is
+// stricter, and the rules are recorded.
+func TestStricterNeverWeaker(t *testing.T) {
+	t.Parallel()
+	members := func(g string) []string { return map[string][]string{"finance": {"bob", "cy", "dan"}}[g] }
+	resolveDefault := subjects.ExpiryPolicy{Action: subjects.ExpiryResolve, Payload: json.RawMessage(`true`)}
+	agent := subjects.Interrupt{ID: "q", Reason: subjects.ReasonToolCall, Approvers: []string{"ada", "bob", "cy"},
+		Policy:   &subjects.Policy{Approvals: 1, Denials: 3, AllowRequester: true, AllowChange: true},
+		OnExpiry: &resolveDefault}
+	got := Stricter(agent, []Requirement{{Rule: "two-of-finance", Approvals: 2, Denials: 1, ApproverGroups: []string{"finance"},
+		NoChat: true, NoLinks: true}}, members)
+	assert.Equal(t, 2, got.Policy.Approvals, "the larger approvals")
+	assert.Equal(t, 1, got.Policy.Denials, "the smaller denials")
+	assert.False(t, got.Policy.AllowRequester, "the requester only if the rule allows it too")
+	assert.False(t, got.Policy.AllowChange)
+	assert.Equal(t, []string{"bob", "cy"}, got.Approvers, "approvers both name")
+	assert.Empty(t, got.ApproverGroups)
+	assert.False(t, got.ChatAllowed())
+	assert.False(t, got.LinksAllowed())
+	assert.Equal(t, subjects.ExpiryCancel, got.OnExpiry.Action, "silence never approves what a rule gates")
+	assert.Equal(t, []string{"two-of-finance"}, got.Policy.Rules)
+	assert.Equal(t, 1, agent.Policy.Approvals, "the agent's request is not changed")
+
+	// A stricter agent keeps its stricter values.
+	strict := subjects.Interrupt{ID: "q", Reason: subjects.ReasonToolCall, Policy: &subjects.Policy{Approvals: 3, Denials: 1}}
+	got = Stricter(strict, []Requirement{{Rule: "r", Approvals: 2, Denials: 2, AllowRequester: true}}, members)
+	assert.Equal(t, 3, got.Policy.Approvals)
+	assert.Equal(t, 1, got.Policy.Denials)
+	assert.False(t, got.Policy.AllowRequester)
+
+	// Approvers nobody is both: nobody may decide, and the policy is refused.
+	got = Stricter(subjects.Interrupt{ID: "q", Reason: "x", Approvers: []string{"ada"}},
+		[]Requirement{{Rule: "r", ApproverGroups: []string{"finance"}}}, members)
+	s := &Set{Members: members}
+	_, err := policyRun(t, s, "", got)
+	assert.Equal(t, subjects.CodePolicyUnsatisfiable, subjects.CodeOf(err))
+}
+
+// TestOperatorSettles: an approve rule resolves an interrupt one approval
+// decides, as interlock:policy with the rule's name, and the run resumes
+// when every interrupt is settled; a deny beats an approve; an approve
+// never settles an interrupt that needs a quorum.
+func TestOperatorSettles(t *testing.T) {
+	t.Parallel()
+	ruling := map[string]Ruling{
+		"small":  {Approve: "small-refunds"},
+		"both":   {Approve: "small-refunds", Deny: "blocked"},
+		"quorum": {Approve: "small-refunds", Require: []Requirement{{Rule: "two", Approvals: 2}}},
+	}
+	s := &Set{Operator: func(_ *subjects.Run, in subjects.Interrupt) Ruling { return ruling[in.ID] },
+		ExecutionKey: func(_, _, d string) string { return d }}
+	call, err := subjects.NewCall("issue_refund", json.RawMessage(`{"amount":5}`))
+	require.NoError(t, err)
+	rec, err := policyRun(t, s, "", subjects.Interrupt{ID: "small", Reason: subjects.ReasonToolCall, Call: call})
+	require.NoError(t, err)
+	st := rec.Interrupts[0]
+	require.NotNil(t, st.Decision)
+	assert.Equal(t, subjects.PolicyApprover, st.Decision.Approver)
+	assert.Equal(t, "small-refunds", st.Decision.Rule)
+	assert.Equal(t, subjects.StatusResolved, st.Decision.Status)
+	assert.Equal(t, call.Digest, st.Decision.CallDigest)
+	assert.Equal(t, subjects.RunResuming, rec.Status, "nothing waits: the run resumes")
+
+	rec, err = policyRun(t, s, "", subjects.Interrupt{ID: "both", Reason: subjects.ReasonToolCall})
+	require.NoError(t, err)
+	assert.Equal(t, subjects.StatusCancelled, rec.Interrupts[0].Decision.Status)
+	assert.Equal(t, "blocked", rec.Interrupts[0].Decision.Rule)
+
+	rec, err = policyRun(t, s, "", subjects.Interrupt{ID: "quorum", Reason: subjects.ReasonToolCall})
+	require.NoError(t, err)
+	assert.Nil(t, rec.Interrupts[0].Decision, "an approve rule does not settle a quorum")
+	assert.Equal(t, 2, rec.Interrupts[0].Policy.Approvals)
+	assert.Equal(t, subjects.RunSuspended, rec.Status)
+}

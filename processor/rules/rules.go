@@ -36,6 +36,9 @@ type Set struct {
 	// ExecutionKey derives an approved call's execution key from the run,
 	// the interrupt and the approved digest, with a secret; nil: no keys.
 	ExecutionKey func(run, interrupt, digest string) string
+	// Operator applies the operator's rules to an interrupt a run raises
+	// (processor/policy); nil: there are none.
+	Operator func(rec *subjects.Run, in subjects.Interrupt) Ruling
 }
 
 // sharedSchemas is the cache of every Set that names none.

@@ -308,7 +308,9 @@ func WorkBacklog(ctx context.Context, c *jetstream.Client) ([]AgentWork, error) 
 			return nil, err
 		}
 		for subject, n := range bySubject {
-			counts[subject[strings.LastIndexByte(subject, '.')+1:]] += n
+			if a, err := c.Namespace().Parse(subject); err == nil {
+				counts[a.Agent] += n
+			}
 		}
 	}
 	var out []AgentWork

@@ -1,0 +1,55 @@
+package coordinator
+
+import (
+	"strconv"
+
+	"github.com/interlockhq/interlock/processor/rules"
+	"github.com/interlockhq/interlock/processor/store"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// policyEffects are what the operator's rules did to the interrupts of
+// suspension o, recorded with it: a rule_failed event per rule that failed
+// (and was applied failing closed), a decision_accepted event per
+// automatic decision (approver interlock:policy, via policy, the rule's
+// name), and the replay when the rules settled every interrupt of the
+// pass. Each carries an id derived from the pass, so they are published
+// once however often the suspension is redelivered.
+func (co *Coordinator) policyEffects(rec *subjects.Run, o rules.Outcome) (store.Effects, error) {
+	var fx store.Effects
+	if o.Kind != subjects.KindSuspended || rec.Pass != o.Pass {
+		return fx, nil
+	}
+	pass := "pass" + strconv.Itoa(o.Pass)
+	for n, h := range rec.History {
+		if h.Type == subjects.EventRuleFailed && h.Pass == o.Pass {
+			fx.Events = append(fx.Events, co.newEvent(subjects.Event{Type: subjects.EventRuleFailed, RunID: rec.RunID,
+				Agent: rec.Agent, Pass: o.Pass, InterruptIDs: []string{h.InterruptID}, Detail: h.Detail},
+				pass+"-rule"+strconv.Itoa(n)))
+		}
+	}
+	var last *subjects.InterruptState
+	for i := range rec.Interrupts {
+		st := &rec.Interrupts[i]
+		if st.Pass != o.Pass || st.Decision == nil || st.Decision.Approver != subjects.PolicyApprover {
+			continue
+		}
+		co.metrics.auto.WithLabelValues(string(st.Decision.Status)).Inc()
+		v := subjects.Verdict{DecisionID: st.Decision.DecisionID, RunID: rec.RunID, InterruptID: st.ID,
+			Outcome: subjects.OutcomeAccepted, Approver: subjects.PolicyApprover, Via: "policy", Rule: st.Decision.Rule,
+			Detail: st.Decision.Comment, At: *st.DecidedAt}
+		fx.Events = append(fx.Events, co.newEvent(subjects.Event{Type: subjects.EventDecisionAccepted, RunID: rec.RunID,
+			Agent: rec.Agent, Pass: o.Pass, Verdict: subjects.Versioned(&v)}, pass+"-policy"+strconv.Itoa(st.Order)))
+		if last == nil || st.Order > last.Order {
+			last = st
+		}
+	}
+	if last != nil {
+		rfx, _, err := co.replay(rec, *last)
+		if err != nil {
+			return fx, err
+		}
+		fx.Events, fx.Messages = append(fx.Events, rfx.Events...), append(fx.Messages, rfx.Messages...)
+	}
+	return fx, nil
+}

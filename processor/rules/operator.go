@@ -1,0 +1,160 @@
+package rules
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"time"
+
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// Ruling is what the operator's rules say about one interrupt: the
+// requirements of the require rules that matched, the first approve and
+// deny rules that matched (by name), and the rules that failed (applied
+// failing closed), each as "name: why".
+type Ruling struct {
+	Require []Requirement
+	Approve string
+	Deny    string
+	Failed  []string
+}
+
+// Requirement is what one require rule asks of an interrupt. Applied to
+// the agent's request, each field can only make it stricter.
+type Requirement struct {
+	Rule           string
+	Approvals      int
+	Denials        int
+	Approvers      []string
+	ApproverGroups []string
+	AllowRequester bool
+	AllowChange    bool
+	NoChat         bool
+	NoLinks        bool
+}
+
+// Stricter returns in with every requirement applied: the larger
+// approvals, the smaller denials (a refusal is the safe outcome), the
+// requester and vote changes allowed only if the agent and every rule
+// allow them, chat and link decisions off if any rule turns them off,
+// and approvers restricted to those both the agent and the rule name
+// (resolved to identities through members when both name some). An
+// onExpiry resolve becomes a cancel: silence never approves what an
+// operator rule gates. The rules' names are recorded in policy.rules.
+func Stricter(in subjects.Interrupt, reqs []Requirement, members func(string) []string) subjects.Interrupt {
+	if len(reqs) == 0 {
+		return in
+	}
+	var pol subjects.Policy
+	agentPolicy := in.Policy != nil
+	if agentPolicy {
+		pol = *in.Policy
+		pol.Rules = slices.Clone(pol.Rules)
+	}
+	for i, r := range reqs {
+		pol.Approvals = max(pol.NeedApprovals(), r.Approvals, 1)
+		if r.Denials > 0 {
+			pol.Denials = min(pol.NeedDenials(), r.Denials)
+		}
+		if i == 0 && !agentPolicy {
+			pol.AllowRequester, pol.AllowChange = r.AllowRequester, r.AllowChange
+		} else {
+			pol.AllowRequester = pol.AllowRequester && r.AllowRequester
+			pol.AllowChange = pol.AllowChange && r.AllowChange
+		}
+		if r.NoChat {
+			in.ChatDecisions = new(bool)
+		}
+		if r.NoLinks {
+			in.OneClickLinks = new(bool)
+		}
+		in.Approvers, in.ApproverGroups = restrict(in.Approvers, in.ApproverGroups, r.Approvers, r.ApproverGroups, members)
+		pol.Rules = append(pol.Rules, r.Rule)
+	}
+	in.Policy = &pol
+	if in.OnExpiry != nil && in.OnExpiry.Action == subjects.ExpiryResolve {
+		cancel := subjects.ExpiryPolicy{Action: subjects.ExpiryCancel}
+		in.OnExpiry = &cancel
+	}
+	return in
+}
+
+// restrict is who may decide under both (a, ag) and (b, bg): either
+// alone when the other names nobody, otherwise the identities both
+// include.
+func restrict(a, ag, b, bg []string, members func(string) []string) ([]string, []string) {
+	if len(b) == 0 && len(bg) == 0 {
+		return a, ag
+	}
+	if len(a) == 0 && len(ag) == 0 {
+		return slices.Clone(b), slices.Clone(bg)
+	}
+	expand := func(names, groups []string) map[string]bool {
+		out := map[string]bool{}
+		for _, n := range names {
+			out[n] = true
+		}
+		for _, g := range groups {
+			if members == nil {
+				continue
+			}
+			for _, m := range members(g) {
+				out[m] = true
+			}
+		}
+		return out
+	}
+	left, right := expand(a, ag), expand(b, bg)
+	both := []string{}
+	for n := range left {
+		if right[n] {
+			both = append(both, n)
+		}
+	}
+	slices.Sort(both)
+	if len(both) == 0 {
+		// Nobody may decide: the policy cannot be met, and is refused.
+		both = []string{subjects.PolicyApprover}
+	}
+	return both, nil
+}
+
+// PolicyDecisionID is the decision id of the decision an operator rule
+// made on interrupt id.
+func PolicyDecisionID(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return "policy-" + hex.EncodeToString(sum[:12])
+}
+
+// PolicyDecision is the decision by subjects.PolicyApprover that rule
+// makes on st: a resolve (approve) or a cancel (deny), no payload.
+func PolicyDecision(st subjects.InterruptState, rule string, status subjects.Status) subjects.Decision {
+	return subjects.Decision{Version: subjects.Version2, DecisionID: PolicyDecisionID(st.ID), InterruptID: st.ID,
+		Status: status, Approver: subjects.PolicyApprover, Rule: rule, Comment: "decided by operator rule " + rule}
+}
+
+// settle applies the rulings' automatic decisions to the interrupts of
+// rec's pass: a deny rule cancels; an approve rule resolves only an
+// interrupt one approval decides whose answer needs no payload.
+func (s *Set) settle(rec *subjects.Run, rulings map[string]Ruling, now time.Time) *subjects.Run {
+	for i := range rec.Interrupts {
+		r, ok := rulings[rec.Interrupts[i].ID]
+		if !ok || rec.Interrupts[i].Decision != nil {
+			continue
+		}
+		st := rec.Interrupts[i]
+		var d subjects.Decision
+		switch {
+		case r.Deny != "":
+			d = PolicyDecision(st, r.Deny, subjects.StatusCancelled)
+		case r.Approve != "" && st.Policy.NeedApprovals() == 1 && s.schemas().CheckAnswer(st.Interrupt, subjects.StatusResolved, nil) == nil:
+			d = PolicyDecision(st, r.Approve, subjects.StatusResolved)
+		default:
+			continue
+		}
+		s.bindCall(rec, st, &d)
+		rec = ApplyDecision(rec, i, d, 0, now)
+	}
+	return rec
+}
