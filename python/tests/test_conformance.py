@@ -75,6 +75,7 @@ def build(prefix: str, op: str, args: list[str]) -> str:
     ops: dict[str, Callable[..., str]] = {
         "work": ns.work,
         "start": ns.start,
+        "startAs": ns.start_as,
         "suspended": ns.suspended,
         "completed": ns.completed,
         "failed": ns.failed,

@@ -107,12 +107,19 @@ class Client:
         run_id: str | None = None,
         thread_id: str | None = None,
         traceparent: str | None = None,
+        requester: str | None = None,
     ) -> str:
         """Queue the first pass of a run of ``agent`` and return the run id
         (default a fresh UUIDv7). The start's message id holds a nonce of this
         call's (no other publisher can have it dropped as a duplicate); two
         calls for one run id queue two first passes, of which the coordinator
-        records the first outcome and ignores the other as stale."""
+        records the first outcome and ignores the other as stale.
+
+        ``requester`` starts the run as that identity, on
+        ``<prefix>.start.<agent>.<requester>`` (protocol version 2): the NATS
+        user must be allowed that subject (a user starting as itself, or a
+        gateway for its session's identity). The run records it as its
+        requester, whom a decision policy can exclude from approving."""
         run_id = run_id or uuid7()
         validate_token("run id", run_id)
         work: dict[str, Any] = {"version": 1, "runId": run_id, "agent": agent}
@@ -124,7 +131,7 @@ class Client:
         data = json.dumps(work, separators=(",", ":")).encode()
         decode_work(data)
         await self._js.publish(
-            self._ns.start(agent),
+            self._ns.start_as(agent, requester) if requester else self._ns.start(agent),
             data,
             headers={"Nats-Msg-Id": start_msg_id(run_id, nonce()), "traceparent": _trace.child(traceparent)},
         )
