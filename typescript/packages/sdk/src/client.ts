@@ -50,6 +50,12 @@ export interface StartOptions {
   threadId?: string;
   /** A W3C trace context to continue (default a new trace). */
   traceparent?: string;
+  /**
+   * Start as this identity, on `<prefix>.start.<agent>.<requester>`
+   * (protocol version 2): the NATS user must be allowed that subject. The run
+   * records it as its requester, whom a decision policy can exclude.
+   */
+  requester?: string;
 }
 
 /** Options of {@link Client.decide}. */
@@ -145,7 +151,7 @@ export class Client {
     decodeWork(data);
     const h = natsHeaders();
     h.set("traceparent", childTraceparent(options.traceparent));
-    await this.publish(this.ns.start(agent), data, startMsgId(runId, nonce()), h);
+    await this.publish(options.requester ? this.ns.startAs(agent, options.requester) : this.ns.start(agent), data, startMsgId(runId, nonce()), h);
     return runId;
   }
 

@@ -90,6 +90,7 @@ describe("subjects.json", () => {
         switch (v["op"]) {
           case "work": return ns.work(a(0));
           case "start": return ns.start(a(0));
+          case "startAs": return ns.startAs(a(0), a(1));
           case "suspended": return ns.suspended(a(0), a(1));
           case "completed": return ns.completed(a(0), a(1));
           case "failed": return ns.failed(a(0), a(1));
@@ -202,5 +203,18 @@ describe("interrupts on the wire", () => {
       assert.deepEqual(d.payload, payload);
     }
     assert.equal(new sdk.Decision({ interruptId: "i", status: "resolved" }).hasPayload, false);
+  });
+});
+
+describe("subjects.json workers", () => {
+  test("the subjects an agent's durable consumer filters", () => {
+    for (const v of cases(SUBJECTS, "workers")) {
+      const ns = new sdk.Namespace(s(v["prefix"]));
+      if (v["error"] !== undefined) {
+        assert.throws(() => ns.agentWork(s(v["agent"])), sdk.InvalidToken);
+        continue;
+      }
+      assert.deepEqual(ns.agentWork(s(v["agent"])), v["subjects"]);
+    }
   });
 });
