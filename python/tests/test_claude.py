@@ -71,7 +71,9 @@ async def test_the_question_outlives_the_asking_process(server: Server, client: 
     await first_nc.close()
 
     (question,) = [p for p in await client.pending() if p.run_id == run]
-    await client.approve(run, question.id, payload={"command": "rm -rf build/cache"}, approver="ada")
+    # The question gates the call: an edit is an approval of the edited call.
+    assert question.raw["call"]["digest"] == interlock.call_digest("Bash", {"command": "rm -rf build"})
+    await client.approve(run, question.id, arguments={"command": "rm -rf build/cache"}, approver="ada")
 
     second_nc = await nats.connect(server.url)
     try:
