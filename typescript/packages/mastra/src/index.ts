@@ -18,7 +18,9 @@ import {
   finished,
   RunNotFound,
   Timeout,
+  approvedCallMatches,
   toolApprovalBody,
+  type ApprovedCall,
   type AgentBody,
   type Client,
   type JsonObject,
@@ -48,6 +50,9 @@ export function defaultRequest(q: ApprovalQuestion): Request {
     message: `Run ${q.toolName}(${JSON.stringify(q.args).slice(0, 2000)})?`,
     reason: "tool_call",
     metadata: { mastra: { tool: q.toolName, args: q.args } },
+    // Protocol version 2: votes are bound to the call's digest, checked
+    // again before the call runs. Set `policy` in your own toRequest.
+    call: q.args === null ? { tool: q.toolName } : { tool: q.toolName, arguments: q.args },
   };
 }
 
@@ -89,9 +94,14 @@ export async function askApproval(
     if (e instanceof Timeout) return { approved: false, reason: "no decision in time" };
     throw e;
   }
-  const answer = rec.result as Partial<{ approved: boolean; reason: string }> | undefined;
+  const answer = rec.result as (Partial<{ approved: boolean; reason: string }> & ApprovedCall) | undefined;
   const reason = answer?.reason || rec.error;
-  return { approved: rec.status === "completed" && answer?.approved === true, reason: reason || "denied" };
+  const approved = rec.status === "completed" && answer?.approved === true;
+  // The call about to run must be the one approved.
+  if (approved && !approvedCallMatches(answer, call.toolName, JSON.parse(JSON.stringify(call.args ?? null)) as unknown)) {
+    return { approved: false, reason: "the approval was for a different call" };
+  }
+  return { approved, reason: reason || "denied" };
 }
 
 /** What the adapter reads of a Mastra generation's output. */

@@ -108,7 +108,7 @@ export {
   wireVersion,
   type MessageKind,
 } from "./wire.js";
-export { toolApprovalBody, type ToolApproval } from "./approval.js";
+export { approvedCallMatches, toolApprovalBody, type ApprovedCall, type ToolApproval } from "./approval.js";
 export { Worker, type AgentBody, type Logger, type PassContext, type WorkerOptions } from "./worker.js";
 export {
   Client,

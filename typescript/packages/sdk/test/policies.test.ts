@@ -191,3 +191,28 @@ describe("the replay checks the approved call", () => {
     assert.ok(new sdk.CallMismatch("i", "a", "b") instanceof sdk.InterlockError);
   });
 });
+
+describe("the framework adapters' approvals body", () => {
+  const body = sdk.toolApprovalBody((q: { toolCallId: string; args: sdk.JsonObject }) => ({
+    call: { tool: "issue_refund", arguments: q.args },
+  }));
+  const ctx = { signal: new AbortController().signal, run: { runId: "run-1", agent: "a", pass: 1, threadId: "", traceparent: "" } };
+  const ask = (decision: sdk.JsonObject, args: sdk.JsonObject): unknown =>
+    replay(decision, () => body({ toolCallId: "call_1", args }, ctx));
+
+  test("an approval of the call carries its digest and execution key", () => {
+    const out = ask(approved(), REFUND) as sdk.ToolApproval & sdk.ApprovedCall;
+    assert.equal(out.approved, true);
+    assert.equal(out.callDigest, REFUND_DIGEST);
+    assert.equal(out.executionKey, KEY);
+    assert.equal(sdk.approvedCallMatches(out, "issue_refund", { amount: 42.5, order: "A-1001" }), true);
+    assert.equal(sdk.approvedCallMatches(out, "issue_refund", { amount: 4250, order: "A-1001" }), false);
+    assert.equal(sdk.approvedCallMatches({}, "issue_refund", {}), true, "a version 1 approval names no call");
+  });
+  test("another call fails closed; edited arguments are not an approval of the asked call", () => {
+    assert.throws(() => ask(approved(), { order: "A-1001", amount: 4250 }), sdk.CallMismatch);
+    const edited = { order: "A-1001", amount: 40 };
+    const out = ask(approved({ callDigest: sdk.callDigest("issue_refund", edited), arguments: edited }), REFUND) as sdk.ToolApproval;
+    assert.equal(out.approved, false);
+  });
+});
