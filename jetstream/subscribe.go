@@ -54,3 +54,27 @@ func (c *Client) Serve(subject, queue string, parallel int, fn func(data []byte)
 	}
 	return &Subscription{sub: sub}, nil
 }
+
+// ServeSubjects is Serve for a wildcard subject: fn also gets the subject
+// each request was sent on (which NATS permissions vouch for).
+func (c *Client) ServeSubjects(subject, queue string, parallel int, fn func(subject string, data []byte) []byte) (*Subscription, error) {
+	slots := make(chan struct{}, max(parallel, 1))
+	sub, err := c.nc.QueueSubscribe(subject, queue, func(m *nats.Msg) {
+		if m.Reply == "" {
+			return
+		}
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots }()
+			_ = m.Respond(fn(m.Subject, m.Data))
+		}()
+	})
+	if err != nil {
+		return nil, translate(err)
+	}
+	if err := c.nc.Flush(); err != nil && (c.nc.IsClosed() || !c.nc.IsReconnecting()) {
+		_ = sub.Unsubscribe()
+		return nil, translate(err)
+	}
+	return &Subscription{sub: sub}, nil
+}

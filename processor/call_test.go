@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -90,4 +91,26 @@ func TestInterruptCarriesCallAndPolicy(t *testing.T) {
 
 	_, err = Interrupt(ctx, Request{Call: &ToolCall{Tool: "pay", Arguments: json.RawMessage(`{"a":1,"a":2}`)}})
 	assert.ErrorIs(t, err, ErrInvalidRequest, "arguments with no digest are refused before they are published")
+}
+
+// TestVoteVerdictThroughEvents: a client that takes verdicts from the
+// audit trail (the gateway, deciding for its users) gets a vote's verdict,
+// vote_recorded with the tally, and the verdict of the same vote sent
+// again.
+func TestVoteVerdictThroughEvents(t *testing.T) {
+	t.Parallel()
+	h, rec := suspendedRun(t, Request{Approvers: []string{"ada", "bob", "cy"}, Policy: &subjects.Policy{Approvals: 2}})
+	req := DecisionRequest{RunID: rec.RunID, InterruptID: rec.Pending()[0].ID, Status: subjects.StatusResolved,
+		Approver: "bob", DecisionID: "bob-1"}
+	ctx, cancel := context.WithTimeout(h.ctx(), 10*time.Second)
+	defer cancel()
+	v, err := h.client.Decide(ctx, req)
+	require.NoError(t, err)
+	assert.Equal(t, subjects.OutcomeVoteRecorded, v.Outcome)
+	require.NotNil(t, v.Tally)
+	assert.Equal(t, 1, v.Tally.Approvals)
+
+	v, err = h.client.Decide(ctx, req)
+	require.NoError(t, err, "the same vote again: its verdict is found in the trail")
+	assert.Equal(t, subjects.OutcomeDuplicate, v.Outcome)
 }

@@ -449,7 +449,7 @@ func (cl *Client) earlierVerdict(ctx context.Context, run string, seq uint64) (s
 	if err != nil {
 		return subjects.Verdict{}, err
 	}
-	mark := ":seq" + strconv.FormatUint(seq, 10) + ":decision_"
+	seqMark := ":seq" + strconv.FormatUint(seq, 10) + ":"
 	// Each wake reads only the events recorded since the last one.
 	cursors := map[string]uint64{runEvents: 0, noRun: 0}
 	for {
@@ -461,7 +461,9 @@ func (cl *Client) earlierVerdict(ctx context.Context, run string, seq uint64) (s
 				}
 				for _, m := range msgs {
 					cursors[filter] = m.Sequence
-					if !strings.Contains(m.Header.Get(jetstream.HeaderMsgID), mark) {
+					// decision_<outcome>, or vote_recorded for a vote.
+					if id := m.Header.Get(jetstream.HeaderMsgID); !strings.Contains(id, seqMark+"decision_") &&
+						!strings.Contains(id, seqMark+string(subjects.EventVoteRecorded)) {
 						continue
 					}
 					ev, err := subjects.StoredEvent(ns, m.Subject, m.Data)

@@ -325,7 +325,7 @@ func TestDecisionMalformed(t *testing.T) {
 	}{
 		"not json":      {`{"version":1,`, subjects.CodeMalformed},
 		"no version":    {`{"decisionId":"d","interruptId":"` + id + `","status":"resolved"}`, subjects.CodeMalformed},
-		"version 2":     {`{"version":2,"decisionId":"d","interruptId":"` + id + `","status":"resolved"}`, subjects.CodeUnsupportedVersion},
+		"version 3":     {`{"version":3,"decisionId":"d","interruptId":"` + id + `","status":"resolved"}`, subjects.CodeUnsupportedVersion},
 		"bad status":    {`{"version":1,"decisionId":"d","interruptId":"` + id + `","status":"approved"}`, subjects.CodeMalformed},
 		"null payload":  {`{"version":1,"decisionId":"d","interruptId":"` + id + `","status":"resolved","payload":null}`, subjects.CodeMalformed},
 		"unknown field": {`{"version":1,"decisionId":"d","interruptId":"` + id + `","status":"resolved","paylod":1}`, subjects.CodeMalformed},

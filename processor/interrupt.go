@@ -43,6 +43,30 @@ type pass struct {
 	// keys holds, by tool call, the execution key of the last approved
 	// call Interrupt returned in it.
 	keys map[string]string
+	// ask, when set, asks the coordinator whether an operator rule
+	// settles an interrupt before the pass suspends on it.
+	ask func(ctx context.Context, in subjects.Interrupt) (subjects.Decision, bool)
+}
+
+// askKey is the journal key of the decision an operator rule made on
+// interrupt id when asked (WorkerConfig.AskRules): the replay returns it
+// without asking again.
+func askKey(id string) string { return "ask/" + id }
+
+// asked returns the decision an operator rule made on interrupt id in an
+// earlier pass of the run, as journaled.
+func (p *pass) asked(id string) (subjects.Decision, bool) {
+	p.mu.Lock()
+	raw, ok := p.journal[askKey(id)]
+	p.mu.Unlock()
+	if !ok {
+		return subjects.Decision{}, false
+	}
+	var d subjects.Decision
+	if json.Unmarshal(raw, &d) != nil || d.InterruptID != id {
+		return subjects.Decision{}, false
+	}
+	return d, true
 }
 
 type passKey struct{}
@@ -258,26 +282,12 @@ func Interrupt(ctx context.Context, req Request) (Decision, error) {
 	p.ordinals[scope]++
 	p.mu.Unlock()
 	id := subjects.InterruptID(p.info.RunID, scope, ord)
-	if d, ok := p.decisions[id]; ok {
-		if d.Cancelled() {
-			return d, &CancelledError{InterruptID: id, Comment: d.Comment, Approver: d.Approver, Reason: cancelReason(d)}
-		}
-		if req.Call != nil {
-			// The call about to run must be the approved one: the
-			// request's, or the approvers' edit of it.
-			if err := CheckCall(d, req.Call.Tool, ApprovedArguments(d, req.Call.Arguments)); err != nil {
-				return d, err
-			}
-		}
-		if d.ExecutionKey != "" {
-			p.mu.Lock()
-			if p.keys == nil {
-				p.keys = map[string]string{}
-			}
-			p.keys[scope] = d.ExecutionKey
-			p.mu.Unlock()
-		}
-		return d, nil
+	d, ok := p.decisions[id]
+	if !ok {
+		d, ok = p.asked(id)
+	}
+	if ok {
+		return p.answer(scope, id, d, req)
 	}
 	in, err := p.interrupt(id, scope, req)
 	if err != nil {
@@ -286,10 +296,48 @@ func Interrupt(ctx context.Context, req Request) (Decision, error) {
 		p.mu.Unlock()
 		return Decision{}, err
 	}
+	if p.ask != nil {
+		if d, ok := p.ask(ctx, in); ok {
+			raw, err := json.Marshal(d)
+			if err == nil {
+				// Journaled with the pass's outcome: every later pass
+				// returns this decision without asking again.
+				p.mu.Lock()
+				p.journal[askKey(id)] = raw
+				p.mu.Unlock()
+				return p.answer(scope, id, d, req)
+			}
+		}
+	}
 	p.mu.Lock()
 	p.pending = append(p.pending, in)
 	p.mu.Unlock()
 	return Decision{}, &SuspendError{InterruptID: id}
+}
+
+// answer is what Interrupt returns for decision d of interrupt id in tool
+// call scope: a cancellation as a CancelledError, an approval after
+// checking that req's call (when given) is the approved one.
+func (p *pass) answer(scope, id string, d Decision, req Request) (Decision, error) {
+	if d.Cancelled() {
+		return d, &CancelledError{InterruptID: id, Comment: d.Comment, Approver: d.Approver, Reason: cancelReason(d)}
+	}
+	if req.Call != nil {
+		// The call about to run must be the approved one: the
+		// request's, or the approvers' edit of it.
+		if err := CheckCall(d, req.Call.Tool, ApprovedArguments(d, req.Call.Arguments)); err != nil {
+			return d, err
+		}
+	}
+	if d.ExecutionKey != "" {
+		p.mu.Lock()
+		if p.keys == nil {
+			p.keys = map[string]string{}
+		}
+		p.keys[scope] = d.ExecutionKey
+		p.mu.Unlock()
+	}
+	return d, nil
 }
 
 func (p *pass) interrupt(id, scope string, req Request) (subjects.Interrupt, error) {

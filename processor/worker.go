@@ -58,6 +58,16 @@ type WorkerConfig struct {
 	Logger     *slog.Logger
 	// Registry, when set, receives the worker's Prometheus metrics.
 	Registry prometheus.Registerer
+	// AskRules makes Interrupt ask the coordinator, before suspending,
+	// whether an operator rule settles the interrupt (protocol version 2,
+	// subjects.Ask): a settled interrupt costs one round trip instead of a
+	// suspension and a replay. Without an answer within AskTimeout the
+	// pass suspends as usual. Turn it on where operator rules settle many
+	// calls (interlock serve --policies); without rules it is one wasted
+	// round trip per interrupt.
+	AskRules bool
+	// AskTimeout bounds one ask; default 2s.
+	AskTimeout time.Duration
 }
 
 // Worker runs the passes of registered agents: it consumes work items,
@@ -251,6 +261,9 @@ func (w *Worker) handle(ctx context.Context, agent string, a registered, m *jets
 	p := newPass(info, work, &w.schemas)
 	if addr.Kind == subjects.KindStart {
 		p.requester = addr.Requester
+	}
+	if w.cfg.AskRules {
+		p.ask = w.asker(agent, work, p)
 	}
 	aguiSubject, err := w.client.Namespace().AGUI(agent, work.RunID)
 	if err != nil {
@@ -619,4 +632,46 @@ func (w *Worker) outcome(work subjects.Work, p *pass, result any, bodyErr error)
 	}
 	data, err := json.Marshal(msg)
 	return subject, data, err
+}
+
+// asker asks the coordinator whether an operator rule settles interrupt
+// in of work's pass (subjects.Ask), and returns the rule's decision. Any
+// failure (no coordinator answering, a timeout, a malformed reply) is no
+// decision: the pass suspends as usual.
+func (w *Worker) asker(agent string, work subjects.Work, p *pass) func(ctx context.Context, in subjects.Interrupt) (subjects.Decision, bool) {
+	return func(ctx context.Context, in subjects.Interrupt) (subjects.Decision, bool) {
+		subject, err := w.client.Namespace().Ask(agent, work.RunID)
+		if err != nil {
+			return subjects.Decision{}, false
+		}
+		a := subjects.Ask{Version: subjects.Version2, RunID: work.RunID, Agent: agent, Pass: work.Pass, Interrupt: in}
+		if work.Pass == 0 {
+			a.Requester = p.requester
+		}
+		data, err := json.Marshal(a)
+		if err != nil {
+			return subjects.Decision{}, false
+		}
+		timeout := w.cfg.AskTimeout
+		if timeout <= 0 {
+			timeout = 2 * time.Second
+		}
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		out, err := w.client.Request(ctx, subject, data)
+		if err != nil {
+			w.cfg.Logger.Debug("ask unanswered; suspending", "run", work.RunID, "interrupt", in.ID, "error", err)
+			return subjects.Decision{}, false
+		}
+		var r subjects.AskReply
+		if json.Unmarshal(out, &r) != nil || r.Outcome != subjects.AskDecided || r.Decision == nil {
+			return subjects.Decision{}, false
+		}
+		d := *r.Decision
+		// Only a rule's decision on this very interrupt is taken.
+		if d.InterruptID != in.ID || d.Approver != subjects.PolicyApprover || d.Validate() != nil {
+			return subjects.Decision{}, false
+		}
+		return d, true
+	}
 }

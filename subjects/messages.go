@@ -493,7 +493,7 @@ func StoredEvent(ns Namespace, subject string, data []byte) (Event, error) {
 		ev.RunID = a.Run
 	}
 	switch ev.Type {
-	case EventDecisionAccepted, EventDecisionRejected, EventDecisionDuplicate:
+	case EventDecisionAccepted, EventDecisionRejected, EventDecisionDuplicate, EventVoteRecorded:
 	default:
 		ev.Verdict = nil
 	}

@@ -45,6 +45,11 @@ const (
 	// <prefix>.observed.<run>.<type>. The coordinator records each in the
 	// audit trail with its author; nobody else writes the events stream.
 	KindObserved Kind = "observed"
+	// KindAsk carries a worker's question whether an operator rule settles
+	// an interrupt (core NATS request, stored nowhere; protocol version
+	// 2): <prefix>.ask.<agent>.<run>. The agent token lets NATS
+	// permissions confine each agent's user to its own runs.
+	KindAsk Kind = "ask"
 )
 
 // Namespace builds and parses the subjects under one prefix. The zero value
@@ -376,7 +381,7 @@ func (n Namespace) Parse(subject string) (Address, error) {
 	want := map[Kind]int{
 		KindWork: 2, KindStart: 2, KindSuspended: 3, KindCompleted: 3, KindFailed: 3,
 		KindResume: 2, KindEvents: 3, KindObserved: 3, KindDLQ: 2,
-		KindReminder: 3, KindEscalated: 3, KindExpired: 3, KindAGUI: 3,
+		KindReminder: 3, KindEscalated: 3, KindExpired: 3, KindAGUI: 3, KindAsk: 3,
 	}
 	if kind == KindTimers {
 		return n.parseTimer(subject, t)
@@ -407,7 +412,7 @@ func (n Namespace) Parse(subject string) (Address, error) {
 		if err == nil && len(t) == 3 {
 			a.Requester, err = t[2], ValidateToken("requester", t[2])
 		}
-	case KindSuspended, KindCompleted, KindFailed, KindReminder, KindEscalated, KindExpired, KindAGUI:
+	case KindSuspended, KindCompleted, KindFailed, KindReminder, KindEscalated, KindExpired, KindAGUI, KindAsk:
 		a.Agent, a.Run = t[1], t[2]
 		if err = ValidateToken("agent", t[1]); err == nil {
 			err = ValidateToken("run id", t[2])

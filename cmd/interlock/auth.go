@@ -135,7 +135,7 @@ func agentUser(ns subjects.Namespace, agent, user string) authUser {
 		Publish: []string{
 			p + ".start." + agent,
 			p + ".suspended." + agent + ".*", p + ".completed." + agent + ".*", p + ".failed." + agent + ".*",
-			p + ".agui." + agent + ".*", p + ".dlq." + durable,
+			p + ".agui." + agent + ".*", p + ".ask." + agent + ".*", p + ".dlq." + durable,
 			"$JS.API.CONSUMER.INFO." + work + "." + durable, "$JS.API.CONSUMER.MSG.NEXT." + work + "." + durable,
 			"$JS.ACK." + work + "." + durable + ".>",
 			"$JS.API.DIRECT.GET." + runs + "." + p + ".*." + agent + ".*",

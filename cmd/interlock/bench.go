@@ -37,7 +37,10 @@ histograms.
             the messages and bytes written per cycle (the "writes" row), and the
             CPU the process (embedded server included) used per cycle (the "cpu" row)
   paced     cycles started at --rate per second: decision-to-replay p50/p99 under load
-  parked    --parked runs left suspended: bytes stored and heap per run`,
+  parked    --parked runs left suspended: bytes stored and heap per run
+  gated     a run whose one tool call an operator rule approves in one round trip
+            (the worker asks the coordinator; docs/policies.md), start to completion,
+            against the same run with no gate (Interlock only; not run by default)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var all []benchmark.Result
@@ -105,6 +108,15 @@ func printBench(w io.Writer, all []benchmark.Result) {
 	}
 	for _, r := range all {
 		if r.Side != "interlock" {
+			continue
+		}
+		if r.Scenario == "gated" {
+			if u := find("ungated", r.Sync, "interlock"); u != nil {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", "gated", r.Sync,
+					fmt.Sprintf("gated p50 %.2fms p99 %.2fms", r.P50ms, r.P99ms),
+					fmt.Sprintf("ungated p50 %.2fms p99 %.2fms", u.P50ms, u.P99ms),
+					fmt.Sprintf("+%.2fms p50 +%.2fms p99 per gated call", r.P50ms-u.P50ms, r.P99ms-u.P99ms))
+			}
 			continue
 		}
 		f := find(r.Scenario, r.Sync, "floor")

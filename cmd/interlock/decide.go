@@ -16,7 +16,7 @@ import (
 
 // newDecide builds `approve` (resolve) or `deny` (cancel).
 func newDecide(g *globals, approve bool) *cobra.Command {
-	var payload, edit, comment, approver, decisionID string
+	var payload, edit, comment, approver, decisionID, arguments, callDigest string
 	use, short, status := "deny RUN [INTERRUPT]", "Cancel an interrupt (the body receives the cancelled value)", subjects.StatusCancelled
 	if approve {
 		use, short, status = "approve RUN [INTERRUPT]", "Resolve an interrupt, with an optional JSON payload", subjects.StatusResolved
@@ -45,28 +45,26 @@ a duplicate of an accepted one), 3 when it was rejected, with the reason.`,
 				} else if req.InterruptID, err = onlyPending(cmd, api, args[0]); err != nil {
 					return err
 				}
-				// A vote on a call is bound to the call it is cast on: the one
-				// the record shows now (protocol version 2).
-				call := gatedCall(ctx, api, req.RunID, req.InterruptID)
-				if call != nil && status == subjects.StatusResolved && edit == "" {
-					req.CallDigest = call.Digest
+				// Protocol version 2: bind the vote to the call it is cast
+				// on, or approve the gated call with edited arguments.
+				req.CallDigest = callDigest
+				if arguments != "" {
+					var args map[string]any
+					if json.Unmarshal([]byte(arguments), &args) != nil {
+						return usagef("--arguments takes the edited call arguments as a JSON object: %s", arguments)
+					}
+					req.Arguments = json.RawMessage(arguments)
 				}
 				if edit != "" {
-					// Approve with edited arguments: an approval of the
-					// edited call (its own digest) where the interrupt
-					// gates a call, otherwise the answer.
-					if payload != "" && call == nil {
+					// Approve with edited arguments: they are the answer.
+					if payload != "" {
 						return usage(errors.New("--edit and --payload exclude each other"))
 					}
 					var args map[string]any
 					if json.Unmarshal([]byte(edit), &args) != nil {
 						return usagef("--edit takes the edited arguments as a JSON object: %s", edit)
 					}
-					if call != nil {
-						req.Arguments = json.RawMessage(edit)
-					} else {
-						payload = edit
-					}
+					payload = edit
 				}
 				if payload != "" {
 					if !json.Valid([]byte(payload)) {
@@ -98,7 +96,11 @@ a duplicate of an accepted one), 3 when it was rejected, with the reason.`,
 	if approve {
 		f.StringVar(&payload, "payload", "", "the answer, as JSON (false, 0, \"\" and {} are answers)")
 		f.StringVar(&edit, "edit", "", "approve with edited arguments: a JSON object sent as the answer")
+		f.StringVar(&arguments, "arguments", "", "approve the gated call with these edited arguments (a JSON object): "+
+			"an approval of another call, with its own digest (decision policies)")
 	}
+	f.StringVar(&callDigest, "call-digest", "", "the digest of the call you were shown (interlock show): "+
+		"the vote is refused (call_mismatch) if the interrupt gates another call")
 	f.StringVar(&comment, "comment", "", "a comment recorded with the decision")
 	f.StringVar(&approver, "approver", envOr("INTERLOCK_APPROVER", ""), "who decides; env INTERLOCK_APPROVER")
 	f.StringVar(&decisionID, "decision-id", "", "dedup key (default: a fresh UUIDv7); resend with the same id to retry safely")
@@ -174,20 +176,4 @@ func printVerdict(cmd *cobra.Command, v subjects.Verdict) {
 	default:
 		say(out, "rejected (%s): %s\n", v.Code, v.Detail)
 	}
-}
-
-// gatedCall is the call interrupt id of run gates, as its record shows it,
-// or nil (no call, or the record could not be read: the coordinator then
-// binds the vote to the interrupt's call itself).
-func gatedCall(ctx context.Context, api *processor.Client, run, id string) *subjects.Call {
-	rec, err := api.Run(ctx, run)
-	if err != nil {
-		return nil
-	}
-	for _, in := range rec.Interrupts {
-		if in.ID == id {
-			return in.Call
-		}
-	}
-	return nil
 }

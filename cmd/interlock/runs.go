@@ -238,6 +238,9 @@ func printRun(w io.Writer, r *subjects.Run) {
 	if r.ThreadID != "" {
 		say(w, "thread   %s\n", r.ThreadID)
 	}
+	if r.Requester != "" {
+		say(w, "started  by %s\n", r.Requester)
+	}
 	say(w, "status   %s (pass %d)\n", r.Status, r.Pass)
 	if len(r.Result) > 0 {
 		say(w, "result   %s\n", r.Result)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -153,4 +154,59 @@ rules:
 	v = vote(t, d, "bob", processor.DecisionRequest{RunID: run, InterruptID: in.ID})
 	assert.Equal(t, subjects.OutcomeVoteRecorded, v.Outcome, "one approval does not decide it")
 	stillWaits(t, d, run)
+}
+
+// TestRuleSettlesInOneRoundTrip: with the shipped permissions, a worker
+// asks before suspending (WorkerConfig.AskRules); the coordinator's rule
+// approves the small refund, audits it, and the pass goes on: the run
+// completes in its first pass, with no suspension and no replay. Another
+// agent's user may not ask about the refunds agent's runs.
+func TestRuleSettlesInOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	set, err := policy.Parse("policies.yaml", []byte(`
+rules:
+  - name: small-refunds
+    match: 'tool == "issue_refund" && arguments.amount < 20'
+    action: approve
+`))
+	require.NoError(t, err)
+	d := newDeploymentWith(t, coordinator.Config{Policies: set})
+	provisioner := processor.NewWorker(d.provisioner(), processor.WorkerConfig{})
+	require.NoError(t, provisioner.Register("refunds", nil))
+	require.NoError(t, provisioner.Provision(d.ctx))
+	w := processor.NewWorker(d.client("agent"), processor.WorkerConfig{Logger: quiet, AskRules: true})
+	require.NoError(t, w.Register("refunds", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		ctx = processor.WithToolCall(ctx, "call-refund")
+		dec, err := processor.Interrupt(ctx, processor.Request{Message: "Refund 5?",
+			Call: &processor.ToolCall{Tool: "issue_refund", Arguments: map[string]any{"amount": 5}}})
+		if err != nil {
+			return nil, err
+		}
+		key, _ := processor.ExecutionKey(ctx)
+		return map[string]any{"by": dec.Approver, "rule": dec.Rule, "key": key}, nil
+	}))
+	require.NoError(t, w.Start(d.ctx))
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+
+	run, err := processor.NewClient(d.client("gateway")).Start(d.ctx, "refunds", nil)
+	require.NoError(t, err)
+	rec := finished(t, d, run)
+	require.Equal(t, subjects.RunCompleted, rec.Status, rec.Error)
+	assert.Equal(t, 0, rec.Pass, "settled without a suspension and a replay")
+	var out struct{ By, Rule, Key string }
+	require.NoError(t, json.Unmarshal(rec.Result, &out))
+	assert.Equal(t, subjects.PolicyApprover, out.By)
+	assert.Equal(t, "small-refunds", out.Rule)
+	assert.Len(t, out.Key, 64)
+	var audited bool
+	for _, ev := range d.events(run) {
+		audited = audited || ev.Type == subjects.EventDecisionAccepted && ev.Verdict != nil &&
+			ev.Verdict.Approver == subjects.PolicyApprover && ev.Verdict.Rule == "small-refunds"
+	}
+	assert.True(t, audited, "the rule's decision is in the audit trail")
+
+	a := d.attacker("agent_billing")
+	_, err = a.nc.Request("interlock.ask.refunds."+run, []byte(`{}`), time.Second)
+	require.Error(t, err)
+	a.refused(t, "interlock.ask.refunds")
 }

@@ -18,14 +18,18 @@ import (
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/coordinator"
+	"github.com/interlockhq/interlock/processor/policy"
 	"github.com/interlockhq/interlock/subjects"
 )
 
 // Cycle runs Interlock cycles against one server, under the prefix "bench".
 type Cycle struct {
-	conns  []*jetstream.Client
-	co     *coordinator.Coordinator
-	w      *processor.Worker
+	conns []*jetstream.Client
+	co    *coordinator.Coordinator
+	w     *processor.Worker
+	// gw runs the gated and ungated agents (GatedCycles), asking the
+	// coordinator's rules before suspending.
+	gw     *processor.Worker
 	client *processor.Client
 	subs   []*jetstream.Subscription
 	waits  waiter.Set
@@ -36,7 +40,22 @@ type Cycle struct {
 // agent "bench" asks one question, on the server or cluster cfg names (the
 // floor's Config: both sides run on the same servers with the same
 // replicas).
-func New(ctx context.Context, cfg floor.Config) (*Cycle, error) {
+func New(ctx context.Context, cfg floor.Config) (*Cycle, error) { return newCycle(ctx, cfg, false) }
+
+// NewGated is New with the agents GatedRun measures: "bench_gated", whose
+// one tool call an operator rule approves in one round trip (the worker
+// asks, subjects.Ask), and "bench_ungated", the same call with no gate.
+func NewGated(ctx context.Context, cfg floor.Config) (*Cycle, error) { return newCycle(ctx, cfg, true) }
+
+// gatedRule approves bench_gated's call.
+const gatedRule = `
+rules:
+  - name: bench-small-refunds
+    match: 'tool == "refund" && arguments.amount < 20'
+    action: approve
+`
+
+func newCycle(ctx context.Context, cfg floor.Config, gated bool) (*Cycle, error) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c := &Cycle{}
 	// On the benchmark's open server every role provisions, so each creates
@@ -79,7 +98,14 @@ func New(ctx context.Context, cfg floor.Config) (*Cycle, error) {
 	// 32 handlers each, as many as the cycles docs/benchmarks.md runs in
 	// flight: fewer (8 and 16 before) held Interlock back on a cluster and
 	// without fsync.
-	c.co = coordinator.New(cc, coordinator.Config{Logger: quiet, Concurrency: 32})
+	coCfg := coordinator.Config{Logger: quiet, Concurrency: 32}
+	if gated {
+		if coCfg.Policies, err = policy.Parse("bench", []byte(gatedRule)); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	c.co = coordinator.New(cc, coCfg)
 	wc, err := dial()
 	if err != nil {
 		c.Close()
@@ -101,7 +127,47 @@ func New(ctx context.Context, cfg floor.Config) (*Cycle, error) {
 		c.Close()
 		return nil, err
 	}
+	if gated {
+		gc, err := dial()
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		c.gw = processor.NewWorker(gc, processor.WorkerConfig{Logger: quiet, Concurrency: 32, AskRules: true})
+		call := &processor.ToolCall{Tool: "refund", Arguments: map[string]any{"amount": 5}}
+		_ = c.gw.Register("bench_gated", func(ctx context.Context, _ json.RawMessage) (any, error) {
+			ctx = processor.WithToolCall(ctx, "call")
+			if _, err := processor.Interrupt(ctx, processor.Request{Message: "refund?", Call: call}); err != nil {
+				return nil, err
+			}
+			return true, nil
+		})
+		_ = c.gw.Register("bench_ungated", func(context.Context, json.RawMessage) (any, error) { return true, nil })
+		if err := c.gw.Start(ctx); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// GatedRun runs one run of bench_gated (gated: an operator rule settles
+// its call in one round trip) or bench_ungated, and returns the time from
+// its start until its completion is recorded.
+func (c *Cycle) GatedRun(ctx context.Context, id string, gated bool) (time.Duration, error) {
+	agent := "bench_ungated"
+	if gated {
+		agent = "bench_gated"
+	}
+	start := time.Now()
+	completed := c.waits.Wait(id + "." + string(subjects.EventCompleted))
+	if _, err := c.client.Start(ctx, agent, nil, processor.WithRunID(id)); err != nil {
+		return 0, err
+	}
+	if err := waiter.Await(ctx, completed); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
 }
 
 // Run does one full cycle of run id.
@@ -148,6 +214,9 @@ func (c *Cycle) Close() {
 	}
 	if c.w != nil {
 		_ = c.w.Stop(context.Background())
+	}
+	if c.gw != nil {
+		_ = c.gw.Stop(context.Background())
 	}
 	if c.co != nil {
 		_ = c.co.Stop(context.Background())

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,7 +51,7 @@ type Result struct {
 
 // Options are what RunSide runs.
 type Options struct {
-	// Scenarios: suspend, replay, cycle, paced, parked.
+	// Scenarios: suspend, replay, cycle, paced, parked, gated.
 	Scenarios []string
 	// Runs per scenario, Concurrency the cycles in flight in cycle, Parked
 	// the runs left suspended in parked, Rate the cycles started per second
@@ -85,7 +86,9 @@ func RunSide(ctx context.Context, side string, mode embedded.Sync, o Options) ([
 	}
 	defer srv.Shutdown()
 	var c cycler
-	if side == "interlock" {
+	if side == "interlock" && slices.Contains(scenarios, "gated") {
+		c, err = NewGated(ctx, floor.Config{URL: srv.URL()})
+	} else if side == "interlock" {
 		c, err = New(ctx, floor.Config{URL: srv.URL()})
 	} else {
 		c, err = floor.New(ctx, floor.Config{URL: srv.URL()})
@@ -101,6 +104,33 @@ func RunSide(ctx context.Context, side string, mode embedded.Sync, o Options) ([
 		r := Result{Scenario: sc, Sync: string(mode), Side: side}
 		tick, end := progress(fmt.Sprintf("%s %s sync=%s", sc, side, mode))
 		switch sc {
+		case "gated":
+			// Interlock only (the floor has no rules): the latency a gate an
+			// operator rule settles adds to a tool call, against the same
+			// run without the gate. Alternating the two keeps load alike.
+			cy, ok := c.(*Cycle)
+			if !ok {
+				end()
+				continue
+			}
+			var gated, ungated histogram.Histogram
+			for i := range runs {
+				for _, g := range []bool{true, false} {
+					d, err := cy.GatedRun(ctx, id(), g)
+					if err != nil {
+						return nil, fmt.Errorf("%s gated: %w", side, err)
+					}
+					if g {
+						gated.Record(d)
+					} else {
+						ungated.Record(d)
+					}
+				}
+				tick(i+1, runs)
+			}
+			r.Runs, r.P50ms, r.P99ms = runs, ms(gated.Quantile(0.5)), ms(gated.Quantile(0.99))
+			out = append(out, Result{Scenario: "ungated", Sync: string(mode), Side: side, Runs: runs,
+				P50ms: ms(ungated.Quantile(0.5)), P99ms: ms(ungated.Quantile(0.99))})
 		case "suspend", "replay":
 			var h histogram.Histogram
 			for i := range runs {
@@ -233,7 +263,7 @@ func RunSide(ctx context.Context, side string, mode embedded.Sync, o Options) ([
 			r.BytesPerRun = float64(after-before) / float64(parked)
 			r.HeapPerRun = (float64(m1.HeapAlloc) - float64(m0.HeapAlloc)) / float64(parked)
 		default:
-			return nil, fmt.Errorf("%w: scenario %q is not suspend, replay, cycle, paced or parked", ErrUsage, sc)
+			return nil, fmt.Errorf("%w: scenario %q is not suspend, replay, cycle, paced, parked or gated", ErrUsage, sc)
 		}
 		end()
 		out = append(out, r)

@@ -109,7 +109,9 @@ type Coordinator struct {
 	// watch checks the topology while running; stopWatch ends it.
 	watch     *topologyWatch
 	stopWatch func()
-	metrics   *metrics
+	// stopAsks stops answering workers' asks (serveAsks).
+	stopAsks func()
+	metrics  *metrics
 	// ids signs the message ids of what the coordinator publishes into
 	// streams other roles write too (work items, notices).
 	ids *jetstream.IDSigner
@@ -251,6 +253,15 @@ func (co *Coordinator) Start(ctx context.Context) error {
 		co.running.Add(cons)
 	}
 	co.stopWatch = co.watch.run(co.cfg.TopologyInterval)
+	if co.cfg.Policies != nil {
+		stop, err := co.serveAsks()
+		if err != nil {
+			co.stopWatch()
+			_ = co.running.Shutdown(context.WithoutCancel(ctx), ErrStopped)
+			return err
+		}
+		co.stopAsks = stop
+	}
 	return nil
 }
 
@@ -286,6 +297,9 @@ var ErrStopped = errors.New("coordinator stopped")
 // Stop returns an error wrapping ctx's. Stop before Start, or twice, is
 // harmless.
 func (co *Coordinator) Stop(ctx context.Context) error {
+	if co.stopAsks != nil {
+		co.stopAsks()
+	}
 	if co.stopWatch != nil {
 		co.stopWatch()
 	}

@@ -91,7 +91,9 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Delivery
 		if _, held := rules.Holds(current, at, d); held {
 			return nil, nil
 		}
-		return co.rules.Decide(current, at, d, m.Sequence, co.now()), nil
+		next := co.rules.Decide(current, at, d, m.Sequence, co.now())
+		markVia(next, at, m.Sequence, o.via)
+		return next, nil
 	})
 	switch {
 	case errors.Is(err, jetstream.ErrTooLarge):
@@ -177,7 +179,19 @@ func (co *Coordinator) accepted(ctx context.Context, o origin, rec *subjects.Run
 		v := subjects.Verdict{DecisionID: d.DecisionID, RunID: rec.RunID, InterruptID: d.InterruptID,
 			Outcome: subjects.OutcomeVoteRecorded, Tally: co.rules.Tally(rec, i, d), At: co.now()}
 		v.Detail = v.Tally.Remaining()
-		return co.publishVerdict(ctx, o, rec.Agent, st.Pass, v)
+		// The pending entry shows the votes so far (readers list what
+		// waits, and who is still needed, from it).
+		fx := store.Effects{Index: []subjects.PendingInterrupt{pendingEntry(rec, st)},
+			Events: []store.Event{co.verdictEvent(o, rec.Agent, st.Pass, &v)}}
+		if err := co.store.Commit(ctx, fx); err != nil {
+			return err
+		}
+		// An expiry (another input) may have closed the interrupt since:
+		// the entry put again must not outlive it.
+		if err := co.unindexDecided(ctx, rec.RunID, []string{st.ID}); err != nil {
+			return err
+		}
+		return co.reply(ctx, o, v)
 	}
 	if st.Policy != nil {
 		co.metrics.votes.WithLabelValues(string(d.Status)).Inc()

@@ -53,3 +53,21 @@ func (co *Coordinator) policyEffects(rec *subjects.Run, o rules.Outcome) (store.
 	}
 	return fx, nil
 }
+
+// markVia records on the vote stored under seq on interrupt i of rec the
+// path it came by (Interlock-Via: informational, never a rule's ground).
+func markVia(rec *subjects.Run, i int, seq uint64, via string) {
+	if rec == nil || via == "" {
+		return
+	}
+	st := &rec.Interrupts[i]
+	votes := st.Votes
+	if st.Decision != nil {
+		votes = st.Decision.Votes
+	}
+	for j := range votes {
+		if votes[j].Seq == seq {
+			votes[j].Via = via
+		}
+	}
+}

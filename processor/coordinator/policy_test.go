@@ -9,6 +9,7 @@ import (
 
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor/policy"
+	"github.com/interlockhq/interlock/processor/store"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -72,6 +73,10 @@ func TestQuorumDecision(t *testing.T) {
 	assert.Empty(t, e.messages(subjects.KindWork), "a vote that decides nothing queues no replay")
 	require.NoError(t, e.co.handleDecision(ctx(t), again(m)), "a redelivered vote")
 	assert.Len(t, e.record("r1").Interrupts[0].Votes, 1, "a redelivered vote counts once")
+	pending, err := store.AllPending(ctx(t), e.st)
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	assert.Len(t, pending[0].Votes, 1, "the pending entry shows the votes so far")
 
 	m = vote("bob", "d3")
 	assert.Equal(t, subjects.CodeAlreadyVoted, e.verdictOf("r1", m).Code)
@@ -95,6 +100,9 @@ func TestQuorumDecision(t *testing.T) {
 	assert.Equal(t, "bob", d.Votes[0].Approver)
 	assert.Equal(t, "cy", d.Votes[1].Approver)
 	assert.Equal(t, e.co.ids.ExecutionKey("r1", "pay", call.Digest), d.ExecutionKey)
+	pending, err = store.AllPending(ctx(t), e.st)
+	require.NoError(t, err)
+	assert.Empty(t, pending, "decided: no longer pending")
 }
 
 // TestOperatorRuleSettlesSuspension: an interrupt an operator rule

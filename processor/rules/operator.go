@@ -158,3 +158,28 @@ func (s *Set) settle(rec *subjects.Run, rulings map[string]Ruling, now time.Time
 	}
 	return rec
 }
+
+// Settles is what the operator's rules say, asked before a suspension
+// (subjects.Ask), about interrupt in of run rec: the decision a rule makes
+// (nil: none; the pass suspends as usual) and the ruling, whose failures
+// are audited. It decides as ApplyOutcome's automatic decisions do: a
+// deny cancels, an approve resolves only an interrupt one approval
+// decides whose answer needs no payload.
+func (s *Set) Settles(rec *subjects.Run, in subjects.Interrupt) (*subjects.Decision, Ruling) {
+	if s.Operator == nil {
+		return nil, Ruling{}
+	}
+	r := s.Operator(rec, in)
+	st := subjects.InterruptState{Interrupt: Stricter(in, r.Require, s.Members)}
+	var d subjects.Decision
+	switch {
+	case r.Deny != "":
+		d = PolicyDecision(st, r.Deny, subjects.StatusCancelled)
+	case r.Approve != "" && st.Policy.NeedApprovals() == 1 && s.schemas().CheckAnswer(st.Interrupt, subjects.StatusResolved, nil) == nil:
+		d = PolicyDecision(st, r.Approve, subjects.StatusResolved)
+	default:
+		return nil, r
+	}
+	s.bindCall(rec, st, &d)
+	return &d, r
+}

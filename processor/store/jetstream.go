@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -361,7 +363,17 @@ func (s *JetStream) Commit(ctx context.Context, fx Effects) error {
 // interrupt and escalation, so the put of a suspension or an escalation
 // repeated after a crash is stored once.
 func IndexMsgID(p subjects.PendingInterrupt) string {
-	return "pending:" + subjects.PendingKey(p.RunID, p.ID) + ":" + strconv.Itoa(p.Escalations)
+	id := "pending:" + subjects.PendingKey(p.RunID, p.ID) + ":" + strconv.Itoa(p.Escalations)
+	if len(p.Votes) > 0 {
+		// Put again with each vote (decision policies): the votes so far,
+		// by identity and stream sequence, tell the puts apart.
+		h := sha256.New()
+		for _, v := range p.Votes {
+			h.Write([]byte(v.Approver + "\x00" + strconv.FormatUint(v.Seq, 10) + "\x00"))
+		}
+		id += ":v" + hex.EncodeToString(h.Sum(nil)[:8])
+	}
+	return id
 }
 
 // EventMsg is the message of ev on its run's events subject (the no-run
