@@ -16,9 +16,11 @@ Decisions map to the SDK's results:
 - the default request gates the call (protocol version 2): the interrupt
   carries the tool and input with their call digest, so every vote is bound
   to them; resolved with edited ``arguments`` (``interlock approve RUN
-  --edit '{...}'``, or ``Client.approve(..., arguments=...)``): allow, with
-  the edited input, whose own digest the decision approved; resolved
-  otherwise: allow, input unchanged. Before answering allow, the callback
+  --arguments '{...}'``, or ``Client.approve(..., arguments=...)``): allow,
+  with the edited input, whose own digest the decision approved; resolved
+  with a JSON object payload instead (a version 1 edit, ``--edit``): deny,
+  for that edit is bound to no digest and running the asked input would
+  ignore it; resolved otherwise: allow, input unchanged. Before answering allow, the callback
   checks that the input it allows has the approved digest (a decision that
   approved another call is a deny). A request without a ``call`` keeps the
   version 1 mapping: a JSON object payload is the edited input;
@@ -202,6 +204,15 @@ def _ask(request: Callable[[dict[str, Any]], Request]) -> AgentFunc:
                 return {"behavior": "deny", "message": why, "approver": c.approver}
         out: dict[str, Any] = {"behavior": "allow", "approver": d.approver}
         if req.call is not None:
+            if d.arguments is None and isinstance(d.payload, dict):
+                # An edit sent as the answer is bound to no digest; running
+                # the asked input would ignore it.
+                return {
+                    "behavior": "deny",
+                    "message": "the approver edited the input as an answer; edits of a gated call are sent as "
+                    "arguments (interlock approve --arguments)",
+                    "approver": d.approver,
+                }
             out["callDigest"] = d.call_digest
             if d.arguments is not None:
                 out["updatedInput"] = d.arguments
