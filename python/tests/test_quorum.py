@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from nats.aio.client import Client as NATS
+from test_worker import eventually
 
 import interlock
 from interlock import Client, Run, Worker
@@ -72,6 +73,16 @@ async def test_two_of_three_requester_excluded(nc: NATS, client: Client, agent_n
 
         v = await client.approve(run, iid, approver="bob", call_digest=digest)
         assert v.outcome == "vote_recorded" and v.vote_recorded
+
+        # The pending index shows the call, the policy and the votes so far.
+        async def voted() -> interlock.PendingInterrupt | None:
+            return next((p for p in await client.pending() if p.run_id == run and p.votes), None)
+
+        await eventually(voted, "the pending entry with bob's vote")
+        entry = await voted()
+        assert entry is not None and entry.call is not None and entry.policy is not None
+        assert entry.call["digest"] == digest and entry.policy["approvals"] == 2
+        assert [x.approver for x in entry.votes] == ["bob"]
         assert v.tally is not None
         assert (v.tally.approvals, v.tally.approvals_needed) == (1, 2)
         assert "cy" in v.tally.waiting_on

@@ -387,6 +387,11 @@ class PendingInterrupt:
     reminders: int = 0
     sensitive: bool | None = None
     one_click_links: bool | None = None
+    # Protocol version 2: the gated call (tool, arguments, digest), the
+    # effective policy, and the votes so far.
+    call: dict[str, Any] | None = None
+    policy: dict[str, Any] | None = None
+    votes: list[Vote] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -410,6 +415,9 @@ class PendingInterrupt:
             reminders=int(d.get("reminders", 0)),
             sensitive=d.get("sensitive"),
             one_click_links=d.get("oneClickLinks"),
+            call=d.get("call"),
+            policy=d.get("policy"),
+            votes=[Vote.from_wire(v) for v in d.get("votes") or [] if isinstance(v, dict)],
             raw=d,
         )
 
