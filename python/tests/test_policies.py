@@ -229,3 +229,16 @@ def test_client_writes_votes_under_version_2() -> None:
     d = versioned("decision", vote)
     assert d["version"] == 2
     decode_decision(json.dumps(d).encode())
+
+
+def test_a_work_item_decision_with_an_odd_version_is_malformed_not_a_crash() -> None:
+    work = {
+        "version": 2,
+        "runId": "r",
+        "agent": "a",
+        "pass": 1,
+        "decisions": [{"version": "1", "decisionId": "d", "interruptId": "i", "status": "withdrawn"}],
+    }
+    with pytest.raises(interlock.ProtocolError) as e:
+        DECODERS["work"](json.dumps(work).encode())
+    assert e.value.code == "malformed"

@@ -395,8 +395,11 @@ def versioned(kind: str, message: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_version(kind: str, m: dict[str, Any]) -> None:
-    if m.get("version", VERSION) < VERSION2 and (f := _v2_field(kind, m)):
-        raise _malformed(f"field {f} needs version {VERSION2} (the message says version {m.get('version')})")
+    v = m.get("version")
+    # A missing or non-integer version (a work item's decision) reads as 1.
+    said = v if isinstance(v, int) and not isinstance(v, bool) else VERSION
+    if said < VERSION2 and (f := _v2_field(kind, m)):
+        raise _malformed(f"field {f} needs version {VERSION2} (the message says version {v})")
 
 
 def _decision(obj: Any) -> dict[str, Any]:
