@@ -140,8 +140,9 @@ export interface ExpiryPolicy {
 }
 
 /**
- * What an agent asks a person. Read only on the suspend pass: on the replay
- * pass `interrupt` returns the decision without looking at it.
+ * What an agent asks a person. Read only on the suspend pass, but for
+ * `call`: on the replay pass `interrupt` returns the decision, after checking
+ * that it approved `call` when the request has one.
  */
 export interface Request {
   /** What the person is asked. */
