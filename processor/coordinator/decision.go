@@ -75,6 +75,12 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Delivery
 		return co.refuseEarly(ctx, o, d, addr.Run, rules.Reject(subjects.CodeNotAllowed,
 			"approver %s is reserved for the coordinator's expiry", subjects.ExpiryApprover))
 	}
+	// Likewise the operator rules' identity: only the coordinator decides
+	// as interlock:policy.
+	if d.Approver == subjects.PolicyApprover {
+		return co.refuseEarly(ctx, o, d, addr.Run, rules.Reject(subjects.CodeNotAllowed,
+			"approver %s is reserved for the coordinator's operator rules", subjects.PolicyApprover))
+	}
 	// The rules decide on the record as read; what they say is acted on
 	// once the compare-and-set is through.
 	var (

@@ -150,3 +150,18 @@ rules:
 	}
 	assert.True(t, failed, "the failed rule is audited")
 }
+
+// TestPolicyIdentityReserved: an anonymous decision that names the
+// operator rules' identity in its body is refused, as the expiry's is: the
+// trail must not show a person's answer as a rule's.
+func TestPolicyIdentityReserved(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	e.suspend("r1", 0, open)
+	d := resolve("d1", "open", "")
+	d.Approver = subjects.PolicyApprover
+	m := e.decision("r1", "", d, "")
+	require.NoError(t, e.co.handleDecision(ctx(t), m))
+	assert.Equal(t, subjects.CodeNotAllowed, e.verdictOf("r1", m).Code)
+	assert.Nil(t, e.record("r1").Interrupts[0].Decision)
+}
