@@ -46,7 +46,7 @@ async def test_allow_deny_and_edited_input(nc: NATS, server: Server, client: Cli
 
         await client.approve(runs["toolu_1"], first.id, approver="ada")
         edited = await asyncio.to_thread(
-            server.cli, "approve", runs["toolu_2"], "--edit", '{"command": "rm -rf build/tmp"}'
+            server.cli, "approve", runs["toolu_2"], "--arguments", '{"command": "rm -rf build/tmp"}'
         )
         assert edited.returncode == 0, edited.stderr
         await client.deny(runs["toolu_3"], interlock.interrupt_id(runs["toolu_3"], "toolu_3", 0), comment="too risky")
@@ -71,7 +71,9 @@ async def test_the_question_outlives_the_asking_process(server: Server, client: 
     await first_nc.close()
 
     (question,) = [p for p in await client.pending() if p.run_id == run]
-    await client.approve(run, question.id, payload={"command": "rm -rf build/cache"}, approver="ada")
+    # The question gates the call: an edit is an approval of the edited call.
+    assert question.raw["call"]["digest"] == interlock.call_digest("Bash", {"command": "rm -rf build"})
+    await client.approve(run, question.id, arguments={"command": "rm -rf build/cache"}, approver="ada")
 
     second_nc = await nats.connect(server.url)
     try:
@@ -128,3 +130,19 @@ async def test_session_store_drops_a_resent_entry(nc: NATS) -> None:
     await store.append(key, [entry, title])
     assert await store.load(key) == [entry, title]
     ClaudeAgentOptions(session_store=store)
+
+
+async def test_an_edit_sent_as_the_answer_is_a_denial(nc: NATS, client: Client, agent_name: str) -> None:
+    """The question gates the call: an edit sent as the answer (a version 1
+    edit) is bound to no digest, so it denies rather than run the asked
+    input and ignore it."""
+    session = str(uuid.uuid4())
+    perms = ClaudePermissions(nc, session_id=session, agent=agent_name)
+    async with worker(nc, agent_name, perms.agent):
+        task = await asking(perms, "toolu_e")
+        run = permission_run_id(session, "toolu_e")
+        rec = await client.wait(run, interlock.suspended)
+        await client.approve(run, rec.pending()[0]["id"], payload={"command": "rm -rf build/tmp"}, approver="ada")
+        result = await asyncio.wait_for(task, 30)
+    assert isinstance(result, PermissionResultDeny) and "arguments" in result.message
+    await perms.close()

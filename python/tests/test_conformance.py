@@ -75,6 +75,7 @@ def build(prefix: str, op: str, args: list[str]) -> str:
     ops: dict[str, Callable[..., str]] = {
         "work": ns.work,
         "start": ns.start,
+        "startAs": ns.start_as,
         "suspended": ns.suspended,
         "completed": ns.completed,
         "failed": ns.failed,
@@ -147,7 +148,7 @@ def test_decoders_only_ever_raise_protocol_errors() -> None:
     import random
 
     rng = random.Random(15)
-    codes = {"malformed", "unsupported_version", "too_large"}
+    codes = {"malformed", "unsupported_version", "too_large", "call_mismatch"}
     seeds = [(c["kind"], message_bytes(c)) for c in MESSAGES["cases"] if "pad" not in c]
     alphabet = b'{}[]",:0123456789.-eE truefalsnul\\\x00\x7f\xc3\xa9\xff'
     for _ in range(20000):

@@ -113,3 +113,47 @@ async def test_sequential_interrupts_in_one_tool(nc: NATS, client: Client, agent
     assert rec.status == "completed" and rec.result == "transferred"
     assert seen == ["pass 0", "pass 1", "pass 2"]
     assert results[-1] == "transferred 40: owner=False compliance={'ok': True}"
+
+
+keys: list[str] = []
+
+
+@tool(context=True)
+def refund(order: str, amount: float, tool_context: ToolContext) -> str:
+    """Refund an order: two approvals bound to the call."""
+    tool_context.interrupt("approve-refund", reason={"order": order, "amount": amount})
+    from interlock.adapters.strands import execution_key
+
+    keys.append(execution_key(tool_context))
+    return f"refunded {order}"
+
+
+def refund_request(i: Any) -> interlock.Request:
+    return interlock.Request(
+        message="Refund?",
+        call=interlock.Call("refund", i.reason),
+        policy=interlock.Policy(approvals=2),
+    )
+
+
+async def test_a_quorum_bound_to_the_call_with_its_execution_key(nc: NATS, client: Client, agent_name: str) -> None:
+    script: list[list[dict[str, Any]]] = [
+        [{"tool": "refund", "id": "tool_r", "input": {"order": "A-1", "amount": 42.5}}],
+        [{"text": "refunded"}],
+    ]
+    keys.clear()
+    body = StrandsAgent(nc, agent_factory(script, refund), request=refund_request)
+    async with worker(nc, agent_name, body):
+        run = await client.start(agent_name, "refund A-1")
+        rec = await suspended_at(client, run)
+        (p,) = rec.pending()
+        digest = interlock.call_digest("refund", {"order": "A-1", "amount": 42.5})
+        assert p["call"]["digest"] == digest
+        # Strands takes a response of None as no answer: both approve "ok".
+        v = await client.approve(run, p["id"], "ok", approver="bob", call_digest=digest)
+        assert v.vote_recorded and v.tally is not None and v.tally.approvals_needed == 2
+        assert (await client.approve(run, p["id"], "ok", approver="cy", call_digest=digest)).outcome == "accepted"
+        rec = await client.wait(run)
+    assert rec.status == "completed", rec.error
+    # The tool got past its interrupt once, on the replay, with the key.
+    assert len(keys) == 1 and len(keys[0]) == 64 and keys[0] != "", keys

@@ -8,8 +8,10 @@ work once per run; :func:`tool_call` scopes interrupts to one tool call.
 A :class:`Worker` runs the passes; a :class:`Client` starts runs and decides.
 """
 
+from ._calldigest import call_digest, canonicalize, raw_json
 from ._client import Client, finished, suspended
 from ._errors import (
+    CallMismatch,
     Cancelled,
     InterlockError,
     InvalidRequest,
@@ -24,15 +26,44 @@ from ._errors import (
     ToolCallMismatch,
 )
 from ._ids import emit_msg_id, interrupt_id, outcome_msg_id, pass_key, pending_key, start_msg_id, step_key, work_msg_id
-from ._run import current_tool_call, gather, interrupt, is_resuming, run_info, step, tool_call
+from ._run import (
+    approved_arguments,
+    check_call,
+    current_tool_call,
+    execution_key,
+    gather,
+    interrupt,
+    is_resuming,
+    run_info,
+    step,
+    tool_call,
+)
 from ._subjects import DEFAULT_PREFIX, Namespace, inbox_prefix, validate_token
-from ._types import NO_PAYLOAD, Decision, Event, ExpiryPolicy, PendingInterrupt, Request, Run, RunInfo, Verdict
+from ._types import (
+    NO_PAYLOAD,
+    POLICY_APPROVER,
+    Call,
+    Decision,
+    Event,
+    ExpiryPolicy,
+    PendingInterrupt,
+    Policy,
+    Request,
+    Run,
+    RunInfo,
+    Tally,
+    Verdict,
+    Vote,
+)
 from ._worker import AgentFunc, Worker
 
 __all__ = [
     "DEFAULT_PREFIX",
     "NO_PAYLOAD",
+    "POLICY_APPROVER",
     "AgentFunc",
+    "Call",
+    "CallMismatch",
     "Cancelled",
     "Client",
     "Decision",
@@ -44,6 +75,7 @@ __all__ = [
     "Namespace",
     "NotInRun",
     "PendingInterrupt",
+    "Policy",
     "ProtocolError",
     "Rejected",
     "Request",
@@ -53,11 +85,18 @@ __all__ = [
     "RunNotFound",
     "Suspended",
     "SuspensionTooLarge",
+    "Tally",
     "ToolCallMismatch",
     "Verdict",
+    "Vote",
     "Worker",
+    "approved_arguments",
+    "call_digest",
+    "canonicalize",
+    "check_call",
     "current_tool_call",
     "emit_msg_id",
+    "execution_key",
     "finished",
     "gather",
     "inbox_prefix",
@@ -67,6 +106,7 @@ __all__ = [
     "outcome_msg_id",
     "pass_key",
     "pending_key",
+    "raw_json",
     "run_info",
     "start_msg_id",
     "step",

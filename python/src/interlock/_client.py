@@ -20,7 +20,7 @@ from ._errors import Rejected, RunNotFound
 from ._ids import decision_attempt_msg_id, nonce, reply_token, start_msg_id, uuid7
 from ._subjects import DEFAULT_PREFIX, NO_RUN, Namespace, inbox_prefix, validate_token
 from ._types import NO_PAYLOAD, Event, PendingInterrupt, Run, Status, Verdict
-from ._wire import decode_decision, decode_work
+from ._wire import decode_decision, decode_work, versioned
 
 
 def finished(run: Run) -> bool:
@@ -107,12 +107,19 @@ class Client:
         run_id: str | None = None,
         thread_id: str | None = None,
         traceparent: str | None = None,
+        requester: str | None = None,
     ) -> str:
         """Queue the first pass of a run of ``agent`` and return the run id
         (default a fresh UUIDv7). The start's message id holds a nonce of this
         call's (no other publisher can have it dropped as a duplicate); two
         calls for one run id queue two first passes, of which the coordinator
-        records the first outcome and ignores the other as stale."""
+        records the first outcome and ignores the other as stale.
+
+        ``requester`` starts the run as that identity, on
+        ``<prefix>.start.<agent>.<requester>`` (protocol version 2): the NATS
+        user must be allowed that subject (a user starting as itself, or a
+        gateway for its session's identity). The run records it as its
+        requester, whom a decision policy can exclude from approving."""
         run_id = run_id or uuid7()
         validate_token("run id", run_id)
         work: dict[str, Any] = {"version": 1, "runId": run_id, "agent": agent}
@@ -124,7 +131,7 @@ class Client:
         data = json.dumps(work, separators=(",", ":")).encode()
         decode_work(data)
         await self._js.publish(
-            self._ns.start(agent),
+            self._ns.start_as(agent, requester) if requester else self._ns.start(agent),
             data,
             headers={"Nats-Msg-Id": start_msg_id(run_id, nonce()), "traceparent": _trace.child(traceparent)},
         )
@@ -170,6 +177,9 @@ class Client:
         decision_id: str | None = None,
         via: str = "sdk",
         timeout: float | None = None,
+        call_digest: str | None = None,
+        arguments: Any = NO_PAYLOAD,
+        withdraw: bool = False,
     ) -> Verdict:
         """Publish a decision on the run's resume subject (the one for
         ``approver``, or the anonymous one) and return the coordinator's
@@ -177,7 +187,19 @@ class Client:
         verdict. ``payload`` may be any JSON value but None; ``False``, ``0``,
         ``""`` and ``{}`` are answers. Sending again with the same
         ``decision_id`` applies it once (the verdict is then ``duplicate``).
-        Waits at most ``timeout`` seconds (default the client's) for the verdict."""
+        Waits at most ``timeout`` seconds (default the client's) for the verdict.
+
+        On an interrupt with a policy (protocol version 2) a decision is a
+        vote: a vote that counts while the interrupt still waits returns the
+        verdict with outcome ``vote_recorded`` (:attr:`Verdict.vote_recorded`)
+        and its :attr:`Verdict.tally` (approvals so far and needed, who is
+        still waited on); the vote that meets the quorum is ``accepted``.
+        ``call_digest`` binds the vote to the call the approver saw (a vote
+        for other arguments than the interrupt's is rejected
+        ``call_mismatch``); ``arguments`` approves the interrupt's tool with
+        edited arguments (its own digest: earlier votes do not count for
+        it); ``withdraw`` takes back this approver's open vote where the
+        policy allows changes (``status`` is then ignored)."""
         d: dict[str, Any] = {
             "version": 1,
             "decisionId": decision_id or uuid7(),
@@ -194,6 +216,15 @@ class Client:
             d["approver"] = approver
         if comment:
             d["comment"] = comment
+        if withdraw:
+            d["status"] = "withdrawn"
+        if call_digest:
+            d["callDigest"] = call_digest
+        if arguments is not NO_PAYLOAD:
+            if arguments is None:
+                raise ValueError("arguments None is not allowed: leave it out to keep the call's arguments")
+            d["arguments"] = arguments
+        versioned("decision", d)
         subject = self._ns.resume(run_id, approver)
         data = json.dumps(d, separators=(",", ":")).encode()
         decode_decision(data)
@@ -236,6 +267,12 @@ class Client:
         """:meth:`decide` with status ``resolved``."""
         return await self.decide(run_id, interrupt_id, "resolved", payload=payload, **kw)
 
+    async def withdraw(self, run_id: str, interrupt_id: str, **kw: Any) -> Verdict:
+        """:meth:`decide` taking back the approver's open vote (status
+        ``withdrawn``, protocol version 2), where the interrupt's policy
+        allows changes; the verdict is ``vote_recorded`` with the tally."""
+        return await self.decide(run_id, interrupt_id, "resolved", withdraw=True, **kw)
+
     async def deny(self, run_id: str, interrupt_id: str, **kw: Any) -> Verdict:
         """:meth:`decide` with status ``cancelled``: the agent gets a distinct
         cancelled value, never an approval."""
@@ -246,9 +283,10 @@ class Client:
         ``seq``, once the coordinator has recorded it: in the run's events,
         or under the no-run token ``_`` for a run that does not exist. The
         coordinator stores it with a message id naming that sequence
-        (``<run>:seq<seq>:decision_<outcome>``), and only it writes there.
+        (``<run>:seq<seq>:decision_<outcome>``, or ``:vote_recorded`` for a
+        vote that counts), and only it writes there.
         Each look reads only the events recorded since the last."""
-        mark = f":seq{seq}:decision_"
+        marks = (f":seq{seq}:decision_", f":seq{seq}:vote_recorded")
         filters = [self._ns.run_events(run_id), self._ns.events(NO_RUN, "decision_rejected")]
         cursors = [0, 0]
         while True:
@@ -258,7 +296,7 @@ class Client:
                 )
                 for m in msgs:
                     cursors[i] = m.seq
-                    if mark not in m.headers.get("Nats-Msg-Id", ""):
+                    if not any(mark in m.headers.get("Nats-Msg-Id", "") for mark in marks):
                         continue
                     ev = self._ns.stored_event(m.subject, m.data or b"")
                     if ev is not None and isinstance(ev.get("verdict"), dict):

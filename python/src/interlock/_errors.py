@@ -50,6 +50,28 @@ class Suspended(BaseException):
         self.interrupt_ids = interrupt_ids
 
 
+class CallMismatch(InterlockError):
+    """On the replay, the call about to run is not the call its approvers
+    approved: its digest differs from the decision's ``call_digest`` (or the
+    decision approved no call). Nothing runs; letting it propagate fails the
+    run (the Go SDK's ``ErrCallMismatch``).
+
+    This check lives inside the agent: it stops mistakes (a prompt that
+    changed, a model that chose other arguments on the replay), not a
+    hostile agent, which can skip it. Only an executor outside the agent
+    (the MCP proxy, or the tool's own service checking the digest and the
+    execution key) enforces an approval."""
+
+    def __init__(self, interrupt_id: str, approved: str, got: str) -> None:
+        super().__init__(
+            f"interrupt {interrupt_id}: call differs from the approved call: approved digest "
+            f"{approved or '(none)'}, the call about to run has digest {got}"
+        )
+        self.interrupt_id = interrupt_id
+        self.approved = approved
+        self.got = got
+
+
 class SuspensionTooLarge(InterlockError):
     """The worker refused to publish a pass's suspension: its run record,
     with the largest decision allowed for each interrupt, would not fit the

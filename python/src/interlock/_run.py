@@ -15,7 +15,8 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, TypeVar, overload
 
-from ._errors import Cancelled, InvalidRequest, NotInRun, ProtocolError, Suspended, ToolCallMismatch
+from ._calldigest import call_digest
+from ._errors import CallMismatch, Cancelled, InvalidRequest, NotInRun, ProtocolError, Suspended, ToolCallMismatch
 from ._ids import interrupt_id, step_key
 from ._types import Decision, Request, RunInfo
 from ._wire import validate_interrupt
@@ -34,6 +35,9 @@ class _Pass:
         self.steps: dict[str, int] = {}
         self.pending: list[dict[str, Any]] = []
         self.request_errors: list[Exception] = []
+        # By tool call: the execution key of the last approved call
+        # interrupt() returned in it.
+        self.keys: dict[str, str] = {}
         self.lock = threading.Lock()  # bodies may call from threads too
 
 
@@ -89,6 +93,13 @@ def interrupt(request: Request | None = None) -> Decision:
     ``request``** (pass None if you like); a cancelled decision raises
     :class:`Cancelled` instead, never an approval. Outside a run it raises
     :class:`NotInRun`.
+
+    A request with a ``call`` (protocol version 2) binds the approval to
+    that call: give the same request on the replay, and ``interrupt``
+    checks that the call about to run (the request's, or the approvers'
+    edit of it, :func:`approved_arguments`) has the approved digest, raising
+    :class:`CallMismatch` otherwise (run nothing then). The approved call's
+    execution key is then :func:`execution_key` in this tool-call scope.
     """
     p = _current.get()
     if p is None:
@@ -103,6 +114,11 @@ def interrupt(request: Request | None = None) -> Decision:
         d = Decision.from_wire(found)
         if d.cancelled:
             raise Cancelled(d)
+        if request is not None and request.call is not None:
+            check_call(d, request.call.tool, approved_arguments(d, request.call.arguments))
+        if d.execution_key:
+            with p.lock:
+                p.keys[scope] = d.execution_key
         return d
     try:
         wire = _to_wire(iid, scope, request or Request())
@@ -113,6 +129,45 @@ def interrupt(request: Request | None = None) -> Decision:
     with p.lock:
         p.pending.append(wire)
     raise Suspended([iid])
+
+
+def check_call(decision: Decision, tool: str, arguments: Any = None) -> None:
+    """Raise :class:`CallMismatch` unless ``decision`` approved calling
+    ``tool`` with ``arguments`` (its call digest is theirs). A decision that
+    approved no call (no ``call_digest``), or was not an approval, approves
+    none: a tool that requires an approved call fails closed. Arguments
+    with no digest raise :class:`InvalidRequest`.
+
+    A check inside the agent stops mistakes, not a hostile agent: only an
+    executor outside it enforces an approval."""
+    try:
+        got = call_digest(tool, arguments)
+    except ProtocolError as e:
+        raise InvalidRequest(f"call {tool!r}: {e.detail}") from None
+    if decision.status != "resolved" or decision.call_digest != got:
+        raise CallMismatch(decision.interrupt_id, decision.call_digest, got)
+
+
+def approved_arguments(decision: Decision, requested: Any) -> Any:
+    """The arguments the approvers approved: their edited ``arguments`` when
+    they edited them, ``requested`` otherwise."""
+    return decision.arguments if decision.arguments is not None else requested
+
+
+def execution_key(tool_call_id: str | None = None) -> str:
+    """The execution key of the last approved call :func:`interrupt` returned
+    in this tool-call scope (or in ``tool_call_id``'s), "" outside a run or
+    before one (protocol version 2). It is the same on every replay of the
+    run and nobody without the coordinator's key can compute it: pass it to
+    the outside system as the idempotency key of the call's side effect, so
+    a crash after the side effect and before the pass's outcome does not do
+    it twice. :attr:`Decision.execution_key` is the same key."""
+    p = _current.get()
+    if p is None:
+        return ""
+    scope = _tool_call.get() if tool_call_id is None else tool_call_id
+    with p.lock:
+        return p.keys.get(scope, "")
 
 
 def _to_wire(iid: str, scope: str, req: Request) -> dict[str, Any]:
@@ -149,6 +204,18 @@ def _to_wire(iid: str, scope: str, req: Request) -> dict[str, Any]:
         out["chatDecisions"] = req.chat_decisions
     if req.sensitive is not None:
         out["sensitive"] = req.sensitive
+    if req.call is not None:
+        try:
+            digest = call_digest(req.call.tool, req.call.arguments)
+        except ProtocolError as e:
+            raise InvalidRequest(f"interrupt {iid}: call: {e.detail}") from None
+        call: dict[str, Any] = {"tool": req.call.tool}
+        if req.call.arguments is not None:
+            call["arguments"] = req.call.arguments
+        call["digest"] = digest
+        out["call"] = call
+    if req.policy is not None:
+        out["policy"] = req.policy.to_wire()
     try:
         json.dumps(out)
         validate_interrupt(out)

@@ -59,10 +59,37 @@ class Namespace:
         validate_token("agent", agent)
         return self._join("start", agent)
 
+    def start_as(self, agent: str, requester: str) -> str:
+        """Where ``requester`` starts a run of ``agent`` (protocol version 2):
+        ``<prefix>.start.<agent>.<requester>``. NATS permissions bind the last
+        token to the user who may publish it, and the worker reports it as
+        the run's requester, whom a decision policy can exclude from
+        approving."""
+        validate_token("agent", agent)
+        validate_token("requester", requester)
+        return self._join("start", agent, requester)
+
+    def requester_of(self, agent: str, subject: str) -> str | None:
+        """The requester a first pass of ``agent`` received on ``subject``
+        names: "" on ``start.<agent>``, the last token on
+        ``start.<agent>.<requester>``, None on any other subject."""
+        start = self.start(agent)
+        if subject == start:
+            return ""
+        if subject.startswith(start + "."):
+            token = subject[len(start) + 1 :]
+            try:
+                validate_token("requester", token)
+            except InvalidToken:
+                return None
+            return token
+        return None
+
     def agent_work(self, agent: str) -> list[str]:
-        """The subjects of ``agent``'s work, replays then first passes: the
-        filter of the durable consumer its workers share (:func:`worker_durable`)."""
-        return [self.work(agent), self.start(agent)]
+        """The subjects of ``agent``'s work, replays, then first passes, then
+        first passes started by a requester: the filter of the durable
+        consumer its workers share (:func:`worker_durable`)."""
+        return [self.work(agent), self.start(agent), self.start(agent) + ".*"]
 
     def backlog(self) -> list[str]:
         """The wildcards matching every agent's waiting work, first passes then
@@ -161,7 +188,7 @@ class Namespace:
 OBSERVATION_TYPES = {"notification_failed": "notifier", "access_refused": "gateway"}
 
 #: Event types that carry a verdict.
-DECISION_EVENT_TYPES = frozenset({"decision_accepted", "decision_rejected", "decision_duplicate"})
+DECISION_EVENT_TYPES = frozenset({"decision_accepted", "decision_rejected", "decision_duplicate", "vote_recorded"})
 
 
 def _is_token(value: object) -> bool:

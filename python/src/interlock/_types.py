@@ -9,6 +9,9 @@ from typing import Any, Literal
 
 Status = Literal["resolved", "cancelled"]
 
+POLICY_APPROVER = "interlock:policy"
+"""The approver of decisions an operator rule made (protocol version 2)."""
+
 EXPIRY_APPROVER = "interlock:expiry"
 """The approver of the decisions the coordinator's expiry applies (Go:
 ``subjects.ExpiryApprover``); the coordinator refuses it from anyone else."""
@@ -59,9 +62,123 @@ class ExpiryPolicy:
 
 
 @dataclass(frozen=True)
+class Call:
+    """A tool call an interrupt gates (protocol version 2): the tool's name
+    and the arguments it is called with (any JSON value; None is ``{}``).
+    The interrupt carries its call digest; every vote is bound to it, and on
+    the replay :func:`~interlock.interrupt` checks that the call about to
+    run is the approved one (:class:`~interlock.CallMismatch` otherwise)."""
+
+    tool: str
+    arguments: Any = None
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How many votes decide an interrupt (protocol version 2): approvals of
+    distinct identities for the same answer that resolve it, denials that
+    cancel it, whether the run's requester may vote and whether a voter may
+    change or withdraw its vote. Operator rules can make it stricter, never
+    weaker."""
+
+    approvals: int = 1
+    denials: int = 1
+    allow_requester: bool = False
+    allow_change: bool = False
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.approvals != 1:
+            out["approvals"] = self.approvals
+        if self.denials != 1:
+            out["denials"] = self.denials
+        if self.allow_requester:
+            out["allowRequester"] = True
+        if self.allow_change:
+            out["allowChange"] = True
+        if not out:
+            # An empty policy still asks for votes (one approval settles).
+            out["approvals"] = 1
+        return out
+
+
+@dataclass(frozen=True)
+class Vote:
+    """One vote on an interrupt with a policy, as the final decision carries
+    it (protocol version 2): who (``approver``), when (``at``, RFC 3339;
+    ``seq`` its place in the decisions stream) and what (``status``,
+    ``payload``, ``comment``, and the call it approved: ``call_digest``,
+    edited ``arguments``)."""
+
+    decision_id: str
+    approver: str
+    status: str
+    at: str = ""
+    payload: Any = None
+    comment: str = ""
+    metadata: dict[str, Any] | None = None
+    call_digest: str = ""
+    arguments: Any = None
+    seq: int = 0
+    via: str = ""
+
+    @classmethod
+    def from_wire(cls, v: dict[str, Any]) -> Vote:
+        return cls(
+            decision_id=v.get("decisionId", ""),
+            approver=v.get("approver", ""),
+            status=v.get("status", ""),
+            at=v.get("at", ""),
+            payload=v.get("payload"),
+            comment=v.get("comment", ""),
+            metadata=v.get("metadata"),
+            call_digest=v.get("callDigest", ""),
+            arguments=v.get("arguments"),
+            seq=int(v.get("seq", 0)),
+            via=v.get("via", ""),
+        )
+
+
+@dataclass(frozen=True)
+class Tally:
+    """Where an interrupt's votes stand after a vote (protocol version 2)."""
+
+    approvals: int
+    approvals_needed: int
+    denials: int
+    denials_needed: int
+    call_digest: str = ""
+    waiting_on: list[str] = field(default_factory=list)
+
+    @property
+    def remaining(self) -> str:
+        """A sentence saying what the tally still needs ("1 of 2 approvals
+        for this answer; 0 of 1 denials; waiting on ['cy']")."""
+        s = f"{self.approvals} of {self.approvals_needed} approvals"
+        if self.approvals_needed > 1:
+            s += " for this answer"
+        s += f"; {self.denials} of {self.denials_needed} denials"
+        if self.waiting_on:
+            s += f"; waiting on {self.waiting_on}"
+        return s
+
+    @classmethod
+    def from_wire(cls, t: dict[str, Any]) -> Tally:
+        return cls(
+            approvals=int(t.get("approvals", 0)),
+            approvals_needed=int(t.get("approvalsNeeded", 0)),
+            denials=int(t.get("denials", 0)),
+            denials_needed=int(t.get("denialsNeeded", 0)),
+            call_digest=t.get("callDigest", ""),
+            waiting_on=list(t.get("waitingOn") or []),
+        )
+
+
+@dataclass(frozen=True)
 class Request:
-    """What an agent asks a person. Read only on the suspend pass: on the
-    replay pass ``interrupt`` returns the decision without looking at it."""
+    """What an agent asks a person. Read only on the suspend pass, but for
+    ``call``: on the replay pass ``interrupt`` returns the decision, after
+    checking that it approved ``call`` when the request has one."""
 
     message: str = ""
     reason: str = ""
@@ -84,6 +201,12 @@ class Request:
     # notifications, only that it was given. None: the server's default
     # (true for reason input_required, false otherwise).
     sensitive: bool | None = None
+    # The tool call this interrupt gates (protocol version 2): approvers see
+    # it and vote on its digest; on the replay interrupt() checks that this
+    # call (give it on the replay too) is the approved one.
+    call: Call | None = None
+    # A quorum (protocol version 2): how many approvals and denials decide.
+    policy: Policy | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +223,15 @@ class Decision:
     metadata: dict[str, Any] | None = None
     approver: str = ""
     comment: str = ""
+    # Protocol version 2: the digest of the call this decision approved, the
+    # approvers' edited arguments (None: the call's own), every vote counted
+    # (oldest first), the approved call's execution key, and the operator
+    # rule that made the decision (approver interlock:policy).
+    call_digest: str = ""
+    arguments: Any = None
+    votes: list[Vote] = field(default_factory=list)
+    execution_key: str = ""
+    rule: str = ""
 
     @property
     def cancelled(self) -> bool:
@@ -129,14 +261,22 @@ class Decision:
             metadata=d.get("metadata"),
             approver=d.get("approver") or "",
             comment=d.get("comment") or "",
+            call_digest=d.get("callDigest") or "",
+            arguments=d.get("arguments"),
+            votes=[Vote.from_wire(v) for v in d.get("votes") or []],
+            execution_key=d.get("executionKey") or "",
+            rule=d.get("rule") or "",
         )
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """What became of one decision (the coordinator's answer)."""
+    """What became of one decision (the coordinator's answer). On an
+    interrupt with a policy (protocol version 2) a decision is a vote:
+    ``outcome`` ``vote_recorded`` says it counts and the interrupt still
+    waits, and ``tally`` says what is still needed."""
 
-    outcome: Literal["accepted", "rejected", "duplicate"]
+    outcome: Literal["accepted", "rejected", "duplicate", "vote_recorded"]
     decision_id: str = ""
     run_id: str = ""
     interrupt_id: str = ""
@@ -146,7 +286,14 @@ class Verdict:
     detail: str = ""
     replay: bool = False
     at: str = ""
+    tally: Tally | None = None
+    rule: str = ""
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def vote_recorded(self) -> bool:
+        """The vote counts and the interrupt still waits for more."""
+        return self.outcome == "vote_recorded"
 
     @classmethod
     def from_wire(cls, v: dict[str, Any]) -> Verdict:
@@ -161,6 +308,8 @@ class Verdict:
             detail=v.get("detail", ""),
             replay=bool(v.get("replay", False)),
             at=v.get("at", ""),
+            tally=Tally.from_wire(v["tally"]) if isinstance(v.get("tally"), dict) else None,
+            rule=v.get("rule", ""),
             raw=v,
         )
 
@@ -239,6 +388,11 @@ class PendingInterrupt:
     reminders: int = 0
     sensitive: bool | None = None
     one_click_links: bool | None = None
+    # Protocol version 2: the gated call (tool, arguments, digest), the
+    # effective policy, and the votes so far.
+    call: dict[str, Any] | None = None
+    policy: dict[str, Any] | None = None
+    votes: list[Vote] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -262,6 +416,9 @@ class PendingInterrupt:
             reminders=int(d.get("reminders", 0)),
             sensitive=d.get("sensitive"),
             one_click_links=d.get("oneClickLinks"),
+            call=d.get("call"),
+            policy=d.get("policy"),
+            votes=[Vote.from_wire(v) for v in d.get("votes") or [] if isinstance(v, dict)],
             raw=d,
         )
 

@@ -1,5 +1,8 @@
-"""The v1 wire messages' decoders: the same rules and rejection codes as the
-Go ``subjects`` package (checked by the shared conformance vectors)."""
+"""The wire messages' decoders, protocol versions 1 and 2: the same rules and
+rejection codes as the Go ``subjects`` package (checked by the shared
+conformance vectors). Readers accept both versions and refuse a version 2
+field in a message that says version 1; writers say the lowest version that
+carries what they write (:func:`wire_version`)."""
 
 from __future__ import annotations
 
@@ -9,10 +12,15 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any
 
+from ._calldigest import call_digest
 from ._errors import InvalidToken, ProtocolError
 from ._subjects import validate_token
 
 VERSION = 1
+VERSION2 = 2
+"""The protocol version of decision policies (quorum votes, approvals bound
+to a tool call, operator rules, execution keys)."""
+MAX_POLICY_VOTES = 32
 MAX_MESSAGE_SIZE = 1 << 20
 MAX_DECISION_SIZE = 64 << 10
 MAX_ID_LEN = 256
@@ -36,6 +44,12 @@ def decision_allowance(interrupt: dict[str, Any]) -> int:
     if action == "resolve" and "payload" in policy:
         decision = max(decision, _compact(policy["payload"]) + DECISION_OVERHEAD)
     n = decision + DECISION_OVERHEAD
+    if interrupt.get("policy") is not None:
+        # Votes: up to approvals + denials - 1 open ones, then the one that
+        # decides, kept both as a vote and as the final decision.
+        pol = interrupt["policy"]
+        votes = max(int(pol.get("approvals") or 1), 1) + max(int(pol.get("denials") or 1), 1)
+        n += votes * (MAX_DECISION_SIZE + DECISION_OVERHEAD)
     deadlines = 1
     if action == "escalate":
         added = sum(len(a) + 3 for a in policy.get("approvers") or [])
@@ -197,6 +211,78 @@ def _positive_ints(field: str, v: Any) -> None:
             )
 
 
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def _digest(field: str, v: Any) -> None:
+    if v is None or v == "":
+        return
+    if not isinstance(v, str) or _DIGEST.fullmatch(v) is None:
+        raise _malformed(f"{field} must be 64 lowercase hex digits")
+
+
+def _call(field: str, v: Any) -> None:
+    if v is None:
+        return
+    c = _fields(v, {"tool": _any, "arguments": _any, "digest": _any}, "call")
+    _id("call.tool", c.get("tool", ""))
+    if "arguments" in c and c["arguments"] is None:
+        raise _malformed("call.arguments is null: omit it for no arguments")
+    digest = c.get("digest")
+    if not isinstance(digest, str) or _DIGEST.fullmatch(digest) is None:
+        raise _malformed("call.digest must be 64 lowercase hex digits")
+    try:
+        want = call_digest(c["tool"], c.get("arguments"))
+    except ProtocolError as e:
+        raise ProtocolError("call_mismatch", f"call.arguments have no digest: {e.detail}") from None
+    if want != digest:
+        raise ProtocolError(
+            "call_mismatch",
+            f"call.digest {digest} is not the digest of the call's tool and arguments ({want})",
+        )
+
+
+def _votes_count(field: str, v: Any) -> None:
+    _int(field, v)
+    if isinstance(v, int) and not 0 <= v <= MAX_POLICY_VOTES:
+        raise _malformed(f"{field} {v} is not between 1 and {MAX_POLICY_VOTES}")
+
+
+def _policy(field: str, v: Any) -> None:
+    if v is None:
+        return
+    _fields(
+        v,
+        {
+            "approvals": lambda f, x: _votes_count("policy.approvals", x),
+            "denials": lambda f, x: _votes_count("policy.denials", x),
+            "allowRequester": _bool,
+            "allowChange": _bool,
+            "rules": _list(_id),
+        },
+        "policy",
+    )
+
+
+_VOTE: dict[str, Check] = {
+    "decisionId": _any,
+    "approver": _any,
+    "status": _str,
+    "payload": _any,
+    "comment": _str,
+    "metadata": _any,
+    "callDigest": _digest,
+    "arguments": _any,
+    "at": _time,
+    "seq": _int,
+    "via": _str,
+}
+
+
+def _vote(field: str, v: Any) -> None:
+    _fields(v, _VOTE, field)
+
+
 _INTERRUPT: dict[str, Check] = {
     "id": _any,
     "reason": _any,
@@ -212,6 +298,8 @@ _INTERRUPT: dict[str, Check] = {
     "oneClickLinks": _bool,
     "chatDecisions": _bool,
     "sensitive": _bool,
+    "call": _call,
+    "policy": _policy,
 }
 
 
@@ -232,7 +320,86 @@ _DECISION: dict[str, Check] = {
     "metadata": _object,
     "approver": _opt_id,
     "comment": _str,
+    "callDigest": _digest,
+    "arguments": _any,
+    "votes": _list(_vote),
+    "executionKey": _digest,
+    "rule": _str,
 }
+
+
+def _v2_interrupt(i: dict[str, Any]) -> str:
+    for f in ("call", "policy"):
+        if i.get(f) is not None:
+            return f
+    return ""
+
+
+def _v2_decision(d: dict[str, Any]) -> str:
+    if d.get("status") == "withdrawn":
+        return "status withdrawn"
+    for f in ("callDigest", "arguments", "votes", "executionKey", "rule"):
+        if f in d and d[f] not in (None, "", []):
+            return f
+    return ""
+
+
+def _v2_field(kind: str, m: dict[str, Any]) -> str:
+    """The first version 2 field set in message ``m`` of ``kind``, or ""."""
+    if kind == "decision":
+        return _v2_decision(m)
+    if kind in ("suspension", "run") and m.get("requester"):
+        return "requester"
+    if kind == "work":
+        for i, d in enumerate(m.get("decisions") or []):
+            if isinstance(d, dict) and (f := _v2_decision(d)):
+                return f"decisions[{i}].{f}"
+        return ""
+    if kind == "verdict":
+        if m.get("outcome") == "vote_recorded":
+            return "outcome vote_recorded"
+        for f in ("tally", "rule"):
+            if m.get(f):
+                return f
+        return ""
+    for i, x in enumerate(m.get("interrupts") or []):
+        if not isinstance(x, dict):
+            continue
+        if f := _v2_interrupt(x):
+            return f"interrupts[{i}].{f}"
+        if kind == "run":
+            if x.get("votes"):
+                return f"interrupts[{i}].votes"
+            if isinstance(x.get("decision"), dict) and (f := _v2_decision(x["decision"])):
+                return f"interrupts[{i}].decision.{f}"
+    return ""
+
+
+def wire_version(kind: str, message: dict[str, Any]) -> int:
+    """The version ``message`` (a ``decision``, ``suspension``, ``work``,
+    ``run``, ``verdict`` or ``notice``) must say: 2 when it carries a
+    version 2 field, 1 otherwise (Go: subjects.WireVersion). Writers set it
+    just before encoding, so version 1 readers keep reading every message
+    that needs nothing newer."""
+    return VERSION2 if _v2_field(kind, message) else VERSION
+
+
+def versioned(kind: str, message: dict[str, Any]) -> dict[str, Any]:
+    """Set ``message["version"]`` (and each work item decision's) to
+    :func:`wire_version`; return ``message``."""
+    if kind == "work":
+        for d in message.get("decisions") or []:
+            d["version"] = wire_version("decision", d)
+    message["version"] = wire_version(kind, message)
+    return message
+
+
+def _check_version(kind: str, m: dict[str, Any]) -> None:
+    v = m.get("version")
+    # A missing or non-integer version (a work item's decision) reads as 1.
+    said = v if isinstance(v, int) and not isinstance(v, bool) else VERSION
+    if said < VERSION2 and (f := _v2_field(kind, m)):
+        raise _malformed(f"field {f} needs version {VERSION2} (the message says version {v})")
 
 
 def _decision(obj: Any) -> dict[str, Any]:
@@ -242,10 +409,13 @@ def _decision(obj: Any) -> dict[str, Any]:
     status = d.get("status") or ""
     if status == "":
         raise _malformed('status is required: "resolved" or "cancelled"')
-    if status not in ("resolved", "cancelled"):
+    if status not in ("resolved", "cancelled", "withdrawn"):
         raise _malformed(f'status {status!r} is not "resolved" or "cancelled"')
     if "payload" in d and d["payload"] is None:
         raise _malformed("payload is null: omit it to send no payload")
+    if "arguments" in d and d["arguments"] is None:
+        raise _malformed("arguments is null: omit it to keep the call's arguments")
+    _check_version("decision", d)
     # The limit holds for the decision as the coordinator records it too
     # (Go's encoding escapes <, > and &, and U+2028/U+2029).
     if (n := recorded_size(d)) > MAX_DECISION_SIZE:
@@ -294,19 +464,26 @@ def _head(data: bytes, limit: int) -> Any:
     v = obj.get("version")
     if v is None:
         raise _malformed(f"version is required (this build speaks version {VERSION})")
-    if type(v) is not int or v != VERSION:
-        raise ProtocolError("unsupported_version", f"version {json.dumps(v)}; this build speaks version {VERSION}")
+    if type(v) is not int or v not in (VERSION, VERSION2):
+        raise ProtocolError(
+            "unsupported_version", f"version {json.dumps(v)}; this build speaks versions {VERSION} and {VERSION2}"
+        )
     return obj
 
 
 def decode_decision(data: bytes) -> dict[str, Any]:
-    """Parse and validate a decision."""
-    return _decision(_head(data, MAX_DECISION_SIZE))
+    """Parse and validate a decision as an approver publishes it (votes,
+    executionKey and rule are the coordinator's to write)."""
+    d = _decision(_head(data, MAX_DECISION_SIZE))
+    for f in ("votes", "executionKey", "rule"):
+        if d.get(f):
+            raise _malformed(f"{f} is set by the coordinator only")
+    return d
 
 
 def decode_suspension(data: bytes) -> dict[str, Any]:
     """Parse and validate a suspension."""
-    spec = dict(_PASSREF, interrupts=_any, journal=_journal, suspendedAt=_time)
+    spec = dict(_PASSREF, interrupts=_any, journal=_journal, suspendedAt=_time, requester=_any)
     d = _fields(_head(data, MAX_MESSAGE_SIZE), spec, "suspension")
     _passref(d)
     ins = d.get("interrupts")
@@ -323,6 +500,13 @@ def decode_suspension(data: bytes) -> dict[str, Any]:
         if x["id"] in seen:
             raise _malformed(f"interrupts[{i}]: id {x['id']!r} appears twice")
         seen.add(x["id"])
+        if (x.get("policy") or {}).get("rules"):
+            raise _malformed(f"interrupts[{i}]: policy.rules is set by the coordinator only")
+    if d.get("requester"):
+        if d.get("pass", 0) != 0:
+            raise _malformed("requester is reported on pass 0 only")
+        _id("requester", d["requester"])
+    _check_version("suspension", d)
     return d
 
 
@@ -357,6 +541,7 @@ def decode_work(data: bytes) -> dict[str, Any]:
             _decision(x)
         except ProtocolError as e:
             raise ProtocolError(e.code, f"decisions[{i}]: {e.detail}") from None
+    _check_version("work", d)
     return d
 
 

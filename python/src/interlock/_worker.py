@@ -23,7 +23,7 @@ from ._ids import dead_letter_msg_id, outcome_msg_id, pass_key
 from ._run import _current, _Pass, _tool_call
 from ._subjects import DEFAULT_PREFIX, Namespace, validate_token, worker_durable
 from ._types import RunInfo
-from ._wire import decode_work, suspension_bound
+from ._wire import decode_work, suspension_bound, versioned
 
 AgentFunc = Callable[[Any], Awaitable[Any]]
 """An agent body: one pass of a run, given the run's input. It runs again
@@ -192,7 +192,8 @@ class Worker:
                 await self._dead_letter(agent, m, f"work item for agent {work['agent']!r} arrived on {m.subject}")
                 return
             first_pass = work.get("pass", 0) == 0 and not work.get("decisions") and not work.get("journal")
-            if m.subject == self._ns.start(agent) and not first_pass:
+            requester = self._ns.requester_of(agent, m.subject)
+            if requester is not None and not first_pass:
                 # Only the coordinator publishes replays (on the work
                 # subject): whoever may start a run may not hand a body
                 # decisions.
@@ -209,7 +210,7 @@ class Worker:
             heartbeat = asyncio.create_task(self._heartbeat(m))
             traceparent = (m.headers or {}).get("traceparent")
             try:
-                subject, data, traceparent = await self._run_pass(agent, fn, work, traceparent)
+                subject, data, traceparent = await self._run_pass(agent, fn, work, traceparent, requester or "")
             except _PassTimeout as e:
                 if deliveries < self._max_deliver:
                     raise
@@ -283,7 +284,7 @@ class Worker:
         return last.headers.get("Nats-Msg-Id") == outcome_msg_id(work["runId"], want, key)
 
     async def _run_pass(
-        self, agent: str, fn: AgentFunc, work: dict[str, Any], traceparent: str | None
+        self, agent: str, fn: AgentFunc, work: dict[str, Any], traceparent: str | None, requester: str = ""
     ) -> tuple[str, bytes, str]:
         tp = _trace.child(traceparent)
         info = _run_info(agent, work, tp)
@@ -304,11 +305,11 @@ class Worker:
                     raise
         except (Suspended, Exception) as e:
             err = e
-        subject, msg = self._outcome(work, p, result, err)
+        subject, msg = self._outcome(work, p, result, err, requester)
         return subject, json.dumps(msg, separators=(",", ":")).encode(), tp
 
     def _outcome(
-        self, work: dict[str, Any], p: _Pass, result: Any, err: BaseException | None
+        self, work: dict[str, Any], p: _Pass, result: Any, err: BaseException | None, requester: str = ""
     ) -> tuple[str, dict[str, Any]]:
         ref: dict[str, Any] = {"version": 1, "runId": work["runId"], "agent": work["agent"]}
         if work.get("threadId"):
@@ -327,6 +328,11 @@ class Worker:
                 if p.journal:
                     msg["journal"] = dict(p.journal)
                 msg["suspendedAt"] = now
+                if requester and work.get("pass", 0) == 0:
+                    # Who started the run, as the start subject's last token
+                    # says (NATS permissions bind it); never a body field.
+                    msg["requester"] = requester
+                versioned("suspension", msg)
                 bound, limit = suspension_bound(work, msg), self._nc.max_payload
                 if bound <= limit:
                     return self._ns.suspended(work["agent"], work["runId"]), msg

@@ -13,9 +13,19 @@ pending question, never a second one.
 
 Decisions map to the SDK's results:
 
-- resolved with a JSON object payload: allow, with that object as the
-  edited tool input (``interlock approve RUN --edit '{...}'``);
-- resolved with no payload or any other payload: allow, input unchanged;
+- the default request gates the call (protocol version 2): the interrupt
+  carries the tool and input with their call digest, so every vote is bound
+  to them; resolved with edited ``arguments`` (``interlock approve RUN
+  --arguments '{...}'``, or ``Client.approve(..., arguments=...)``): allow,
+  with the edited input, whose own digest the decision approved; resolved
+  with a JSON object payload instead (a version 1 edit, ``--edit``): deny,
+  for that edit is bound to no digest and running the asked input would
+  ignore it; resolved otherwise: allow, input unchanged. Before answering allow, the callback
+  checks that the input it allows has the approved digest (a decision that
+  approved another call is a deny). A request without a ``call`` keeps the
+  version 1 mapping: a JSON object payload is the edited input;
+- a quorum: set ``policy`` on the request (``request=`` callback), e.g.
+  ``Policy(approvals=2)``;
 - cancelled (denied or expired), a failed run, or no decision within
   ``timeout``: deny, with the approver's comment. Silence is never approval.
 - a run under this id that asked another question (another tool or input):
@@ -55,7 +65,7 @@ from nats.aio.client import Client as NATS
 from nats.js import api
 
 import interlock
-from interlock import AgentFunc, Cancelled, Client, Request, RunNotFound
+from interlock import AgentFunc, Call, Cancelled, Client, Request, RunNotFound
 
 from .._subjects import DEFAULT_PREFIX
 
@@ -78,7 +88,9 @@ def default_request(question: dict[str, Any]) -> Request:
     for k in ("sessionId", "agentId", "blockedPath", "decisionReason"):
         if question.get(k):
             metadata[k] = question[k]
-    return Request(message=message, reason="tool_call", metadata=metadata)
+    return Request(
+        message=message, reason="tool_call", metadata=metadata, call=Call(question["tool"], question["input"])
+    )
 
 
 class ClaudePermissions:
@@ -150,7 +162,21 @@ class ClaudePermissions:
         if rec.status != "completed" or not isinstance(rec.result, dict):
             return PermissionResultDeny(message=f"permission run {run_id} {rec.status}: {rec.error}")
         if rec.result.get("behavior") == "allow":
-            return PermissionResultAllow(updated_input=rec.result.get("updatedInput"))
+            updated = rec.result.get("updatedInput")
+            approved = rec.result.get("callDigest")
+            if approved is not None:
+                # The input about to run must be the call the approvers
+                # approved (this stops mistakes; the agent's own process
+                # could skip it).
+                try:
+                    interlock.check_call(
+                        interlock.Decision(interrupt_id=run_id, status="resolved", call_digest=approved),
+                        tool_name,
+                        updated if updated is not None else tool_input,
+                    )
+                except (interlock.CallMismatch, interlock.InvalidRequest) as e:
+                    return PermissionResultDeny(message=f"permission run {run_id}: {e}; denied")
+            return PermissionResultAllow(updated_input=updated)
         return PermissionResultDeny(message=str(rec.result.get("message", "denied")))
 
     async def pending(self) -> list[interlock.PendingInterrupt]:
@@ -168,13 +194,31 @@ class ClaudePermissions:
 def _ask(request: Callable[[dict[str, Any]], Request]) -> AgentFunc:
     async def body(question: dict[str, Any]) -> dict[str, Any]:
         with interlock.tool_call(question["toolUseId"]):
+            req = request(question)
             try:
-                d = interlock.interrupt(request(question))
+                # On the replay this checks the approved call (CallMismatch
+                # fails the run: a deny).
+                d = interlock.interrupt(req)
             except Cancelled as c:
                 why = c.comment or ("nobody decided in time" if c.reason == "expired" else "denied")
                 return {"behavior": "deny", "message": why, "approver": c.approver}
         out: dict[str, Any] = {"behavior": "allow", "approver": d.approver}
-        if isinstance(d.payload, dict):
+        if req.call is not None:
+            if d.arguments is None and isinstance(d.payload, dict):
+                # An edit sent as the answer is bound to no digest; running
+                # the asked input would ignore it.
+                return {
+                    "behavior": "deny",
+                    "message": "the approver edited the input as an answer; edits of a gated call are sent as "
+                    "arguments (interlock approve --arguments)",
+                    "approver": d.approver,
+                }
+            out["callDigest"] = d.call_digest
+            if d.arguments is not None:
+                out["updatedInput"] = d.arguments
+            if d.execution_key:
+                out["executionKey"] = d.execution_key
+        elif isinstance(d.payload, dict):
             out["updatedInput"] = d.payload
         return out
 

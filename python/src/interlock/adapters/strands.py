@@ -17,6 +17,14 @@ never an approval.
 A pass that crashes before its suspension is published runs again from the
 snapshot of the pass before, so the model and the tools of that pass may run
 again: the same at-least-once window as every Interlock pass.
+
+Decision policies (protocol version 2): the ``request`` callback may set
+``call`` (the gated tool and its arguments, which the interrupt then carries
+with its call digest) and ``policy`` (a quorum). The call is kept in the
+snapshot, and on the replay the decision must have approved it
+(:class:`~interlock.CallMismatch` fails the run otherwise). The approved
+call's execution key is :func:`execution_key` of the tool's context: pass it
+to the outside system as the idempotency key of the tool's side effect.
 """
 
 from __future__ import annotations
@@ -33,8 +41,9 @@ from strands.types import Snapshot
 from strands.types.interrupt import InterruptResponseContent
 
 import interlock
-from interlock import Cancelled, Request, Suspended
+from interlock import Call, Cancelled, Request, Suspended
 
+from .._run import _current
 from .._subjects import DEFAULT_PREFIX, Namespace
 
 CANCELLED_KEY = "interlock.cancelled"
@@ -50,6 +59,24 @@ def cancelled_response(c: Cancelled) -> dict[str, Any]:
 def is_cancelled(response: Any) -> bool:
     """Whether a Strands interrupt response is a cancellation."""
     return isinstance(response, dict) and response.get(CANCELLED_KEY) is True
+
+
+def tool_use_id(interrupt_id: str) -> str:
+    """The tool use a Strands interrupt id belongs to (``v1:tool_call:<tool
+    use id>:...`` from a tool, ``v1:before_tool_call:<tool use id>:...`` from
+    a hook), or "" for one raised outside a tool call."""
+    parts = interrupt_id.split(":")
+    if len(parts) >= 4 and parts[1] in ("tool_call", "before_tool_call"):
+        return parts[2]
+    return ""
+
+
+def execution_key(tool_context: Any) -> str:
+    """The execution key of the approved call a Strands tool runs (from its
+    ``ToolContext``), "" when none: the same on every replay of the run,
+    unguessable without the coordinator's key. Give it to the outside system
+    as the idempotency key of the tool's side effect."""
+    return interlock.execution_key(str(tool_context.tool_use["toolUseId"]))
 
 
 def default_request(i: StrandsInterrupt) -> Request:
@@ -113,27 +140,49 @@ class StrandsAgent:
             responses: list[InterruptResponseContent] = []
             for pending in saved["interrupts"]:
                 with interlock.tool_call(pending["id"]):
+                    # A replay: the request is read only for its call, which
+                    # the decision must have approved.
+                    call = pending.get("call")
+                    req = Request(call=Call(call["tool"], call.get("arguments"))) if call else None
                     try:
-                        d = interlock.interrupt(None)  # a replay: the request is not read
+                        d = interlock.interrupt(req)
                         response = d.payload if d.has_payload else None
                     except Cancelled as c:
                         response = cancelled_response(c)
+                    else:
+                        if d.execution_key and (use := tool_use_id(pending["id"])):
+                            _register_key(use, d.execution_key)
                 responses.append({"interruptResponse": {"interruptId": pending["id"], "response": response}})
             result = await agent.invoke_async(responses)
         if result.stop_reason != "interrupt":
             return str(result).strip()
         stopped = list(result.interrupts or [])
+        requests = [self._request(i) for i in stopped]
+        kept: list[dict[str, Any]] = []
+        for i, req in zip(stopped, requests, strict=True):
+            item: dict[str, Any] = {"id": i.id, "name": i.name, "reason": i.reason}
+            if req.call is not None:
+                item["call"] = {"tool": req.call.tool, "arguments": req.call.arguments}
+            kept.append(item)
         snapshot = {
             "version": 1,
             "snapshot": agent.take_snapshot(preset="session").to_dict(),
-            "interrupts": [{"id": i.id, "name": i.name, "reason": i.reason} for i in stopped],
+            "interrupts": kept,
         }
         await kv.put(f"{info.run_id}.{info.pass_}", json.dumps(snapshot).encode())
         ids: list[str] = []
-        for i in stopped:
+        for i, req in zip(stopped, requests, strict=True):
             with interlock.tool_call(i.id):
                 try:
-                    interlock.interrupt(self._request(i))
+                    interlock.interrupt(req)
                 except Suspended as s:
                     ids += s.interrupt_ids
         raise Suspended(ids)
+
+
+def _register_key(tool_use: str, key: str) -> None:
+    """Make ``key`` the execution key of tool use ``tool_use`` in this pass."""
+    p = _current.get()
+    if p is not None:
+        with p.lock:
+            p.keys[tool_use] = key

@@ -19,7 +19,9 @@ import {
   finished,
   RunNotFound,
   Timeout,
+  approvedCallMatches,
   toolApprovalBody,
+  type ApprovedCall,
   type AgentBody,
   type Client,
   type JsonObject,
@@ -54,12 +56,18 @@ export function approvalRunId(toolCallId: string): string {
   return "aisdk-" + createHash("sha256").update(toolCallId).digest("hex").slice(0, 32);
 }
 
-/** The default question for a tool call: "Run <tool>(<input>)?", reason `tool_call`, tool and input under `metadata.aiSdk`. */
+/**
+ * The default question for a tool call: "Run <tool>(<input>)?", reason
+ * `tool_call`, tool and input under `metadata.aiSdk`, and the call itself
+ * (protocol version 2: votes are bound to its digest, checked again before
+ * the call runs). Set `policy` in your own `toRequest` for a quorum.
+ */
 export function defaultRequest(q: ApprovalQuestion): Request {
   return {
     message: `Run ${q.toolName}(${JSON.stringify(q.input).slice(0, 2000)})?`,
     reason: "tool_call",
     metadata: { aiSdk: { tool: q.toolName, input: q.input } },
+    call: q.input === null ? { tool: q.toolName } : { tool: q.toolName, arguments: q.input },
   };
 }
 
@@ -100,7 +108,7 @@ export function interlockToolApproval(
   return async ({ toolCall: call }) => {
     const runId = approvalRunId(call.toolCallId);
     let rec = await ask(options.client, agent, call);
-    if (rec?.finished) return statusOf(rec);
+    if (rec?.finished) return statusOf(rec, call);
     if (options.wait === false) return "user-approval";
     try {
       rec = await options.client.wait(runId, finished, { timeoutMs });
@@ -108,7 +116,7 @@ export function interlockToolApproval(
       if (e instanceof Timeout) return { type: "denied", reason: "no decision in time" };
       throw e;
     }
-    return statusOf(rec);
+    return statusOf(rec, call);
   };
 }
 
@@ -129,9 +137,13 @@ async function ask(client: Client, agent: string, call: { toolCallId: string; to
   return undefined;
 }
 
-function statusOf(rec: Run): ApprovalStatus {
-  const answer = rec.result as Partial<ApprovalAnswer> | undefined;
+function statusOf(rec: Run, call: { toolName: string; input: unknown }): ApprovalStatus {
+  const answer = rec.result as (Partial<ApprovalAnswer> & ApprovedCall) | undefined;
   if (rec.status === "completed" && answer?.approved === true) {
+    // The call about to run must be the one approved.
+    if (!approvedCallMatches(answer, call.toolName, JSON.parse(JSON.stringify(call.input ?? null)) as unknown)) {
+      return { type: "denied", reason: "the approval was for a different call" };
+    }
     return answer.reason ? { type: "approved", reason: answer.reason } : { type: "approved" };
   }
   return { type: "denied", reason: answer?.reason || rec.error || "denied" };
@@ -192,7 +204,7 @@ export async function interlockApprovalResponses<M extends MessageLike>(client: 
       if (!call || asked?.toolCallId !== req.toolCallId || asked.toolName !== call.toolName || !sameJson(asked.input, call.input)) {
         status = { type: "denied", reason: "the approval does not match the question asked" };
       } else {
-        status = statusOf(rec);
+        status = statusOf(rec, { toolName: String(call.toolName), input: call.input });
       }
       const response: JsonObject = { type: "tool-approval-response", approvalId: req.approvalId, approved: status.type === "approved" };
       if (status.reason) response["reason"] = status.reason;

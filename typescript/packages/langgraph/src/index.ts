@@ -180,8 +180,13 @@ export function langGraphAgent(
       toolCall(scope, () => {
         asked.forEach((it, i) => {
           try {
-            // The request is built on the suspend pass only.
-            const d = interrupt(isResuming() ? {} : toRequest(it, i));
+            // The request is made on the suspend pass, and on the replay
+            // only when it gates a call (protocol version 2): interrupt then
+            // checks the decision approved that call (CallMismatch fails
+            // the run).
+            const replaying = isResuming();
+            const req = replaying ? gatedOnly(toRequest(it, i)) : toRequest(it, i);
+            const d = interrupt(req);
             resume[it.id ?? ""] = toResume(d);
           } catch (e) {
             if (e instanceof Cancelled) {
@@ -209,4 +214,9 @@ export function langGraphAgent(
     }
     return options.output ? options.output(state) : jsonOf(state);
   };
+}
+
+/** The call of a request, for the replay's check; no other field is read there. */
+function gatedOnly(req: Request): Request {
+  return req.call ? { call: req.call } : {};
 }

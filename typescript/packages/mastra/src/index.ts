@@ -22,7 +22,9 @@ import {
   finished,
   RunNotFound,
   Timeout,
+  approvedCallMatches,
   toolApprovalBody,
+  type ApprovedCall,
   type AgentBody,
   type Client,
   type JsonObject,
@@ -91,6 +93,9 @@ export function defaultRequest(q: ApprovalQuestion): Request {
     message: `Run ${q.toolName}(${JSON.stringify(q.args).slice(0, 2000)})?`,
     reason: "tool_call",
     metadata: { mastra: { tool: q.toolName, args: q.args } },
+    // Protocol version 2: votes are bound to the call's digest, checked
+    // again before the call runs. Set `policy` in your own toRequest.
+    call: q.args === null ? { tool: q.toolName } : { tool: q.toolName, arguments: q.args },
   };
 }
 
@@ -147,9 +152,14 @@ export async function askApproval(
   const question: ApprovalQuestion = { toolCallId: call.toolCallId, toolName: call.toolName, args: json(call.args) };
   const rec = await decided(client, approvalRunId(call.toolCallId), question, options);
   if (!rec) return { approved: false, reason: "no decision in time" };
-  const answer = rec.result as Partial<ToolApproval> | undefined;
+  const answer = rec.result as (Partial<ToolApproval> & ApprovedCall) | undefined;
   const reason = answer?.reason || rec.error;
-  return { approved: rec.status === "completed" && answer?.approved === true, reason: reason || "denied" };
+  const approved = rec.status === "completed" && answer?.approved === true;
+  // The call about to run must be the one approved.
+  if (approved && !approvedCallMatches(answer, call.toolName, JSON.parse(JSON.stringify(call.args ?? null)) as unknown)) {
+    return { approved: false, reason: "the approval was for a different call" };
+  }
+  return { approved, reason: reason || "denied" };
 }
 
 /** The resume data a suspended tool gets when its question was denied, expired, or not decided in time: never an answer. */

@@ -76,11 +76,21 @@ function toolName(item: RunToolApprovalItem): string {
 export function defaultRequest(item: RunToolApprovalItem): Request {
   const raw = item.rawItem as { arguments?: unknown };
   const args = typeof raw.arguments === "string" ? raw.arguments : JSON.stringify(raw.arguments ?? null);
-  return {
+  const req: Request = {
     message: `Run ${toolName(item)}(${args.slice(0, 2000)})?`,
     reason: "tool_call",
     metadata: { openai: { tool: toolName(item), arguments: args, agent: item.agent.name } },
   };
+  // Protocol version 2: the call itself, so votes are bound to its digest
+  // and the replay checks the call it approves is the one approved.
+  let parsed: JsonValue | undefined;
+  try {
+    parsed = JSON.parse(args) as JsonValue;
+  } catch {
+    parsed = undefined;
+  }
+  if (parsed !== undefined) req.call = parsed === null ? { tool: toolName(item) } : { tool: toolName(item), arguments: parsed };
+  return req;
 }
 
 /**
@@ -149,7 +159,15 @@ export function openAIAgentsBody<TAgent extends AnyAgent>(options: OpenAIAgentsO
       for (const item of current.getInterruptions()) {
         toolCall(callId(item), () => {
           try {
-            const d = interrupt(isResuming() ? {} : toRequest(item));
+            const req = toRequest(item);
+            // A gated call's request is made on the replay too: interrupt
+            // checks the approved digest (CallMismatch fails the run).
+            const d = interrupt(req.call || !isResuming() ? req : {});
+            if (req.call && d.arguments !== undefined) {
+              // The SDK runs the call as asked; the approvers approved another.
+              answers.push(() => current.reject(item, { message: "approved with edited arguments, which cannot run here" }));
+              return d;
+            }
             answers.push(() => current.approve(item));
             return d;
           } catch (e) {

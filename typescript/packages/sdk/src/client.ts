@@ -20,7 +20,7 @@ import { encode, isObject, text, toJson, type JsonObject, type JsonValue } from 
 import { DEFAULT_PREFIX, inboxPrefix, Namespace, validateToken, type StoredEvent } from "./subjects.js";
 import { childTraceparent } from "./trace.js";
 import { Run, verdictFrom, type PendingInterrupt, type Status, type Verdict } from "./types.js";
-import { decodeDecision, decodeWork } from "./wire.js";
+import { decodeDecision, decodeWork, versioned } from "./wire.js";
 
 /** For {@link Client.wait}: the run completed or failed. */
 export const finished = (run: Run): boolean => run.finished;
@@ -50,6 +50,12 @@ export interface StartOptions {
   threadId?: string;
   /** A W3C trace context to continue (default a new trace). */
   traceparent?: string;
+  /**
+   * Start as this identity, on `<prefix>.start.<agent>.<requester>`
+   * (protocol version 2): the NATS user must be allowed that subject. The run
+   * records it as its requester, whom a decision policy can exclude.
+   */
+  requester?: string;
 }
 
 /** Options of {@link Client.decide}. */
@@ -68,6 +74,16 @@ export interface DecideOptions {
   via?: string;
   /** How long to wait for the verdict (default the client's). */
   timeoutMs?: number;
+  /**
+   * The digest of the call this vote approves, as the approver saw it
+   * (protocol version 2): a vote for other arguments than the interrupt's is
+   * rejected `call_mismatch`.
+   */
+  callDigest?: string;
+  /** Edited arguments (protocol version 2): the vote approves the interrupt's tool with these (their own digest). */
+  arguments?: JsonValue;
+  /** Take back this approver's open vote (status `withdrawn`), where the policy allows changes; the status is ignored. */
+  withdraw?: boolean;
 }
 
 /** Options of {@link Client.wait}. */
@@ -135,7 +151,7 @@ export class Client {
     decodeWork(data);
     const h = natsHeaders();
     h.set("traceparent", childTraceparent(options.traceparent));
-    await this.publish(this.ns.start(agent), data, startMsgId(runId, nonce()), h);
+    await this.publish(options.requester ? this.ns.startAs(agent, options.requester) : this.ns.start(agent), data, startMsgId(runId, nonce()), h);
     return runId;
   }
 
@@ -189,6 +205,12 @@ export class Client {
    * or the anonymous one) and return the coordinator's verdict. A rejected
    * decision throws {@link Rejected} carrying the verdict; no verdict within
    * the timeout throws {@link Timeout}.
+   *
+   * On an interrupt with a policy (protocol version 2) a decision is a vote:
+   * a vote that counts while the interrupt still waits returns the verdict
+   * with outcome `vote_recorded` and its `tally` (approvals so far and
+   * needed, who is still waited on); the vote that meets the quorum is
+   * `accepted`.
    */
   async decide(runId: string, interruptId: string, status: Status, options: DecideOptions = {}): Promise<Verdict> {
     const d: JsonObject = { version: 1, decisionId: options.decisionId || uuid7(), interruptId, status };
@@ -200,6 +222,13 @@ export class Client {
     const approver = options.approver ?? "";
     if (approver) d["approver"] = approver;
     if (options.comment) d["comment"] = options.comment;
+    if (options.withdraw) d["status"] = "withdrawn";
+    if (options.callDigest) d["callDigest"] = options.callDigest;
+    if (options.arguments !== undefined) {
+      if (options.arguments === null) throw new TypeError("arguments null is not allowed: leave them out to keep the call's");
+      d["arguments"] = toJson(options.arguments, "arguments");
+    }
+    versioned("decision", d);
     const subject = this.ns.resume(runId, approver);
     const data = encode(d);
     decodeDecision(data);
@@ -243,6 +272,11 @@ export class Client {
   /** {@link decide} with status `resolved`. */
   approve(runId: string, interruptId: string, options: DecideOptions = {}): Promise<Verdict> {
     return this.decide(runId, interruptId, "resolved", options);
+  }
+
+  /** {@link decide} taking back the approver's open vote (status `withdrawn`, protocol version 2), where the policy allows changes. */
+  withdraw(runId: string, interruptId: string, options: Omit<DecideOptions, "payload" | "withdraw"> = {}): Promise<Verdict> {
+    return this.decide(runId, interruptId, "resolved", { ...options, withdraw: true });
   }
 
   /** {@link decide} with status `cancelled`: the agent gets a distinct cancelled value, never an approval. */

@@ -79,6 +79,34 @@ export class Cancelled extends InterlockError {
   }
 }
 
+/**
+ * On the replay, the call about to run is not the call its approvers
+ * approved: its digest differs from the decision's `callDigest` (or the
+ * decision approved no call). Nothing runs; letting it propagate fails the
+ * run (the Go SDK's `ErrCallMismatch`).
+ *
+ * This check lives inside the agent: it stops mistakes (a prompt that
+ * changed, a model that chose other arguments on the replay), not a hostile
+ * agent, which can skip it. Only an executor outside the agent (the MCP
+ * proxy, or the tool's own service checking the digest and the execution
+ * key) enforces an approval.
+ */
+export class CallMismatch extends InterlockError {
+  readonly interruptId: string;
+  /** The digest the decision approved (`""`: none). */
+  readonly approved: string;
+  /** The digest of the call about to run. */
+  readonly got: string;
+  constructor(interruptId: string, approved: string, got: string) {
+    super(
+      `interrupt ${interruptId}: call differs from the approved call: approved digest ${approved || "(none)"}, the call about to run has digest ${got}`,
+    );
+    this.interruptId = interruptId;
+    this.approved = approved;
+    this.got = got;
+  }
+}
+
 /** Throw from an agent body to run the pass again later instead of failing the run. */
 export class Retry extends InterlockError {}
 

@@ -3,7 +3,9 @@
  * agent runs, over NATS JetStream. The wire contract is docs/protocol.md.
  */
 
+export { callDigest, canonicalize, MAX_CALL_DEPTH, RawJson, rawJson } from "./calldigest.js";
 export {
+  CallMismatch,
   Cancelled,
   InterlockError,
   InvalidRequest,
@@ -38,7 +40,10 @@ export {
 } from "./ids.js";
 export type { JsonObject, JsonValue } from "./json.js";
 export {
+  approvedArguments,
+  checkCall,
   currentToolCall,
+  executionKey,
   emit,
   emitText,
   emitToolCall,
@@ -67,8 +72,16 @@ export {
 export {
   Decision,
   EXPIRY_APPROVER,
+  POLICY_APPROVER,
+  remaining,
   Run,
+  tallyFrom,
+  voteFrom,
+  type Call,
   type ExpiryPolicy,
+  type Policy,
+  type Tally,
+  type Vote,
   type PendingInterrupt,
   type Request,
   type RunInfo,
@@ -87,10 +100,15 @@ export {
   MAX_DECISION_SIZE,
   MAX_ID_LEN,
   MAX_MESSAGE_SIZE,
+  MAX_POLICY_VOTES,
   validateInterrupt,
   VERSION,
+  VERSION2,
+  versioned,
+  wireVersion,
+  type MessageKind,
 } from "./wire.js";
-export { toolApprovalBody, type ToolApproval } from "./approval.js";
+export { approvedCallMatches, toolApprovalBody, type ApprovedCall, type ToolApproval } from "./approval.js";
 export { Worker, type AgentBody, type Logger, type PassContext, type WorkerOptions } from "./worker.js";
 export {
   Client,

@@ -6,7 +6,8 @@
 
 import { AsyncLocalStorage } from "node:async_hooks";
 
-import { Cancelled, InvalidRequest, NotInRun, ProtocolError, Suspended, ToolCallMismatch } from "./errors.js";
+import { callDigest } from "./calldigest.js";
+import { CallMismatch, Cancelled, InvalidRequest, NotInRun, ProtocolError, Suspended, ToolCallMismatch } from "./errors.js";
 import { interruptId, stepKey } from "./ids.js";
 import { toJson, type JsonObject, type JsonValue } from "./json.js";
 import { Decision, type Request, type RunInfo } from "./types.js";
@@ -31,6 +32,8 @@ export class PassState {
   emitted = 0;
   readonly emit: EmitFn | undefined;
   readonly finished: (() => void | Promise<void>)[] = [];
+  /** By tool call: the execution key of the last approved call `interrupt` returned in it. */
+  readonly keys = new Map<string, string>();
 
   constructor(
     info: RunInfo,
@@ -107,6 +110,13 @@ export function isResuming(): boolean {
  * present, it returns the {@link Decision} **without reading `request`**; a
  * cancelled decision throws {@link Cancelled} instead, never an approval.
  * Outside a run it throws {@link NotInRun}.
+ *
+ * A request with a `call` (protocol version 2) binds the approval to that
+ * call: give the same request on the replay, and `interrupt` checks that the
+ * call about to run (the request's, or the approvers' edit of it,
+ * {@link approvedArguments}) has the approved digest, throwing
+ * {@link CallMismatch} otherwise (run nothing then). The approved call's
+ * execution key is then {@link executionKey} in this tool-call scope.
  */
 export function interrupt(request: Request = {}): Decision {
   const s = storage.getStore();
@@ -119,6 +129,8 @@ export function interrupt(request: Request = {}): Decision {
   if (found) {
     const d = new Decision(found);
     if (d.cancelled) throw new Cancelled(d);
+    if (request.call) checkCall(d, request.call.tool, approvedArguments(d, request.call.arguments));
+    if (d.executionKey) p.keys.set(s.toolCall, d.executionKey);
     return d;
   }
   let wire: JsonObject;
@@ -131,6 +143,47 @@ export function interrupt(request: Request = {}): Decision {
   }
   p.pending.push(wire);
   throw new Suspended([id]);
+}
+
+/**
+ * Throw {@link CallMismatch} unless `decision` approved calling `tool` with
+ * `args` (its call digest is theirs). A decision that approved no call (no
+ * `callDigest`), or was not an approval, approves none: a tool that requires
+ * an approved call fails closed. Arguments with no digest throw
+ * {@link InvalidRequest}. A check inside the agent stops mistakes, not a
+ * hostile agent: only an executor outside it enforces an approval.
+ */
+export function checkCall(decision: Decision, tool: string, args?: unknown): void {
+  let got: string;
+  try {
+    got = callDigest(tool, args);
+  } catch (e) {
+    if (e instanceof ProtocolError) throw new InvalidRequest(`call ${JSON.stringify(tool)}: ${e.detail}`);
+    throw e;
+  }
+  if (decision.status !== "resolved" || decision.callDigest !== got) {
+    throw new CallMismatch(decision.interruptId, decision.callDigest, got);
+  }
+}
+
+/** The arguments the approvers approved: their edited `arguments` when they edited them, `requested` otherwise. */
+export function approvedArguments<T>(decision: Decision, requested: T): T | JsonValue {
+  return decision.arguments !== undefined ? decision.arguments : requested;
+}
+
+/**
+ * The execution key of the last approved call {@link interrupt} returned in
+ * this tool-call scope (or in `toolCallId`'s), `""` outside a run or before
+ * one (protocol version 2). It is the same on every replay of the run and
+ * nobody without the coordinator's key can compute it: pass it to the
+ * outside system as the idempotency key of the call's side effect, so a
+ * crash after the side effect and before the pass's outcome does not do it
+ * twice. {@link Decision.executionKey} is the same key.
+ */
+export function executionKey(toolCallId?: string): string {
+  const s = storage.getStore();
+  if (!s) return "";
+  return s.pass.keys.get(toolCallId ?? s.toolCall) ?? "";
 }
 
 /** The wire interrupt `id` for `req` in tool call `scope`. @internal */
@@ -157,6 +210,29 @@ export function toWire(id: string, scope: string, req: Request): JsonObject {
   if (req.oneClickLinks !== undefined) out["oneClickLinks"] = req.oneClickLinks;
   if (req.chatDecisions !== undefined) out["chatDecisions"] = req.chatDecisions;
   if (req.sensitive !== undefined) out["sensitive"] = req.sensitive;
+  if (req.call) {
+    let digest: string;
+    try {
+      digest = callDigest(req.call.tool, req.call.arguments);
+    } catch (e) {
+      if (e instanceof ProtocolError) throw new InvalidRequest(`interrupt ${id}: call: ${e.detail}`);
+      throw e;
+    }
+    const c: Record<string, unknown> = { tool: req.call.tool };
+    if (req.call.arguments !== undefined) c["arguments"] = req.call.arguments;
+    c["digest"] = digest;
+    out["call"] = c;
+  }
+  if (req.policy) {
+    const pol: Record<string, unknown> = {};
+    const { approvals, denials, allowRequester, allowChange } = req.policy;
+    if (approvals !== undefined && approvals !== 1) pol["approvals"] = approvals;
+    if (denials !== undefined && denials !== 1) pol["denials"] = denials;
+    if (allowRequester) pol["allowRequester"] = true;
+    if (allowChange) pol["allowChange"] = true;
+    if (Object.keys(pol).length === 0) pol["approvals"] = 1; // still a policy: decided by votes
+    out["policy"] = pol;
+  }
   try {
     const json = toJson(out, `interrupt ${id}`);
     return validateInterrupt(json);

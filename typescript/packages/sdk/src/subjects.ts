@@ -44,6 +44,7 @@ export const DECISION_EVENT_TYPES: ReadonlySet<string> = new Set([
   "decision_accepted",
   "decision_rejected",
   "decision_duplicate",
+  "vote_recorded",
 ]);
 
 /** An audit entry as a reader takes it: type and run from its subject. */
@@ -85,6 +86,45 @@ export class Namespace {
   start(agent: string): string {
     validateToken("agent", agent);
     return this.join("start", agent);
+  }
+
+  /**
+   * Where `requester` starts a run of `agent` (protocol version 2):
+   * `<prefix>.start.<agent>.<requester>`. NATS permissions bind the last
+   * token to the user who may publish it, and the worker reports it as the
+   * run's requester, whom a decision policy can exclude from approving.
+   */
+  startAs(agent: string, requester: string): string {
+    validateToken("agent", agent);
+    validateToken("requester", requester);
+    return this.join("start", agent, requester);
+  }
+
+  /**
+   * The requester a first pass of `agent` received on `subject` names: `""`
+   * on `start.<agent>`, the last token on `start.<agent>.<requester>`,
+   * undefined on any other subject.
+   */
+  requesterOf(agent: string, subject: string): string | undefined {
+    const start = this.start(agent);
+    if (subject === start) return "";
+    if (!subject.startsWith(start + ".")) return undefined;
+    const token = subject.slice(start.length + 1);
+    try {
+      validateToken("requester", token);
+    } catch {
+      return undefined;
+    }
+    return token;
+  }
+
+  /**
+   * The subjects of `agent`'s work, replays, then first passes, then first
+   * passes started by a requester: the filter of the durable consumer its
+   * workers share.
+   */
+  agentWork(agent: string): string[] {
+    return [this.work(agent), this.start(agent), this.start(agent) + ".*"];
   }
 
   private agentRun(kind: string, agent: string, run: string): string {

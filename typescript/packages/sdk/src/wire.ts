@@ -1,15 +1,23 @@
 /**
- * The v1 wire messages' decoders: the same rules and rejection codes as the
- * Go `subjects` package and the Python SDK (checked by the shared
- * conformance vectors in testdata/conformance).
+ * The wire messages' decoders, protocol versions 1 and 2: the same rules and
+ * rejection codes as the Go `subjects` package and the Python SDK (checked
+ * by the shared conformance vectors in testdata/conformance). Readers accept
+ * both versions and refuse a version 2 field in a message that says version
+ * 1; writers say the lowest version that carries what they write
+ * ({@link wireVersion}).
  */
 
+import { callDigest } from "./calldigest.js";
 import { InvalidToken, ProtocolError } from "./errors.js";
 import { isObject, text, type JsonObject, type JsonValue } from "./json.js";
 import { validateToken } from "./subjects.js";
 
-/** The protocol version this SDK speaks. */
+/** The protocol version of messages without a version 2 field. */
 export const VERSION = 1;
+/** The protocol version of decision policies (quorum votes, approvals bound to a tool call, operator rules, execution keys). */
+export const VERSION2 = 2;
+/** The most approvals or denials a policy may ask for. */
+export const MAX_POLICY_VOTES = 32;
 /** The largest message other than a decision, in bytes. */
 export const MAX_MESSAGE_SIZE = 1 << 20;
 /** The largest decision, in bytes. */
@@ -137,6 +145,76 @@ const positiveInts: Check = (field, v) => {
   });
 };
 
+const DIGEST = /^[0-9a-f]{64}$/;
+
+const digest: Check = (field, v) => {
+  if (v === null || v === undefined || v === "") return;
+  if (typeof v !== "string" || !DIGEST.test(v)) throw malformed(`${field} must be 64 lowercase hex digits`);
+};
+
+const call: Check = (_field, v) => {
+  if (v === null || v === undefined) return;
+  const c = fields(v, { tool: anything, arguments: anything, digest: anything }, "call");
+  checkId("call.tool", c["tool"] ?? "");
+  if (Object.hasOwn(c, "arguments") && c["arguments"] === null) {
+    throw malformed("call.arguments is null: omit it for no arguments");
+  }
+  const d = c["digest"];
+  if (typeof d !== "string" || !DIGEST.test(d)) throw malformed("call.digest must be 64 lowercase hex digits");
+  let want: string;
+  try {
+    want = callDigest(c["tool"] as string, c["arguments"]);
+  } catch (e) {
+    if (e instanceof ProtocolError) throw new ProtocolError("call_mismatch", `call.arguments have no digest: ${e.detail}`);
+    throw e;
+  }
+  if (want !== d) {
+    throw new ProtocolError("call_mismatch", `call.digest ${d} is not the digest of the call's tool and arguments (${want})`);
+  }
+};
+
+const voteCount =
+  (name: string): Check =>
+  (_field, v) => {
+    int(name, v);
+    if (typeof v === "number" && (v < 0 || v > MAX_POLICY_VOTES)) {
+      throw malformed(`${name} ${v} is not between 1 and ${MAX_POLICY_VOTES}`);
+    }
+  };
+
+const policy: Check = (_field, v) => {
+  if (v === null || v === undefined) return;
+  fields(
+    v,
+    {
+      approvals: voteCount("policy.approvals"),
+      denials: voteCount("policy.denials"),
+      allowRequester: bool,
+      allowChange: bool,
+      rules: list(checkId),
+    },
+    "policy",
+  );
+};
+
+const VOTE: Record<string, Check> = {
+  decisionId: anything,
+  approver: anything,
+  status: optString,
+  payload: anything,
+  comment: optString,
+  metadata: anything,
+  callDigest: digest,
+  arguments: anything,
+  at: time,
+  seq: int,
+  via: optString,
+};
+
+const vote: Check = (field, v) => {
+  fields(v, VOTE, field);
+};
+
 const INTERRUPT: Record<string, Check> = {
   id: anything,
   reason: anything,
@@ -152,6 +230,8 @@ const INTERRUPT: Record<string, Check> = {
   oneClickLinks: bool,
   chatDecisions: bool,
   sensitive: bool,
+  call,
+  policy,
 };
 
 /** Check one interrupt (as in a suspension); throw {@link ProtocolError}. */
@@ -171,7 +251,87 @@ const DECISION: Record<string, Check> = {
   metadata: object,
   approver: optId,
   comment: optString,
+  callDigest: digest,
+  arguments: anything,
+  votes: list(vote),
+  executionKey: digest,
+  rule: optString,
 };
+
+const set = (v: JsonValue | undefined): boolean =>
+  v !== undefined && v !== null && v !== "" && !(Array.isArray(v) && v.length === 0);
+
+function v2Interrupt(i: JsonObject): string {
+  for (const f of ["call", "policy"]) if (i[f] !== undefined && i[f] !== null) return f;
+  return "";
+}
+
+function v2Decision(d: JsonObject): string {
+  if (d["status"] === "withdrawn") return "status withdrawn";
+  for (const f of ["callDigest", "arguments", "votes", "executionKey", "rule"]) if (set(d[f])) return f;
+  return "";
+}
+
+/** The message kinds {@link wireVersion} knows. */
+export type MessageKind = "decision" | "suspension" | "work" | "run" | "verdict" | "notice";
+
+function v2Field(kind: MessageKind, m: JsonObject): string {
+  if (kind === "decision") return v2Decision(m);
+  if ((kind === "suspension" || kind === "run") && set(m["requester"])) return "requester";
+  if (kind === "work") {
+    const ds = Array.isArray(m["decisions"]) ? m["decisions"] : [];
+    for (const [i, d] of ds.entries()) {
+      const f = isObject(d) ? v2Decision(d) : "";
+      if (f) return `decisions[${i}].${f}`;
+    }
+    return "";
+  }
+  if (kind === "verdict") {
+    if (m["outcome"] === "vote_recorded") return "outcome vote_recorded";
+    for (const f of ["tally", "rule"]) if (set(m[f])) return f;
+    return "";
+  }
+  const ins = Array.isArray(m["interrupts"]) ? m["interrupts"] : [];
+  for (const [i, x] of ins.entries()) {
+    if (!isObject(x)) continue;
+    const f = v2Interrupt(x);
+    if (f) return `interrupts[${i}].${f}`;
+    if (kind === "run") {
+      if (set(x["votes"])) return `interrupts[${i}].votes`;
+      const d = x["decision"];
+      const g = isObject(d) ? v2Decision(d) : "";
+      if (g) return `interrupts[${i}].decision.${g}`;
+    }
+  }
+  return "";
+}
+
+/**
+ * The version `message` of `kind` must say: 2 when it carries a version 2
+ * field, 1 otherwise (Go: `subjects.WireVersion`). Writers set it just
+ * before encoding, so version 1 readers keep reading every message that
+ * needs nothing newer.
+ */
+export function wireVersion(kind: MessageKind, message: JsonObject): number {
+  return v2Field(kind, message) ? VERSION2 : VERSION;
+}
+
+/** Set `message.version` (and each work item decision's) to {@link wireVersion}; return `message`. */
+export function versioned(kind: MessageKind, message: JsonObject): JsonObject {
+  if (kind === "work" && Array.isArray(message["decisions"])) {
+    for (const d of message["decisions"]) if (isObject(d)) d["version"] = wireVersion("decision", d);
+  }
+  message["version"] = wireVersion(kind, message);
+  return message;
+}
+
+function checkVersion(kind: MessageKind, m: JsonObject): void {
+  const v = typeof m["version"] === "number" ? m["version"] : VERSION;
+  if (v < VERSION2) {
+    const f = v2Field(kind, m);
+    if (f) throw malformed(`field ${f} needs version ${VERSION2} (the message says version ${v})`);
+  }
+}
 
 function decision(obj: JsonValue | undefined): JsonObject {
   const d = fields(obj, DECISION, "decision");
@@ -179,12 +339,16 @@ function decision(obj: JsonValue | undefined): JsonObject {
   checkId("interruptId", d["interruptId"] ?? "");
   const status = d["status"] ?? "";
   if (status === "") throw malformed('status is required: "resolved" or "cancelled"');
-  if (status !== "resolved" && status !== "cancelled") {
+  if (status !== "resolved" && status !== "cancelled" && status !== "withdrawn") {
     throw malformed(`status ${JSON.stringify(status)} is not "resolved" or "cancelled"`);
   }
   if (Object.hasOwn(d, "payload") && d["payload"] === null) {
     throw malformed("payload is null: omit it to send no payload");
   }
+  if (Object.hasOwn(d, "arguments") && d["arguments"] === null) {
+    throw malformed("arguments is null: omit it to keep the call's arguments");
+  }
+  checkVersion("decision", d);
   // The limit holds for the decision as the coordinator records it too
   // (Go's encoding escapes <, > and &, and U+2028/U+2029).
   const n = recordedSize(d);
@@ -235,15 +399,16 @@ function head(data: Uint8Array, limit: number): JsonObject {
   }
   if (!isObject(obj)) throw malformed("not a JSON object");
   const v = obj["version"];
-  if (v === null || v === undefined) throw malformed(`version is required (this build speaks version ${VERSION})`);
-  if (v !== VERSION) {
-    throw new ProtocolError("unsupported_version", `version ${JSON.stringify(v)}; this build speaks version ${VERSION}`);
+  const speaks = `this build speaks versions ${VERSION} and ${VERSION2}`;
+  if (v === null || v === undefined) throw malformed(`version is required (${speaks})`);
+  if (v !== VERSION && v !== VERSION2) {
+    throw new ProtocolError("unsupported_version", `version ${JSON.stringify(v)}; ${speaks}`);
   }
-  // JSON.parse reads 1.0 and 1e0 as 1: the version must be written 1, as
-  // Go (which compares the token) and Python (which wants an int) require.
+  // JSON.parse reads 1.0 and 1e0 as 1: the version must be written 1 or 2,
+  // as Go (which compares the token) and Python (which wants an int) require.
   const written = memberSource(src, "version");
-  if (written !== String(VERSION)) {
-    throw new ProtocolError("unsupported_version", `version ${written ?? "?"}; this build speaks version ${VERSION}`);
+  if (written !== String(v)) {
+    throw new ProtocolError("unsupported_version", `version ${written ?? "?"}; ${speaks}`);
   }
   return obj;
 }
@@ -306,16 +471,20 @@ export function memberSource(src: string, key: string): string | undefined {
   }
 }
 
-/** Parse and validate a decision. */
+/** Parse and validate a decision as an approver publishes it (votes, executionKey and rule are the coordinator's to write). */
 export function decodeDecision(data: Uint8Array): JsonObject {
-  return decision(head(data, MAX_DECISION_SIZE));
+  const d = decision(head(data, MAX_DECISION_SIZE));
+  for (const f of ["votes", "executionKey", "rule"]) {
+    if (set(d[f])) throw malformed(`${f} is set by the coordinator only`);
+  }
+  return d;
 }
 
 /** Parse and validate a suspension. */
 export function decodeSuspension(data: Uint8Array): JsonObject {
   const d = fields(
     head(data, MAX_MESSAGE_SIZE),
-    { ...PASSREF, interrupts: anything, journal, suspendedAt: time },
+    { ...PASSREF, interrupts: anything, journal, suspendedAt: time, requester: anything },
     "suspension",
   );
   passref(d);
@@ -333,7 +502,16 @@ export function decodeSuspension(data: Uint8Array): JsonObject {
     const id = (x as JsonObject)["id"] as string;
     if (seen.has(id)) throw malformed(`interrupts[${i}]: id '${id}' appears twice`);
     seen.add(id);
+    const pol = (x as JsonObject)["policy"];
+    if (isObject(pol) && set(pol["rules"])) {
+      throw malformed(`interrupts[${i}]: policy.rules is set by the coordinator only`);
+    }
   });
+  if (set(d["requester"])) {
+    if ((d["pass"] ?? 0) !== 0) throw malformed("requester is reported on pass 0 only");
+    checkId("requester", d["requester"]);
+  }
+  checkVersion("suspension", d);
   return d;
 }
 
@@ -366,6 +544,7 @@ export function decodeWork(data: Uint8Array): JsonObject {
       throw e;
     }
   });
+  checkVersion("work", d);
   return d;
 }
 

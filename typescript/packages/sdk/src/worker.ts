@@ -24,7 +24,7 @@ import { PassState, runInPass, type EmitFn } from "./run.js";
 import { DEFAULT_PREFIX, Namespace, validateToken } from "./subjects.js";
 import { childTraceparent } from "./trace.js";
 import type { RunInfo } from "./types.js";
-import { decodeWork } from "./wire.js";
+import { decodeWork, versioned } from "./wire.js";
 
 /** What an agent body receives beside the run's input. */
 export interface PassContext {
@@ -202,7 +202,7 @@ export class Worker {
     const jsm = await jetstreamManager(this.nc);
     await jsm.consumers.add(stream, {
       durable_name: durable,
-      filter_subjects: [this.ns.work(agent), this.ns.start(agent)],
+      filter_subjects: this.ns.agentWork(agent),
       ack_policy: AckPolicy.Explicit,
       ack_wait: this.ackWaitMs * 1_000_000,
       max_deliver: this.maxDeliver,
@@ -284,7 +284,8 @@ export class Worker {
     const pass = typeof work["pass"] === "number" ? work["pass"] : 0;
     const decisions = Array.isArray(work["decisions"]) ? work["decisions"] : [];
     const firstPass = pass === 0 && decisions.length === 0 && !work["journal"];
-    if (m.subject === this.ns.start(agent) && !firstPass) {
+    const requester = this.ns.requesterOf(agent, m.subject);
+    if (requester !== undefined && !firstPass) {
       // Only the coordinator publishes replays (on the work subject):
       // whoever may start a run may not hand a body decisions.
       return this.deadLetter(
@@ -309,7 +310,7 @@ export class Worker {
       };
       let outcome: { subject: string; msg: JsonObject; finished?: PassState["finished"] };
       try {
-        outcome = await this.runPass(body, work, info, key, ac);
+        outcome = await this.runPass(body, work, info, key, ac, requester ?? "");
       } catch (e) {
         if (!(e instanceof PassTimeout) || deliveries < this.maxDeliver) throw e;
         // The last attempt timed out too: the run fails, as with Go.
@@ -413,6 +414,7 @@ export class Worker {
     info: RunInfo,
     key: string,
     ac: AbortController,
+    requester = "",
   ): Promise<{ subject: string; msg: JsonObject; finished: PassState["finished"] }> {
     const decisions = (Array.isArray(work["decisions"]) ? work["decisions"] : []) as JsonObject[];
     const journal = (work["journal"] ?? {}) as JsonObject;
@@ -458,7 +460,7 @@ export class Worker {
       clearTimeout(timer);
     }
     if (ac.signal.aborted) throw ac.signal.reason as Error;
-    return { ...this.outcome(work, info.pass, p, result, err), finished: p.finished };
+    return { ...this.outcome(work, info.pass, p, result, err, requester), finished: p.finished };
   }
 
   private outcome(
@@ -467,6 +469,7 @@ export class Worker {
     p: PassState,
     result: unknown,
     err: unknown,
+    requester = "",
   ): { subject: string; msg: JsonObject } {
     const ref: JsonObject = { version: 1, runId: work.runId, agent: work.agent };
     if (work["threadId"]) ref["threadId"] = work["threadId"];
@@ -482,6 +485,10 @@ export class Worker {
       const msg: JsonObject = { ...ref, interrupts: [...p.pending] };
       if (p.journal.size > 0) msg["journal"] = journal;
       msg["suspendedAt"] = now;
+      // Who started the run, as the start subject's last token says (NATS
+      // permissions bind it); never a body field.
+      if (requester && pass === 0) msg["requester"] = requester;
+      versioned("suspension", msg);
       return { subject: this.ns.suspended(work.agent, work.runId), msg };
     } else if (err === undefined) {
       try {

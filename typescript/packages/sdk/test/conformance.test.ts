@@ -90,6 +90,7 @@ describe("subjects.json", () => {
         switch (v["op"]) {
           case "work": return ns.work(a(0));
           case "start": return ns.start(a(0));
+          case "startAs": return ns.startAs(a(0), a(1));
           case "suspended": return ns.suspended(a(0), a(1));
           case "completed": return ns.completed(a(0), a(1));
           case "failed": return ns.failed(a(0), a(1));
@@ -141,7 +142,7 @@ describe("messages.json", () => {
       seed = (seed * 1103515245 + 12345) % 2147483648;
       return seed % k;
     };
-    const codes = new Set(["malformed", "unsupported_version", "too_large"]);
+    const codes = new Set(["malformed", "unsupported_version", "too_large", "call_mismatch"]);
     const seeds = cases(MESSAGES, "cases")
       .filter((c) => !("pad" in c))
       .map((c) => [s(c["kind"]), messageBytes(c)] as const);
@@ -202,5 +203,18 @@ describe("interrupts on the wire", () => {
       assert.deepEqual(d.payload, payload);
     }
     assert.equal(new sdk.Decision({ interruptId: "i", status: "resolved" }).hasPayload, false);
+  });
+});
+
+describe("subjects.json workers", () => {
+  test("the subjects an agent's durable consumer filters", () => {
+    for (const v of cases(SUBJECTS, "workers")) {
+      const ns = new sdk.Namespace(s(v["prefix"]));
+      if (v["error"] !== undefined) {
+        assert.throws(() => ns.agentWork(s(v["agent"])), sdk.InvalidToken);
+        continue;
+      }
+      assert.deepEqual(ns.agentWork(s(v["agent"])), v["subjects"]);
+    }
   });
 });
