@@ -115,7 +115,7 @@ func printBench(w io.Writer, all []benchmark.Result) {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", "gated", r.Sync,
 					fmt.Sprintf("gated p50 %.2fms p99 %.2fms", r.P50ms, r.P99ms),
 					fmt.Sprintf("ungated p50 %.2fms p99 %.2fms", u.P50ms, u.P99ms),
-					fmt.Sprintf("+%.2fms p50 +%.2fms p99 per gated call", r.P50ms-u.P50ms, r.P99ms-u.P99ms))
+					fmt.Sprintf("%+.2fms p50 %+.2fms p99 per gated call", r.P50ms-u.P50ms, r.P99ms-u.P99ms))
 			}
 			continue
 		}
