@@ -34,25 +34,7 @@ func (c *Client) NewInbox() string { return c.nc.NewInbox() }
 // parallel at once, each in its own goroutine. A request without a reply
 // subject is dropped. Unsubscribe stops serving.
 func (c *Client) Serve(subject, queue string, parallel int, fn func(data []byte) []byte) (*Subscription, error) {
-	slots := make(chan struct{}, max(parallel, 1))
-	sub, err := c.nc.QueueSubscribe(subject, queue, func(m *nats.Msg) {
-		if m.Reply == "" {
-			return
-		}
-		slots <- struct{}{}
-		go func() {
-			defer func() { <-slots }()
-			_ = m.Respond(fn(m.Data))
-		}()
-	})
-	if err != nil {
-		return nil, translate(err)
-	}
-	if err := c.nc.Flush(); err != nil && (c.nc.IsClosed() || !c.nc.IsReconnecting()) {
-		_ = sub.Unsubscribe()
-		return nil, translate(err)
-	}
-	return &Subscription{sub: sub}, nil
+	return c.ServeSubjects(subject, queue, parallel, func(_ string, data []byte) []byte { return fn(data) })
 }
 
 // ServeSubjects is Serve for a wildcard subject: fn also gets the subject
