@@ -51,7 +51,7 @@ func TestServeApproveOverHTTP(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool { return progressed.Load() > 0 }, waitLimit, 20*time.Millisecond)
 	w.decide(st.RunID, st.InterruptID, "ada", subjects.StatusResolved, map[string]any{"window": "tonight"}, "go ahead")
-	got := <-done
+	got := await(t, done, "wait_approval's answer")
 	assert.Equal(t, StatusApproved, got.Status)
 	assert.Equal(t, "ada", got.Approver)
 	assert.Equal(t, "go ahead", got.Comment)
