@@ -40,6 +40,16 @@ var quiet = slog.New(slog.DiscardHandler)
 // waitLimit bounds a test's waits: generous, it only matters on failure.
 const waitLimit = time.Minute
 
+// testMaxWait bounds a wait_approval call in these tests, below waitLimit.
+// A call whose client gave up (its test failed) goes on at the server until
+// MaxWait; the session's DELETE, sent by the client's cleanup, waits for it,
+// and httptest.Server.Close waits for the DELETE. With the default of 10
+// minutes that hung the package until go test's timeout (seen under load:
+// TestServeExpiry's cleanup blocked in httptest.Server.Close ->
+// serveStatefulDELETE -> ServerSession.Close -> jsonrpc2 Connection.wait,
+// with Serve.wait still polling).
+const testMaxWait = 30 * time.Second
+
 // stopLimit bounds a stop in a test's cleanup: past it the stop cancels
 // what is under way and returns.
 const stopLimit = 20 * time.Second

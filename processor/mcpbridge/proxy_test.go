@@ -148,7 +148,7 @@ func (w *proxyWorld) startProxy(g mcpgate.Gate, hook func(context.Context) error
 	// The standalone stream carries the upstream's list_changed.
 	upc := connect(t, w.ctx, &mcp.StreamableClientTransport{Endpoint: w.up.url, MaxRetries: -1}, relay.ClientOptions())
 	p, err := NewProxy(w.ctx, w.conn(), upc, ProxyConfig{Config: Config{Poll: 100 * time.Millisecond, Logger: quiet},
-		Gate: g, Approvers: []string{"ada"}, Timeout: time.Minute, Upstream: "files", Relay: relay})
+		Gate: g, Approvers: []string{"ada"}, Timeout: testMaxWait, Upstream: "files", Relay: relay})
 	require.NoError(t, err)
 	p.afterMark = hook
 	t.Cleanup(p.Close)
@@ -316,7 +316,7 @@ func TestProxyAtMostOnceAfterCrash(t *testing.T) {
 	require.NoError(t, err)
 	conn := w.conn()
 	upc := httpClient(t, w.ctx, w.up.url, nil)
-	first, err := NewProxy(w.ctx, conn, upc, ProxyConfig{Config: Config{Poll: 100 * time.Millisecond, Logger: quiet}, Gate: g})
+	first, err := NewProxy(w.ctx, conn, upc, ProxyConfig{Config: Config{Poll: 100 * time.Millisecond, Logger: quiet}, Gate: g, Timeout: testMaxWait})
 	require.NoError(t, err)
 	t.Cleanup(first.Close)
 	first.afterMark = func(ctx context.Context) error {
@@ -353,7 +353,7 @@ func TestProxyAtMostOnceAfterCrash(t *testing.T) {
 // startProxyNoWorker connects a proxy to the upstream, without a worker.
 func (w *proxyWorld) startProxyNoWorker(g mcpgate.Gate) *Proxy {
 	upc := httpClient(w.t, w.ctx, w.up.url, nil)
-	p, err := NewProxy(w.ctx, w.conn(), upc, ProxyConfig{Config: Config{Poll: 100 * time.Millisecond, Logger: quiet}, Gate: g})
+	p, err := NewProxy(w.ctx, w.conn(), upc, ProxyConfig{Config: Config{Poll: 100 * time.Millisecond, Logger: quiet}, Gate: g, Timeout: testMaxWait})
 	require.NoError(w.t, err)
 	w.t.Cleanup(p.Close)
 	return p
