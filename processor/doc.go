@@ -35,7 +35,8 @@
 //
 // A Worker holds at most its concurrency plus one work item per agent and
 // keeps every item it holds alive with heartbeats. Before a pass it checks,
-// on every delivery, that the pass has not already reported. Each pass has a
+// on every delivery, that the pass has not already reported (a check bounded
+// by the client's request timeout, not by the pass's). Each pass has a
 // timeout (WithPassTimeout, default DefaultPassTimeout): at the timeout the
 // body's context is cancelled with cause ErrPassTimeout; a body that then
 // returns an error, or does not return within AckWait/2, is retried after

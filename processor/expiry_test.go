@@ -93,14 +93,25 @@ func TestExpiryResolvePayloadMustFitSchema(t *testing.T) {
 
 func TestExpiryEscalates(t *testing.T) {
 	t.Parallel()
-	req := func() Request {
-		return Request{Timeout: time.Second, Approvers: []string{"alice"},
-			OnExpiry: Expiry{Action: subjects.ExpiryEscalate, Approvers: []string{"boss"}, Extend: 2 * time.Second}}
+	// The run whose escalation is decided ("decide") gets 10 s after the
+	// escalation, time for the test's decision to arrive on a loaded
+	// machine (2 s could be overtaken, as in TestDecisionAroundTheDeadline);
+	// the one left to expire gets 2 s.
+	extend := map[string]time.Duration{"decide": 10 * time.Second, "expire": 2 * time.Second}
+	escalating := func(ctx context.Context, in json.RawMessage) (any, error) {
+		var which string
+		if err := json.Unmarshal(in, &which); err != nil {
+			return nil, err
+		}
+		return gated(func() Request {
+			return Request{Timeout: time.Second, Approvers: []string{"alice"},
+				OnExpiry: Expiry{Action: subjects.ExpiryEscalate, Approvers: []string{"boss"}, Extend: extend[which]}}
+		})(ctx, in)
 	}
-	h := newHarness(t, map[string]AgentFunc{"a": gated(req)})
+	h := newHarness(t, map[string]AgentFunc{"a": escalating})
 
 	// Escalated, then decided by the escalation approver.
-	run := h.start("a", nil)
+	run := h.start("a", "decide")
 	first := h.suspendedAtPass(run, 0).Pending()[0]
 	h.waitEvents(run, subjects.EventEscalated, 1)
 	rec, err := h.client.Run(h.ctx(), run)
@@ -108,7 +119,7 @@ func TestExpiryEscalates(t *testing.T) {
 	st := rec.Pending()[0]
 	assert.Equal(t, 1, st.Escalations)
 	assert.Equal(t, []string{"alice", "boss"}, st.Approvers)
-	assert.Equal(t, first.ExpiresAt.Add(2*time.Second), *st.ExpiresAt)
+	assert.Equal(t, first.ExpiresAt.Add(extend["decide"]), *st.ExpiresAt)
 	v, err := h.client.Decide(h.ctx(), DecisionRequest{RunID: run, InterruptID: st.ID, Status: subjects.StatusResolved,
 		Payload: "ok", Approver: "boss"})
 	require.NoError(t, err)
@@ -116,7 +127,7 @@ func TestExpiryEscalates(t *testing.T) {
 	assert.JSONEq(t, `{"payload":"ok","by":"boss"}`, string(h.waitFor(run, Finished).Result))
 
 	// Escalated once, then expired.
-	run = h.start("a", nil)
+	run = h.start("a", "expire")
 	rec = h.waitFor(run, Finished)
 	assert.JSONEq(t, `{"cancelled":"expired","by":"interlock:expiry"}`, string(rec.Result))
 	assert.Len(t, h.waitEvents(run, subjects.EventEscalated, 1), 1)
@@ -240,11 +251,13 @@ func TestCoordinatorCrashWhileExpiring(t *testing.T) {
 }
 
 // A reminder already past when its timer is armed is skipped: the first is
-// due 2s after the suspension, time enough for a busy machine to arm it.
+// due 8 s after the body asked, time enough for a loaded machine to store
+// the suspension and arm it (at 2 s, a late arming would skip it and the
+// test would wait for a second reminder that never comes).
 func TestReminderNotices(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, map[string]AgentFunc{"a": gated(func() Request {
-		return Request{Timeout: 4 * time.Second, RemindBefore: []time.Duration{2 * time.Second, time.Second}}
+		return Request{Timeout: 10 * time.Second, RemindBefore: []time.Duration{2 * time.Second, time.Second}}
 	})})
 	run := h.start("a", nil)
 	h.waitEvents(run, subjects.EventReminded, 2)

@@ -344,6 +344,32 @@ func TestPassTimeoutPolicy(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalidOption)
 }
 
+// TestPassTimeoutBeforeTheBody: the pass's timeout can end before its body
+// starts (under load, the worker's look-up of the run's outcomes took
+// longer than a short timeout; here the timeout is a nanosecond, so it
+// always does). Each attempt still counts as a timed-out pass: the run
+// fails with ErrPassTimeout on the last one. The look-up failing with the
+// pass's context used to end the attempt as a handler error, and on the
+// last delivery the work item went to the dead letters with no outcome:
+// the run never finished (TestPassTimeoutPolicy hung for its minute at
+// load 17).
+func TestPassTimeoutBeforeTheBody(t *testing.T) {
+	t.Parallel()
+	h := newBareHarness(t, nil)
+	h.startCoordinator(nil)
+	agent := func(ctx context.Context, _ json.RawMessage) (any, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	w := h.passWorker(WorkerConfig{AckWait: 10 * time.Second, MaxDeliver: 3}, agent, WithPassTimeout(time.Nanosecond))
+	t.Cleanup(func() { stopWorker(t, w) })
+	run := h.start("a", nil)
+	rec := h.waitFor(run, Finished)
+	assert.Equal(t, subjects.RunFailed, rec.Status)
+	assert.Contains(t, rec.Error, ErrPassTimeout.Error())
+	assert.Contains(t, rec.Error, "attempt 3 of 3")
+}
+
 // TestClientWaitsTimeOut: with no coordinator to answer, Decide and Wait
 // give up at the client's default deadline when the caller's context has
 // none.

@@ -517,9 +517,21 @@ func (w *Worker) passDone(ctx context.Context, work subjects.Work, key string) (
 	if err != nil {
 		return false, err
 	}
-	// The pass's deadline is far off; the read is bounded like any request.
-	ctx, cancel := context.WithTimeout(ctx, w.client.Config().Timeout)
+	// The read is bounded like any request, not by the pass's timeout:
+	// a read that outlasted a short timeout would end the attempt as a
+	// handler error, and on the last delivery the item would go to the dead
+	// letters with no outcome (the run never finishing). A read past the
+	// timeout leaves the body a context already ended, and the attempt is
+	// cut as a timed-out pass. The worker's stop still ends the read.
+	pctx := ctx
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(pctx), w.client.Config().Timeout)
 	defer cancel()
+	stop := context.AfterFunc(pctx, func() {
+		if !errors.Is(context.Cause(pctx), ErrPassTimeout) {
+			cancel()
+		}
+	})
+	defer stop()
 	last, err := w.client.DirectLast(ctx, jetstream.StreamRuns, filter)
 	if errors.Is(err, jetstream.ErrNotFound) {
 		return false, nil

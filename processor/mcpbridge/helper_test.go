@@ -27,7 +27,7 @@ func helper(role string) int {
 	defer c.Close()
 	switch role {
 	case "serve":
-		s := NewServe(c, Config{Poll: 100 * time.Millisecond})
+		s := NewServe(c, Config{Poll: 100 * time.Millisecond, MaxWait: testMaxWait})
 		defer s.Close()
 		err = s.Server().Run(ctx, &mcp.StdioTransport{})
 	default:

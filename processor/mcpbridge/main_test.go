@@ -40,6 +40,45 @@ var quiet = slog.New(slog.DiscardHandler)
 // waitLimit bounds a test's waits: generous, it only matters on failure.
 const waitLimit = time.Minute
 
+// testMaxWait bounds a wait_approval call in these tests, below waitLimit.
+// A call whose client gave up (its test failed) goes on at the server until
+// MaxWait; the session's DELETE, sent by the client's cleanup, waits for it,
+// and httptest.Server.Close waits for the DELETE. With the default of 10
+// minutes that hung the package until go test's timeout (seen under load:
+// TestServeExpiry's cleanup blocked in httptest.Server.Close ->
+// serveStatefulDELETE -> ServerSession.Close -> jsonrpc2 Connection.wait,
+// with Serve.wait still polling).
+const testMaxWait = 30 * time.Second
+
+// stopLimit bounds a stop in a test's cleanup: past it the stop cancels
+// what is under way and returns.
+const stopLimit = 20 * time.Second
+
+// bounded is a cleanup calling stop with stopLimit.
+func bounded(stop func(context.Context) error) func() {
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), stopLimit)
+		defer cancel()
+		_ = stop(ctx)
+	}
+}
+
+// await receives from ch, or fails t at waitLimit: no wait in these tests
+// is unbounded (a call's context ends at waitLimit too; this bounds a call
+// that would not honour it).
+func await[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	timer := time.NewTimer(waitLimit)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf("no %s within %v", what, waitLimit)
+		panic("unreachable")
+	}
+}
+
 // world is a NATS server with a coordinator, and an approver deciding
 // through processor.Client.
 type world struct {
@@ -47,7 +86,17 @@ type world struct {
 	srv      *embedded.Server
 	approver *processor.Client
 	ctx      context.Context
+	// ackWait is the workers' AckWait; zero means workerAckWait.
+	ackWait time.Duration
 }
+
+// workerAckWait is the workers' AckWait. A worker renews the item it holds
+// every AckWait/2; at one second, a renewal late by half a second under
+// load (seen at load 15 with -race -cpu 1) let the server hand a pass that
+// was still running to another attempt, which found the call recorded and
+// reported it unknown (TestProxyResultTooLarge). Only a test about
+// redelivery after a crash asks for a short one.
+const workerAckWait = 10 * time.Second
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
@@ -59,7 +108,7 @@ func newWorld(t *testing.T) *world {
 	require.NoError(t, Provision(ctx, admin))
 	co := coordinator.New(jstest.Client(t, w.srv), coordinator.Config{AckWait: time.Second, Logger: quiet})
 	require.NoError(t, co.Start(context.Background()))
-	t.Cleanup(func() { _ = co.Stop(context.Background()) })
+	t.Cleanup(bounded(co.Stop))
 	w.approver = processor.NewClient(admin)
 	t.Cleanup(w.approver.Close)
 	return w
@@ -70,14 +119,14 @@ func (w *world) conn() *jetstream.Client { return jstest.Client(w.t, w.srv) }
 // worker runs agent's body on a connection of its own until cleanup.
 func (w *world) worker(agent string, fn processor.AgentFunc) *processor.Worker {
 	w.t.Helper()
-	wk := processor.NewWorker(w.conn(), processor.WorkerConfig{AckWait: time.Second, Logger: quiet})
+	ackWait := w.ackWait
+	if ackWait == 0 {
+		ackWait = workerAckWait
+	}
+	wk := processor.NewWorker(w.conn(), processor.WorkerConfig{AckWait: ackWait, Logger: quiet})
 	require.NoError(w.t, wk.Register(agent, fn))
 	require.NoError(w.t, wk.Start(context.Background()))
-	w.t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = wk.StopAndCancel(ctx)
-	})
+	w.t.Cleanup(bounded(wk.StopAndCancel))
 	return wk
 }
 

@@ -18,7 +18,7 @@ import (
 func serveWorld(t *testing.T) (*world, *Serve) {
 	w := newWorld(t)
 	w.worker(ServeAgent, ApprovalAgent())
-	s := NewServe(w.conn(), Config{Poll: 100 * time.Millisecond, Logger: quiet})
+	s := NewServe(w.conn(), Config{Poll: 100 * time.Millisecond, MaxWait: testMaxWait, Logger: quiet})
 	t.Cleanup(s.Close)
 	return w, s
 }
@@ -51,7 +51,7 @@ func TestServeApproveOverHTTP(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool { return progressed.Load() > 0 }, waitLimit, 20*time.Millisecond)
 	w.decide(st.RunID, st.InterruptID, "ada", subjects.StatusResolved, map[string]any{"window": "tonight"}, "go ahead")
-	got := <-done
+	got := await(t, done, "wait_approval's answer")
 	assert.Equal(t, StatusApproved, got.Status)
 	assert.Equal(t, "ada", got.Approver)
 	assert.Equal(t, "go ahead", got.Comment)
@@ -86,7 +86,10 @@ func TestServeExpiry(t *testing.T) {
 	cs := httpClient(t, w.ctx, serveHTTP(t, s.Server(), mcphttp.Config{}), nil)
 	var st Status
 	call(t, w.ctx, cs, "request_approval", map[string]any{"action": "rotate keys",
-		"deadline": time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)}, &st)
+		// RFC 3339 drops the fraction: 4 to 5 s from now, which a
+		// request_approval slowed by load does not overtake (at 2 s, 1 to 2 s
+		// from now, it could: "deadline has passed").
+		"deadline": time.Now().Add(5 * time.Second).UTC().Format(time.RFC3339)}, &st)
 	var got Status
 	call(t, w.ctx, cs, "wait_approval", map[string]any{"id": st.RunID}, &got)
 	assert.Equal(t, StatusExpired, got.Status)

@@ -290,7 +290,7 @@ func TestTasks20260728(t *testing.T) {
 func TestTasksServeRequestApproval(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	s := NewServe(w.conn(), Config{Poll: 100 * time.Millisecond, Logger: quiet})
+	s := NewServe(w.conn(), Config{Poll: 100 * time.Millisecond, MaxWait: testMaxWait, Logger: quiet})
 	t.Cleanup(s.Close)
 	w.worker(ServeAgent, ApprovalAgent())
 	c := rawConn(t, w.ctx, s.Server(), s.Tasks())

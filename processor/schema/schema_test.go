@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -134,6 +135,49 @@ func TestValidationBudget(t *testing.T) {
 	c.Budget = time.Minute
 	assert.NoError(t, c.Validate(raw, []byte(`[]`)), "the next answer to the schema is checked")
 	assert.ErrorIs(t, c.Validate(raw, []byte(`[1]`)), ErrMismatch, "and checked, not waved through")
+}
+
+// Attack: an answer that takes long to check stalls every decision behind
+// it. Measured by order, not by the clock: the check here blocks until the
+// test ends it, so however fast the machine, Validate can only return
+// before it by giving up at the budget; and another answer is checked and
+// accepted while the first check still runs. A Validate that waited for
+// its check would not return before the test's deadline.
+func TestValidationDoesNotWaitForTheCheck(t *testing.T) {
+	t.Parallel()
+	release, entered := make(chan struct{}), make(chan struct{}, 1)
+	c := Cache{Budget: 10 * time.Millisecond}
+	c.check = func(s *jsonschema.Schema, inst any) error {
+		if arr, ok := inst.([]any); ok && len(arr) == 1 && arr[0] == "slow" {
+			entered <- struct{}{}
+			<-release
+		}
+		return s.Validate(inst)
+	}
+	defer close(release)
+	raw := []byte(`{"type":"array","items":{"type":"string"}}`)
+	returned := make(chan error, 1)
+	go func() { returned <- c.Validate(raw, []byte(`["slow"]`)) }()
+	select {
+	case err := <-returned:
+		require.ErrorIs(t, err, ErrBudget)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Validate waited for a check past its budget")
+	}
+	select {
+	case <-entered:
+	default:
+		t.Fatal("the check never started")
+	}
+	c.Budget = time.Minute // the next check is not raced against a clock
+	other := make(chan error, 1)
+	go func() { other <- c.Validate(raw, []byte(`["fine"]`)) }()
+	select {
+	case err := <-other:
+		require.NoError(t, err, "the next answer is checked while the slow check still runs")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the next answer waited for the slow check")
+	}
 }
 
 // Attack (security review): checks abandoned at the budget pile up, each
