@@ -115,6 +115,20 @@ func ReadStatus(ctx context.Context, c *jetstream.Client, agent, run string) (St
 		return st, err
 	}
 	switch addr.Kind {
+	case subjects.KindReminder, subjects.KindEscalated, subjects.KindExpired:
+		// The runs stream holds the coordinator's notices too: the run's
+		// state is its last suspension (an expired interrupt stays pending
+		// until the replay its expiry queued reports).
+		suspended, err := c.Namespace().Suspended(agent, run)
+		if err != nil {
+			return st, err
+		}
+		if m, err = c.DirectLast(ctx, jetstream.StreamRuns, suspended); err != nil {
+			return st, err
+		}
+		addr.Kind = subjects.KindSuspended
+	}
+	switch addr.Kind {
 	case subjects.KindSuspended:
 		var s subjects.Suspension
 		if err := json.Unmarshal(m.Data, &s); err != nil || len(s.Interrupts) == 0 {

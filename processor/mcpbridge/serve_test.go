@@ -117,3 +117,25 @@ func TestServeBadRequests(t *testing.T) {
 	call(t, w.ctx, cs, "check_approval", map[string]any{"id": "no-such-run"}, &st)
 	assert.Equal(t, StatusQueued, st.Status)
 }
+
+// TestStatusAfterANotice: a reminder or escalation stored after the
+// suspension (the runs stream holds notices too) leaves the run pending,
+// not "queued".
+func TestStatusAfterANotice(t *testing.T) {
+	t.Parallel()
+	w, s := serveWorld(t)
+	cs := httpClient(t, w.ctx, serveHTTP(t, s.Server(), mcphttp.Config{}), nil)
+	var st Status
+	call(t, w.ctx, cs, "request_approval", map[string]any{"action": "rotate keys", "approvers": []string{"ada"}}, &st)
+	require.Equal(t, StatusPending, st.Status)
+	for _, kind := range []subjects.Kind{subjects.KindReminder, subjects.KindEscalated} {
+		subject, err := w.conn().Namespace().Notice(kind, ServeAgent, st.RunID)
+		require.NoError(t, err)
+		_, err = w.conn().Publish(w.ctx, subject, []byte(`{"version":1}`), "", nil)
+		require.NoError(t, err)
+		got, err := ReadStatus(w.ctx, w.conn(), ServeAgent, st.RunID)
+		require.NoError(t, err)
+		assert.Equal(t, StatusPending, got.Status, "after a %s notice", kind)
+		assert.Equal(t, st.InterruptID, got.InterruptID)
+	}
+}
