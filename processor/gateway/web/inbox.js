@@ -140,14 +140,7 @@
     const approve = el("button", {class: "approve", type: "submit", text: "Approve"});
     const edit = el("button", {class: "secondary", type: "button", text: "Edit arguments"});
     const deny = el("button", {class: "deny", type: "button", text: "Deny…"});
-    // Once the approver voted, the form waits (a vote counts once) unless
-    // the policy lets votes change.
-    controls = () => {
-      const locked = disabled || (mine !== null && !(item.policy && item.policy.allowChange));
-      for (const b of [approve, edit, deny]) b.disabled = locked;
-      comment.disabled = locked;
-    };
-    controls();
+    for (const b of [approve, edit, deny]) b.disabled = disabled;
     const actions = el("div", {class: "actions"}, approve, args ? edit : null, deny);
     form.append(fieldsBox, diff, el("label", {for: comment.id, text: "Comment (optional)"}), comment, actions);
     body.append(form);
@@ -224,6 +217,15 @@
       await decide(item, card, {status: "cancelled", comment: reason.value.trim(),
         ...(item.call ? {callDigest: item.call.digest} : {})}, answer, confirmDeny);
     };
+    // Once the approver voted, the form waits (a vote counts once) unless
+    // the policy lets votes change.
+    controls = () => {
+      const locked = disabled || (mine !== null && !(item.policy && item.policy.allowChange));
+      for (const b of [approve, edit, deny, confirmDeny]) b.disabled = locked;
+      comment.disabled = locked;
+      if (locked) confirm.hidden = true;
+    };
+    controls();
     const c = {item, card, details, refreshHeader};
     card.item = item;
     return c;
@@ -243,16 +245,19 @@
       answer.refuse("The gateway did not answer (" + e.message + "). Send it again: it counts once.");
       return;
     }
-    button.disabled = false;
     if (!res.ok) {
       // The card stays as it was, with the reason next to its field.
+      button.disabled = false;
       answer.refuse(words(out.code, out.message));
       if (out.code === "call_mismatch") refresh();
       return;
     }
     const verdict = out.verdict || {};
     if (verdict.outcome === "vote_recorded") {
-      // The vote counts; the request still waits for others.
+      // The vote counts; the request still waits for others. The button
+      // stays as the refresh leaves it: locked once one voted, unless the
+      // policy lets votes change (a refresh an event started may have
+      // locked it already).
       notice(`Your vote is recorded: ${item.message || item.id} still needs ` +
         (verdict.tally ? remaining(verdict.tally) : verdict.detail) + ".", item);
       refresh();
