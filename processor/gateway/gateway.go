@@ -312,6 +312,10 @@ type Item struct {
 	// (protocol version 2): approvals and denials so far and needed, and
 	// who is still waited on. The item's votes are the record's.
 	Tally *subjects.Tally `json:"tally,omitempty"`
+	// Refusal, when canDecide is false only because of the interrupt's
+	// policy, is the refusal a vote of the caller would get:
+	// requester_excluded for the run's requester.
+	Refusal subjects.Code `json:"refusal,omitempty"`
 }
 
 // List is a page of pending interrupts.
@@ -398,9 +402,13 @@ func (g *Gateway) listInterrupts(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			canDecide := authz.MayDecide(p.Interrupt, me)
-			tally := g.withVotes(r.Context(), &p)
+			tally, requester := g.withVotes(r.Context(), &p)
+			var refusal subjects.Code
+			if canDecide && errors.Is(authz.Vote(p.Interrupt, me, requester), authz.ErrRequesterExcluded) {
+				canDecide, refusal = false, subjects.CodeRequesterExcluded
+			}
 			p.InterruptState, _ = authz.ViewInterrupt(p.InterruptState, me)
-			item := Item{PendingInterrupt: p, CanDecide: canDecide, Tally: tally}
+			item := Item{PendingInterrupt: p, CanDecide: canDecide, Tally: tally, Refusal: refusal}
 			if p.ExpiresAt != nil {
 				left := int64(p.ExpiresAt.Sub(now) / time.Second)
 				item.ExpiresInSeconds = &left

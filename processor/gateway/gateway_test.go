@@ -96,6 +96,8 @@ identities:
 			// Second raises a second interrupt in the same pass, which
 			// these approvers decide.
 			Second []string
+			// Votes: the result also lists the votes the replay received.
+			Votes bool
 		}
 		_ = json.Unmarshal(input, &req)
 		r := processor.Request{Message: req.Message, Approvers: req.Approvers,
@@ -128,6 +130,9 @@ identities:
 		if req.Quiet {
 			return map[string]any{"by": d.Approver}, nil
 		}
+		if req.Votes {
+			return map[string]any{"payload": d.Payload, "by": d.Approver, "votes": d.Votes}, nil
+		}
 		return map[string]any{"payload": d.Payload, "by": d.Approver}, nil
 	}))
 	require.NoError(t, w.Start(context.Background()))
@@ -148,11 +153,11 @@ identities:
 	return &env{t: t, nc: nc, client: processor.NewClient(nc), srv: hs, dir: dir, signer: signer, gw: gw}
 }
 
-func (e *env) suspend(input map[string]any) (string, string) {
+func (e *env) suspend(input map[string]any, opts ...processor.StartOption) (string, string) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	run, err := e.client.Start(ctx, "gate", input)
+	run, err := e.client.Start(ctx, "gate", input, opts...)
 	require.NoError(e.t, err)
 	rec, err := e.client.Wait(ctx, run, processor.Suspended)
 	require.NoError(e.t, err)

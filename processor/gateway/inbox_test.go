@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -123,6 +125,103 @@ func TestApproverInBrowser(t *testing.T) {
 	}
 	for _, shot := range []string{"login", "inbox-card", "inbox-refused", "inbox-edit", "inbox-deny", "inbox-auditor",
 		"link", "link-refused", "link-done", "link-error"} {
+		for _, size := range []string{"phone", "desktop"} {
+			info, err := os.Stat(filepath.Join(screenshots(), shot+"-"+size+".png"))
+			if assert.NoError(t, err) {
+				assert.Positive(t, info.Size())
+			}
+		}
+	}
+}
+
+// TestQuorumInBrowser: a two-of-three quorum on a gated tool call, decided
+// in the inbox in headless Chromium (e2e/quorum.mjs) at phone and desktop
+// sizes, each screen checked with axe-core. Approver ada sees the call's
+// arguments and "0 of 2"; a vote sent with a stale digest (the call
+// changed since the card was drawn) is not counted and the card says so;
+// her approval keeps the card with "1 of 2" and her vote. Carol, who
+// started the run, sees the interrupt with its controls disabled and why.
+// Bob sees ada's vote and approves: the card goes, and the replay receives
+// both votes, each on the call's digest.
+func TestQuorumInBrowser(t *testing.T) {
+	t.Parallel()
+	node := e2e.Require(t, true, "playwright-core", "axe-core")
+	e := newEnv(t)
+	args := map[string]any{"amount": 12400, "to": "ACME", "memo": "Invoice 2026-114"}
+	digest, err := subjects.CallDigest("pay_invoice", json.RawMessage(`{"amount":12400,"memo":"Invoice 2026-114","to":"ACME"}`))
+	require.NoError(t, err)
+	stale, err := subjects.CallDigest("pay_invoice", json.RawMessage(`{"amount":99,"memo":"Invoice 2026-114","to":"ACME"}`))
+	require.NoError(t, err)
+	type ref struct {
+		Run string `json:"run"`
+		ID  string `json:"id"`
+	}
+	interrupts := map[string]ref{}
+	for _, size := range []string{"phone", "desktop"} {
+		run, id := e.suspend(map[string]any{"Approvers": []string{"ada", "bob", "carol"}, "Approvals": 2,
+			"Message": "Pay ACME 12,400 (" + size + ")?", "Tool": "pay_invoice", "Args": args, "Votes": true},
+			processor.WithRequester("carol"))
+		interrupts[size] = ref{run, id}
+	}
+	// The listing tells the requester why they may not vote.
+	status, out := e.call("GET", "/v1/interrupts", "carol-token", nil)
+	require.Equal(t, http.StatusOK, status, out)
+	for _, it := range out["interrupts"].([]any) {
+		item := it.(map[string]any)
+		assert.Equal(t, false, item["canDecide"], "the requester may not vote")
+		assert.Equal(t, string(subjects.CodeRequesterExcluded), item["refusal"])
+	}
+	status, out = e.call("GET", "/v1/interrupts", "bob-token", nil)
+	require.Equal(t, http.StatusOK, status, out)
+	for _, it := range out["interrupts"].([]any) {
+		assert.Equal(t, true, it.(map[string]any)["canDecide"])
+		assert.Nil(t, it.(map[string]any)["refusal"])
+	}
+	plan := map[string]any{"url": e.srv.URL, "shots": screenshots(), "interrupts": interrupts,
+		"digest": digest, "stale": stale,
+		"tokens": map[string]string{"ada": "ada-token", "bob": "bob-token", "carol": "carol-token"}}
+	arg, err := json.Marshal(plan)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	script := filepath.Join(e2e.Dir(), "quorum.mjs")
+	cmd := exec.CommandContext(ctx, node, script, string(arg))
+	cmd.Dir = filepath.Dir(script)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	t.Log(stdout.String())
+	require.NoError(t, err, stderr.String())
+
+	for _, size := range []string{"phone", "desktop"} {
+		r := interrupts[size]
+		rec, err := e.client.Wait(ctx, r.Run, processor.Finished)
+		require.NoError(t, err)
+		require.Equal(t, subjects.RunCompleted, rec.Status, string(rec.Error))
+		var result struct {
+			By    string          `json:"by"`
+			Votes []subjects.Vote `json:"votes"`
+		}
+		require.NoError(t, json.Unmarshal(rec.Result, &result))
+		assert.Equal(t, "bob", result.By, "the deciding vote")
+		var got []string
+		for _, v := range result.Votes {
+			got = append(got, fmt.Sprintf("%s %s %t", v.Approver, v.Status, v.CallDigest == digest))
+		}
+		assert.Equal(t, []string{"ada resolved true", "bob resolved true"}, got, "the replay receives both votes, on the call's digest")
+		// The stale vote reached the coordinator and was refused there.
+		evs, err := e.client.Events(ctx, r.Run)
+		require.NoError(t, err)
+		mismatches := 0
+		for _, ev := range evs {
+			if ev.Verdict != nil && ev.Verdict.Code == subjects.CodeCallMismatch {
+				mismatches++
+			}
+		}
+		assert.Equal(t, 1, mismatches, "one vote on a stale digest, refused")
+	}
+	for _, shot := range []string{"quorum-first", "quorum-stale", "quorum-voted", "quorum-requester", "quorum-second"} {
 		for _, size := range []string{"phone", "desktop"} {
 			info, err := os.Stat(filepath.Join(screenshots(), shot+"-"+size+".png"))
 			if assert.NoError(t, err) {

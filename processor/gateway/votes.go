@@ -38,22 +38,23 @@ func talliesOf(rec *subjects.Run, p authz.Principal) map[string]*subjects.Tally 
 // withVotes replaces the pending entry p of an interrupt with a policy by
 // the record's state of it, which holds the votes cast since the entry was
 // written (a vote that leaves the interrupt waiting does not rewrite the
-// pending index), and returns its tally. Without a policy, or when the
-// record cannot be read, p stays as it is.
-func (g *Gateway) withVotes(ctx context.Context, p *subjects.PendingInterrupt) *subjects.Tally {
+// pending index), and returns its tally and the run's requester. Without
+// a policy, or when the record cannot be read, p stays as it is (and the
+// requester is unknown: empty).
+func (g *Gateway) withVotes(ctx context.Context, p *subjects.PendingInterrupt) (*subjects.Tally, string) {
 	if p.Policy == nil {
-		return nil
+		return nil, ""
 	}
 	rec, err := g.client.Run(ctx, p.RunID)
 	if err != nil {
-		return tallyOf(&subjects.Run{RunID: p.RunID, Interrupts: []subjects.InterruptState{p.InterruptState}}, 0)
+		return tallyOf(&subjects.Run{RunID: p.RunID, Interrupts: []subjects.InterruptState{p.InterruptState}}, 0), ""
 	}
 	i := slices.IndexFunc(rec.Interrupts, func(st subjects.InterruptState) bool { return st.ID == p.ID })
 	if i < 0 {
-		return nil
+		return nil, rec.Requester
 	}
 	p.InterruptState = rec.Interrupts[i]
-	return tallyOf(rec, i)
+	return tallyOf(rec, i), rec.Requester
 }
 
 // votesOf is the votes on st: the open ones, or the decided interrupt's.

@@ -28,7 +28,7 @@
     const who = [...(item.approvers || []), ...(item.approverGroups || []).map((g) => "group " + g)];
     return who.length ? who.join(", ") : "anyone";
   };
-  const toolOf = (item) => (item.metadata && item.metadata.tool) || item.toolCallId || item.reason;
+  const toolOf = (item) => (item.call && item.call.tool) || (item.metadata && item.metadata.tool) || item.toolCallId || item.reason;
   const argsOf = (item) => {
     // A gated call's own arguments (the ones its digest covers) first.
     const a = item.call ? (item.call.arguments || {}) : item.metadata && item.metadata.arguments;
@@ -52,8 +52,8 @@
     return parts.join(" · ");
   }
 
-  function table(caption, rows) {
-    const t = el("table", {class: "kv"}, el("caption", {class: "sr-only", text: caption}));
+  function table(caption, rows, attrs = {}) {
+    const t = el("table", {class: "kv", ...attrs}, el("caption", {class: "sr-only", text: caption}));
     for (const [k, v] of rows) t.append(el("tr", {}, el("th", {scope: "row", text: k}), el("td", {}, el("code", {text: show(v)}))));
     return t;
   }
@@ -78,13 +78,23 @@
     const head = el("span", {class: "headline"});
     // The votes so far and who is still needed, redrawn on each refresh.
     const votesBox = el("div", {class: "votes", "aria-live": "polite"});
+    // mine is the signed-in approver's standing vote, if any; controls
+    // locks the form once they voted, unless the policy lets votes change.
+    let mine = null;
+    let controls = () => {};
     const drawVotes = () => {
       const t = card.item ? card.item.tally : item.tally;
       const votes = (card.item || item).votes || [];
+      const last = me ? votes.filter((v) => v.approver === me.identity).pop() : undefined;
+      mine = last && last.status !== "withdrawn" ? last : null;
+      controls();
       if (!t) { votesBox.replaceChildren(); return; }
+      const change = item.policy && item.policy.allowChange;
       votesBox.replaceChildren(el("h3", {text: "Votes"}), el("p", {class: "banner", "data-remaining": "", text: remaining(t)}),
+        ...(mine ? [el("p", {"data-you": "", text: `You ${voteWords(mine)} at ${clock(new Date(mine.at))}; ` +
+          (change ? "the policy lets you change your vote." : "your vote stands.")})] : []),
         ...(votes.length ? [table("The votes so far", votes.map((v) => [v.approver, `${voteWords(v)} at ${clock(new Date(v.at))}` +
-          (item.call && v.callDigest && v.callDigest !== item.call.digest ? " (edited arguments)" : "")]))] : []));
+          (item.call && v.callDigest && v.callDigest !== item.call.digest ? " (edited arguments)" : "")]), {"data-votes": ""})] : []));
     };
     const refreshHeader = () => { head.textContent = headline(card.item || item); drawVotes(); };
     details.append(el("summary", {}, el("h2", {id: domID + "-title", text: item.message || "(no message)"}), head));
@@ -108,13 +118,17 @@
       input.append(el("h3", {text: "The run's input"}), table("The run's input", rows));
     });
     const args = argsOf(item);
-    if (item.call) body.append(el("p", {class: "muted", text: `The call: ${item.call.tool}, digest ${item.call.digest}. ` +
-      "Your approval counts for exactly these arguments."}));
-    if (args) body.append(el("h3", {text: "Arguments"}), table("The tool's arguments", Object.entries(args)));
+    if (item.call) body.append(el("p", {class: "muted"}, document.createTextNode(`The call: ${item.call.tool}, digest `),
+      el("code", {class: "digest", text: item.call.digest}),
+      document.createTextNode(". Your approval counts for exactly these arguments.")));
+    if (args) body.append(el("h3", {text: "Arguments"}), table("The tool's arguments", Object.entries(args), {"data-arguments": ""}));
     body.append(votesBox);
     refreshHeader();
     const disabled = !item.canDecide;
-    if (disabled) body.append(el("p", {class: "banner", text: `You may see this, but only ${mayDecide(item)} may decide it.`}));
+    if (item.refusal === "requester_excluded") {
+      body.append(el("p", {class: "banner", text: "You started this run, and its policy does not let the person who started it vote. " +
+        "You may see it; the others decide."}));
+    } else if (disabled) body.append(el("p", {class: "banner", text: `You may see this, but only ${mayDecide(item)} may decide it.`}));
 
     const form = el("form", {"aria-label": "Answer: " + (item.message || item.id), novalidate: true});
     const fieldsBox = el("div");
@@ -203,6 +217,15 @@
       await decide(item, card, {status: "cancelled", comment: reason.value.trim(),
         ...(item.call ? {callDigest: item.call.digest} : {})}, answer, confirmDeny);
     };
+    // Once the approver voted, the form waits (a vote counts once) unless
+    // the policy lets votes change.
+    controls = () => {
+      const locked = disabled || (mine !== null && !(item.policy && item.policy.allowChange));
+      for (const b of [approve, edit, deny, confirmDeny]) b.disabled = locked;
+      comment.disabled = locked;
+      if (locked) confirm.hidden = true;
+    };
+    controls();
     const c = {item, card, details, refreshHeader};
     card.item = item;
     return c;
@@ -222,16 +245,19 @@
       answer.refuse("The gateway did not answer (" + e.message + "). Send it again: it counts once.");
       return;
     }
-    button.disabled = false;
     if (!res.ok) {
       // The card stays as it was, with the reason next to its field.
+      button.disabled = false;
       answer.refuse(words(out.code, out.message));
       if (out.code === "call_mismatch") refresh();
       return;
     }
     const verdict = out.verdict || {};
     if (verdict.outcome === "vote_recorded") {
-      // The vote counts; the request still waits for others.
+      // The vote counts; the request still waits for others. The button
+      // stays as the refresh leaves it: locked once one voted, unless the
+      // policy lets votes change (a refresh an event started may have
+      // locked it already).
       notice(`Your vote is recorded: ${item.message || item.id} still needs ` +
         (verdict.tally ? remaining(verdict.tally) : verdict.detail) + ".", item);
       refresh();
@@ -250,7 +276,8 @@
       case "already_decided": return "Someone decided this already: " + message;
       case "expired": return "This request has expired: " + message;
       case "rate_limited": return "Too many refused attempts; wait a moment. " + message;
-      case "call_mismatch": return "The call changed since you saw it; your vote was not counted. Check the arguments shown now and decide again. " + message;
+      // The message names two digests: words are enough.
+      case "call_mismatch": return "The call changed since you saw it; your vote was not counted. Check the arguments shown now and decide again.";
       case "already_voted": return "You voted on this already; your first vote stands. " + message;
       case "requester_excluded": return "You started this run; its policy does not let you vote on it.";
       case "vote_limit": return "This request takes no more open votes now. " + message;
