@@ -98,6 +98,9 @@ func FuzzParse(f *testing.F) {
 	f.Add("interlock.timers.due.r1")
 	f.Add("interlock.reminder.a.r1")
 	f.Add("interlock.start.refunds")
+	f.Add("interlock.start.refunds.ada")
+	f.Add("interlock.ask.refunds.r1")
+	f.Add("interlock.agui.refunds.r1")
 	f.Add("interlock.observed.r1.notification_failed")
 	f.Fuzz(func(t *testing.T, subject string) {
 		ns := subjects.Default()
@@ -113,7 +116,15 @@ func FuzzParse(f *testing.F) {
 		case subjects.KindWork:
 			rebuilt, err = ns.Work(a.Agent)
 		case subjects.KindStart:
-			rebuilt, err = ns.Start(a.Agent)
+			if a.Requester != "" {
+				rebuilt, err = ns.StartAs(a.Agent, a.Requester)
+			} else {
+				rebuilt, err = ns.Start(a.Agent)
+			}
+		case subjects.KindAsk:
+			rebuilt, err = ns.Ask(a.Agent, a.Run)
+		case subjects.KindAGUI:
+			rebuilt, err = ns.AGUI(a.Agent, a.Run)
 		case subjects.KindSuspended:
 			rebuilt, err = ns.Suspended(a.Agent, a.Run)
 		case subjects.KindCompleted:
