@@ -166,3 +166,43 @@ async def test_unanswered_ask_suspends(nc: NATS, client: Client, agent_name: str
         rec = await client.wait(run, lambda r: r.finished or r.status == "suspended")
         assert rec.status == "suspended", rec.error
         assert passes == [0]
+
+
+async def test_replay_reuses_the_journaled_decision(rnc: NATS, rclient: Client, agent_name: str) -> None:
+    """A rule's decision is journaled under ask/<id>: the replay after a
+    later suspension returns it without asking again (one policy decision in
+    the audit trail), to the synchronous interrupt() too."""
+    client = rclient
+    passes: list[int] = []
+
+    async def body(_: Any) -> Any:
+        info = interlock.run_info()
+        assert info is not None
+        passes.append(info.pass_)
+        with interlock.tool_call("small"):
+            small = interlock.Request(message="5?", call=interlock.Call("issue_refund", {"amount": 5}))
+            first = interlock.interrupt(small) if info.pass_ > 0 else await interlock.interrupt_async(small)
+        with interlock.tool_call("big"):
+            big = interlock.Request(message="500?", call=interlock.Call("issue_refund", {"amount": 500}))
+            second = await interlock.interrupt_async(big)
+        return [first.approver, second.approver]
+
+    async with asking(rnc, agent_name, body):
+        run = await client.start(agent_name, {})
+        rec = await client.wait(run, lambda r: r.finished or r.status == "suspended")
+        assert rec.status == "suspended", rec.error
+        pending = rec.pending()
+        assert len(pending) == 1 and pending[0]["toolCallId"] == "big"
+        await client.approve(run, pending[0]["id"], approver="ada", call_digest=pending[0]["call"]["digest"])
+        rec = await client.wait(run)
+        assert rec.status == "completed", rec.error
+        assert rec.result == [interlock.POLICY_APPROVER, "ada"]
+        assert passes == [0, 1]
+        by_rule = [
+            e
+            for e in await client.events(run)
+            if e.type == "decision_accepted"
+            and e.verdict is not None
+            and e.verdict.approver == interlock.POLICY_APPROVER
+        ]
+        assert len(by_rule) == 1, "asked once: the replay reads the journal"

@@ -158,6 +158,39 @@ describe("one round trip for a settled gate", () => {
     assert.equal((rec.result as sdk.JsonObject)["by"], "ada");
   });
 
+  test("the replay reuses the journaled decision, in the synchronous interrupt() too", async () => {
+    const agent = agentName();
+    const passes: number[] = [];
+    const w = new sdk.Worker(rnc, { logger: quiet, backoffMs: [50], askRules: true });
+    w.register(agent, async () => {
+      const pass = sdk.runInfo()!.pass;
+      passes.push(pass);
+      const small: sdk.Request = { message: "5?", call: { tool: "issue_refund", arguments: { amount: 5 } } };
+      const first = await sdk.toolCall("small", () => (pass > 0 ? sdk.interrupt(small) : sdk.interruptAsync(small)));
+      const second = await sdk.toolCall("big", () =>
+        sdk.interruptAsync({ message: "500?", call: { tool: "issue_refund", arguments: { amount: 500 } } }),
+      );
+      return [first.approver, second.approver];
+    });
+    await w.start();
+    workers.push(w);
+    const run = await client.start(agent, {});
+    let rec = await client.wait(run, sdk.suspended, { timeoutMs: 20_000 });
+    assert.equal(rec.status, "suspended", rec.error);
+    const pending = rec.pending();
+    assert.equal(pending.length, 1);
+    assert.equal(pending[0]!["toolCallId"], "big");
+    await client.approve(run, pending[0]!.id, { approver: "ada", callDigest: (pending[0]!["call"] as sdk.JsonObject)["digest"] as string });
+    rec = await client.wait(run, undefined, { timeoutMs: 20_000 });
+    assert.equal(rec.status, "completed", rec.error);
+    assert.deepEqual(rec.result, [sdk.POLICY_APPROVER, "ada"]);
+    assert.deepEqual(passes, [0, 1]);
+    const byRule = (await client.events(run)).filter(
+      (e) => e.type === "decision_accepted" && (e["verdict"] as sdk.JsonObject | undefined)?.["approver"] === sdk.POLICY_APPROVER,
+    );
+    assert.equal(byRule.length, 1, "asked once: the replay reads the journal");
+  });
+
   test("a coordinator without rules answers suspend: the pass suspends, never approves", async () => {
     const agent = agentName();
     const passes: number[] = [];
