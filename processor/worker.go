@@ -657,11 +657,7 @@ func (w *Worker) asker(agent string, work subjects.Work, p *pass) func(ctx conte
 		if err != nil {
 			return subjects.Decision{}, false
 		}
-		a := subjects.Ask{Version: subjects.Version2, RunID: work.RunID, Agent: agent, Pass: work.Pass, Interrupt: in}
-		if work.Pass == 0 {
-			a.Requester = p.requester
-		}
-		data, err := json.Marshal(a)
+		data, err := json.Marshal(askOf(work.RunID, agent, work.Pass, p.requester, in))
 		if err != nil {
 			return subjects.Decision{}, false
 		}
@@ -676,15 +672,32 @@ func (w *Worker) asker(agent string, work subjects.Work, p *pass) func(ctx conte
 			w.cfg.Logger.Debug("ask unanswered; suspending", "run", work.RunID, "interrupt", in.ID, "error", err)
 			return subjects.Decision{}, false
 		}
-		var r subjects.AskReply
-		if json.Unmarshal(out, &r) != nil || r.Outcome != subjects.AskDecided || r.Decision == nil {
-			return subjects.Decision{}, false
-		}
-		d := *r.Decision
-		// Only a rule's decision on this very interrupt is taken.
-		if d.InterruptID != in.ID || d.Approver != subjects.PolicyApprover || d.Validate() != nil {
-			return subjects.Decision{}, false
-		}
-		return d, true
+		return takeAskReply(out, in.ID)
 	}
+}
+
+// askOf is the ask about interrupt in of pass of run: the requester (the
+// start subject's token) goes on pass 0 only, as in a suspension.
+func askOf(run, agent string, pass int, requester string, in subjects.Interrupt) subjects.Ask {
+	a := subjects.Ask{Version: subjects.Version2, RunID: run, Agent: agent, Pass: pass, Interrupt: in}
+	if pass == 0 {
+		a.Requester = requester
+	}
+	return a
+}
+
+// takeAskReply is the decision a coordinator's reply out to an ask about
+// interrupt id carries; false (suspend as usual) for anything but a valid
+// decision by interlock:policy on that very interrupt.
+func takeAskReply(out []byte, id string) (subjects.Decision, bool) {
+	var r subjects.AskReply
+	if json.Unmarshal(out, &r) != nil || r.Outcome != subjects.AskDecided || r.Decision == nil {
+		return subjects.Decision{}, false
+	}
+	d := *r.Decision
+	// Only a rule's decision on this very interrupt is taken.
+	if d.InterruptID != id || d.Approver != subjects.PolicyApprover || d.Validate() != nil {
+		return subjects.Decision{}, false
+	}
+	return d, true
 }

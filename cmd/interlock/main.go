@@ -88,7 +88,7 @@ func newRoot() *cobra.Command {
 		}
 	}
 	add("service", newServe(g), newProvision(g), newNotifier(g), newGateway(g), newMCP(g), newDemo(g))
-	add("runs", newStart(g), newRuns(g), newShow(g), newPending(g), newDecide(g, true), newDecide(g, false), newHistory(g), newWatch(g))
+	add("runs", newStart(g), newRuns(g), newShow(g), newPending(g), newDecide(g, true), newDecide(g, false), newWithdraw(g), newHistory(g), newWatch(g))
 	add("operate", newToken(g), newAuth(g), newBench(g))
 	root.SetHelpCommandGroupID("operate")
 	root.SetCompletionCommandGroupID("operate")

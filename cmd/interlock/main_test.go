@@ -155,7 +155,7 @@ func TestHelpListsGroups(t *testing.T) {
 	require.Equal(t, 0, r.code, r.err)
 	groups := map[string][]string{
 		"Run Interlock:":       {"serve", "provision", "notifier", "gateway", "mcp", "demo"},
-		"Runs and decisions:":  {"start", "runs", "show", "pending", "approve", "deny", "history", "watch"},
+		"Runs and decisions:":  {"start", "runs", "show", "pending", "approve", "deny", "withdraw", "history", "watch"},
 		"Operate and measure:": {"bench", "token", "auth", "help", "completion"},
 	}
 	sections := map[string]string{}

@@ -84,3 +84,77 @@ rules:
 	require.NoError(t, w.Stop(context.Background()))
 	assert.Equal(t, 0, stop())
 }
+
+// TestWithdrawFromTheCommandLine: `interlock withdraw` takes back an open
+// vote where the interrupt's policy allows changes, printing what remains
+// (and --json prints the verdict); withdrawing without an open vote is
+// refused (no_vote, exit 3); where the policy does not allow changes, the
+// withdrawal is refused and the vote stands.
+func TestWithdrawFromTheCommandLine(t *testing.T) {
+	t.Parallel()
+	srv := serve(t, t.TempDir())
+	url, stop := srv.URL, srv.Stop
+	ctx := context.Background()
+	require.Equal(t, 0, cli(t, "provision", "--nats-url", url, "--agent", "pay").code)
+	conn, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: url}, jetstream.Config{})
+	require.NoError(t, err)
+	defer conn.Close()
+	w := processor.NewWorker(conn, processor.WorkerConfig{})
+	require.NoError(t, w.Register("pay", func(ctx context.Context, in json.RawMessage) (any, error) {
+		var change bool
+		_ = json.Unmarshal(in, &change)
+		ctx = processor.WithToolCall(ctx, "call-1")
+		d, err := processor.Interrupt(ctx, processor.Request{Message: "Pay?", Approvers: []string{"ada", "bob", "cy"},
+			Policy: &subjects.Policy{Approvals: 2, AllowChange: change},
+			Call:   &processor.ToolCall{Tool: "pay", Arguments: map[string]any{"amount": 1}}})
+		if err != nil {
+			return nil, err
+		}
+		return len(d.Votes), nil
+	}))
+	require.NoError(t, w.Start(ctx))
+	defer func() { _ = w.Stop(context.Background()) }()
+	api := processor.NewClient(conn)
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+
+	run, err := api.Start(wctx, "pay", true)
+	require.NoError(t, err)
+	_, err = api.Wait(wctx, run, processor.Suspended)
+	require.NoError(t, err)
+	r := cli(t, "approve", run, "--approver", "ada", "--nats-url", url)
+	require.Equal(t, 0, r.code, r.out+r.err)
+
+	r = cli(t, "withdraw", run, "--approver", "ada", "--nats-url", url)
+	require.Equal(t, 0, r.code, r.out+r.err)
+	assert.Contains(t, r.out, "vote withdrawn")
+	assert.Contains(t, r.out, "0 of 2 approvals")
+
+	r = cli(t, "withdraw", run, "--approver", "ada", "--json", "--nats-url", url)
+	assert.Equal(t, exitRejected, r.code, r.out+r.err)
+	var v subjects.Verdict
+	require.NoError(t, json.Unmarshal([]byte(r.out), &v), r.out)
+	assert.Equal(t, subjects.CodeNoVote, v.Code)
+
+	// Without allowChange the vote stands.
+	fixed, err := api.Start(wctx, "pay", false)
+	require.NoError(t, err)
+	_, err = api.Wait(wctx, fixed, processor.Suspended)
+	require.NoError(t, err)
+	r = cli(t, "approve", fixed, "--approver", "ada", "--nats-url", url)
+	require.Equal(t, 0, r.code, r.out+r.err)
+	r = cli(t, "withdraw", fixed, "--approver", "ada", "--nats-url", url)
+	assert.Equal(t, exitRejected, r.code, r.out+r.err)
+	assert.Contains(t, r.out, "rejected (")
+
+	// The first run still needs two approvals: the withdrawn vote does not count.
+	require.Equal(t, 0, cli(t, "approve", run, "--approver", "bob", "--nats-url", url).code)
+	r = cli(t, "approve", run, "--approver", "cy", "--nats-url", url)
+	require.Equal(t, 0, r.code, r.out+r.err)
+	assert.Contains(t, r.out, "the run replays now")
+	rec, err := api.Wait(wctx, run, processor.Finished)
+	require.NoError(t, err)
+	assert.Equal(t, subjects.RunCompleted, rec.Status)
+	require.NoError(t, w.Stop(context.Background()))
+	assert.Equal(t, 0, stop())
+}

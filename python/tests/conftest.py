@@ -43,14 +43,14 @@ def interlock_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
 class Server:
     """A running `interlock serve` with an embedded NATS server."""
 
-    def __init__(self, binary: Path, data_dir: Path) -> None:
+    def __init__(self, binary: Path, data_dir: Path, *extra: str) -> None:
         self.binary = binary
         self.port = free_port()
         self.url = f"nats://127.0.0.1:{self.port}"
         self.log: list[str] = []
         ready = threading.Event()
         self.proc = subprocess.Popen(
-            [str(binary), "serve", "--nats-listen", f"127.0.0.1:{self.port}", "--data-dir", str(data_dir)],
+            [str(binary), "serve", "--nats-listen", f"127.0.0.1:{self.port}", "--data-dir", str(data_dir), *extra],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,

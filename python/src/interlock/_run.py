@@ -38,6 +38,10 @@ class _Pass:
         # By tool call: the execution key of the last approved call
         # interrupt() returned in it.
         self.keys: dict[str, str] = {}
+        # Set by a worker with ask_rules: asks the coordinator whether an
+        # operator rule settles an interrupt (its wire form) before the pass
+        # suspends on it; the rule's decision, or None to suspend.
+        self.ask: Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]] | None = None
         self.lock = threading.Lock()  # bodies may call from threads too
 
 
@@ -101,6 +105,52 @@ def interrupt(request: Request | None = None) -> Decision:
     :class:`CallMismatch` otherwise (run nothing then). The approved call's
     execution key is then :func:`execution_key` in this tool-call scope.
     """
+    p, scope, iid, found = _lookup()
+    if found is not None:
+        return _answer(p, scope, found, request)
+    _pend(p, _wire_of(p, iid, scope, request))
+    raise Suspended([iid])
+
+
+async def interrupt_async(request: Request | None = None) -> Decision:
+    """:func:`interrupt`, awaited, for a pass that may be settled in one
+    round trip (protocol version 2).
+
+    In a worker made with ``ask_rules=True`` it asks the coordinator,
+    before suspending, whether an operator rule settles the interrupt
+    (``interlock serve --policies``): a rule's approval is returned (and a
+    rule's denial raises :class:`Cancelled`) in the same pass, with no
+    suspension and no replay. The decision is journaled under
+    ``ask/<interrupt id>``, so every later pass of the run returns it
+    without asking again. Without a rule that settles it, or without an
+    answer within the worker's ``ask_timeout``, it suspends exactly as
+    :func:`interrupt` does (it fails closed: it never approves on its own).
+    Elsewhere it is :func:`interrupt`."""
+    p, scope, iid, found = _lookup()
+    if found is not None:
+        return _answer(p, scope, found, request)
+    wire = _wire_of(p, iid, scope, request)
+    if p.ask is not None:
+        decided = await p.ask(wire)
+        if decided is not None:
+            # Journaled with the pass's outcome: every later pass returns
+            # this decision without asking again.
+            with p.lock:
+                p.journal[ask_key(iid)] = copy.deepcopy(decided)
+            return _answer(p, scope, decided, request)
+    _pend(p, wire)
+    raise Suspended([iid])
+
+
+def ask_key(interrupt_id: str) -> str:
+    """The journal key of the decision an operator rule made on
+    ``interrupt_id`` when asked (:func:`interrupt_async`)."""
+    return "ask/" + interrupt_id
+
+
+def _lookup() -> tuple[_Pass, str, str, dict[str, Any] | None]:
+    """The pass, tool-call scope and id of the next interrupt, with its
+    decision when the coordinator sent one or a rule settled it when asked."""
     p = _current.get()
     if p is None:
         raise NotInRun("interrupt: not inside an Interlock run")
@@ -108,27 +158,39 @@ def interrupt(request: Request | None = None) -> Decision:
     with p.lock:
         ordinal = p.ordinals.get(scope, 0)
         p.ordinals[scope] = ordinal + 1
-    iid = interrupt_id(p.info.run_id, scope, ordinal)
-    found = p.decisions.get(iid)
-    if found is not None:
-        d = Decision.from_wire(found)
-        if d.cancelled:
-            raise Cancelled(d)
-        if request is not None and request.call is not None:
-            check_call(d, request.call.tool, approved_arguments(d, request.call.arguments))
-        if d.execution_key:
-            with p.lock:
-                p.keys[scope] = d.execution_key
-        return d
+        iid = interrupt_id(p.info.run_id, scope, ordinal)
+        found = p.decisions.get(iid)
+        if found is None:
+            asked = p.journal.get(ask_key(iid))
+            if isinstance(asked, dict) and asked.get("interruptId") == iid:
+                found = asked
+    return p, scope, iid, found
+
+
+def _answer(p: _Pass, scope: str, found: dict[str, Any], request: Request | None) -> Decision:
+    d = Decision.from_wire(found)
+    if d.cancelled:
+        raise Cancelled(d)
+    if request is not None and request.call is not None:
+        check_call(d, request.call.tool, approved_arguments(d, request.call.arguments))
+    if d.execution_key:
+        with p.lock:
+            p.keys[scope] = d.execution_key
+    return d
+
+
+def _wire_of(p: _Pass, iid: str, scope: str, request: Request | None) -> dict[str, Any]:
     try:
-        wire = _to_wire(iid, scope, request or Request())
+        return _to_wire(iid, scope, request or Request())
     except InvalidRequest as e:
         with p.lock:
             p.request_errors.append(e)
         raise
+
+
+def _pend(p: _Pass, wire: dict[str, Any]) -> None:
     with p.lock:
         p.pending.append(wire)
-    raise Suspended([iid])
 
 
 def check_call(decision: Decision, tool: str, arguments: Any = None) -> None:

@@ -104,6 +104,11 @@ class Namespace:
     def suspended(self, agent: str, run: str) -> str:
         return self._agent_run("suspended", agent, run)
 
+    def ask(self, agent: str, run: str) -> str:
+        """The subject a worker asks on, before suspending, whether an
+        operator rule settles an interrupt of ``run`` (protocol version 2)."""
+        return self._agent_run("ask", agent, run)
+
     def completed(self, agent: str, run: str) -> str:
         return self._agent_run("completed", agent, run)
 

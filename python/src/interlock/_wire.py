@@ -15,6 +15,7 @@ from typing import Any
 from ._calldigest import call_digest
 from ._errors import InvalidToken, ProtocolError
 from ._subjects import validate_token
+from ._types import POLICY_APPROVER
 
 VERSION = 1
 VERSION2 = 2
@@ -552,3 +553,34 @@ DECODERS: dict[str, Callable[[bytes], dict[str, Any]]] = {
     "failure": decode_failure,
     "work": decode_work,
 }
+
+
+def ask_message(run_id: str, agent: str, pass_: int, requester: str, interrupt: dict[str, Any]) -> dict[str, Any]:
+    """The ask a worker sends on ``<prefix>.ask.<agent>.<run>`` before it
+    suspends on ``interrupt`` (protocol version 2; Go: subjects.Ask): the
+    requester goes on pass 0 only, as in a suspension."""
+    msg: dict[str, Any] = {"version": VERSION2, "runId": run_id, "agent": agent, "pass": pass_}
+    if pass_ == 0 and requester:
+        msg["requester"] = requester
+    msg["interrupt"] = interrupt
+    return msg
+
+
+def take_ask_reply(data: bytes, interrupt_id: str) -> dict[str, Any] | None:
+    """The decision a coordinator's answer to an ask carries, or None when
+    the pass must suspend as usual: only ``outcome: "decided"`` with a valid
+    decision by ``interlock:policy`` on that very interrupt is taken (Go:
+    the worker's asker). Anything else, malformed included, fails closed."""
+    try:
+        reply = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(reply, dict) or reply.get("outcome") != "decided":
+        return None
+    d = reply.get("decision")
+    if not isinstance(d, dict) or d.get("interruptId") != interrupt_id or d.get("approver") != POLICY_APPROVER:
+        return None
+    try:
+        return _decision(d)
+    except ProtocolError:
+        return None

@@ -23,7 +23,7 @@ from ._ids import dead_letter_msg_id, outcome_msg_id, pass_key
 from ._run import _current, _Pass, _tool_call
 from ._subjects import DEFAULT_PREFIX, Namespace, validate_token, worker_durable
 from ._types import RunInfo
-from ._wire import decode_work, suspension_bound, versioned
+from ._wire import ask_message, decode_work, suspension_bound, take_ask_reply, versioned
 
 AgentFunc = Callable[[Any], Awaitable[Any]]
 """An agent body: one pass of a run, given the run's input. It runs again
@@ -50,6 +50,14 @@ class Worker:
     :class:`Retry`; on the last attempt the run fails, as with the Go
     worker), and before running a pass checks that the pass has not
     already reported (the runs stream holds its outcome), on every delivery.
+
+    With ``ask_rules`` (protocol version 2; Go: ``WorkerConfig.AskRules``),
+    :func:`interrupt_async` asks the coordinator, before suspending, whether
+    an operator rule settles the interrupt: a settled interrupt costs one
+    round trip instead of a suspension and a replay. Without an answer
+    within ``ask_timeout`` seconds the pass suspends as usual. Turn it on
+    where operator rules settle many calls (``interlock serve --policies``);
+    without rules it is one wasted round trip per interrupt.
     """
 
     def __init__(
@@ -64,6 +72,8 @@ class Worker:
         backoff: tuple[float, ...] = (0.1, 1.0, 5.0, 30.0),
         create_consumers: bool = True,
         logger: logging.Logger | None = None,
+        ask_rules: bool = False,
+        ask_timeout: float = 2.0,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -77,6 +87,8 @@ class Worker:
         self._backoff = backoff
         self._create = create_consumers
         self._log = logger or _log
+        self._ask_rules = ask_rules
+        self._ask_timeout = ask_timeout
         self._agents: dict[str, AgentFunc] = {}
         self._loops: list[asyncio.Task[None]] = []
         self._active: set[asyncio.Task[None]] = set()
@@ -289,6 +301,8 @@ class Worker:
         tp = _trace.child(traceparent)
         info = _run_info(agent, work, tp)
         p = _Pass(info, work.get("decisions") or [], work.get("journal") or {})
+        if self._ask_rules:
+            p.ask = self._asker(agent, work, requester)
         ctx = contextvars.copy_context()
         ctx.run(_current.set, p)
         ctx.run(_tool_call.set, "")
@@ -307,6 +321,26 @@ class Worker:
             err = e
         subject, msg = self._outcome(work, p, result, err, requester)
         return subject, json.dumps(msg, separators=(",", ":")).encode(), tp
+
+    def _asker(
+        self, agent: str, work: dict[str, Any], requester: str
+    ) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]:
+        subject = self._ns.ask(agent, work["runId"])
+
+        async def ask(interrupt: dict[str, Any]) -> dict[str, Any] | None:
+            msg = ask_message(work["runId"], agent, work.get("pass", 0), requester, interrupt)
+            try:
+                reply = await self._nc.request(
+                    subject, json.dumps(msg, separators=(",", ":")).encode(), timeout=self._ask_timeout
+                )
+            except Exception as e:  # no coordinator, no rules, a timeout: suspend
+                self._log.debug(
+                    "ask unanswered; suspending: run %s interrupt %s: %s", work["runId"], interrupt["id"], e
+                )
+                return None
+            return take_ask_reply(reply.data, interrupt["id"])
+
+        return ask
 
     def _outcome(
         self, work: dict[str, Any], p: _Pass, result: Any, err: BaseException | None, requester: str = ""

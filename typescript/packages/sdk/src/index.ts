@@ -41,6 +41,7 @@ export {
 export type { JsonObject, JsonValue } from "./json.js";
 export {
   approvedArguments,
+  askKey,
   checkCall,
   currentToolCall,
   executionKey,
@@ -50,6 +51,7 @@ export {
   emitToolResult,
   gather,
   interrupt,
+  interruptAsync,
   isResuming,
   onRunFinished,
   passSignal,

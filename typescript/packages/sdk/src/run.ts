@@ -34,6 +34,12 @@ export class PassState {
   readonly finished: (() => void | Promise<void>)[] = [];
   /** By tool call: the execution key of the last approved call `interrupt` returned in it. */
   readonly keys = new Map<string, string>();
+  /**
+   * Set by a worker with `askRules`: asks the coordinator whether an
+   * operator rule settles an interrupt (its wire form) before the pass
+   * suspends on it; the rule's decision, or undefined to suspend.
+   */
+  ask: ((interrupt: JsonObject) => Promise<JsonObject | undefined>) | undefined;
 
   constructor(
     info: RunInfo,
@@ -119,30 +125,79 @@ export function isResuming(): boolean {
  * execution key is then {@link executionKey} in this tool-call scope.
  */
 export function interrupt(request: Request = {}): Decision {
+  const { p, scope, id, found } = lookup();
+  if (found) return answer(p, scope, found, request);
+  p.pending.push(wireOf(p, id, scope, request));
+  throw new Suspended([id]);
+}
+
+/**
+ * {@link interrupt}, awaited, for a pass that may be settled in one round
+ * trip (protocol version 2).
+ *
+ * In a worker made with `askRules: true` it asks the coordinator, before
+ * suspending, whether an operator rule settles the interrupt (`interlock
+ * serve --policies`): a rule's approval is returned (and a rule's denial
+ * throws {@link Cancelled}) in the same pass, with no suspension and no
+ * replay. The decision is journaled under `ask/<interrupt id>`, so every
+ * later pass of the run returns it without asking again. Without a rule
+ * that settles it, or without an answer within the worker's `askTimeoutMs`,
+ * it suspends exactly as {@link interrupt} does (it fails closed: it never
+ * approves on its own). Elsewhere it is {@link interrupt}.
+ */
+export async function interruptAsync(request: Request = {}): Promise<Decision> {
+  const { p, scope, id, found } = lookup();
+  if (found) return answer(p, scope, found, request);
+  const wire = wireOf(p, id, scope, request);
+  if (p.ask) {
+    const decided = await p.ask(wire);
+    if (decided) {
+      // Journaled with the pass's outcome: every later pass returns this
+      // decision without asking again.
+      p.journal.set(askKey(id), structuredClone(decided));
+      return answer(p, scope, decided, request);
+    }
+  }
+  p.pending.push(wire);
+  throw new Suspended([id]);
+}
+
+/** The journal key of the decision an operator rule made on `interruptId` when asked ({@link interruptAsync}). */
+export function askKey(interruptId: string): string {
+  return "ask/" + interruptId;
+}
+
+function lookup(): { p: PassState; scope: string; id: string; found: JsonObject | undefined } {
   const s = storage.getStore();
   if (!s) throw new NotInRun("interrupt: not inside an Interlock run");
   const p = s.pass;
   const ordinal = p.ordinals.get(s.toolCall) ?? 0;
   p.ordinals.set(s.toolCall, ordinal + 1);
   const id = interruptId(p.info.runId, s.toolCall, ordinal);
-  const found = p.decisions.get(id);
-  if (found) {
-    const d = new Decision(found);
-    if (d.cancelled) throw new Cancelled(d);
-    if (request.call) checkCall(d, request.call.tool, approvedArguments(d, request.call.arguments));
-    if (d.executionKey) p.keys.set(s.toolCall, d.executionKey);
-    return d;
+  let found = p.decisions.get(id);
+  if (!found) {
+    const asked = p.journal.get(askKey(id));
+    if (asked !== null && typeof asked === "object" && !Array.isArray(asked) && asked["interruptId"] === id) found = asked;
   }
-  let wire: JsonObject;
+  return { p, scope: s.toolCall, id, found };
+}
+
+function answer(p: PassState, scope: string, found: JsonObject, request: Request): Decision {
+  const d = new Decision(found);
+  if (d.cancelled) throw new Cancelled(d);
+  if (request.call) checkCall(d, request.call.tool, approvedArguments(d, request.call.arguments));
+  if (d.executionKey) p.keys.set(scope, d.executionKey);
+  return d;
+}
+
+function wireOf(p: PassState, id: string, scope: string, request: Request): JsonObject {
   try {
-    wire = toWire(id, s.toolCall, request);
+    return toWire(id, scope, request);
   } catch (e) {
     const err = e instanceof Error ? e : new InvalidRequest(String(e));
     p.requestErrors.push(err);
     throw err;
   }
-  p.pending.push(wire);
-  throw new Suspended([id]);
 }
 
 /**

@@ -139,6 +139,11 @@ export class Namespace {
   }
 
   /** Where a worker publishes a pass's completion. */
+  /** The subject a worker asks on, before suspending, whether an operator rule settles an interrupt of `run` (protocol version 2). */
+  ask(agent: string, run: string): string {
+    return this.agentRun("ask", agent, run);
+  }
+
   completed(agent: string, run: string): string {
     return this.agentRun("completed", agent, run);
   }

@@ -11,6 +11,7 @@ import { callDigest } from "./calldigest.js";
 import { InvalidToken, ProtocolError } from "./errors.js";
 import { isObject, text, type JsonObject, type JsonValue } from "./json.js";
 import { validateToken } from "./subjects.js";
+import { POLICY_APPROVER } from "./types.js";
 
 /** The protocol version of messages without a version 2 field. */
 export const VERSION = 1;
@@ -556,3 +557,38 @@ export const DECODERS: Readonly<Record<string, (data: Uint8Array) => JsonObject>
   failure: decodeFailure,
   work: decodeWork,
 });
+
+/**
+ * The ask a worker sends on `<prefix>.ask.<agent>.<run>` before it suspends
+ * on `interrupt` (protocol version 2; Go: subjects.Ask): the requester goes
+ * on pass 0 only, as in a suspension.
+ */
+export function askMessage(runId: string, agent: string, pass: number, requester: string, interrupt: JsonObject): JsonObject {
+  const msg: JsonObject = { version: VERSION2, runId, agent, pass };
+  if (pass === 0 && requester) msg["requester"] = requester;
+  msg["interrupt"] = interrupt;
+  return msg;
+}
+
+/**
+ * The decision a coordinator's answer to an ask carries, or undefined when
+ * the pass must suspend as usual: only `outcome: "decided"` with a valid
+ * decision by `interlock:policy` on that very interrupt is taken (Go: the
+ * worker's asker). Anything else, malformed included, fails closed.
+ */
+export function takeAskReply(data: Uint8Array, interruptId: string): JsonObject | undefined {
+  let reply: JsonValue;
+  try {
+    reply = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(data)) as JsonValue;
+  } catch {
+    return undefined;
+  }
+  if (!isObject(reply) || reply["outcome"] !== "decided") return undefined;
+  const d = reply["decision"];
+  if (!isObject(d) || d["interruptId"] !== interruptId || d["approver"] !== POLICY_APPROVER) return undefined;
+  try {
+    return decision(d);
+  } catch {
+    return undefined;
+  }
+}

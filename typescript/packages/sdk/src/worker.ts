@@ -24,7 +24,7 @@ import { PassState, runInPass, type EmitFn } from "./run.js";
 import { DEFAULT_PREFIX, Namespace, validateToken } from "./subjects.js";
 import { childTraceparent } from "./trace.js";
 import type { RunInfo } from "./types.js";
-import { decodeWork, versioned } from "./wire.js";
+import { askMessage, decodeWork, takeAskReply, versioned } from "./wire.js";
 
 /** What an agent body receives beside the run's input. */
 export interface PassContext {
@@ -65,6 +65,18 @@ export interface WorkerOptions {
   timeoutMs?: number;
   /** Where warnings go (default the console). */
   logger?: Logger;
+  /**
+   * Make {@link interruptAsync} ask the coordinator, before suspending,
+   * whether an operator rule settles the interrupt (protocol version 2; Go:
+   * `WorkerConfig.AskRules`): a settled interrupt costs one round trip
+   * instead of a suspension and a replay. Without an answer within
+   * `askTimeoutMs` the pass suspends as usual. Turn it on where operator
+   * rules settle many calls (`interlock serve --policies`); without rules it
+   * is one wasted round trip per interrupt. Default false.
+   */
+  askRules?: boolean;
+  /** Bounds one ask (default 2,000 ms). */
+  askTimeoutMs?: number;
 }
 
 interface Work extends JsonObject {
@@ -103,6 +115,8 @@ export class Worker {
   private readonly inboxPrefix: string;
   private readonly timeoutMs: number;
   private readonly log: Logger;
+  private readonly askRules: boolean;
+  private readonly askTimeoutMs: number;
   private readonly agents = new Map<string, AgentBody>();
   private readonly loops: Promise<void>[] = [];
   private readonly held = new Set<Held>();
@@ -126,6 +140,8 @@ export class Worker {
     this.inboxPrefix = options.inboxPrefix ?? "_INBOX";
     this.timeoutMs = options.timeoutMs ?? 5000;
     this.log = options.logger ?? console;
+    this.askRules = options.askRules ?? false;
+    this.askTimeoutMs = options.askTimeoutMs ?? 2000;
   }
 
   private isStopping(): boolean {
@@ -419,6 +435,7 @@ export class Worker {
     const decisions = (Array.isArray(work["decisions"]) ? work["decisions"] : []) as JsonObject[];
     const journal = (work["journal"] ?? {}) as JsonObject;
     const p = new PassState(info, decisions, journal, ac.signal, this.emitter(work, key));
+    if (this.askRules) p.ask = this.asker(work, info.pass, requester);
     const timer = setTimeout(
       () => ac.abort(new PassTimeout(`pass ${info.pass} of run ${info.runId} ran over ${this.passTimeoutMs} ms`)),
       this.passTimeoutMs,
@@ -461,6 +478,20 @@ export class Worker {
     }
     if (ac.signal.aborted) throw ac.signal.reason as Error;
     return { ...this.outcome(work, info.pass, p, result, err, requester), finished: p.finished };
+  }
+
+  private asker(work: Work, pass: number, requester: string): (interrupt: JsonObject) => Promise<JsonObject | undefined> {
+    const subject = this.ns.ask(work.agent, work.runId);
+    return async (interrupt) => {
+      const msg = askMessage(work.runId, work.agent, pass, requester, interrupt);
+      try {
+        const reply = await this.nc.request(subject, JSON.stringify(msg), { timeout: this.askTimeoutMs });
+        return takeAskReply(reply.data, interrupt["id"] as string);
+      } catch {
+        // No coordinator, no rules, a timeout: suspend as usual.
+        return undefined;
+      }
+    };
   }
 
   private outcome(

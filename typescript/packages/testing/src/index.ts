@@ -68,10 +68,16 @@ export class Server {
    * Start one and wait (at most 120 s) until its coordinator runs; with
    * `natsConfig`, its embedded server loads that configuration (users and
    * permissions) and `setup` runs first on the data directory (to provision
-   * it as admin), with `env` for both.
+   * it as admin), with `env` for both; `args` go to `interlock serve` last
+   * (e.g. `--policies FILE`).
    */
   static async start(
-    options: { natsConfig?: string; env?: NodeJS.ProcessEnv; setup?: (binary: string, dataDir: string) => void } = {},
+    options: {
+      natsConfig?: string;
+      env?: NodeJS.ProcessEnv;
+      setup?: (binary: string, dataDir: string) => void;
+      args?: readonly string[];
+    } = {},
   ): Promise<Server> {
     const binary = interlockBin();
     const port = await freePort();
@@ -79,6 +85,7 @@ export class Server {
     options.setup?.(binary, dataDir);
     const args = ["serve", "--nats-listen", `127.0.0.1:${port}`, "--data-dir", dataDir];
     if (options.natsConfig) args.push("--nats-config", options.natsConfig);
+    if (options.args) args.push(...options.args);
     const proc = spawn(binary, args, { stdio: ["ignore", "ignore", "pipe"], env: options.env ?? process.env });
     const srv = new Server(binary, port, dataDir, proc);
     await new Promise<void>((ok, fail) => {
