@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/interlockhq/interlock/internal/lifecycle"
 	"github.com/interlockhq/interlock/internal/textcut"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -96,13 +97,17 @@ type ConsumeConfig struct {
 	// Prefetch, when set, bounds what the loop holds: at most Concurrency +
 	// Prefetch messages, those being handled, those waiting for a goroutine
 	// and those asked for and not yet arrived; it asks for more only as
-	// room frees up. Zero pulls in batches of up to 256, for short
-	// handlers. Not with PartitionKey.
+	// room frees up, with one pull request open at a time. Zero pulls in
+	// batches of up to 256, for short handlers. Not with PartitionKey.
 	Prefetch int
 	// Timeout, when set, bounds each handler: its context is cancelled
 	// with TimeoutCause (default ErrHandlerTimeout) after it.
 	Timeout      time.Duration
 	TimeoutCause error
+	// StopCause is the cause the handlers' contexts are cancelled with
+	// when Stop's context ends before they finish; default
+	// ErrConsumerStopped.
+	StopCause error
 	// PartitionKey, when set, sends messages with the same key to the same
 	// goroutine, so they are handled one at a time in stream order.
 	PartitionKey func(m *Delivery) string
@@ -137,6 +142,9 @@ func (cc ConsumeConfig) withDefaults() ConsumeConfig {
 	}
 	if cc.TimeoutCause == nil {
 		cc.TimeoutCause = ErrHandlerTimeout
+	}
+	if cc.StopCause == nil {
+		cc.StopCause = ErrConsumerStopped
 	}
 	return cc
 }
@@ -176,6 +184,7 @@ type Consumer struct {
 	// for; pulling ends when the fetch loop has.
 	credits chan struct{}
 	pulling sync.WaitGroup
+	stopped lifecycle.Stopped
 }
 
 // held is a message the loop holds, kept alive from its arrival.
@@ -312,16 +321,23 @@ func (c *Client) CreateConsumer(ctx context.Context, cc ConsumeConfig) error {
 }
 
 // fetchWait is how long one pull request of the bounded mode waits at the
-// server for messages.
-const fetchWait = 10 * time.Second
+// server for messages; fetchHeartbeat is how often the server says it still
+// holds the request, so a request lost with its server or consumer leader
+// (a failover) is replaced after two missed heartbeats, not at fetchWait.
+const (
+	fetchWait      = 10 * time.Second
+	fetchHeartbeat = time.Second
+)
 
-// pull is the bounded mode's loop: whenever room frees up it asks the
-// server for as many messages as there is room for, each request waiting
-// for them concurrently with the others.
+// pull is the bounded mode's loop: it asks the server for as many messages
+// as there is room for, in one pull request at a time. While a request is
+// open, messages arrive on it as they are published and room freed by
+// handled ones waits for the next request; that one is sent as soon as the
+// open one is filled or expires (fetchWait). On a cluster every pull
+// request is two Raft entries of the consumer, its arrival and its end, so
+// a request per freed place cost about two entries per message (issue 25).
 func (k *Consumer) pull(cons jetstream.Consumer) {
 	defer k.pulling.Done()
-	var fetches sync.WaitGroup
-	defer fetches.Wait()
 	for {
 		select {
 		case k.credits <- struct{}{}:
@@ -338,11 +354,7 @@ func (k *Consumer) pull(cons jetstream.Consumer) {
 				break more
 			}
 		}
-		fetches.Add(1)
-		go func() {
-			defer fetches.Done()
-			k.fetch(cons, n)
-		}()
+		k.fetch(cons, n)
 	}
 }
 
@@ -357,7 +369,7 @@ func (k *Consumer) fetch(cons jetstream.Consumer, n int) {
 	}()
 	ctx, cancel := context.WithTimeout(k.ctx, fetchWait)
 	defer cancel()
-	batch, err := cons.Fetch(n, jetstream.FetchContext(ctx))
+	batch, err := cons.Fetch(n, jetstream.FetchContext(ctx), jetstream.FetchHeartbeat(fetchHeartbeat))
 	if err != nil {
 		k.cc.Logger.Debug("fetch", "consumer", k.cc.Durable, "error", err)
 		// The connection or the server is down: do not spin.
@@ -554,15 +566,18 @@ func (k *Consumer) deadLetter(raw jetstream.Msg, m *Delivery, reason error) {
 	_ = raw.TermWithReason(textcut.Truncate(reason.Error(), 200))
 }
 
-// Stop stops fetching, lets the handlers finish the messages they hold, and
-// returns when they have. Messages fetched but not started are nak'ed so
-// another process takes them at once.
-func (k *Consumer) Stop() { _ = k.Shutdown(context.Background(), nil) }
+// ErrConsumerStopped is the default cause the handlers' contexts are
+// cancelled with when Stop's context ends before they finish
+// (ConsumeConfig.StopCause).
+var ErrConsumerStopped = errors.New("consumer stopped")
 
-// Shutdown is Stop bounded by ctx: when ctx ends before the handlers have
-// finished, their contexts are cancelled with cause and Shutdown returns an
-// error wrapping ctx's, without waiting any longer.
-func (k *Consumer) Shutdown(ctx context.Context, cause error) error {
+// Stop stops fetching, nak's the messages fetched but not started (another
+// process takes them at once), and waits for the handlers to finish the
+// messages they hold while ctx lasts; when ctx ends first, their contexts
+// are cancelled with ConsumeConfig.StopCause and Stop returns an error
+// wrapping ctx's, without waiting any longer (lifecycle.Wait). Stop again
+// is harmless.
+func (k *Consumer) Stop(ctx context.Context) error {
 	k.once.Do(func() {
 		k.cancel()
 		if k.cctx != nil {
@@ -572,16 +587,19 @@ func (k *Consumer) Shutdown(ctx context.Context, cause error) error {
 		k.pulling.Wait()
 		k.closeQueues()
 	})
+	defer k.stopped.Close()
 	done := make(chan struct{})
 	go func() { k.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		k.abort(cause)
-		return fmt.Errorf("consumer %s: handlers still running: %w", k.cc.Durable, ctx.Err())
+	if err := lifecycle.Wait(ctx, done, func() { k.abort(k.cc.StopCause) }); err != nil {
+		return fmt.Errorf("consumer %s: %w", k.cc.Durable, err)
 	}
+	return nil
 }
+
+// Stopped returns a channel closed once Stop has returned: the consumer
+// takes no more messages, and its handlers have finished or had their
+// contexts cancelled.
+func (k *Consumer) Stopped() <-chan struct{} { return k.stopped.C() }
 
 // Cancel cancels the contexts of the handlers under way, and of any started
 // later, with cause.
@@ -600,24 +618,15 @@ func (k *Consumer) closeQueues() {
 // Consumers is a set of consumer loops started together and stopped
 // together. The zero value is ready to use.
 type Consumers struct {
-	mu   sync.Mutex
-	list []*Consumer
-	// stopped is closed once Shutdown has returned (made on first use).
-	stopped chan struct{}
-	closed  bool
+	mu      sync.Mutex
+	list    []*Consumer
+	stopped lifecycle.Stopped
 }
 
-// Stopped returns a channel closed once Stop or Shutdown has returned: the
-// consumers take no more messages, and their handlers have finished or
-// had their contexts cancelled.
-func (s *Consumers) Stopped() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped == nil {
-		s.stopped = make(chan struct{})
-	}
-	return s.stopped
-}
+// Stopped returns a channel closed once Stop has returned: the consumers
+// take no more messages, and their handlers have finished or had their
+// contexts cancelled.
+func (s *Consumers) Stopped() <-chan struct{} { return s.stopped.C() }
 
 // Add keeps c to be stopped with the others.
 func (s *Consumers) Add(c *Consumer) {
@@ -626,36 +635,24 @@ func (s *Consumers) Add(c *Consumer) {
 	s.list = append(s.list, c)
 }
 
-// Stop stops every consumer added, letting each finish the messages under
-// way.
-func (s *Consumers) Stop() { _ = s.Shutdown(context.Background(), nil) }
-
-// Shutdown stops every consumer added, as Consumer.Shutdown does, all
-// within ctx.
-func (s *Consumers) Shutdown(ctx context.Context, cause error) error {
+// Stop stops every consumer added, as Consumer.Stop does, all at once and
+// within ctx. Stop again, or with none added, is harmless.
+func (s *Consumers) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	list := s.list
 	s.list = nil
 	s.mu.Unlock()
+	defer s.stopped.Close()
 	errs := make([]error, len(list))
 	var wg sync.WaitGroup
 	for i, c := range list {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = c.Shutdown(ctx, cause)
+			errs[i] = c.Stop(ctx)
 		}()
 	}
 	wg.Wait()
-	s.mu.Lock()
-	if s.stopped == nil {
-		s.stopped = make(chan struct{})
-	}
-	if !s.closed {
-		close(s.stopped)
-		s.closed = true
-	}
-	s.mu.Unlock()
 	return errors.Join(errs...)
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -153,9 +154,9 @@ func TestConsumeRetriesThenAcks(t *testing.T) {
 			return nil
 		})
 	require.NoError(t, err)
-	defer k.Stop()
+	defer k.Stop(context.Background())
 	<-done
-	k.Stop()
+	k.Stop(context.Background())
 	assert.EqualValues(t, 3, attempts.Load())
 	n, err := c.MsgCount(ctx(t), jetstream.StreamDLQ)
 	require.NoError(t, err)
@@ -182,7 +183,7 @@ func TestConsumeRetriesElectionSoon(t *testing.T) {
 			return nil
 		})
 	require.NoError(t, err)
-	defer k.Stop()
+	defer k.Stop(context.Background())
 	select {
 	case at := <-done:
 		assert.Less(t, at.Sub(began), 10*time.Second, "retried soon, not after a minute")
@@ -214,9 +215,9 @@ func TestConsumeDeadLettersAfterMaxDeliver(t *testing.T) {
 			return errors.New("sink is down")
 		})
 	require.NoError(t, err)
-	defer k.Stop()
+	defer k.Stop(context.Background())
 	msgs := dlqMsgs(t, c, "always_fails", 1)
-	k.Stop()
+	k.Stop(context.Background())
 	require.Len(t, msgs, 1)
 	m := msgs[0]
 	assert.Equal(t, "0", string(m.Data), "the message is kept")
@@ -245,7 +246,7 @@ func TestConsumeDeadLetterAtOnceAndPanics(t *testing.T) {
 			return nil
 		})
 	require.NoError(t, err)
-	defer k.Stop()
+	defer k.Stop(context.Background())
 	msgs := dlqMsgs(t, c, "picky", 1)
 	assert.Equal(t, "cannot parse", msgs[0].Header.Get(jetstream.HeaderDLQReason))
 	assert.Equal(t, "1", msgs[0].Header.Get(jetstream.HeaderDLQDeliveries), "no retries for DeadLetter")
@@ -276,7 +277,7 @@ func TestConsumeRetryAfter(t *testing.T) {
 			return nil
 		})
 	require.NoError(t, err)
-	defer k.Stop()
+	defer k.Stop(context.Background())
 	<-done
 	assert.GreaterOrEqual(t, gap, 300*time.Millisecond, "redelivered no sooner than asked")
 }
@@ -301,9 +302,9 @@ func TestConsumeLongHandlerNotRedelivered(t *testing.T) {
 			return nil
 		})
 	require.NoError(t, err)
-	defer k.Stop()
+	defer k.Stop(context.Background())
 	<-done
-	k.Stop()
+	k.Stop(context.Background())
 	assert.EqualValues(t, 1, deliveries.Load())
 }
 
@@ -329,7 +330,7 @@ func TestConsumePartitionKeepsOrder(t *testing.T) {
 			return nil
 		})
 	require.NoError(t, err)
-	defer k.Stop()
+	defer k.Stop(context.Background())
 	<-done
 	for subject, got := range seen {
 		want := make([]string, 30)
@@ -396,7 +397,7 @@ func TestConsumeBoundedHoldsAndKeepsAlive(t *testing.T) {
 		Concurrency: 1, Prefetch: 1}
 	a, err := c.Consume(ctx(t), cc, handler)
 	require.NoError(t, err)
-	defer a.Stop()
+	defer a.Stop(context.Background())
 	<-first
 	// While the first handler runs past AckWait, the consumer holds no more
 	// than one running and one waiting.
@@ -409,7 +410,7 @@ func TestConsumeBoundedHoldsAndKeepsAlive(t *testing.T) {
 	}
 	b, err := c.Consume(ctx(t), cc, handler)
 	require.NoError(t, err)
-	defer b.Stop()
+	defer b.Stop(context.Background())
 	require.Eventually(t, func() bool {
 		st, err := c.ConsumerState(ctx(t), jetstream.StreamDecisions, "bounded")
 		return err == nil && st.Pending == 0 && st.AckPending == 0
@@ -424,7 +425,7 @@ func TestConsumeBoundedHoldsAndKeepsAlive(t *testing.T) {
 // TestConsumeTimeoutEndsLease: a handler's context is cancelled at the
 // consumer's Timeout with its cause, and the message stops being kept alive
 // then: a handler that ignores its context loses the message to another
-// consumer one AckWait later, while it still runs. Shutdown is bounded by
+// consumer one AckWait later, while it still runs. Stop is bounded by
 // its context.
 func TestConsumeTimeoutEndsLease(t *testing.T) {
 	t.Parallel()
@@ -442,14 +443,14 @@ func TestConsumeTimeoutEndsLease(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-	defer hung.Stop()
+	defer hung.Stop(context.Background())
 	defer close(release)
 	require.ErrorIs(t, <-causes, cause)
 	// It takes nothing more (its waiting room would otherwise take the
 	// redelivery); its handler still runs.
 	sctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	require.ErrorIs(t, hung.Shutdown(sctx, nil), context.DeadlineExceeded)
+	require.ErrorIs(t, hung.Stop(sctx), context.DeadlineExceeded)
 	began := time.Now()
 	redelivered := make(chan uint64, 1)
 	other, err := c.Consume(ctx(t), cc, func(_ context.Context, m *jetstream.Delivery) error {
@@ -457,7 +458,7 @@ func TestConsumeTimeoutEndsLease(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-	defer other.Stop()
+	defer other.Stop(context.Background())
 	select {
 	case d := <-redelivered:
 		assert.EqualValues(t, 2, d)
@@ -496,8 +497,45 @@ func TestBatchIgnoresStoredStatusHeaders(t *testing.T) {
 	assert.Len(t, msgs, 3, "a read starting at a stored 404 is not empty")
 }
 
-// TestConsumersStopWithinDeadline: Consumers.Shutdown waits for the
-// handlers while its context lasts, then cancels them with its cause and
+// TestConsumerStopWaitsForTheWork: Stop takes no more messages and waits
+// for the handler under way while its context lasts, without cancelling
+// it, and Stopped is closed once Stop has returned.
+func TestConsumerStopWaitsForTheWork(t *testing.T) {
+	t.Parallel()
+	c := jstest.Client(t, jstest.Server(t))
+	publishN(t, c, "r1", 2)
+	began, release := make(chan struct{}), make(chan struct{})
+	var handled atomic.Int32
+	var cancelled atomic.Bool
+	cc := jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "waited", Concurrency: 1, Prefetch: 1}
+	k, err := c.Consume(ctx(t), cc, func(ctx context.Context, _ *jetstream.Delivery) error {
+		if handled.Add(1) == 1 {
+			close(began)
+		}
+		<-release
+		cancelled.Store(ctx.Err() != nil)
+		return nil
+	})
+	require.NoError(t, err)
+	<-began
+	stopped := make(chan error, 1)
+	go func() { stopped <- k.Stop(ctx(t)) }()
+	select {
+	case <-k.Stopped():
+		t.Fatal("Stopped closed while the handler runs")
+	case err := <-stopped:
+		t.Fatalf("Stop returned while the handler runs: %v", err)
+	case <-time.After(100 * time.Millisecond): // Stop is waiting: what is checked is that it has not returned
+	}
+	close(release)
+	require.NoError(t, <-stopped)
+	<-k.Stopped()
+	assert.False(t, cancelled.Load(), "the handler was not cancelled")
+	assert.EqualValues(t, 1, handled.Load(), "nothing more was taken after Stop")
+}
+
+// TestConsumersStopWithinDeadline: Consumers.Stop waits for the handlers
+// while its context lasts, then cancels them with their StopCause and
 // returns an error wrapping the context's; Stopped is closed once it has
 // returned, and not before.
 func TestConsumersStopWithinDeadline(t *testing.T) {
@@ -507,7 +545,7 @@ func TestConsumersStopWithinDeadline(t *testing.T) {
 	cause := errors.New("stopping")
 	began := make(chan struct{})
 	causes := make(chan error, 1)
-	cc := jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "stopped", Concurrency: 1, Prefetch: 1}
+	cc := jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "stopped", Concurrency: 1, Prefetch: 1, StopCause: cause}
 	cons, err := c.Consume(ctx(t), cc, func(ctx context.Context, _ *jetstream.Delivery) error {
 		close(began)
 		<-ctx.Done()
@@ -520,17 +558,61 @@ func TestConsumersStopWithinDeadline(t *testing.T) {
 	<-began
 	select {
 	case <-set.Stopped():
-		t.Fatal("Stopped closed before Shutdown")
+		t.Fatal("Stopped closed before Stop")
 	default:
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	require.ErrorIs(t, set.Shutdown(sctx, cause), context.DeadlineExceeded)
-	require.ErrorIs(t, <-causes, cause, "the handler is cancelled with Shutdown's cause")
+	require.ErrorIs(t, set.Stop(sctx), context.DeadlineExceeded)
+	require.ErrorIs(t, <-causes, cause, "the handler is cancelled with its StopCause")
 	select {
 	case <-set.Stopped():
 	default:
-		t.Fatal("Stopped not closed once Shutdown returned")
+		t.Fatal("Stopped not closed once Stop returned")
 	}
-	require.NoError(t, set.Shutdown(context.Background(), cause), "a second Shutdown is harmless")
+	require.NoError(t, set.Stop(context.Background()), "a second Stop is harmless")
+}
+
+// TestConsumeBoundedPullsOncePerBatch: in bounded mode the consumer keeps
+// one pull request open for all the room it has, rather than a new request
+// each time a handled message frees a place. On a cluster every pull
+// request is two Raft entries of the consumer (its arrival and its end),
+// so a request per message cost six fsyncs per message on three nodes
+// (issue 25, docs/benchmarks.md). Twenty messages handled one after
+// another, well within one request's wait, take one request per five (the
+// room: Concurrency + Prefetch) and the one still open: five, where a
+// request per freed place took eleven to twenty.
+func TestConsumeBoundedPullsOncePerBatch(t *testing.T) {
+	t.Parallel()
+	srv := jstest.Server(t)
+	c := jstest.Client(t, srv)
+	spy, err := nats.Connect(srv.URL())
+	require.NoError(t, err)
+	defer spy.Close()
+	var pulls atomic.Int32
+	sub, err := spy.Subscribe("$JS.API.CONSUMER.MSG.NEXT.>", func(*nats.Msg) { pulls.Add(1) })
+	require.NoError(t, err)
+	require.NoError(t, spy.Flush())
+	handled := make(chan struct{}, 1)
+	k, err := c.Consume(ctx(t), jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "pulls",
+		Concurrency: 4, Prefetch: 1}, func(context.Context, *jetstream.Delivery) error {
+		handled <- struct{}{}
+		return nil
+	})
+	require.NoError(t, err)
+	defer k.Stop(context.Background())
+	subject, _ := c.Namespace().Resume("r1")
+	const n = 20
+	for i := range n {
+		_, err := c.Publish(ctx(t), subject, []byte(fmt.Sprint(i)), "", nil)
+		require.NoError(t, err)
+		select {
+		case <-handled:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("message %d not handled", i)
+		}
+	}
+	require.NoError(t, sub.Unsubscribe())
+	const room = 4 + 1
+	assert.LessOrEqual(t, pulls.Load(), int32(n/room+1), "pull requests for %d messages handled one at a time", n)
 }

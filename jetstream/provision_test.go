@@ -58,7 +58,7 @@ func TestProvisionNeverLowers(t *testing.T) {
 	mine.AckWait = 2 * time.Second
 	k, err := role.Consume(ctx(t), mine, noop)
 	require.NoError(t, err)
-	k.Stop()
+	k.Stop(context.Background())
 	cons, err := js.Consumer(ctx(t), wide.StreamName(jetstream.StreamWork), "worker_x")
 	require.NoError(t, err)
 	assert.Equal(t, 30*time.Second, cons.CachedInfo().Config.AckWait, "the binding role changed nothing")

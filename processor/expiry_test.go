@@ -127,7 +127,14 @@ func TestDecisionAroundTheDeadline(t *testing.T) {
 	t.Parallel()
 	t.Run("a moment before", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, map[string]AgentFunc{"a": gated(func() Request { return Request{Timeout: 1500 * time.Millisecond} })})
+		// The boundary itself (a decision at, before and after the
+		// deadline) is decided on a fixed clock in the coordinator's table
+		// tests (decision_test.go). Here the server's expiry timer fires
+		// after an accepted decision and must change nothing; the deadline
+		// only has to leave the decision time to arrive. 1.5 s did not on a
+		// loaded machine (the decision came after it, once, in 16 s), so it
+		// is 10 s: the subtest runs in parallel and waits for the timer.
+		h := newHarness(t, map[string]AgentFunc{"a": gated(func() Request { return Request{Timeout: 10 * time.Second} })})
 		run := h.start("a", nil)
 		rec := h.suspendedAtPass(run, 0)
 		h.decide(run, rec.Pending()[0].ID, subjects.StatusResolved, "in time")
@@ -213,7 +220,7 @@ func TestThreeCoordinatorsFireOnce(t *testing.T) {
 	for _, run := range runs {
 		assert.Len(t, h.events(run, subjects.EventExpired), 1, run)
 		assert.Len(t, h.events(run, subjects.EventDecisionAccepted), 1, run)
-		assert.Len(t, h.events(run, subjects.EventResumed), 1, run)
+		assert.Len(t, h.replays(run), 1, run)
 	}
 }
 
@@ -229,7 +236,7 @@ func TestCoordinatorCrashWhileExpiring(t *testing.T) {
 	assert.JSONEq(t, `{"cancelled":"expired","by":"interlock:expiry"}`, string(h.waitFor(run, Finished).Result))
 	h.timersIdle()
 	assert.Len(t, h.events(run, subjects.EventExpired), 1)
-	assert.Len(t, h.events(run, subjects.EventResumed), 1)
+	assert.Len(t, h.replays(run), 1)
 }
 
 // A reminder already past when its timer is armed is skipped: the first is
@@ -328,24 +335,4 @@ func TestCancelReasonFromWhoCancelled(t *testing.T) {
 	require.Equal(t, subjects.OutcomeAccepted, v.Outcome, "verdict %+v", v)
 	rec = h.waitFor(run, Finished)
 	assert.JSONEq(t, `{"cancelled":"denied","by":"bob"}`, string(rec.Result), "an approver's cancel is a denial, whatever its metadata says")
-}
-
-// TestNobodyDecidesAsTheExpiry: on the anonymous resume subject the body
-// names the approver, and the coordinator's expiry identity
-// (subjects.ExpiryApprover) is reserved to the coordinator: a decision
-// claiming it is refused, recorded, and changes nothing, so nobody can make
-// the replay take a cancel for an expiry (finding 10's other door).
-func TestNobodyDecidesAsTheExpiry(t *testing.T) {
-	t.Parallel()
-	h, rec := suspendedRun(t, Request{Message: "ship it?"})
-	data, err := json.Marshal(subjects.Decision{Version: subjects.Version, DecisionID: "fake-expiry",
-		InterruptID: rec.Pending()[0].ID, Status: subjects.StatusCancelled, Approver: subjects.ExpiryApprover})
-	require.NoError(t, err)
-	v := h.rawVerdict(h.resumeSubject(rec.RunID), data, "fake-expiry")
-	assertRejected(t, h, v, nil, subjects.CodeNotAllowed)
-	assert.Contains(t, v.Detail, "reserved")
-	after, err := h.client.Run(h.ctx(), rec.RunID)
-	require.NoError(t, err)
-	assert.Equal(t, subjects.RunSuspended, after.Status)
-	assert.Nil(t, after.Interrupts[0].Decision)
 }

@@ -48,7 +48,16 @@ func TestSuspendDecideReplay(t *testing.T) {
 	assert.Equal(t, []subjects.EventType{subjects.EventSuspended, subjects.EventDecisionAccepted,
 		subjects.EventResumed, subjects.EventCompleted}, types)
 	assert.Len(t, h.waitEvents(run, subjects.EventCompleted, 1), 1)
-	assert.Len(t, h.events(run, subjects.EventDecisionAccepted), 1)
+	accepted := h.events(run, subjects.EventDecisionAccepted)
+	require.Len(t, accepted, 1)
+	// The accepted decision that queues the replay says so itself: no
+	// separate resumed event (issue 25, one message and one fsync fewer per
+	// cycle).
+	require.NotNil(t, accepted[0].Verdict)
+	assert.True(t, accepted[0].Verdict.Replay, "decision_accepted carries the replay")
+	assert.Equal(t, 0, accepted[0].Pass, "the pass that waited; the replay is pass 1")
+	assert.Empty(t, h.events(run, subjects.EventResumed), "no resumed event is written")
+	assert.Len(t, h.replays(run), 1)
 }
 
 func TestIsResumingAndRequestNotReadOnReplay(t *testing.T) {

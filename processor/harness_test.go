@@ -162,6 +162,19 @@ func (h *harness) waitEvents(run string, t subjects.EventType, n int) []subjects
 	return evs
 }
 
+// replays are run's decision_accepted events that queued a replay (their
+// verdict says replay): one per replay pass scheduled.
+func (h *harness) replays(run string) []subjects.Event {
+	h.t.Helper()
+	var out []subjects.Event
+	for _, e := range h.events(run, subjects.EventDecisionAccepted) {
+		if e.Verdict != nil && e.Verdict.Replay {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // counter counts calls, safe for concurrent passes.
 type counter struct {
 	mu sync.Mutex

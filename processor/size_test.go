@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/interlockhq/interlock/internal/fault"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/jetstream/jstest"
@@ -72,28 +71,6 @@ func TestOversizedSuspensionRefusedByCoordinator(t *testing.T) {
 	h.waitEvents("run-big", subjects.EventFailed, 1)
 }
 
-// A coordinator that dies after failing the run for an oversized
-// suspension, before its events: the one that takes over finishes them.
-func TestOversizedSuspensionRefusalSurvivesCrash(t *testing.T) {
-	t.Parallel()
-	h := newSizedHarness(t, nil, 256<<10)
-	hook, crashed := fault.Once("outcome-refused-after-record")
-	h.startCoordinator(hook)
-	subject, _ := h.admin.Namespace().Suspended("agent", "run-crash")
-	_, err := h.admin.Publish(h.ctx(), subject, suspensionOf(t, "run-crash", 200<<10), "", nil)
-	require.NoError(t, err)
-	<-crashed
-	h.startCoordinator(nil)
-	evs := h.waitEvents("run-crash", subjects.EventInputRejected, 1)
-	assert.Equal(t, subjects.CodeRecordTooLarge, evs[0].Code)
-	assert.Contains(t, evs[0].Detail, "max payload")
-	assert.NotContains(t, evs[0].Detail, "run record too large: run record too large")
-	h.waitEvents("run-crash", subjects.EventFailed, 1)
-	rec, err := h.client.Run(h.ctx(), "run-crash")
-	require.NoError(t, err)
-	assert.Equal(t, subjects.RunFailed, rec.Status)
-}
-
 // The Go SDK refuses such a suspension before publishing it: the pass ends
 // with ErrSuspensionTooLarge and the run fails with that reason.
 func TestWorkerRefusesOversizedSuspension(t *testing.T) {
@@ -144,30 +121,6 @@ func TestDecisionTooLargeForRecordGetsVerdict(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, subjects.RunSuspended, rec.Status, "the refused decision changed nothing")
 	assert.Nil(t, rec.Interrupts[0].Decision)
-}
-
-// A completion whose result the record cannot take fails the run with a
-// short reason, audited, instead of being retried for ever.
-func TestCompletionTooLargeForRecordFailsRun(t *testing.T) {
-	t.Parallel()
-	h := newBareHarness(t, nil)
-	h.startCoordinator(nil)
-	ns := h.admin.Namespace()
-	subject, _ := ns.Suspended("agent", "run-result")
-	_, err := h.admin.Publish(h.ctx(), subject, suspensionOf(t, "run-result", 200<<10), "", nil)
-	require.NoError(t, err)
-	h.waitFor("run-result", func(r *subjects.Run) bool { return r.Status == subjects.RunSuspended })
-	h.decide("run-result", "big", subjects.StatusResolved, nil)
-	c := subjects.Completion{PassRef: subjects.PassRef{Version: subjects.Version, RunID: "run-result", Agent: "agent", Pass: 1},
-		Result: mustJSON(t, strings.Repeat("r", 900<<10)), CompletedAt: time.Now().UTC()}
-	subject, _ = ns.Completed("agent", "run-result")
-	_, err = h.admin.Publish(h.ctx(), subject, mustJSON(t, c), "", nil)
-	require.NoError(t, err, "the completion itself fits the server")
-	rec := h.waitFor("run-result", func(r *subjects.Run) bool { return r.Status.Terminal() })
-	assert.Equal(t, subjects.RunFailed, rec.Status)
-	assert.Contains(t, rec.Error, "too large to record")
-	evs := h.waitEvents("run-result", subjects.EventInputRejected, 1)
-	assert.Equal(t, subjects.CodeRecordTooLarge, evs[0].Code)
 }
 
 // An expiry whose decision the record cannot take (an onExpiry resolve

@@ -160,7 +160,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		}
 		cons, err := w.client.Consume(ctx, cc, func(ctx context.Context, m *jetstream.Delivery) error { return w.handle(ctx, name, a, m) })
 		if err != nil {
-			w.running.Stop()
+			_ = w.running.Stop(context.WithoutCancel(ctx))
 			return err
 		}
 		w.running.Add(cons)
@@ -185,6 +185,7 @@ func (w *Worker) consumerConfig(agent string, a registered) (jetstream.ConsumeCo
 		Prefetch:     1,
 		Timeout:      a.timeout,
 		TimeoutCause: ErrPassTimeout,
+		StopCause:    ErrWorkerStopped,
 		Logger:       w.cfg.Logger,
 	}, nil
 }
@@ -213,9 +214,9 @@ func (w *Worker) Provision(ctx context.Context) error {
 // their contexts are cancelled (cause ErrWorkerStopped) and Stop returns an
 // error wrapping ctx's without waiting any longer. A pass cut short this
 // way publishes nothing; its work item goes back at once.
-func (w *Worker) Stop(ctx context.Context) error { return w.running.Shutdown(ctx, ErrWorkerStopped) }
+func (w *Worker) Stop(ctx context.Context) error { return w.running.Stop(ctx) }
 
-// Stopped returns a channel closed once Stop or Shutdown has returned.
+// Stopped returns a channel closed once Stop or StopAndCancel has returned.
 func (w *Worker) Stopped() <-chan struct{} { return w.running.Stopped() }
 
 // StopAndCancel cancels the contexts of the passes under way (cause
@@ -223,7 +224,7 @@ func (w *Worker) Stopped() <-chan struct{} { return w.running.Stopped() }
 // bodies to return.
 func (w *Worker) StopAndCancel(ctx context.Context) error {
 	w.running.Cancel(ErrWorkerStopped)
-	return w.running.Shutdown(ctx, ErrWorkerStopped)
+	return w.running.Stop(ctx)
 }
 
 var errAbandoned = errors.New("abandoned by fault injection")

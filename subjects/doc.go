@@ -26,6 +26,7 @@
 //	<prefix>.expired.<agent>.<run>
 //	<prefix>.agui.<agent>.<run>             AG-UI events a pass emits, for the AG-UI bridge
 //	<prefix>.links.mint                     the link service (core NATS request/reply, stored nowhere)
+//	<prefix>.chat.post                      the chat card service (core NATS request/reply, stored nowhere)
 //
 // Workers of every SDK share one durable consumer per agent,
 // [WorkerDurable] (worker_<agent>), filtering [Namespace.AgentWork] (the

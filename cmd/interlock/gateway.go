@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,7 +22,7 @@ import (
 
 func newGateway(g *globals) *cobra.Command {
 	var identities, linkSecretEnv, metricsAddr string
-	var linkTTL time.Duration
+	var linkTTL, stopTimeout time.Duration
 	var web webFlags
 	var sl slackFlags
 	cmd := &cobra.Command{
@@ -34,6 +35,9 @@ publishes each decision as the caller, and the coordinator enforces who may
 decide. Any number of gateways may run behind a load balancer.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkStopTimeout(stopTimeout); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			log, err := g.logger(cmd.ErrOrStderr())
 			if err != nil {
@@ -55,7 +59,7 @@ decide. Any number of gateways may run behind a load balancer.`,
 			if err != nil {
 				return err
 			}
-			return g.runService(ctx, service{Name: "interlock-gateway", URL: g.natsURL, MetricsAddr: metricsAddr, Log: log,
+			return g.runService(ctx, service{Name: "interlock-gateway", URL: g.natsURL, MetricsAddr: metricsAddr, Log: log, StopTimeout: stopTimeout,
 				Start: func(client *jetstream.Client, reg *prometheus.Registry) (stopFunc, error) {
 					return startGateway(client, dir, signer, linkTTL, web.listen, tlsCfg, log, reg, slackCfg)
 				}})
@@ -71,23 +75,33 @@ decide. Any number of gateways may run behind a load balancer.`,
 	cmd.Flags().DurationVar(&linkTTL, "link-ttl", 0, "how long a one-click link lasts (default 24h, at most 720h; never past its interrupt's deadline)")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz here")
 	sl.register(cmd)
+	stopTimeoutFlag(cmd, &stopTimeout)
 	_ = cmd.MarkFlagRequired("identities")
 	return cmd
 }
 
 // slackFlags turn on the Slack interactivity endpoint.
 type slackFlags struct {
-	secretEnv, tokenEnv, team, enterprise, apiURL string
-	emailLookup                                   bool
+	secretEnv, tokenEnv, team, enterprise, apiURL, inboxURL string
+	emailLookup                                             bool
+	channels                                                map[string]string
+	// appTokenEnv names the variable of the app-level token (Socket
+	// Mode); socketConns is how many connections to keep.
+	appTokenEnv string
+	socketConns int
 }
 
 func (f *slackFlags) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.secretEnv, "slack-signing-secret-env", "", "environment variable holding the Slack app's signing secret; turns on POST /v1/slack/interactions (decisions from Slack buttons and forms, as the identity the Slack user maps to: identities: slack)")
-	fs.StringVar(&f.tokenEnv, "slack-bot-token-env", "", "environment variable holding the Slack bot token (xoxb-...): opens the Answer… form (views.open) and updates messages")
+	fs.StringVar(&f.tokenEnv, "slack-bot-token-env", "", "environment variable holding the Slack bot token (xoxb-...): posts the cards (--slack-channel), opens the Answer… form (views.open) and updates messages; only the gateway holds it")
+	fs.StringToStringVar(&f.channels, "slack-channel", nil, "SINK=CHANNEL: post the cards of the notifier's Slack sink SINK (cards: gateway) into channel CHANNEL (C...); repeat per sink. The notifier names the sink, the gateway picks the channel")
+	fs.StringVar(&f.inboxURL, "slack-inbox-url", "", "the gateway's public URL: cards link to the question in its inbox")
 	fs.StringVar(&f.team, "slack-team", "", "the Slack workspace (team id, T...) requests must come from; users of any other are refused")
 	fs.StringVar(&f.enterprise, "slack-enterprise", "", "the Enterprise Grid org (E...) requests must come from, instead of --slack-team")
 	fs.StringVar(&f.apiURL, "slack-api-url", "", "the Slack Web API's base URL (default https://slack.com/api/)")
+	fs.StringVar(&f.appTokenEnv, "slack-app-token-env", "", "environment variable holding the Slack app-level token (xapp-..., scope connections:write): turns on Socket Mode, the clicks and forms received over WebSocket connections the gateway opens to Slack, for a gateway with no public URL; only the gateway holds it")
+	fs.IntVar(&f.socketConns, "slack-socket-connections", 2, "how many Socket Mode connections to keep open (1 to 10; Slack delivers each click on one of them)")
 	fs.BoolVar(&f.emailLookup, "slack-email-lookup", false, "map Slack users no identity names (slack:) by the identities file's email, looked up in Slack (users.lookupByEmail; needs the bot token and users:read.email); trusts whoever administers the workspace to set e-mail addresses")
 }
 
@@ -95,7 +109,7 @@ func (f *slackFlags) register(cmd *cobra.Command) {
 // secret.
 func (f slackFlags) config() (*gateway.SlackConfig, error) {
 	if f.secretEnv == "" {
-		if f.tokenEnv != "" || f.team != "" || f.enterprise != "" {
+		if f.tokenEnv != "" || f.team != "" || f.enterprise != "" || len(f.channels) > 0 || f.appTokenEnv != "" {
 			return nil, usagef("--slack-*: give --slack-signing-secret-env to turn on the Slack endpoint")
 		}
 		return nil, nil
@@ -108,7 +122,10 @@ func (f slackFlags) config() (*gateway.SlackConfig, error) {
 		return nil, usagef("--slack-team or --slack-enterprise: pin the workspace Slack requests come from")
 	}
 	c := &gateway.SlackConfig{SigningSecret: []byte(secret), TeamID: f.team, EnterpriseID: f.enterprise, APIURL: f.apiURL,
-		EmailLookup: f.emailLookup}
+		EmailLookup: f.emailLookup, Channels: f.channels, InboxURL: f.inboxURL}
+	if len(f.channels) > 0 && f.tokenEnv == "" {
+		return nil, usagef("--slack-channel needs --slack-bot-token-env: the gateway posts the cards")
+	}
 	if f.emailLookup && f.tokenEnv == "" {
 		return nil, usagef("--slack-email-lookup needs --slack-bot-token-env: the lookup is a Web API call")
 	}
@@ -116,6 +133,19 @@ func (f slackFlags) config() (*gateway.SlackConfig, error) {
 		if c.BotToken = os.Getenv(f.tokenEnv); c.BotToken == "" {
 			return nil, usagef("--slack-bot-token-env: %s is empty or unset", f.tokenEnv)
 		}
+	}
+	if f.appTokenEnv != "" {
+		// Never the token itself in an error: only its variable.
+		switch c.AppToken = os.Getenv(f.appTokenEnv); {
+		case c.AppToken == "":
+			return nil, usagef("--slack-app-token-env: %s is empty or unset", f.appTokenEnv)
+		case !strings.HasPrefix(c.AppToken, "xapp-"):
+			return nil, usagef("--slack-app-token-env: %s does not hold an app-level token (xapp-...)", f.appTokenEnv)
+		}
+		if f.socketConns < 1 || f.socketConns > 10 {
+			return nil, usagef("--slack-socket-connections %d: give 1 to 10", f.socketConns)
+		}
+		c.SocketConnections = f.socketConns
 	}
 	return c, nil
 }

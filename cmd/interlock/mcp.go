@@ -29,6 +29,7 @@ type mcpFlags struct {
 	origins  []string
 	agent    string
 	poll     time.Duration
+	stop     time.Duration
 }
 
 func (f *mcpFlags) register(cmd *cobra.Command, agent string) {
@@ -39,6 +40,7 @@ func (f *mcpFlags) register(cmd *cobra.Command, agent string) {
 	fs.StringSliceVar(&f.origins, "allow-origin", nil, "with --http: a browser origin (scheme://host[:port]) allowed to call (repeat); others are refused")
 	fs.StringVar(&f.agent, "agent", agent, "the built-in agent's name: its runs, its worker consumer (interlock provision --agent NAME)")
 	fs.DurationVar(&f.poll, "poll", 2*time.Second, "how often a waiting call re-reads its run and sends a progress notification")
+	stopTimeoutFlag(cmd, &f.stop)
 }
 
 func newMCP(g *globals) *cobra.Command {
@@ -71,9 +73,9 @@ and comment. The process also runs that agent's worker. Decisions, expiry,
 the audit trail and notifiers work as for any run. Logs go to stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runMCP(cmd, g, f, func(ctx context.Context, c *jetstream.Client, log *slog.Logger) (*mcp.Server, processor.AgentFunc, func(), error) {
+			return runMCP(cmd, g, f, func(ctx context.Context, c *jetstream.Client, log *slog.Logger) (*mcp.Server, *mcpbridge.Tasks, processor.AgentFunc, func(), error) {
 				s := mcpbridge.NewServe(c, mcpbridge.Config{Agent: f.agent, Poll: f.poll, MaxWait: maxWait, Logger: log})
-				return s.Server(), mcpbridge.ApprovalAgent(), s.Close, nil
+				return s.Server(), s.Tasks(), mcpbridge.ApprovalAgent(), s.Close, nil
 			})
 		},
 	}
@@ -132,18 +134,19 @@ Annotation terms come from the upstream: they may add gating, never remove it.`,
 			if name == "" {
 				name = args[0]
 			}
-			return runMCP(cmd, g, f, func(ctx context.Context, c *jetstream.Client, log *slog.Logger) (*mcp.Server, processor.AgentFunc, func(), error) {
-				up, err := connectUpstream(ctx, upURL, args)
+			return runMCP(cmd, g, f, func(ctx context.Context, c *jetstream.Client, log *slog.Logger) (*mcp.Server, *mcpbridge.Tasks, processor.AgentFunc, func(), error) {
+				relay := mcpbridge.NewRelay()
+				up, err := connectUpstream(ctx, upURL, args, relay.ClientOptions())
 				if err != nil {
-					return nil, nil, nil, err
+					return nil, nil, nil, nil, err
 				}
 				p, err := mcpbridge.NewProxy(ctx, c, up, mcpbridge.ProxyConfig{Config: mcpbridge.Config{Agent: f.agent, Poll: f.poll, Logger: log},
-					Gate: gate, Approvers: approvers, Timeout: timeout, Upstream: name})
+					Gate: gate, Approvers: approvers, Timeout: timeout, Upstream: name, Relay: relay})
 				if err != nil {
 					_ = up.Close()
-					return nil, nil, nil, err
+					return nil, nil, nil, nil, err
 				}
-				return p.Server(), p.Agent(), func() { p.Close(); _ = up.Close() }, nil
+				return p.Server(), p.Tasks(), p.Agent(), func() { p.Close(); _ = up.Close() }, nil
 			})
 		},
 	}
@@ -157,8 +160,9 @@ Annotation terms come from the upstream: they may add gating, never remove it.`,
 }
 
 // connectUpstream connects to the upstream MCP server: url over streamable
-// HTTP, or command spawned and spoken to over stdio.
-func connectUpstream(ctx context.Context, url string, command []string) (*mcp.ClientSession, error) {
+// HTTP, or command spawned and spoken to over stdio; opts handle what the
+// upstream sends (the relay to the proxy's clients).
+func connectUpstream(ctx context.Context, url string, command []string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
 	var t mcp.Transport
 	if url != "" {
 		t = &mcp.StreamableClientTransport{Endpoint: url}
@@ -167,7 +171,7 @@ func connectUpstream(ctx context.Context, url string, command []string) (*mcp.Cl
 		c.Stderr = os.Stderr
 		t = &mcp.CommandTransport{Command: c}
 	}
-	cl := mcp.NewClient(&mcp.Implementation{Name: "interlock-mcp-proxy", Version: "1"}, nil)
+	cl := mcp.NewClient(&mcp.Implementation{Name: "interlock-mcp-proxy", Version: "1"}, opts)
 	cs, err := cl.Connect(ctx, t, nil)
 	if err != nil {
 		return nil, fmt.Errorf("connect to the upstream MCP server: %w", err)
@@ -179,9 +183,12 @@ func connectUpstream(ctx context.Context, url string, command []string) (*mcp.Cl
 // runs the agent's worker, and serves MCP on stdio or --http until the
 // context ends (or, on stdio, the client goes away).
 func runMCP(cmd *cobra.Command, g *globals, f mcpFlags,
-	build func(context.Context, *jetstream.Client, *slog.Logger) (*mcp.Server, processor.AgentFunc, func(), error)) error {
+	build func(context.Context, *jetstream.Client, *slog.Logger) (*mcp.Server, *mcpbridge.Tasks, processor.AgentFunc, func(), error)) error {
 	if err := subjects.ValidateToken("agent", f.agent); err != nil {
 		return usage(err)
+	}
+	if err := checkStopTimeout(f.stop); err != nil {
+		return err
 	}
 	token := ""
 	if f.httpAddr != "" {
@@ -199,7 +206,7 @@ func runMCP(cmd *cobra.Command, g *globals, f mcpFlags,
 	}
 	ctx := cmd.Context()
 	return g.withClient(ctx, g.natsURL, "interlock-mcp", jetstream.Config{}, func(c *jetstream.Client) error {
-		srv, agent, closeSrv, err := build(ctx, c, log)
+		srv, tasks, agent, closeSrv, err := build(ctx, c, log)
 		if err != nil {
 			return err
 		}
@@ -218,7 +225,7 @@ func runMCP(cmd *cobra.Command, g *globals, f mcpFlags,
 		}()
 		if f.httpAddr == "" {
 			log.Info("MCP on stdio", "agent", f.agent)
-			if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+			if err := srv.Run(ctx, tasks.Transport(&mcp.StdioTransport{})); err != nil && ctx.Err() == nil {
 				return err
 			}
 			return nil
@@ -227,17 +234,23 @@ func runMCP(cmd *cobra.Command, g *globals, f mcpFlags,
 		if err != nil {
 			return usagef("--http %s: %w", f.httpAddr, err)
 		}
-		h := mcphttp.Guard(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Logger: log}),
+		h := mcphttp.Guard(tasks.HTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Logger: log})),
 			mcphttp.Config{Token: token, Origins: f.origins, Logger: log})
 		hs := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			<-ctx.Done()
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			sctx, cancel := context.WithTimeout(context.Background(), f.stop)
 			defer cancel()
 			_ = hs.Shutdown(sctx)
 		}()
 		log.Info("MCP over streamable HTTP", "url", "http://"+l.Addr().String(), "agent", f.agent, "token", token != "")
-		if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		err = hs.Serve(l)
+		// Sessions whose clients never ended them (a client that closes
+		// without DELETE) end with the server.
+		for ss := range srv.Sessions() {
+			_ = ss.Close()
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
 		return nil

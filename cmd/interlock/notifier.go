@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
@@ -13,6 +14,7 @@ import (
 
 func newNotifier(g *globals) *cobra.Command {
 	var config, metricsAddr string
+	var stopTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "notifier --config FILE",
 		Short: "Fan suspensions out to webhooks, Slack, e-mail, logs and NATS subjects",
@@ -23,6 +25,9 @@ The configuration is checked at start-up; a mistake is reported with its file
 and line, and the command exits 2. See docs/notifiers.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkStopTimeout(stopTimeout); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			log, err := g.logger(cmd.ErrOrStderr())
 			if err != nil {
@@ -32,7 +37,7 @@ and line, and the command exits 2. See docs/notifiers.md.`,
 			if err != nil {
 				return usage(err)
 			}
-			return g.runService(ctx, service{Name: "interlock-notifier", URL: g.natsURL, MetricsAddr: metricsAddr, Log: log,
+			return g.runService(ctx, service{Name: "interlock-notifier", URL: g.natsURL, MetricsAddr: metricsAddr, Log: log, StopTimeout: stopTimeout,
 				Start: func(client *jetstream.Client, reg *prometheus.Registry) (stopFunc, error) {
 					stop, err := startNotifier(ctx, client, cfg, log, reg)
 					if err == nil {
@@ -44,6 +49,7 @@ and line, and the command exits 2. See docs/notifiers.md.`,
 	}
 	cmd.Flags().StringVar(&config, "config", "", "notifier configuration file (YAML)")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. 127.0.0.1:9464")
+	stopTimeoutFlag(cmd, &stopTimeout)
 	_ = cmd.MarkFlagRequired("config")
 	return cmd
 }

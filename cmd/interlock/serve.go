@@ -120,6 +120,7 @@ func newServe(g *globals) *cobra.Command {
 		provisions  bool
 		topology    time.Duration
 		readyFile   string
+		stopTimeout time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -127,7 +128,8 @@ func newServe(g *globals) *cobra.Command {
 		Long: `serve runs the coordinator: the only writer of run records. With no --nats-url it
 starts an embedded nats-server with JetStream file storage in --data-dir, which
 acknowledges a write only once it is on disk (--sync always). SIGINT or SIGTERM
-stops taking messages, lets the ones under way finish, and exits.
+stops taking messages, lets the ones under way finish (within --stop-timeout,
+then cancels the rest), and exits.
 
 On an open server (the embedded one without --nats-config, or any server
 reached with no NATS user) serve provisions the streams, buckets and
@@ -161,9 +163,12 @@ port 0 waits for the file, then reads where to connect.`,
 			if ackWait < minAckWait {
 				return usagef("--ack-wait %s is shorter than %s", ackWait, minAckWait)
 			}
+			if err := checkStopTimeout(stopTimeout); err != nil {
+				return err
+			}
 			err := runServe(cmd, g, &emb, serveConfig{replicas: replicas, concurrency: concurrency, ackWait: ackWait, notify: notify,
 				metricsAddr: metricsAddr, expiry: expiry, web: web, identities: identities, policies: policies, linkSecretEnv: linkSecret, linkTTL: linkTTL,
-				provision: provisions, topologyInterval: topology, readyFile: readyFile})
+				provision: provisions, topologyInterval: topology, readyFile: readyFile, stopTimeout: stopTimeout})
 			if errors.Is(err, context.Canceled) {
 				// A signal during start-up is a requested stop, not a failure.
 				return nil
@@ -196,6 +201,7 @@ port 0 waits for the file, then reads where to connect.`,
 		"how often to check that the streams and buckets keep what was provisioned (also checked at start; 0: only at start)")
 	f.StringVar(&readyFile, "ready-file", "", "once everything listens, write `PATH` (atomically) with JSON naming the NATS URL, the gateway URL, "+
 		"the metrics URL and the pid; removed at stop (for scripts that start serve on port 0)")
+	stopTimeoutFlag(cmd, &stopTimeout)
 	return cmd
 }
 
@@ -218,6 +224,8 @@ type serveConfig struct {
 	topologyInterval time.Duration
 	// readyFile, when set, is written once everything listens.
 	readyFile string
+	// stopTimeout is the one deadline of the shutdown (--stop-timeout).
+	stopTimeout time.Duration
 }
 
 // readyInfo is what --ready-file holds: where serve listens, and its pid.
@@ -342,7 +350,7 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 		defer os.Remove(sc.readyFile)
 	}
 	return g.runService(ctx, service{Name: "interlock-serve", URL: url, NATS: jetstream.Config{Replicas: sc.replicas},
-		Provision: provisionFn, MetricsAddr: sc.metricsAddr, Log: log, Ready: ready,
+		Provision: provisionFn, MetricsAddr: sc.metricsAddr, Log: log, Ready: ready, StopTimeout: sc.stopTimeout,
 		Start: func(client *jetstream.Client, reg *prometheus.Registry) (stopFunc, error) {
 			cfg := coCfg
 			cfg.Registry = reg

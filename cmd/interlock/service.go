@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
 
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
@@ -31,8 +32,8 @@ type service struct {
 	// in reg, and returns what stops them: stop waits for the work under
 	// way while its context lasts, then cancels what is left.
 	Start func(client *jetstream.Client, reg *prometheus.Registry) (stop stopFunc, err error)
-	// StopTimeout bounds the whole shutdown after SIGINT or SIGTERM;
-	// default DefaultStopTimeout.
+	// StopTimeout bounds the whole shutdown after SIGINT or SIGTERM
+	// (--stop-timeout); default DefaultStopTimeout.
 	StopTimeout time.Duration
 	// MetricsAddr, when set, is where /metrics, /healthz and /readyz are
 	// served.
@@ -51,6 +52,21 @@ type stopFunc func(ctx context.Context) error
 // on SIGINT or SIGTERM before it cancels the rest: what a handler has not
 // acked by then is redelivered to another process.
 const DefaultStopTimeout = 30 * time.Second
+
+// stopTimeoutFlag registers --stop-timeout, the one deadline of a service's
+// shutdown, into d.
+func stopTimeoutFlag(cmd *cobra.Command, d *time.Duration) {
+	cmd.Flags().DurationVar(d, "stop-timeout", DefaultStopTimeout, "on SIGINT or SIGTERM, how long the work under way may finish "+
+		"before it is cancelled: one deadline for every part of the process; what is cancelled is redelivered to another process")
+}
+
+// checkStopTimeout refuses a --stop-timeout that is not positive.
+func checkStopTimeout(d time.Duration) error {
+	if d <= 0 {
+		return usagef("--stop-timeout %s is not positive", d)
+	}
+	return nil
+}
 
 // stopAll is one stopFunc stopping each of stops in reverse order (the last
 // started first), all within one context.

@@ -67,6 +67,8 @@ func observationSubjects(role, run string) []string {
 // stream-wide, so the notifier (and the gateway) published messages with the
 // ids of the coordinator's future entries, and ada's accepted decision, the
 // resumed and the completed entries never reached the stored audit trail.
+// (Coordinators since issue 25 write no resumed entry; the squatted id
+// stays in the list for older ones.)
 // Only the coordinator writes the events stream now; the other roles'
 // observations have a stream of their own.
 func TestAttackRolesSquatAuditEntryIDs(t *testing.T) {
@@ -97,13 +99,13 @@ func TestAttackRolesSquatAuditEntryIDs(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, subjects.RunCompleted, done.Status)
 			// The record is written before its events: wait for them.
-			want := []subjects.EventType{subjects.EventDecisionAccepted, subjects.EventResumed, subjects.EventCompleted}
+			want := []subjects.EventType{subjects.EventDecisionAccepted, subjects.EventCompleted}
 			seen := map[subjects.EventType]bool{}
 			require.Eventually(t, func() bool {
 				for _, ev := range d.events(run) {
 					seen[ev.Type] = true
 				}
-				return seen[want[0]] && seen[want[1]] && seen[want[2]]
+				return seen[want[0]] && seen[want[1]]
 			}, 20*time.Second, 20*time.Millisecond, "the stored audit trail has %v; it has %v", want, seen)
 		})
 	}

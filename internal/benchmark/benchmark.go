@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/interlockhq/interlock/internal/floor"
@@ -34,7 +35,22 @@ type Cycle struct {
 	subs   []*jetstream.Subscription
 	waits  waiter.Set
 	admin  *jetstream.Client
+	hooks  atomic.Pointer[Hooks]
 }
+
+// Hooks are called during Interlock's cycles when set (bench/peers times
+// the resume and marks its fsync counts with them). They must be quick.
+type Hooks struct {
+	// Decide is called with the run id just before its decision is
+	// published.
+	Decide func(run string)
+	// Resumed is called with the run id when the agent runs again after
+	// the decision, before it returns; always before Run returns.
+	Resumed func(run string)
+}
+
+// SetHooks sets the hooks of the cycles from now on (nil: none).
+func (c *Cycle) SetHooks(h *Hooks) { c.hooks.Store(h) }
 
 // New provisions the streams and starts a coordinator and a worker whose
 // agent "bench" asks one question, on the server or cluster cfg names (the
@@ -117,6 +133,11 @@ func newCycle(ctx context.Context, cfg floor.Config, gated bool) (*Cycle, error)
 		if err != nil {
 			return nil, err
 		}
+		if h := c.hooks.Load(); h != nil && h.Resumed != nil {
+			if info, ok := processor.RunOf(ctx); ok {
+				h.Resumed(info.RunID)
+			}
+		}
 		return d.Payload, nil
 	})
 	if err := c.co.Start(ctx); err != nil {
@@ -183,6 +204,9 @@ func (c *Cycle) Run(ctx context.Context, id string) (floor.Phases, error) {
 		return p, err
 	}
 	p.Suspend = time.Since(start)
+	if h := c.hooks.Load(); h != nil && h.Decide != nil {
+		h.Decide(id)
+	}
 	decided := time.Now()
 	if _, err := c.client.Decide(ctx, processor.DecisionRequest{RunID: id,
 		InterruptID: processor.InterruptID(id, "call", 0), Status: subjects.StatusResolved, Payload: true}); err != nil {

@@ -80,20 +80,22 @@ func TestSchemasCompileUnderAjv(t *testing.T) {
 // server sends validates; the pending entry's sensitive flag included.
 func TestSchemasNameEveryGoField(t *testing.T) {
 	types := map[string]reflect.Type{
-		"completion":   reflect.TypeFor[subjects.Completion](),
-		"decision":     reflect.TypeFor[subjects.Decision](),
-		"event":        reflect.TypeFor[subjects.Event](),
-		"failure":      reflect.TypeFor[subjects.Failure](),
-		"interrupt":    reflect.TypeFor[subjects.Interrupt](),
-		"link-reply":   reflect.TypeFor[subjects.LinkReply](),
-		"link-request": reflect.TypeFor[subjects.LinkRequest](),
-		"notice":       reflect.TypeFor[subjects.Notice](),
-		"pending":      reflect.TypeFor[subjects.PendingInterrupt](),
-		"run":          reflect.TypeFor[subjects.Run](),
-		"suspension":   reflect.TypeFor[subjects.Suspension](),
-		"timer":        reflect.TypeFor[subjects.Timer](),
-		"verdict":      reflect.TypeFor[subjects.Verdict](),
-		"work":         reflect.TypeFor[subjects.Work](),
+		"chat-post-reply":   reflect.TypeFor[subjects.ChatPostReply](),
+		"chat-post-request": reflect.TypeFor[subjects.ChatPostRequest](),
+		"completion":        reflect.TypeFor[subjects.Completion](),
+		"decision":          reflect.TypeFor[subjects.Decision](),
+		"event":             reflect.TypeFor[subjects.Event](),
+		"failure":           reflect.TypeFor[subjects.Failure](),
+		"interrupt":         reflect.TypeFor[subjects.Interrupt](),
+		"link-reply":        reflect.TypeFor[subjects.LinkReply](),
+		"link-request":      reflect.TypeFor[subjects.LinkRequest](),
+		"notice":            reflect.TypeFor[subjects.Notice](),
+		"pending":           reflect.TypeFor[subjects.PendingInterrupt](),
+		"run":               reflect.TypeFor[subjects.Run](),
+		"suspension":        reflect.TypeFor[subjects.Suspension](),
+		"timer":             reflect.TypeFor[subjects.Timer](),
+		"verdict":           reflect.TypeFor[subjects.Verdict](),
+		"work":              reflect.TypeFor[subjects.Work](),
 	}
 	for name, typ := range types {
 		data, err := os.ReadFile(filepath.Join(Dir(), name+".schema.json"))

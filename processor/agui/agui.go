@@ -25,6 +25,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/interlockhq/interlock/internal/lifecycle"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/approvers"
@@ -63,13 +64,23 @@ func (e ResumeEntry) payload() json.RawMessage {
 	return e.Payload
 }
 
-// Bridge serves POST /agui/{agent}.
+// Bridge serves POST /agui/{agent} until Stop.
 type Bridge struct {
 	nc      *jetstream.Client
 	client  *processor.Client
 	threads *jetstream.Bucket
 	rules   rules.Set
 	cfg     Config
+
+	// mu guards stopping; requests counts the requests under way, each
+	// of whose contexts ends when base does (Stop's deadline, cause
+	// ErrStopped).
+	mu       sync.Mutex
+	stopping bool
+	requests sync.WaitGroup
+	base     context.Context
+	abort    context.CancelCauseFunc
+	stopped  lifecycle.Stopped
 }
 
 // Config is what a bridge is: who its callers are, where refusals are
@@ -153,7 +164,47 @@ func New(ctx context.Context, nc *jetstream.Client, cfg Config) (*Bridge, error)
 	if cfg.Wait <= 0 {
 		cfg.Wait = 5 * time.Minute
 	}
-	return &Bridge{nc: nc, client: processor.NewClient(nc), threads: threads, cfg: cfg, rules: rules.Set{}}, nil
+	base, abort := context.WithCancelCause(context.Background())
+	return &Bridge{nc: nc, client: processor.NewClient(nc), threads: threads, cfg: cfg, rules: rules.Set{},
+		base: base, abort: abort}, nil
+}
+
+// ErrStopped is the cause the requests still under way are cancelled with
+// when Stop's context ends before they finish: each ends with a RUN_ERROR
+// (code unavailable), and its run goes on; the next request on the thread
+// shows it.
+var ErrStopped = errors.New("AG-UI bridge stopped")
+
+// Stop refuses new requests (503, code unavailable: a load balancer sends
+// them to another gateway) and waits for the requests under way while ctx
+// lasts; when ctx ends first, they are cancelled (cause ErrStopped) and
+// Stop returns an error wrapping ctx's, without waiting any longer
+// (lifecycle.Wait). Stop again is harmless.
+func (b *Bridge) Stop(ctx context.Context) error {
+	b.mu.Lock()
+	b.stopping = true
+	b.mu.Unlock()
+	defer b.stopped.Close()
+	done := make(chan struct{})
+	go func() { b.requests.Wait(); close(done) }()
+	if err := lifecycle.Wait(ctx, done, func() { b.abort(ErrStopped) }); err != nil {
+		return fmt.Errorf("agui: %w", err)
+	}
+	return nil
+}
+
+// Stopped returns a channel closed once Stop has returned.
+func (b *Bridge) Stopped() <-chan struct{} { return b.stopped.C() }
+
+// enter counts a request in, unless the bridge is stopping.
+func (b *Bridge) enter() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopping {
+		return false
+	}
+	b.requests.Add(1)
+	return true
 }
 
 func threadKey(thread string) string {
@@ -223,7 +274,16 @@ func (s *session) fail(code subjects.Code, format string, args ...any) {
 	s.stream.fail(code, "%s", msg)
 }
 
+// ServeHTTP answers one RunAgentInput with an AG-UI event stream.
 func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !b.enter() {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"code":"unavailable","message":"this gateway is stopping; send the request again"}` + "\n"))
+		return
+	}
+	defer b.requests.Done()
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
@@ -265,7 +325,10 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.fail(subjects.CodeAgentNotAllowed, "%s may not run agent %s (the identities file lists the agents each identity may start)", id.Name, s.agent)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), b.cfg.Wait)
+	ctx, stop := context.WithCancelCause(r.Context())
+	defer stop(nil)
+	defer context.AfterFunc(b.base, func() { stop(context.Cause(b.base)) })()
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Wait)
 	defer cancel()
 	b.serve(ctx, s)
 }
@@ -613,6 +676,10 @@ func (b *Bridge) relay(ctx context.Context, s *session, f *feed, run string, tar
 		select {
 		case <-ctx.Done():
 			_ = b.saveThread(s)
+			if errors.Is(context.Cause(ctx), ErrStopped) {
+				s.fail(subjects.CodeUnavailable, "this gateway is stopping; the run goes on, and the next request on the thread shows it")
+				return
+			}
 			s.fail(subjects.CodeUnavailable, "the run did not report back in time; it goes on, and the next request on the thread shows it")
 			return
 		case <-f.wake:

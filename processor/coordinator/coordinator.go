@@ -188,7 +188,7 @@ func (co *Coordinator) consumeConfig(in input) jetstream.ConsumeConfig {
 		Stream: in.stream, Durable: in.durable, FilterSubjects: in.filter, AckWait: co.cfg.AckWait,
 		// Decisions may wait for their suspension to be recorded.
 		MaxDeliver:  50,
-		Concurrency: co.cfg.Concurrency, PartitionKey: byRun, Logger: co.cfg.Logger,
+		Concurrency: co.cfg.Concurrency, PartitionKey: byRun, StopCause: ErrStopped, Logger: co.cfg.Logger,
 	}
 }
 
@@ -247,7 +247,7 @@ func (co *Coordinator) Start(ctx context.Context) error {
 	for _, in := range co.inputs() {
 		cons, err := co.client.Consume(ctx, co.consumeConfig(in), in.handle)
 		if err != nil {
-			_ = co.running.Shutdown(context.WithoutCancel(ctx), ErrStopped)
+			_ = co.running.Stop(context.WithoutCancel(ctx))
 			return err
 		}
 		co.running.Add(cons)
@@ -257,7 +257,7 @@ func (co *Coordinator) Start(ctx context.Context) error {
 		stop, err := co.serveAsks()
 		if err != nil {
 			co.stopWatch()
-			_ = co.running.Shutdown(context.WithoutCancel(ctx), ErrStopped)
+			_ = co.running.Stop(context.WithoutCancel(ctx))
 			return err
 		}
 		co.stopAsks = stop
@@ -303,7 +303,7 @@ func (co *Coordinator) Stop(ctx context.Context) error {
 	if co.stopWatch != nil {
 		co.stopWatch()
 	}
-	if err := co.running.Shutdown(ctx, ErrStopped); err != nil {
+	if err := co.running.Stop(ctx); err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
 	return nil

@@ -20,7 +20,7 @@ var (
 	second    = subjects.Interrupt{ID: "second", Reason: subjects.ReasonToolCall}
 	aliceOnly = subjects.Interrupt{ID: "alice-only", Reason: subjects.ReasonToolCall, Approvers: []string{"alice"}}
 	schemaed  = subjects.Interrupt{ID: "schemaed", Reason: subjects.ReasonToolCall,
-		ResponseSchema: json.RawMessage(`{"type":"object","required":["amount"]}`)}
+		ResponseSchema: json.RawMessage(`{"type":"object","required":["amount"],"properties":{"amount":{"type":"number","maximum":100}}}`)}
 	expiring = subjects.Interrupt{ID: "expiring", Reason: subjects.ReasonToolCall, ExpiresAt: &deadline}
 )
 
@@ -37,6 +37,11 @@ func TestDecisionRejections(t *testing.T) {
 		send func(e *env) *jetstream.Delivery
 		run  string // where its verdict is filed; default r1
 		code subjects.Code
+		// detail is in the verdict's detail, when set.
+		detail string
+		// parsed: the body decoded, so the verdict names its decision and
+		// interrupt (d1, open) for the sender to match it to what it sent.
+		parsed bool
 	}{
 		{name: "subject of another kind", code: subjects.CodeInvalidSubject, run: subjects.NoRun,
 			send: func(e *env) *jetstream.Delivery {
@@ -50,10 +55,26 @@ func TestDecisionRejections(t *testing.T) {
 			send: func(e *env) *jetstream.Delivery {
 				return e.msg(e.must(e.ns.Resume("r1")), []byte(`{"decisionId":`), nil)
 			}},
-		{name: "unsupported version", code: subjects.CodeUnsupportedVersion,
+		{name: "no version", code: subjects.CodeMalformed, parsed: true,
+			send: func(e *env) *jetstream.Delivery {
+				return e.msg(e.must(e.ns.Resume("r1")), []byte(`{"decisionId":"d1","interruptId":"open","status":"resolved"}`), nil)
+			}},
+		{name: "unknown status", code: subjects.CodeMalformed, parsed: true,
+			send: func(e *env) *jetstream.Delivery {
+				return e.msg(e.must(e.ns.Resume("r1")), []byte(`{"version":1,"decisionId":"d1","interruptId":"open","status":"approved"}`), nil)
+			}},
+		{name: "null payload", code: subjects.CodeMalformed, parsed: true,
+			send: func(e *env) *jetstream.Delivery {
+				return e.msg(e.must(e.ns.Resume("r1")), []byte(`{"version":1,"decisionId":"d1","interruptId":"open","status":"resolved","payload":null}`), nil)
+			}},
+		{name: "unknown field", code: subjects.CodeMalformed, parsed: true,
+			send: func(e *env) *jetstream.Delivery {
+				return e.msg(e.must(e.ns.Resume("r1")), []byte(`{"version":1,"decisionId":"d1","interruptId":"open","status":"resolved","paylod":1}`), nil)
+			}},
+		{name: "unsupported version", code: subjects.CodeUnsupportedVersion, parsed: true,
 			send: func(e *env) *jetstream.Delivery {
 				d := resolve("d1", "open", "")
-				d.Version = 99
+				d.Version = 2
 				return e.decision("r1", "", d, "")
 			}},
 		{name: "over the decision size", code: subjects.CodeTooLarge,
@@ -66,7 +87,7 @@ func TestDecisionRejections(t *testing.T) {
 				d.Approver = "alice"
 				return e.decision("r1", "bob", d, "")
 			}},
-		{name: "the expiry's identity claimed", code: subjects.CodeNotAllowed,
+		{name: "the expiry's identity claimed", code: subjects.CodeNotAllowed, detail: "reserved",
 			send: func(e *env) *jetstream.Delivery {
 				d := resolve("d1", "open", "")
 				d.Approver = subjects.ExpiryApprover
@@ -74,6 +95,8 @@ func TestDecisionRejections(t *testing.T) {
 			}},
 		{name: "not an approver of the interrupt", code: subjects.CodeNotAllowed,
 			send: func(e *env) *jetstream.Delivery { return e.decision("r1", "bob", resolve("d1", "alice-only", ""), "") }},
+		{name: "anonymous on an interrupt with approvers", code: subjects.CodeNotAllowed,
+			send: func(e *env) *jetstream.Delivery { return e.decision("r1", "", resolve("d1", "alice-only", ""), "") }},
 		{name: "another identity's decision id", code: subjects.CodeNotAllowed,
 			setup: func(e *env) { e.decide("r1", "bob", resolve("d1", "open", "")) },
 			send:  func(e *env) *jetstream.Delivery { return e.decision("r1", "alice", resolve("d1", "open", ""), "") }},
@@ -96,8 +119,18 @@ func TestDecisionRejections(t *testing.T) {
 				require.NoError(e.t, e.co.handleTimer(ctx(e.t), e.timer("r1", "expiring", subjects.TimerExpire)))
 			},
 			send: func(e *env) *jetstream.Delivery { return e.decision("r1", "", resolve("d1", "expiring", ""), "") }},
-		{name: "payload against the schema", code: subjects.CodeSchemaMismatch,
+		{name: "payload against the schema: a required field missing", code: subjects.CodeSchemaMismatch,
 			send: func(e *env) *jetstream.Delivery { return e.decision("r1", "", resolve("d1", "schemaed", `{}`), "") }},
+		{name: "payload against the schema: a field of the wrong type", code: subjects.CodeSchemaMismatch,
+			send: func(e *env) *jetstream.Delivery {
+				return e.decision("r1", "", resolve("d1", "schemaed", `{"amount":"ten"}`), "")
+			}},
+		{name: "payload against the schema: over the maximum", code: subjects.CodeSchemaMismatch,
+			send: func(e *env) *jetstream.Delivery {
+				return e.decision("r1", "", resolve("d1", "schemaed", `{"amount":1000}`), "")
+			}},
+		{name: "payload against the schema: none", code: subjects.CodeSchemaMismatch,
+			send: func(e *env) *jetstream.Delivery { return e.decision("r1", "", resolve("d1", "schemaed", ""), "") }},
 		{name: "schema check over its budget", code: subjects.CodeSchemaBudget, cfg: Config{SchemaBudget: time.Nanosecond},
 			send: func(e *env) *jetstream.Delivery {
 				return e.decision("r1", "", resolve("d1", "schemaed", `{"amount":1}`), "")
@@ -133,6 +166,12 @@ func TestDecisionRejections(t *testing.T) {
 			v := e.verdictOf(run, m)
 			assert.Equal(t, subjects.OutcomeRejected, v.Outcome)
 			assert.Equal(t, tc.code, v.Code, v.Detail)
+			assert.NotEmpty(t, v.Detail)
+			assert.Contains(t, v.Detail, tc.detail)
+			if tc.parsed {
+				assert.Equal(t, "d1", v.DecisionID, "the verdict names the decision sent")
+				assert.Equal(t, "open", v.InterruptID)
+			}
 			assert.Equal(t, []subjects.Verdict{*v}, e.nats.repliesTo(m.Header.Get(jetstream.HeaderReplyTo)), "the verdict is replied")
 			after := e.state("r1")
 			assert.Equal(t, before.Runs, after.Runs, "the record is unchanged")
@@ -211,6 +250,41 @@ func TestDecisionAnswers(t *testing.T) {
 		assert.Equal(t, subjects.OutcomeAccepted, v.Outcome)
 		assert.Contains(t, v.Detail, "already expired")
 		assert.Equal(t, before.Runs, e.state("r1").Runs)
+	})
+
+	t.Run("accepted where the rejections are not", func(t *testing.T) {
+		t.Parallel()
+		tests := []struct {
+			name     string
+			at       time.Time
+			approver string
+			d        subjects.Decision
+		}{
+			{"a cancel needs no payload that fits the schema", t0, "", cancelled("d1", "schemaed")},
+			{"a listed approver", t0, "alice", resolve("d1", "alice-only", "")},
+			{"a cancel after the deadline, before the expiry fired", deadline, "", cancelled("d1", "expiring")},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				e := newEnv(t, Config{})
+				e.suspend("r1", 0, open, aliceOnly, schemaed, expiring)
+				e.now = tc.at
+				m := e.decision("r1", tc.approver, tc.d, "")
+				require.NoError(t, e.co.handleDecision(ctx(t), m))
+				assert.Equal(t, subjects.OutcomeAccepted, e.verdictOf("r1", m).Outcome)
+				var in *subjects.InterruptState
+				rec := e.record("r1")
+				for i := range rec.Interrupts {
+					if rec.Interrupts[i].ID == tc.d.InterruptID {
+						in = &rec.Interrupts[i]
+					}
+				}
+				require.NotNil(t, in)
+				require.NotNil(t, in.Decision, "recorded")
+				assert.Equal(t, tc.d.Status, in.Decision.Status)
+			})
+		}
 	})
 
 	t.Run("reply outside the sender's inbox", func(t *testing.T) {

@@ -267,7 +267,7 @@ func (e *env) timer(run, interrupt string, kind subjects.TimerKind) *jetstream.D
 
 // state is what a coordinator leaves behind, for comparing a run with
 // crashes against one without: the records, the pending index, every
-// event and every message, each by what it is.
+// event (with its detail) and every message, each by what it is.
 type state struct {
 	Runs     []string
 	Pending  []string
@@ -288,7 +288,7 @@ func (e *env) state(runs ...string) state {
 		}
 		s.Runs = append(s.Runs, run+" "+string(rec.Status)+" pass "+strconv.Itoa(rec.Pass)+" "+strings.Join(decided, ","))
 		for _, ev := range e.events(run) {
-			s.Events = append(s.Events, run+" "+string(ev.Type)+" "+string(ev.Code)+" "+strings.Join(ev.InterruptIDs, ","))
+			s.Events = append(s.Events, run+" "+string(ev.Type)+" "+string(ev.Code)+" "+strings.Join(ev.InterruptIDs, ",")+" "+ev.Detail)
 		}
 	}
 	pending, err := store.AllPending(ctx(e.t), e.st)

@@ -31,6 +31,8 @@ func TestInputRejections(t *testing.T) {
 		kept bool
 		// status is r1's status after, when set.
 		status subjects.RunStatus
+		// failure is in r1's error after, when set.
+		failure string
 	}{
 		{name: "outcome on an unparsable subject", code: subjects.CodeInvalidSubject, run: subjects.NoRun,
 			send: func(e *env) (*jetstream.Delivery, error) {
@@ -101,6 +103,7 @@ func TestInputRejections(t *testing.T) {
 				return m, e.co.handleOutcome(ctx(e.t), m)
 			}},
 		{name: "completion the record cannot take", code: subjects.CodeRecordTooLarge, status: subjects.RunFailed,
+			failure: "too large to record",
 			setup: func(e *env) {
 				e.suspend("r1", 0, open)
 				e.decide("r1", "", resolve("d1", "open", ""))
@@ -158,6 +161,9 @@ func TestInputRejections(t *testing.T) {
 			assert.Equal(t, []subjects.Code{tc.code}, codes, "audited once with its code")
 			if tc.status != "" {
 				assert.Equal(t, tc.status, e.record("r1").Status)
+			}
+			if tc.failure != "" {
+				assert.Contains(t, e.record("r1").Error, tc.failure)
 			}
 		})
 	}

@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"encoding/json"
-	"strconv"
 
 	"github.com/interlockhq/interlock/internal/trace"
 	"github.com/interlockhq/interlock/jetstream"
@@ -12,10 +11,13 @@ import (
 )
 
 // replay is where a decision turns into the replay pass. When st's decision
-// was the last one its pass waited for, it returns the messages that start
-// the replay: the work item, carrying every decision and journaled step,
-// while it is still due (a redelivery may find the run already moved on),
-// and the resumed event. Both are deduplicated per pass.
+// was the last one its pass waited for, it returns the work item that
+// starts the replay, carrying every decision and journaled step, while it
+// is still due (a redelivery may find the run already moved on); the work
+// item is deduplicated per pass. The decision's own decision_accepted
+// event, whose verdict says replay, is the audit entry for the replay
+// being queued: no resumed event is written (issue 25; docs/protocol.md,
+// "Proposed for the next protocol version").
 func (co *Coordinator) replay(rec *subjects.Run, st subjects.InterruptState) (fx store.Effects, replay bool, err error) {
 	if !rules.CompletesPass(rec, st) {
 		return fx, false, nil
@@ -27,8 +29,6 @@ func (co *Coordinator) replay(rec *subjects.Run, st subjects.InterruptState) (fx
 		}
 		fx.Messages = append(fx.Messages, w)
 	}
-	fx.Events = append(fx.Events, co.newEvent(subjects.Event{Type: subjects.EventResumed, RunID: rec.RunID, Agent: rec.Agent,
-		Pass: st.Pass + 1}, "pass"+strconv.Itoa(st.Pass+1)))
 	return fx, true, nil
 }
 

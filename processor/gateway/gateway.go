@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +30,7 @@ import (
 	"github.com/interlockhq/interlock/processor/agui"
 	"github.com/interlockhq/interlock/processor/approvers"
 	"github.com/interlockhq/interlock/processor/authz"
+	"github.com/interlockhq/interlock/processor/chat/slack"
 	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/processor/schema"
 	"github.com/interlockhq/interlock/subjects"
@@ -83,8 +85,22 @@ type Gateway struct {
 	logins    *limiter
 	refusals  *limiter
 	stopMint  func()
+	// stopChat stops the chat card service (nil without Slack cards).
+	stopChat func()
+	// seal signs the buttons of the Slack cards the gateway draws.
+	seal slack.Seal
+	// crash, in tests, abandons work at a named point (a crash).
+	crash atomic.Pointer[func(point string) bool]
+	// lease is how long a Slack post's intent is its gateway's (postLease;
+	// tests shorten it to take over after a crash).
+	lease atomic.Int64
 	// stopFollow stops following Slack messages (nil without Slack).
 	stopFollow func()
+	// bridge serves AG-UI; Stop and Close stop it.
+	bridge *agui.Bridge
+	// stopSocket closes the Slack Socket Mode connections (nil without an
+	// app token).
+	stopSocket func()
 	// base ends the work the gateway does after answering (Slack clicks);
 	// Close cancels it and waits for background.
 	base       context.Context
@@ -169,11 +185,13 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 	g := &Gateway{cfg: cfg, nc: c, client: processor.NewClient(c), mux: http.NewServeMux(), usedLinks: used,
 		sessions: sessions, logins: newLimiter(cfg.LoginFailures), refusals: newLimiter(cfg.DecisionRefusals),
 		stopped: make(chan struct{})}
+	g.lease.Store(int64(postLease))
 	g.base, g.stop = context.WithCancel(context.Background())
 	if cfg.Slack != nil {
 		if err := cfg.Slack.check(); err != nil {
 			return nil, err
 		}
+		g.seal = slack.NewSeal(cfg.Slack.SigningSecret)
 		g.mux.HandleFunc("POST /v1/slack/interactions", g.slackInteraction)
 	}
 	g.handler = g.guard(g.mux)
@@ -195,6 +213,7 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 	if err != nil {
 		return nil, err
 	}
+	g.bridge = bridge
 	g.mux.HandleFunc("POST /agui/{agent}", g.auth(bridge.ServeHTTP))
 	g.mux.HandleFunc("GET /v1/stream", g.auth(g.stream))
 	g.mux.HandleFunc("GET /v1/me", g.auth(func(w http.ResponseWriter, r *http.Request) { whoAmI(w, identityOf(r)) }))
@@ -212,6 +231,18 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 	}
 	if cfg.Slack != nil && cfg.Slack.BotToken != "" {
 		if err := g.followSlack(); err != nil {
+			g.Close()
+			return nil, err
+		}
+		if len(cfg.Slack.Channels) > 0 {
+			if err := g.serveChat(); err != nil {
+				g.Close()
+				return nil, err
+			}
+		}
+	}
+	if cfg.Slack != nil && cfg.Slack.AppToken != "" {
+		if err := g.serveSlackSocket(); err != nil {
 			g.Close()
 			return nil, err
 		}

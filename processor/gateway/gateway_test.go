@@ -42,6 +42,7 @@ type env struct {
 	srv    *httptest.Server
 	dir    *approvers.Directory
 	signer *links.Signer
+	gw     *Gateway
 }
 
 // newEnv runs a coordinator, a worker whose agent "gate" asks with the
@@ -113,7 +114,7 @@ identities:
 	hs.Config = gw.Server()
 	hs.Start()
 	t.Cleanup(hs.Close)
-	return &env{t: t, nc: nc, client: processor.NewClient(nc), srv: hs, dir: dir, signer: signer}
+	return &env{t: t, nc: nc, client: processor.NewClient(nc), srv: hs, dir: dir, signer: signer, gw: gw}
 }
 
 func (e *env) suspend(input map[string]any) (string, string) {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -58,6 +57,11 @@ func (g *Gateway) serveLinks() error {
 // stops with its server.
 func (g *Gateway) Close() {
 	g.stopListening()
+	if g.bridge != nil {
+		ended, end := context.WithCancel(context.Background())
+		end()
+		_ = g.bridge.Stop(ended) // cancels the AG-UI requests under way
+	}
 	g.stop()
 	g.background.Wait()
 	g.stoppedOnce.Do(func() { close(g.stopped) })
@@ -69,33 +73,45 @@ var ErrStopped = errors.New("gateway stopped")
 
 // Stop stops serving the link service (ending the requests under way, as
 // Close does), then waits while ctx lasts for the work left after
-// answering Slack; when ctx ends first, that work is cancelled, Stop waits
-// for it to return and returns an error wrapping ctx's. Shut the HTTP
-// server down first (Server), so that no request starts more work.
+// answering Slack and for the AG-UI requests under way (agui.Bridge.Stop);
+// when ctx ends first, that work is cancelled, Stop waits for the Slack
+// work to return and returns an error wrapping ctx's. Shut the HTTP server
+// down first (Server), so that no request starts more work.
 func (g *Gateway) Stop(ctx context.Context) error {
 	g.stopListening()
 	defer g.stoppedOnce.Do(func() { close(g.stopped) })
+	var bridged error
+	if g.bridge != nil {
+		bridged = g.bridge.Stop(ctx)
+	}
 	done := make(chan struct{})
 	go func() { g.background.Wait(); close(done) }()
 	select {
 	case <-done:
 		g.stop()
-		return nil
+		return bridged
 	case <-ctx.Done():
 		g.stop()
 		<-done
-		return fmt.Errorf("gateway: work still under way: %w", context.Cause(ctx))
+		return errors.Join(bridged, fmt.Errorf("gateway: work still under way: %w", context.Cause(ctx)))
 	}
 }
 
-// stopListening stops the link service and the Slack follower: the work
-// that comes from NATS rather than from HTTP requests.
+// stopListening stops the link service, the chat card service, the
+// Slack follower and the Socket Mode connections: the work that comes from
+// NATS or Slack rather than from HTTP requests.
 func (g *Gateway) stopListening() {
 	if g.stopMint != nil {
 		g.stopMint()
 	}
+	if g.stopChat != nil {
+		g.stopChat()
+	}
 	if g.stopFollow != nil {
 		g.stopFollow()
+	}
+	if g.stopSocket != nil {
+		g.stopSocket()
 	}
 }
 
@@ -118,24 +134,13 @@ func (g *Gateway) mint(ctx context.Context, data []byte) subjects.LinkReply {
 		return g.mintRefused(ctx, req, subjects.CodeLinkNotRouted, "",
 			fmt.Sprintf("sink %s reaches nobody the gateway sends links to (identities: links)", req.Sink))
 	}
-	wait, cancel := context.WithTimeout(ctx, recordWait)
-	defer cancel()
-	has := func(r *subjects.Run) int {
-		return slices.IndexFunc(r.Interrupts, func(in subjects.InterruptState) bool { return in.ID == req.InterruptID })
-	}
-	rec, err := g.client.Wait(wait, req.RunID, func(r *subjects.Run) bool { return has(r) >= 0 })
-	if err != nil && wait.Err() != nil && ctx.Err() == nil {
-		// Waited long enough: what the record says now decides.
-		rec, err = g.client.Run(ctx, req.RunID)
-	}
+	rec, i, err := g.interruptOf(ctx, req.RunID, req.InterruptID)
 	switch {
 	case errors.Is(err, processor.ErrRunNotFound):
 		return g.mintRefused(ctx, req, subjects.CodeUnknownRun, p.Name, "no such run")
 	case err != nil:
 		return subjects.LinkReply{Code: subjects.CodeUnavailable, Detail: err.Error()}
-	}
-	i := has(rec)
-	if i < 0 {
+	case i < 0:
 		return g.mintRefused(ctx, req, subjects.CodeUnknownInterrupt, p.Name, "the run has no such interrupt")
 	}
 	in := rec.Interrupts[i]

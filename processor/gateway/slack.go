@@ -20,9 +20,12 @@ import (
 )
 
 // SlackConfig turns on the Slack interactivity endpoint,
-// POST /v1/slack/interactions: clicks on the buttons of the notifier's
-// Slack messages and submissions of the "Answer…" form decide as the
-// identity the clicking Slack user maps to (identities: slack).
+// POST /v1/slack/interactions: clicks on the buttons of the cards the
+// gateway posted and submissions of the "Answer…" form decide as the
+// identity the clicking Slack user maps to (identities: slack). With a bot
+// token and Channels, the gateway also serves the chat card service
+// (subjects.ChatPost): it alone posts the cards, for the notifier's Slack
+// sinks.
 type SlackConfig struct {
 	// SigningSecret is the Slack app's signing secret. Required.
 	SigningSecret []byte
@@ -31,9 +34,17 @@ type SlackConfig struct {
 	// EnterpriseID pins an Enterprise Grid org (E...) instead. One is
 	// required.
 	TeamID, EnterpriseID string
-	// BotToken (xoxb-...) opens the "Answer…" form (views.open) and
-	// updates messages after a form decides; without it the form is off.
+	// BotToken (xoxb-...) posts the cards, opens the "Answer…" form
+	// (views.open) and updates messages once decided; without it the
+	// gateway posts nothing and the form is off. Only the gateway holds it.
 	BotToken string
+	// Channels maps each notifier Slack sink the gateway posts cards for
+	// to its channel id (C...); a sink it does not list gets nothing
+	// (chat_not_routed). The notifier names the sink, never the channel.
+	Channels map[string]string
+	// InboxURL, when set, is the gateway's public URL: cards link to the
+	// interrupt in its inbox.
+	InboxURL string
 	// APIURL is the Web API's base; default slack.DefaultAPIURL.
 	APIURL string
 	// ResponseURLPrefix is what every response URL must start with;
@@ -45,6 +56,18 @@ type SlackConfig struct {
 	// (scope users:read.email, the bot token), cached. Off by default: it
 	// trusts whoever administers the workspace to set e-mail addresses.
 	EmailLookup bool
+	// AppToken, an app-level token (xapp-..., scope connections:write),
+	// turns on Socket Mode: the gateway opens WebSocket connections to
+	// Slack (apps.connections.open) and receives the clicks and forms on
+	// them, with no public URL; they are handled as the endpoint's are.
+	// Only the gateway holds it.
+	AppToken string
+	// SocketConnections is how many Socket Mode connections are kept
+	// open; default 2 (Slack delivers each envelope on one of them).
+	SocketConnections int
+	// SocketBackoff is the first wait before a failed Socket Mode
+	// connection is opened again (doubling to 30s); default 1s.
+	SocketBackoff time.Duration
 	// Now is the clock the five-minute window is checked against; nil:
 	// time.Now.
 	Now func() time.Time
@@ -63,6 +86,20 @@ func (c *SlackConfig) check() error {
 		return errors.New("slack: the signing secret is required")
 	case c.TeamID == "" && c.EnterpriseID == "":
 		return errors.New("slack: pin the workspace: a team id (T...) or an enterprise id (E...) is required")
+	case len(c.Channels) > 0 && c.BotToken == "":
+		return errors.New("slack: posting cards into channels needs the bot token")
+	case c.AppToken != "" && !strings.HasPrefix(c.AppToken, "xapp-"):
+		return errors.New("slack: the Socket Mode token must be an app-level token (xapp-...)")
+	case c.SocketConnections < 0 || c.SocketConnections > 10:
+		return fmt.Errorf("slack: %d Socket Mode connections: between 1 and 10", c.SocketConnections)
+	}
+	for sink, ch := range c.Channels {
+		if err := subjects.ValidateToken("sink", sink); err != nil {
+			return fmt.Errorf("slack: channel of sink %q: %w", sink, err)
+		}
+		if ch == "" {
+			return fmt.Errorf("slack: sink %s maps to no channel", sink)
+		}
 	}
 	if c.ResponseURLPrefix == "" {
 		c.ResponseURLPrefix = "https://hooks.slack.com/"
@@ -120,15 +157,13 @@ func (g *Gateway) slackInteraction(w http.ResponseWriter, r *http.Request) {
 	// is the same request again.
 	sum := sha256.Sum256([]byte(sig))
 	replayKey := slackReplayPrefix + hex.EncodeToString(sum[:16])
-	first, err := g.usedLinks.Mark(r.Context(), replayKey, []byte(r.Header.Get(slack.HeaderTimestamp)))
+	first, err := g.slackFirst(r.Context(), replayKey, []byte(r.Header.Get(slack.HeaderTimestamp)), addr)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, subjects.CodeUnavailable, "the request could not be recorded: %v", err)
 		return
 	}
 	if !first {
 		// Answered 200 with nothing: Slack shows no error, nothing happens.
-		g.audit(r.Context(), subjects.NoRun, subjects.CodeChatReplayed, "", "a Slack request already handled came again",
-			addr, "slack interaction")
 		w.WriteHeader(http.StatusOK)
 		return
 	}
@@ -137,25 +172,48 @@ func (g *Gateway) slackInteraction(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, subjects.CodeBadRequest, "", err.Error())
 		return
 	}
+	if answer := g.slackHandle(r.Context(), in, replayKey, addr); answer != nil {
+		writeJSON(w, http.StatusOK, answer)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// slackFirst marks key (a Slack request or envelope) handled and reports
+// whether it is new; one seen before is audited chat_replayed.
+func (g *Gateway) slackFirst(ctx context.Context, key string, value []byte, addr string) (bool, error) {
+	first, err := g.usedLinks.Mark(ctx, key, value)
+	if err != nil || first {
+		return first, err
+	}
+	g.audit(ctx, subjects.NoRun, subjects.CodeChatReplayed, "", "a Slack request already handled came again",
+		addr, "slack interaction")
+	return false, nil
+}
+
+// slackHandle is what the HTTP endpoint and Socket Mode both do with an
+// interaction, once its transport has proved it Slack's (the request
+// signature; the connection the app token opened) and new (replayKey
+// marked once): the workspace pin, then the click or the form, with the
+// same checks. It returns the body of the answer to Slack (a form's
+// response_action), nil for none; a click is decided after the answer.
+func (g *Gateway) slackHandle(ctx context.Context, in *slack.Interaction, replayKey, addr string) map[string]any {
 	if !g.slackPinned(in) {
 		detail := fmt.Sprintf("Slack user %s of workspace %s (team %s, enterprise %q) is outside the pinned workspace",
 			in.User.ID, in.UserTeam(), in.Team.ID, in.EnterpriseID())
-		g.audit(r.Context(), subjects.NoRun, subjects.CodeChatWorkspace, "", detail, addr, slackRequest(in))
+		g.audit(ctx, subjects.NoRun, subjects.CodeChatWorkspace, "", detail, addr, slackRequest(in))
 		g.slackLater(func(ctx context.Context) {
 			g.slackEphemeral(ctx, in, "This workspace cannot decide Interlock requests here. Nothing was decided.")
 		})
-		w.WriteHeader(http.StatusOK)
-		return
+		return nil
 	}
 	switch in.Type {
 	case slack.TypeBlockActions:
-		w.WriteHeader(http.StatusOK)
 		g.slackLater(func(ctx context.Context) { g.slackAction(ctx, in, replayKey, addr) })
 	case slack.TypeViewSubmission:
-		g.slackSubmission(w, r, in, replayKey, addr)
-	default:
-		w.WriteHeader(http.StatusOK)
+		return g.slackSubmission(ctx, in, replayKey, addr)
 	}
+	return nil
 }
 
 // slackRequest names an interaction for the audit trail.
@@ -268,14 +326,38 @@ func alreadyDecided(st subjects.InterruptState) string {
 	return text + ". Nothing changed."
 }
 
-// slackAction handles a click, after Slack has its answer.
+// slackAction handles a click, after Slack has its answer. The click
+// counts only when the button's value is one the gateway signed for the
+// action clicked and the channel it came from, on a message the gateway
+// recorded posting for that interrupt; else chat_forged, audited, nothing
+// decided. The action is the clicked button's action_id, which the value
+// is bound to.
 func (g *Gateway) slackAction(ctx context.Context, in *slack.Interaction, replayKey, addr string) {
-	action, ref, err := in.Action()
+	action, value, on, err := in.Clicked()
+	if err == nil && action == slack.ActionInbox {
+		return // a link to the inbox: Slack opened it
+	}
+	var ref slack.Ref
+	if err == nil {
+		ref, err = g.seal.Open(value, action, on.Channel)
+	}
+	if err == nil {
+		err = g.slackPosted(ctx, ref, on)
+		if err != nil && !errors.Is(err, slack.ErrForged) {
+			g.slackEphemeral(ctx, in, "Interlock could not check this card ("+err.Error()+"). Click again: it counts once.")
+			return
+		}
+	}
+	if errors.Is(err, slack.ErrForged) {
+		g.slackForged(ctx, in, ref, addr, err)
+		return
+	}
 	if err != nil {
 		g.audit(ctx, subjects.NoRun, subjects.CodeBadRequest, "", err.Error(), addr, slackRequest(in))
 		g.slackEphemeral(ctx, in, "Interlock did not understand that click. Nothing was decided.")
 		return
 	}
+	ref.Channel, ref.TS = on.Channel, on.TS
 	rec, st, id, refusal := g.slackTarget(ctx, in, ref, addr)
 	if refusal != "" {
 		if rec != nil && st.Decision != nil {
@@ -381,7 +463,7 @@ func (g *Gateway) slackOpenForm(ctx context.Context, in *slack.Interaction, ref 
 		g.slackEphemeral(ctx, in, "Answer this request in the inbox: this gateway has no Slack bot token to open the form.")
 		return
 	}
-	view, err := slack.Modal(st.Message, st.ResponseSchema, ref.Metadata())
+	view, err := slack.Modal(st.Message, st.ResponseSchema, g.seal.Metadata(ref))
 	if err != nil {
 		g.slackEphemeral(ctx, in, "This answer does not fit a Slack form; answer it in the inbox. ("+err.Error()+")")
 		return
@@ -397,19 +479,21 @@ func (g *Gateway) slackOpenForm(ctx context.Context, in *slack.Interaction, ref 
 // coordinator's validator before Slack's three seconds are out: errors are
 // shown in the form (response_action: errors). A good answer closes the
 // form and is decided after.
-func (g *Gateway) slackSubmission(w http.ResponseWriter, r *http.Request, in *slack.Interaction, replayKey, addr string) {
+func (g *Gateway) slackSubmission(ctx context.Context, in *slack.Interaction, replayKey, addr string) map[string]any {
 	if in.View == nil || in.View.CallbackID != slack.CallbackAnswer {
-		w.WriteHeader(http.StatusOK)
-		return
+		return nil
 	}
-	ref, err := slack.ParseMetadata(in.View.PrivateMetadata)
+	ref, err := g.seal.OpenMetadata(in.View.PrivateMetadata)
+	if errors.Is(err, slack.ErrForged) {
+		g.slackForged(ctx, in, ref, addr, err)
+		return map[string]any{"response_action": "errors", "errors": map[string]string{in.View.Blocks()[0]: slackForgedText}}
+	}
 	if err != nil {
-		g.audit(r.Context(), subjects.NoRun, subjects.CodeBadRequest, "", err.Error(), addr, slackRequest(in))
-		writeJSON(w, http.StatusOK, map[string]any{"response_action": "errors",
-			"errors": map[string]string{slack.AnswerBlock: "Interlock did not understand this form."}})
-		return
+		g.audit(ctx, subjects.NoRun, subjects.CodeBadRequest, "", err.Error(), addr, slackRequest(in))
+		return map[string]any{"response_action": "errors",
+			"errors": map[string]string{slack.AnswerBlock: "Interlock did not understand this form."}}
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	_, st, id, refusal := g.slackTarget(ctx, in, ref, addr)
 	fields := slack.Fields(st.ResponseSchema)
@@ -417,8 +501,7 @@ func (g *Gateway) slackSubmission(w http.ResponseWriter, r *http.Request, in *sl
 		// Errors must name a block the form has: the refused user may not
 		// see the schema, so take the form's own.
 		fields = in.View.Blocks()
-		writeJSON(w, http.StatusOK, map[string]any{"response_action": "errors", "errors": map[string]string{fields[0]: refusal}})
-		return
+		return map[string]any{"response_action": "errors", "errors": map[string]string{fields[0]: refusal}}
 	}
 	payload, errs := slack.Answer(st.ResponseSchema, in.View)
 	if len(errs) == 0 {
@@ -430,12 +513,56 @@ func (g *Gateway) slackSubmission(w http.ResponseWriter, r *http.Request, in *sl
 		}
 	}
 	if len(errs) > 0 {
-		writeJSON(w, http.StatusOK, map[string]any{"response_action": "errors", "errors": errs})
-		return
+		return map[string]any{"response_action": "errors", "errors": errs}
 	}
-	w.WriteHeader(http.StatusOK)
 	g.slackLater(func(ctx context.Context) {
 		g.slackDecide(ctx, in, ref, st, id, processor.DecisionRequest{RunID: ref.Run, InterruptID: ref.Interrupt,
 			Status: subjects.StatusResolved, Payload: payload, Approver: id.Name, Via: slackViaTag, DecisionID: replayKey})
 	})
+	return nil
+}
+
+// slackForgedText is what a click or form on a forged card is told.
+const slackForgedText = "Interlock did not post this message for this request, so it decides nothing. Nothing was decided."
+
+// cardWait bounds how long a click waits for its card's record: a card is
+// recorded just after Slack answers its post, and a click may come first.
+const cardWait = 5 * time.Second
+
+// slackPosted checks that on is a card the gateway posted for ref's
+// interrupt (ErrForged otherwise), re-reading the card list for up to
+// cardWait while it is not there.
+func (g *Gateway) slackPosted(ctx context.Context, ref slack.Ref, on slack.Posted) error {
+	wait, cancel := context.WithTimeout(ctx, cardWait)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		cards, _, err := g.slackCards(wait, ref.Run, ref.Interrupt)
+		switch {
+		case err == nil && slices.Contains(cards, on):
+			return nil
+		case err != nil && wait.Err() == nil:
+			return err
+		}
+		select {
+		case <-tick.C:
+		case <-wait.Done():
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("%w: message %s in %s is not a card the gateway posted for %s", slack.ErrForged, on.TS, on.Channel, ref.Value())
+		}
+	}
+}
+
+// slackForged audits a click or form on a message the gateway did not
+// draw for what it names, as the identity the user maps to (if any), and
+// tells the user.
+func (g *Gateway) slackForged(ctx context.Context, in *slack.Interaction, ref slack.Ref, addr string, err error) {
+	id, _ := g.slackIdentity(ctx, in.UserTeam(), in.User.ID)
+	g.audit(ctx, ref.Run, subjects.CodeChatForged, id.Name, err.Error(), addr, slackRequest(in)+" "+ref.Value())
+	if in.Type == slack.TypeBlockActions {
+		g.slackEphemeral(ctx, in, slackForgedText)
+	}
 }

@@ -6,12 +6,14 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/interlockhq/interlock/internal/wireschema"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/chat/slack"
@@ -35,7 +37,7 @@ func newSlackEnv(t *testing.T, set ...func(*SlackConfig)) *slackEnv {
 	fake := slacktest.New(t, "xoxb-test")
 	e := newEnvWith(t, func(c *Config) {
 		c.Slack = &SlackConfig{SigningSecret: slackSecret, TeamID: "T0TEAM", BotToken: "xoxb-test",
-			APIURL: fake.APIURL(), ResponseURLPrefix: fake.URL + "/respond/"}
+			Channels: map[string]string{slackSink: "C0CHAN"}, APIURL: fake.APIURL(), ResponseURLPrefix: fake.URL + "/respond/"}
 		for _, f := range set {
 			f(c.Slack)
 		}
@@ -52,12 +54,63 @@ func (e *slackEnv) send(req *http.Request) (int, string) {
 	return resp.StatusCode, body
 }
 
-// click has user of team click action on run/interrupt; Slack's answers go
-// to the response URL named respond.
+// slackSink is the notifier sink the test gateways post cards for, into
+// channel C0CHAN.
+const slackSink = "chat-sink"
+
+// post asks the gateway's chat card service, as the notifier does, for the
+// message of kind about run's interrupt through sink, under key.
+func (e *env) post(sink, kind, key, run, interrupt string) subjects.ChatPostReply {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	req, _ := json.Marshal(subjects.ChatPostRequest{Version: subjects.Version, RunID: run, InterruptID: interrupt,
+		Sink: sink, Kind: kind, Key: key})
+	require.NoError(e.t, wireschema.Validate("chat-post-request", req))
+	data, err := e.nc.Request(ctx, e.nc.Namespace().ChatPost(), req)
+	require.NoError(e.t, err)
+	require.NoError(e.t, wireschema.Validate("chat-post-reply", data), string(data))
+	var reply subjects.ChatPostReply
+	require.NoError(e.t, json.Unmarshal(data, &reply))
+	return reply
+}
+
+// message is the message the fake holds at ts.
+func (e *slackEnv) message(ts string) slacktest.Posted {
+	e.t.Helper()
+	for _, m := range e.fake.Messages() {
+		if m.TS == ts {
+			return m
+		}
+	}
+	e.t.Fatalf("no message at %s", ts)
+	return slacktest.Posted{}
+}
+
+// card has the gateway post the card of run's interrupt (once: the same
+// key again is the same post) and returns it as the fake holds it.
+func (e *slackEnv) card(run, interrupt string) slacktest.Posted {
+	e.t.Helper()
+	r := e.post(slackSink, subjects.ChatNew, "new-"+run, run, interrupt)
+	require.Empty(e.t, r.Code, r.Detail)
+	return e.message(r.TS)
+}
+
+// clickPayload has user of team click action on the card of
+// run/interrupt, with the value the gateway signs for it (also for a
+// button the card does not show); Slack's answers go to the response URL
+// named respond.
+func (e *slackEnv) clickPayload(team, user, action, run, interrupt, respond string) map[string]any {
+	e.t.Helper()
+	c := e.card(run, interrupt)
+	v := slack.NewSeal(slackSecret).Value(slack.Ref{Run: run, Interrupt: interrupt}, action, c.Channel)
+	return slacktest.Click(team, user, action, v, c.Channel, c.TS, e.fake.ResponseURL(respond))
+}
+
+// click sends clickPayload, signed.
 func (e *slackEnv) click(team, user, action, run, interrupt, respond string) (int, string) {
 	e.t.Helper()
-	return e.send(e.signer.Request(e.t, e.url(), slacktest.Click(team, user, action,
-		slack.Ref{Run: run, Interrupt: interrupt}.Value(), "C0CHAN", "1700000000.000100", e.fake.ResponseURL(respond))))
+	return e.send(e.signer.Request(e.t, e.url(), e.clickPayload(team, user, action, run, interrupt, respond)))
 }
 
 // responses waits for n posts to the response URL respond.
@@ -178,8 +231,7 @@ func TestSlackReplayWithinWindow(t *testing.T) {
 	t.Parallel()
 	e := newSlackEnv(t)
 	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "refund?"})
-	req := e.signer.Request(t, e.url(), slacktest.Click("T0TEAM", "U0ADA", slack.ActionDeny,
-		slack.Ref{Run: run, Interrupt: id}.Value(), "C0CHAN", "1.1", e.fake.ResponseURL("once")))
+	req := e.signer.Request(t, e.url(), e.clickPayload("T0TEAM", "U0ADA", slack.ActionDeny, run, id, "once"))
 	raw, _ := io.ReadAll(req.Body)
 	again := func() *http.Request {
 		r, _ := http.NewRequest(http.MethodPost, req.URL.String(), strings.NewReader(string(raw)))
@@ -208,8 +260,7 @@ func TestSlackOtherWorkspace(t *testing.T) {
 	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "refund?"})
 	status, _ := e.click("T0OTHER", "U0ADA", slack.ActionApprove, run, id, "other")
 	assert.Equal(t, http.StatusOK, status)
-	connect := slacktest.Click("T0TEAM", "U0ADA", slack.ActionApprove, slack.Ref{Run: run, Interrupt: id}.Value(),
-		"C0CHAN", "1.1", e.fake.ResponseURL("connect"))
+	connect := e.clickPayload("T0TEAM", "U0ADA", slack.ActionApprove, run, id, "connect")
 	connect["user"].(map[string]any)["team_id"] = "T0OTHER"
 	status, _ = e.send(e.signer.Request(t, e.url(), connect))
 	assert.Equal(t, http.StatusOK, status)
@@ -266,7 +317,9 @@ func TestSlackApproveDecidesAsMappedIdentity(t *testing.T) {
 	st := e.decided(run)
 	assert.Equal(t, "ada", st.Decision.Approver)
 	assert.Equal(t, subjects.StatusResolved, st.Decision.Status)
-	evs := e.decisionEvents(run)
+	// The record is written before its events: wait for the decision's.
+	var evs []subjects.Event
+	require.Eventually(t, func() bool { evs = e.decisionEvents(run); return len(evs) > 0 }, 10*time.Second, 10*time.Millisecond)
 	require.Len(t, evs, 1)
 	assert.Equal(t, subjects.EventDecisionAccepted, evs[0].Type)
 	require.NotNil(t, evs[0].Verdict)
@@ -342,24 +395,13 @@ func TestSlackFormSchemaErrors(t *testing.T) {
 }
 
 // A question decided elsewhere (here over the HTTP API, as the inbox does)
-// updates its Slack message: who decided what, and no buttons. The
-// message is found where the notifier lists it (slack.MessagesKey in the
-// deliveries bucket).
+// updates its Slack card: who decided what, and no buttons. The card is
+// found where the gateway recorded posting it.
 func TestSlackDecidedElsewhereUpdatesMessage(t *testing.T) {
 	t.Parallel()
 	e := newSlackEnv(t)
 	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "refund?"})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	rec, err := e.client.Run(ctx, run)
-	require.NoError(t, err)
-	api := &slack.Client{Token: "xoxb-test", APIURL: e.fake.APIURL()}
-	posted, err := api.PostMessage(ctx, "C0CHAN", "", slack.CardOf("gate", run, rec.Interrupts[0].Interrupt, "").Message(), nil)
-	require.NoError(t, err)
-	deliveries, err := e.nc.Bucket(ctx, "deliveries", "test", 0)
-	require.NoError(t, err)
-	list, _ := json.Marshal([]slack.Posted{posted})
-	require.NoError(t, deliveries.Put(ctx, slack.MessagesKey(run, id), list))
+	e.card(run, id)
 	raw, _ := json.Marshal(e.fake.Messages()[0].Message.Blocks)
 	require.Contains(t, string(raw), slack.ActionApprove)
 
@@ -380,7 +422,8 @@ func TestSlackFormRefusedForOthers(t *testing.T) {
 	e := newSlackEnv(t)
 	schema := map[string]any{"type": "object", "properties": map[string]any{"amount": map[string]any{"type": "number"}}}
 	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "how much?", "Schema": schema})
-	meta := slack.Ref{Run: run, Interrupt: id}.Metadata()
+	c := e.card(run, id)
+	meta := slack.NewSeal(slackSecret).Metadata(slack.Ref{Run: run, Interrupt: id, Channel: c.Channel, TS: c.TS})
 	status, body := e.send(e.signer.Request(t, e.url(), slacktest.Submit("T0TEAM", "U0BOB", meta,
 		map[string]string{"amount": "1"}, nil)))
 	assert.Equal(t, http.StatusOK, status)
@@ -416,23 +459,6 @@ func TestSlackEmailLookup(t *testing.T) {
 	assert.Equal(t, "carol", on.decided(run).Decision.Approver)
 }
 
-// postListed posts the card of run's interrupt id to the fake Slack and
-// lists it in the deliveries bucket, as the notifier's Slack sink does.
-func (e *slackEnv) postListed(run, id string) {
-	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	rec, err := e.client.Run(ctx, run)
-	require.NoError(e.t, err)
-	api := &slack.Client{Token: "xoxb-test", APIURL: e.fake.APIURL()}
-	posted, err := api.PostMessage(ctx, "C0CHAN", "", slack.CardOf("gate", run, rec.Interrupts[0].Interrupt, "").Message(), nil)
-	require.NoError(e.t, err)
-	deliveries, err := e.nc.Bucket(ctx, "deliveries", "test", 0)
-	require.NoError(e.t, err)
-	list, _ := json.Marshal([]slack.Posted{posted})
-	require.NoError(e.t, deliveries.Put(ctx, slack.MessagesKey(run, id), list))
-}
-
 // A question decided while no gateway follows the Slack messages (here
 // with the SDK, as the CLI does) has its message updated by a gateway
 // started later: the gateway reads the decisions from its durable consumer
@@ -446,7 +472,9 @@ func TestSlackDecidedWhileNoGatewayRuns(t *testing.T) {
 	defer cancel()
 	require.NoError(t, Provision(ctx, e.nc)) // `interlock provision`
 	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "refund?"})
-	e.postListed(run, id)
+	first := e.slackGateway(t)
+	e.card(run, id)
+	require.NoError(t, first.Stop(ctx))
 	_, err := e.client.Decide(ctx, processor.DecisionRequest{RunID: run, InterruptID: id,
 		Status: subjects.StatusResolved, Approver: "ada", Via: "cli"})
 	require.NoError(t, err)
@@ -473,8 +501,9 @@ func (e *slackEnv) slackGateway(t *testing.T) *Gateway {
 	t.Helper()
 	gw, err := New(context.Background(), e.nc, Config{Directory: e.dir, Logger: quiet,
 		Slack: &SlackConfig{SigningSecret: slackSecret, TeamID: "T0TEAM", BotToken: "xoxb-test",
-			APIURL: e.fake.APIURL(), ResponseURLPrefix: e.fake.URL + "/respond/"}})
+			Channels: map[string]string{slackSink: "C0CHAN"}, APIURL: e.fake.APIURL(), ResponseURLPrefix: e.fake.URL + "/respond/"}})
 	require.NoError(t, err)
+	t.Cleanup(gw.Close)
 	return gw
 }
 
@@ -484,7 +513,7 @@ func TestSlackUpdateRetried(t *testing.T) {
 	t.Parallel()
 	e := newSlackEnv(t)
 	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "refund?"})
-	e.postListed(run, id)
+	e.card(run, id)
 	e.fake.Fail("chat.update", "internal_error")
 	status, _ := e.call(http.MethodPost, "/v1/runs/"+run+"/interrupts/"+id+"/decision", "ada-token",
 		[]byte(`{"status": "resolved"}`))
@@ -495,4 +524,156 @@ func TestSlackUpdateRetried(t *testing.T) {
 		st, err := e.nc.ConsumerState(context.Background(), jetstream.StreamEvents, SlackDurable)
 		return err == nil && st.AckPending == 0 && st.Pending == 0
 	}, 10*time.Second, 10*time.Millisecond, "acked after the update")
+}
+
+// Attack (the notifier's, or anyone's who can post in the channel): clicks
+// on buttons the gateway did not draw decide nothing. A value without the
+// gateway's signature, a genuine value copied onto another message, a
+// genuine Deny value under an Approve action, a genuine value clicked in
+// another channel, and a form whose metadata the gateway did not sign are
+// each refused chat_forged, audited, and ada is told; nothing is decided.
+func TestSlackForgedClicksRefused(t *testing.T) {
+	t.Parallel()
+	e := newSlackEnv(t)
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "refund?"})
+	card := e.card(run, id)
+	seal := slack.NewSeal(slackSecret)
+	ref := slack.Ref{Run: run, Interrupt: id}
+	bot := &slack.Client{Token: "xoxb-test", APIURL: e.fake.APIURL()}
+	other, err := bot.PostMessage(context.Background(), "C0CHAN", "", card.Message, nil)
+	require.NoError(t, err)
+	for _, c := range []struct{ name, action, value, channel, ts string }{
+		{"unsigned", slack.ActionApprove, ref.Value(), card.Channel, card.TS},
+		{"copied", slack.ActionApprove, seal.Value(ref, slack.ActionApprove, "C0CHAN"), other.Channel, other.TS},
+		{"relabelled", slack.ActionApprove, seal.Value(ref, slack.ActionDeny, "C0CHAN"), card.Channel, card.TS},
+		{"elsewhere", slack.ActionApprove, seal.Value(ref, slack.ActionApprove, "C0CHAN"), "C0OTHER", card.TS},
+	} {
+		status, _ := e.send(e.signer.Request(t, e.url(), slacktest.Click("T0TEAM", "U0ADA", c.action, c.value,
+			c.channel, c.ts, e.fake.ResponseURL(c.name))))
+		assert.Equal(t, http.StatusOK, status, c.name)
+		assert.Contains(t, e.ephemeral(c.name), "did not post this message", c.name)
+	}
+	schema := map[string]any{"type": "object", "properties": map[string]any{"amount": map[string]any{"type": "number"}}}
+	form, formID := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "how much?", "Schema": schema})
+	// A genuine form's metadata (for run's card) made to name the other
+	// question, its mac kept.
+	var moved map[string]any
+	require.NoError(t, json.Unmarshal([]byte(seal.Metadata(slack.Ref{Run: run, Interrupt: id, Channel: card.Channel,
+		TS: card.TS})), &moved))
+	moved["run"], moved["interrupt"] = form, formID
+	movedMeta, _ := json.Marshal(moved)
+	for _, meta := range []string{`{"run":"` + form + `","interrupt":"` + formID + `"}`, string(movedMeta)} {
+		status, body := e.send(e.signer.Request(t, e.url(), slacktest.Submit("T0TEAM", "U0ADA", meta,
+			map[string]string{"amount": "1"}, nil)))
+		assert.Equal(t, http.StatusOK, status)
+		assert.Contains(t, body, "did not post this message")
+	}
+	e.refusals(run, subjects.CodeChatForged, 4)
+	e.refusals(form, subjects.CodeChatForged, 2)
+	e.undecided(run)
+	e.undecided(form)
+}
+
+// The chat card service draws the card from the stored record (the
+// question, who may decide, buttons signed for its channel), posts a
+// request's key once (a notifier's redelivery asks again), puts
+// reminders and expiries in the card's thread in its own words, leaves the
+// buttons off when the sink or the interrupt says so, and refuses, audited,
+// a sink it posts nothing for and a run or interrupt that is not there.
+func TestChatPostDrawsFromRecord(t *testing.T) {
+	t.Parallel()
+	e := newSlackEnv(t)
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "refund 40 EUR?"})
+	first := e.post(slackSink, subjects.ChatNew, "k1", run, id)
+	require.Empty(t, first.Code, first.Detail)
+	assert.Equal(t, "C0CHAN", first.Channel)
+	again := e.post(slackSink, subjects.ChatNew, "k1", run, id)
+	assert.Equal(t, first, again, "the same key is the same post")
+	assert.Len(t, e.fake.Calls("chat.postMessage"), 1)
+	card := e.message(first.TS)
+	raw, _ := json.Marshal(card.Message.Blocks)
+	assert.Contains(t, string(raw), "refund 40 EUR?")
+	assert.Contains(t, string(raw), "ada")
+	seal := slack.NewSeal(slackSecret)
+	assert.Contains(t, string(raw), seal.Value(slack.Ref{Run: run, Interrupt: id}, slack.ActionApprove, "C0CHAN"))
+
+	reminder := e.post(slackSink, subjects.ChatReminder, "k2", run, id)
+	require.Empty(t, reminder.Code, reminder.Detail)
+	reply := e.message(reminder.TS)
+	assert.Equal(t, first.TS, reply.Thread, "in the card's thread")
+	assert.Contains(t, reply.Message.Text, "Reminder")
+
+	quiet := func(input map[string]any, noButtons bool) {
+		r, i := e.suspend(input)
+		req, _ := json.Marshal(subjects.ChatPostRequest{Version: 1, RunID: r, InterruptID: i, Sink: slackSink,
+			Kind: subjects.ChatNew, Key: "k", NoButtons: noButtons})
+		data, err := e.nc.Request(context.Background(), e.nc.Namespace().ChatPost(), req)
+		require.NoError(t, err)
+		var out subjects.ChatPostReply
+		require.NoError(t, json.Unmarshal(data, &out))
+		require.Empty(t, out.Code, out.Detail)
+		raw, _ := json.Marshal(e.message(out.TS).Message.Blocks)
+		assert.NotContains(t, string(raw), slack.ActionApprove)
+		assert.NotContains(t, string(raw), slack.ActionDeny)
+	}
+	quiet(map[string]any{"Approvers": []string{"ada"}, "Message": "quiet"}, true)
+	quiet(map[string]any{"Approvers": []string{"ada"}, "Message": "no chat", "NoChat": true}, false)
+
+	// Slack refuses a post for good: chat_post_failed, nothing recorded as
+	// posted; asked again (the channel fixed), it posts at once.
+	e.fake.Fail("chat.postMessage", "channel_not_found")
+	failed := e.post(slackSink, subjects.ChatNew, "k4", run, id)
+	assert.Equal(t, subjects.CodeChatPostFailed, failed.Code, failed.Detail)
+	retried := e.post(slackSink, subjects.ChatNew, "k4", run, id)
+	require.Empty(t, retried.Code, retried.Detail)
+
+	assert.Equal(t, subjects.CodeChatNotRouted, e.post("other-sink", subjects.ChatNew, "k", run, id).Code)
+	assert.Equal(t, subjects.CodeUnknownInterrupt, e.post(slackSink, subjects.ChatNew, "k", run, "nope").Code)
+	assert.Equal(t, subjects.CodeUnknownRun, e.post(slackSink, subjects.ChatNew, "k", "no-such-run", id).Code)
+	e.refusals(run, subjects.CodeChatNotRouted, 1)
+	e.refusals(run, subjects.CodeUnknownInterrupt, 1)
+
+	status, _ := e.call(http.MethodPost, "/v1/runs/"+run+"/interrupts/"+id+"/decision", "ada-token",
+		[]byte(`{"status": "cancelled"}`))
+	require.Equal(t, http.StatusOK, status)
+	e.decided(run)
+	expired := e.post(slackSink, subjects.ChatExpired, "k3", run, id)
+	require.Empty(t, expired.Code, expired.Detail)
+	assert.Equal(t, first.TS, e.message(expired.TS).Thread)
+	assert.Contains(t, e.message(expired.TS).Message.Text, "Denied")
+}
+
+// A gateway that dies between chat.postMessage and recording the post
+// (here: abandoned at that point) does not post again when asked again
+// (the notifier's redelivery, to any gateway): the intent was recorded
+// before the post, and once its lease is out the post is found by its key
+// in the channel's history, or for a reply in the card's thread, and
+// recorded. The card so found counts for clicks.
+func TestSlackPostCrashBetweenPostAndRecord(t *testing.T) {
+	t.Parallel()
+	e := newSlackEnv(t)
+	e.gw.lease.Store(0) // no wait for the dead gateway's lease
+	var crashed atomic.Bool
+	crash := func(point string) bool { return point == "slack-after-post" && crashed.CompareAndSwap(false, true) }
+	e.gw.crash.Store(&crash)
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "refund?"})
+	lost := e.post(slackSink, subjects.ChatNew, "k1", run, id)
+	assert.Equal(t, subjects.CodeUnavailable, lost.Code, "abandoned after posting")
+	require.Len(t, e.fake.Messages(), 1)
+	got := e.post(slackSink, subjects.ChatNew, "k1", run, id)
+	require.Empty(t, got.Code, got.Detail)
+	assert.Equal(t, e.fake.Messages()[0].TS, got.TS, "found, not posted again")
+	assert.Len(t, e.fake.Calls("chat.postMessage"), 1)
+	assert.NotEmpty(t, e.fake.Calls("conversations.history"))
+
+	crashed.Store(false)
+	lost = e.post(slackSink, subjects.ChatReminder, "k2", run, id)
+	assert.Equal(t, subjects.CodeUnavailable, lost.Code)
+	got = e.post(slackSink, subjects.ChatReminder, "k2", run, id)
+	require.Empty(t, got.Code, got.Detail)
+	assert.Len(t, e.fake.Calls("chat.postMessage"), 2, "the reply once")
+	assert.NotEmpty(t, e.fake.Calls("conversations.replies"))
+
+	e.click("T0TEAM", "U0ADA", slack.ActionApprove, run, id, "approve")
+	assert.Equal(t, "ada", e.decided(run).Decision.Approver)
 }

@@ -2,12 +2,10 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/interlockhq/interlock/jetstream"
@@ -16,10 +14,10 @@ import (
 )
 
 // The Slack messages follow their interrupts: when one is decided anywhere
-// (Slack, the inbox, a link, the CLI, AG-UI, its deadline), each message
-// the notifier posted about it (listed under slack.MessagesKey in the
-// deliveries bucket, which the gateway may read) is updated with
-// chat.update to say who decided what and when, without its buttons.
+// (Slack, the inbox, a link, the CLI, AG-UI, its deadline), each card the
+// gateway posted about it (listed under slackCardsKey in its own links
+// bucket) is updated with chat.update to say who decided what and when,
+// without its buttons.
 //
 // The gateway reads the decisions and expiries from a durable consumer on
 // the events stream (SlackDurable, created by `interlock provision`): a
@@ -70,35 +68,14 @@ func (g *Gateway) followSlack() error {
 	}
 	// Stopped first by Stop and Close, not waited for as background work:
 	// it runs until told.
-	g.stopFollow = cons.Stop
+	g.stopFollow = func() { _ = cons.Stop(context.Background()) }
 	return nil
 }
 
 // follower updates the Slack messages of the interrupts the events it is
 // given decided.
 type follower struct {
-	g      *Gateway
-	mu     sync.Mutex
-	bucket *jetstream.Bucket
-}
-
-// deliveries is the notifier's deliveries bucket, or nil when no notifier
-// was provisioned (then no message was posted).
-func (f *follower) deliveries(ctx context.Context) (*jetstream.Bucket, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.bucket != nil {
-		return f.bucket, nil
-	}
-	b, err := f.g.nc.OpenBucket(ctx, "deliveries")
-	if errors.Is(err, jetstream.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	f.bucket = b
-	return b, nil
+	g *Gateway
 }
 
 // handle updates the messages of the interrupts the event m decided. It
@@ -117,10 +94,6 @@ func (f *follower) handle(ctx context.Context, m *jetstream.Delivery) error {
 	if ev.Verdict != nil && ev.Verdict.InterruptID != "" {
 		ids = []string{ev.Verdict.InterruptID}
 	}
-	bucket, err := f.deliveries(ctx)
-	if err != nil || bucket == nil {
-		return err
-	}
 	rec, err := g.client.Run(ctx, ev.RunID)
 	if errors.Is(err, jetstream.ErrNotFound) {
 		return nil
@@ -132,20 +105,15 @@ func (f *follower) handle(ctx context.Context, m *jetstream.Delivery) error {
 		if len(ids) > 0 && !slices.Contains(ids, st.ID) {
 			continue
 		}
-		key := slack.MessagesKey(ev.RunID, st.ID)
-		raw, err := bucket.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrNotFound) {
-			continue
-		}
+		msgs, _, err := g.slackCards(ctx, ev.RunID, st.ID)
 		if err != nil {
-			return fmt.Errorf("slack messages %s: %w", key, err)
+			return err
+		}
+		if len(msgs) == 0 {
+			continue
 		}
 		if st.Decision == nil {
 			return jetstream.RetryAfter(time.Second, fmt.Errorf("%s/%s: %w", ev.RunID, st.ID, errSlackNotDecided))
-		}
-		var msgs []slack.Posted
-		if err := json.Unmarshal(raw, &msgs); err != nil {
-			return jetstream.DeadLetter(fmt.Errorf("slack messages %s: %w", key, err))
 		}
 		msg := g.slackCard(rec, st).Message()
 		for _, p := range msgs {

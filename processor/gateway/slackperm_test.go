@@ -17,15 +17,15 @@ import (
 	"github.com/interlockhq/interlock/jetstream/jstest"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/approvers"
-	"github.com/interlockhq/interlock/processor/chat/slack"
 	"github.com/interlockhq/interlock/processor/chat/slack/slacktest"
 	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/processor/gateway"
 	"github.com/interlockhq/interlock/subjects"
 )
 
-// The gateway user of the shipped NATS configuration follows the Slack
-// messages from the consumer `interlock provision` made (gateway_slack):
+// The gateway user of the shipped NATS configuration posts the cards the
+// notifier user asks for (interlock.chat.post), records them in its own
+// bucket, and follows them from the consumer `interlock provision` made (gateway_slack):
 // it binds to it, pulls, acks once chat.update succeeded, and dead-letters
 // an event whose update Slack refuses for good. Two gateways share the
 // consumer: each message is updated once.
@@ -50,8 +50,6 @@ func TestSlackFollowerShippedPermissions(t *testing.T) {
 	require.NoError(t, admin.Provision(ctx))
 	require.NoError(t, coordinator.Provision(ctx, admin, coordinator.Config{}))
 	require.NoError(t, gateway.Provision(ctx, admin))
-	deliveries, err := admin.Bucket(ctx, "deliveries", "Interlock notifications delivered, by sink and pass", 0)
-	require.NoError(t, err)
 	co := coordinator.New(dial("coordinator"), coordinator.Config{Logger: quiet})
 	require.NoError(t, co.Start(ctx))
 	defer func() { _ = co.Stop(context.Background()) }()
@@ -60,7 +58,7 @@ func TestSlackFollowerShippedPermissions(t *testing.T) {
 	dir, err := approvers.Parse("test", []byte("identities:\n  ada: {slack: {team: T0TEAM, user: U0ADA}}\n"))
 	require.NoError(t, err)
 	cfg := gateway.Config{Directory: dir, Logger: quiet, Slack: &gateway.SlackConfig{SigningSecret: []byte("slack-signing-secret-0123"),
-		TeamID: "T0TEAM", BotToken: "xoxb-test", APIURL: fake.APIURL(), ResponseURLPrefix: fake.URL + "/respond/"}}
+		TeamID: "T0TEAM", BotToken: "xoxb-test", Channels: map[string]string{"finance-slack": "C0CHAN"}, APIURL: fake.APIURL(), ResponseURLPrefix: fake.URL + "/respond/"}}
 	for range 2 {
 		gw, err := gateway.New(ctx, dial("gateway"), cfg)
 		require.NoError(t, err, "the gateway user binds to gateway_slack")
@@ -68,8 +66,9 @@ func TestSlackFollowerShippedPermissions(t *testing.T) {
 	}
 
 	agent := dial("agent")
-	api := &slack.Client{Token: "xoxb-test", APIURL: fake.APIURL()}
-	// ask suspends run, posts its card and lists it as the notifier does.
+	notifier := dial("notifier")
+	// ask suspends run and has a gateway post its card, asked by the
+	// notifier user.
 	ask := func(run string) {
 		in := subjects.Interrupt{ID: "ask", Reason: "confirmation", Message: "refund?", Approvers: []string{"ada"}}
 		s := subjects.Suspension{PassRef: subjects.PassRef{Version: 1, RunID: run, Agent: "refunds"}, Interrupts: []subjects.Interrupt{in}}
@@ -79,10 +78,13 @@ func TestSlackFollowerShippedPermissions(t *testing.T) {
 		require.NoError(t, err)
 		_, err = processor.NewClient(admin).Wait(ctx, run, processor.Suspended)
 		require.NoError(t, err)
-		posted, err := api.PostMessage(ctx, "C0CHAN", "", slack.CardOf("refunds", run, in, "").Message(), nil)
+		req, _ := json.Marshal(subjects.ChatPostRequest{Version: 1, RunID: run, InterruptID: "ask", Sink: "finance-slack",
+			Kind: subjects.ChatNew, Key: run})
+		data, err = notifier.Request(ctx, notifier.Namespace().ChatPost(), req)
 		require.NoError(t, err)
-		list, _ := json.Marshal([]slack.Posted{posted})
-		require.NoError(t, deliveries.Put(ctx, slack.MessagesKey(run, "ask"), list))
+		var reply subjects.ChatPostReply
+		require.NoError(t, json.Unmarshal(data, &reply))
+		require.Empty(t, reply.Code, reply.Detail)
 	}
 	decide := func(run string) {
 		v, err := processor.NewClient(dial("ada")).Decide(ctx, processor.DecisionRequest{RunID: run, InterruptID: "ask",

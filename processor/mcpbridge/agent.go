@@ -69,7 +69,9 @@ const (
 
 // Answer is the result of a run of a built-in agent.
 type Answer struct {
-	Status   string          `json:"status"`
+	Status string `json:"status"`
+	// Tool (proxy) is the upstream tool the run is about.
+	Tool     string          `json:"tool,omitempty"`
 	Approver string          `json:"approver,omitempty"`
 	Comment  string          `json:"comment,omitempty"`
 	Answer   json.RawMessage `json:"answer,omitempty"`

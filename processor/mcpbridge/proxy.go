@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +30,9 @@ type ProxyConfig struct {
 	Timeout time.Duration
 	// Upstream names the upstream in what the approver sees.
 	Upstream string
+	// Relay, when the upstream session was connected with its
+	// ClientOptions, forwards the upstream's notifications to the clients.
+	Relay *Relay
 }
 
 // Proxy is `interlock mcp proxy`: an MCP server forwarding to an upstream
@@ -49,6 +53,8 @@ type Proxy struct {
 
 	// afterMark, in tests, runs between recording a call and making it.
 	afterMark func(ctx context.Context) error
+
+	tasks *Tasks
 }
 
 // NewProxy returns a proxy to the upstream session up, working through c.
@@ -62,21 +68,30 @@ func NewProxy(ctx context.Context, c *jetstream.Client, up *mcp.ClientSession, c
 	if err != nil {
 		return nil, fmt.Errorf("the MCP proxy's calls bucket (run `interlock provision`): %w", err)
 	}
-	return &Proxy{c: c, cl: processor.NewClient(c), up: up, cfg: cfg, calls: calls, tools: map[string]*mcp.Tool{}}, nil
+	p := &Proxy{c: c, cl: processor.NewClient(c), up: up, cfg: cfg, calls: calls, tools: map[string]*mcp.Tool{}}
+	p.tasks = newTasks(c, p, cfg.Config)
+	return p, nil
 }
+
+// Tasks is the proxy's task layer: serve Server through Tasks.Transport or
+// Tasks.HTTP for clients that speak MCP tasks.
+func (p *Proxy) Tasks() *Tasks { return p.tasks }
 
 // Close releases the client (not the upstream session).
 func (p *Proxy) Close() { p.cl.Close() }
 
 // Server returns the MCP server clients connect to. It offers what the
 // upstream offers: tools/list and every other request but a gated
-// tools/call are forwarded unchanged.
+// tools/call are forwarded unchanged (serve it through Tasks for the task
+// capability and the tools' taskSupport).
 func (p *Proxy) Server() *mcp.Server {
 	caps := &mcp.ServerCapabilities{}
 	if r := p.up.InitializeResult(); r != nil && r.Capabilities != nil {
 		up := r.Capabilities
 		caps.Tools, caps.Resources, caps.Prompts, caps.Completions = up.Tools, up.Resources, up.Prompts, up.Completions
+		caps.Logging = up.Logging
 	}
+	caps.AddExtension(ExtensionTasks, nil)
 	impl := &mcp.Implementation{Name: "interlock-mcp-proxy", Version: p.cfg.Version}
 	instructions := ""
 	if r := p.up.InitializeResult(); r != nil {
@@ -85,7 +100,19 @@ func (p *Proxy) Server() *mcp.Server {
 			impl.Title = r.ServerInfo.Name + " (behind Interlock)"
 		}
 	}
-	srv := mcp.NewServer(impl, &mcp.ServerOptions{Logger: p.cfg.Logger, Capabilities: caps, Instructions: instructions})
+	opts := &mcp.ServerOptions{Logger: p.cfg.Logger, Capabilities: caps, Instructions: instructions}
+	if caps.Resources != nil && caps.Resources.Subscribe {
+		opts.SubscribeHandler = func(ctx context.Context, req *mcp.SubscribeRequest) error {
+			return p.up.Subscribe(ctx, req.Params)
+		}
+		opts.UnsubscribeHandler = func(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+			return p.up.Unsubscribe(ctx, req.Params)
+		}
+	}
+	srv := mcp.NewServer(impl, opts)
+	if p.cfg.Relay != nil {
+		p.cfg.Relay.attach(srv, p.forget)
+	}
 	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			return p.forward(ctx, method, req, next)
@@ -117,6 +144,12 @@ func (p *Proxy) forward(ctx context.Context, method string, req mcp.Request, nex
 		return p.up.GetPrompt(ctx, r.Params)
 	case *mcp.CompleteRequest:
 		return p.up.Complete(ctx, r.Params)
+	case *mcp.ServerRequest[*mcp.SetLoggingLevelParams]:
+		// The upstream logs at the level the client asks; the proxy's
+		// session keeps it too, to pass on what reaches it.
+		if err := p.up.SetLoggingLevel(ctx, r.Params); err != nil {
+			return nil, err
+		}
 	}
 	return next(ctx, method, req)
 }
@@ -129,6 +162,13 @@ func (p *Proxy) remember(tools []*mcp.Tool) {
 	for _, t := range tools {
 		p.tools[t.Name] = t
 	}
+}
+
+// forget drops the cached tool definitions (the upstream's tools changed).
+func (p *Proxy) forget() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	clear(p.tools)
 }
 
 // tool is the upstream's definition of name, listing the tools again when
@@ -153,6 +193,24 @@ func (p *Proxy) tool(ctx context.Context, name string) *mcp.Tool {
 	return p.tools[name]
 }
 
+// hopMeta is the _meta of a call passed upstream: the client's, less the
+// protocol's own io.modelcontextprotocol/ keys (protocol version, client
+// capabilities), which describe the client's connection to the proxy, not
+// the proxy's to the upstream.
+func hopMeta(m mcp.Meta) mcp.Meta {
+	out := mcp.Meta{}
+	for k, v := range m {
+		if !strings.HasPrefix(k, "io.modelcontextprotocol/") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// progressKey holds, in a forwarded call's context, the client's session
+// and progress token (progressTarget).
+type progressKey struct{}
+
 func annotations(t *mcp.Tool) *mcpgate.Annotations {
 	if t == nil || t.Annotations == nil {
 		return nil
@@ -166,40 +224,74 @@ func annotations(t *mcp.Tool) *mcpgate.Annotations {
 // callTool forwards a call the gate does not match, and makes one it
 // matches a run that waits for a decision.
 func (p *Proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result, error) {
-	name := req.Params.Name
+	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil && p.cfg.Relay != nil {
+		ctx = context.WithValue(ctx, progressKey{}, progressTarget{ctx: ctx, ss: req.Session, token: tok})
+	}
+	run, res, err := p.startTask(ctx, req.Params)
+	if err != nil || run == "" {
+		return res, err
+	}
+	st, err := waitStatus(ctx, p.c, p.cfg.Agent, run, p.cfg.Poll, Status.Done, progress(ctx, req))
+	if err != nil {
+		return nil, err
+	}
+	return p.result(req.Params.Name, st), nil
+}
+
+// taskTool: any call through the proxy may be made a task (an ungated one
+// is made at once).
+func (p *Proxy) taskTool(string) bool { return true }
+
+// taskResult is what a gated call's task returns once finished.
+func (p *Proxy) taskResult(st Status) *mcp.CallToolResult {
+	name := st.Tool
+	if name == "" {
+		name = "the tool"
+	}
+	return p.result(name, st)
+}
+
+// startTask forwards a call the gate does not match (its result in res),
+// and starts the run of one it matches.
+func (p *Proxy) startTask(ctx context.Context, params *mcp.CallToolParamsRaw) (string, *mcp.CallToolResult, error) {
+	name := params.Name
 	var args map[string]any
-	if len(req.Params.Arguments) > 0 {
-		if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
-			return errorResult(fmt.Sprintf("Interlock: the arguments of %s are not a JSON object: %v", name, err)), nil
+	if len(params.Arguments) > 0 {
+		if err := json.Unmarshal(params.Arguments, &args); err != nil {
+			return "", errorResult(fmt.Sprintf("Interlock: the arguments of %s are not a JSON object: %v", name, err)), nil
 		}
 	}
 	t := p.tool(ctx, name)
 	if !p.cfg.Gate.Match(mcpgate.Call{Tool: name, Arguments: args, Annotations: annotations(t)}) {
-		return p.up.CallTool(ctx, &mcp.CallToolParams{Meta: req.Params.Meta, Name: name, Arguments: req.Params.Arguments})
+		meta := hopMeta(params.Meta)
+		if tg, ok := ctx.Value(progressKey{}).(progressTarget); ok {
+			// The upstream's progress reaches this client under its token.
+			tok, done := p.cfg.Relay.track(tg)
+			defer done()
+			meta["progressToken"] = tok
+		}
+		res, err := p.up.CallTool(ctx, &mcp.CallToolParams{Meta: meta, Name: name, Arguments: params.Arguments})
+		return "", res, err
 	}
 	var input any
 	if t != nil {
 		input = t.InputSchema
 	}
 	rs, note := editSchema(&p.schemas, input)
-	ask := Ask{Action: "call " + name, Tool: name, Arguments: req.Params.Arguments, Approvers: p.cfg.Approvers,
+	ask := Ask{Action: "call " + name, Tool: name, Arguments: params.Arguments, Approvers: p.cfg.Approvers,
 		Deadline: time.Now().Add(p.cfg.Timeout).UTC(), ResponseSchema: rs, Note: note}
 	if p.cfg.Upstream != "" {
 		ask.Action += " on " + p.cfg.Upstream
 	}
-	if len(ask.Arguments) == 0 {
+	if len(ask.Arguments) == 0 || string(ask.Arguments) == "null" {
 		ask.Arguments = json.RawMessage(`{}`)
 	}
 	run, err := p.cl.Start(ctx, p.cfg.Agent, ask)
 	if err != nil {
-		return nil, fmt.Errorf("interlock: start the approval of %s: %w", name, err)
+		return "", nil, fmt.Errorf("interlock: start the approval of %s: %w", name, err)
 	}
 	p.cfg.Logger.Info("gated tool call waits for a decision", "tool", name, "run", run)
-	st, err := waitStatus(ctx, p.c, p.cfg.Agent, run, p.cfg.Poll, Status.Done, progress(ctx, req))
-	if err != nil {
-		return nil, err
-	}
-	return p.result(name, st), nil
+	return run, nil, nil
 }
 
 // result is what the client gets for a gated call that ended as st.
@@ -256,10 +348,13 @@ type edit struct {
 func (p *Proxy) Agent() processor.AgentFunc {
 	return processor.Typed(func(ctx context.Context, a Ask) (Answer, error) {
 		d, final, err := decide(ctx, a)
+		if final != nil {
+			final.Tool = a.Tool
+		}
 		if err != nil || final != nil {
 			return deref(final), err
 		}
-		ans := Answer{Approver: d.Approver, Comment: d.Comment, Arguments: a.Arguments}
+		ans := Answer{Tool: a.Tool, Approver: d.Approver, Comment: d.Comment, Arguments: a.Arguments}
 		var e edit
 		if len(d.Payload) > 0 {
 			if err := json.Unmarshal(d.Payload, &e); err != nil {

@@ -28,6 +28,10 @@ type upstream struct {
 	url   string
 	// fail makes pay fail at the protocol level.
 	fail atomic.Bool
+	srv  *mcp.Server
+	// slowWait, when set, is what slow waits for after its progress (the
+	// client seeing it), as a long tool works on while it reports.
+	slowWait chan struct{}
 }
 
 type upcall struct {
@@ -97,6 +101,24 @@ func newUpstream(t *testing.T) *upstream {
 			u.record("import_rows", args)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "imported"}}}, nil
 		})
+	// A tool that reports progress and logs before it answers.
+	mcp.AddTool(srv, &mcp.Tool{Name: "slow"},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			u.record("slow", nil)
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Total: 2, Message: "half way"})
+			}
+			if u.slowWait != nil {
+				select {
+				case <-u.slowWait:
+				case <-ctx.Done():
+					return nil, nil, ctx.Err()
+				}
+			}
+			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Logger: "slow", Data: "disk nearly full"})
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "slow done"}}}, nil, nil
+		})
+	u.srv = srv
 	u.url = serveHTTP(t, srv, mcphttp.Config{})
 	return u
 }
@@ -122,9 +144,11 @@ func newProxyWorld(t *testing.T, gate string, hook func(context.Context) error) 
 // startProxy connects a proxy and its worker to the upstream.
 func (w *proxyWorld) startProxy(g mcpgate.Gate, hook func(context.Context) error) *Proxy {
 	t := w.t
-	upc := httpClient(t, w.ctx, w.up.url, nil)
+	relay := NewRelay()
+	// The standalone stream carries the upstream's list_changed.
+	upc := connect(t, w.ctx, &mcp.StreamableClientTransport{Endpoint: w.up.url, MaxRetries: -1}, relay.ClientOptions())
 	p, err := NewProxy(w.ctx, w.conn(), upc, ProxyConfig{Config: Config{Poll: 100 * time.Millisecond, Logger: quiet},
-		Gate: g, Approvers: []string{"ada"}, Timeout: time.Minute, Upstream: "files"})
+		Gate: g, Approvers: []string{"ada"}, Timeout: time.Minute, Upstream: "files", Relay: relay})
 	require.NoError(t, err)
 	p.afterMark = hook
 	t.Cleanup(p.Close)

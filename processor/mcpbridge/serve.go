@@ -70,12 +70,15 @@ type Serve struct {
 	cl      *processor.Client
 	cfg     Config
 	schemas schema.Cache
+	tasks   *Tasks
 }
 
 // NewServe returns the server's tools working through c.
 func NewServe(c *jetstream.Client, cfg Config) *Serve {
 	cfg.defaults(ServeAgent)
-	return &Serve{c: c, cl: processor.NewClient(c), cfg: cfg}
+	s := &Serve{c: c, cl: processor.NewClient(c), cfg: cfg}
+	s.tasks = newTasks(c, s, cfg)
+	return s
 }
 
 // Close releases the client.
@@ -106,7 +109,7 @@ type WaitInput struct {
 // check_approval and wait_approval.
 func (s *Serve) Server() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "interlock", Title: "Interlock approvals", Version: s.cfg.Version},
-		&mcp.ServerOptions{Logger: s.cfg.Logger, Capabilities: &mcp.ServerCapabilities{},
+		&mcp.ServerOptions{Logger: s.cfg.Logger, Capabilities: tasksCapabilities(),
 			Instructions: "Ask a person for a durable, audited decision: request_approval returns an id at once; " +
 				"wait_approval (or check_approval) returns the decision: status approved, denied or expired, " +
 				"the approver, their answer and comment."})
@@ -277,4 +280,41 @@ func waitStatus(ctx context.Context, c *jetstream.Client, agent, run string, pol
 		case <-t.C:
 		}
 	}
+}
+
+// Tasks is the server's task layer: serve Server through Tasks.Transport
+// or Tasks.HTTP, and a client that speaks MCP tasks gets a task for
+// request_approval, finished when the request is decided or expires.
+func (s *Serve) Tasks() *Tasks { return s.tasks }
+
+// taskTool: request_approval may be made a task.
+func (s *Serve) taskTool(tool string) bool { return tool == "request_approval" }
+
+// startTask starts the run of a task-augmented request_approval.
+func (s *Serve) startTask(ctx context.Context, p *mcp.CallToolParamsRaw) (string, *mcp.CallToolResult, error) {
+	var in RequestInput
+	if len(p.Arguments) > 0 {
+		if err := json.Unmarshal(p.Arguments, &in); err != nil {
+			return "", errorResult(fmt.Sprintf("%v: request_approval's arguments: %v", ErrBadRequest, err)), nil
+		}
+	}
+	ask, err := s.ask(in)
+	if err != nil {
+		return "", errorResult(err.Error()), nil
+	}
+	run, err := s.cl.Start(ctx, s.cfg.Agent, ask)
+	if err != nil {
+		return "", nil, fmt.Errorf("start the approval run: %w", err)
+	}
+	s.cfg.Logger.Info("approval requested as a task", "run", run, "action", ask.Action)
+	return run, nil, nil
+}
+
+// taskResult is the final status as request_approval's result.
+func (s *Serve) taskResult(st Status) *mcp.CallToolResult {
+	res, _, err := result(st)
+	if err != nil {
+		return errorResult(err.Error())
+	}
+	return res
 }

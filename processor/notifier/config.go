@@ -47,17 +47,16 @@ type SinkConfig struct {
 	Type string
 	// URL of a webhook or a Slack incoming webhook.
 	URL string
-	// Channel, Token and APIURL make a Slack sink post with the Web API
-	// (chat.postMessage with a bot token, TokenEnv naming the environment
-	// variable holding it) instead of an incoming webhook: messages with
-	// Approve / Deny buttons, followed in their thread. APIURL defaults to
-	// Slack's.
-	Channel string
-	Token   string
-	APIURL  string
-	// Buttons, set to false on a Web API Slack sink, leaves the buttons
-	// and forms off its messages (the per-sink switch for chat decisions):
-	// the message carries the question and the inbox link.
+	// Cards (cards: gateway) makes a Slack sink's messages cards with
+	// Approve / Deny buttons, followed in their thread, instead of text
+	// through an incoming webhook: the gateway, which alone holds the bot
+	// token, draws and posts them into the channel it maps the sink to
+	// (interlock gateway --slack-channel SINK=CHANNEL); the notifier asks
+	// it on the chat card service and holds no Slack token.
+	Cards bool
+	// Buttons, set to false on a card sink, leaves the buttons and forms
+	// off its cards (the per-sink switch for chat decisions): the card
+	// carries the question and the inbox link.
 	Buttons *bool
 	// Secret signs webhook bodies (HMAC-SHA256); SecretEnv names an
 	// environment variable holding it.
@@ -121,7 +120,7 @@ type Templates struct {
 // Sink types.
 var sinkFields = map[string][]string{
 	"webhook": {"url", "secret", "secret_env", "headers", "timeout", "personal"},
-	"slack":   {"url", "channel", "token_env", "api_url", "buttons", "timeout", "personal"},
+	"slack":   {"url", "cards", "buttons", "timeout", "personal", "channel", "token_env", "api_url"},
 	"email":   {"smtp", "from", "to", "timeout", "personal"},
 	"log":     {"output", "personal"},
 	"nats":    {"subject", "jetstream", "timeout", "personal"},
@@ -296,13 +295,13 @@ func (p parser) sink(key, n *yaml.Node) (SinkConfig, error) {
 	if err != nil {
 		return sc, err
 	}
-	var secretEnv, tokenEnv string
+	var secretEnv, tokenEnv, cards, channel, apiURL string
 	for _, d := range []struct {
 		key string
 		v   any
 	}{{"url", &sc.URL}, {"secret", &sc.Secret}, {"secret_env", &secretEnv}, {"headers", &sc.Headers},
 		{"timeout", &sc.Timeout}, {"from", &sc.From}, {"to", &sc.To}, {"subject", &sc.Subject}, {"output", &sc.Output}, {"jetstream", &sc.JetStream},
-		{"personal", &sc.Personal}, {"channel", &sc.Channel}, {"token_env", &tokenEnv}, {"api_url", &sc.APIURL},
+		{"personal", &sc.Personal}, {"channel", &channel}, {"token_env", &tokenEnv}, {"api_url", &apiURL}, {"cards", &cards},
 		{"buttons", &sc.Buttons}} {
 		if err := p.decode(f[d.key], what+": "+d.key, d.v); err != nil {
 			return sc, err
@@ -313,10 +312,21 @@ func (p parser) sink(key, n *yaml.Node) (SinkConfig, error) {
 			return sc, p.errf(f["secret_env"], "%s: environment variable %s is empty or unset", what, secretEnv)
 		}
 	}
-	if tokenEnv != "" {
-		if sc.Token = os.Getenv(tokenEnv); sc.Token == "" {
-			return sc, p.errf(f["token_env"], "%s: environment variable %s is empty or unset", what, tokenEnv)
+	for _, k := range []string{"channel", "token_env", "api_url"} {
+		if f[k] != nil {
+			// The notifier once held the bot token and drew the cards,
+			// which let its holder put any value under any button.
+			return sc, p.errf(f[k], "%s: %s: the gateway posts Slack cards now, and only it holds the bot token: "+
+				"set cards: gateway here, and give the gateway the token and this sink's channel "+
+				"(interlock gateway --slack-bot-token-env VAR --slack-channel %s=CHANNEL)", what, k, sc.Name)
 		}
+	}
+	switch cards {
+	case "":
+	case "gateway":
+		sc.Cards = true
+	default:
+		return sc, p.errf(f["cards"], "%s: cards %q: the only value is gateway (the gateway posts the cards)", what, cards)
 	}
 	if err := p.personal(sc, f["personal"], what); err != nil {
 		return sc, err
@@ -328,11 +338,11 @@ func (p parser) sink(key, n *yaml.Node) (SinkConfig, error) {
 	}
 	switch sc.Type {
 	case "slack":
-		if sc.Channel != "" || sc.URL == "" {
-			return sc, p.slackAPI(sc, key, f, what)
+		if sc.Cards || sc.URL == "" {
+			return sc, p.slackCards(sc, key, f, what)
 		}
-		if sc.Buttons != nil || sc.APIURL != "" || tokenEnv != "" {
-			return sc, p.errf(key, "%s: buttons, token_env and api_url need the Web API (channel), not an incoming webhook (url)", what)
+		if sc.Buttons != nil {
+			return sc, p.errf(key, "%s: buttons need cards (cards: gateway), not an incoming webhook (url)", what)
 		}
 		fallthrough
 	case "webhook":
@@ -369,21 +379,17 @@ func (p parser) sink(key, n *yaml.Node) (SinkConfig, error) {
 	return sc, nil
 }
 
-// slackAPI checks a Slack sink on the Web API: a channel and a bot token,
-// and no incoming webhook.
-func (p parser) slackAPI(sc SinkConfig, key *yaml.Node, f map[string]*yaml.Node, what string) error {
+// slackCards checks a Slack card sink: the gateway posts it, so no
+// incoming webhook and no personal links.
+func (p parser) slackCards(sc SinkConfig, key *yaml.Node, f map[string]*yaml.Node, what string) error {
 	switch {
-	case sc.URL != "" && sc.Channel != "":
-		return p.errf(f["url"], "%s: url (an incoming webhook) and channel (the Web API) exclude each other", what)
-	case sc.Channel == "":
-		return p.errf(key, "%s: url (an incoming webhook) or channel and token_env (the Web API) is required", what)
-	case f["token_env"] == nil:
-		return p.errf(key, "%s: token_env is required with channel: the environment variable holding the bot token (xoxb-...)", what)
+	case sc.URL != "" && sc.Cards:
+		return p.errf(f["url"], "%s: url (an incoming webhook) and cards: gateway exclude each other", what)
+	case !sc.Cards:
+		return p.errf(key, "%s: url (an incoming webhook) or cards: gateway (cards with buttons, posted by the gateway) is required", what)
 	case sc.Personal != "":
-		return p.errf(f["personal"], "%s: a Web API Slack sink carries buttons, not personal links; map Slack users to "+
+		return p.errf(f["personal"], "%s: a card sink carries buttons, not personal links; map Slack users to "+
 			"identities in the gateway's identities file (slack: {team, user}) instead", what)
-	case sc.APIURL != "" && !strings.HasPrefix(sc.APIURL, "http://") && !strings.HasPrefix(sc.APIURL, "https://"):
-		return p.errf(f["api_url"], "%s: api_url %q is not http:// or https://", what, sc.APIURL)
 	}
 	return nil
 }

@@ -12,6 +12,12 @@ var (
 	ErrConfig = errors.New("notifier config")
 	// ErrSignature means a webhook signature does not verify.
 	ErrSignature = errors.New("webhook signature invalid")
+	// ErrNoGateway: no gateway answered the Slack card sink's request
+	// (interlock.chat.post); the delivery is retried.
+	ErrNoGateway = errors.New("the gateway's chat card service did not answer")
+	// ErrGatewayRefused: the gateway refused to post a Slack card (its
+	// code says why); the delivery is dead-lettered at once.
+	ErrGatewayRefused = errors.New("the gateway refused the Slack card")
 )
 
 // ConfigError is a configuration mistake at a line of a file.

@@ -131,10 +131,8 @@ func (n *Notifier) Start(ctx context.Context) error {
 	}
 	n.delivered = marks
 	for _, s := range n.sinks {
-		if a, ok := s.(interface {
-			attach(*jetstream.Bucket, func(string) bool)
-		}); ok {
-			a.attach(marks, n.crash)
+		if a, ok := s.(interface{ attachClient(*jetstream.Client) }); ok {
+			a.attachClient(n.client)
 		}
 	}
 	for _, cc := range n.consumerConfigs() {
@@ -142,7 +140,7 @@ func (n *Notifier) Start(ctx context.Context) error {
 		sink := n.sinks[name]
 		cons, err := n.client.Consume(ctx, cc, func(ctx context.Context, m *jetstream.Delivery) error { return n.handle(ctx, name, sink, m) })
 		if err != nil {
-			_ = n.consumers.Shutdown(context.WithoutCancel(ctx), ErrStopped)
+			_ = n.consumers.Stop(context.WithoutCancel(ctx))
 			return err
 		}
 		n.consumers.Add(cons)
@@ -192,6 +190,7 @@ func (n *Notifier) consumerConfigs() []jetstream.ConsumeConfig {
 			MaxAckPending:  n.opts.MaxInFlight,
 			Concurrency:    n.opts.MaxInFlight,
 			DeliverNew:     true,
+			StopCause:      ErrStopped,
 			Logger:         n.log,
 			OnDeadLetter:   func(m *jetstream.Delivery, reason error) { n.deadLettered(name, m, reason) },
 		})
@@ -208,7 +207,7 @@ var ErrStopped = errors.New("notifier stopped")
 // ErrStopped), the notices are redelivered later, and Stop returns an error
 // wrapping ctx's. Stop before Start, or twice, is harmless.
 func (n *Notifier) Stop(ctx context.Context) error {
-	if err := n.consumers.Shutdown(ctx, ErrStopped); err != nil {
+	if err := n.consumers.Stop(ctx); err != nil {
 		return fmt.Errorf("notifier: %w", err)
 	}
 	return nil

@@ -29,7 +29,6 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/interlockhq/interlock/jetstream"
-	chatslack "github.com/interlockhq/interlock/processor/chat/slack"
 )
 
 // Sink delivers notifications to one destination. Deliver returns nil only
@@ -56,9 +55,8 @@ func newSink(sc SinkConfig, nc *jetstream.Client) (Sink, error) {
 	case "webhook":
 		return &webhook{url: sc.URL, secret: []byte(sc.Secret), headers: sc.Headers, client: client}, nil
 	case "slack":
-		if sc.Channel != "" {
-			return &slackAPI{channel: sc.Channel, buttons: sc.Buttons == nil || *sc.Buttons,
-				client: &chatslack.Client{Token: sc.Token, APIURL: sc.APIURL, HTTP: client}}, nil
+		if sc.Cards {
+			return &slackCards{buttons: sc.Buttons == nil || *sc.Buttons}, nil
 		}
 		return &slack{url: sc.URL, client: client}, nil
 	case "email":

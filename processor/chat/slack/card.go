@@ -30,10 +30,13 @@ type Card struct {
 	WhoMayDecide string
 	ExpiresAt    *time.Time
 	// Interrupt is its id; Buttons puts Approve and Deny on it (with
-	// Answer, for a question with a responseSchema, "Answer…" and Deny).
+	// Answer, for a question with a responseSchema, "Answer…" and Deny),
+	// each button's value made by Sign (the gateway's Seal). Without Sign
+	// the card has no buttons to decide with.
 	Interrupt string
 	Buttons   bool
 	Answer    bool
+	Sign      func(action string) string
 	// InboxURL links to the interrupt in the inbox.
 	InboxURL string
 	// Decided, once set, replaces the buttons with what was decided.
@@ -67,7 +70,7 @@ func truncate(s string, n int) string {
 // limits; a card that does not is shown as TooLarge.
 func (c Card) Fits() bool {
 	return len(c.questionText()) <= MaxSectionText && len(c.argumentsText()) <= MaxSectionText &&
-		len(Ref{Run: c.Run, Interrupt: c.Interrupt}.Value()) <= MaxButtonValue
+		len(Ref{Run: c.Run, Interrupt: c.Interrupt}.Value())+32 <= MaxButtonValue
 }
 
 func (c Card) questionText() string {
@@ -130,21 +133,20 @@ func (c Card) Message() Message {
 			text += " (via " + Escape(d.Via) + ")"
 		}
 		blocks = append(blocks, Block{"type": "context", "elements": []Block{mrkdwn(text)}})
-	case c.Buttons && fits:
-		v := Ref{Run: c.Run, Interrupt: c.Interrupt}.Value()
+	case c.Buttons && fits && c.Sign != nil:
 		// A question with a responseSchema is approved with an answer:
 		// "Answer…" opens its form instead of a bare Approve.
 		if c.Answer {
-			buttons = append(buttons, button(ActionAnswer, "Answer…", v, "primary", nil))
+			buttons = append(buttons, button(ActionAnswer, "Answer…", c.Sign(ActionAnswer), "primary", nil))
 		} else {
-			buttons = append(buttons, button(ActionApprove, "Approve", v, "primary",
+			buttons = append(buttons, button(ActionApprove, "Approve", c.Sign(ActionApprove), "primary",
 				confirm("Approve?", "Approve this request as yourself. The agent continues.", "Approve")))
 		}
-		buttons = append(buttons, button(ActionDeny, "Deny", v, "danger",
+		buttons = append(buttons, button(ActionDeny, "Deny", c.Sign(ActionDeny), "danger",
 			confirm("Deny?", "Deny this request as yourself. The agent is told no.", "Deny")))
 	}
 	if c.InboxURL != "" && c.Decided == nil {
-		buttons = append(buttons, Block{"type": "button", "action_id": "interlock_inbox", "url": c.InboxURL, "text": plain("Open in inbox")})
+		buttons = append(buttons, Block{"type": "button", "action_id": ActionInbox, "url": c.InboxURL, "text": plain("Open in inbox")})
 	}
 	if len(buttons) > 0 {
 		blocks = append(blocks, Block{"type": "actions", "block_id": "interlock_decide", "elements": buttons})
@@ -152,6 +154,10 @@ func (c Card) Message() Message {
 	text := truncate(title+": "+c.Question, 300)
 	return Message{Text: text, Blocks: blocks}
 }
+
+// Date is a time as Slack shows it in the reader's own time zone, with a
+// UTC fallback.
+func Date(at time.Time) string { return deadline(at) }
 
 // deadline is a time as Slack shows it in the reader's own time zone, with
 // a UTC fallback.

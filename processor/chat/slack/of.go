@@ -11,7 +11,8 @@ import (
 // CardOf is the card of interrupt in of agent's run: the question, the tool
 // and its arguments (from the interrupt's metadata: tool, arguments), who
 // may decide and the deadline; with buttons unless the interrupt forbids
-// chat decisions, and "Answer…" when it has a responseSchema. The answer
+// chat decisions, and "Answer…" when it has a responseSchema. Its buttons
+// show only once the gateway sets Sign (their signed values). The answer
 // of a sensitive interrupt never reaches a card; its arguments do, as they
 // reach every other notification.
 func CardOf(agent, run string, in subjects.Interrupt, inboxURL string) Card {

@@ -22,6 +22,8 @@ const (
 	ActionApprove = "interlock_approve"
 	ActionDeny    = "interlock_deny"
 	ActionAnswer  = "interlock_answer"
+	// ActionInbox is the "Open in inbox" link button; Slack opens it.
+	ActionInbox = "interlock_inbox"
 	// CallbackAnswer is the callback id of the "Answer…" modal.
 	CallbackAnswer = "interlock_answer"
 )
@@ -97,8 +99,14 @@ func ParseInteraction(body []byte) (*Interaction, error) {
 	if raw == "" {
 		return nil, fmt.Errorf("%w: no payload field", ErrPayload)
 	}
+	return ParsePayload([]byte(raw))
+}
+
+// ParsePayload reads an interaction payload itself (JSON): the form field
+// of an HTTP request, or the payload of a Socket Mode envelope.
+func ParsePayload(raw []byte) (*Interaction, error) {
 	var in Interaction
-	if err := json.Unmarshal([]byte(raw), &in); err != nil {
+	if err := json.Unmarshal(raw, &in); err != nil {
 		return nil, fmt.Errorf("%w: payload is not JSON: %v", ErrPayload, err)
 	}
 	if in.Type == "" || in.User.ID == "" {
@@ -125,8 +133,9 @@ func (in *Interaction) UserTeam() string {
 	return in.Team.ID
 }
 
-// Ref names an interrupt; it is all a button's value or a modal's metadata
-// carries. It grants nothing: who may decide comes from the clicking user.
+// Ref names an interrupt; it is what a button's value or a modal's metadata
+// carries, signed by the gateway (Seal). It grants nothing: who may decide
+// comes from the clicking user.
 type Ref struct {
 	Run       string `json:"run"`
 	Interrupt string `json:"interrupt"`
@@ -136,10 +145,11 @@ type Ref struct {
 	TS      string `json:"ts,omitempty"`
 }
 
-// Value is r as a button's value: "<run>/<interrupt>".
+// Value names r in words and records: "<run>/<interrupt>" (a button's
+// value is Seal.Value).
 func (r Ref) Value() string { return r.Run + "/" + r.Interrupt }
 
-// ParseRef reads a button's value.
+// ParseRef reads "<run>/<interrupt>".
 func ParseRef(v string) (Ref, error) {
 	run, in, ok := strings.Cut(v, "/")
 	if !ok {
@@ -159,40 +169,22 @@ func (r Ref) validate() error {
 	return nil
 }
 
-// Metadata is r as a modal's private_metadata.
-func (r Ref) Metadata() string {
-	out, _ := json.Marshal(r)
-	return string(out)
-}
-
-// ParseMetadata reads a modal's private_metadata.
-func ParseMetadata(s string) (Ref, error) {
-	var r Ref
-	if err := json.Unmarshal([]byte(s), &r); err != nil {
-		return Ref{}, fmt.Errorf("%w: private_metadata is not a reference: %v", ErrPayload, err)
-	}
-	return r, r.validate()
-}
-
-// Action is the first action of a block_actions interaction: its id and
-// the interrupt its value names.
-func (in *Interaction) Action() (string, Ref, error) {
+// Clicked is the first action of a block_actions interaction: its id, the
+// button's value as sent (read with Seal.Open) and the message it was
+// clicked on.
+func (in *Interaction) Clicked() (action, value string, on Posted, err error) {
 	if len(in.Actions) == 0 {
-		return "", Ref{}, fmt.Errorf("%w: block_actions without an action", ErrPayload)
+		return "", "", Posted{}, fmt.Errorf("%w: block_actions without an action", ErrPayload)
 	}
 	a := in.Actions[0]
-	ref, err := ParseRef(a.Value)
-	if err != nil {
-		return "", Ref{}, err
+	on = Posted{Channel: in.Container.ChannelID, TS: in.Container.MessageTS}
+	if on.Channel == "" {
+		on.Channel = in.Channel.ID
 	}
-	ref.Channel, ref.TS = in.Container.ChannelID, in.Container.MessageTS
-	if ref.Channel == "" {
-		ref.Channel = in.Channel.ID
+	if on.TS == "" {
+		on.TS = in.Message.TS
 	}
-	if ref.TS == "" {
-		ref.TS = in.Message.TS
-	}
-	return a.ActionID, ref, nil
+	return a.ActionID, a.Value, on, nil
 }
 
 // Blocks are the ids of the input blocks of a submitted view, sorted;

@@ -39,7 +39,39 @@ func TestRef(t *testing.T) {
 		_, err := ParseRef(bad)
 		assert.ErrorIs(t, err, ErrPayload, bad)
 	}
-	_, err = ParseMetadata(`{"run":"a>","interrupt":"b"}`)
+}
+
+// A button's value opens only for the action, channel, run and interrupt
+// the gateway signed it for; a form's metadata only as signed. A value of
+// another key, an unsigned one and a malformed one are refused.
+func TestSeal(t *testing.T) {
+	t.Parallel()
+	seal := NewSeal([]byte("signing-secret"))
+	ref := Ref{Run: "run-1", Interrupt: "int-2"}
+	v := seal.Value(ref, ActionApprove, "C1")
+	got, err := seal.Open(v, ActionApprove, "C1")
+	require.NoError(t, err)
+	assert.Equal(t, ref, got)
+	for name, c := range map[string]struct{ value, action, channel string }{
+		"other action":  {v, ActionDeny, "C1"},
+		"other channel": {v, ActionApprove, "C2"},
+		"other run":     {strings.Replace(v, "run-1/", "run-2/", 1), ActionApprove, "C1"},
+		"other key":     {NewSeal([]byte("another-secret")).Value(ref, ActionApprove, "C1"), ActionApprove, "C1"},
+		"unsigned":      {ref.Value(), ActionApprove, "C1"},
+	} {
+		_, err := seal.Open(c.value, c.action, c.channel)
+		assert.ErrorIs(t, err, ErrForged, name)
+	}
+	_, err = seal.Open("nothing", ActionApprove, "C1")
+	assert.ErrorIs(t, err, ErrPayload)
+
+	at := Ref{Run: "run-1", Interrupt: "int-2", Channel: "C1", TS: "1.2"}
+	got, err = seal.OpenMetadata(seal.Metadata(at))
+	require.NoError(t, err)
+	assert.Equal(t, at, got)
+	_, err = seal.OpenMetadata(strings.Replace(seal.Metadata(at), `"1.2"`, `"1.3"`, 1))
+	assert.ErrorIs(t, err, ErrForged)
+	_, err = seal.OpenMetadata(`{"run":"a>","interrupt":"b"}`)
 	assert.ErrorIs(t, err, ErrPayload)
 }
 
@@ -49,7 +81,13 @@ func TestCardTooLarge(t *testing.T) {
 	t.Parallel()
 	in := subjects.Interrupt{ID: "int-1", Reason: "tool_call", Message: strings.Repeat("x", MaxSectionText+1),
 		Approvers: []string{"ada"}}
-	msg := CardOf("refunds", "run-1", in, "https://gw/inbox#run-1/int-1").Message()
+	signed := func(c Card) Card {
+		c.Sign = func(action string) string {
+			return NewSeal([]byte("k")).Value(Ref{Run: c.Run, Interrupt: c.Interrupt}, action, "C1")
+		}
+		return c
+	}
+	msg := signed(CardOf("refunds", "run-1", in, "https://gw/inbox#run-1/int-1")).Message()
 	raw, _ := json.Marshal(msg.Blocks)
 	assert.Contains(t, string(raw), "too large to show in Slack")
 	assert.NotContains(t, string(raw), ActionApprove)
@@ -57,12 +95,14 @@ func TestCardTooLarge(t *testing.T) {
 	assert.LessOrEqual(t, len(msg.Blocks), MaxBlocks)
 
 	in.Message = "refund 10 EUR?"
-	raw, _ = json.Marshal(CardOf("refunds", "run-1", in, "").Message().Blocks)
+	raw, _ = json.Marshal(signed(CardOf("refunds", "run-1", in, "")).Message().Blocks)
 	assert.Contains(t, string(raw), ActionApprove)
 	assert.Contains(t, string(raw), `"confirm"`)
+	raw, _ = json.Marshal(CardOf("refunds", "run-1", in, "").Message().Blocks)
+	assert.NotContains(t, string(raw), ActionApprove, "no seal: no buttons")
 	off := false
 	in.ChatDecisions = &off
-	raw, _ = json.Marshal(CardOf("refunds", "run-1", in, "").Message().Blocks)
+	raw, _ = json.Marshal(signed(CardOf("refunds", "run-1", in, "")).Message().Blocks)
 	assert.NotContains(t, string(raw), ActionApprove, "chatDecisions: false: no buttons")
 }
 

@@ -1,8 +1,10 @@
 // Package slacktest is a local fake of the few Slack Web API methods
 // Interlock calls (chat.postMessage, chat.update, chat.postEphemeral,
 // views.open, conversations.history,
-// conversations.replies) and of interaction response URLs, and
-// a signer of interaction requests, for tests without a network.
+// conversations.replies), of interaction response URLs and of Socket Mode
+// (apps.connections.open and its WebSocket: envelopes sent, acks checked,
+// unacked envelopes sent again), and a signer of interaction requests,
+// for tests without a network.
 package slacktest
 
 import (
@@ -15,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,6 +52,7 @@ type Server struct {
 	responses map[string][]slack.Response
 	fail      map[string]string
 	users     map[string]slack.User
+	socket    *socketMode
 }
 
 // AddUser makes users.lookupByEmail find user (of team) at email.
@@ -86,6 +90,14 @@ func answer(w http.ResponseWriter, v map[string]any) {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case socketPath:
+		s.serveSocket(w, r)
+		return
+	case "/api/apps.connections.open":
+		s.openConnection(w, r)
+		return
+	}
 	raw, _ := io.ReadAll(r.Body)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -269,6 +281,14 @@ func (g Signer) Request(t testing.TB, target string, payload any) *http.Request 
 	return req
 }
 
+var triggers atomic.Int64
+
+// trigger is a new trigger id for an interaction of user: Slack gives each
+// click and submission its own.
+func trigger(user string) string {
+	return fmt.Sprintf("%d.%s.%d", time.Now().Unix(), user, triggers.Add(1))
+}
+
 // Click is a block_actions payload: user of team clicks the button
 // actionID whose value is value, on the message channel/ts; Slack's answer
 // goes to responseURL.
@@ -278,7 +298,7 @@ func Click(team, user, actionID, value, channel, ts, responseURL string) map[str
 		"team":         map[string]any{"id": team, "domain": "example"},
 		"user":         map[string]any{"id": user, "username": strings.ToLower(user), "team_id": team},
 		"api_app_id":   "A0TEST",
-		"trigger_id":   "trigger-" + user,
+		"trigger_id":   trigger(user),
 		"response_url": responseURL,
 		"container":    map[string]any{"type": "message", "channel_id": channel, "message_ts": ts},
 		"channel":      map[string]any{"id": channel},
@@ -299,9 +319,10 @@ func Submit(team, user, metadata string, values map[string]string, selects map[s
 		state[k] = map[string]any{"value": map[string]any{"type": "static_select", "selected_option": map[string]any{"value": v}}}
 	}
 	return map[string]any{
-		"type": slack.TypeViewSubmission,
-		"team": map[string]any{"id": team},
-		"user": map[string]any{"id": user, "team_id": team},
+		"type":       slack.TypeViewSubmission,
+		"trigger_id": trigger(user),
+		"team":       map[string]any{"id": team},
+		"user":       map[string]any{"id": user, "team_id": team},
 		"view": map[string]any{"id": "V1", "type": "modal", "callback_id": slack.CallbackAnswer,
 			"private_metadata": metadata, "state": map[string]any{"values": state}},
 	}

@@ -13,6 +13,8 @@
 
 import { createHash } from "node:crypto";
 
+import type { LanguageModelMiddleware } from "ai";
+
 import {
   finished,
   RunNotFound,
@@ -97,21 +99,8 @@ export function interlockToolApproval(
   const timeoutMs = options.timeoutMs ?? 600_000;
   return async ({ toolCall: call }) => {
     const runId = approvalRunId(call.toolCallId);
-    let rec: Run | undefined;
-    try {
-      rec = await options.client.run(runId);
-    } catch (e) {
-      if (!(e instanceof RunNotFound)) throw e;
-    }
+    let rec = await ask(options.client, agent, call);
     if (rec?.finished) return statusOf(rec);
-    if (!rec) {
-      const question: ApprovalQuestion = {
-        toolCallId: call.toolCallId,
-        toolName: call.toolName,
-        input: JSON.parse(JSON.stringify(call.input ?? null)) as JsonValue,
-      };
-      await options.client.start(agent, question, { runId });
-    }
     if (options.wait === false) return "user-approval";
     try {
       rec = await options.client.wait(runId, finished, { timeoutMs });
@@ -121,6 +110,23 @@ export function interlockToolApproval(
     }
     return statusOf(rec);
   };
+}
+
+/** The question's run record, or `undefined` once it is asked for the first time (it was not). */
+async function ask(client: Client, agent: string, call: { toolCallId: string; toolName: string; input: unknown }): Promise<Run | undefined> {
+  const runId = approvalRunId(call.toolCallId);
+  try {
+    return await client.run(runId);
+  } catch (e) {
+    if (!(e instanceof RunNotFound)) throw e;
+  }
+  const question: ApprovalQuestion = {
+    toolCallId: call.toolCallId,
+    toolName: call.toolName,
+    input: JSON.parse(JSON.stringify(call.input ?? null)) as JsonValue,
+  };
+  await client.start(agent, question, { runId });
+  return undefined;
 }
 
 function statusOf(rec: Run): ApprovalStatus {
@@ -195,4 +201,96 @@ export async function interlockApprovalResponses<M extends MessageLike>(client: 
   }
   if (responses.length === 0) return kept;
   return [...kept, { role: "tool", content: responses } as unknown as M];
+}
+
+/** Options of {@link interlockApprovalMiddleware}. */
+export interface ApprovalMiddlewareOptions {
+  /** The client that starts the questions. */
+  client: Client;
+  /** The approvals agent (default {@link APPROVALS_AGENT}); the same as the tool approval function's. */
+  agent?: string;
+  /** Which tool calls to ask about (default: every call the SDK runs, not the provider's). Ask about the same ones the tool approval function asks about. */
+  needsApproval?: (call: { toolCallId: string; toolName: string; input: unknown }) => boolean;
+}
+
+interface ToolCallPart {
+  type: "tool-call";
+  toolCallId: string;
+  toolName: string;
+  input: string;
+  providerExecuted?: boolean;
+}
+
+function isToolCall(p: unknown): p is ToolCallPart {
+  const q = p as Partial<ToolCallPart> | null;
+  return typeof q === "object" && q !== null && q.type === "tool-call" && typeof q.toolCallId === "string" && typeof q.toolName === "string";
+}
+
+/**
+ * A language model middleware (`wrapLanguageModel({ model, middleware })`)
+ * that asks about all of a step's tool calls at once, as soon as the model
+ * has made them: the AI SDK calls the tool approval function for a step's
+ * calls one at a time, so the blocking {@link interlockToolApproval} alone
+ * asks the second only once the first is decided. With the middleware, the
+ * questions of a step's parallel calls are all open together, may be
+ * decided in any order, and the tool approval function finds each asked.
+ *
+ * With `streamText`, the tool calls the middleware asks about are held back
+ * until the model's stream ends (each then goes on with its question
+ * asked); text and tool input deltas pass at once.
+ *
+ * The question records the model's input as parsed JSON: a tool whose input
+ * schema changes the input (defaults, transforms) is asked about what the
+ * model sent.
+ */
+export function interlockApprovalMiddleware(options: ApprovalMiddlewareOptions): LanguageModelMiddleware {
+  const agent = options.agent ?? APPROVALS_AGENT;
+  const needs = options.needsApproval ?? (() => true);
+  const wanted = (p: unknown): p is ToolCallPart => {
+    if (!isToolCall(p) || p.providerExecuted === true) return false;
+    let input: unknown;
+    try {
+      input = JSON.parse(p.input || "{}");
+    } catch {
+      return false; // the SDK marks it invalid and asks nothing
+    }
+    return needs({ toolCallId: p.toolCallId, toolName: p.toolName, input });
+  };
+  const askAll = async (calls: readonly ToolCallPart[]): Promise<void> => {
+    await Promise.all(
+      calls.map((c) => ask(options.client, agent, { toolCallId: c.toolCallId, toolName: c.toolName, input: JSON.parse(c.input || "{}") as unknown })),
+    );
+  };
+  return {
+    specificationVersion: "v4",
+    wrapGenerate: async ({ doGenerate }) => {
+      const result = await doGenerate();
+      await askAll((result.content as unknown[]).filter(wanted));
+      return result;
+    },
+    wrapStream: async ({ doStream }) => {
+      const result = await doStream();
+      type Chunk = typeof result.stream extends ReadableStream<infer C> ? C : never;
+      const held: Chunk[] = [];
+      const release = async (c: TransformStreamDefaultController<Chunk>): Promise<void> => {
+        const calls = held.splice(0);
+        await askAll(calls.filter(wanted));
+        for (const call of calls) c.enqueue(call);
+      };
+      const stream = result.stream.pipeThrough(
+        new TransformStream<Chunk, Chunk>({
+          async transform(chunk, c) {
+            if (wanted(chunk)) {
+              held.push(chunk);
+              return;
+            }
+            if ((chunk as { type?: unknown }).type === "finish") await release(c);
+            c.enqueue(chunk);
+          },
+          flush: release,
+        }),
+      );
+      return { ...result, stream };
+    },
+  };
 }

@@ -9,14 +9,14 @@
 import { strict as assert } from "node:assert";
 import { after, before, describe, test } from "node:test";
 
-import { generateText, stepCountIs, tool } from "ai";
+import { generateText, stepCountIs, streamText, tool, wrapLanguageModel } from "ai";
 import { MockLanguageModelV4 } from "ai/test";
 import { connect } from "@nats-io/transport-node";
 import type { NatsConnection } from "@nats-io/nats-core";
 import { z } from "zod";
 
 import * as sdk from "@interlock/sdk";
-import { approvalAgent, approvalRunId, interlockApprovalResponses, interlockToolApproval } from "../src/index.js";
+import { approvalAgent, approvalRunId, interlockApprovalMiddleware, interlockApprovalResponses, interlockToolApproval } from "../src/index.js";
 import { agentName, eventually, Server } from "@interlock/testing";
 
 // The AI SDK 7 asks for Node 22 (.ci/run runs this suite again on Node 22).
@@ -159,4 +159,73 @@ describe("the Vercel AI SDK adapter", { skip: NODE_22 ? false : "the AI SDK 7 ne
     assert.equal(second.text, "done");
     assert.deepEqual(executed, [40], "the denied call never runs, whatever the client claimed");
   });
+
+  /** A model whose first step makes two parallel refund calls, and whose second says "done". */
+  function twoCalls(prefix: string) {
+    const first = [
+      { type: "tool-call" as const, toolCallId: `${prefix}-a`, toolName: "refund", input: '{"amount":40}' },
+      { type: "tool-call" as const, toolCallId: `${prefix}-b`, toolName: "refund", input: '{"amount":5}' },
+    ];
+    return new MockLanguageModelV4({
+      doGenerate: [
+        { content: first, finishReason: { unified: "tool-calls", raw: undefined }, usage, warnings: [] },
+        { content: [{ type: "text", text: "done" }], finishReason: { unified: "stop", raw: undefined }, usage, warnings: [] },
+      ],
+      doStream: [
+        {
+          stream: new ReadableStream({
+            start(c) {
+              c.enqueue({ type: "stream-start", warnings: [] });
+              for (const call of first) c.enqueue(call);
+              c.enqueue({ type: "finish", finishReason: { unified: "tool-calls", raw: undefined }, usage });
+              c.close();
+            },
+          }),
+        },
+        {
+          stream: new ReadableStream({
+            start(c) {
+              c.enqueue({ type: "stream-start", warnings: [] });
+              c.enqueue({ type: "text-start", id: "t" });
+              c.enqueue({ type: "text-delta", id: "t", delta: "done" });
+              c.enqueue({ type: "text-end", id: "t" });
+              c.enqueue({ type: "finish", finishReason: { unified: "stop", raw: undefined }, usage });
+              c.close();
+            },
+          }),
+        },
+      ],
+    });
+  }
+
+  for (const mode of ["generateText", "streamText"] as const) {
+    test(`blocking, with the middleware (${mode}): a step's parallel calls are asked together and decided in reverse order`, async () => {
+      const prefix = agentName();
+      const executed: number[] = [];
+      const model = wrapLanguageModel({ model: twoCalls(prefix), middleware: interlockApprovalMiddleware({ client, agent }) });
+      const tools = {
+        refund: tool({
+          inputSchema: z.object({ amount: z.number() }),
+          execute: ({ amount }) => {
+            executed.push(amount);
+            return `refunded ${amount}`;
+          },
+        }),
+      };
+      const settings = { model, prompt: "refund both", tools, toolApproval: interlockToolApproval({ client, agent, timeoutMs: 30_000 }), stopWhen: stepCountIs(3) };
+      const generating = mode === "generateText" ? generateText(settings) : streamText(settings).text.then((text) => ({ text }));
+      const [a, b] = [approvalRunId(`${prefix}-a`), approvalRunId(`${prefix}-b`)];
+      // Both questions are asked before either is decided (before, the
+      // blocking function asked the second only once the first was answered).
+      for (const run of [a, b]) await client.wait(run, sdk.suspended, { timeoutMs: 10_000 });
+      await client.deny(b, sdk.interruptId(b, `${prefix}-b`, 0), { approver: "ada", comment: "too small to bother" });
+      await client.approve(a, sdk.interruptId(a, `${prefix}-a`, 0), { approver: "ada" });
+      const result = await generating;
+      assert.equal(result.text, "done");
+      assert.deepEqual(executed, [40]);
+      for (const run of [a, b]) {
+        assert.equal((await client.events(run)).filter((e) => e.type === "suspended").length, 1, "each asked once");
+      }
+    });
+  }
 });

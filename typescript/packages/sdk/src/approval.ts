@@ -1,17 +1,23 @@
 /** A body for the framework adapters whose frameworks ask whether one tool call may run. */
 
 import { Cancelled } from "./errors.js";
-import type { JsonObject } from "./json.js";
+import type { JsonValue } from "./json.js";
 import { interrupt, isResuming, toolCall } from "./run.js";
 import type { Request } from "./types.js";
 import type { AgentBody } from "./worker.js";
 
 /** The decision on one tool call, as an approvals agent's run completes with it. */
-export interface ToolApproval extends JsonObject {
+export interface ToolApproval {
   approved: boolean;
   approver: string;
   /** The approval's comment, or the denial's comment, or `denied` / `expired`. */
   reason: string;
+  /** The approval's payload (falsy ones included); absent when none was sent, or on a cancellation. */
+  payload?: JsonValue;
+  /** The approver's comment, as given (`""` when none). */
+  comment?: string;
+  /** On a cancellation: `denied` or `expired`, from who cancelled (never from metadata). */
+  cancelReason?: "denied" | "expired";
 }
 
 /**
@@ -28,9 +34,13 @@ export function toolApprovalBody<Q extends { toolCallId: string }>(toRequest: (q
     return toolCall(q.toolCallId, () => {
       try {
         const d = interrupt(isResuming() ? {} : toRequest(q));
-        return { approved: true, approver: d.approver, reason: d.comment };
+        const a: ToolApproval = { approved: true, approver: d.approver, reason: d.comment, comment: d.comment };
+        if (d.hasPayload && d.payload !== undefined) a.payload = d.payload;
+        return a;
       } catch (e) {
-        if (e instanceof Cancelled) return { approved: false, approver: e.approver, reason: e.comment || e.reason };
+        if (e instanceof Cancelled) {
+          return { approved: false, approver: e.approver, reason: e.comment || e.reason, comment: e.comment, cancelReason: e.reason };
+        }
         throw e;
       }
     });

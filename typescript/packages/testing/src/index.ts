@@ -189,3 +189,73 @@ export class Shipped {
     await this.server.stop();
   }
 }
+
+/** A script run by a test (an example): its output, read as it comes. */
+export class Script {
+  private out = "";
+  private onData: (() => void) | undefined;
+  /** Its exit code, once it exits. */
+  readonly exited: Promise<number | null>;
+  private readonly proc: ChildProcess;
+
+  /**
+   * Run `command` with `args` (its stdout read, its stderr passed through),
+   * `env` added to this process's environment; with `stdin`, its standard
+   * input is a pipe that {@link endInput} closes.
+   */
+  constructor(command: string, args: readonly string[], env: NodeJS.ProcessEnv = {}, options: { stdin?: boolean } = {}) {
+    this.proc = spawn(command, args, { env: { ...process.env, ...env }, stdio: [options.stdin ? "pipe" : "ignore", "pipe", "inherit"] });
+    this.exited = new Promise((ok) => this.proc.once("exit", ok));
+    this.proc.stdout?.setEncoding("utf8");
+    this.proc.stdout?.on("data", (chunk: string) => {
+      this.out += chunk;
+      this.onData?.();
+    });
+  }
+
+  /** What it printed so far. */
+  get output(): string {
+    return this.out;
+  }
+
+  /** Wait (at most `timeoutMs`) until its output matches `re`; fails with the output so far, or when it exits first. */
+  waitFor(re: RegExp, timeoutMs = 60_000): Promise<RegExpMatchArray> {
+    return new Promise((ok, fail) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        this.onData = undefined;
+      };
+      const timer = setTimeout(() => {
+        done();
+        fail(new Error(`no ${String(re)} in ${timeoutMs} ms, in:\n${this.out}`));
+      }, timeoutMs);
+      const check = (): void => {
+        const m = re.exec(this.out);
+        if (m) {
+          done();
+          ok(m);
+        }
+      };
+      this.onData = check;
+      check();
+      void this.exited.then((code) => {
+        if (this.onData !== check) return;
+        check();
+        if (this.onData === check) {
+          done();
+          fail(new Error(`exited (${String(code)}) before ${String(re)}, having printed:\n${this.out}`));
+        }
+      });
+    });
+  }
+
+  /** Close its standard input (started with `stdin`). */
+  endInput(): void {
+    this.proc.stdin?.end();
+  }
+
+  /** Stop it if it still runs. */
+  kill(): void {
+    if (this.proc.exitCode === null) this.proc.kill();
+  }
+}
