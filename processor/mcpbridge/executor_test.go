@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
@@ -26,8 +27,10 @@ const (
 )
 
 // newExecutorWorld is a proxy gating pay whose agent runs before (when not
-// nil) on the upstream call after the approval and before its check.
-func newExecutorWorld(t *testing.T, before func(context.Context, *mcp.CallToolParams) error) (*proxyWorld, *mcp.ClientSession) {
+// nil) on the upstream call after the approval and before its check, and a
+// client of it. The returned context, for the client's calls, ends first
+// on cleanup, so a test that fails while a call waits does not hang.
+func newExecutorWorld(t *testing.T, before func(context.Context, *mcp.CallToolParams) error) (*proxyWorld, *mcp.ClientSession, context.Context) {
 	t.Helper()
 	w := &proxyWorld{world: newWorld(t), up: newUpstream(t)}
 	g, err := mcpgate.Parse("tool:pay")
@@ -35,7 +38,22 @@ func newExecutorWorld(t *testing.T, before func(context.Context, *mcp.CallToolPa
 	w.proxy = w.startProxyNoWorker(g)
 	w.proxy.beforeCheck = before
 	w.wk = w.worker(ProxyAgent, w.proxy.Agent())
-	return w, httpClient(t, w.ctx, serveHTTP(t, w.proxy.Server(), mcphttp.Config{}), nil)
+	cs := httpClient(t, w.ctx, serveHTTP(t, w.proxy.Server(), mcphttp.Config{}), nil)
+	ctx, cancel := context.WithCancel(w.ctx)
+	t.Cleanup(func() {
+		// A test that failed while a call waits leaves its interrupt
+		// open, and the proxy's handler waiting on it: deny it, so the
+		// servers close.
+		cancel()
+		dctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
+		defer stop()
+		ps, _ := w.approver.Pending(dctx)
+		for _, p := range ps {
+			_, _ = w.approver.Decide(dctx, processor.DecisionRequest{RunID: p.RunID, InterruptID: p.ID,
+				Status: subjects.StatusCancelled, Approver: "ada", Comment: "the test ended"})
+		}
+	})
+	return w, cs, ctx
 }
 
 func digestOf(t *testing.T, tool string, args any) string {
@@ -58,7 +76,7 @@ func TestProxyExecutionKeyInMeta(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var seen []string
-	w, cs := newExecutorWorld(t, func(_ context.Context, params *mcp.CallToolParams) error {
+	w, cs, ctx := newExecutorWorld(t, func(_ context.Context, params *mcp.CallToolParams) error {
 		mu.Lock()
 		defer mu.Unlock()
 		k, _ := params.Meta[wireExecutionKey].(string)
@@ -69,7 +87,7 @@ func TestProxyExecutionKeyInMeta(t *testing.T) {
 		return nil
 	})
 	args := map[string]any{"amount": 40, "to": "acme"}
-	done := callAsync(w.ctx, cs, "pay", args)
+	done := callAsync(ctx, cs, "pay", args)
 	p := w.pending()
 	require.NotNil(t, p.Call, "the interrupt carries the call")
 	assert.Equal(t, "pay", p.Call.Tool)
@@ -95,10 +113,10 @@ func TestProxyExecutionKeyInMeta(t *testing.T) {
 // edited arguments and the edited call's digest, not the proposed one's.
 func TestProxyEditedCallDigest(t *testing.T) {
 	t.Parallel()
-	w, cs := newExecutorWorld(t, nil)
+	w, cs, ctx := newExecutorWorld(t, nil)
 	proposed := map[string]any{"amount": 4000, "to": "acme"}
 	edited := map[string]any{"amount": 40, "to": "acme"}
-	done := callAsync(w.ctx, cs, "pay", proposed)
+	done := callAsync(ctx, cs, "pay", proposed)
 	p := w.pending()
 	v, err := w.approver.Decide(w.ctx, processor.DecisionRequest{RunID: p.RunID, InterruptID: p.ID,
 		Status: subjects.StatusResolved, Approver: "ada", Arguments: edited, Payload: map[string]any{}})
@@ -120,11 +138,11 @@ func TestProxyEditedCallDigest(t *testing.T) {
 // called, the client gets isError and the run's outcome says why.
 func TestProxyRefusesCallNotApproved(t *testing.T) {
 	t.Parallel()
-	w, cs := newExecutorWorld(t, func(_ context.Context, params *mcp.CallToolParams) error {
+	w, cs, ctx := newExecutorWorld(t, func(_ context.Context, params *mcp.CallToolParams) error {
 		params.Arguments = map[string]any{"amount": 4000, "to": "mallory"}
 		return nil
 	})
-	done := callAsync(w.ctx, cs, "pay", map[string]any{"amount": 40, "to": "acme"})
+	done := callAsync(ctx, cs, "pay", map[string]any{"amount": 40, "to": "acme"})
 	p := w.pending()
 	w.decide(p.RunID, p.ID, "ada", subjects.StatusResolved, map[string]any{}, "")
 	res := <-done
@@ -143,8 +161,8 @@ func TestProxyRefusesCallNotApproved(t *testing.T) {
 // call is refused, not made with the payload's arguments.
 func TestProxyRefusesUnboundEdit(t *testing.T) {
 	t.Parallel()
-	w, cs := newExecutorWorld(t, nil)
-	done := callAsync(w.ctx, cs, "pay", map[string]any{"amount": 40, "to": "acme"})
+	w, cs, ctx := newExecutorWorld(t, nil)
+	done := callAsync(ctx, cs, "pay", map[string]any{"amount": 40, "to": "acme"})
 	p := w.pending()
 	w.decide(p.RunID, p.ID, "ada", subjects.StatusResolved,
 		map[string]any{"arguments": map[string]any{"amount": 4000, "to": "mallory"}}, "")
