@@ -71,8 +71,15 @@ func approveLater(t *testing.T, ctx context.Context, url string, payload any) {
 			p, err = api.Pending(ctx)
 			return err == nil && len(p) == 1
 		}, time.Minute, 20*time.Millisecond)
-		v, err := api.Decide(ctx, processor.DecisionRequest{RunID: p[0].RunID, InterruptID: p[0].ID, Status: subjects.StatusResolved,
-			Approver: "ada", Payload: payload, Comment: "fine"})
+		req := processor.DecisionRequest{RunID: p[0].RunID, InterruptID: p[0].ID, Status: subjects.StatusResolved,
+			Approver: "ada", Payload: payload, Comment: "fine"}
+		if m, ok := payload.(map[string]any); ok && m["arguments"] != nil && p[0].Call != nil {
+			// An edit of a gated call: the decision's arguments approve
+			// the edited call (the proxy refuses an edit in the payload
+			// alone).
+			req.Arguments = m["arguments"]
+		}
+		v, err := api.Decide(ctx, req)
 		require.NoError(t, err)
 		require.Equal(t, subjects.OutcomeAccepted, v.Outcome)
 		return nil

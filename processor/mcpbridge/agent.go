@@ -63,6 +63,10 @@ const (
 	// StatusCallFailed (proxy): the upstream call after approval failed; it
 	// is not retried.
 	StatusCallFailed = "call_failed"
+	// StatusCallRefused (proxy): approved, but the call the proxy was
+	// about to make is not the approved one (its digest differs from the
+	// decision's callDigest, processor.ErrCallMismatch); it is not made.
+	StatusCallRefused = "call_refused"
 	// StatusFailed: the run failed.
 	StatusFailed = "failed"
 )
@@ -77,6 +81,9 @@ type Answer struct {
 	Answer   json.RawMessage `json:"answer,omitempty"`
 	// Arguments (proxy) are those the upstream was called with.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// CallDigest (proxy) is the digest of the call the approvers approved
+	// (subjects.CallDigest), sent upstream as MetaCallDigest.
+	CallDigest string `json:"callDigest,omitempty"`
 	// Result (proxy) is the upstream's CallToolResult.
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  string          `json:"error,omitempty"`
@@ -175,6 +182,14 @@ func (a Ask) request() processor.Request {
 		Reason: subjects.ReasonConfirmation}
 	if a.Tool != "" {
 		req.Reason = subjects.ReasonToolCall
+		// The call itself (protocol version 2): every vote is bound to its
+		// digest, an edit to the edited call's, and the decision carries
+		// the approved digest and its execution key.
+		args := a.Arguments
+		if len(args) == 0 {
+			args = json.RawMessage(`{}`)
+		}
+		req.Call = &processor.ToolCall{Tool: a.Tool, Arguments: args}
 	}
 	if len(a.ResponseSchema) > 0 {
 		req.ResponseSchema = a.ResponseSchema
@@ -243,5 +258,7 @@ func editSchema(sc *schema.Cache, input any) (raw json.RawMessage, note string) 
 		return asProposed, "The tool's input schema is beyond Interlock's schema limits (" +
 			strings.TrimSpace(err.Error()) + "): approve or deny as proposed; arguments cannot be edited."
 	}
-	return wrapped, `Approve with {} to call as proposed, or {"arguments": {...}} to call with edited arguments.`
+	return wrapped, `Approve with {} to call as proposed. To edit, approve with the edited arguments as the decision's ` +
+		`"arguments" (interlock approve --edit): that approves the edited call. An edit in the payload ({"arguments": {...}}, ` +
+		`checked against the tool's schema) must be that same call, or the call is refused.`
 }

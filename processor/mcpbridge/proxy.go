@@ -3,6 +3,7 @@ package mcpbridge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -53,6 +54,9 @@ type Proxy struct {
 
 	// afterMark, in tests, runs between recording a call and making it.
 	afterMark func(ctx context.Context) error
+	// beforeCheck, in tests, sees (and may alter) the upstream call after
+	// the approval and before its check against the approved digest.
+	beforeCheck func(ctx context.Context, params *mcp.CallToolParams) error
 
 	tasks *Tasks
 }
@@ -317,6 +321,9 @@ func (p *Proxy) result(name string, st Status) *mcp.CallToolResult {
 	case StatusUnknown:
 		return errorResult(fmt.Sprintf("Interlock: the call of %s was approved%s and its outcome is unknown: %s; "+
 			"it is not made again (run %s)", name, by, st.Error, st.RunID))
+	case StatusCallRefused:
+		return errorResult(fmt.Sprintf("Interlock: the call of %s was approved%s but is not the approved call, so it was not made: %s (run %s)",
+			name, by, st.Error, st.RunID))
 	case StatusCallFailed:
 		return errorResult(fmt.Sprintf("Interlock: the call of %s was approved%s and failed upstream: %s; it is not retried (run %s)",
 			name, by, st.Error, st.RunID))
@@ -338,8 +345,26 @@ type edit struct {
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
-// Agent is the body of the proxy's agent: one interrupt; on approval, the
-// upstream call, at most once.
+// The _meta keys of an approved call the proxy makes upstream. An upstream
+// may use MetaExecutionKey as the idempotency key of the call's side
+// effect (the same on every replay of the pass, unguessable without the
+// coordinator's secret) and check MetaCallDigest against the call it got
+// (subjects.CallDigest of the tool's name and arguments).
+const (
+	MetaExecutionKey = "io.interlock/executionKey"
+	MetaCallDigest   = "io.interlock/callDigest"
+)
+
+// Agent is the body of the proxy's agent: one interrupt, bound to the call
+// (its tool and arguments); on approval, the upstream call, at most once,
+// and only if it is the approved call.
+//
+// The arguments sent are the approvers' edit (the decision's arguments,
+// protocol version 2) or the call's own; before sending them the proxy
+// checks that they have exactly the digest the decision approved
+// (processor.CheckCall), and refuses otherwise (StatusCallRefused: the
+// upstream is not called). The call carries the decision's execution key
+// and approved digest in its _meta (MetaExecutionKey, MetaCallDigest).
 //
 // The call is recorded in the calls bucket (key: run and interrupt) before
 // it is made. A pass that finds the record already there (its worker
@@ -351,22 +376,55 @@ func (p *Proxy) Agent() processor.AgentFunc {
 		if final != nil {
 			final.Tool = a.Tool
 		}
+		if errors.Is(err, processor.ErrCallMismatch) {
+			return p.refuse(a, d, a.Arguments, err), nil
+		}
 		if err != nil || final != nil {
 			return deref(final), err
 		}
-		ans := Answer{Tool: a.Tool, Approver: d.Approver, Comment: d.Comment, Arguments: a.Arguments}
 		var e edit
 		if len(d.Payload) > 0 {
 			if err := json.Unmarshal(d.Payload, &e); err != nil {
 				return Answer{}, fmt.Errorf("%w: the decision's payload: %w", subjects.ErrMalformed, err)
 			}
 		}
+		args := a.Arguments
 		if len(e.Arguments) > 0 && string(e.Arguments) != "null" {
-			ans.Arguments = e.Arguments
+			// An edit in the payload (the responseSchema's form) counts
+			// only as the approved call: the check below refuses one the
+			// approvers' digest does not cover.
+			args = e.Arguments
+			if err := processor.CheckCall(d, a.Tool, args); err != nil {
+				return p.refuse(a, d, args, err), nil
+			}
 		}
+		if len(d.Arguments) > 0 {
+			args = d.Arguments
+		}
+		if len(args) == 0 || string(args) == "null" {
+			args = json.RawMessage(`{}`)
+		}
+		meta := mcp.Meta{MetaCallDigest: d.CallDigest}
+		if key, ok := processor.ExecutionKey(processor.WithToolCall(ctx, toolCallScope)); ok {
+			meta[MetaExecutionKey] = key
+		}
+		params := &mcp.CallToolParams{Meta: meta, Name: a.Tool, Arguments: args}
+		if p.beforeCheck != nil {
+			if err := p.beforeCheck(ctx, params); err != nil {
+				return Answer{}, err
+			}
+		}
+		// The one enforcement of the approval: what is sent is what was
+		// approved, or nothing is sent.
+		if err := processor.CheckCall(d, params.Name, params.Arguments); err != nil {
+			sent, _ := json.Marshal(params.Arguments)
+			return p.refuse(a, d, sent, err), nil
+		}
+		ans := Answer{Tool: a.Tool, Approver: d.Approver, Comment: d.Comment, Arguments: args,
+			CallDigest: d.CallDigest}
 		info, _ := processor.RunOf(ctx)
 		key := info.RunID + "." + subjects.InterruptID(info.RunID, toolCallScope, 0)
-		first, err := p.calls.Mark(ctx, key, ans.Arguments)
+		first, err := p.calls.Mark(ctx, key, args)
 		if err != nil {
 			// Not recorded, or not known to be: the pass runs again, and a
 			// record that did go through makes it StatusUnknown.
@@ -382,7 +440,7 @@ func (p *Proxy) Agent() processor.AgentFunc {
 				return Answer{}, err
 			}
 		}
-		res, err := p.up.CallTool(ctx, &mcp.CallToolParams{Name: a.Tool, Arguments: ans.Arguments})
+		res, err := p.up.CallTool(ctx, params)
 		if err != nil && ctx.Err() != nil {
 			// Cut short by the pass's timeout or the worker's stop: the call
 			// may have been made.
@@ -408,4 +466,14 @@ func (p *Proxy) Agent() processor.AgentFunc {
 		ans.Status, ans.Result = StatusApproved, raw
 		return ans, nil
 	})
+}
+
+// refuse is the answer for an approved call the proxy will not make: the
+// call about to be sent (args) is not the approved one. The run completes
+// with StatusCallRefused and the reason, which the run's outcome records.
+func (p *Proxy) refuse(a Ask, d processor.Decision, args json.RawMessage, err error) Answer {
+	p.cfg.Logger.Warn("approved tool call refused: not the approved call", "tool", a.Tool,
+		"interrupt", d.InterruptID, "approvedDigest", d.CallDigest, "error", err)
+	return Answer{Status: StatusCallRefused, Tool: a.Tool, Approver: d.Approver, Comment: d.Comment,
+		Arguments: args, CallDigest: d.CallDigest, Error: err.Error()}
 }

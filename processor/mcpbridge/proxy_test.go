@@ -25,6 +25,8 @@ import (
 type upstream struct {
 	mu    sync.Mutex
 	calls []upcall
+	// metas are the _meta of the pay calls, in order.
+	metas []mcp.Meta
 	url   string
 	// fail makes pay fail at the protocol level.
 	fail atomic.Bool
@@ -43,6 +45,12 @@ func (u *upstream) record(tool string, args map[string]any) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.calls = append(u.calls, upcall{tool, args})
+}
+
+func (u *upstream) gotMeta() []mcp.Meta {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]mcp.Meta(nil), u.metas...)
 }
 
 func (u *upstream) got() []upcall {
@@ -76,7 +84,10 @@ func newUpstream(t *testing.T) *upstream {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deleted " + in.Path}}}, nil, nil
 		})
 	mcp.AddTool(srv, &mcp.Tool{Name: "pay"},
-		func(_ context.Context, _ *mcp.CallToolRequest, in payArgs) (*mcp.CallToolResult, any, error) {
+		func(_ context.Context, req *mcp.CallToolRequest, in payArgs) (*mcp.CallToolResult, any, error) {
+			u.mu.Lock()
+			u.metas = append(u.metas, req.Params.Meta)
+			u.mu.Unlock()
 			if u.fail.Load() {
 				u.record("pay:failed", nil)
 				return nil, nil, &jsonrpcErr{}
@@ -251,7 +262,13 @@ func TestProxyEditedArguments(t *testing.T) {
 	_, err := w.approver.Decide(w.ctx, processor.DecisionRequest{RunID: p.RunID, InterruptID: p.ID, Status: subjects.StatusResolved,
 		Approver: "ada", Payload: map[string]any{"arguments": map[string]any{"amount": "lots"}}})
 	require.ErrorIs(t, err, processor.ErrRejected)
-	w.decide(p.RunID, p.ID, "ada", subjects.StatusResolved, map[string]any{"arguments": map[string]any{"amount": 40, "to": "acme"}}, "capped")
+	// The edit as the decision's arguments (the approval of the edited
+	// call) and as the payload (checked against the tool's schema).
+	edited := map[string]any{"amount": 40, "to": "acme"}
+	v, err := w.approver.Decide(w.ctx, processor.DecisionRequest{RunID: p.RunID, InterruptID: p.ID, Status: subjects.StatusResolved,
+		Approver: "ada", Arguments: edited, Payload: map[string]any{"arguments": edited}, Comment: "capped"})
+	require.NoError(t, err)
+	require.Equal(t, subjects.OutcomeAccepted, v.Outcome, "%+v", v)
 	res := await(t, done, "the call's result")
 	require.False(t, res.IsError, text(res))
 	assert.Equal(t, []upcall{{"pay", map[string]any{"amount": 40.0, "to": "acme"}}}, w.up.got())
