@@ -54,6 +54,8 @@ type Tasks struct {
 
 	mu     sync.Mutex
 	direct map[string]directTask
+	// maxDirect bounds len(direct) (maxDirectTasks; lowered in tests).
+	maxDirect int
 }
 
 // taskRunner is what a server gives Tasks: the calls it makes tasks of and
@@ -78,6 +80,11 @@ type directTask struct {
 }
 
 const directTTL = 10 * time.Minute
+
+// maxDirectTasks bounds the direct tasks one process holds: with each
+// result at most MaxResult bytes, 256 of them hold at most 64 MiB. When
+// full, the oldest is evicted (its tasks/get then answers no such task).
+const maxDirectTasks = 256
 
 // Names and codes of the MCP tasks protocol.
 const (
@@ -119,7 +126,7 @@ var (
 )
 
 func newTasks(c *jetstream.Client, r taskRunner, cfg Config) *Tasks {
-	return &Tasks{c: c, r: r, cfg: cfg, log: cfg.Logger, direct: map[string]directTask{}}
+	return &Tasks{c: c, r: r, cfg: cfg, log: cfg.Logger, direct: map[string]directTask{}, maxDirect: maxDirectTasks}
 }
 
 // task is the Task of both revisions: the 2025-11-25 names (ttl,
@@ -328,15 +335,13 @@ func (t *Tasks) call(ctx context.Context, raw json.RawMessage) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		now := time.Now().UTC()
-		t.mu.Lock()
-		for k, d := range t.direct {
-			if now.Sub(d.created) > directTTL {
-				delete(t.direct, k)
-			}
+		if len(rr) > MaxResult {
+			// Held in memory: bounded like a gated call's stored result.
+			rr, _ = json.Marshal(errorResult(fmt.Sprintf("Interlock: %s was called; its result (%d bytes) is "+
+				"over the %d bytes Interlock holds for a task, so it is not returned", p.Name, len(rr), MaxResult)))
 		}
-		t.direct[id] = directTask{created: now, result: rr}
-		t.mu.Unlock()
+		now := time.Now().UTC()
+		t.hold(id, directTask{created: now, result: rr})
 		ttl := directTTL.Milliseconds()
 		return map[string]any{"task": task{TaskID: id, Status: taskCompleted, CreatedAt: stamp(now), LastUpdatedAt: stamp(now),
 			TTL: &ttl, StatusMessage: "not gated: called at once"}}, nil
@@ -361,6 +366,28 @@ func (t *Tasks) call(ctx context.Context, raw json.RawMessage) (any, error) {
 	}
 	tk.Result, tk.Error = nil, nil
 	return map[string]any{"task": tk}, nil
+}
+
+// hold keeps a direct task: expired ones are dropped, and when maxDirect
+// are held the oldest is evicted.
+func (t *Tasks) hold(id string, d directTask) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, o := range t.direct {
+		if d.created.Sub(o.created) > directTTL {
+			delete(t.direct, k)
+		}
+	}
+	for len(t.direct) >= t.maxDirect {
+		oldest := ""
+		for k, o := range t.direct {
+			if oldest == "" || o.created.Before(t.direct[oldest].created) {
+				oldest = k
+			}
+		}
+		delete(t.direct, oldest)
+	}
+	t.direct[id] = d
 }
 
 // get reads task id: its Task, and the run's status (nil for a direct task).

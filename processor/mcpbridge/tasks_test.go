@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -351,4 +352,44 @@ func TestTasksHTTPHostCheck(t *testing.T) {
 	ps, err := w.approver.Pending(w.ctx)
 	require.NoError(t, err)
 	assert.Empty(t, ps, "no approval was started")
+}
+
+// TestTasksDirectBounded: the results of ungated calls a 2025-11-25 client
+// asked to run as tasks, held in memory, are bounded: at most maxDirect
+// of them (the oldest evicted first), and none over MaxResult (such a
+// result is replaced by an error saying so, as for a gated call).
+func TestTasksDirectBounded(t *testing.T) {
+	t.Parallel()
+	w := newProxyWorld(t, "tool:pay", nil)
+	tasks := w.proxy.Tasks()
+	tasks.maxDirect = 3
+	c := rawConn(t, w.ctx, w.proxy.Server(), tasks)
+	c.ok("initialize", map[string]any{"protocolVersion": Revision20251125, "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "raw", "version": "1"}})
+	c.notify("notifications/initialized")
+	var ids []string
+	for i := range 5 {
+		res := c.ok("tools/call", map[string]any{"name": "read_file", "arguments": map[string]any{"path": fmt.Sprint(i)}, "task": map[string]any{}})
+		ids = append(ids, dig(res, "task", "taskId").(string))
+	}
+	tasks.mu.Lock()
+	held := len(tasks.direct)
+	tasks.mu.Unlock()
+	assert.Equal(t, 3, held, "no more than maxDirect held")
+	for _, id := range ids[:2] {
+		_, we := c.call("tasks/result", map[string]any{"taskId": id})
+		require.NotNil(t, we, "the oldest are evicted")
+		assert.EqualValues(t, jsonrpc.CodeInvalidParams, we.Code)
+	}
+	assert.Equal(t, "contents of 4", firstText(c.ok("tasks/result", map[string]any{"taskId": ids[4]})))
+
+	res := c.ok("tools/call", map[string]any{"name": "dump", "arguments": map[string]any{}, "task": map[string]any{}})
+	out := c.ok("tasks/result", map[string]any{"taskId": dig(res, "task", "taskId").(string)})
+	assert.Equal(t, true, out["isError"])
+	assert.Contains(t, firstText(out), "over the")
+	tasks.mu.Lock()
+	for id, d := range tasks.direct {
+		assert.LessOrEqual(t, len(d.result), MaxResult, id)
+	}
+	tasks.mu.Unlock()
 }
