@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,7 +145,8 @@ func TestTasks20251125(t *testing.T) {
 	assert.Equal(t, "working", tk["status"])
 	assert.Contains(t, tk, "ttl")
 	assert.EqualValues(t, 100, tk["pollInterval"])
-	st, err := ReadStatus(w.ctx, w.conn(), ProxyAgent, id)
+	run, _, _ := strings.Cut(id, ".") // the task id is the run id and a MAC
+	st, err := ReadStatus(w.ctx, w.conn(), ProxyAgent, run)
 	require.NoError(t, err)
 	require.Equal(t, StatusPending, st.Status, "the interrupt is stored before the task is answered")
 	created, err := time.Parse(time.RFC3339Nano, tk["createdAt"].(string))
@@ -157,7 +159,7 @@ func TestTasks20251125(t *testing.T) {
 	_, we := c.call("tasks/cancel", map[string]any{"taskId": id})
 	require.NotNil(t, we)
 	assert.EqualValues(t, CodeCancelRefused, we.Code)
-	assert.Contains(t, we.Message, "interlock deny "+id)
+	assert.Contains(t, we.Message, "interlock deny "+run)
 	_, we = c.call("tasks/list", map[string]any{})
 	require.NotNil(t, we)
 	assert.EqualValues(t, jsonrpc.CodeMethodNotFound, we.Code)
@@ -166,7 +168,7 @@ func TestTasks20251125(t *testing.T) {
 	assert.EqualValues(t, jsonrpc.CodeInvalidParams, we.Code)
 
 	p := w.pending()
-	require.Equal(t, id, p.RunID, "the task id is the run id")
+	require.Equal(t, run, p.RunID, "the task id names the run")
 	w.decide(p.RunID, p.ID, "ada", subjects.StatusResolved, map[string]any{}, "")
 	require.Eventually(t, func() bool {
 		return c.ok("tasks/get", map[string]any{"taskId": id})["status"] == "completed"
@@ -255,7 +257,8 @@ func TestTasks20260728(t *testing.T) {
 	assert.Contains(t, res, "ttlMs")
 	assert.EqualValues(t, 100, res["pollIntervalMs"])
 	id := res["taskId"].(string)
-	st, err := ReadStatus(w.ctx, w.conn(), ProxyAgent, id)
+	run, _, _ := strings.Cut(id, ".") // the task id is the run id and a MAC
+	st, err := ReadStatus(w.ctx, w.conn(), ProxyAgent, run)
 	require.NoError(t, err)
 	require.Equal(t, StatusPending, st.Status, "the interrupt is stored before the task is answered")
 
@@ -392,4 +395,70 @@ func TestTasksDirectBounded(t *testing.T) {
 		assert.LessOrEqual(t, len(d.result), MaxResult, id)
 	}
 	tasks.mu.Unlock()
+}
+
+// TestTasksBoundToTheirClient: a task's id is not its run id (which
+// approvers, Slack cards, inbox links and notifications show) but the run
+// id with a MAC under the proxy's task key (kept in the calls bucket, so a
+// restarted proxy answers for it): another client that knows the run id
+// cannot read the call's result. The task layer answers only clients that
+// initialized: on a connection that did not, a task-augmented call, and
+// tasks/get or tasks/result, are refused and start nothing.
+func TestTasksBoundToTheirClient(t *testing.T) {
+	t.Parallel()
+	w := newProxyWorld(t, "tool:pay", nil)
+	initialize := func(c *rawClient) {
+		c.ok("initialize", map[string]any{"protocolVersion": Revision20251125, "capabilities": map[string]any{},
+			"clientInfo": map[string]any{"name": "raw", "version": "1"}})
+		c.notify("notifications/initialized")
+	}
+	a := rawConn(t, w.ctx, w.proxy.Server(), w.proxy.Tasks())
+	initialize(a)
+	res := a.ok("tools/call", map[string]any{"name": "pay", "arguments": map[string]any{"amount": 5, "to": "acme"}, "task": map[string]any{}})
+	id := dig(res, "task", "taskId").(string)
+	p := w.pending()
+	assert.NotEqual(t, p.RunID, id, "the task id is not the run id")
+	require.True(t, strings.HasPrefix(id, p.RunID+"."), id)
+	w.decide(p.RunID, p.ID, "ada", subjects.StatusResolved, map[string]any{}, "")
+
+	b := rawConn(t, w.ctx, w.proxy.Server(), w.proxy.Tasks())
+	initialize(b)
+	for _, guess := range []string{p.RunID, p.RunID + ".x", p.RunID + id[len(p.RunID):len(id)-1]} {
+		for _, method := range []string{"tasks/get", "tasks/result"} {
+			_, we := b.call(method, map[string]any{"taskId": guess})
+			require.NotNil(t, we, "%s %s", method, guess)
+			assert.EqualValues(t, jsonrpc.CodeInvalidParams, we.Code, "%s %s: %+v", method, guess, we)
+		}
+	}
+
+	c := rawConn(t, w.ctx, w.proxy.Server(), w.proxy.Tasks()) // never initializes
+	for _, method := range []string{"tasks/get", "tasks/result"} {
+		_, we := c.call(method, map[string]any{"taskId": id})
+		require.NotNil(t, we, method)
+		assert.EqualValues(t, jsonrpc.CodeInvalidRequest, we.Code, "%s: %+v", method, we)
+	}
+	_, we := c.call("tools/call", map[string]any{"name": "pay", "arguments": map[string]any{"amount": 6, "to": "x"}, "task": map[string]any{}})
+	require.NotNil(t, we)
+	assert.EqualValues(t, jsonrpc.CodeInvalidRequest, we.Code)
+
+	// The client that got the task reads it, and so does a restarted proxy.
+	require.Eventually(t, func() bool {
+		return a.ok("tasks/get", map[string]any{"taskId": id})["status"] == "completed"
+	}, waitLimit, 50*time.Millisecond)
+	assert.Equal(t, "paid", firstText(a.ok("tasks/result", map[string]any{"taskId": id})))
+	g, err := mcpgate.Parse("tool:pay")
+	require.NoError(t, err)
+	second := w.startProxyNoWorker(g)
+	d := rawConn(t, w.ctx, second.Server(), second.Tasks())
+	initialize(d)
+	assert.Equal(t, "paid", firstText(d.ok("tasks/result", map[string]any{"taskId": id})))
+	assert.Equal(t, []upcall{{"pay", map[string]any{"amount": 5.0, "to": "acme"}}}, w.up.got(), "the uninitialized call started nothing")
+
+	// Over HTTP, a 2025-11-25 task request names a session that initialized.
+	srv := second.Server()
+	ts := httptest.NewServer(second.Tasks().HTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)))
+	t.Cleanup(ts.Close)
+	_, we = post(t, ts.URL, 1, "tasks/get", map[string]any{"taskId": id})
+	require.NotNil(t, we)
+	assert.EqualValues(t, jsonrpc.CodeInvalidRequest, we.Code, "no session")
 }
