@@ -124,10 +124,13 @@ func (g *Gateway) chatPost(ctx context.Context, data []byte) subjects.ChatPostRe
 		return subjects.ChatPostReply{Code: subjects.CodeUnavailable, Detail: err.Error()}
 	}
 	var thread string
-	if req.Kind != subjects.ChatNew {
-		if j := slices.IndexFunc(cards, func(p slack.Posted) bool { return p.Channel == channel }); j >= 0 {
-			thread = cards[j].TS
+	if j := slices.IndexFunc(cards, func(p slack.Posted) bool { return p.Channel == channel }); j >= 0 {
+		if req.Kind == subjects.ChatNew {
+			// One card per interrupt and channel: the notifier chooses the
+			// keys, and each card posted is listed and followed for good.
+			return subjects.ChatPostReply{Channel: cards[j].Channel, TS: cards[j].TS}
 		}
+		thread = cards[j].TS
 	}
 	card := g.drawCard(rec, st, channel)
 	card.Buttons = card.Buttons && !req.NoButtons
