@@ -461,4 +461,36 @@ func TestTasksBoundToTheirClient(t *testing.T) {
 	_, we = post(t, ts.URL, 1, "tasks/get", map[string]any{"taskId": id})
 	require.NotNil(t, we)
 	assert.EqualValues(t, jsonrpc.CodeInvalidRequest, we.Code, "no session")
+	session := func(sid string, id int, method string, params any) (*http.Response, []byte) {
+		body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+		require.NoError(t, err)
+		req, err := http.NewRequest(http.MethodPost, ts.URL, bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("Mcp-Protocol-Version", Revision20251125)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		raw, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp, raw
+	}
+	resp, raw := session("", 2, "initialize", map[string]any{"protocolVersion": Revision20251125, "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "raw", "version": "1"}})
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	require.NotEmpty(t, sid)
+	t.Cleanup(func() {
+		for ss := range srv.Sessions() {
+			_ = ss.Close()
+		}
+	})
+	_, raw = session(sid, 3, "tasks/get", map[string]any{"taskId": id})
+	assert.Contains(t, string(raw), `"completed"`, "a client on its initialized session is answered: %s", raw)
+	_, raw = session("not-a-session", 4, "tasks/get", map[string]any{"taskId": id})
+	assert.Contains(t, string(raw), "not initialized", "%s", raw)
 }
