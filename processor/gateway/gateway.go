@@ -95,7 +95,7 @@ type Gateway struct {
 	// tests shorten it to take over after a crash).
 	lease atomic.Int64
 	// stopFollow stops following Slack messages (nil without Slack).
-	stopFollow func()
+	stopFollow func(context.Context) error
 	// bridge serves AG-UI; Stop and Close stop it.
 	bridge *agui.Bridge
 	// stopSocket closes the Slack Socket Mode connections (nil without an

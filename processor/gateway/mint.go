@@ -56,7 +56,9 @@ func (g *Gateway) serveLinks() error {
 // and the work left after answering Slack (it waits for it). The HTTP side
 // stops with its server.
 func (g *Gateway) Close() {
-	g.stopListening()
+	ended, end := context.WithCancel(context.Background())
+	end()
+	_ = g.stopListening(ended)
 	if g.bridge != nil {
 		ended, end := context.WithCancel(context.Background())
 		end()
@@ -72,17 +74,18 @@ func (g *Gateway) Close() {
 var ErrStopped = errors.New("gateway stopped")
 
 // Stop stops serving the link service (ending the requests under way, as
-// Close does), then waits while ctx lasts for the work left after
+// Close does) and the Slack follower (its updates under way waited for
+// while ctx lasts, then cancelled), then waits while ctx lasts for the work left after
 // answering Slack and for the AG-UI requests under way (agui.Bridge.Stop);
 // when ctx ends first, that work is cancelled, Stop waits for the Slack
 // work to return and returns an error wrapping ctx's. Shut the HTTP server
 // down first (Server), so that no request starts more work.
 func (g *Gateway) Stop(ctx context.Context) error {
-	g.stopListening()
+	followed := g.stopListening(ctx)
 	defer g.stoppedOnce.Do(func() { close(g.stopped) })
-	var bridged error
+	bridged := followed
 	if g.bridge != nil {
-		bridged = g.bridge.Stop(ctx)
+		bridged = errors.Join(followed, g.bridge.Stop(ctx))
 	}
 	done := make(chan struct{})
 	go func() { g.background.Wait(); close(done) }()
@@ -100,19 +103,24 @@ func (g *Gateway) Stop(ctx context.Context) error {
 // stopListening stops the link service, the chat card service, the
 // Slack follower and the Socket Mode connections: the work that comes from
 // NATS or Slack rather than from HTTP requests.
-func (g *Gateway) stopListening() {
+func (g *Gateway) stopListening(ctx context.Context) error {
 	if g.stopMint != nil {
 		g.stopMint()
 	}
 	if g.stopChat != nil {
 		g.stopChat()
 	}
+	var err error
 	if g.stopFollow != nil {
-		g.stopFollow()
+		// Its updates under way are waited for while ctx lasts.
+		if err = g.stopFollow(ctx); err != nil {
+			err = fmt.Errorf("gateway: Slack updates still under way: %w", err)
+		}
 	}
 	if g.stopSocket != nil {
 		g.stopSocket()
 	}
+	return err
 }
 
 // Stopped returns a channel closed once Stop or Close has returned.

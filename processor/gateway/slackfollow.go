@@ -69,8 +69,16 @@ func (g *Gateway) followSlack() error {
 		return fmt.Errorf("gateway: following Slack messages: %w", err)
 	}
 	// Stopped first by Stop and Close, not waited for as background work:
-	// it runs until told.
-	g.stopFollow = func() { _ = cons.Stop(context.Background()) }
+	// it runs until told. Its updates under way are waited for while ctx
+	// lasts, then cancelled (redelivered to the next gateway) and waited
+	// for until they return.
+	g.stopFollow = func(ctx context.Context) error {
+		err := cons.Stop(ctx)
+		if err != nil {
+			_ = cons.Stop(context.Background())
+		}
+		return err
+	}
 	return nil
 }
 

@@ -92,8 +92,8 @@ func (g *Gateway) serveChat() error {
 // chatPost posts the message a notifier asks for, drawn from the stored
 // record, into the channel the gateway maps the sink to. Refusals that
 // name something the gateway will not do (a sink it posts nothing for, a
-// run or interrupt that is not there, a bad request) are audited as
-// access_refused.
+// bad request) are audited as access_refused; a run or interrupt not
+// recorded yet is answered unavailable.
 func (g *Gateway) chatPost(ctx context.Context, data []byte) subjects.ChatPostReply {
 	req, err := subjects.DecodeChatPostRequest(data)
 	if err != nil {
@@ -104,14 +104,19 @@ func (g *Gateway) chatPost(ctx context.Context, data []byte) subjects.ChatPostRe
 		return g.chatRefused(ctx, req, subjects.CodeChatNotRouted,
 			fmt.Sprintf("sink %s is not one the gateway posts Slack cards for (--slack-channel)", req.Sink))
 	}
+	// Only the notifier may ask (auth.conf), and only about suspensions it
+	// read from the stream the coordinator records: a run or interrupt not
+	// in the record is one not recorded yet (the coordinator is restarting
+	// or behind), so the answer is unavailable, to be asked again, never a
+	// refusal that would drop the card.
 	rec, i, err := g.interruptOf(ctx, req.RunID, req.InterruptID)
 	switch {
 	case errors.Is(err, processor.ErrRunNotFound):
-		return g.chatRefused(ctx, req, subjects.CodeUnknownRun, "no such run")
+		return subjects.ChatPostReply{Code: subjects.CodeUnavailable, Detail: "the run is not recorded yet"}
 	case err != nil:
 		return subjects.ChatPostReply{Code: subjects.CodeUnavailable, Detail: err.Error()}
 	case i < 0:
-		return g.chatRefused(ctx, req, subjects.CodeUnknownInterrupt, "the run has no such interrupt")
+		return subjects.ChatPostReply{Code: subjects.CodeUnavailable, Detail: "the interrupt is not recorded yet"}
 	}
 	st := rec.Interrupts[i]
 	cards, _, err := g.slackCards(ctx, req.RunID, req.InterruptID)
@@ -119,10 +124,13 @@ func (g *Gateway) chatPost(ctx context.Context, data []byte) subjects.ChatPostRe
 		return subjects.ChatPostReply{Code: subjects.CodeUnavailable, Detail: err.Error()}
 	}
 	var thread string
-	if req.Kind != subjects.ChatNew {
-		if j := slices.IndexFunc(cards, func(p slack.Posted) bool { return p.Channel == channel }); j >= 0 {
-			thread = cards[j].TS
+	if j := slices.IndexFunc(cards, func(p slack.Posted) bool { return p.Channel == channel }); j >= 0 {
+		if req.Kind == subjects.ChatNew {
+			// One card per interrupt and channel: the notifier chooses the
+			// keys, and each card posted is listed and followed for good.
+			return subjects.ChatPostReply{Channel: cards[j].Channel, TS: cards[j].TS}
 		}
+		thread = cards[j].TS
 	}
 	card := g.drawCard(rec, st, channel)
 	card.Buttons = card.Buttons && !req.NoButtons

@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,4 +222,35 @@ func TestSlackSocketStop(t *testing.T) {
 	t.Cleanup(next.Close)
 	e.acked(env)
 	assert.Equal(t, "ada", e.decided(later).Decision.Approver)
+}
+
+// The gateway dies after marking an envelope's interaction taken and
+// before handling it (no ack, nothing decided, no answer kept): Slack's
+// redelivery finds the mark without an outcome and is answered that the
+// submission was not taken (the form stays open, saying to submit again),
+// not with an empty ack that would close the form with nothing decided;
+// submitted again, it decides.
+func TestSlackSocketCrashAfterMarkAsksAgain(t *testing.T) {
+	t.Parallel()
+	e := newSocketEnv(t, 300*time.Millisecond)
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "how much?",
+		"Schema": map[string]any{"type": "object", "properties": map[string]any{"amount": map[string]any{"type": "number"}}}})
+	c := e.card(run, id)
+	var crashed atomic.Bool
+	crash := func(point string) bool {
+		return point == "slack-socket-after-mark" && crashed.CompareAndSwap(false, true)
+	}
+	e.gw.crash.Store(&crash)
+	meta := slack.NewSeal(slackSecret).Metadata(slack.Ref{Run: run, Interrupt: id, Channel: c.Channel, TS: c.TS})
+	lost := e.acked(e.fake.Deliver(slacktest.Submit("T0TEAM", "U0ADA", meta, map[string]string{"amount": "42"}, nil)))
+	require.True(t, crashed.Load())
+	var out map[string]any
+	require.NoError(t, json.Unmarshal(lost.Payload, &out), "an answer, not an empty ack: %q", lost.Payload)
+	assert.Equal(t, "errors", out["response_action"])
+	assert.Contains(t, fmt.Sprint(out["errors"]), "submit again")
+	e.undecided(run)
+
+	good := e.acked(e.fake.Deliver(slacktest.Submit("T0TEAM", "U0ADA", meta, map[string]string{"amount": "42"}, nil)))
+	assert.Empty(t, good.Payload)
+	assert.Equal(t, "ada", e.decided(run).Decision.Approver)
 }

@@ -72,8 +72,13 @@ func NewProxy(ctx context.Context, c *jetstream.Client, up *mcp.ClientSession, c
 	if err != nil {
 		return nil, fmt.Errorf("the MCP proxy's calls bucket (run `interlock provision`): %w", err)
 	}
+	key, err := TaskKey(ctx, calls)
+	if err != nil {
+		return nil, err
+	}
 	p := &Proxy{c: c, cl: processor.NewClient(c), up: up, cfg: cfg, calls: calls, tools: map[string]*mcp.Tool{}}
 	p.tasks = newTasks(c, p, cfg.Config)
+	p.tasks.key = key
 	return p, nil
 }
 
@@ -114,6 +119,7 @@ func (p *Proxy) Server() *mcp.Server {
 		}
 	}
 	srv := mcp.NewServer(impl, opts)
+	p.tasks.serves(srv)
 	if p.cfg.Relay != nil {
 		p.cfg.Relay.attach(srv, p.forget)
 	}

@@ -13,7 +13,9 @@ import (
 // progress of a forwarded call to the client that made it (under the
 // client's own progress token), log messages to every client at the level
 // it set, list_changed for tools, resources and prompts to every client,
-// and resources/updated to the clients subscribed to the resource.
+// and resources/updated to the clients subscribed to the resource. A log
+// message names no request, so it cannot be sent only to the client whose
+// call it is about: every client sees it (docs/mcp.md).
 //
 // The upstream session must be connected with ClientOptions, and the Relay
 // given to NewProxy (ProxyConfig.Relay), which attaches the proxy's server.

@@ -123,6 +123,7 @@ func (s *Serve) Server() *mcp.Server {
 		Description: "Wait until an approval request is decided or expires (or the timeout passes: status pending), " +
 			"sending progress notifications meanwhile.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.wait)
+	s.tasks.serves(srv)
 	return srv
 }
 

@@ -2,6 +2,11 @@ package mcpbridge
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,10 +43,17 @@ import (
 //     tasks/get (the result inlined once completed), tasks/update and
 //     tasks/cancel are answered here.
 //
-// A task is a run of the server's built-in agent: its id is the run id, and
-// its state is read from the run's last outcome on the runs stream, so a
-// restarted server answers for the tasks an earlier one created. A task is
-// answered only once its interrupt is stored (tasks/get resolves for it).
+// A task is a run of the server's built-in agent: its state is read from
+// the run's last outcome on the runs stream, so a restarted server answers
+// for the tasks an earlier one created. A task is answered only once its
+// interrupt is stored (tasks/get resolves for it). The proxy's task id is
+// the run id, a dot and a MAC of the agent and run id under its task key
+// (TaskKey, kept in the calls bucket): the run id is no secret (approvers,
+// Slack cards, inbox links and notifications show it), the task id only
+// the client that made the call gets. serve's task id is the run id (its
+// wait_approval answers any client for a run id alike). Only a client that
+// initialized its connection (or, 2026-07-28, names its protocol version
+// per request) is answered.
 //
 // When the SDK gains a tasks API, remove this file's transport and HTTP
 // wrappers and patching, and register the runner's methods (taskRunner)
@@ -54,6 +66,13 @@ type Tasks struct {
 
 	mu     sync.Mutex
 	direct map[string]directTask
+	// maxDirect bounds len(direct) (maxDirectTasks; lowered in tests).
+	maxDirect int
+	// key, when set, MACs task ids (taskID); nil: a task id is a run id.
+	key []byte
+	// servers are the servers the layer is under: an HTTP request of a
+	// client that must have initialized names one of their sessions.
+	servers []*mcp.Server
 }
 
 // taskRunner is what a server gives Tasks: the calls it makes tasks of and
@@ -78,6 +97,11 @@ type directTask struct {
 }
 
 const directTTL = 10 * time.Minute
+
+// maxDirectTasks bounds the direct tasks one process holds: with each
+// result at most MaxResult bytes, 256 of them hold at most 64 MiB. When
+// full, the oldest is evicted (its tasks/get then answers no such task).
+const maxDirectTasks = 256
 
 // Names and codes of the MCP tasks protocol.
 const (
@@ -116,10 +140,13 @@ var (
 	ErrNotStored = errors.New("the approval was not stored in time")
 	// ErrMissingCapability: a 2026-07-28 request without the extension.
 	ErrMissingCapability = errors.New("missing required client capability")
+	// ErrNotInitialized: a task request on a connection (or HTTP session)
+	// that did not initialize (-32600).
+	ErrNotInitialized = errors.New("the connection has not initialized")
 )
 
 func newTasks(c *jetstream.Client, r taskRunner, cfg Config) *Tasks {
-	return &Tasks{c: c, r: r, cfg: cfg, log: cfg.Logger, direct: map[string]directTask{}}
+	return &Tasks{c: c, r: r, cfg: cfg, log: cfg.Logger, direct: map[string]directTask{}, maxDirect: maxDirectTasks}
 }
 
 // task is the Task of both revisions: the 2025-11-25 names (ttl,
@@ -249,6 +276,8 @@ func wireError(err error) *jsonrpc.Error {
 	switch {
 	case errors.Is(err, ErrNoTask), errors.Is(err, ErrTaskTerminal), errors.Is(err, ErrBadRequest):
 		code = jsonrpc.CodeInvalidParams
+	case errors.Is(err, ErrNotInitialized):
+		code = jsonrpc.CodeInvalidRequest
 	case errors.Is(err, ErrCancelRefused):
 		code = CodeCancelRefused
 	case errors.Is(err, ErrNotStored):
@@ -328,15 +357,13 @@ func (t *Tasks) call(ctx context.Context, raw json.RawMessage) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		now := time.Now().UTC()
-		t.mu.Lock()
-		for k, d := range t.direct {
-			if now.Sub(d.created) > directTTL {
-				delete(t.direct, k)
-			}
+		if len(rr) > MaxResult {
+			// Held in memory: bounded like a gated call's stored result.
+			rr, _ = json.Marshal(errorResult(fmt.Sprintf("Interlock: %s was called; its result (%d bytes) is "+
+				"over the %d bytes Interlock holds for a task, so it is not returned", p.Name, len(rr), MaxResult)))
 		}
-		t.direct[id] = directTask{created: now, result: rr}
-		t.mu.Unlock()
+		now := time.Now().UTC()
+		t.hold(id, directTask{created: now, result: rr})
 		ttl := directTTL.Milliseconds()
 		return map[string]any{"task": task{TaskID: id, Status: taskCompleted, CreatedAt: stamp(now), LastUpdatedAt: stamp(now),
 			TTL: &ttl, StatusMessage: "not gated: called at once"}}, nil
@@ -363,6 +390,28 @@ func (t *Tasks) call(ctx context.Context, raw json.RawMessage) (any, error) {
 	return map[string]any{"task": tk}, nil
 }
 
+// hold keeps a direct task: expired ones are dropped, and when maxDirect
+// are held the oldest is evicted.
+func (t *Tasks) hold(id string, d directTask) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, o := range t.direct {
+		if d.created.Sub(o.created) > directTTL {
+			delete(t.direct, k)
+		}
+	}
+	for len(t.direct) >= t.maxDirect {
+		oldest := ""
+		for k, o := range t.direct {
+			if oldest == "" || o.created.Before(t.direct[oldest].created) {
+				oldest = k
+			}
+		}
+		delete(t.direct, oldest)
+	}
+	t.direct[id] = d
+}
+
 // get reads task id: its Task, and the run's status (nil for a direct task).
 func (t *Tasks) get(ctx context.Context, id string, modern bool) (task, *Status, error) {
 	if id == "" {
@@ -385,13 +434,17 @@ func (t *Tasks) get(ctx context.Context, id string, modern bool) (task, *Status,
 		}
 		return tk, nil, nil
 	}
-	if err := subjects.ValidateToken("taskId", id); err != nil {
-		return task{}, nil, fmt.Errorf("%w: %w", ErrNoTask, err)
-	}
-	if _, err := uuid.Parse(id); err != nil {
+	run, ok := t.runOf(id)
+	if !ok {
 		return task{}, nil, fmt.Errorf("%w: %s", ErrNoTask, id)
 	}
-	st, err := ReadStatus(ctx, t.c, t.cfg.Agent, id)
+	if err := subjects.ValidateToken("taskId", run); err != nil {
+		return task{}, nil, fmt.Errorf("%w: %w", ErrNoTask, err)
+	}
+	if _, err := uuid.Parse(run); err != nil {
+		return task{}, nil, fmt.Errorf("%w: %s", ErrNoTask, id)
+	}
+	st, err := ReadStatus(ctx, t.c, t.cfg.Agent, run)
 	if err != nil {
 		return task{}, nil, err
 	}
@@ -416,7 +469,7 @@ func (t *Tasks) taskOf(st Status, modern bool) task {
 		sec, nsec := u.Time().UnixTime()
 		created = time.Unix(sec, nsec).UTC()
 	}
-	tk := task{TaskID: st.RunID, CreatedAt: stamp(created), LastUpdatedAt: stamp(created)}
+	tk := task{TaskID: t.taskID(st.RunID), CreatedAt: stamp(created), LastUpdatedAt: stamp(created)}
 	poll := t.cfg.Poll.Milliseconds()
 	if modern {
 		tk.PollMs = poll
@@ -452,7 +505,7 @@ func (t *Tasks) result(ctx context.Context, id string) (any, error) {
 		return nil, err
 	}
 	if st != nil && !st.Done() {
-		s, err := waitStatus(ctx, t.c, t.cfg.Agent, id, t.cfg.Poll, Status.Done, nil)
+		s, err := waitStatus(ctx, t.c, t.cfg.Agent, st.RunID, t.cfg.Poll, Status.Done, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -478,16 +531,127 @@ func (t *Tasks) result(ctx context.Context, id string) (any, error) {
 // make: the MCP client is not an approver, so it is refused (logged, with
 // what to do instead); a finished one cannot be cancelled.
 func (t *Tasks) cancel(ctx context.Context, id string, modern bool) (any, error) {
-	tk, _, err := t.get(ctx, id, modern)
+	tk, st, err := t.get(ctx, id, modern)
 	if err != nil {
 		return nil, err
 	}
 	if tk.Status != taskWorking {
 		return nil, fmt.Errorf("%w: task %s is %s", ErrTaskTerminal, id, tk.Status)
 	}
-	t.log.Warn("tasks/cancel refused: the MCP client is not an approver", "task", id, "agent", t.cfg.Agent)
+	run := st.RunID
+	t.log.Warn("tasks/cancel refused: the MCP client is not an approver", "task", id, "run", run, "agent", t.cfg.Agent)
 	return nil, fmt.Errorf("%w: task %s waits for a person's decision, which an MCP client cannot make; "+
-		"an approver can deny it (interlock deny %s), or it expires at its deadline", ErrCancelRefused, id, id)
+		"an approver can deny it (interlock deny %s), or it expires at its deadline", ErrCancelRefused, id, run)
+}
+
+// taskID is the task id of run: run itself without a key, else run, a dot
+// and the base64url HMAC-SHA256 of the agent and run under the key.
+func (t *Tasks) taskID(run string) string {
+	if t.key == nil {
+		return run
+	}
+	return run + "." + base64.RawURLEncoding.EncodeToString(t.mac(run))
+}
+
+func (t *Tasks) mac(run string) []byte {
+	m := hmac.New(sha256.New, t.key)
+	m.Write([]byte("interlock-mcp-task\x00" + t.cfg.Agent + "\x00" + run))
+	return m.Sum(nil)
+}
+
+// runOf returns the run task id names, if its MAC is right.
+func (t *Tasks) runOf(id string) (string, bool) {
+	if t.key == nil {
+		return id, true
+	}
+	run, sum, ok := strings.Cut(id, ".")
+	if !ok {
+		return "", false
+	}
+	got, err := base64.RawURLEncoding.DecodeString(sum)
+	if err != nil || !hmac.Equal(got, t.mac(run)) {
+		return "", false
+	}
+	return run, true
+}
+
+// taskKeyName is the task key's name in the calls bucket: no run id (a
+// UUID) can be it.
+const taskKeyName = "task-key"
+
+// TaskKey returns the key the proxy MACs its task ids with, kept in the
+// calls bucket (which only the mcp_proxy user and admin read): made by the
+// first proxy (create-once), read by the others and by a restarted one,
+// and written again at each start so that the bucket's 30-day age does not
+// drop it while proxies run.
+func TaskKey(ctx context.Context, calls *jetstream.Bucket) ([]byte, error) {
+	fresh := make([]byte, 32)
+	if _, err := rand.Read(fresh); err != nil {
+		return nil, err
+	}
+	if _, err := calls.Mark(ctx, taskKeyName, []byte(hex.EncodeToString(fresh))); err != nil {
+		return nil, fmt.Errorf("the MCP task key: %w", err)
+	}
+	v, _, err := calls.Entry(ctx, taskKeyName)
+	if err != nil {
+		return nil, fmt.Errorf("the MCP task key: %w", err)
+	}
+	key, err := hex.DecodeString(string(v))
+	if err != nil || len(key) < 16 {
+		return nil, fmt.Errorf("the MCP task key in bucket %s is not 16 or more hex-encoded bytes", CallsBucket)
+	}
+	if err := calls.Put(ctx, taskKeyName, v); err != nil {
+		return nil, fmt.Errorf("the MCP task key: %w", err)
+	}
+	return key, nil
+}
+
+// initialized reports whether a request on an HTTP session may be
+// answered: a 2026-07-28 request names its protocol version itself; any
+// other must come on a live session of the server (one that initialized).
+func (t *Tasks) initialized(req *jsonrpc.Request, session string) bool {
+	if modernRequest(req) {
+		return true
+	}
+	if session == "" {
+		return false
+	}
+	t.mu.Lock()
+	servers := t.servers
+	t.mu.Unlock()
+	for _, srv := range servers {
+		for ss := range srv.Sessions() {
+			if ss.ID() == session {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// serves records a server the task layer is put under (its sessions are
+// the HTTP clients that initialized).
+func (t *Tasks) serves(srv *mcp.Server) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.servers = append(t.servers, srv)
+}
+
+// modernRequest reports whether req names a 2026-07-28 (or later)
+// protocol version in its _meta: it needs no initialize.
+func modernRequest(req *jsonrpc.Request) bool {
+	var p struct {
+		Meta json.RawMessage `json:"_meta,omitempty"`
+	}
+	_ = json.Unmarshal(req.Params, &p)
+	return metaOf(p.Meta).modern()
+}
+
+// notInitialized is the answer to a request refused for want of
+// initialize; logged.
+func (t *Tasks) notInitialized(req *jsonrpc.Request) *jsonrpc.Response {
+	t.log.Warn("MCP task request refused: the connection has not initialized", "method", req.Method)
+	return &jsonrpc.Response{ID: req.ID, Error: wireError(fmt.Errorf("%w: send initialize first", ErrNotInitialized))}
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,7 +145,8 @@ func TestTasks20251125(t *testing.T) {
 	assert.Equal(t, "working", tk["status"])
 	assert.Contains(t, tk, "ttl")
 	assert.EqualValues(t, 100, tk["pollInterval"])
-	st, err := ReadStatus(w.ctx, w.conn(), ProxyAgent, id)
+	run, _, _ := strings.Cut(id, ".") // the task id is the run id and a MAC
+	st, err := ReadStatus(w.ctx, w.conn(), ProxyAgent, run)
 	require.NoError(t, err)
 	require.Equal(t, StatusPending, st.Status, "the interrupt is stored before the task is answered")
 	created, err := time.Parse(time.RFC3339Nano, tk["createdAt"].(string))
@@ -156,7 +159,7 @@ func TestTasks20251125(t *testing.T) {
 	_, we := c.call("tasks/cancel", map[string]any{"taskId": id})
 	require.NotNil(t, we)
 	assert.EqualValues(t, CodeCancelRefused, we.Code)
-	assert.Contains(t, we.Message, "interlock deny "+id)
+	assert.Contains(t, we.Message, "interlock deny "+run)
 	_, we = c.call("tasks/list", map[string]any{})
 	require.NotNil(t, we)
 	assert.EqualValues(t, jsonrpc.CodeMethodNotFound, we.Code)
@@ -165,7 +168,7 @@ func TestTasks20251125(t *testing.T) {
 	assert.EqualValues(t, jsonrpc.CodeInvalidParams, we.Code)
 
 	p := w.pending()
-	require.Equal(t, id, p.RunID, "the task id is the run id")
+	require.Equal(t, run, p.RunID, "the task id names the run")
 	w.decide(p.RunID, p.ID, "ada", subjects.StatusResolved, map[string]any{}, "")
 	require.Eventually(t, func() bool {
 		return c.ok("tasks/get", map[string]any{"taskId": id})["status"] == "completed"
@@ -254,7 +257,8 @@ func TestTasks20260728(t *testing.T) {
 	assert.Contains(t, res, "ttlMs")
 	assert.EqualValues(t, 100, res["pollIntervalMs"])
 	id := res["taskId"].(string)
-	st, err := ReadStatus(w.ctx, w.conn(), ProxyAgent, id)
+	run, _, _ := strings.Cut(id, ".") // the task id is the run id and a MAC
+	st, err := ReadStatus(w.ctx, w.conn(), ProxyAgent, run)
 	require.NoError(t, err)
 	require.Equal(t, StatusPending, st.Status, "the interrupt is stored before the task is answered")
 
@@ -351,4 +355,142 @@ func TestTasksHTTPHostCheck(t *testing.T) {
 	ps, err := w.approver.Pending(w.ctx)
 	require.NoError(t, err)
 	assert.Empty(t, ps, "no approval was started")
+}
+
+// TestTasksDirectBounded: the results of ungated calls a 2025-11-25 client
+// asked to run as tasks, held in memory, are bounded: at most maxDirect
+// of them (the oldest evicted first), and none over MaxResult (such a
+// result is replaced by an error saying so, as for a gated call).
+func TestTasksDirectBounded(t *testing.T) {
+	t.Parallel()
+	w := newProxyWorld(t, "tool:pay", nil)
+	tasks := w.proxy.Tasks()
+	tasks.maxDirect = 3
+	c := rawConn(t, w.ctx, w.proxy.Server(), tasks)
+	c.ok("initialize", map[string]any{"protocolVersion": Revision20251125, "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "raw", "version": "1"}})
+	c.notify("notifications/initialized")
+	var ids []string
+	for i := range 5 {
+		res := c.ok("tools/call", map[string]any{"name": "read_file", "arguments": map[string]any{"path": fmt.Sprint(i)}, "task": map[string]any{}})
+		ids = append(ids, dig(res, "task", "taskId").(string))
+	}
+	tasks.mu.Lock()
+	held := len(tasks.direct)
+	tasks.mu.Unlock()
+	assert.Equal(t, 3, held, "no more than maxDirect held")
+	for _, id := range ids[:2] {
+		_, we := c.call("tasks/result", map[string]any{"taskId": id})
+		require.NotNil(t, we, "the oldest are evicted")
+		assert.EqualValues(t, jsonrpc.CodeInvalidParams, we.Code)
+	}
+	assert.Equal(t, "contents of 4", firstText(c.ok("tasks/result", map[string]any{"taskId": ids[4]})))
+
+	res := c.ok("tools/call", map[string]any{"name": "dump", "arguments": map[string]any{}, "task": map[string]any{}})
+	out := c.ok("tasks/result", map[string]any{"taskId": dig(res, "task", "taskId").(string)})
+	assert.Equal(t, true, out["isError"])
+	assert.Contains(t, firstText(out), "over the")
+	tasks.mu.Lock()
+	for id, d := range tasks.direct {
+		assert.LessOrEqual(t, len(d.result), MaxResult, id)
+	}
+	tasks.mu.Unlock()
+}
+
+// TestTasksBoundToTheirClient: a task's id is not its run id (which
+// approvers, Slack cards, inbox links and notifications show) but the run
+// id with a MAC under the proxy's task key (kept in the calls bucket, so a
+// restarted proxy answers for it): another client that knows the run id
+// cannot read the call's result. The task layer answers only clients that
+// initialized: on a connection that did not, a task-augmented call, and
+// tasks/get or tasks/result, are refused and start nothing.
+func TestTasksBoundToTheirClient(t *testing.T) {
+	t.Parallel()
+	w := newProxyWorld(t, "tool:pay", nil)
+	initialize := func(c *rawClient) {
+		c.ok("initialize", map[string]any{"protocolVersion": Revision20251125, "capabilities": map[string]any{},
+			"clientInfo": map[string]any{"name": "raw", "version": "1"}})
+		c.notify("notifications/initialized")
+	}
+	a := rawConn(t, w.ctx, w.proxy.Server(), w.proxy.Tasks())
+	initialize(a)
+	res := a.ok("tools/call", map[string]any{"name": "pay", "arguments": map[string]any{"amount": 5, "to": "acme"}, "task": map[string]any{}})
+	id := dig(res, "task", "taskId").(string)
+	p := w.pending()
+	assert.NotEqual(t, p.RunID, id, "the task id is not the run id")
+	require.True(t, strings.HasPrefix(id, p.RunID+"."), id)
+	w.decide(p.RunID, p.ID, "ada", subjects.StatusResolved, map[string]any{}, "")
+
+	b := rawConn(t, w.ctx, w.proxy.Server(), w.proxy.Tasks())
+	initialize(b)
+	for _, guess := range []string{p.RunID, p.RunID + ".x", p.RunID + id[len(p.RunID):len(id)-1]} {
+		for _, method := range []string{"tasks/get", "tasks/result"} {
+			_, we := b.call(method, map[string]any{"taskId": guess})
+			require.NotNil(t, we, "%s %s", method, guess)
+			assert.EqualValues(t, jsonrpc.CodeInvalidParams, we.Code, "%s %s: %+v", method, guess, we)
+		}
+	}
+
+	c := rawConn(t, w.ctx, w.proxy.Server(), w.proxy.Tasks()) // never initializes
+	for _, method := range []string{"tasks/get", "tasks/result"} {
+		_, we := c.call(method, map[string]any{"taskId": id})
+		require.NotNil(t, we, method)
+		assert.EqualValues(t, jsonrpc.CodeInvalidRequest, we.Code, "%s: %+v", method, we)
+	}
+	_, we := c.call("tools/call", map[string]any{"name": "pay", "arguments": map[string]any{"amount": 6, "to": "x"}, "task": map[string]any{}})
+	require.NotNil(t, we)
+	assert.EqualValues(t, jsonrpc.CodeInvalidRequest, we.Code)
+
+	// The client that got the task reads it, and so does a restarted proxy.
+	require.Eventually(t, func() bool {
+		return a.ok("tasks/get", map[string]any{"taskId": id})["status"] == "completed"
+	}, waitLimit, 50*time.Millisecond)
+	assert.Equal(t, "paid", firstText(a.ok("tasks/result", map[string]any{"taskId": id})))
+	g, err := mcpgate.Parse("tool:pay")
+	require.NoError(t, err)
+	second := w.startProxyNoWorker(g)
+	d := rawConn(t, w.ctx, second.Server(), second.Tasks())
+	initialize(d)
+	assert.Equal(t, "paid", firstText(d.ok("tasks/result", map[string]any{"taskId": id})))
+	assert.Equal(t, []upcall{{"pay", map[string]any{"amount": 5.0, "to": "acme"}}}, w.up.got(), "the uninitialized call started nothing")
+
+	// Over HTTP, a 2025-11-25 task request names a session that initialized.
+	srv := second.Server()
+	ts := httptest.NewServer(second.Tasks().HTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)))
+	t.Cleanup(ts.Close)
+	_, we = post(t, ts.URL, 1, "tasks/get", map[string]any{"taskId": id})
+	require.NotNil(t, we)
+	assert.EqualValues(t, jsonrpc.CodeInvalidRequest, we.Code, "no session")
+	session := func(sid string, id int, method string, params any) (*http.Response, []byte) {
+		body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+		require.NoError(t, err)
+		req, err := http.NewRequest(http.MethodPost, ts.URL, bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("Mcp-Protocol-Version", Revision20251125)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		raw, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp, raw
+	}
+	resp, raw := session("", 2, "initialize", map[string]any{"protocolVersion": Revision20251125, "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "raw", "version": "1"}})
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	require.NotEmpty(t, sid)
+	t.Cleanup(func() {
+		for ss := range srv.Sessions() {
+			_ = ss.Close()
+		}
+	})
+	_, raw = session(sid, 3, "tasks/get", map[string]any{"taskId": id})
+	assert.Contains(t, string(raw), `"completed"`, "a client on its initialized session is answered: %s", raw)
+	_, raw = session("not-a-session", 4, "tasks/get", map[string]any{"taskId": id})
+	assert.Contains(t, string(raw), "not initialized", "%s", raw)
 }

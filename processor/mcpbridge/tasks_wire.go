@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -48,6 +49,9 @@ type taskConn struct {
 
 	mu      sync.Mutex
 	pending map[jsonrpc.ID]string
+	// ready is set once the SDK answered initialize: the task layer
+	// answers a 2025-11-25 client only after.
+	ready atomic.Bool
 }
 
 func (c *taskConn) Read(ctx context.Context) (jsonrpc.Message, error) {
@@ -61,6 +65,12 @@ func (c *taskConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			return m, nil
 		}
 		if c.t.claims(req) {
+			if !c.ready.Load() && !modernRequest(req) {
+				if err := c.Connection.Write(ctx, c.t.notInitialized(req)); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			c.wg.Add(1)
 			go func() {
 				defer c.wg.Done()
@@ -84,6 +94,9 @@ func (c *taskConn) Write(ctx context.Context, m jsonrpc.Message) error {
 		delete(c.pending, resp.ID)
 		c.mu.Unlock()
 		if found {
+			if method == "initialize" {
+				c.ready.Store(true)
+			}
 			cp := *resp
 			cp.Result = c.t.patch(method, resp.Result)
 			m = &cp
@@ -144,6 +157,12 @@ func (t *Tasks) HTTP(next http.Handler) http.Handler {
 			return
 		}
 		if t.claims(req) {
+			if !t.initialized(req, r.Header.Get("Mcp-Session-Id")) {
+				raw, _ := jsonrpc.EncodeMessage(t.notInitialized(req))
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write(raw)
+				return
+			}
 			// As the SDK asks of every POST.
 			if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 				http.Error(w, "Content-Type must be application/json", http.StatusUnsupportedMediaType)

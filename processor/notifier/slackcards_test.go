@@ -1,6 +1,7 @@
 package notifier
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"github.com/interlockhq/interlock/processor/approvers"
 	chatslack "github.com/interlockhq/interlock/processor/chat/slack"
 	"github.com/interlockhq/interlock/processor/chat/slack/slacktest"
+	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/processor/gateway"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -203,4 +205,37 @@ func TestSlackSinkConfig(t *testing.T) {
 		require.ErrorIs(t, err, ErrConfig, y)
 		assert.Contains(t, err.Error(), want, y)
 	}
+}
+
+// The coordinator lags (restarting, or behind on a burst) past the
+// gateway's wait for the record when the notifier reads a suspension: the
+// gateway answers unavailable (the notifier only asks about suspensions it
+// read from the stream, so a run or interrupt not recorded is one not
+// recorded yet), the card sink retries, and once the coordinator catches
+// up the question is posted; nothing is dead-lettered.
+func TestSlackSinkPostsAfterCoordinatorLag(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	fake := slacktest.New(t, "xoxb-test")
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	require.NoError(t, gateway.Provision(ctx(t), e.admin))
+	dir, err := approvers.Parse("identities", []byte("identities:\n  ada: {groups: [finance], slack: {team: T1, user: U1}}\n"))
+	require.NoError(t, err)
+	gw, err := gateway.New(ctx(t), jstest.Client(t, e.srv), gateway.Config{Directory: dir, Logger: quiet,
+		Slack: &gateway.SlackConfig{SigningSecret: []byte("slack-signing-secret"), TeamID: "T1", BotToken: "xoxb-test",
+			Channels: map[string]string{"team": "C0CHAN"}, APIURL: fake.APIURL()}})
+	require.NoError(t, err)
+	t.Cleanup(gw.Close)
+	n := e.start(strings.Replace(slackCardsConfig, "[team, quiet]", "[team]", 1), nil)
+	e.suspend("refunds") // no coordinator records it yet
+	require.Eventually(t, func() bool {
+		return n.Count("team", OutcomeRetried)+n.Count("team", OutcomeDeadLettered) >= 1
+	}, 20*time.Second, 10*time.Millisecond, "the first attempt ends")
+	require.Zero(t, n.Count("team", OutcomeDeadLettered), "a record not there yet is no refusal")
+	co := coordinator.New(e.admin, coordinator.Config{Logger: quiet})
+	require.NoError(t, co.Start(ctx(t)))
+	t.Cleanup(func() { _ = co.Stop(context.Background()) })
+	require.Eventually(t, func() bool { return n.Count("team", OutcomeDelivered) == 1 }, 20*time.Second, 10*time.Millisecond)
+	assert.Len(t, fake.Calls("chat.postMessage"), 1, "the question is posted once the coordinator catches up")
+	assert.Zero(t, n.Count("team", OutcomeDeadLettered))
 }
