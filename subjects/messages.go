@@ -160,6 +160,11 @@ type Notice struct {
 	// Status, on an expiry, is what the expiry applied: cancelled, or
 	// resolved with the agent's own default.
 	Status Status `json:"status,omitempty"`
+	// Tallies, on a reminder or an escalation (version 2), says where the
+	// votes stand on each listed interrupt that has a policy, by interrupt
+	// id: notifiers, which may not read run records, show "1 of 2
+	// approvals" and who is still awaited from it.
+	Tallies map[string]Tally `json:"tallies,omitempty"`
 }
 
 // Journal maps a journaled step's key to its recorded JSON result.

@@ -290,6 +290,9 @@ func (v *Verdict) v2Field() string {
 }
 
 func (n *Notice) v2Field() string {
+	if len(n.Tallies) > 0 {
+		return "tallies"
+	}
 	for i := range n.Interrupts {
 		if f := n.Interrupts[i].v2Field(); f != "" {
 			return fmt.Sprintf("interrupts[%d].%s", i, f)

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -164,4 +165,29 @@ func TestPolicyIdentityReserved(t *testing.T) {
 	require.NoError(t, e.co.handleDecision(ctx(t), m))
 	assert.Equal(t, subjects.CodeNotAllowed, e.verdictOf("r1", m).Code)
 	assert.Nil(t, e.record("r1").Interrupts[0].Decision)
+}
+
+// TestReminderCarriesTheTally: a reminder about an interrupt with a policy
+// says where its votes stand (notifiers may not read run records), and
+// decodes as version 2.
+func TestReminderCarriesTheTally(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	in := expiring
+	in.Approvers = []string{"ada", "bob", "cy"}
+	in.Policy = &subjects.Policy{Approvals: 2}
+	in.RemindBeforeSeconds = []int{600}
+	require.NoError(t, e.co.handleOutcome(ctx(t), e.suspensionBy("r1", "cy", in)))
+	d := resolve("d1", in.ID, "")
+	d.Version = subjects.Version2
+	require.NoError(t, e.co.handleDecision(ctx(t), e.decision("r1", "ada", d, "")))
+	e.now = deadline.Add(-10 * time.Minute)
+	require.NoError(t, e.co.handleTimer(ctx(t), e.timer("r1", in.ID, subjects.TimerRemind)))
+	notices := e.messages(subjects.KindReminder)
+	require.Len(t, notices, 1)
+	n, err := subjects.DecodeNotice(notices[0].Data)
+	require.NoError(t, err)
+	assert.Equal(t, subjects.Version2, n.Version)
+	assert.Equal(t, map[string]subjects.Tally{in.ID: {Approvals: 1, ApprovalsNeeded: 2, DenialsNeeded: 1,
+		WaitingOn: []string{"bob"}}}, n.Tallies)
 }

@@ -154,6 +154,10 @@ func (co *Coordinator) publishNotice(ctx context.Context, rec *subjects.Run, st 
 		At: co.now(), Detail: detail}
 	if st.Decision != nil {
 		n.Status = st.Decision.Status
+	} else if i := rules.Find(rec, st.ID); i >= 0 && st.Policy != nil {
+		if t := co.rules.Tally(rec, i, subjects.Decision{}); t != nil {
+			n.Tallies = map[string]subjects.Tally{st.ID: *t}
+		}
 	}
 	data, err := json.Marshal(subjects.Versioned(&n))
 	if err != nil {

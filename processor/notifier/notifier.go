@@ -359,7 +359,11 @@ func (n *Notifier) notification(ctx context.Context, key, route, sink string, s 
 		note.Decide = closedHints(s)
 	}
 	for i := range note.Decide {
-		note.Decide[i].Quorum = quorum(note.Decide[i].Interrupt, note.Kind)
+		var tally *subjects.Tally
+		if t, ok := notice.Tallies[note.Decide[i].ID]; ok {
+			tally = &t
+		}
+		note.Decide[i].Quorum = quorum(note.Decide[i].Interrupt, note.Kind, tally)
 	}
 	return note
 }

@@ -55,7 +55,13 @@ routes:
 func TestQuorumWords(t *testing.T) {
 	t.Parallel()
 	in := subjects.Interrupt{Approvers: []string{"ada"}, Policy: &subjects.Policy{Approvals: 3, Denials: 2, AllowRequester: true}}
-	assert.Equal(t, "3 approvals needed, 2 denials refuse from ada (the votes so far are in the inbox)", quorum(in, KindReminder))
-	assert.Equal(t, "3 approvals were needed", quorum(in, KindExpired))
-	assert.Empty(t, quorum(subjects.Interrupt{}, KindNew), "no policy, nothing to say")
+	assert.Equal(t, "3 approvals needed, 2 denials refuse from ada (the votes so far are in the inbox)", quorum(in, KindReminder, nil))
+	assert.Equal(t, "3 approvals were needed", quorum(in, KindExpired, nil))
+	assert.Empty(t, quorum(subjects.Interrupt{}, KindNew, nil), "no policy, nothing to say")
+	// A version 2 reminder says where the votes stand.
+	tally := &subjects.Tally{Approvals: 1, ApprovalsNeeded: 3, DenialsNeeded: 2, WaitingOn: []string{"ada", "group:finance"}}
+	assert.Equal(t, "1 of 3 approvals, 0 of 2 denials; waiting on ada, group:finance", quorum(in, KindReminder, tally))
+	in.Policy.AllowRequester = false
+	tally = &subjects.Tally{Approvals: 1, ApprovalsNeeded: 2, DenialsNeeded: 1, WaitingOn: []string{"bob"}}
+	assert.Equal(t, "1 of 2 approvals; waiting on bob; whoever started the run may not vote", quorum(in, KindEscalated, tally))
 }

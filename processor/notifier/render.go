@@ -80,18 +80,32 @@ type Decide struct {
 	Quorum string `json:"quorum,omitempty"`
 }
 
-// quorum is Decide.Quorum of in in a notification of kind.
-func quorum(in subjects.Interrupt, kind Kind) string {
+// quorum is Decide.Quorum of in in a notification of kind; tally is
+// where its votes stand, from a version 2 reminder or escalation (nil
+// otherwise).
+func quorum(in subjects.Interrupt, kind Kind, tally *subjects.Tally) string {
 	p := in.Policy
 	if p == nil {
 		return ""
 	}
 	var s string
-	switch kind {
-	case KindNew:
-		s = fmt.Sprintf("0 of %d approvals", p.NeedApprovals())
-	case KindExpired:
+	switch {
+	case kind == KindExpired:
 		return fmt.Sprintf("%d approvals were needed", p.NeedApprovals())
+	case tally != nil:
+		s = fmt.Sprintf("%d of %d approvals", tally.Approvals, tally.ApprovalsNeeded)
+		if tally.DenialsNeeded > 1 || tally.Denials > 0 {
+			s += fmt.Sprintf(", %d of %d denials", tally.Denials, tally.DenialsNeeded)
+		}
+		if len(tally.WaitingOn) > 0 {
+			s += "; waiting on " + strings.Join(tally.WaitingOn, ", ")
+		}
+		if !p.AllowRequester {
+			s += "; whoever started the run may not vote"
+		}
+		return s
+	case kind == KindNew:
+		s = fmt.Sprintf("0 of %d approvals", p.NeedApprovals())
 	default:
 		s = fmt.Sprintf("%d approvals needed", p.NeedApprovals())
 	}

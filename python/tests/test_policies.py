@@ -110,6 +110,8 @@ def test_writers_use_the_lowest_version() -> None:
     assert wire_version("suspension", {"interrupts": [plain, bound]}) == 2
     assert wire_version("decision", {"status": "resolved"}) == 1
     assert wire_version("decision", {"status": "withdrawn"}) == 2
+    assert wire_version("notice", {"kind": "reminder"}) == 1
+    assert wire_version("notice", {"kind": "reminder", "tallies": {"int-1": {"approvals": 1}}}) == 2
     assert wire_version("decision", {"status": "resolved", "callDigest": REFUND_DIGEST}) == 2
     work = versioned("work", {"decisions": [{"status": "resolved"}, {"status": "resolved", "executionKey": "k"}]})
     assert [d["version"] for d in work["decisions"]] == [1, 2]

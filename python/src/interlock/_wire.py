@@ -363,6 +363,8 @@ def _v2_field(kind: str, m: dict[str, Any]) -> str:
             if m.get(f):
                 return f
         return ""
+    if kind == "notice" and m.get("tallies"):
+        return "tallies"
     for i, x in enumerate(m.get("interrupts") or []):
         if not isinstance(x, dict):
             continue

@@ -292,6 +292,7 @@ function v2Field(kind: MessageKind, m: JsonObject): string {
     for (const f of ["tally", "rule"]) if (set(m[f])) return f;
     return "";
   }
+  if (kind === "notice" && set(m["tallies"])) return "tallies";
   const ins = Array.isArray(m["interrupts"]) ? m["interrupts"] : [];
   for (const [i, x] of ins.entries()) {
     if (!isObject(x)) continue;

@@ -103,6 +103,8 @@ describe("versions", () => {
     assert.equal(sdk.wireVersion("suspension", { interrupts: [plain, bound] }), 2);
     assert.equal(sdk.wireVersion("decision", { status: "resolved" }), 1);
     assert.equal(sdk.wireVersion("decision", { status: "withdrawn" }), 2);
+    assert.equal(sdk.wireVersion("notice", { kind: "reminder" }), 1);
+    assert.equal(sdk.wireVersion("notice", { kind: "reminder", tallies: { "int-1": { approvals: 1 } } }), 2);
     const work = sdk.versioned("work", { decisions: [{ status: "resolved" }, { status: "resolved", executionKey: KEY }] });
     assert.deepEqual(
       (work["decisions"] as sdk.JsonObject[]).map((d) => d["version"]),
