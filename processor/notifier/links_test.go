@@ -274,3 +274,24 @@ routes:
 	assert.ElementsMatch(t, []string{"int-1 approve ada", "int-1 deny ada"}, linksIn(t, string(got[0].body)))
 	assert.Zero(t, n.Count("ada-dm", OutcomeDeadLettered))
 }
+
+// No gateway serves the link service (none runs, or none holds a link
+// secret): a personal notification goes at once without links, as it
+// would on every retry.
+func TestPersonalLinksWithoutLinkService(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	dm := newReceiver(t, nil)
+	n := e.start(fmt.Sprintf(`
+gateway_url: https://gw.example.test/
+sinks:
+  ada-dm: {type: slack, url: %s, personal: ada}
+routes:
+  - {match: "true", sinks: [ada-dm]}
+`+fastRetry, dm.URL), nil)
+	e.suspend("refunds", subjects.Interrupt{ID: "int-1", Reason: "confirmation", Approvers: []string{"ada"}})
+	require.Eventually(t, func() bool { return n.Count("ada-dm", OutcomeDelivered) == 1 }, 15*time.Second, 10*time.Millisecond)
+	assert.Zero(t, n.Count("ada-dm", OutcomeRetried), "no link service to wait for")
+	assert.Contains(t, string(dm.got()[0].body), "Open in inbox")
+	assert.Empty(t, linksIn(t, string(dm.got()[0].body)))
+}

@@ -400,14 +400,23 @@ const mintTimeout = 5 * time.Second
 // for sink. The notifier holds no secret and names no approver: the
 // gateway decides whom the sink reaches and whether they may decide. When
 // it refuses, the message goes without them: the inbox link and the
-// commands still decide. When it does not answer, or answers unavailable,
-// the error wraps errLinksUnavailable: ask again later.
+// commands still decide; so it does when no gateway serves the link
+// service at all (no responders). When a request gets no answer in time,
+// or the answer is unavailable, the error wraps errLinksUnavailable: ask
+// again later.
 func (n *Notifier) links(ctx context.Context, sink, run string, in subjects.Interrupt) ([]LinkPair, error) {
 	base := strings.TrimRight(n.cfg.GatewayURL, "/")
 	req, _ := json.Marshal(subjects.LinkRequest{Version: subjects.Version, RunID: run, InterruptID: in.ID, Sink: sink})
 	ctx, cancel := context.WithTimeout(ctx, mintTimeout)
 	defer cancel()
 	data, err := n.client.Request(ctx, n.client.Namespace().LinkMint(), req)
+	if errors.Is(err, jetstream.ErrNoStream) {
+		// No responders: no gateway serves links in this deployment (none
+		// runs, or none has a link secret), so none will on a retry either.
+		n.log.Warn("no one-click links: no gateway serves the link service", "sink", sink, "run", run,
+			"interrupt", in.ID, "error", err)
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: interrupt %s: the gateway's link service did not answer: %w",
 			errLinksUnavailable, in.ID, err)
