@@ -131,7 +131,8 @@ func (g *Gateway) Stopped() <-chan struct{} { return g.stopped }
 // identity's links (the notifier's claim about whom a sink reaches counts
 // for nothing), the interrupt must be pending and allow links, and that
 // identity must be allowed to decide it (authz.Decide, the one rule).
-// Every refusal is audited as access_refused and makes no link.
+// Every refusal is audited as access_refused and makes no link; a run or
+// interrupt not recorded yet is answered unavailable, to be asked again.
 func (g *Gateway) mint(ctx context.Context, data []byte) subjects.LinkReply {
 	req, err := subjects.DecodeLinkRequest(data)
 	if err != nil {
@@ -142,14 +143,19 @@ func (g *Gateway) mint(ctx context.Context, data []byte) subjects.LinkReply {
 		return g.mintRefused(ctx, req, subjects.CodeLinkNotRouted, "",
 			fmt.Sprintf("sink %s reaches nobody the gateway sends links to (identities: links)", req.Sink))
 	}
+	// Only the notifier may ask (auth.conf), and only about suspensions it
+	// read from the stream the coordinator records: a run or interrupt not
+	// in the record is one not recorded yet (the coordinator is restarting
+	// or behind), so the answer is unavailable, to be asked again, never a
+	// refusal that would send the notification without its links.
 	rec, i, err := g.interruptOf(ctx, req.RunID, req.InterruptID)
 	switch {
 	case errors.Is(err, processor.ErrRunNotFound):
-		return g.mintRefused(ctx, req, subjects.CodeUnknownRun, p.Name, "no such run")
+		return subjects.LinkReply{Code: subjects.CodeUnavailable, Detail: "the run is not recorded yet"}
 	case err != nil:
 		return subjects.LinkReply{Code: subjects.CodeUnavailable, Detail: err.Error()}
 	case i < 0:
-		return g.mintRefused(ctx, req, subjects.CodeUnknownInterrupt, p.Name, "the run has no such interrupt")
+		return subjects.LinkReply{Code: subjects.CodeUnavailable, Detail: "the interrupt is not recorded yet"}
 	}
 	in := rec.Interrupts[i]
 	now := time.Now()

@@ -240,3 +240,58 @@ routes:
 		assert.NotContains(t, text, "/services/", what)
 	}
 }
+
+// The coordinator lags (restarting, or behind on a burst) past the
+// gateway's wait for the record when the notifier reads a suspension: the
+// link service answers unavailable (the notifier only asks about
+// suspensions it read from the stream, so a run or interrupt not recorded
+// is one not recorded yet), the notifier retries rather than sending ada's
+// notification without her links for good, and once the coordinator
+// catches up it arrives with them.
+func TestPersonalLinksAfterCoordinatorLag(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.linkService(linkIdentities, true) // no coordinator records anything yet
+	dm := newReceiver(t, nil)
+	n := e.start(fmt.Sprintf(`
+gateway_url: https://gw.example.test/
+sinks:
+  ada-dm: {type: slack, url: %s, personal: ada}
+routes:
+  - {match: "true", sinks: [ada-dm]}
+`+fastRetry, dm.URL), nil)
+	e.suspend("refunds", subjects.Interrupt{ID: "int-1", Reason: "confirmation", Approvers: []string{"ada"}})
+	require.Eventually(t, func() bool {
+		return n.Count("ada-dm", OutcomeRetried)+n.Count("ada-dm", OutcomeDelivered) >= 1
+	}, 20*time.Second, 10*time.Millisecond, "the first attempt ends")
+	require.Zero(t, n.Count("ada-dm", OutcomeDelivered), "sent without the links of a run not recorded yet")
+	co := coordinator.New(e.admin, coordinator.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, co.Start(ctx(t)))
+	t.Cleanup(func() { _ = co.Stop(context.Background()) })
+	require.Eventually(t, func() bool { return n.Count("ada-dm", OutcomeDelivered) == 1 }, 20*time.Second, 10*time.Millisecond)
+	got := dm.got()
+	require.Len(t, got, 1)
+	assert.ElementsMatch(t, []string{"int-1 approve ada", "int-1 deny ada"}, linksIn(t, string(got[0].body)))
+	assert.Zero(t, n.Count("ada-dm", OutcomeDeadLettered))
+}
+
+// No gateway serves the link service (none runs, or none holds a link
+// secret): a personal notification goes at once without links, as it
+// would on every retry.
+func TestPersonalLinksWithoutLinkService(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	dm := newReceiver(t, nil)
+	n := e.start(fmt.Sprintf(`
+gateway_url: https://gw.example.test/
+sinks:
+  ada-dm: {type: slack, url: %s, personal: ada}
+routes:
+  - {match: "true", sinks: [ada-dm]}
+`+fastRetry, dm.URL), nil)
+	e.suspend("refunds", subjects.Interrupt{ID: "int-1", Reason: "confirmation", Approvers: []string{"ada"}})
+	require.Eventually(t, func() bool { return n.Count("ada-dm", OutcomeDelivered) == 1 }, 15*time.Second, 10*time.Millisecond)
+	assert.Zero(t, n.Count("ada-dm", OutcomeRetried), "no link service to wait for")
+	assert.Contains(t, string(dm.got()[0].body), "Open in inbox")
+	assert.Empty(t, linksIn(t, string(dm.got()[0].body)))
+}

@@ -304,7 +304,14 @@ func (n *Notifier) handle(ctx context.Context, sinkName string, sink Sink, m *je
 		log.Debug("already delivered", "key", key)
 		return nil
 	}
-	note := n.notification(ctx, key, r.cfg.Name, sinkName, &s, notice)
+	note, err := n.notification(ctx, key, r.cfg.Name, sinkName, &s, notice, int(m.Deliveries) >= n.attempts())
+	if err != nil {
+		// Links not to be had yet (the coordinator lags): asked again on
+		// the next attempt; the last one sends without them.
+		n.counts.WithLabelValues(sinkName, OutcomeRetried).Inc()
+		log.Info("one-click links not available yet; retrying", "attempt", m.Deliveries, "error", err)
+		return fmt.Errorf("sink %s: %w", sinkName, err)
+	}
 	note.TraceParent = trace.Child(m.Header.Get(trace.Header))
 	if err := r.templates.render(note); err != nil {
 		return jetstream.DeadLetter(fmt.Errorf("sink %s, route %s: %w", sinkName, r.cfg.Name, err))
@@ -344,19 +351,35 @@ func (n *Notifier) handle(ctx context.Context, sinkName string, sink Sink, m *je
 }
 
 // notification builds what sink is sent about s (a new suspension, or the
-// subject of notice), before its templates are rendered.
-func (n *Notifier) notification(ctx context.Context, key, route, sink string, s *subjects.Suspension, notice subjects.Notice) *Notification {
+// subject of notice), before its templates are rendered. Unless last (the
+// last delivery attempt), it fails with errLinksUnavailable when the
+// gateway could not say yet whether to make a link it asked for.
+func (n *Notifier) notification(ctx context.Context, key, route, sink string, s *subjects.Suspension, notice subjects.Notice, last bool) (*Notification, error) {
 	note := &Notification{Key: key, Route: route, Sink: sink, Kind: kindOf(notice), Detail: notice.Detail, Suspension: *s}
 	if note.Kind != KindNew {
 		note.Notice = &NoticeRef{Seq: notice.Seq, Timer: notice.Timer, At: notice.At, Status: notice.Status}
 	}
 	note.Headline = headline(note.Kind, s, note.Notice, time.Now())
+	var unavailable error
 	if note.Open() {
 		note.Decide = decideHints(n.cfg, s, n.personal[sink], func(in subjects.Interrupt) []LinkPair {
-			return n.links(ctx, sink, s.RunID, in)
+			if unavailable != nil {
+				return nil // retried anyway: ask no more
+			}
+			pairs, err := n.links(ctx, sink, s.RunID, in)
+			if err != nil && !last {
+				unavailable = err
+			} else if err != nil {
+				n.log.Warn("no one-click links on the last attempt", "sink", sink, "run", s.RunID,
+					"interrupt", in.ID, "error", err)
+			}
+			return pairs
 		})
 	} else {
 		note.Decide = closedHints(s)
+	}
+	if unavailable != nil {
+		return nil, unavailable
 	}
 	for i := range note.Decide {
 		var tally *subjects.Tally
@@ -365,8 +388,14 @@ func (n *Notifier) notification(ctx context.Context, key, route, sink string, s 
 		}
 		note.Decide[i].Quorum = quorum(note.Decide[i].Interrupt, note.Kind, tally)
 	}
-	return note
+	return note, nil
 }
+
+// errLinksUnavailable is why a notification waits for a later attempt:
+// the gateway's link service did not answer, or answered unavailable (a
+// run or interrupt the coordinator has not recorded yet, the record
+// unreadable).
+var errLinksUnavailable = errors.New("one-click links unavailable")
 
 // mintTimeout bounds the wait for the gateway's links.
 const mintTimeout = 5 * time.Second
@@ -374,30 +403,42 @@ const mintTimeout = 5 * time.Second
 // links asks the gateway's link service for the one-click links of in,
 // for sink. The notifier holds no secret and names no approver: the
 // gateway decides whom the sink reaches and whether they may decide. When
-// it makes none (refused, or no gateway answers), the message goes
-// without them: the inbox link and the commands still decide.
-func (n *Notifier) links(ctx context.Context, sink, run string, in subjects.Interrupt) []LinkPair {
+// it refuses, the message goes without them: the inbox link and the
+// commands still decide; so it does when no gateway serves the link
+// service at all (no responders). When a request gets no answer in time,
+// or the answer is unavailable, the error wraps errLinksUnavailable: ask
+// again later.
+func (n *Notifier) links(ctx context.Context, sink, run string, in subjects.Interrupt) ([]LinkPair, error) {
 	base := strings.TrimRight(n.cfg.GatewayURL, "/")
 	req, _ := json.Marshal(subjects.LinkRequest{Version: subjects.Version, RunID: run, InterruptID: in.ID, Sink: sink})
 	ctx, cancel := context.WithTimeout(ctx, mintTimeout)
 	defer cancel()
 	data, err := n.client.Request(ctx, n.client.Namespace().LinkMint(), req)
-	if err != nil {
-		n.log.Warn("no one-click links: the gateway's link service did not answer", "sink", sink, "run", run,
+	if errors.Is(err, jetstream.ErrNoStream) {
+		// No responders: no gateway serves links in this deployment (none
+		// runs, or none has a link secret), so none will on a retry either.
+		n.log.Warn("no one-click links: no gateway serves the link service", "sink", sink, "run", run,
 			"interrupt", in.ID, "error", err)
-		return nil
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: interrupt %s: the gateway's link service did not answer: %w",
+			errLinksUnavailable, in.ID, err)
 	}
 	var reply subjects.LinkReply
 	if err := json.Unmarshal(data, &reply); err != nil || reply.Code != "" {
+		if err == nil && reply.Code == subjects.CodeUnavailable {
+			return nil, fmt.Errorf("%w: interrupt %s: %s", errLinksUnavailable, in.ID, reply.Detail)
+		}
 		n.log.Info("no one-click links", "sink", sink, "run", run, "interrupt", in.ID, "code", reply.Code,
 			"detail", reply.Detail, "error", err)
-		return nil
+		return nil, nil
 	}
 	out := make([]LinkPair, 0, len(reply.Links))
 	for _, l := range reply.Links {
 		out = append(out, LinkPair{Approver: l.Approver, ApproveURL: base + "/l/" + l.Approve, DenyURL: base + "/l/" + l.Deny})
 	}
-	return out
+	return out, nil
 }
 
 func (n *Notifier) attempts() int {
