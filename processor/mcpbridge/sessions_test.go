@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -107,4 +108,69 @@ func TestSessionEndedWhileGatedCall(t *testing.T) {
 	}, waitLimit, 20*time.Millisecond)
 	assert.Equal(t, StatusApproved, st.Status)
 	assert.Equal(t, []upcall{{"pay", map[string]any{"amount": 40.0, "to": "acme"}}}, w.up.got())
+}
+
+// bearer adds a bearer token to each request.
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestSessionEndedOnlyByItsUser: where tokens name users, a DELETE naming
+// another user's session (which the SDK refuses, 403) leaves its waiting
+// call alone; its own user's DELETE ends it at once.
+func TestSessionEndedOnlyByItsUser(t *testing.T) {
+	t.Parallel()
+	w, s := serveWorld(t)
+	users := map[string]string{"ta": "ada", "tb": "bob"}
+	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		u, ok := users[token]
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: u, Expiration: time.Now().Add(time.Hour)}, nil
+	}
+	srv := s.Server()
+	ts := httptest.NewServer(auth.RequireBearerToken(verify, nil)(
+		s.Tasks().HTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))))
+	t.Cleanup(ts.Close)
+	var progressed atomic.Int32
+	cs := connect(t, w.ctx, &mcp.StreamableClientTransport{Endpoint: ts.URL, DisableStandaloneSSE: true, MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: bearer{"ta"}}}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { progressed.Add(1) }})
+	var st Status
+	call(t, w.ctx, cs, "request_approval", map[string]any{"action": "deploy", "approvers": []string{"ada"}}, &st)
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(w.ctx, &mcp.CallToolParams{Name: "wait_approval", Arguments: map[string]any{"id": st.RunID},
+			Meta: mcp.Meta{"progressToken": "p1"}})
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return progressed.Load() > 0 }, waitLimit, 20*time.Millisecond)
+
+	del := func(token string) int {
+		ctx, cancel := context.WithTimeout(w.ctx, endLimit)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, ts.URL, nil)
+		require.NoError(t, err)
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	assert.Equal(t, http.StatusForbidden, del("tb"))
+	// endSession runs before the SDK answers: the wait is still bound.
+	s.tasks.mu.Lock()
+	sw := s.tasks.sessions[cs.ID()]
+	s.tasks.mu.Unlock()
+	require.NotNil(t, sw, "bob's DELETE ended ada's wait")
+	assert.NoError(t, sw.ctx.Err())
+
+	assert.Equal(t, http.StatusNoContent, del("ta"))
+	assert.Error(t, await(t, done, "wait_approval's end"))
 }
