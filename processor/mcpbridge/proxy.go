@@ -241,7 +241,9 @@ func (p *Proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Res
 	if err != nil || run == "" {
 		return res, err
 	}
-	st, err := waitStatus(ctx, p.c, p.cfg.Agent, run, p.cfg.Poll, Status.Done, progress(ctx, req))
+	wctx, release := p.tasks.bound(ctx, req)
+	defer release()
+	st, err := waitStatus(wctx, p.c, p.cfg.Agent, run, p.cfg.Poll, Status.Done, progress(ctx, req))
 	if err != nil {
 		return nil, err
 	}

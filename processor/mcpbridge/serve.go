@@ -212,7 +212,9 @@ func (s *Serve) wait(ctx context.Context, req *mcp.CallToolRequest, in WaitInput
 	if d := time.Duration(in.TimeoutSeconds) * time.Second; d > 0 && d < limit {
 		limit = d
 	}
-	wctx, cancel := context.WithTimeout(ctx, limit)
+	bctx, release := s.tasks.bound(ctx, req)
+	defer release()
+	wctx, cancel := context.WithTimeout(bctx, limit)
 	defer cancel()
 	st, err := waitStatus(wctx, s.c, s.cfg.Agent, in.ID, s.cfg.Poll, Status.Done, progress(ctx, req))
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {

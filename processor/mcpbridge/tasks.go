@@ -73,6 +73,9 @@ type Tasks struct {
 	// servers are the servers the layer is under: an HTTP request of a
 	// client that must have initialized names one of their sessions.
 	servers []*mcp.Server
+	// sessions are the HTTP sessions with calls that wait (bound),
+	// by session id.
+	sessions map[string]*sessionWaits
 }
 
 // taskRunner is what a server gives Tasks: the calls it makes tasks of and
@@ -146,7 +149,7 @@ var (
 )
 
 func newTasks(c *jetstream.Client, r taskRunner, cfg Config) *Tasks {
-	return &Tasks{c: c, r: r, cfg: cfg, log: cfg.Logger, direct: map[string]directTask{}, maxDirect: maxDirectTasks}
+	return &Tasks{c: c, r: r, cfg: cfg, log: cfg.Logger, direct: map[string]directTask{}, sessions: map[string]*sessionWaits{}, maxDirect: maxDirectTasks}
 }
 
 // task is the Task of both revisions: the 2025-11-25 names (ttl,

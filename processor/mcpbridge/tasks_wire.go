@@ -131,6 +131,11 @@ func (t *Tasks) HTTP(next http.Handler) http.Handler {
 			http.Error(w, fmt.Sprintf("Forbidden: invalid Host header %q", r.Host), http.StatusForbidden)
 			return
 		}
+		if r.Method == http.MethodDelete {
+			// The client ends its session: its waiting calls return now,
+			// else the SDK's DELETE waits for them.
+			t.endSession(r)
+		}
 		if r.Method != http.MethodPost {
 			next.ServeHTTP(w, r)
 			return
