@@ -16,10 +16,16 @@ func (c *Client) Subscribe(subject string, fn func(subject string, data []byte))
 	if err != nil {
 		return nil, translate(err)
 	}
-	// While the connection is being re-established (a node died) the flush
-	// fails, but the subscription stands: nats.go subscribes again on
-	// reconnect, before it sends anything published meanwhile.
-	if err := c.nc.Flush(); err != nil && (c.nc.IsClosed() || !c.nc.IsReconnecting()) {
+	return c.confirmed(sub)
+}
+
+// confirmed flushes so that the server holds sub before it is used. A flush
+// cut short by the loss of the connection (a node died; the client may
+// already be connected to another by the time it returns) leaves the
+// subscription standing: nats.go subscribes again on reconnect, before it
+// sends anything published meanwhile. Only a closed connection fails.
+func (c *Client) confirmed(sub *nats.Subscription) (*Subscription, error) {
+	if err := c.nc.Flush(); err != nil && c.nc.IsClosed() {
 		_ = sub.Unsubscribe()
 		return nil, translate(err)
 	}
@@ -54,9 +60,5 @@ func (c *Client) ServeSubjects(subject, queue string, parallel int, fn func(subj
 	if err != nil {
 		return nil, translate(err)
 	}
-	if err := c.nc.Flush(); err != nil && (c.nc.IsClosed() || !c.nc.IsReconnecting()) {
-		_ = sub.Unsubscribe()
-		return nil, translate(err)
-	}
-	return &Subscription{sub: sub}, nil
+	return c.confirmed(sub)
 }
