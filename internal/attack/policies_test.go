@@ -209,4 +209,12 @@ rules:
 	_, err = a.nc.Request("interlock.ask.refunds."+run, []byte(`{}`), time.Second)
 	require.Error(t, err)
 	a.refused(t, "interlock.ask.refunds")
+	// Nor may an agent answer asks in the coordinator's place (a forged
+	// "decided" for another agent's gate, or its own).
+	for _, user := range []string{"agent", "agent_billing", "mcp_proxy", "notifier", "gateway", "ada"} {
+		x := d.attacker(user)
+		_, err = x.nc.SubscribeSync("interlock.ask.>")
+		require.NoError(t, err, user)
+		x.refused(t, `Subscription to "interlock.ask.>"`)
+	}
 }
