@@ -2,7 +2,6 @@ package jetstream_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"testing"
@@ -87,7 +86,7 @@ func BenchmarkAtomicBatch(b *testing.B) {
 							if size == 0 {
 								_, err = js.Publish(ctx, "b."+strconv.Itoa(p), body)
 							} else {
-								err = publishBatch(nc, fmt.Sprintf("%d-%d", p, i), "b."+strconv.Itoa(p), body, size)
+								err = jstest.PublishBatch(nc, fmt.Sprintf("%d-%d", p, i), "b."+strconv.Itoa(p), body, size)
 							}
 							if err != nil {
 								errs <- err
@@ -107,40 +106,4 @@ func BenchmarkAtomicBatch(b *testing.B) {
 			})
 		}
 	}
-}
-
-// publishBatch stores size copies of body on subject as one atomic batch
-// (the Nats-Batch-* headers of ADR-50; nats.go has no API for them yet)
-// and waits for the batch's acknowledgement.
-func publishBatch(nc *nats.Conn, id, subject string, body []byte, size int) error {
-	for seq := 1; seq <= size; seq++ {
-		m := &nats.Msg{Subject: subject, Data: body, Header: nats.Header{}}
-		m.Header.Set("Nats-Batch-Id", id)
-		m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(seq))
-		if seq < size {
-			if err := nc.PublishMsg(m); err != nil {
-				return err
-			}
-			continue
-		}
-		m.Header.Set("Nats-Batch-Commit", "1")
-		reply, err := nc.RequestMsg(m, 10*time.Second)
-		if err != nil {
-			return err
-		}
-		var ack struct {
-			Count int                 `json:"count"`
-			Error *jetstream.APIError `json:"error"`
-		}
-		if err := json.Unmarshal(reply.Data, &ack); err != nil {
-			return err
-		}
-		if ack.Error != nil {
-			return ack.Error
-		}
-		if ack.Count != size {
-			return fmt.Errorf("batch %s: %d of %d messages stored", id, ack.Count, size)
-		}
-	}
-	return nil
 }

@@ -3,14 +3,12 @@ package fsyncs_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -137,7 +135,7 @@ func workload(t *testing.T, topo, markers string) map[string]float64 {
 			if p.batch == 0 {
 				_, err = js.Publish(ctx, "b.x", body)
 			} else {
-				err = publishBatch(nc, fmt.Sprintf("%s-%d", p.name, i), "b.x", body, p.batch)
+				err = jstest.PublishBatch(nc, fmt.Sprintf("%s-%d", p.name, i), "b.x", body, p.batch)
 			}
 			require.NoError(t, err)
 		}
@@ -178,42 +176,6 @@ func mark(t *testing.T, dir, name string) {
 	require.NoError(t, err)
 	require.NoError(t, f.Sync())
 	require.NoError(t, f.Close())
-}
-
-// publishBatch stores size copies of body on subject as one atomic batch
-// (the Nats-Batch-* headers; nats.go has no API for them) and waits for
-// the batch's acknowledgement.
-func publishBatch(nc *nats.Conn, id, subject string, body []byte, size int) error {
-	for seq := 1; seq <= size; seq++ {
-		m := &nats.Msg{Subject: subject, Data: body, Header: nats.Header{}}
-		m.Header.Set("Nats-Batch-Id", id)
-		m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(seq))
-		if seq < size {
-			if err := nc.PublishMsg(m); err != nil {
-				return err
-			}
-			continue
-		}
-		m.Header.Set("Nats-Batch-Commit", "1")
-		reply, err := nc.RequestMsg(m, 10*time.Second)
-		if err != nil {
-			return err
-		}
-		var ack struct {
-			Count int                 `json:"count"`
-			Error *jetstream.APIError `json:"error"`
-		}
-		if err := json.Unmarshal(reply.Data, &ack); err != nil {
-			return err
-		}
-		if ack.Error != nil {
-			return ack.Error
-		}
-		if ack.Count != size {
-			return fmt.Errorf("batch %s: %d of %d messages stored", id, ack.Count, size)
-		}
-	}
-	return nil
 }
 
 // syncCall is an fsync or fdatasync call in strace -y output, and the path
