@@ -28,28 +28,7 @@ import (
 // the cards it posted, updates the message.
 func TestSlackDecisionsAsShipped(t *testing.T) {
 	t.Parallel()
-	d := newDeployment(t)
-	fake := slacktest.New(t, "xoxb-test")
-	cfg, err := notifier.ParseConfig("notifier.yaml", []byte(slackCardNotifierConfig()))
-	require.NoError(t, err)
-	p, err := notifier.New(d.provisioner(), cfg, notifier.Options{Logger: quiet})
-	require.NoError(t, err)
-	require.NoError(t, p.Provision(d.ctx))
-	n, err := notifier.New(d.client("notifier"), cfg, notifier.Options{Logger: quiet})
-	require.NoError(t, err)
-	require.NoError(t, n.Start(d.ctx))
-	t.Cleanup(func() { _ = n.Stop(context.Background()) })
-
-	dir, err := approvers.Parse("identities", []byte("identities:\n  ada: {slack: {team: T0TEAM, user: U0ADA}}\n"))
-	require.NoError(t, err)
-	secret := []byte("slack-signing-secret-for-tests")
-	gw, err := gateway.New(d.ctx, d.client("gateway"), gateway.Config{Directory: dir, Logger: quiet,
-		Slack: &gateway.SlackConfig{SigningSecret: secret, TeamID: "T0TEAM", BotToken: "xoxb-test",
-			Channels: map[string]string{"finance-slack": "C0FIN"}, APIURL: fake.APIURL(), ResponseURLPrefix: fake.URL + "/respond/"}})
-	require.NoError(t, err)
-	t.Cleanup(gw.Close)
-	srv := httptest.NewServer(gw)
-	t.Cleanup(srv.Close)
+	d, fake, secret, srv := slackCardDeployment(t)
 
 	d.suspend(d.client("agent"), "run-1", "ada")
 	require.Eventually(t, func() bool { return len(fake.Messages()) == 1 }, 20*time.Second, 20*time.Millisecond)
@@ -144,6 +123,36 @@ func TestAttackChatPostOtherRoles(t *testing.T) {
 	n.refused(t, `Subscription to "interlock.chat.post"`)
 }
 
+// slackCardDeployment is the shipped deployment with a notifier whose
+// Slack sink asks the gateway for cards (slackCardNotifierConfig) and a
+// gateway that draws them on fake, which maps ada's Slack user; it returns
+// the signing secret and the gateway's HTTP server.
+func slackCardDeployment(t *testing.T) (*deployment, *slacktest.Server, []byte, *httptest.Server) {
+	t.Helper()
+	d := newDeployment(t)
+	fake := slacktest.New(t, "xoxb-test")
+	cfg, err := notifier.ParseConfig("notifier.yaml", []byte(slackCardNotifierConfig()))
+	require.NoError(t, err)
+	p, err := notifier.New(d.provisioner(), cfg, notifier.Options{Logger: quiet})
+	require.NoError(t, err)
+	require.NoError(t, p.Provision(d.ctx))
+	n, err := notifier.New(d.client("notifier"), cfg, notifier.Options{Logger: quiet})
+	require.NoError(t, err)
+	require.NoError(t, n.Start(d.ctx))
+	t.Cleanup(func() { _ = n.Stop(context.Background()) })
+	dir, err := approvers.Parse("identities", []byte("identities:\n  ada: {slack: {team: T0TEAM, user: U0ADA}}\n"))
+	require.NoError(t, err)
+	secret := []byte("slack-signing-secret-for-tests")
+	gw, err := gateway.New(d.ctx, d.client("gateway"), gateway.Config{Directory: dir, Logger: quiet,
+		Slack: &gateway.SlackConfig{SigningSecret: secret, TeamID: "T0TEAM", BotToken: "xoxb-test",
+			Channels: map[string]string{"finance-slack": "C0FIN"}, APIURL: fake.APIURL(), ResponseURLPrefix: fake.URL + "/respond/"}})
+	require.NoError(t, err)
+	t.Cleanup(gw.Close)
+	srv := httptest.NewServer(gw)
+	t.Cleanup(srv.Close)
+	return d, fake, secret, srv
+}
+
 // slackCardNotifierConfig is the notifier's configuration with a Slack sink
 // whose cards carry buttons, as docs/notifiers.md prescribes: the gateway
 // posts them (its --slack-channel maps the sink to C0FIN).
@@ -195,28 +204,8 @@ func buttonOf(t *testing.T, m slacktest.Posted, text string) (string, string) {
 // still decides.
 func TestAttackNotifierForgesSlackCard(t *testing.T) {
 	t.Parallel()
-	d := newDeployment(t)
-	fake := slacktest.New(t, "xoxb-test")
+	d, fake, secret, srv := slackCardDeployment(t)
 	config := slackCardNotifierConfig()
-	cfg, err := notifier.ParseConfig("notifier.yaml", []byte(config))
-	require.NoError(t, err)
-	p, err := notifier.New(d.provisioner(), cfg, notifier.Options{Logger: quiet})
-	require.NoError(t, err)
-	require.NoError(t, p.Provision(d.ctx))
-	n, err := notifier.New(d.client("notifier"), cfg, notifier.Options{Logger: quiet})
-	require.NoError(t, err)
-	require.NoError(t, n.Start(d.ctx))
-	t.Cleanup(func() { _ = n.Stop(context.Background()) })
-	dir, err := approvers.Parse("identities", []byte("identities:\n  ada: {slack: {team: T0TEAM, user: U0ADA}}\n"))
-	require.NoError(t, err)
-	secret := []byte("slack-signing-secret-for-tests")
-	gw, err := gateway.New(d.ctx, d.client("gateway"), gateway.Config{Directory: dir, Logger: quiet,
-		Slack: &gateway.SlackConfig{SigningSecret: secret, TeamID: "T0TEAM", BotToken: "xoxb-test",
-			Channels: map[string]string{"finance-slack": "C0FIN"}, APIURL: fake.APIURL(), ResponseURLPrefix: fake.URL + "/respond/"}})
-	require.NoError(t, err)
-	t.Cleanup(gw.Close)
-	srv := httptest.NewServer(gw)
-	t.Cleanup(srv.Close)
 
 	agent := d.client("agent")
 	d.suspend(agent, "run-1", "ada")
