@@ -6,39 +6,11 @@
 // the run) and checks what the replay received; it passes a JSON plan as
 // the only argument, and the script prints "STEP <name>" per step passed.
 import { chromium } from "playwright-core";
-import { createRequire } from "node:module";
-import { readFileSync, mkdirSync } from "node:fs";
-import path from "node:path";
+import { auditor, check, sizes } from "./screens.mjs";
 
 const plan = JSON.parse(process.argv[2]);
-const require = createRequire(import.meta.url);
-const axeSource = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
-mkdirSync(plan.shots, { recursive: true });
+const audit = auditor(plan.shots);
 const step = (name) => console.log("STEP " + name);
-function check(ok, what) {
-  if (!ok) throw new Error(what);
-}
-
-const sizes = {
-  phone: { viewport: { width: 390, height: 844 }, deviceScaleFactor: 1, isMobile: true, hasTouch: true },
-  desktop: { viewport: { width: 1280, height: 900 }, deviceScaleFactor: 1 },
-};
-
-// audit checks the page as it is: axe-core finds no WCAG A/AA violation,
-// nothing is wider than the screen, and a screenshot is saved.
-async function audit(page, size, name) {
-  await page.evaluate(axeSource);
-  const result = await page.evaluate(() =>
-    window.axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] } }));
-  if (result.violations.length) {
-    const what = result.violations.map((v) => `${v.id}: ${v.help} (${v.nodes.map((n) => n.target.join(" ")).join(", ")})`);
-    throw new Error(`${name} at ${size}: accessibility violations:\n  ` + what.join("\n  "));
-  }
-  const width = await page.evaluate(() => document.documentElement.scrollWidth);
-  const screen = sizes[size].viewport.width;
-  check(width <= screen, `${name} at ${size}: the page is ${width}px wide on a ${screen}px screen`);
-  await page.screenshot({ path: path.join(plan.shots, `${name}-${size}.png`), fullPage: true });
-}
 
 // waitText waits until locator's text matches re, or fails with what it shows.
 async function waitText(locator, re, what) {
