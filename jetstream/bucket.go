@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -127,6 +128,38 @@ func (m *Bucket) Delete(ctx context.Context, key string) error {
 		return fmt.Errorf("delete %s: %w", key, err)
 	}
 	return nil
+}
+
+// Marker returns the body and sequence of the delete marker that is key's
+// last message (PutMarker's), or ErrNotFound when key has no message or
+// its last one is a value.
+func (m *Bucket) Marker(ctx context.Context, key string) ([]byte, uint64, error) {
+	st, err := m.js.Stream(ctx, "KV_"+m.name)
+	if err != nil {
+		return nil, 0, fmt.Errorf("marker %s: %w", key, translate(err))
+	}
+	msg, err := st.GetLastMsgForSubject(ctx, "$KV."+m.name+"."+key)
+	if err != nil {
+		return nil, 0, fmt.Errorf("marker %s: %w", key, translate(err))
+	}
+	if msg.Header.Get(kvOperation) != kvDelete {
+		return nil, 0, fmt.Errorf("marker %s: %w: the key holds a value", key, ErrNotFound)
+	}
+	return msg.Data, msg.Sequence, nil
+}
+
+// PutMarker writes under key a delete marker carrying body, with no
+// time-to-live, if key's last message is still at sequence last (0: key
+// has none), and returns its sequence; otherwise ErrConflict. Readers of
+// the bucket skip it as they skip every deleted key.
+func (m *Bucket) PutMarker(ctx context.Context, key string, body []byte, last uint64) (uint64, error) {
+	subject := "$KV." + m.name + "." + key
+	ack, err := m.c.Publish(ctx, subject, body, "", Header{kvOperation: {kvDelete},
+		jetstream.ExpectedLastSubjSeqHeader: {strconv.FormatUint(last, 10)}})
+	if err != nil {
+		return 0, fmt.Errorf("marker %s after %d: %w", key, last, err)
+	}
+	return ack.Sequence, nil
 }
 
 // Get returns the value under key, or ErrNotFound.

@@ -23,6 +23,11 @@ type Storage string
 const (
 	FileStorage   Storage = "file"
 	MemoryStorage Storage = "memory"
+	// AutoStorage, for Config.PendingStorage only: memory on a NATS
+	// cluster, where a memory-backed stream's configuration outlives a
+	// restart of every server, and file on a single server, where a
+	// restart removes it and only a provisioner creates it again.
+	AutoStorage Storage = "auto"
 )
 
 // Config is what Interlock's streams and bucket are.
@@ -33,6 +38,14 @@ type Config struct {
 	Replicas int
 	// Storage of every stream; default FileStorage.
 	Storage Storage
+	// PendingStorage is where a newly created pending index (PendingBucket)
+	// keeps its entries; default MemoryStorage. The index is derived from
+	// the run records and a coordinator rebuilds it when it is lost (a
+	// server restart), so it needs no disk writes of its own; FileStorage
+	// keeps it on disk, at three fsyncs more per cycle with fsync before
+	// every ack; AutoStorage picks by the deployment. An existing bucket
+	// keeps the storage it was created with.
+	PendingStorage Storage
 	// MaxAge bounds how long the runs, decisions and dead-letter streams keep
 	// messages; zero keeps them until deleted by hand. The events stream
 	// keeps EventsMaxAge, default forever: it is the audit trail.
@@ -55,6 +68,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Storage == "" {
 		c.Storage = FileStorage
+	}
+	if c.PendingStorage == "" || c.Storage == MemoryStorage {
+		c.PendingStorage = MemoryStorage
 	}
 	if c.DuplicateWindow == 0 {
 		c.DuplicateWindow = 10 * time.Minute

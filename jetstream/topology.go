@@ -153,6 +153,26 @@ func (c *Client) Provision(ctx context.Context) error {
 	return nil
 }
 
+// ProvisionPending creates the pending index's bucket when it is missing
+// (a memory-backed index on a single server is gone after the server
+// restarts), with the replicas of the streams that exist; like Provision,
+// only for a client that provisions.
+func (c *Client) ProvisionPending(ctx context.Context) error {
+	replicas, err := c.existingReplicas(ctx)
+	if err != nil {
+		return fmt.Errorf("provision: %w", translate(err))
+	}
+	for _, b := range c.coreBuckets(max(replicas, c.cfg.Replicas)) {
+		if b.Bucket != c.BucketName(PendingBucket) {
+			continue
+		}
+		if _, err := c.provisionBucket(ctx, b); err != nil {
+			return fmt.Errorf("provision bucket %s: %w", b.Bucket, translate(err))
+		}
+	}
+	return nil
+}
+
 // existingReplicas is the most replicas any of Interlock's streams has
 // (0 when none exists), so that a client configured with fewer (the
 // default, one) creates what is missing with as many as the rest.
@@ -191,8 +211,22 @@ func (c *Client) Provisioner() bool {
 	return c.provisioner
 }
 
-func (c *Client) storage() jetstream.StorageType {
-	if c.cfg.Storage == MemoryStorage {
+func (c *Client) storage() jetstream.StorageType { return storageType(c.cfg.Storage) }
+
+// pendingStorage is where a new pending index keeps its entries
+// (Config.PendingStorage).
+func (c *Client) pendingStorage() jetstream.StorageType {
+	if c.cfg.PendingStorage == AutoStorage {
+		if c.nc.ConnectedClusterName() != "" {
+			return jetstream.MemoryStorage
+		}
+		return jetstream.FileStorage
+	}
+	return storageType(c.cfg.PendingStorage)
+}
+
+func storageType(s Storage) jetstream.StorageType {
+	if s == MemoryStorage {
 		return jetstream.MemoryStorage
 	}
 	return jetstream.FileStorage
@@ -442,7 +476,7 @@ func (c *Client) coreBuckets(replicas int) []jetstream.KeyValueConfig {
 	return []jetstream.KeyValueConfig{
 		{Bucket: c.BucketName(RunsBucket), Description: "Interlock run records", History: 1, Storage: c.storage(), Replicas: replicas},
 		{Bucket: c.BucketName(PendingBucket), Description: "Interlock interrupts waiting for a decision", History: 1,
-			Storage: c.storage(), Replicas: replicas},
+			Storage: c.pendingStorage(), Replicas: replicas},
 	}
 }
 
@@ -521,6 +555,12 @@ func (t *TopologyCheck) Check(ctx context.Context) ([]Drift, error) {
 		}
 		if base, ok := t.seen[want.Name]; ok {
 			want = base
+		}
+		if want.Name == "KV_"+t.c.BucketName(PendingBucket) {
+			// Either storage keeps the index, which coordinators rebuild
+			// from the run records: memory (the default since issue 25),
+			// or file (configured, or created by an older Interlock).
+			want.Storage = have.Storage
 		}
 		found := StreamDrift(want, have)
 		if len(found) == 0 {

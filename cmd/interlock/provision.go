@@ -17,11 +17,12 @@ import (
 
 func newProvision(g *globals) *cobra.Command {
 	var (
-		replicas int
-		agents   []string
-		notify   string
-		ackWait  time.Duration
-		emb      embeddedFlags
+		replicas       int
+		agents         []string
+		pendingStorage string
+		notify         string
+		ackWait        time.Duration
+		emb            embeddedFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "provision",
@@ -63,7 +64,11 @@ one-shot step before serve's embedded server (deploy/systemd).`,
 				defer srv.Shutdown()
 				url = srv.URL()
 			}
-			return g.withClient(ctx, url, "interlock-provision", jetstream.Config{Replicas: replicas}, func(client *jetstream.Client) error {
+			storage, err := pendingStorageFlag(pendingStorage)
+			if err != nil {
+				return err
+			}
+			return g.withClient(ctx, url, "interlock-provision", jetstream.Config{Replicas: replicas, PendingStorage: storage}, func(client *jetstream.Client) error {
 				ctx, cancel := context.WithTimeout(ctx, g.timeout+30*time.Second)
 				defer cancel()
 				sinks, err := provision(ctx, client, agents, ncfg, coordinator.Config{AckWait: ackWait})
@@ -81,6 +86,9 @@ one-shot step before serve's embedded server (deploy/systemd).`,
 		},
 	}
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "replicas of new streams and buckets, and the least existing ones are raised to (3 on a NATS cluster); never lowers")
+	cmd.Flags().StringVar(&pendingStorage, "pending-storage", "auto", "where a new pending index keeps its entries: memory (no fsyncs; "+
+		"rebuilt from the run records after a restart), file, or auto: memory on a NATS cluster, file on a single server "+
+		"(where a restart removes a memory bucket, and only this command creates it again under per-role permissions)")
 	cmd.Flags().StringSliceVar(&agents, "agent", nil, "create the work consumer of this agent (repeat, or comma-separate)")
 	cmd.Flags().StringVar(&notify, "notifier-config", "", "create the consumers of this notifier configuration's sinks")
 	cmd.Flags().DurationVar(&ackWait, "ack-wait", 0, "the coordinator's consumers: how long a message a crashed coordinator held waits before another takes it "+
@@ -126,4 +134,13 @@ func provision(ctx context.Context, client *jetstream.Client, agents []string, n
 		return 0, usage(err)
 	}
 	return len(ncfg.Sinks), n.Provision(ctx)
+}
+
+// pendingStorageFlag is the --pending-storage value as a storage.
+func pendingStorageFlag(v string) (jetstream.Storage, error) {
+	switch s := jetstream.Storage(v); s {
+	case jetstream.MemoryStorage, jetstream.FileStorage, jetstream.AutoStorage:
+		return s, nil
+	}
+	return "", usagef("--pending-storage %q is not memory, file or auto", v)
 }

@@ -121,6 +121,8 @@ func newServe(g *globals) *cobra.Command {
 		topology    time.Duration
 		readyFile   string
 		stopTimeout time.Duration
+		// pendingStorage is --pending-storage.
+		pendingStorage string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -166,7 +168,11 @@ port 0 waits for the file, then reads where to connect.`,
 			if err := checkStopTimeout(stopTimeout); err != nil {
 				return err
 			}
-			err := runServe(cmd, g, &emb, serveConfig{replicas: replicas, concurrency: concurrency, ackWait: ackWait, notify: notify,
+			storage, err := pendingStorageFlag(pendingStorage)
+			if err != nil {
+				return err
+			}
+			err = runServe(cmd, g, &emb, serveConfig{replicas: replicas, pendingStorage: storage, concurrency: concurrency, ackWait: ackWait, notify: notify,
 				metricsAddr: metricsAddr, expiry: expiry, web: web, identities: identities, policies: policies, linkSecretEnv: linkSecret, linkTTL: linkTTL,
 				provision: provisions, topologyInterval: topology, readyFile: readyFile, stopTimeout: stopTimeout})
 			if errors.Is(err, context.Canceled) {
@@ -177,6 +183,9 @@ port 0 waits for the file, then reads where to connect.`,
 		},
 	}
 	emb.register(cmd, "interlock-data", "127.0.0.1:4222")
+	cmd.Flags().StringVar(&pendingStorage, "pending-storage", "memory", "where a pending index serve creates keeps its entries: memory "+
+		"(no fsyncs; the coordinator rebuilds it from the run records after a restart, and re-creates its bucket when it provisions), file, or auto "+
+		"(memory on a NATS cluster, file on a single server)")
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "replicas of new streams and buckets, and the least existing ones are raised to (3 on a NATS cluster); never lowers, and what is missing gets as many as the existing streams have")
 	cmd.Flags().IntVar(&concurrency, "concurrency", 4, "messages handled at once per input stream")
 	cmd.Flags().DurationVar(&ackWait, "ack-wait", 30*time.Second, "how long a message a crashed coordinator held waits before another takes it "+
@@ -211,6 +220,7 @@ const minAckWait = time.Second
 // serveConfig is what serve runs with beyond the embedded server.
 type serveConfig struct {
 	replicas, concurrency int
+	pendingStorage        jetstream.Storage
 	ackWait               time.Duration
 	notify, metricsAddr   string
 	expiry                rules.ExpiryDefaults
@@ -349,7 +359,7 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 		}
 		defer os.Remove(sc.readyFile)
 	}
-	return g.runService(ctx, service{Name: "interlock-serve", URL: url, NATS: jetstream.Config{Replicas: sc.replicas},
+	return g.runService(ctx, service{Name: "interlock-serve", URL: url, NATS: jetstream.Config{Replicas: sc.replicas, PendingStorage: sc.pendingStorage},
 		Provision: provisionFn, MetricsAddr: sc.metricsAddr, Log: log, Ready: ready, StopTimeout: sc.stopTimeout,
 		Start: func(client *jetstream.Client, reg *prometheus.Registry) (stopFunc, error) {
 			cfg := coCfg

@@ -61,6 +61,11 @@ type Config struct {
 	// streams and buckets keep what was provisioned (it always checks at
 	// start); default DefaultTopologyInterval, negative: only at start.
 	TopologyInterval time.Duration
+	// IndexInterval is how often a running coordinator checks that the
+	// pending index is whole, and builds it from the records when it is
+	// not (it always checks at start); default DefaultIndexInterval,
+	// negative: only at start.
+	IndexInterval time.Duration
 	// Store keeps the run records, the pending index and the events, and
 	// commits what a record change implies; default the JetStream store
 	// through New's client (store.NewJetStream).
@@ -111,7 +116,11 @@ type Coordinator struct {
 	stopWatch func()
 	// stopAsks stops answering workers' asks (serveAsks).
 	stopAsks func()
-	metrics  *metrics
+	// index builds the pending index when it is lost; stopIndex ends its
+	// checks.
+	index     *indexKeeper
+	stopIndex func()
+	metrics   *metrics
 	// ids signs the message ids of what the coordinator publishes into
 	// streams other roles write too (work items, notices).
 	ids *jetstream.IDSigner
@@ -136,6 +145,9 @@ func New(c *jetstream.Client, cfg Config) *Coordinator {
 	if cfg.TopologyInterval == 0 {
 		cfg.TopologyInterval = DefaultTopologyInterval
 	}
+	if cfg.IndexInterval == 0 {
+		cfg.IndexInterval = DefaultIndexInterval
+	}
 	if cfg.Store == nil {
 		cfg.Store = store.NewJetStream(c)
 	}
@@ -146,6 +158,7 @@ func New(c *jetstream.Client, cfg Config) *Coordinator {
 		metrics: newMetrics(),
 		rules: rules.Set{Expiry: cfg.Expiry, Groups: cfg.Groups, Members: cfg.Members,
 			Schemas: &schema.Cache{Budget: cfg.SchemaBudget}}}
+	co.index = &indexKeeper{co: co, id: newKeeperID()}
 	if cfg.Policies != nil {
 		co.rules.Operator = cfg.Policies.Ruling
 	}
@@ -253,6 +266,7 @@ func (co *Coordinator) Start(ctx context.Context) error {
 		co.running.Add(cons)
 	}
 	co.stopWatch = co.watch.run(co.cfg.TopologyInterval)
+	co.stopIndex = co.index.run(co.cfg.IndexInterval)
 	if co.cfg.Policies != nil {
 		stop, err := co.serveAsks()
 		if err != nil {
@@ -302,6 +316,9 @@ func (co *Coordinator) Stop(ctx context.Context) error {
 	}
 	if co.stopWatch != nil {
 		co.stopWatch()
+	}
+	if co.stopIndex != nil {
+		co.stopIndex()
 	}
 	if err := co.running.Stop(ctx); err != nil {
 		return fmt.Errorf("coordinator: %w", err)

@@ -65,6 +65,8 @@ type metrics struct {
 	auto      *prometheus.CounterVec   // decisions operator rules made, by status
 	handle    *prometheus.HistogramVec // handler latency by input
 	drift     prometheus.Gauge         // fields of streams and buckets drifted from what was provisioned
+	// indexBuilds counts builds of the pending index from the records.
+	indexBuilds prometheus.Counter
 }
 
 // newMetrics returns the metrics, not registered yet (register).
@@ -90,6 +92,8 @@ func newMetrics() *metrics {
 		Help: "Decisions an operator rule made (approver interlock:policy), by status."}, []string{"status"})
 	m.drift = prometheus.NewGauge(prometheus.GaugeOpts{Name: "interlock_topology_drift",
 		Help: "Fields of Interlock's streams and buckets that no longer keep what was provisioned (a limit lowered, republish or sources added, subjects changed; a missing stream counts one); 0 when intact. Alert on > 0."})
+	m.indexBuilds = prometheus.NewCounter(prometheus.CounterOpts{Name: "interlock_pending_index_builds_total",
+		Help: "Builds of the pending index from the run records: once for a new deployment, and once each time the index (memory-backed by default) was lost with a server restart."})
 	return m
 }
 
@@ -105,7 +109,10 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 	if m.handle, err = promreg.Register(reg, m.handle); err != nil {
 		return err
 	}
-	m.drift, err = promreg.Register(reg, m.drift)
+	if m.drift, err = promreg.Register(reg, m.drift); err != nil {
+		return err
+	}
+	m.indexBuilds, err = promreg.Register(reg, m.indexBuilds)
 	return err
 }
 

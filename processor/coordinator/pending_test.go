@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"context"
+	"sort"
 	"testing"
 	"time"
 
@@ -8,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/interlockhq/interlock/processor/store"
+	"github.com/interlockhq/interlock/processor/store/memstore"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -45,4 +48,94 @@ func TestPendingIndexFollowsTheRecords(t *testing.T) {
 	require.True(t, ok, "an escalated interrupt stays")
 	assert.True(t, b.ExpiresAt.Equal(deadline.Add(time.Hour)), "an escalation moves the deadline in the index: %v", b.ExpiresAt)
 	assert.Equal(t, 1, b.Escalations)
+}
+
+// lostIndexStore loses the pending index (as a server restart loses a
+// memory-backed one) when a build reads the records, once.
+type lostIndexStore struct {
+	*memstore.Store
+	lose bool
+}
+
+func (s *lostIndexStore) Runs(ctx context.Context) ([]*subjects.Run, error) {
+	runs, err := s.Store.Runs(ctx)
+	if s.lose {
+		s.lose = false
+		s.LoseIndex()
+	}
+	return runs, err
+}
+
+// TestPendingIndexBuiltWhenLost is issue 25's memory-backed index: a
+// server restart loses it with its marker, and the coordinator builds it
+// again from the records, with what waits and nothing decided; a build
+// under which the index is lost again does not mark it built, and the next
+// check builds it whole.
+func TestPendingIndexBuiltWhenLost(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	lost := &lostIndexStore{Store: e.st}
+	e.co.store = lost
+	e.suspend("a", 0, open)
+	e.suspend("b", 0, open)
+	e.suspend("c", 0, open)
+	e.decide("b", "", resolve("d1", "open", ""))
+	ids := func() []string {
+		list, err := store.AllPending(ctx(t), e.st)
+		require.NoError(t, err)
+		var out []string
+		for _, p := range list {
+			out = append(out, p.RunID)
+		}
+		sort.Strings(out)
+		return out
+	}
+	require.Equal(t, []string{"a", "c"}, ids())
+
+	built, err := e.co.index.check(ctx(t))
+	require.NoError(t, err)
+	require.True(t, built, "an index without its marker is built")
+	built, err = e.co.index.check(ctx(t))
+	require.NoError(t, err)
+	assert.False(t, built, "a built index is left alone")
+
+	e.st.LoseIndex()
+	require.Empty(t, ids())
+	lost.lose = true
+	_, err = e.co.index.check(ctx(t))
+	require.ErrorIs(t, err, errIndexLost, "lost again under the build: not marked built")
+	_, _, err = e.st.IndexMarker(ctx(t))
+	require.ErrorIs(t, err, store.ErrNotFound)
+	built, err = e.co.index.check(ctx(t))
+	require.NoError(t, err)
+	require.True(t, built)
+	assert.Equal(t, []string{"a", "c"}, ids(), "the waiting interrupts, not the decided one")
+	n, err := e.st.PendingCount(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+}
+
+// TestPendingIndexBuildClaimed: a build another coordinator claimed and
+// renews is left to it; one whose claim went stale is taken over.
+func TestPendingIndexBuildClaimed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	e.suspend("a", 0, open)
+	e.st.LoseIndex()
+	_, err := e.st.PutIndexMarker(ctx(t), store.IndexMarker{State: store.IndexBuilding, By: "other", At: e.now}, 0)
+	require.NoError(t, err)
+	built, err := e.co.index.check(ctx(t))
+	require.NoError(t, err)
+	assert.False(t, built, "another coordinator's fresh claim is left to it")
+
+	e.now = e.now.Add(indexStale)
+	built, err = e.co.index.check(ctx(t))
+	require.NoError(t, err)
+	require.True(t, built, "a stale claim is taken over")
+	m, _, err := e.st.IndexMarker(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, store.IndexBuilt, m.State)
+	list, err := store.AllPending(ctx(t), e.st)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
 }

@@ -226,14 +226,56 @@ func (s *JetStream) Indexed(ctx context.Context, run, id string) (bool, error) {
 }
 
 // PendingCount implements Store from the pending bucket's stream state:
-// removals leave markers that expire after a second (KVDeleteMsg).
+// removals leave markers that expire after a second (KVDeleteMsg), and the
+// index's own marker (IndexMarker) is not counted.
 func (s *JetStream) PendingCount(ctx context.Context) (int, error) {
 	b, err := s.bucket(ctx, jetstream.PendingBucket)
 	if err != nil {
 		return 0, err
 	}
 	n, err := b.Count(ctx)
-	return int(n), err
+	if err != nil {
+		return 0, err
+	}
+	if _, _, merr := s.IndexMarker(ctx); merr == nil && n > 0 {
+		n--
+	}
+	return int(n), nil
+}
+
+// indexMarkerKey is the key of the pending index's marker: not an entry's
+// key (<run>.<24 hex digits>), and a delete marker, which every reader of
+// the index skips.
+const indexMarkerKey = subjects.NoRun + ".index"
+
+// IndexMarker implements Store: the delete marker under indexMarkerKey.
+func (s *JetStream) IndexMarker(ctx context.Context) (IndexMarker, uint64, error) {
+	b, err := s.bucket(ctx, jetstream.PendingBucket)
+	if err != nil {
+		return IndexMarker{}, 0, err
+	}
+	body, seq, err := b.Marker(ctx, indexMarkerKey)
+	if err != nil {
+		return IndexMarker{}, 0, err
+	}
+	var m IndexMarker
+	if err := json.Unmarshal(body, &m); err != nil {
+		return IndexMarker{}, 0, fmt.Errorf("pending index marker: %w", err)
+	}
+	return m, seq, nil
+}
+
+// PutIndexMarker implements Store.
+func (s *JetStream) PutIndexMarker(ctx context.Context, m IndexMarker, last uint64) (uint64, error) {
+	b, err := s.bucket(ctx, jetstream.PendingBucket)
+	if err != nil {
+		return 0, err
+	}
+	body, err := json.Marshal(m)
+	if err != nil {
+		return 0, err
+	}
+	return b.PutMarker(ctx, indexMarkerKey, body, last)
 }
 
 // LastSuspension implements Store with one direct get of the last message
@@ -345,6 +387,7 @@ func (s *JetStream) Commit(ctx context.Context, fx Effects) error {
 	for _, r := range fx.Unindex {
 		msgs = append(msgs, s.c.KVDeleteMsg(jetstream.PendingBucket, subjects.PendingKey(r.RunID, r.InterruptID)))
 	}
+	indexed := len(msgs)
 	for _, ev := range fx.Events {
 		m, err := EventMsg(s.c.Namespace(), ev)
 		if err != nil {
@@ -356,7 +399,27 @@ func (s *JetStream) Commit(ctx context.Context, fx Effects) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	return s.c.PublishAll(ctx, msgs...)
+	err := s.c.PublishAll(ctx, msgs...)
+	if err == nil || indexed == 0 || !s.indexMissing(ctx) {
+		return err
+	}
+	// The index's bucket is gone (memory-backed, on a server that
+	// restarted): a coordinator builds the whole index again from the
+	// records once it is back (IndexMarker), so its writes are dropped
+	// here rather than retried with the input until then.
+	if len(msgs) > indexed {
+		return s.c.PublishAll(ctx, msgs[indexed:]...)
+	}
+	return nil
+}
+
+// indexMissing reports whether the pending index's bucket does not exist.
+func (s *JetStream) indexMissing(ctx context.Context) bool {
+	b, err := s.bucket(ctx, jetstream.PendingBucket)
+	if err == nil {
+		_, err = b.Count(ctx)
+	}
+	return errors.Is(err, ErrNotFound) || errors.Is(err, jetstream.ErrNotProvisioned)
 }
 
 // IndexMsgID is the message id of p's put into the pending index: one per

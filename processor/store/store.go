@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/subjects"
@@ -55,6 +56,15 @@ type Store interface {
 	// read without listing them. The JetStream store's count includes
 	// entries removed in the last second.
 	PendingCount(ctx context.Context) (int, error)
+	// IndexMarker returns the pending index's marker (PutIndexMarker's),
+	// with its sequence, or an error matching ErrNotFound when the index
+	// has none: it was never built, or it was lost (a memory-backed index
+	// after a server restart) and has to be built again from the records.
+	IndexMarker(ctx context.Context) (IndexMarker, uint64, error)
+	// PutIndexMarker writes m as the pending index's marker if the marker
+	// is still at sequence last (0: there is none), and returns its
+	// sequence; otherwise an error matching ErrConflict.
+	PutIndexMarker(ctx context.Context, m IndexMarker, last uint64) (uint64, error)
 	// Events returns run's events after cursor after (0: all), oldest
 	// first, and the cursor of the last one returned (after when none).
 	Events(ctx context.Context, run string, after uint64) ([]subjects.Event, uint64, error)
@@ -136,6 +146,22 @@ func sortPending(p []subjects.PendingInterrupt) {
 		return p[i].RunID+p[i].ID < p[j].RunID+p[j].ID
 	})
 }
+
+// IndexMarker says whether the pending index is whole. It is kept in the
+// index itself, so an index that is lost loses its marker with it.
+type IndexMarker struct {
+	// State is IndexBuilding while a coordinator (By) writes the entries
+	// of every run waiting, IndexBuilt once it has.
+	State string    `json:"state"`
+	By    string    `json:"by,omitempty"`
+	At    time.Time `json:"at"`
+}
+
+// The states of an IndexMarker.
+const (
+	IndexBuilding = "building"
+	IndexBuilt    = "built"
+)
 
 // PendingRef names an entry of the pending index.
 type PendingRef struct{ RunID, InterruptID string }

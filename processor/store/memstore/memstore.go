@@ -35,6 +35,9 @@ type Store struct {
 	// (Suspended); maxRecord bounds a record (SetMaxRecord).
 	suspended map[string]uint64
 	maxRecord int64
+	// marker is the index's marker and markerSeq its sequence (0: none).
+	marker    store.IndexMarker
+	markerSeq uint64
 }
 
 // DefaultMaxRecord is a new Store's MaxRecord: NATS's default max payload.
@@ -252,4 +255,40 @@ func (s *Store) Messages() []jetstream.OutMsg {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.messages)
+}
+
+// IndexMarker implements store.Store.
+func (s *Store) IndexMarker(context.Context) (store.IndexMarker, uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.markerSeq == 0 {
+		return store.IndexMarker{}, 0, fmt.Errorf("index marker: %w", store.ErrNotFound)
+	}
+	return s.marker, s.markerSeq, nil
+}
+
+// PutIndexMarker implements store.Store.
+func (s *Store) PutIndexMarker(_ context.Context, m store.IndexMarker, last uint64) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if last != s.markerSeq {
+		return 0, fmt.Errorf("index marker at %d, not %d: %w", s.markerSeq, last, store.ErrConflict)
+	}
+	s.seq++
+	s.marker, s.markerSeq = m, s.seq
+	return s.seq, nil
+}
+
+// LoseIndex empties the pending index, its marker and the message ids of
+// its puts, as a server restart does to a memory-backed index.
+func (s *Store) LoseIndex() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending = map[string]indexed{}
+	for id := range s.seen {
+		if strings.HasPrefix(id, "pending:") {
+			delete(s.seen, id)
+		}
+	}
+	s.marker, s.markerSeq = store.IndexMarker{}, 0
 }

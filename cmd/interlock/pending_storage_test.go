@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/interlockhq/interlock/jetstream/jstest"
+)
+
+// TestProvisionPendingStorage: `interlock provision` keeps the pending
+// index on disk on a single server by default (a restart removes a memory
+// bucket there, and under per-role permissions only provision creates it
+// again), in memory when told; a bad value is a usage error.
+func TestProvisionPendingStorage(t *testing.T) {
+	t.Parallel()
+	storage := func(url, prefix string) string {
+		nc, err := nats.Connect(url)
+		require.NoError(t, err)
+		defer nc.Close()
+		js, err := natsjs.New(nc)
+		require.NoError(t, err)
+		st, err := js.Stream(context.Background(), "KV_"+prefix+"_pending")
+		require.NoError(t, err)
+		return st.CachedInfo().Config.Storage.String()
+	}
+	srv := jstest.Server(t)
+	require.Equal(t, 0, cli(t, "provision", "--nats-url", srv.URL()).code)
+	assert.Equal(t, "File", storage(srv.URL(), "interlock"), "auto on a single server")
+
+	mem := jstest.Server(t)
+	require.Equal(t, 0, cli(t, "provision", "--nats-url", mem.URL(), "--pending-storage", "memory").code)
+	assert.Equal(t, "Memory", storage(mem.URL(), "interlock"))
+
+	bad := cli(t, "provision", "--nats-url", mem.URL(), "--pending-storage", "tape")
+	assert.Equal(t, 2, bad.code)
+	assert.Contains(t, bad.err, `--pending-storage "tape" is not memory, file or auto`)
+}

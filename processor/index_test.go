@@ -1,0 +1,143 @@
+package processor
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/jetstream/embedded"
+	"github.com/interlockhq/interlock/jetstream/jstest"
+	"github.com/interlockhq/interlock/processor/coordinator"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// TestPendingIndexInMemory: the pending index is derived from the run
+// records, so it is kept in memory by default (issue 25: its entry, its
+// removal's marker and the marker's expiry cost three fsyncs per cycle on
+// disk), and file storage stays available.
+func TestPendingIndexInMemory(t *testing.T) {
+	t.Parallel()
+	srv := jstest.Server(t)
+	nc, err := nats.Connect(srv.URL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := natsjs.New(nc)
+	require.NoError(t, err)
+	storage := func(c *jetstream.Client, bucket string) string {
+		st, err := js.Stream(context.Background(), "KV_"+c.BucketName(bucket))
+		require.NoError(t, err)
+		return st.CachedInfo().Config.Storage.String()
+	}
+	inMemory := jstest.Client(t, srv)
+	assert.Equal(t, "Memory", storage(inMemory, jetstream.PendingBucket))
+	assert.Equal(t, "File", storage(inMemory, jetstream.RunsBucket), "the records stay on disk")
+	onDisk := jstest.Client(t, srv, jetstream.Config{Prefix: "disk", PendingStorage: jetstream.FileStorage})
+	assert.Equal(t, "File", storage(onDisk, jetstream.PendingBucket))
+}
+
+// TestPendingIndexRebuiltAfterNATSRestart: the NATS server restarts under
+// a running coordinator and loses the memory-backed index; the coordinator
+// provisions it again and builds it from the records, so everything that
+// waits is listed again, and decided it leaves the list.
+func TestPendingIndexRebuiltAfterNATSRestart(t *testing.T) {
+	t.Parallel()
+	cfg := embedded.Config{DataDir: t.TempDir()}
+	var calls counter
+	h := &harness{t: t, srv: jstest.Server(t, cfg), agents: map[string]AgentFunc{"refunds": approvalAgent(&calls)}}
+	h.admin = h.conn()
+	h.client = NewClient(h.admin)
+	h.startCoordinator(nil)
+	h.startWorker(nil)
+	var runs []string
+	for range 10 {
+		runs = append(runs, h.start("refunds", nil))
+	}
+	for _, r := range runs {
+		h.suspendedAtPass(r, 0)
+	}
+	listed := func(n int) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			p, err := h.client.Pending(h.ctx())
+			return err == nil && len(p) == n
+		}, waitLimit, 20*time.Millisecond, "%d interrupts listed", n)
+	}
+	listed(len(runs))
+
+	h.srv = jstest.Restart(t, h.srv, cfg)
+	listed(len(runs))
+	for _, r := range runs {
+		rec, err := h.client.Run(h.ctx(), r)
+		require.NoError(t, err)
+		require.Len(t, rec.Pending(), 1, r)
+		h.decide(r, rec.Pending()[0].ID, subjects.StatusResolved, map[string]any{"amount": 2})
+	}
+	for _, r := range runs {
+		assert.Equal(t, subjects.RunCompleted, h.waitFor(r, Finished).Status, r)
+	}
+	listed(0)
+}
+
+// TestPendingIndexAutoStorage: "auto" keeps the index in memory on a
+// cluster, where a memory-backed stream's configuration outlives a restart
+// of every server (its entries do not: the coordinator builds them again).
+func TestPendingIndexAutoStorage(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	servers := jstest.Cluster(t, 3)
+	c := jstest.ClientURL(t, jstest.URLs(servers), jetstream.Config{Replicas: 3, PendingStorage: jetstream.AutoStorage})
+	nc, err := nats.Connect(jstest.URLs(servers))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := natsjs.New(nc)
+	require.NoError(t, err)
+	st, err := js.Stream(context.Background(), "KV_"+c.BucketName(jetstream.PendingBucket))
+	require.NoError(t, err)
+	assert.Equal(t, "Memory", st.CachedInfo().Config.Storage.String())
+	assert.Equal(t, 3, st.CachedInfo().Config.Replicas)
+}
+
+// TestPendingIndexMissingDoesNotStallRuns: the memory-backed bucket is
+// gone (a single server restarted) and this coordinator may not create it
+// (per-role permissions: admin provisions). Runs go on suspending, with
+// their events and timers; the index's writes are dropped; once admin
+// provisions again the coordinator builds the index whole.
+func TestPendingIndexMissingDoesNotStallRuns(t *testing.T) {
+	t.Parallel()
+	h := newBareHarness(t, map[string]AgentFunc{"refunds": approvalAgent(&counter{})})
+	bound, err := jetstream.Dial(context.Background(), jetstream.DialConfig{URL: h.srv.URL()}, jetstream.Config{})
+	require.NoError(t, err)
+	t.Cleanup(bound.Close)
+	require.False(t, bound.Provisioner())
+	require.NoError(t, coordinator.Provision(context.Background(), h.admin, coordinator.Config{AckWait: testAckWait}))
+	co := coordinator.New(bound, coordinator.Config{AckWait: testAckWait, Logger: quiet, IndexInterval: 50 * time.Millisecond})
+	require.NoError(t, co.Start(context.Background()))
+	t.Cleanup(func() { _ = co.Stop(context.Background()) })
+	h.startWorker(nil)
+	first := h.start("refunds", nil)
+	h.suspendedAtPass(first, 0)
+
+	nc, err := nats.Connect(h.srv.URL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := natsjs.New(nc)
+	require.NoError(t, err)
+	require.NoError(t, js.DeleteStream(context.Background(), "KV_"+h.admin.BucketName(jetstream.PendingBucket)))
+
+	second := h.start("refunds", nil)
+	h.waitEvents(second, subjects.EventSuspended, 1)
+
+	require.NoError(t, h.admin.Provision(context.Background()))
+	require.Eventually(t, func() bool {
+		p, err := h.client.Pending(h.ctx())
+		return err == nil && len(p) == 2
+	}, waitLimit, 20*time.Millisecond, "both runs listed once the bucket is back")
+}
