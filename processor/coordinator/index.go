@@ -93,46 +93,60 @@ func (k *indexKeeper) build(ctx context.Context, seq uint64) error {
 		return err
 	}
 	co.cfg.Logger.Warn("pending index has no marker (new, or lost with a server restart): building it from the run records")
-	runs, err := co.store.Runs(ctx)
-	if err != nil {
-		return fmt.Errorf("build the pending index: %w", err)
-	}
-	renewed, entries := time.Now(), 0
-	for _, rec := range runs {
+	renewed, runs, entries := time.Now(), 0, 0
+	for after := uint64(0); ; {
+		page, next, err := co.store.RunsPage(ctx, after, indexPage)
+		if err != nil {
+			return fmt.Errorf("build the pending index: %w", err)
+		}
+		for _, rec := range page {
+			n, err := co.indexRun(ctx, rec)
+			if err != nil {
+				return fmt.Errorf("build the pending index: %w", err)
+			}
+			entries += n
+		}
+		runs += len(page)
 		if time.Since(renewed) > indexRenew {
 			if err := claim(store.IndexBuilding); err != nil {
 				return err
 			}
 			renewed = time.Now()
 		}
-		if rec.Status != subjects.RunSuspended {
-			continue
+		if next == 0 {
+			break
 		}
-		put := pendingEntries(rec)
-		if len(put) == 0 {
-			continue
-		}
-		if err := co.store.Commit(ctx, store.Effects{Index: put}); err != nil {
-			return fmt.Errorf("build the pending index: %w", err)
-		}
-		ids := make([]string, len(put))
-		for i, p := range put {
-			ids[i] = p.ID
-		}
-		// A decision accepted since the record was read removed its entry
-		// before this put: remove what the record now shows decided.
-		if err := co.unindexDecided(ctx, rec.RunID, ids); err != nil {
-			return fmt.Errorf("build the pending index: %w", err)
-		}
-		entries += len(put)
+		after = next
 	}
 	if err := claim(store.IndexBuilt); err != nil {
 		return err
 	}
 	co.metrics.indexBuilds.Inc()
-	co.cfg.Logger.Warn("pending index built from the run records", "runs", len(runs), "entries", entries,
+	co.cfg.Logger.Warn("pending index built from the run records", "runs", runs, "entries", entries,
 		"took", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// indexPage is how many records a build reads at once.
+const indexPage = 256
+
+// indexRun puts the entries of rec's waiting interrupts into the index and
+// returns how many.
+func (co *Coordinator) indexRun(ctx context.Context, rec *subjects.Run) (int, error) {
+	put := pendingEntries(rec)
+	if len(put) == 0 {
+		return 0, nil
+	}
+	if err := co.store.Commit(ctx, store.Effects{Index: put}); err != nil {
+		return 0, err
+	}
+	ids := make([]string, len(put))
+	for i, p := range put {
+		ids[i] = p.ID
+	}
+	// A decision accepted since the record was read removed its entry
+	// before this put: remove what the record now shows decided.
+	return len(put), co.unindexDecided(ctx, rec.RunID, ids)
 }
 
 // provisionIndex creates the pending index's bucket when it is missing

@@ -57,13 +57,13 @@ type lostIndexStore struct {
 	lose bool
 }
 
-func (s *lostIndexStore) Runs(ctx context.Context) ([]*subjects.Run, error) {
-	runs, err := s.Store.Runs(ctx)
+func (s *lostIndexStore) RunsPage(ctx context.Context, after uint64, limit int) ([]*subjects.Run, uint64, error) {
+	runs, next, err := s.Store.RunsPage(ctx, after, limit)
 	if s.lose {
 		s.lose = false
 		s.LoseIndex()
 	}
-	return runs, err
+	return runs, next, err
 }
 
 // TestPendingIndexBuiltWhenLost is issue 25's memory-backed index: a

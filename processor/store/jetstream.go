@@ -190,6 +190,28 @@ func (s *JetStream) Runs(ctx context.Context) ([]*subjects.Run, error) {
 	return out, nil
 }
 
+// RunsPage implements Store with batched direct gets on the runs bucket
+// (Bucket.Page).
+func (s *JetStream) RunsPage(ctx context.Context, after uint64, limit int) ([]*subjects.Run, uint64, error) {
+	b, err := s.bucket(ctx, jetstream.RunsBucket)
+	if err != nil {
+		return nil, 0, err
+	}
+	entries, next, err := b.Page(ctx, after, limit)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]*subjects.Run, 0, len(entries))
+	for _, e := range entries {
+		r, _, err := decodeRun(e.Key, e.Value, e.Revision)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, r)
+	}
+	return out, next, nil
+}
+
 // PendingPage implements Store with batched direct gets on the pending
 // index (Bucket.Page).
 func (s *JetStream) PendingPage(ctx context.Context, after uint64, limit int) ([]subjects.PendingInterrupt, uint64, error) {

@@ -41,6 +41,12 @@ type Store interface {
 	PutRun(ctx context.Context, r *subjects.Run, rev uint64) (uint64, error)
 	// Runs returns every run record, least recently updated first.
 	Runs(ctx context.Context) ([]*subjects.Run, error)
+	// RunsPage returns up to limit run records after cursor after (0: from
+	// the start), in the order they were last written, and the cursor of
+	// the next page (0: none follows). A record written again while a
+	// caller pages comes on a later page (it may come twice), and none is
+	// skipped; memory holds one page, not every record.
+	RunsPage(ctx context.Context, after uint64, limit int) ([]*subjects.Run, uint64, error)
 	// PendingPage returns up to limit interrupts waiting for a decision
 	// from the pending index, after cursor after (0: from the start), in
 	// the order they entered the index, and the cursor of the next page (0:

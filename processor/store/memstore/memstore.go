@@ -161,6 +161,32 @@ func (s *Store) Runs(ctx context.Context) ([]*subjects.Run, error) {
 	return out, nil
 }
 
+// RunsPage implements store.Store, in the order of the records' revisions.
+func (s *Store) RunsPage(_ context.Context, after uint64, limit int) ([]*subjects.Run, uint64, error) {
+	s.mu.Lock()
+	var all []entry
+	for _, e := range s.runs {
+		if e.rev > after {
+			all = append(all, e)
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(all, func(a, b entry) int { return cmp.Compare(a.rev, b.rev) })
+	var next uint64
+	if len(all) > limit {
+		all, next = all[:limit], all[limit-1].rev
+	}
+	out := make([]*subjects.Run, 0, len(all))
+	for _, e := range all {
+		var r subjects.Run
+		if err := json.Unmarshal(e.data, &r); err != nil {
+			return nil, 0, err
+		}
+		out = append(out, &r)
+	}
+	return out, next, nil
+}
+
 // PendingPage implements store.Store.
 func (s *Store) PendingPage(_ context.Context, after uint64, limit int) ([]subjects.PendingInterrupt, uint64, error) {
 	s.mu.Lock()

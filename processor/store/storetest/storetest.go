@@ -40,6 +40,8 @@ func Run(t *testing.T, open func(t *testing.T) Backend) {
 		{"UpdateUnderContention", updateUnderContention},
 		{"UpdateWritesNothing", updateWritesNothing},
 		{"RunsInUpdateOrder", runsInUpdateOrder},
+		{"RunsPages", runsPages},
+		{"IndexMarker", indexMarker},
 		{"PendingIndex", pendingIndex},
 		{"IndexPutRepeatedAfterRemoval", indexPutRepeatedAfterRemoval},
 		{"PendingPages", pendingPages},
@@ -208,6 +210,58 @@ func runsInUpdateOrder(t *testing.T, s store.Store) {
 		ids = append(ids, r.RunID)
 	}
 	assert.Equal(t, []string{"b", "a", "c"}, ids, "least recently updated first")
+}
+
+// runsPages: every record once in pages of two, in the order written; one
+// written again while paging comes again on a later page.
+func runsPages(t *testing.T, s store.Store) {
+	revs := map[string]uint64{}
+	for _, id := range []string{"c", "a", "b", "d", "e"} {
+		rev, err := s.PutRun(ctx(t), record(id, t0), 0)
+		require.NoError(t, err)
+		revs[id] = rev
+	}
+	var ids []string
+	for after, page := uint64(0), 0; ; page++ {
+		runs, next, err := s.RunsPage(ctx(t), after, 2)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(runs), 2)
+		for _, r := range runs {
+			ids = append(ids, r.RunID)
+		}
+		if page == 0 {
+			_, err := s.PutRun(ctx(t), record("c", t0.Add(time.Minute)), revs["c"])
+			require.NoError(t, err)
+		}
+		if next == 0 {
+			break
+		}
+		after = next
+	}
+	assert.Equal(t, []string{"c", "a", "b", "d", "e", "c"}, ids)
+}
+
+// indexMarker: the pending index's marker is written with compare-and-set
+// on its sequence, and read back.
+func indexMarker(t *testing.T, s store.Store) {
+	_, _, err := s.IndexMarker(ctx(t))
+	require.ErrorIs(t, err, store.ErrNotFound)
+	seq, err := s.PutIndexMarker(ctx(t), store.IndexMarker{State: store.IndexBuilding, By: "a", At: t0}, 0)
+	require.NoError(t, err)
+	_, err = s.PutIndexMarker(ctx(t), store.IndexMarker{State: store.IndexBuilding, By: "b", At: t0}, 0)
+	require.ErrorIs(t, err, store.ErrConflict, "a second claim from none loses")
+	_, err = s.PutIndexMarker(ctx(t), store.IndexMarker{State: store.IndexBuilt, By: "a", At: t0}, seq)
+	require.NoError(t, err)
+	m, _, err := s.IndexMarker(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, store.IndexBuilt, m.State)
+	assert.Equal(t, "a", m.By)
+	n, err := s.PendingCount(ctx(t))
+	require.NoError(t, err)
+	assert.Zero(t, n, "the marker is not a waiting interrupt")
+	list, err := store.AllPending(ctx(t), s)
+	require.NoError(t, err)
+	assert.Empty(t, list, "nor is it listed")
 }
 
 func pending(run, id string, at time.Time, escalations int) subjects.PendingInterrupt {
