@@ -14,6 +14,7 @@ from one that waits: after two missed ones it is given up and replaced.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncGenerator
 
@@ -91,7 +92,8 @@ class Puller:
                 yield m
         finally:
             stop.cancel()
-            await sub.unsubscribe()
+            with contextlib.suppress(nats.errors.Error):  # closed: nothing to unsubscribe from
+                await sub.unsubscribe()
 
 
 async def _queued(sub: Subscription) -> AsyncGenerator[Msg, None]:

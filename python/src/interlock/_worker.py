@@ -45,7 +45,10 @@ class Worker:
     It binds to the durable consumer ``worker_<agent>`` on the work stream
     (creating it when it does not exist and ``create_consumers`` is true), so
     it shares an agent's work with the Go workers of that agent. It holds at
-    most ``concurrency`` work items per agent (no prefetch), sends a
+    most ``concurrency`` work items per agent (no prefetch), asked for in one
+    long-lived pull request at a time for all its free room (each item is
+    handled as it arrives; the next request goes when that one is filled or
+    ends, after 10 s or two missed heartbeats), sends a
     heartbeat (``+WPI``) every ``ack_wait / 2`` while a pass runs, cancels a
     pass after ``pass_timeout`` seconds (default 300, Go's
     ``processor.DefaultPassTimeout``; None: no limit; the pass is retried later, like
