@@ -265,3 +265,37 @@ async def test_an_idle_worker_keeps_one_pull_request_open(nc: NATS, agent_name: 
     await sub.unsubscribe()
     assert len(seen) == 1, f"{len(seen)} pull requests in four idle seconds: {seen}"
     assert first["batch"] == 3 and first.get("idle_heartbeat"), first
+
+
+async def test_a_pull_request_nobody_holds_is_replaced(nc: NATS, client: Client, agent_name: str) -> None:
+    """Issue 25: a request lost in a failover gets no heartbeats; after two
+    missed ones (2 s) the worker asks again instead of waiting out the
+    request's 10 s. Here the request is lost with its consumer: deleted, it
+    answers nothing, so the worker asks again every two seconds, and once
+    the consumer is back its next request takes the work."""
+
+    async def body(inp: Any) -> Any:
+        return inp
+
+    js = nc.jetstream()
+    durable = "worker_" + agent_name
+    seen, sub = await _count_pulls(nc, agent_name)
+    async with worker(nc, agent_name, body, concurrency=2):
+
+        def asked(n: int) -> Any:
+            async def cond() -> bool:
+                return len(seen) >= n
+
+            return cond
+
+        await eventually(asked(1), "the worker's first pull request")
+        info = await js.consumer_info("INTERLOCK_WORK", durable)
+        await js.delete_consumer("INTERLOCK_WORK", durable)
+        # Asked again twice: once the first request ended (or went silent),
+        # and again when that one, to no consumer, missed its heartbeats:
+        # within 8 s, under one request's 10 s wait.
+        await eventually(asked(3), "requests sent again while the consumer is gone", timeout=8)
+        await js.add_consumer("INTERLOCK_WORK", info.config)
+        rec = await client.wait(await client.start(agent_name, "back"))
+    await sub.unsubscribe()
+    assert rec.result == "back"
