@@ -91,6 +91,34 @@ describe("the worker's pull requests", () => {
     assert.ok(seen[0]!["idle_heartbeat"], JSON.stringify(seen[0]));
   });
 
+  test("a request nobody holds is replaced after two missed heartbeats", async () => {
+    // A request lost in a failover gets no heartbeats. Here it is lost with
+    // its consumer: deleted, it answers nothing, and the worker asks again
+    // within 8 s (under one request's 10 s wait); once the consumer is back
+    // its next request takes the work.
+    const agent = agentName();
+    const durable = "worker_" + agent;
+    const { seen, sub } = await countPulls(agent);
+    const w = new sdk.Worker(nc, { logger: quiet, concurrency: 2 });
+    w.register(agent, (input) => input);
+    await w.start();
+    const jsm = await jetstreamManager(nc);
+    try {
+      await eventually(() => seen.length >= 1, 15_000, "the worker's first pull request");
+      const info = await jsm.consumers.info("INTERLOCK_WORK", durable);
+      await jsm.consumers.delete("INTERLOCK_WORK", durable);
+      // Asked again twice: once the first request ended (or went silent),
+      // and again when that one, to no consumer, missed its heartbeats.
+      await eventually(() => seen.length >= 3, 8000, "requests sent again while the consumer is gone");
+      await jsm.consumers.add("INTERLOCK_WORK", info.config);
+      const rec = await client.wait(await client.start(agent, "back"));
+      assert.equal(rec.result, "back");
+    } finally {
+      await w.stop(1000);
+      sub.unsubscribe();
+    }
+  });
+
   test("it never holds more work items than its concurrency", async () => {
     const agent = agentName();
     let release!: () => void;
