@@ -206,3 +206,96 @@ async def test_an_oversized_suspension_fails_the_run_instead(nc: NATS, client: C
         rec = await client.wait(await client.start(agent_name))
     assert rec.status == "failed", rec.status
     assert rec.error.startswith("suspension too large") and "max payload" in rec.error
+
+
+async def _count_pulls(nc: NATS, agent: str) -> tuple[list[bytes], Any]:
+    """A monitor of the pull requests sent for ``worker_<agent>`` (each one
+    is two Raft entries of the consumer on a cluster: its arrival and its end)."""
+    seen: list[bytes] = []
+
+    async def on_pull(m: Any) -> None:
+        seen.append(m.data)
+
+    sub = await nc.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.INTERLOCK_WORK.worker_{agent}", cb=on_pull)
+    await nc.flush()
+    return seen, sub
+
+
+async def test_pull_requests_one_per_batch_not_per_message(nc: NATS, client: Client, agent_name: str) -> None:
+    """Issue 25: twenty work items handled one after another, with room for
+    five, take one pull request per five (and the one still open), where a
+    request per fetch took one per item and one per idle second; and each
+    item is handled as it arrives, not when its request fills or ends."""
+
+    async def body(inp: Any) -> Any:
+        return inp
+
+    seen, sub = await _count_pulls(nc, agent_name)
+    n, room = 20, 5
+    loop = asyncio.get_running_loop()
+    async with worker(nc, agent_name, body, concurrency=room):
+        began = loop.time()
+        for i in range(n):
+            assert (await client.wait(await client.start(agent_name, i))).result == i
+        took = loop.time() - began
+    await sub.unsubscribe()
+    assert len(seen) <= n // room + 2, f"{len(seen)} pull requests for {n} items handled one at a time: {seen}"
+    # Under one open request's wait (10 s) for all twenty: none waited for
+    # its request to fill or expire.
+    assert took < 10, f"{n} items one at a time took {took:.1f}s"
+
+
+async def test_an_idle_worker_keeps_one_pull_request_open(nc: NATS, agent_name: str) -> None:
+    """Issue 25: an idle worker keeps one long-lived pull request open (its
+    heartbeats tell it the request still stands), not one a second."""
+
+    async def body(inp: Any) -> Any:
+        return inp
+
+    seen, sub = await _count_pulls(nc, agent_name)
+    async with worker(nc, agent_name, body, concurrency=3):
+
+        async def asked() -> bool:
+            return len(seen) > 0
+
+        await eventually(asked, "the worker's first pull request")
+        first = json.loads(seen[0])
+        # The window measured: four idle seconds, well within one request's wait.
+        await asyncio.sleep(4)
+    await sub.unsubscribe()
+    assert len(seen) == 1, f"{len(seen)} pull requests in four idle seconds: {seen}"
+    assert first["batch"] == 3 and first.get("idle_heartbeat"), first
+
+
+async def test_a_pull_request_nobody_holds_is_replaced(nc: NATS, client: Client, agent_name: str) -> None:
+    """Issue 25: a request lost in a failover gets no heartbeats; after two
+    missed ones (2 s) the worker asks again instead of waiting out the
+    request's 10 s. Here the request is lost with its consumer: deleted, it
+    answers nothing, so the worker asks again every two seconds, and once
+    the consumer is back its next request takes the work."""
+
+    async def body(inp: Any) -> Any:
+        return inp
+
+    js = nc.jetstream()
+    durable = "worker_" + agent_name
+    seen, sub = await _count_pulls(nc, agent_name)
+    async with worker(nc, agent_name, body, concurrency=2):
+
+        def asked(n: int) -> Any:
+            async def cond() -> bool:
+                return len(seen) >= n
+
+            return cond
+
+        await eventually(asked(1), "the worker's first pull request")
+        info = await js.consumer_info("INTERLOCK_WORK", durable)
+        await js.delete_consumer("INTERLOCK_WORK", durable)
+        # Asked again twice: once the first request ended (or went silent),
+        # and again when that one, to no consumer, missed its heartbeats:
+        # within 8 s, under one request's 10 s wait.
+        await eventually(asked(3), "requests sent again while the consumer is gone", timeout=8)
+        await js.add_consumer("INTERLOCK_WORK", info.config)
+        rec = await client.wait(await client.start(agent_name, "back"))
+    await sub.unsubscribe()
+    assert rec.result == "back"

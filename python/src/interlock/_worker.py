@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import json
 import logging
@@ -20,6 +21,7 @@ from nats.js import api
 from . import _direct, _trace
 from ._errors import ProtocolError, Retry, Suspended, SuspensionTooLarge
 from ._ids import dead_letter_msg_id, outcome_msg_id, pass_key
+from ._pull import Puller, RequestEnded
 from ._run import _current, _Pass, _tool_call
 from ._subjects import DEFAULT_PREFIX, Namespace, validate_token, worker_durable
 from ._types import RunInfo
@@ -43,7 +45,10 @@ class Worker:
     It binds to the durable consumer ``worker_<agent>`` on the work stream
     (creating it when it does not exist and ``create_consumers`` is true), so
     it shares an agent's work with the Go workers of that agent. It holds at
-    most ``concurrency`` work items per agent (no prefetch), sends a
+    most ``concurrency`` work items per agent (no prefetch), asked for in one
+    long-lived pull request at a time for all its free room (each item is
+    handled as it arrives; the next request goes when that one is filled or
+    ends, after 10 s or two missed heartbeats), sends a
     heartbeat (``+WPI``) every ``ack_wait / 2`` while a pass runs, cancels a
     pass after ``pass_timeout`` seconds (default 300, Go's
     ``processor.DefaultPassTimeout``; None: no limit; the pass is retried later, like
@@ -118,7 +123,7 @@ class Worker:
             sub = await self._bind(name)
             self._loops.append(asyncio.create_task(self._loop(name, fn, sub), name=f"interlock-worker-{name}"))
 
-    async def _bind(self, agent: str) -> Any:
+    async def _bind(self, agent: str) -> Puller:
         stream, durable = self._ns.stream("WORK"), worker_durable(agent)
         try:
             await self._js.consumer_info(stream, durable)
@@ -137,7 +142,7 @@ class Worker:
                     deliver_policy=api.DeliverPolicy.ALL,
                 ),
             )
-        return await self._js.pull_subscribe_bind(durable, stream)
+        return Puller(self._nc, stream, durable)
 
     async def stop(self, timeout: float | None = None) -> None:
         """Stop taking work and wait for the passes under way; after
@@ -160,37 +165,48 @@ class Worker:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    async def _loop(self, agent: str, fn: AgentFunc, sub: Any) -> None:
+    async def _loop(self, agent: str, fn: AgentFunc, puller: Puller) -> None:
+        # One pull request at a time for all the free room: messages are
+        # handled as they arrive on it, and room they free waits for the next
+        # request, sent when this one is filled or ends (issue 25: on a
+        # cluster every request is two Raft entries of the consumer).
         mine: set[asyncio.Task[None]] = set()
+        while not self._stopping.is_set():
+            free = self._concurrency - len(mine)
+            if free == 0:
+                stop = asyncio.ensure_future(self._stopping.wait())
+                await asyncio.wait(mine | {stop}, return_when=asyncio.FIRST_COMPLETED)
+                stop.cancel()
+                continue
+            if not self._nc.is_connected and not self._nc.is_closed:
+                await self._pause(0.5)  # reconnecting: a request now would wait in the client's buffer
+                continue
+            try:
+                async with contextlib.aclosing(puller.messages(free, self._stopping)) as msgs:
+                    async for m in msgs:
+                        if self._stopping.is_set():
+                            await _quiet(m.nak())
+                            continue
+                        t = asyncio.create_task(self._handle(agent, fn, m))
+                        mine.add(t)
+                        self._active.add(t)
+                        t.add_done_callback(mine.discard)
+                        t.add_done_callback(self._active.discard)
+            except nats.errors.ConnectionClosedError:
+                return
+            except RequestEnded as e:  # a leadership change, say: ask again shortly
+                self._log.debug("pull request for %s: %s", agent, e)
+                await self._pause(0.1)
+            except Exception as e:  # a server hiccup: try again
+                self._log.warning("fetch failed for %s: %s", agent, e)
+                await self._pause(0.5)
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait ``seconds``, or less when the worker stops."""
         try:
-            while not self._stopping.is_set():
-                free = self._concurrency - len(mine)
-                if free == 0:
-                    stop = asyncio.ensure_future(self._stopping.wait())
-                    await asyncio.wait(mine | {stop}, return_when=asyncio.FIRST_COMPLETED)
-                    stop.cancel()
-                    continue
-                try:
-                    msgs = await sub.fetch(free, timeout=1.0)
-                except (TimeoutError, nats.errors.TimeoutError):
-                    continue
-                except nats.errors.ConnectionClosedError:
-                    return
-                except Exception as e:  # a server hiccup: try again
-                    self._log.warning("fetch failed for %s: %s", agent, e)
-                    await asyncio.sleep(0.5)
-                    continue
-                for m in msgs:
-                    if self._stopping.is_set():
-                        await _quiet(m.nak())
-                        continue
-                    t = asyncio.create_task(self._handle(agent, fn, m))
-                    mine.add(t)
-                    self._active.add(t)
-                    t.add_done_callback(mine.discard)
-                    t.add_done_callback(self._active.discard)
-        finally:
-            await _quiet(sub.unsubscribe())
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+        except TimeoutError:
+            pass
 
     async def _handle(self, agent: str, fn: AgentFunc, m: Msg) -> None:
         deliveries = m.metadata.num_delivered

@@ -26,6 +26,18 @@ import { childTraceparent } from "./trace.js";
 import type { RunInfo } from "./types.js";
 import { askMessage, decodeWork, takeAskReply, versioned } from "./wire.js";
 
+/**
+ * How long one pull request of a worker waits at the server for messages,
+ * and how often the server says it still holds an idle one: a request lost
+ * in a failover is replaced after two missed heartbeats. On a cluster
+ * nats-server proposes every pull request to the consumer's Raft group when
+ * it arrives and again when it ends (issue 25, docs/benchmarks.md), so a
+ * long-lived request costs two Raft entries per batch, where one that
+ * expired each second cost two per idle second.
+ */
+const FETCH_EXPIRES_MS = 10_000;
+const FETCH_HEARTBEAT_MS = 1000;
+
 /** What an agent body receives beside the run's input. */
 export interface PassContext {
   /** Aborted when the pass runs over the worker's pass timeout ({@link PassTimeout}) or the worker stops ({@link WorkerStopping}). Pass it on to every call. */
@@ -233,6 +245,11 @@ export class Worker {
     body: AgentBody,
     consumer: Consumer,
   ): Promise<void> {
+    // One pull request at a time for all the free room: messages are
+    // handled as they arrive on it, and room they free waits for the next
+    // request, sent when this one is filled or ends (issue 25: on a cluster
+    // every request is two Raft entries of the consumer). Each fetch has an
+    // inbox of its own, so messages of a request given up on are never held.
     const mine = new Set<Promise<void>>();
     while (!this.stopping) {
       const free = this.concurrency - mine.size;
@@ -242,7 +259,7 @@ export class Worker {
       }
       let fetched: ConsumerMessages;
       try {
-        fetched = await consumer.fetch({ max_messages: free, expires: 1000 });
+        fetched = await consumer.fetch({ max_messages: free, expires: FETCH_EXPIRES_MS, idle_heartbeat: FETCH_HEARTBEAT_MS });
       } catch (e) {
         if (this.nc.isClosed() || this.isStopping()) return;
         this.log.warn(`interlock worker: fetch failed for ${agent}: ${(e as Error).message}`);

@@ -1,0 +1,104 @@
+"""Pull requests of a worker's bounded consumer: one long-lived request at a
+time, covering all the room the worker has.
+
+On a cluster nats-server proposes every pull request to the consumer's Raft
+group when it arrives and again when it ends, so each request costs about
+six fsyncs on three nodes (issue 25, docs/benchmarks.md). A request per
+fetch that expires after a second cost two Raft entries per message and two
+per idle second; one request that waits ``EXPIRES`` seconds and is asked
+again only when it is filled or ends costs two per batch. The server's idle
+heartbeats (every ``HEARTBEAT`` seconds) tell a request lost in a failover
+from one that waits: after two missed ones it is given up and replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncGenerator
+
+import nats.errors
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+EXPIRES = 10.0
+"""How long one pull request waits at the server for messages, in seconds."""
+
+HEARTBEAT = 1.0
+"""How often the server says it still holds an idle request, in seconds."""
+
+_NANOS = 1_000_000_000
+_STATUS_HEARTBEAT = "100"  # the status of an idle heartbeat
+_STATUS_EXPIRED = "408"  # the status of a request that expired
+
+
+class RequestEnded(Exception):
+    """The server ended a pull request before it was filled or expired
+    (status 409: a leadership change, the consumer deleted, too many
+    requests waiting; or another status), given as ``status``."""
+
+    def __init__(self, status: str, description: str) -> None:
+        super().__init__(f"pull request ended: {status} {description}".strip())
+        self.status = status
+
+
+class Puller:
+    """Sends the pull requests of one durable consumer, one at a time, each
+    from an inbox of its own: messages of a request given up on go nowhere
+    (the server redelivers them after the ack wait), so the worker never
+    holds more than it asked for."""
+
+    def __init__(self, nc: NATS, stream: str, durable: str, api_prefix: str = "$JS.API") -> None:
+        self._nc = nc
+        self._subject = f"{api_prefix}.CONSUMER.MSG.NEXT.{stream}.{durable}"
+
+    async def messages(self, batch: int, stopping: asyncio.Event) -> AsyncGenerator[Msg, None]:
+        """Ask for ``batch`` messages in one request and yield each as it
+        arrives. It ends when the request is filled or expires, when two
+        heartbeats are missed (the request is lost), or when ``stopping`` is
+        set (then it yields what had already arrived, for the caller to hand
+        back); it raises :class:`RequestEnded` when the server ends the
+        request otherwise."""
+        inbox = self._nc.new_inbox()
+        sub = await self._nc.subscribe(inbox)
+        stop = asyncio.ensure_future(stopping.wait())
+        try:
+            request = {"batch": batch, "expires": int(EXPIRES * _NANOS), "idle_heartbeat": int(HEARTBEAT * _NANOS)}
+            await self._nc.publish(self._subject, json.dumps(request).encode(), reply=inbox)
+            got = 0
+            while got < batch:
+                nxt = asyncio.ensure_future(sub.next_msg(timeout=2 * HEARTBEAT))
+                await asyncio.wait({nxt, stop}, return_when=asyncio.FIRST_COMPLETED)
+                if not nxt.done():
+                    nxt.cancel()
+                    await asyncio.gather(nxt, return_exceptions=True)
+                    async for m in _queued(sub):
+                        yield m
+                    return
+                try:
+                    m = nxt.result()
+                except nats.errors.TimeoutError:
+                    return  # two heartbeats missed: the request is lost
+                status = (m.headers or {}).get("Status")
+                if status == _STATUS_HEARTBEAT:
+                    continue
+                if status == _STATUS_EXPIRED:
+                    return
+                if status:
+                    raise RequestEnded(status, (m.headers or {}).get("Description", ""))
+                got += 1
+                yield m
+        finally:
+            stop.cancel()
+            with contextlib.suppress(nats.errors.Error):  # closed: nothing to unsubscribe from
+                await sub.unsubscribe()
+
+
+async def _queued(sub: Subscription) -> AsyncGenerator[Msg, None]:
+    """The data messages already delivered to ``sub``, without waiting."""
+    while sub.pending_msgs > 0:
+        m = await sub.next_msg(timeout=None)
+        if not (m.headers or {}).get("Status"):
+            yield m

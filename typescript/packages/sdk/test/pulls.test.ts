@@ -1,0 +1,154 @@
+/**
+ * The worker's pull requests (issue 25): on a cluster nats-server proposes
+ * every pull request to the consumer's Raft group when it arrives and again
+ * when it ends, so the worker keeps one long-lived request open for all its
+ * room instead of one a second. A monitor subscription on the consumer's
+ * `$JS.API.CONSUMER.MSG.NEXT` subject counts the requests.
+ */
+
+import { strict as assert } from "node:assert";
+import { after, before, describe, test } from "node:test";
+
+import { connect } from "@nats-io/transport-node";
+import { jetstreamManager } from "@nats-io/jetstream";
+import type { NatsConnection, Subscription } from "@nats-io/nats-core";
+
+import * as sdk from "../src/index.js";
+import { agentName, eventually, Server } from "@interlock/testing";
+
+let server: Server;
+let nc: NatsConnection;
+let client: sdk.Client;
+
+before(async () => {
+  server = await Server.start();
+  nc = await connect({ servers: server.url });
+  client = new sdk.Client(nc, { timeoutMs: 20_000 });
+});
+
+after(async () => {
+  client.close();
+  await nc.close();
+  await server.stop();
+});
+
+const quiet: sdk.Logger = { warn: () => undefined, error: () => undefined };
+
+/** The pull requests sent for `worker_<agent>`, as they are sent. */
+async function countPulls(agent: string): Promise<{ seen: Record<string, unknown>[]; sub: Subscription }> {
+  const seen: Record<string, unknown>[] = [];
+  const sub = nc.subscribe(`$JS.API.CONSUMER.MSG.NEXT.INTERLOCK_WORK.worker_${agent}`, {
+    callback: (_, m) => {
+      seen.push(m.json<Record<string, unknown>>());
+    },
+  });
+  await nc.flush();
+  return { seen, sub };
+}
+
+describe("the worker's pull requests", () => {
+  test("one per batch, not one per message, and each message handled as it arrives", async () => {
+    const agent = agentName();
+    const { seen, sub } = await countPulls(agent);
+    const n = 20;
+    const room = 5;
+    const w = new sdk.Worker(nc, { logger: quiet, concurrency: room });
+    w.register(agent, (input) => input);
+    await w.start();
+    const began = Date.now();
+    try {
+      for (let i = 0; i < n; i++) {
+        const rec = await client.wait(await client.start(agent, i));
+        assert.equal(rec.result, i);
+      }
+    } finally {
+      await w.stop(1000);
+    }
+    const took = Date.now() - began;
+    sub.unsubscribe();
+    assert.ok(seen.length <= n / room + 2, `${seen.length} pull requests for ${n} items handled one at a time: ${JSON.stringify(seen)}`);
+    // Under one open request's wait (10 s) for all twenty: none waited for
+    // its request to fill or expire.
+    assert.ok(took < 10_000, `${n} items one at a time took ${took} ms`);
+  });
+
+  test("an idle worker keeps one request open, with heartbeats", async () => {
+    const agent = agentName();
+    const { seen, sub } = await countPulls(agent);
+    const w = new sdk.Worker(nc, { logger: quiet, concurrency: 3 });
+    w.register(agent, (input) => input);
+    await w.start();
+    try {
+      await eventually(() => seen.length > 0, 15_000, "the worker's first pull request");
+      // The window measured: four idle seconds, well within one request's wait.
+      await new Promise((ok) => setTimeout(ok, 4000));
+    } finally {
+      await w.stop(1000);
+    }
+    sub.unsubscribe();
+    assert.equal(seen.length, 1, `${seen.length} pull requests in four idle seconds: ${JSON.stringify(seen)}`);
+    assert.equal(seen[0]!["batch"], 3);
+    assert.ok(seen[0]!["idle_heartbeat"], JSON.stringify(seen[0]));
+  });
+
+  test("a request nobody holds is replaced after two missed heartbeats", async () => {
+    // A request lost in a failover gets no heartbeats. Here it is lost with
+    // its consumer: deleted, it answers nothing, and the worker asks again
+    // within 8 s (under one request's 10 s wait); once the consumer is back
+    // its next request takes the work.
+    const agent = agentName();
+    const durable = "worker_" + agent;
+    const { seen, sub } = await countPulls(agent);
+    const w = new sdk.Worker(nc, { logger: quiet, concurrency: 2 });
+    w.register(agent, (input) => input);
+    await w.start();
+    const jsm = await jetstreamManager(nc);
+    try {
+      await eventually(() => seen.length >= 1, 15_000, "the worker's first pull request");
+      const info = await jsm.consumers.info("INTERLOCK_WORK", durable);
+      await jsm.consumers.delete("INTERLOCK_WORK", durable);
+      // Asked again twice: once the first request ended (or went silent),
+      // and again when that one, to no consumer, missed its heartbeats.
+      await eventually(() => seen.length >= 3, 8000, "requests sent again while the consumer is gone");
+      await jsm.consumers.add("INTERLOCK_WORK", info.config);
+      const rec = await client.wait(await client.start(agent, "back"));
+      assert.equal(rec.result, "back");
+    } finally {
+      await w.stop(1000);
+      sub.unsubscribe();
+    }
+  });
+
+  test("it never holds more work items than its concurrency", async () => {
+    const agent = agentName();
+    let release!: () => void;
+    const released = new Promise<void>((ok) => (release = ok));
+    let running = 0;
+    let peak = 0;
+    const w = new sdk.Worker(nc, { logger: quiet, concurrency: 2 });
+    w.register(agent, async (input) => {
+      running++;
+      peak = Math.max(peak, running);
+      await released;
+      running--;
+      return input;
+    });
+    await w.start();
+    const jsm = await jetstreamManager(nc);
+    try {
+      const runs = [];
+      for (let i = 0; i < 5; i++) runs.push(await client.start(agent, i));
+      await eventually(async () => {
+        const info = await jsm.consumers.info("INTERLOCK_WORK", "worker_" + agent);
+        return running === 2 && info.num_ack_pending === 2 && info.num_pending === 3;
+      }, 15_000, "two passes running, three left in the stream");
+      release();
+      const results = [];
+      for (const r of runs) results.push((await client.wait(r)).result);
+      assert.deepEqual(results, [0, 1, 2, 3, 4]);
+      assert.equal(peak, 2);
+    } finally {
+      await w.stop(1000);
+    }
+  });
+});
