@@ -139,3 +139,28 @@ func TestStatusAfterANotice(t *testing.T) {
 		assert.Equal(t, st.InterruptID, got.InterruptID)
 	}
 }
+
+// TestStatusNoticeAfterTheReplay: the coordinator publishes an expiry's
+// notice after it queued the replay, so a quick replay's completion can be
+// stored before the notice. The status is the completion's, not the last
+// suspension's: read after a late notice it said "pending" for good, and
+// TestServeExpiry's wait_approval ran out its 30 s under load.
+func TestStatusNoticeAfterTheReplay(t *testing.T) {
+	t.Parallel()
+	w, s := serveWorld(t)
+	cs := httpClient(t, w.ctx, serveHTTP(t, s.Server(), mcphttp.Config{}), nil)
+	var st Status
+	call(t, w.ctx, cs, "request_approval", map[string]any{"action": "rotate keys", "approvers": []string{"ada"}}, &st)
+	require.Equal(t, StatusPending, st.Status)
+	w.decide(st.RunID, st.InterruptID, "ada", subjects.StatusCancelled, nil, "no")
+	var got Status
+	call(t, w.ctx, cs, "wait_approval", map[string]any{"id": st.RunID}, &got)
+	require.Equal(t, StatusDenied, got.Status)
+	subject, err := w.conn().Namespace().Notice(subjects.KindExpired, ServeAgent, st.RunID)
+	require.NoError(t, err)
+	_, err = w.conn().Publish(w.ctx, subject, []byte(`{"version":1}`), "", nil)
+	require.NoError(t, err)
+	again, err := ReadStatus(w.ctx, w.conn(), ServeAgent, st.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, StatusDenied, again.Status, "the completion stands after a late notice")
+}
