@@ -506,6 +506,9 @@ func (w *Worker) keptEvents(ctx context.Context, run, subject string) (emitState
 //     recorded);
 //   - a notice about this pass or a later one (only the coordinator writes
 //     those, once it recorded the suspension): done;
+//   - a notice about an earlier pass: judged by the run's last suspension,
+//     completion or failure instead (an expiry's notice goes out after the
+//     replay it queued, whose outcome can be stored first);
 //   - anything else, such as an outcome of this pass with another message
 //     id (forged, or from a publisher that cannot know the key): not done.
 //
@@ -539,22 +542,72 @@ func (w *Worker) passDone(ctx context.Context, work subjects.Work, key string) (
 	if err != nil {
 		return false, err
 	}
+	done, notice, pass := judgePass(ns, work, key, last)
+	if !notice || done || pass >= work.Pass {
+		return done, nil
+	}
+	// A notice about an earlier pass: the coordinator publishes an
+	// expiry's after it queued the replay, and the replay's outcome can be
+	// stored before it. Judge by the run's last outcome instead.
+	last, err = w.lastOutcome(ctx, work)
+	if errors.Is(err, jetstream.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	done, _, _ = judgePass(ns, work, key, last)
+	return done, nil
+}
+
+// judgePass applies passDone's rules to last, a message of work's run on
+// the runs stream; it also says whether last is a notice, and its pass.
+func judgePass(ns subjects.Namespace, work subjects.Work, key string, last jetstream.StoredMsg) (done, notice bool, pass int) {
 	var head struct{ Pass int }
 	addr, err := ns.Parse(last.Subject)
 	if err != nil || addr.Agent != work.Agent || addr.Run != work.RunID || json.Unmarshal(last.Data, &head) != nil {
-		return false, nil
-	}
-	switch {
-	case head.Pass > work.Pass:
-		return true, nil
-	case head.Pass < work.Pass:
-		return false, nil
+		return false, false, 0
 	}
 	switch addr.Kind {
 	case subjects.KindReminder, subjects.KindEscalated, subjects.KindExpired:
-		return true, nil
+		notice = true
 	}
-	return last.Header.Get(jetstream.HeaderMsgID) == subjects.OutcomeMsgID(work.RunID, work.Pass, key), nil
+	switch {
+	case head.Pass > work.Pass:
+		return true, notice, head.Pass
+	case head.Pass < work.Pass:
+		return false, notice, head.Pass
+	case notice:
+		return true, true, head.Pass
+	}
+	return last.Header.Get(jetstream.HeaderMsgID) == subjects.OutcomeMsgID(work.RunID, work.Pass, key), false, head.Pass
+}
+
+// lastOutcome is the latest suspension, completion or failure of work's
+// run, the coordinator's notices left out, or ErrNotFound.
+func (w *Worker) lastOutcome(ctx context.Context, work subjects.Work) (jetstream.StoredMsg, error) {
+	ns := w.client.Namespace()
+	var last jetstream.StoredMsg
+	for _, subject := range []func(agent, run string) (string, error){ns.Suspended, ns.Completed, ns.Failed} {
+		s, err := subject(work.Agent, work.RunID)
+		if err != nil {
+			return last, err
+		}
+		m, err := w.client.DirectLast(ctx, jetstream.StreamRuns, s)
+		if errors.Is(err, jetstream.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return last, err
+		}
+		if m.Sequence > last.Sequence {
+			last = m
+		}
+	}
+	if last.Sequence == 0 {
+		return last, fmt.Errorf("run %s: %w", work.RunID, jetstream.ErrNotFound)
+	}
+	return last, nil
 }
 
 // runBody runs fn in a goroutine of its own and waits for it to return or,

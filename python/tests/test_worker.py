@@ -299,3 +299,26 @@ async def test_a_pull_request_nobody_holds_is_replaced(nc: NATS, client: Client,
         rec = await client.wait(await client.start(agent_name, "back"))
     await sub.unsubscribe()
     assert rec.result == "back"
+
+
+async def test_a_late_notice_does_not_hide_a_reported_pass(nc: NATS, agent_name: str) -> None:
+    """The coordinator publishes an expiry's notice (about the pass that
+    waited) after it queued the replay, so the replay's completion can be
+    stored first. A redelivered replay then found the notice last, a pass
+    before its own, and ran again; it is done: its outcome is there."""
+    js = nc.jetstream()
+    run, key = "late-notice-1", "the-pass-key"
+    work = {"agent": agent_name, "runId": run, "pass": 1}
+    w = Worker(nc)
+    assert not await w._pass_done(work, key)
+    done = {"version": 1, "runId": run, "agent": agent_name, "pass": 1, "result": 1}
+    await js.publish(
+        f"interlock.completed.{agent_name}.{run}",
+        json.dumps(done).encode(),
+        headers={"Nats-Msg-Id": interlock.outcome_msg_id(run, 1, key)},
+    )
+    assert await w._pass_done(work, key)
+    notice = {"version": 1, "runId": run, "agent": agent_name, "pass": 0, "kind": "expired"}
+    await js.publish(f"interlock.expired.{agent_name}.{run}", json.dumps(notice).encode())
+    assert await w._pass_done(work, key), "a late notice about the pass that waited hides nothing"
+    assert not await w._pass_done({**work, "pass": 2}, key), "a later pass is not done behind it"

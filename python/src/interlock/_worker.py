@@ -290,26 +290,44 @@ class Worker:
         which only a holder of the work item can compute), an outcome of a
         later pass, or a coordinator's notice about this pass or a later one.
         A forged outcome of this pass does not count."""
-        last = await _direct.last(
-            self._nc, self._ns.stream("RUNS"), self._ns.run_outcomes(work["agent"], work["runId"]), 5.0
-        )
+        runs = self._ns.stream("RUNS")
+        last = await _direct.last(self._nc, runs, self._ns.run_outcomes(work["agent"], work["runId"]), 5.0)
         if last is None:
             return False
+        done, notice, got = self._judge_pass(work, key, last)
+        if not notice or done or got >= int(work.get("pass", 0)):
+            return done
+        # A notice about an earlier pass: the coordinator publishes an
+        # expiry's after it queued the replay, whose outcome can be stored
+        # before it. Judge by the run's last outcome instead.
+        outcomes = [
+            await _direct.last(self._nc, runs, subject(work["agent"], work["runId"]), 5.0)
+            for subject in (self._ns.suspended, self._ns.completed, self._ns.failed)
+        ]
+        stored = [o for o in outcomes if o is not None]
+        if not stored:
+            return False
+        return self._judge_pass(work, key, max(stored, key=lambda o: o.seq))[0]
+
+    def _judge_pass(self, work: dict[str, Any], key: str, last: _direct.Stored) -> tuple[bool, bool, int]:
+        """``_pass_done``'s rules applied to ``last``: whether the pass is
+        done, whether ``last`` is a coordinator's notice, and its pass."""
         want = int(work.get("pass", 0))
         try:
             head = json.loads(last.data or b"")
             got = int(head.get("pass", 0))
         except (ValueError, TypeError, AttributeError):
-            return False
+            return False, False, 0
         tokens = (last.subject or "").split(".")
         prefix = len(self._ns.prefix.split("."))
         if len(tokens) != prefix + 3 or tokens[prefix + 1] != work["agent"] or tokens[prefix + 2] != work["runId"]:
-            return False
+            return False, False, 0
+        notice = tokens[prefix] in ("reminder", "escalated", "expired")
         if got != want:
-            return got > want
-        if tokens[prefix] in ("reminder", "escalated", "expired"):
-            return True
-        return last.headers.get("Nats-Msg-Id") == outcome_msg_id(work["runId"], want, key)
+            return got > want, notice, got
+        if notice:
+            return True, True, got
+        return last.headers.get("Nats-Msg-Id") == outcome_msg_id(work["runId"], want, key), False, got
 
     async def _run_pass(
         self, agent: str, fn: AgentFunc, work: dict[str, Any], traceparent: str | None, requester: str = ""

@@ -414,31 +414,45 @@ export class Worker {
    * this pass does not count.
    */
   private async passDone(work: Work, want: number, key: string): Promise<boolean> {
-    const last = await direct.last(
-      this.nc,
-      this.inboxPrefix,
-      this.ns.stream("RUNS"),
-      this.ns.runOutcomes(work.agent, work.runId),
-      this.timeoutMs,
-    );
+    const runs = this.ns.stream("RUNS");
+    const last = await direct.last(this.nc, this.inboxPrefix, runs, this.ns.runOutcomes(work.agent, work.runId), this.timeoutMs);
     if (!last) return false;
+    const first = this.judgePass(work, want, key, last);
+    if (!first.notice || first.done || first.pass >= want) return first.done;
+    // A notice about an earlier pass: the coordinator publishes an expiry's
+    // after it queued the replay, whose outcome can be stored before it.
+    // Judge by the run's last outcome instead.
+    let latest: direct.Stored | null = null;
+    const ns = this.ns;
+    const subjects = [ns.suspended(work.agent, work.runId), ns.completed(work.agent, work.runId), ns.failed(work.agent, work.runId)];
+    for (const subject of subjects) {
+      const m = await direct.last(this.nc, this.inboxPrefix, runs, subject, this.timeoutMs);
+      if (m && (!latest || m.seq > latest.seq)) latest = m;
+    }
+    return latest ? this.judgePass(work, want, key, latest).done : false;
+  }
+
+  /** passDone's rules applied to `last`: whether the pass is done, whether `last` is a coordinator's notice, and its pass. */
+  private judgePass(work: Work, want: number, key: string, last: direct.Stored): { done: boolean; notice: boolean; pass: number } {
+    const no = { done: false, notice: false, pass: 0 };
     let got: number;
     try {
       const head: unknown = JSON.parse(new TextDecoder().decode(last.data));
       const p = (head as { pass?: unknown }).pass ?? 0;
-      if (typeof p !== "number") return false;
+      if (typeof p !== "number") return no;
       got = p;
     } catch {
-      return false;
+      return no;
     }
     const tokens = last.subject.split(".");
     const prefix = this.ns.prefix.split(".").length;
     if (tokens.length !== prefix + 3 || tokens[prefix + 1] !== work.agent || tokens[prefix + 2] !== work.runId) {
-      return false;
+      return no;
     }
-    if (got !== want) return got > want;
-    if (["reminder", "escalated", "expired"].includes(tokens[prefix]!)) return true;
-    return last.headers?.get("Nats-Msg-Id") === outcomeMsgId(work.runId, want, key);
+    const notice = ["reminder", "escalated", "expired"].includes(tokens[prefix]!);
+    if (got !== want) return { done: got > want, notice, pass: got };
+    if (notice) return { done: true, notice, pass: got };
+    return { done: last.headers?.get("Nats-Msg-Id") === outcomeMsgId(work.runId, want, key), notice, pass: got };
   }
 
   private async runPass(
