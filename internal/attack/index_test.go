@@ -2,8 +2,12 @@ package attack_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/store"
 )
 
 // TestAttackPendingIndexMarker: the pending index's marker (key _.index)
@@ -21,4 +25,35 @@ func TestAttackPendingIndexMarker(t *testing.T) {
 		require.NoError(t, a.nc.Publish(marker, []byte(`{"state":"built","by":"`+user+`"}`)), user)
 		a.refused(t, marker)
 	}
+}
+
+// TestPendingIndexBuiltAsShipped: with the shipped permissions the
+// coordinator builds the pending index from the records (its batched read
+// of the runs bucket is the bare $JS.API.DIRECT.GET.KV_interlock_runs
+// subject, which "KV_interlock_runs.>" does not cover): runs parked before
+// the index was lost are listed again.
+func TestPendingIndexBuiltAsShipped(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	st := store.NewJetStream(d.client("admin"))
+	built := func() bool {
+		m, _, err := st.IndexMarker(d.ctx)
+		return err == nil && m.State == store.IndexBuilt
+	}
+	require.Eventually(t, built, 30*time.Second, 20*time.Millisecond, "the index built at the coordinator's start")
+
+	// A run parked, then the index lost (emptied, as a restart of every
+	// server of a cluster empties a memory-backed index): listed again.
+	d.suspend(d.client("agent"), "run-1", "ada")
+	auditor := processor.NewClient(d.client("auditor"))
+	listed := func() bool {
+		p, err := auditor.Pending(d.ctx)
+		return err == nil && len(p) == 1 && p[0].RunID == "run-1"
+	}
+	require.Eventually(t, listed, 30*time.Second, 20*time.Millisecond)
+	a := d.attacker("admin")
+	err := a.js.PurgeStream("KV_interlock_pending")
+	require.NoError(t, err)
+	require.False(t, listed(), "emptied")
+	require.Eventually(t, listed, 30*time.Second, 20*time.Millisecond, "built again from the records")
 }

@@ -63,8 +63,8 @@ type Config struct {
 	TopologyInterval time.Duration
 	// IndexInterval is how often a running coordinator checks that the
 	// pending index is whole, and builds it from the records when it is
-	// not (it always checks at start); default DefaultIndexInterval,
-	// negative: only at start.
+	// not (it always checks once it has started); default
+	// DefaultIndexInterval, negative: only then.
 	IndexInterval time.Duration
 	// Store keeps the run records, the pending index and the events, and
 	// commits what a record change implies; default the JetStream store
@@ -271,6 +271,7 @@ func (co *Coordinator) Start(ctx context.Context) error {
 		stop, err := co.serveAsks()
 		if err != nil {
 			co.stopWatch()
+			co.stopIndex()
 			_ = co.running.Stop(context.WithoutCancel(ctx))
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,7 +65,7 @@ func (k *indexKeeper) check(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("read the pending index's marker: %w", err)
 	case m.State == store.IndexBuilt:
 		return false, nil
-	case m.State == store.IndexBuilding && m.By != k.id && k.co.now().Sub(m.At) < indexStale:
+	case m.State == store.IndexBuilding && !strings.HasPrefix(m.By, k.id+"/") && k.co.now().Sub(m.At) < indexStale:
 		return false, nil // another coordinator is building it
 	}
 	return true, k.build(ctx, seq)
@@ -78,8 +79,19 @@ func (k *indexKeeper) check(ctx context.Context) (bool, error) {
 func (k *indexKeeper) build(ctx context.Context, seq uint64) error {
 	co := k.co
 	start := time.Now()
+	// by names this build: a stream recreated under it restarts its
+	// sequences, and another build's claim could land on the very sequence
+	// this one last wrote; before marking the index built, the marker is
+	// read back and must still be this build's.
+	by := k.id + "/" + newNonce()
 	claim := func(state string) error {
-		next, err := co.store.PutIndexMarker(ctx, store.IndexMarker{State: state, By: k.id, At: co.now()}, seq)
+		if state == store.IndexBuilt {
+			m, at, err := co.store.IndexMarker(ctx)
+			if err != nil || at != seq || m.By != by {
+				return fmt.Errorf("%w: the marker is no longer this build's claim (%v)", errIndexLost, err)
+			}
+		}
+		next, err := co.store.PutIndexMarker(ctx, store.IndexMarker{State: state, By: by, At: co.now()}, seq)
 		if errors.Is(err, store.ErrConflict) {
 			return fmt.Errorf("%w: %w", errIndexLost, err)
 		}
@@ -94,29 +106,33 @@ func (k *indexKeeper) build(ctx context.Context, seq uint64) error {
 	}
 	co.cfg.Logger.Warn("pending index has no marker (new, or lost with a server restart): building it from the run records")
 	renewed, runs, entries := time.Now(), 0, 0
+	// Until a page is empty: a record written again after its page was
+	// read comes again on a later one, so the entry put last for each run
+	// is from its record as last written (a put from an older read would
+	// otherwise stand over a newer escalation's or vote's).
 	for after := uint64(0); ; {
-		page, next, err := co.store.RunsPage(ctx, after, indexPage)
+		page, last, err := co.store.RunsPage(ctx, after, indexPage)
 		if err != nil {
 			return fmt.Errorf("build the pending index: %w", err)
+		}
+		if len(page) == 0 {
+			break
 		}
 		for _, rec := range page {
 			n, err := co.indexRun(ctx, rec)
 			if err != nil {
-				return fmt.Errorf("build the pending index: %w", err)
+				return fmt.Errorf("build the pending index: run %s: %w", rec.RunID, err)
 			}
 			entries += n
 		}
 		runs += len(page)
+		after = last
 		if time.Since(renewed) > indexRenew {
 			if err := claim(store.IndexBuilding); err != nil {
 				return err
 			}
 			renewed = time.Now()
 		}
-		if next == 0 {
-			break
-		}
-		after = next
 	}
 	if err := claim(store.IndexBuilt); err != nil {
 		return err
@@ -137,7 +153,7 @@ func (co *Coordinator) indexRun(ctx context.Context, rec *subjects.Run) (int, er
 	if len(put) == 0 {
 		return 0, nil
 	}
-	if err := co.store.Commit(ctx, store.Effects{Index: put}); err != nil {
+	if err := co.store.Commit(ctx, store.Effects{Index: put, Rebuild: true}); err != nil {
 		return 0, err
 	}
 	ids := make([]string, len(put))
@@ -167,32 +183,51 @@ func (co *Coordinator) provisionIndex(ctx context.Context) error {
 // process, and random bytes for coordinators of one process.
 func newKeeperID() string {
 	host, _ := os.Hostname()
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b))
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), newNonce())
 }
 
-// run checks every interval (immediately first) until the returned stop;
-// a negative interval never checks.
+// newNonce is 8 random hex digits.
+func newNonce() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// indexBackoff bounds the wait after a failed check: each failure in a
+// row doubles the interval up to it.
+const indexBackoff = time.Minute
+
+// run checks at once and then every interval until the returned stop; a
+// negative interval checks only at once. A check that fails (a record
+// that cannot be read, a full memory store) is tried again after twice
+// the last wait, up to indexBackoff, rather than every interval.
 func (k *indexKeeper) run(interval time.Duration) (stop func()) {
-	if interval < 0 {
-		return func() {}
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		t := time.NewTimer(0)
 		defer t.Stop()
+		wait := interval
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if _, err := k.check(ctx); err != nil && ctx.Err() == nil {
-					k.co.cfg.Logger.Warn("pending index check", "error", err)
+				_, err := k.check(ctx)
+				switch {
+				case err != nil && ctx.Err() == nil:
+					k.co.cfg.Logger.Warn("pending index check", "error", err, "again in", wait)
+				case err == nil:
+					wait = interval
 				}
-				t.Reset(interval)
+				if interval < 0 {
+					return
+				}
+				t.Reset(wait)
+				if err != nil {
+					wait = min(2*wait, max(indexBackoff, interval))
+				}
 			}
 		}
 	}()

@@ -51,15 +51,21 @@ func TestPendingIndexFollowsTheRecords(t *testing.T) {
 }
 
 // lostIndexStore loses the pending index (as a server restart loses a
-// memory-backed one) when a build reads the records, once.
+// memory-backed one) when a build reads the records, once; with
+// reclaimed, another coordinator's claim then lands on the sequence the
+// build's own claim had.
 type lostIndexStore struct {
 	*memstore.Store
-	lose bool
+	lose, reclaimed bool
 }
 
 func (s *lostIndexStore) RunsPage(ctx context.Context, after uint64, limit int) ([]*subjects.Run, uint64, error) {
 	runs, next, err := s.Store.RunsPage(ctx, after, limit)
-	if s.lose {
+	switch {
+	case s.reclaimed:
+		s.reclaimed = false
+		s.ReplaceIndexMarker(store.IndexMarker{State: store.IndexBuilding, By: "another", At: t0})
+	case s.lose:
 		s.lose = false
 		s.LoseIndex()
 	}
@@ -113,6 +119,17 @@ func TestPendingIndexBuiltWhenLost(t *testing.T) {
 	n, err := e.st.PendingCount(ctx(t))
 	require.NoError(t, err)
 	assert.Equal(t, 2, n)
+
+	// Lost again, and another coordinator's claim lands on the sequence
+	// this build's claim had: the build does not mark the index built.
+	e.st.LoseIndex()
+	lost.reclaimed = true
+	_, err = e.co.index.check(ctx(t))
+	require.ErrorIs(t, err, errIndexLost)
+	m, _, err := e.st.IndexMarker(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, "another", m.By, "the other claim stands")
+	assert.Equal(t, store.IndexBuilding, m.State)
 }
 
 // TestPendingIndexBuildClaimed: a build another coordinator claimed and

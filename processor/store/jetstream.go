@@ -197,7 +197,7 @@ func (s *JetStream) RunsPage(ctx context.Context, after uint64, limit int) ([]*s
 	if err != nil {
 		return nil, 0, err
 	}
-	entries, next, err := b.Page(ctx, after, limit)
+	entries, _, err := b.Page(ctx, after, limit)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -208,8 +208,9 @@ func (s *JetStream) RunsPage(ctx context.Context, after uint64, limit int) ([]*s
 			return nil, 0, err
 		}
 		out = append(out, r)
+		after = e.Revision
 	}
-	return out, next, nil
+	return out, after, nil
 }
 
 // PendingPage implements Store with batched direct gets on the pending
@@ -404,7 +405,11 @@ func (s *JetStream) Commit(ctx context.Context, fx Effects) error {
 		if err != nil {
 			return err
 		}
-		msgs = append(msgs, s.c.KVPutMsg(jetstream.PendingBucket, subjects.PendingKey(p.RunID, p.ID), data, IndexMsgID(p)))
+		id := IndexMsgID(p)
+		if fx.Rebuild {
+			id = ""
+		}
+		msgs = append(msgs, s.c.KVPutMsg(jetstream.PendingBucket, subjects.PendingKey(p.RunID, p.ID), data, id))
 	}
 	for _, r := range fx.Unindex {
 		msgs = append(msgs, s.c.KVDeleteMsg(jetstream.PendingBucket, subjects.PendingKey(r.RunID, r.InterruptID)))

@@ -41,11 +41,12 @@ type Store interface {
 	PutRun(ctx context.Context, r *subjects.Run, rev uint64) (uint64, error)
 	// Runs returns every run record, least recently updated first.
 	Runs(ctx context.Context) ([]*subjects.Run, error)
-	// RunsPage returns up to limit run records after cursor after (0: from
-	// the start), in the order they were last written, and the cursor of
-	// the next page (0: none follows). A record written again while a
-	// caller pages comes on a later page (it may come twice), and none is
-	// skipped; memory holds one page, not every record.
+	// RunsPage returns up to limit run records written after cursor after
+	// (0: from the start), in the order they were last written, and the
+	// cursor after them (after itself when there are none). A record
+	// written again while a caller pages comes again on a later page, so a
+	// caller that reads until a page is empty has read every record as it
+	// was after its last write; memory holds one page, not every record.
 	RunsPage(ctx context.Context, after uint64, limit int) ([]*subjects.Run, uint64, error)
 	// PendingPage returns up to limit interrupts waiting for a decision
 	// from the pending index, after cursor after (0: from the start), in
@@ -101,6 +102,11 @@ type Effects struct {
 	// Messages go to subjects outside the store; each should carry a
 	// message id.
 	Messages []jetstream.OutMsg
+	// Rebuild says Index is a build of a lost index from the records: its
+	// puts carry no message id, since the server may still remember the
+	// ids of the puts made before the loss (an index emptied, not
+	// recreated) and drop them as duplicates.
+	Rebuild bool
 }
 
 // pageSize is the page AllPending reads.

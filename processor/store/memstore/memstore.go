@@ -172,9 +172,8 @@ func (s *Store) RunsPage(_ context.Context, after uint64, limit int) ([]*subject
 	}
 	s.mu.Unlock()
 	slices.SortFunc(all, func(a, b entry) int { return cmp.Compare(a.rev, b.rev) })
-	var next uint64
 	if len(all) > limit {
-		all, next = all[:limit], all[limit-1].rev
+		all = all[:limit]
 	}
 	out := make([]*subjects.Run, 0, len(all))
 	for _, e := range all {
@@ -183,8 +182,9 @@ func (s *Store) RunsPage(_ context.Context, after uint64, limit int) ([]*subject
 			return nil, 0, err
 		}
 		out = append(out, &r)
+		after = e.rev
 	}
-	return out, next, nil
+	return out, after, nil
 }
 
 // PendingPage implements store.Store.
@@ -249,7 +249,7 @@ func (s *Store) Commit(_ context.Context, fx store.Effects) error {
 	for _, p := range fx.Index {
 		// The same put again (its message id seen) stores nothing, even
 		// after the entry was removed, as in the JetStream store.
-		if id := store.IndexMsgID(p); !s.seen[id] {
+		if id := store.IndexMsgID(p); fx.Rebuild || !s.seen[id] {
 			s.seen[id] = true
 			s.seq++
 			s.pending[subjects.PendingKey(p.RunID, p.ID)] = indexed{PendingInterrupt: p, seq: s.seq}
@@ -317,4 +317,13 @@ func (s *Store) LoseIndex() {
 		}
 	}
 	s.marker, s.markerSeq = store.IndexMarker{}, 0
+}
+
+// ReplaceIndexMarker puts m as the index's marker at the sequence the
+// marker has now: what another coordinator's claim looks like when the
+// index was lost and its stream, recreated, reached that sequence again.
+func (s *Store) ReplaceIndexMarker(m store.IndexMarker) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.marker = m
 }

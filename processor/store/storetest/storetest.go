@@ -223,22 +223,28 @@ func runsPages(t *testing.T, s store.Store) {
 	}
 	var ids []string
 	for after, page := uint64(0), 0; ; page++ {
-		runs, next, err := s.RunsPage(ctx(t), after, 2)
+		runs, last, err := s.RunsPage(ctx(t), after, 2)
 		require.NoError(t, err)
 		require.LessOrEqual(t, len(runs), 2)
+		if len(runs) == 0 {
+			assert.Equal(t, after, last, "an empty page leaves the cursor where it was")
+			break
+		}
 		for _, r := range runs {
 			ids = append(ids, r.RunID)
 		}
-		if page == 0 {
+		switch page {
+		case 0:
 			_, err := s.PutRun(ctx(t), record("c", t0.Add(time.Minute)), revs["c"])
 			require.NoError(t, err)
+		case 2:
+			// Written again after it was read on the last full page.
+			_, err := s.PutRun(ctx(t), record("e", t0.Add(time.Minute)), revs["e"])
+			require.NoError(t, err)
 		}
-		if next == 0 {
-			break
-		}
-		after = next
+		after = last
 	}
-	assert.Equal(t, []string{"c", "a", "b", "d", "e", "c"}, ids)
+	assert.Equal(t, []string{"c", "a", "b", "d", "e", "c", "e"}, ids, "read until a page is empty: every record after its last write")
 }
 
 // indexMarker: the pending index's marker is written with compare-and-set
