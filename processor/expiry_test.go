@@ -320,15 +320,7 @@ func TestSuspendedRunsSurviveNATSRestart(t *testing.T) {
 	h.client = NewClient(h.admin)
 	h.startCoordinator(nil)
 	h.startWorker(nil)
-	for _, r := range runs {
-		rec, err := h.client.Run(h.ctx(), r)
-		require.NoError(t, err)
-		require.Len(t, rec.Pending(), 1, r)
-		h.decide(r, rec.Pending()[0].ID, subjects.StatusResolved, map[string]any{"amount": 2})
-	}
-	for _, r := range runs {
-		assert.Equal(t, subjects.RunCompleted, h.waitFor(r, Finished).Status, r)
-	}
+	h.approveAll(runs)
 	assert.Equal(t, 20, calls.get("step"), "no journaled step ran twice")
 }
 

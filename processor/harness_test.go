@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -122,6 +123,21 @@ func (h *harness) waitFor(run string, done func(*subjects.Run) bool) *subjects.R
 	r, err := h.client.Wait(h.ctx(), run, done)
 	require.NoError(h.t, err, "waiting for run %s", run)
 	return r
+}
+
+// approveAll approves the one waiting interrupt of each of runs (parked by
+// approvalAgent) and waits until every one has completed.
+func (h *harness) approveAll(runs []string) {
+	h.t.Helper()
+	for _, r := range runs {
+		rec, err := h.client.Run(h.ctx(), r)
+		require.NoError(h.t, err)
+		require.Len(h.t, rec.Pending(), 1, r)
+		h.decide(r, rec.Pending()[0].ID, subjects.StatusResolved, map[string]any{"amount": 2})
+	}
+	for _, r := range runs {
+		assert.Equal(h.t, subjects.RunCompleted, h.waitFor(r, Finished).Status, r)
+	}
 }
 
 // suspendedAtPass waits until run is suspended at pass.

@@ -72,15 +72,7 @@ func TestPendingIndexRebuiltAfterNATSRestart(t *testing.T) {
 
 	h.srv = jstest.Restart(t, h.srv, cfg)
 	listed(len(runs))
-	for _, r := range runs {
-		rec, err := h.client.Run(h.ctx(), r)
-		require.NoError(t, err)
-		require.Len(t, rec.Pending(), 1, r)
-		h.decide(r, rec.Pending()[0].ID, subjects.StatusResolved, map[string]any{"amount": 2})
-	}
-	for _, r := range runs {
-		assert.Equal(t, subjects.RunCompleted, h.waitFor(r, Finished).Status, r)
-	}
+	h.approveAll(runs)
 	listed(0)
 }
 
