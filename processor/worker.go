@@ -549,7 +549,7 @@ func (w *Worker) passDone(ctx context.Context, work subjects.Work, key string) (
 	// A notice about an earlier pass: the coordinator publishes an
 	// expiry's after it queued the replay, and the replay's outcome can be
 	// stored before it. Judge by the run's last outcome instead.
-	last, err = w.lastOutcome(ctx, work)
+	last, err = LastOutcome(ctx, w.client, work.Agent, work.RunID)
 	if errors.Is(err, jetstream.ErrNotFound) {
 		return false, nil
 	}
@@ -583,17 +583,21 @@ func judgePass(ns subjects.Namespace, work subjects.Work, key string, last jetst
 	return last.Header.Get(jetstream.HeaderMsgID) == subjects.OutcomeMsgID(work.RunID, work.Pass, key), false, head.Pass
 }
 
-// lastOutcome is the latest suspension, completion or failure of work's
-// run, the coordinator's notices left out, or ErrNotFound.
-func (w *Worker) lastOutcome(ctx context.Context, work subjects.Work) (jetstream.StoredMsg, error) {
-	ns := w.client.Namespace()
+// LastOutcome is the latest suspension, completion or failure of agent's
+// run on the runs stream, the coordinator's notices left out (one direct
+// get naming the subject for each kind), or an error matching
+// jetstream.ErrNotFound when it has none. A notice can be stored after the
+// outcome that follows it: an expiry's goes out after the replay it
+// queued, whose outcome can be stored first.
+func LastOutcome(ctx context.Context, c *jetstream.Client, agent, run string) (jetstream.StoredMsg, error) {
+	ns := c.Namespace()
 	var last jetstream.StoredMsg
 	for _, subject := range []func(agent, run string) (string, error){ns.Suspended, ns.Completed, ns.Failed} {
-		s, err := subject(work.Agent, work.RunID)
+		s, err := subject(agent, run)
 		if err != nil {
 			return last, err
 		}
-		m, err := w.client.DirectLast(ctx, jetstream.StreamRuns, s)
+		m, err := c.DirectLast(ctx, jetstream.StreamRuns, s)
 		if errors.Is(err, jetstream.ErrNotFound) {
 			continue
 		}
@@ -605,7 +609,7 @@ func (w *Worker) lastOutcome(ctx context.Context, work subjects.Work) (jetstream
 		}
 	}
 	if last.Sequence == 0 {
-		return last, fmt.Errorf("run %s: %w", work.RunID, jetstream.ErrNotFound)
+		return last, fmt.Errorf("run %s: %w", run, jetstream.ErrNotFound)
 	}
 	return last, nil
 }

@@ -124,11 +124,13 @@ func ReadStatus(ctx context.Context, c *jetstream.Client, agent, run string) (St
 	switch addr.Kind {
 	case subjects.KindReminder, subjects.KindEscalated, subjects.KindExpired:
 		// The runs stream holds the coordinator's notices too: the run's
-		// state is its last outcome. An expiry's notice goes out after the
-		// replay it queued, whose completion can be stored first: a final
-		// outcome stands, else the last suspension (an expired interrupt
-		// stays pending until that replay reports).
-		if m, addr.Kind, err = lastOutcome(ctx, c, agent, run); err != nil {
+		// state is its last outcome (an expired interrupt stays pending
+		// until the replay its expiry queued reports, which can come before
+		// the notice).
+		if m, err = processor.LastOutcome(ctx, c, agent, run); err != nil {
+			return st, err
+		}
+		if addr, err = c.Namespace().Parse(m.Subject); err != nil {
 			return st, err
 		}
 	}
@@ -154,28 +156,6 @@ func ReadStatus(ctx context.Context, c *jetstream.Client, agent, run string) (St
 		st.Status, st.Error = StatusFailed, f.Error
 	}
 	return st, nil
-}
-
-// lastOutcome is run's final outcome (a completion or a failure) when it
-// has one, else its last suspension, and which of them it is.
-func lastOutcome(ctx context.Context, c *jetstream.Client, agent, run string) (jetstream.StoredMsg, subjects.Kind, error) {
-	ns := c.Namespace()
-	for _, o := range []struct {
-		kind    subjects.Kind
-		subject func(agent, run string) (string, error)
-	}{{subjects.KindCompleted, ns.Completed}, {subjects.KindFailed, ns.Failed}, {subjects.KindSuspended, ns.Suspended}} {
-		kind := o.kind
-		subject, err := o.subject(agent, run)
-		if err != nil {
-			return jetstream.StoredMsg{}, "", err
-		}
-		m, err := c.DirectLast(ctx, jetstream.StreamRuns, subject)
-		if errors.Is(err, jetstream.ErrNotFound) {
-			continue
-		}
-		return m, kind, err
-	}
-	return jetstream.StoredMsg{}, "", fmt.Errorf("%w: run %s has a notice and no outcome", jetstream.ErrNotFound, run)
 }
 
 // request is the interrupt a run of ask raises.
