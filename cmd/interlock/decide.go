@@ -30,21 +30,8 @@ for the coordinator's verdict and exits 0 when the decision was accepted (or was
 a duplicate of an accepted one), 3 when it was rejected, with the reason.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			if g.inboxPrefix(g.natsURL) == "" {
-				// No user to take it from: the inbox the coordinator answers
-				// decisions published as this approver in.
-				g.inbox = subjects.InboxPrefix(approver)
-			}
-			return g.withAPI(ctx, func(api *processor.Client) error {
-				var err error
-				req := processor.DecisionRequest{RunID: args[0], Status: status, Comment: comment,
-					Approver: approver, DecisionID: decisionID, Via: "cli"}
-				if len(args) == 2 {
-					req.InterruptID = args[1]
-				} else if req.InterruptID, err = onlyPending(cmd, api, args[0]); err != nil {
-					return err
-				}
+			req := processor.DecisionRequest{Status: status, Comment: comment, Approver: approver, DecisionID: decisionID, Via: "cli"}
+			return sendDecision(cmd, g, args, req, func(req *processor.DecisionRequest) error {
 				// Protocol version 2: bind the vote to the call it is cast
 				// on, or approve the gated call with edited arguments.
 				req.CallDigest = callDigest
@@ -72,24 +59,8 @@ a duplicate of an accepted one), 3 when it was rejected, with the reason.`,
 					}
 					req.Payload = json.RawMessage(payload)
 				}
-				wctx, cancel := context.WithTimeout(ctx, g.timeout)
-				defer cancel()
-				v, err := api.Decide(wctx, req)
-				if err != nil && !errors.Is(err, processor.ErrRejected) {
-					return err
-				}
-				if g.json {
-					if perr := printJSON(cmd.OutOrStdout(), v); perr != nil {
-						return perr
-					}
-				} else {
-					printVerdict(cmd, v)
-				}
-				if err != nil {
-					return fmt.Errorf("%w%s", err, approverHint(cmd, api, req, v))
-				}
 				return nil
-			})
+			}, func(v subjects.Verdict) { printVerdict(cmd, v) })
 		},
 	}
 	f := cmd.Flags()
@@ -105,6 +76,52 @@ a duplicate of an accepted one), 3 when it was rejected, with the reason.`,
 	f.StringVar(&approver, "approver", envOr("INTERLOCK_APPROVER", ""), "who decides; env INTERLOCK_APPROVER")
 	f.StringVar(&decisionID, "decision-id", "", "dedup key (default: a fresh UUIDv7); resend with the same id to retry safely")
 	return cmd
+}
+
+// sendDecision sends req (its run args[0], its interrupt args[1] or the
+// one the run waits on) as its approver, after prepare has completed it,
+// waits for the coordinator's verdict within the CLI's timeout and prints
+// it (JSON, or with show for people). A rejection is an error matching
+// processor.ErrRejected, with a hint when a flag would have helped.
+func sendDecision(cmd *cobra.Command, g *globals, args []string, req processor.DecisionRequest,
+	prepare func(*processor.DecisionRequest) error, show func(subjects.Verdict)) error {
+	ctx := cmd.Context()
+	if g.inboxPrefix(g.natsURL) == "" {
+		// No user to take it from: the inbox the coordinator answers
+		// decisions published as this approver in.
+		g.inbox = subjects.InboxPrefix(req.Approver)
+	}
+	return g.withAPI(ctx, func(api *processor.Client) error {
+		var err error
+		req.RunID = args[0]
+		if len(args) == 2 {
+			req.InterruptID = args[1]
+		} else if req.InterruptID, err = onlyPending(cmd, api, args[0]); err != nil {
+			return err
+		}
+		if prepare != nil {
+			if err := prepare(&req); err != nil {
+				return err
+			}
+		}
+		wctx, cancel := context.WithTimeout(ctx, g.timeout)
+		defer cancel()
+		v, err := api.Decide(wctx, req)
+		if err != nil && !errors.Is(err, processor.ErrRejected) {
+			return err
+		}
+		if g.json {
+			if perr := printJSON(cmd.OutOrStdout(), v); perr != nil {
+				return perr
+			}
+		} else {
+			show(v)
+		}
+		if err != nil {
+			return fmt.Errorf("%w%s", err, approverHint(cmd, api, req, v))
+		}
+		return nil
+	})
 }
 
 // approverHint says which flag to pass when a decision was refused as

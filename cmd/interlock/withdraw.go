@@ -1,10 +1,6 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/interlockhq/interlock/processor"
@@ -26,43 +22,18 @@ a duplicate of an accepted one), 3 when it was rejected, with the reason (for
 example no_vote: you have no open vote on it).`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			if g.inboxPrefix(g.natsURL) == "" {
-				g.inbox = subjects.InboxPrefix(approver)
-			}
-			return g.withAPI(ctx, func(api *processor.Client) error {
-				var err error
-				req := processor.DecisionRequest{RunID: args[0], Withdraw: true, Comment: comment,
-					Approver: approver, DecisionID: decisionID, Via: "cli"}
-				if len(args) == 2 {
-					req.InterruptID = args[1]
-				} else if req.InterruptID, err = onlyPending(cmd, api, args[0]); err != nil {
-					return err
-				}
-				wctx, cancel := context.WithTimeout(ctx, g.timeout)
-				defer cancel()
-				v, err := api.Decide(wctx, req)
-				if err != nil && !errors.Is(err, processor.ErrRejected) {
-					return err
-				}
-				if g.json {
-					if perr := printJSON(cmd.OutOrStdout(), v); perr != nil {
-						return perr
-					}
-				} else if v.Outcome == subjects.OutcomeVoteRecorded {
-					out := cmd.OutOrStdout()
-					say(out, "vote withdrawn: decision %s for interrupt %s; the interrupt still waits", v.DecisionID, v.InterruptID)
-					if v.Tally != nil {
-						say(out, ": %s", v.Tally.Remaining())
-					}
-					say(out, "\n")
-				} else {
+			req := processor.DecisionRequest{Withdraw: true, Comment: comment, Approver: approver, DecisionID: decisionID, Via: "cli"}
+			return sendDecision(cmd, g, args, req, nil, func(v subjects.Verdict) {
+				if v.Outcome != subjects.OutcomeVoteRecorded {
 					printVerdict(cmd, v)
+					return
 				}
-				if err != nil {
-					return fmt.Errorf("%w%s", err, approverHint(cmd, api, req, v))
+				out := cmd.OutOrStdout()
+				say(out, "vote withdrawn: decision %s for interrupt %s; the interrupt still waits", v.DecisionID, v.InterruptID)
+				if v.Tally != nil {
+					say(out, ": %s", v.Tally.Remaining())
 				}
-				return nil
+				say(out, "\n")
 			})
 		},
 	}
