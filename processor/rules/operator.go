@@ -144,13 +144,8 @@ func (s *Set) settle(rec *subjects.Run, rulings map[string]Ruling, now time.Time
 			continue
 		}
 		st := rec.Interrupts[i]
-		var d subjects.Decision
-		switch {
-		case r.Deny != "":
-			d = PolicyDecision(st, r.Deny, subjects.StatusCancelled)
-		case r.Approve != "" && st.Policy.NeedApprovals() == 1 && s.schemas().CheckAnswer(st.Interrupt, subjects.StatusResolved, nil) == nil:
-			d = PolicyDecision(st, r.Approve, subjects.StatusResolved)
-		default:
+		d, ok := s.ruled(st, r)
+		if !ok {
 			continue
 		}
 		s.bindCall(rec, st, &d)
@@ -171,15 +166,23 @@ func (s *Set) Settles(rec *subjects.Run, in subjects.Interrupt) (*subjects.Decis
 	}
 	r := s.Operator(rec, in)
 	st := subjects.InterruptState{Interrupt: Stricter(in, r.Require, s.Members)}
-	var d subjects.Decision
-	switch {
-	case r.Deny != "":
-		d = PolicyDecision(st, r.Deny, subjects.StatusCancelled)
-	case r.Approve != "" && st.Policy.NeedApprovals() == 1 && s.schemas().CheckAnswer(st.Interrupt, subjects.StatusResolved, nil) == nil:
-		d = PolicyDecision(st, r.Approve, subjects.StatusResolved)
-	default:
+	d, ok := s.ruled(st, r)
+	if !ok {
 		return nil, r
 	}
 	s.bindCall(rec, st, &d)
 	return &d, r
+}
+
+// ruled is the decision ruling r makes on interrupt st, if it makes one:
+// a deny cancels; an approve resolves only an interrupt one approval
+// decides whose answer needs no payload.
+func (s *Set) ruled(st subjects.InterruptState, r Ruling) (subjects.Decision, bool) {
+	switch {
+	case r.Deny != "":
+		return PolicyDecision(st, r.Deny, subjects.StatusCancelled), true
+	case r.Approve != "" && st.Policy.NeedApprovals() == 1 && s.schemas().CheckAnswer(st.Interrupt, subjects.StatusResolved, nil) == nil:
+		return PolicyDecision(st, r.Approve, subjects.StatusResolved), true
+	}
+	return subjects.Decision{}, false
 }

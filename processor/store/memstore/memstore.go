@@ -164,14 +164,8 @@ func (s *Store) Runs(ctx context.Context) ([]*subjects.Run, error) {
 // RunsPage implements store.Store, in the order of the records' revisions.
 func (s *Store) RunsPage(_ context.Context, after uint64, limit int) ([]*subjects.Run, uint64, error) {
 	s.mu.Lock()
-	var all []entry
-	for _, e := range s.runs {
-		if e.rev > after {
-			all = append(all, e)
-		}
-	}
+	all := written(s.runs, after, func(e entry) uint64 { return e.rev })
 	s.mu.Unlock()
-	slices.SortFunc(all, func(a, b entry) int { return cmp.Compare(a.rev, b.rev) })
 	if len(all) > limit {
 		all = all[:limit]
 	}
@@ -190,14 +184,8 @@ func (s *Store) RunsPage(_ context.Context, after uint64, limit int) ([]*subject
 // PendingPage implements store.Store.
 func (s *Store) PendingPage(_ context.Context, after uint64, limit int) ([]subjects.PendingInterrupt, uint64, error) {
 	s.mu.Lock()
-	var all []indexed
-	for _, p := range s.pending {
-		if p.seq > after {
-			all = append(all, p)
-		}
-	}
+	all := written(s.pending, after, func(p indexed) uint64 { return p.seq })
 	s.mu.Unlock()
-	slices.SortFunc(all, func(a, b indexed) int { return cmp.Compare(a.seq, b.seq) })
 	var next uint64
 	if len(all) > limit {
 		all, next = all[:limit], all[limit-1].seq
@@ -326,4 +314,17 @@ func (s *Store) ReplaceIndexMarker(m store.IndexMarker) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.marker = m
+}
+
+// written is what m holds written after sequence after (seq of each), in
+// the order written.
+func written[T any](m map[string]T, after uint64, seq func(T) uint64) []T {
+	var out []T
+	for _, v := range m {
+		if seq(v) > after {
+			out = append(out, v)
+		}
+	}
+	slices.SortFunc(out, func(a, b T) int { return cmp.Compare(seq(a), seq(b)) })
+	return out
 }
