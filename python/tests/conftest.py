@@ -27,6 +27,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+async def subscribed(nc: NATS) -> None:
+    """Returns once the server has every subscription ``nc`` made so far, so
+    that messages another connection publishes next reach them. One
+    ``flush()`` does not prove it: nats-py (2.9 to 2.16) writes flush's PING
+    straight to the socket, ahead of a SUB still queued for its flusher
+    task, so the PONG can come back before the server has the
+    subscription (about 3 in 1,000 under load, and then the message is
+    simply not delivered). The flusher runs before that first PONG is
+    read, so a second flush's PING follows the SUB on the wire."""
+    await nc.flush()
+    await nc.flush()
+
+
 @pytest.fixture(scope="session")
 def interlock_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The interlock binary: $INTERLOCK_BIN, or `go build` of ./cmd/interlock once."""

@@ -11,12 +11,17 @@ from pathlib import Path
 
 import nats
 import pytest
-from conftest import Server
+from conftest import Server, subscribed
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 import interlock
+
+#: The client connection's inbox prefix: its requests are told from the
+#: coordinator's by their reply subjects (the coordinator reads the pending
+#: index's marker every two seconds).
+CLIENT_INBOX = "_INBOX_CLIENT"
 
 
 @pytest.fixture
@@ -27,7 +32,7 @@ async def own(interlock_bin: Path, tmp_path: Path) -> AsyncIterator[tuple[NATS, 
     srv = Server(interlock_bin, tmp_path)
     conns: list[NATS] = []
     try:
-        conns = [await nats.connect(srv.url), await nats.connect(srv.url)]
+        conns = [await nats.connect(srv.url, inbox_prefix=CLIENT_INBOX), await nats.connect(srv.url)]
         yield conns[0], conns[1]
     finally:
         for c in conns:
@@ -38,37 +43,57 @@ async def own(interlock_bin: Path, tmp_path: Path) -> AsyncIterator[tuple[NATS, 
 class Requests:
     """Counts JetStream API requests by kind, seen on the server."""
 
-    def __init__(self, watcher: NATS) -> None:
+    def __init__(self, client: NATS, watcher: NATS) -> None:
         self.by_kind: collections.Counter[str] = collections.Counter()
+        self.client = client
         self.watcher = watcher
         self.subs: list[Subscription] = []
 
     async def settled(self) -> None:
-        """Waits until every request the server sent the watcher so far is
-        counted: flushed to this connection (a round trip), then taken
-        from each subscription's queue by its callback task, which counts
-        it before it awaits anything. (The flush alone left a request in
-        the queue now and then, and the count one short.)"""
-        await self.watcher.flush()
+        """Waits until every request the client's connection sent so far is
+        counted. A flush of the watcher does not prove it: the server runs
+        a direct get inline but sends its answer from another goroutine, so
+        the client can have the answer before the server has copied the
+        request to the watcher. A sentinel the client publishes after its
+        requests is copied to the watcher after them, by the same read loop
+        of the server; once it is seen, what remains is each
+        subscription's queue, drained by its callback task."""
+        seen = asyncio.get_running_loop().create_future()
+
+        async def on_sentinel(_: Msg) -> None:
+            if not seen.done():
+                seen.set_result(None)
+
+        sentinel = self.client.new_inbox()
+        sub = await self.watcher.subscribe(sentinel, cb=on_sentinel)
+        try:
+            await subscribed(self.watcher)
+            await self.client.publish(sentinel, b"")
+            await self.client.flush()
+            await asyncio.wait_for(seen, 10)
+        finally:
+            await sub.unsubscribe()
         deadline = asyncio.get_running_loop().time() + 10
         while any(sub.pending_msgs for sub in self.subs):
             assert asyncio.get_running_loop().time() < deadline, "requests never counted"
             await asyncio.sleep(0.001)
 
     async def on(self, m: Msg) -> None:
+        if not m.reply.startswith(CLIENT_INBOX + "."):
+            return
         # $JS.API.DIRECT.GET.<stream>[.<subject>] -> DIRECT.GET
         self.by_kind[".".join(m.subject.split(".")[2:4])] += 1
 
 
-async def counting(nc: NATS) -> Requests:
-    """Counts requests on the two streams the client reads (the
-    coordinator's own requests, such as its consumers' pulls, are not
-    counted)."""
-    r = Requests(nc)
+async def counting(client: NATS, watcher: NATS) -> Requests:
+    """Counts the requests ``client`` sends on the two streams it reads,
+    seen by ``watcher`` (the coordinator's own requests, such as its
+    reads of the index's marker, are not counted)."""
+    r = Requests(client, watcher)
     for stream in ("KV_interlock_pending", "INTERLOCK_EVENTS"):
-        r.subs.append(await nc.subscribe(f"$JS.API.*.*.{stream}", cb=r.on))
-        r.subs.append(await nc.subscribe(f"$JS.API.*.*.{stream}.>", cb=r.on))
-    await nc.flush()
+        r.subs.append(await watcher.subscribe(f"$JS.API.*.*.{stream}", cb=r.on))
+        r.subs.append(await watcher.subscribe(f"$JS.API.*.*.{stream}.>", cb=r.on))
+    await subscribed(watcher)
     return r
 
 
@@ -87,7 +112,7 @@ async def test_pending_pages_cost_what_they_return(own: tuple[NATS, NATS]) -> No
     await put_pending(nc, 300)
     for i in range(0, 300, 3):  # every third decided: markers the pages step over
         await kv.delete(f"r{i:06d}.{i:024x}")
-    seen = await counting(watcher)
+    seen = await counting(nc, watcher)
     everything = await client.pending()
     await seen.settled()
     assert len(everything) == 200
@@ -128,7 +153,7 @@ async def test_events_in_one_batched_read(own: tuple[NATS, NATS]) -> None:
         await js.publish("interlock.events.many.suspended", json.dumps(ev).encode())
         if i % 10 == 0:  # another run's events in between
             await js.publish("interlock.events.other.suspended", b'{"v":1,"type":"suspended","runId":"other"}')
-    seen = await counting(watcher)
+    seen = await counting(nc, watcher)
     events = await client.events("many")
     await seen.settled()
     assert all(isinstance(e, interlock.Event) for e in events)

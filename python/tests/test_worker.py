@@ -7,6 +7,7 @@ import asyncio
 import json
 from typing import Any
 
+from conftest import subscribed
 from nats.aio.client import Client as NATS
 from test_replay import worker
 
@@ -217,7 +218,7 @@ async def _count_pulls(nc: NATS, agent: str) -> tuple[list[bytes], Any]:
         seen.append(m.data)
 
     sub = await nc.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.INTERLOCK_WORK.worker_{agent}", cb=on_pull)
-    await nc.flush()
+    await subscribed(nc)
     return seen, sub
 
 
