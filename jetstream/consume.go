@@ -184,6 +184,9 @@ type Consumer struct {
 	// for; pulling ends when the fetch loop has.
 	credits chan struct{}
 	pulling sync.WaitGroup
+	// refused is the wait before the next pull request after the server
+	// refused the last ones (0: it did not); only the fetch loop uses it.
+	refused time.Duration
 	stopped lifecycle.Stopped
 }
 
@@ -371,17 +374,47 @@ func (k *Consumer) fetch(cons jetstream.Consumer, n int) {
 	defer cancel()
 	batch, err := cons.Fetch(n, jetstream.FetchContext(ctx), jetstream.FetchHeartbeat(fetchHeartbeat))
 	if err != nil {
-		k.cc.Logger.Debug("fetch", "consumer", k.cc.Durable, "error", err)
 		// The connection or the server is down: do not spin.
-		select {
-		case <-time.After(time.Second):
-		case <-k.ctx.Done():
-		}
+		k.cc.Logger.Debug("fetch", "consumer", k.cc.Durable, "error", err)
+		k.backOff()
 		return
 	}
 	for m := range batch.Messages() {
 		got++
 		k.dispatch(m)
+	}
+	switch err := batch.Error(); {
+	case got > 0 || err == nil || errors.Is(err, jetstream.ErrNoHeartbeat) || ctx.Err() != nil:
+		// Filled, expired, or lost with its server (asked again at once).
+		k.refused = 0
+	default:
+		// Ended by the server with nothing: a status 409 (a leadership
+		// change, or a limit of the consumer's below what was asked).
+		// Asking again at once could be refused as fast, for good.
+		k.cc.Logger.Warn("pull request refused; asking again later", "consumer", k.cc.Durable,
+			"batch", n, "error", err, "retry_in", k.nextRefusal())
+		k.backOff()
+	}
+}
+
+// Refused pull requests wait from refusedFirst, doubling up to refusedMost.
+const (
+	refusedFirst = 100 * time.Millisecond
+	refusedMost  = 5 * time.Second
+)
+
+// nextRefusal is how long the fetch loop waits after this refusal.
+func (k *Consumer) nextRefusal() time.Duration {
+	return min(max(2*k.refused, refusedFirst), refusedMost)
+}
+
+// backOff waits before the next pull request, longer after each failure in
+// a row, or until the consumer stops.
+func (k *Consumer) backOff() {
+	k.refused = k.nextRefusal()
+	select {
+	case <-time.After(k.refused):
+	case <-k.ctx.Done():
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,10 +12,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/interlockhq/interlock/internal/syncbuf"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/jetstream/jstest"
@@ -615,4 +618,52 @@ func TestConsumeBoundedPullsOncePerBatch(t *testing.T) {
 	require.NoError(t, sub.Unsubscribe())
 	const room = 4 + 1
 	assert.LessOrEqual(t, pulls.Load(), int32(n/room+1), "pull requests for %d messages handled one at a time", n)
+}
+
+// TestConsumeBacksOffWhileRequestsFail: a bounded consumer whose pull
+// requests the server refuses, every one (an operator's MaxRequestBatch
+// below the worker's room: status 409), waits longer after each refusal
+// and says why at warning level, rather than asking again at once and
+// logging at debug. Every request is work for the server (on a cluster two
+// Raft entries of the consumer), and a worker spinning on them takes a
+// core of its own while nobody is told.
+func TestConsumeBacksOffWhileRequestsFail(t *testing.T) {
+	t.Parallel()
+	srv := jstest.Server(t)
+	c := jstest.Client(t, srv)
+	cc := jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "refused", Concurrency: 2, Prefetch: 1}
+	require.NoError(t, c.CreateConsumer(ctx(t), cc))
+	spy, err := nats.Connect(srv.URL())
+	require.NoError(t, err)
+	defer spy.Close()
+	js, err := njs.New(spy)
+	require.NoError(t, err)
+	cons, err := js.Consumer(ctx(t), c.StreamName(jetstream.StreamDecisions), "refused")
+	require.NoError(t, err)
+	edited := cons.CachedInfo().Config
+	edited.MaxRequestBatch = 1
+	_, err = js.UpdateConsumer(ctx(t), c.StreamName(jetstream.StreamDecisions), edited)
+	require.NoError(t, err)
+	var pulls atomic.Int32
+	sub, err := spy.Subscribe("$JS.API.CONSUMER.MSG.NEXT.>", func(*nats.Msg) { pulls.Add(1) })
+	require.NoError(t, err)
+	require.NoError(t, spy.Flush())
+
+	var logs syncbuf.Buffer
+	worker, err := jetstream.Dial(ctx(t), jetstream.DialConfig{URL: srv.URL()}, jetstream.Config{})
+	require.NoError(t, err)
+	defer worker.Close()
+	cc.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	k, err := worker.Consume(ctx(t), cc, func(context.Context, *jetstream.Delivery) error { return nil })
+	require.NoError(t, err)
+	defer k.Stop(context.Background())
+	// Three seconds of refused requests (the window measured): with waits
+	// that double from a tenth of a second, about five; asking again at
+	// once, hundreds.
+	<-time.After(3 * time.Second)
+	require.NoError(t, sub.Unsubscribe())
+	assert.Positive(t, pulls.Load())
+	assert.LessOrEqual(t, pulls.Load(), int32(8), "pull requests in 3 s while the server refuses every one")
+	assert.Contains(t, logs.String(), "level=WARN", "the refusal is a warning")
+	assert.Contains(t, logs.String(), "MaxRequestBatch", "the warning says why")
 }

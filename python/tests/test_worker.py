@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
+import pytest
 from conftest import subscribed
 from nats.aio.client import Client as NATS
 from test_replay import worker
@@ -300,6 +302,43 @@ async def test_a_pull_request_nobody_holds_is_replaced(nc: NATS, client: Client,
         rec = await client.wait(await client.start(agent_name, "back"))
     await sub.unsubscribe()
     assert rec.result == "back"
+
+
+async def test_refused_pull_requests_back_off_and_say_why(
+    nc: NATS, agent_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A consumer whose limit an operator set below the worker's room
+    (MaxRequestBatch) refuses every pull request with status 409. The
+    worker asked again every 0.1 s and logged it at debug level; it waits
+    longer after each refusal (0.1 s doubling to 5 s) and warns, naming the
+    server's reason."""
+
+    async def body(inp: Any) -> Any:
+        return inp
+
+    durable = "worker_" + agent_name
+    # nats-py's ConsumerConfig has no max_batch: the API request by hand.
+    config = {
+        "durable_name": durable,
+        "filter_subjects": [f"interlock.work.{agent_name}"],
+        "ack_policy": "explicit",
+        "max_batch": 1,
+    }
+    reply = await nc.request(
+        f"$JS.API.CONSUMER.CREATE.INTERLOCK_WORK.{durable}",
+        json.dumps({"stream_name": "INTERLOCK_WORK", "config": config}).encode(),
+        timeout=10,
+    )
+    assert "error" not in json.loads(reply.data), reply.data
+    seen, sub = await _count_pulls(nc, agent_name)
+    with caplog.at_level(logging.DEBUG, logger="interlock"):
+        async with worker(nc, agent_name, body, concurrency=3):
+            # The window measured: three seconds of refusals.
+            await asyncio.sleep(3)
+    await sub.unsubscribe()
+    assert 0 < len(seen) <= 8, f"{len(seen)} pull requests in 3 s while the server refuses every one"
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING and "MaxRequestBatch" in r.getMessage()]
+    assert warned, [r.getMessage() for r in caplog.records]
 
 
 async def test_a_late_notice_does_not_hide_a_reported_pass(nc: NATS, agent_name: str) -> None:

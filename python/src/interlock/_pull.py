@@ -29,6 +29,12 @@ EXPIRES = 10.0
 HEARTBEAT = 1.0
 """How often the server says it still holds an idle request, in seconds."""
 
+REFUSED_FIRST = 0.1
+"""The wait after a first failed pull request, in seconds; it doubles with
+each failure in a row, up to ``REFUSED_MOST``."""
+
+REFUSED_MOST = 5.0
+
 _NANOS = 1_000_000_000
 _STATUS_HEARTBEAT = "100"  # the status of an idle heartbeat
 _STATUS_EXPIRED = "408"  # the status of a request that expired
@@ -42,6 +48,24 @@ class RequestEnded(Exception):
     def __init__(self, status: str, description: str) -> None:
         super().__init__(f"pull request ended: {status} {description}".strip())
         self.status = status
+
+
+class Backoff:
+    """The waits between pull requests that fail in a row: a server that
+    refuses every request (a limit of the consumer below what the worker
+    asks for) would otherwise be asked again at once, for good."""
+
+    def __init__(self) -> None:
+        self.wait = 0.0
+
+    def failed(self) -> float:
+        """The wait before the next request, after one more failure."""
+        self.wait = min(max(2 * self.wait, REFUSED_FIRST), REFUSED_MOST)
+        return self.wait
+
+    def reset(self) -> None:
+        """A request was filled or expired: the next one goes at once."""
+        self.wait = 0.0
 
 
 class Puller:

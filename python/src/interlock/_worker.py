@@ -21,7 +21,7 @@ from nats.js import api
 from . import _direct, _trace
 from ._errors import ProtocolError, Retry, Suspended, SuspensionTooLarge
 from ._ids import dead_letter_msg_id, outcome_msg_id, pass_key
-from ._pull import Puller, RequestEnded
+from ._pull import Backoff, Puller
 from ._run import _current, _Pass, _tool_call
 from ._subjects import DEFAULT_PREFIX, Namespace, validate_token, worker_durable
 from ._types import RunInfo
@@ -171,6 +171,7 @@ class Worker:
         # request, sent when this one is filled or ends (issue 25: on a
         # cluster every request is two Raft entries of the consumer).
         mine: set[asyncio.Task[None]] = set()
+        backoff = Backoff()
         while not self._stopping.is_set():
             free = self._concurrency - len(mine)
             if free == 0:
@@ -181,9 +182,11 @@ class Worker:
             if not self._nc.is_connected and not self._nc.is_closed:
                 await self._pause(0.5)  # reconnecting: a request now would wait in the client's buffer
                 continue
+            got = 0
             try:
                 async with contextlib.aclosing(puller.messages(free, self._stopping)) as msgs:
                     async for m in msgs:
+                        got += 1
                         if self._stopping.is_set():
                             await _quiet(m.nak())
                             continue
@@ -192,14 +195,15 @@ class Worker:
                         self._active.add(t)
                         t.add_done_callback(mine.discard)
                         t.add_done_callback(self._active.discard)
+                backoff.reset()
             except nats.errors.ConnectionClosedError:
                 return
-            except RequestEnded as e:  # a leadership change, say: ask again shortly
-                self._log.debug("pull request for %s: %s", agent, e)
-                await self._pause(0.1)
-            except Exception as e:  # a server hiccup: try again
-                self._log.warning("fetch failed for %s: %s", agent, e)
-                await self._pause(0.5)
+            except Exception as e:  # refused (409: a leadership change, a limit of the consumer), or a hiccup
+                if got:
+                    backoff.reset()
+                wait = backoff.failed()
+                self._log.warning("pull request for %s failed; asking again in %.1fs: %s", agent, wait, e)
+                await self._pause(wait)
 
     async def _pause(self, seconds: float) -> None:
         """Wait ``seconds``, or less when the worker stops."""

@@ -38,6 +38,32 @@ import { askMessage, decodeWork, takeAskReply, versioned } from "./wire.js";
 const FETCH_EXPIRES_MS = 10_000;
 const FETCH_HEARTBEAT_MS = 1000;
 
+/**
+ * The waits between pull requests that fail in a row, from 100 ms doubling
+ * up to 5 s: a server that refuses every request (a limit of the consumer
+ * below what the worker asks for) would otherwise be asked again at once,
+ * for good.
+ */
+class Backoff {
+  private wait = 0;
+
+  /** The wait before the next request, after one more failure, in ms. */
+  failed(): number {
+    this.wait = Math.min(Math.max(2 * this.wait, 100), 5000);
+    return this.wait;
+  }
+
+  /** A request was filled or expired: the next one goes at once. */
+  reset(): void {
+    this.wait = 0;
+  }
+}
+
+/** Whether a pull request ended with a status of the server (nats.js's JetStreamStatusError carries its code), not a lost heartbeat. */
+function refusal(ended: unknown): ended is Error {
+  return ended instanceof Error && typeof (ended as { code?: unknown }).code === "number";
+}
+
 /** What an agent body receives beside the run's input. */
 export interface PassContext {
   /** Aborted when the pass runs over the worker's pass timeout ({@link PassTimeout}) or the worker stops ({@link WorkerStopping}). Pass it on to every call. */
@@ -251,6 +277,7 @@ export class Worker {
     // every request is two Raft entries of the consumer). Each fetch has an
     // inbox of its own, so messages of a request given up on are never held.
     const mine = new Set<Promise<void>>();
+    const backoff = new Backoff();
     while (!this.stopping) {
       const free = this.concurrency - mine.size;
       if (free === 0) {
@@ -262,13 +289,17 @@ export class Worker {
         fetched = await consumer.fetch({ max_messages: free, expires: FETCH_EXPIRES_MS, idle_heartbeat: FETCH_HEARTBEAT_MS });
       } catch (e) {
         if (this.nc.isClosed() || this.isStopping()) return;
-        this.log.warn(`interlock worker: fetch failed for ${agent}: ${(e as Error).message}`);
-        await Promise.race([delay(500), this.stopSignal]);
+        const wait = backoff.failed();
+        this.log.warn(`interlock worker: fetch failed for ${agent}; asking again in ${wait} ms: ${(e as Error).message}`);
+        await Promise.race([delay(wait), this.stopSignal]);
         continue;
       }
       this.fetches.add(fetched);
+      let got = 0;
+      let ended: unknown;
       try {
         for await (const m of fetched) {
+          got++;
           if (this.isStopping()) {
             m.nak();
             continue;
@@ -277,12 +308,24 @@ export class Worker {
           mine.add(p);
           void p.finally(() => mine.delete(p));
         }
+        ended = await fetched.closed();
       } catch (e) {
-        if (this.nc.isClosed()) return;
-        this.log.warn(`interlock worker: fetch ended for ${agent}: ${(e as Error).message}`);
+        ended = e;
       } finally {
         this.fetches.delete(fetched);
       }
+      if (this.nc.isClosed() || this.isStopping()) return;
+      if (got > 0 || !refusal(ended)) {
+        // Filled, expired, or lost with its server (asked again at once).
+        backoff.reset();
+        continue;
+      }
+      // Ended by the server with nothing: a status 409 (a leadership
+      // change, or a limit of the consumer below what was asked). Asked
+      // again at once, it could be refused as fast, for good.
+      const wait = backoff.failed();
+      this.log.warn(`interlock worker: pull request for ${agent} refused; asking again in ${wait} ms: ${ended.message}`);
+      await Promise.race([delay(wait), this.stopSignal]);
     }
   }
 

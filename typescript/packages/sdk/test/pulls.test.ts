@@ -10,7 +10,7 @@ import { strict as assert } from "node:assert";
 import { after, before, describe, test } from "node:test";
 
 import { connect } from "@nats-io/transport-node";
-import { jetstreamManager } from "@nats-io/jetstream";
+import { AckPolicy, jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection, Subscription } from "@nats-io/nats-core";
 
 import * as sdk from "../src/index.js";
@@ -117,6 +117,36 @@ describe("the worker's pull requests", () => {
       await w.stop(1000);
       sub.unsubscribe();
     }
+  });
+
+  test("refused requests back off and say why", async () => {
+    // A consumer whose limit an operator set below the worker's room
+    // (max_batch) refuses every pull request with status 409. The worker
+    // asked again at once, for good; it waits longer after each refusal
+    // (0.1 s doubling to 5 s) and warns, naming the server's reason.
+    const agent = agentName();
+    const durable = "worker_" + agent;
+    const jsm = await jetstreamManager(nc);
+    await jsm.consumers.add("INTERLOCK_WORK", {
+      durable_name: durable,
+      filter_subjects: [`interlock.work.${agent}`],
+      ack_policy: AckPolicy.Explicit,
+      max_batch: 1,
+    });
+    const { seen, sub } = await countPulls(agent);
+    const warnings: string[] = [];
+    const w = new sdk.Worker(nc, { logger: { warn: (m) => warnings.push(m), error: () => undefined }, concurrency: 3 });
+    w.register(agent, (input) => input);
+    await w.start();
+    try {
+      // The window measured: three seconds of refusals.
+      await new Promise((ok) => setTimeout(ok, 3000));
+    } finally {
+      await w.stop(1000);
+      sub.unsubscribe();
+    }
+    assert.ok(seen.length > 0 && seen.length <= 8, `${seen.length} pull requests in 3 s while the server refuses every one`);
+    assert.ok(warnings.some((m) => /maxrequestbatch/i.test(m)), JSON.stringify(warnings.slice(0, 3)));
   });
 
   test("it never holds more work items than its concurrency", async () => {
