@@ -470,6 +470,26 @@ func (e *DriftError) Error() string {
 // Is makes errors.Is(err, ErrDrift) true.
 func (e *DriftError) Is(target error) bool { return target == ErrDrift }
 
+// MissingError names the streams and buckets (by stream name) one check
+// found missing; it matches ErrNotProvisioned.
+type MissingError struct{ Streams []string }
+
+// Error names what is missing, as "<names> missing".
+func (e *MissingError) Error() string {
+	return fmt.Sprintf("%s: %s missing", ErrNotProvisioned, strings.Join(e.Streams, ", "))
+}
+
+// Is makes errors.Is(err, ErrNotProvisioned) true.
+func (e *MissingError) Is(target error) bool { return target == ErrNotProvisioned }
+
+// OnlyPending reports whether the pending index's bucket is all that is
+// missing: derived from the run records, it is created and built again by
+// a coordinator that provisions (a memory-backed index lost with a
+// single server's restart).
+func (e *MissingError) OnlyPending(c *Client) bool {
+	return len(e.Streams) == 1 && e.Streams[0] == "KV_"+c.BucketName(PendingBucket)
+}
+
 // coreBuckets are the buckets Provision creates, with replicas; the pending
 // index's also allows message TTLs (see provisionBucket).
 func (c *Client) coreBuckets(replicas int) []jetstream.KeyValueConfig {
@@ -530,8 +550,9 @@ func (c *Client) NewTopologyCheck() *TopologyCheck {
 // found it intact. Raising a limit (more retention) is not drift; lowering
 // one, and any change of subjects, retention, discard policy, republish,
 // sources, mirror, subject transform, deny_delete, deny_purge, rollup,
-// message TTLs or schedules, sealing or acks is. It fails with
-// ErrNotProvisioned when a stream or bucket does not exist.
+// message TTLs or schedules, sealing or acks is. It fails with a
+// *MissingError, matching ErrNotProvisioned, when a stream or bucket does
+// not exist.
 func (t *TopologyCheck) Check(ctx context.Context) ([]Drift, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -569,7 +590,7 @@ func (t *TopologyCheck) Check(ctx context.Context) ([]Drift, error) {
 		drifts = append(drifts, found...)
 	}
 	if len(missing) > 0 {
-		return drifts, fmt.Errorf("%w: %s missing", ErrNotProvisioned, strings.Join(missing, ", "))
+		return drifts, &MissingError{Streams: missing}
 	}
 	return drifts, nil
 }

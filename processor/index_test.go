@@ -2,14 +2,18 @@ package processor
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/interlockhq/interlock/internal/syncbuf"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/jetstream/jstest"
@@ -132,4 +136,52 @@ func TestPendingIndexMissingDoesNotStallRuns(t *testing.T) {
 		p, err := h.client.Pending(h.ctx())
 		return err == nil && len(p) == 2
 	}, waitLimit, 20*time.Millisecond, "both runs listed once the bucket is back")
+}
+
+// TestPendingIndexLostIsNoDrift: a memory-backed index lost with a server
+// restart is not drift when this coordinator creates it again. Its
+// topology check, running before the index check noticed, raised the alert
+// (an error log, the drift metric, a topology_drift event in the audit
+// trail) for a bucket about to come back. It says what it found at
+// warning level instead; a coordinator that may not create the bucket
+// still alerts (TestPendingIndexMissingDoesNotStallRuns's deployment).
+func TestPendingIndexLostIsNoDrift(t *testing.T) {
+	t.Parallel()
+	h := newBareHarness(t, nil)
+	logs := &syncbuf.Buffer{}
+	reg := prometheus.NewRegistry()
+	// The index check runs at start only, so the topology checks (every
+	// 50 ms) find the bucket missing for as long as the test looks.
+	co := coordinator.New(h.conn(), coordinator.Config{AckWait: testAckWait, Registry: reg,
+		Logger: slog.New(slog.NewTextHandler(logs, nil)), TopologyInterval: 50 * time.Millisecond, IndexInterval: -1})
+	require.NoError(t, co.Start(context.Background()))
+	t.Cleanup(func() { _ = co.Stop(context.Background()) })
+	gauge := func(name string) float64 {
+		families, err := reg.Gather()
+		require.NoError(t, err)
+		for _, f := range families {
+			if f.GetName() == name {
+				m := f.GetMetric()[0]
+				return m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			}
+		}
+		return -1
+	}
+	require.Eventually(t, func() bool { return gauge("interlock_pending_index_builds_total") == 1 },
+		waitLimit, 10*time.Millisecond, "the index check at start built the (new) index")
+
+	nc, err := nats.Connect(h.srv.URL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := natsjs.New(nc)
+	require.NoError(t, err)
+	require.NoError(t, js.DeleteStream(context.Background(), "KV_"+h.admin.BucketName(jetstream.PendingBucket)))
+	require.Eventually(t, func() bool { return strings.Count(logs.String(), "pending index is missing") >= 2 },
+		waitLimit, 10*time.Millisecond, "two topology checks found the bucket missing")
+
+	assert.NotContains(t, logs.String(), "streams or buckets changed since provisioned")
+	assert.Zero(t, gauge("interlock_topology_drift"), "the drift metric")
+	audited, err := h.admin.Messages(context.Background(), jetstream.StreamEvents, "interlock.events._.topology_drift", 0, 10)
+	require.NoError(t, err)
+	assert.Empty(t, audited, "no topology_drift in the audit trail")
 }

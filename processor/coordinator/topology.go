@@ -58,6 +58,9 @@ func (w *topologyWatch) tick(ctx context.Context) {
 	switch {
 	case len(drifts) > 0:
 		w.alert(ctx, len(drifts), (&jetstream.DriftError{Drifts: drifts}).Error())
+	case w.rebuilt(err):
+		w.co.cfg.Logger.Warn("the pending index is missing (a memory-backed index lost with a server restart); "+
+			"the index check creates it again and builds it from the run records", "error", err)
 	case errors.Is(err, jetstream.ErrNotProvisioned):
 		w.alert(ctx, 1, err.Error())
 	case err != nil:
@@ -71,6 +74,14 @@ func (w *topologyWatch) tick(ctx context.Context) {
 		w.mu.Unlock()
 		w.co.metrics.drift.Set(0)
 	}
+}
+
+// rebuilt reports whether err says that only the pending index's bucket is
+// missing and this coordinator creates it again (provisionIndex): no drift
+// to alert on, and the index check repairs it within IndexInterval.
+func (w *topologyWatch) rebuilt(err error) bool {
+	var missing *jetstream.MissingError
+	return errors.As(err, &missing) && missing.OnlyPending(w.co.client) && w.co.client.Provisioner()
 }
 
 // alert raises a finding of n drifted fields: logged every time it is
