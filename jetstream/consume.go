@@ -184,9 +184,9 @@ type Consumer struct {
 	// for; pulling ends when the fetch loop has.
 	credits chan struct{}
 	pulling sync.WaitGroup
-	// refused is the wait before the next pull request after the server
-	// refused the last ones (0: it did not); only the fetch loop uses it.
-	refused time.Duration
+	// failing paces the pull requests after failed ones; only the fetch
+	// loop uses it.
+	failing pullBackoff
 	stopped lifecycle.Stopped
 }
 
@@ -375,8 +375,7 @@ func (k *Consumer) fetch(cons jetstream.Consumer, n int) {
 	batch, err := cons.Fetch(n, jetstream.FetchContext(ctx), jetstream.FetchHeartbeat(fetchHeartbeat))
 	if err != nil {
 		// The connection or the server is down: do not spin.
-		k.cc.Logger.Debug("fetch", "consumer", k.cc.Durable, "error", err)
-		k.backOff()
+		k.backOff("pull request failed; asking again later", n, err)
 		return
 	}
 	for m := range batch.Messages() {
@@ -386,37 +385,63 @@ func (k *Consumer) fetch(cons jetstream.Consumer, n int) {
 	switch err := batch.Error(); {
 	case got > 0 || err == nil || errors.Is(err, jetstream.ErrNoHeartbeat) || ctx.Err() != nil:
 		// Filled, expired, or lost with its server (asked again at once).
-		k.refused = 0
+		k.failing.reset()
 	default:
 		// Ended by the server with nothing: a status 409 (a leadership
-		// change, or a limit of the consumer's below what was asked).
-		// Asking again at once could be refused as fast, for good.
-		k.cc.Logger.Warn("pull request refused; asking again later", "consumer", k.cc.Durable,
-			"batch", n, "error", err, "retry_in", k.nextRefusal())
-		k.backOff()
+		// change, the consumer deleted, a limit of the consumer below what
+		// was asked) or 503 (no consumer leader yet). Asked again at once,
+		// a request can be refused as fast, for good.
+		k.backOff("pull request refused; asking again later", n, err)
 	}
 }
 
-// Refused pull requests wait from refusedFirst, doubling up to refusedMost.
-const (
-	refusedFirst = 100 * time.Millisecond
-	refusedMost  = 5 * time.Second
-)
-
-// nextRefusal is how long the fetch loop waits after this refusal.
-func (k *Consumer) nextRefusal() time.Duration {
-	return min(max(2*k.refused, refusedFirst), refusedMost)
-}
-
-// backOff waits before the next pull request, longer after each failure in
-// a row, or until the consumer stops.
-func (k *Consumer) backOff() {
-	k.refused = k.nextRefusal()
+// backOff logs a failed pull request (a warning once failures in a row
+// last, debug before) and waits before the next one, or until the
+// consumer stops.
+func (k *Consumer) backOff(msg string, n int, err error) {
+	wait, warn := k.failing.failed()
+	level := slog.LevelDebug
+	if warn {
+		level = slog.LevelWarn
+	}
+	k.cc.Logger.Log(k.ctx, level, msg, "consumer", k.cc.Durable, "batch", n, "error", err,
+		"failures", k.failing.streak, "retry_in", wait)
 	select {
-	case <-time.After(k.refused):
+	case <-time.After(wait):
 	case <-k.ctx.Done():
 	}
 }
+
+// pullBackoff paces pull requests that fail in a row: the waits double from
+// pullRetryFirst up to pullRetryMost, so a failover (a consumer without a
+// leader for a second or two) delays work by at most about that, and a
+// refusal for good costs one request every pullRetryMost, not thousands a
+// second. The fourth failure in a row is worth a warning, and every
+// pullWarnEvery-th after it.
+type pullBackoff struct {
+	wait   time.Duration
+	streak int
+}
+
+// How failed pull requests are paced and reported (pullBackoff).
+const (
+	pullRetryFirst = 100 * time.Millisecond
+	pullRetryMost  = 2 * time.Second
+	pullWarnAfter  = 4
+	pullWarnEvery  = 30
+)
+
+// failed counts one more failure and returns the wait before the next
+// request and whether to warn about it.
+func (b *pullBackoff) failed() (time.Duration, bool) {
+	b.streak++
+	b.wait = min(max(2*b.wait, pullRetryFirst), pullRetryMost)
+	over := b.streak - pullWarnAfter
+	return b.wait, over >= 0 && over%pullWarnEvery == 0
+}
+
+// reset starts again after a request that was filled or expired.
+func (b *pullBackoff) reset() { *b = pullBackoff{} }
 
 // release gives back the credit of a message the bounded mode is done with.
 func (k *Consumer) release() {

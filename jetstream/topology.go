@@ -479,16 +479,12 @@ func (e *MissingError) Error() string {
 	return fmt.Sprintf("%s: %s missing", ErrNotProvisioned, strings.Join(e.Streams, ", "))
 }
 
-// Is makes errors.Is(err, ErrNotProvisioned) true.
-func (e *MissingError) Is(target error) bool { return target == ErrNotProvisioned }
+// Unwrap returns ErrNotProvisioned.
+func (e *MissingError) Unwrap() error { return ErrNotProvisioned }
 
-// OnlyPending reports whether the pending index's bucket is all that is
-// missing: derived from the run records, it is created and built again by
-// a coordinator that provisions (a memory-backed index lost with a
-// single server's restart).
-func (e *MissingError) OnlyPending(c *Client) bool {
-	return len(e.Streams) == 1 && e.Streams[0] == "KV_"+c.BucketName(PendingBucket)
-}
+// BucketStreamName is the name of the stream that keeps bucket (RunsBucket,
+// PendingBucket) under c's prefix.
+func (c *Client) BucketStreamName(bucket string) string { return "KV_" + c.BucketName(bucket) }
 
 // coreBuckets are the buckets Provision creates, with replicas; the pending
 // index's also allows message TTLs (see provisionBucket).
@@ -577,7 +573,7 @@ func (t *TopologyCheck) Check(ctx context.Context) ([]Drift, error) {
 		if base, ok := t.seen[want.Name]; ok {
 			want = base
 		}
-		if want.Name == "KV_"+t.c.BucketName(PendingBucket) {
+		if want.Name == t.c.BucketStreamName(PendingBucket) {
 			// Either storage keeps the index, which coordinators rebuild
 			// from the run records: memory (the default since issue 25),
 			// or file (configured, or created by an older Interlock).

@@ -61,13 +61,16 @@ func TestMetrics(t *testing.T) {
 	assert.Equal(t, 1.0, gaugeValue(t, reg, "interlock_pending_interrupts"))
 }
 
+// gaugeValue is the value of the gauge or counter name (its first series)
+// in reg.
 func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	for _, mf := range mfs {
 		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetGauge().GetValue()
+			m := mf.GetMetric()[0]
+			return m.GetGauge().GetValue() + m.GetCounter().GetValue()
 		}
 	}
 	t.Fatalf("no metric %s", name)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,6 +31,9 @@ type topologyWatch struct {
 	mu    sync.Mutex
 	// reported is the finding last audited; "" while intact.
 	reported string
+	// pendingMissing says the last check found the pending index's bucket,
+	// and only it, missing.
+	pendingMissing bool
 }
 
 func newTopologyWatch(co *Coordinator) *topologyWatch {
@@ -55,10 +59,11 @@ func (w *topologyWatch) start(ctx context.Context) error {
 // tick is one check while running.
 func (w *topologyWatch) tick(ctx context.Context) {
 	drifts, err := w.check.Check(ctx)
+	rebuilds := w.rebuilds(err)
 	switch {
 	case len(drifts) > 0:
 		w.alert(ctx, len(drifts), (&jetstream.DriftError{Drifts: drifts}).Error())
-	case w.rebuilt(err):
+	case rebuilds:
 		w.co.cfg.Logger.Warn("the pending index is missing (a memory-backed index lost with a server restart); "+
 			"the index check creates it again and builds it from the run records", "error", err)
 	case errors.Is(err, jetstream.ErrNotProvisioned):
@@ -76,12 +81,21 @@ func (w *topologyWatch) tick(ctx context.Context) {
 	}
 }
 
-// rebuilt reports whether err says that only the pending index's bucket is
-// missing and this coordinator creates it again (provisionIndex): no drift
-// to alert on, and the index check repairs it within IndexInterval.
-func (w *topologyWatch) rebuilt(err error) bool {
+// rebuilds reports whether err is a pending index about to be created
+// again: its bucket, and only it, missing (a memory-backed index lost with
+// a single server's restart), this coordinator provisions it again at its
+// next index check (provisionIndex, every IndexInterval), and the last
+// topology check did not find it missing already. A bucket that stays
+// missing is an alert like any other.
+func (w *topologyWatch) rebuilds(err error) bool {
 	var missing *jetstream.MissingError
-	return errors.As(err, &missing) && missing.OnlyPending(w.co.client) && w.co.client.Provisioner()
+	only := errors.As(err, &missing) &&
+		slices.Equal(missing.Streams, []string{w.co.client.BucketStreamName(jetstream.PendingBucket)})
+	w.mu.Lock()
+	again := w.pendingMissing
+	w.pendingMissing = only
+	w.mu.Unlock()
+	return only && !again && w.co.client.Provisioner() && w.co.cfg.IndexInterval > 0
 }
 
 // alert raises a finding of n drifted fields: logged every time it is

@@ -122,7 +122,7 @@ async def test_pending_pages_cost_what_they_return(own: tuple[NATS, NATS]) -> No
     # 300 messages in the bucket's stream, 256 entries a page: a couple of
     # batched reads, no consumer, no read per key.
     assert set(seen.by_kind) == {"DIRECT.GET"}, seen.by_kind
-    assert seen.by_kind["DIRECT.GET"] <= 3, seen.by_kind
+    assert 1 <= seen.by_kind["DIRECT.GET"] <= 3, seen.by_kind
 
     # A page of 50 is one read at 200 entries and at 3,200. The first page
     # from the start may take a second: the index's marker (key _.index,
@@ -141,7 +141,7 @@ async def test_pending_pages_cost_what_they_return(own: tuple[NATS, NATS]) -> No
         await seen.settled()
         assert len(following) == 50
         assert not {p.run_id for p in page} & {p.run_id for p in following}
-        assert seen.by_kind["DIRECT.GET"] <= 2, seen.by_kind
+        assert 1 <= seen.by_kind["DIRECT.GET"] <= 2, seen.by_kind
 
 
 async def test_events_in_one_batched_read(own: tuple[NATS, NATS]) -> None:

@@ -15,6 +15,7 @@ from test_replay import worker
 
 import interlock
 from interlock import Client, Worker
+from interlock._pull import Backoff
 
 
 async def eventually(cond: Any, what: str, timeout: float = 30) -> None:
@@ -304,13 +305,25 @@ async def test_a_pull_request_nobody_holds_is_replaced(nc: NATS, client: Client,
     assert rec.result == "back"
 
 
+def test_pull_backoff() -> None:
+    """Failed pull requests in a row wait 0.1 s, 0.2 s, 0.4 s, ... up to 2 s;
+    the fourth failure is a warning, and every 30th after it; a request
+    filled or expired starts again from nothing."""
+    b = Backoff()
+    steps = [b.failed() for _ in range(70)]
+    assert [w for w, _ in steps[:7]] == [0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0]
+    assert [i + 1 for i, (_, warn) in enumerate(steps) if warn] == [4, 34, 64]
+    b.reset()
+    assert b.failed() == (0.1, False)
+
+
 async def test_refused_pull_requests_back_off_and_say_why(
     nc: NATS, agent_name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A consumer whose limit an operator set below the worker's room
     (MaxRequestBatch) refuses every pull request with status 409. The
     worker asked again every 0.1 s and logged it at debug level; it waits
-    longer after each refusal (0.1 s doubling to 5 s) and warns, naming the
+    longer after each refusal (0.1 s doubling to 2 s) and warns, naming the
     server's reason."""
 
     async def body(inp: Any) -> Any:

@@ -29,11 +29,19 @@ EXPIRES = 10.0
 HEARTBEAT = 1.0
 """How often the server says it still holds an idle request, in seconds."""
 
-REFUSED_FIRST = 0.1
-"""The wait after a first failed pull request, in seconds; it doubles with
-each failure in a row, up to ``REFUSED_MOST``."""
+RETRY_FIRST = 0.1
+"""The wait after a failed pull request, in seconds; it doubles with each
+failure in a row, up to ``RETRY_MOST``: a failover (a consumer without a
+leader for a second or two) delays work by at most about that, and a
+refusal for good costs one request every ``RETRY_MOST`` seconds."""
 
-REFUSED_MOST = 5.0
+RETRY_MOST = 2.0
+
+WARN_AFTER = 4
+"""The failure in a row that is worth a warning (and every ``WARN_EVERY``-th
+after it); the ones before are logged at debug level."""
+
+WARN_EVERY = 30
 
 _NANOS = 1_000_000_000
 _STATUS_HEARTBEAT = "100"  # the status of an idle heartbeat
@@ -51,21 +59,26 @@ class RequestEnded(Exception):
 
 
 class Backoff:
-    """The waits between pull requests that fail in a row: a server that
-    refuses every request (a limit of the consumer below what the worker
-    asks for) would otherwise be asked again at once, for good."""
+    """The waits between pull requests that fail in a row (see
+    ``RETRY_FIRST``): a server that refuses every request (a limit of the
+    consumer below what the worker asks for) would otherwise be asked again
+    at once, for good."""
 
     def __init__(self) -> None:
         self.wait = 0.0
+        self.streak = 0
 
-    def failed(self) -> float:
-        """The wait before the next request, after one more failure."""
-        self.wait = min(max(2 * self.wait, REFUSED_FIRST), REFUSED_MOST)
-        return self.wait
+    def failed(self) -> tuple[float, bool]:
+        """One more failure: the wait before the next request, in seconds,
+        and whether the failure is worth a warning."""
+        self.streak += 1
+        self.wait = min(max(2 * self.wait, RETRY_FIRST), RETRY_MOST)
+        over = self.streak - WARN_AFTER
+        return self.wait, over >= 0 and over % WARN_EVERY == 0
 
     def reset(self) -> None:
         """A request was filled or expired: the next one goes at once."""
-        self.wait = 0.0
+        self.wait, self.streak = 0.0, 0
 
 
 class Puller:

@@ -198,11 +198,19 @@ class Worker:
                 backoff.reset()
             except nats.errors.ConnectionClosedError:
                 return
-            except Exception as e:  # refused (409: a leadership change, a limit of the consumer), or a hiccup
-                if got:
+            except Exception as e:  # refused (409, 503: no consumer leader yet), or a hiccup
+                if got:  # it was working: ask again at once
                     backoff.reset()
-                wait = backoff.failed()
-                self._log.warning("pull request for %s failed; asking again in %.1fs: %s", agent, wait, e)
+                    continue
+                wait, warn = backoff.failed()
+                self._log.log(
+                    logging.WARNING if warn else logging.DEBUG,
+                    "pull request for %s failed %d times in a row; asking again in %.1fs: %s",
+                    agent,
+                    backoff.streak,
+                    wait,
+                    e,
+                )
                 await self._pause(wait)
 
     async def _pause(self, seconds: float) -> None:

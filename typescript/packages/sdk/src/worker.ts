@@ -39,29 +39,35 @@ const FETCH_EXPIRES_MS = 10_000;
 const FETCH_HEARTBEAT_MS = 1000;
 
 /**
- * The waits between pull requests that fail in a row, from 100 ms doubling
- * up to 5 s: a server that refuses every request (a limit of the consumer
- * below what the worker asks for) would otherwise be asked again at once,
- * for good.
+ * The waits between pull requests that fail in a row: 100 ms, doubling up
+ * to 2 s, so a failover (a consumer without a leader for a second or two)
+ * delays work by at most about that, and a refusal for good costs one
+ * request every 2 s, not thousands a second. The fourth failure in a row
+ * is worth a warning, and every 30th after it.
  */
-class Backoff {
-  private wait = 0;
+export class Backoff {
+  private waitMs = 0;
+  /** Failures in a row. */
+  streak = 0;
 
-  /** The wait before the next request, after one more failure, in ms. */
-  failed(): number {
-    this.wait = Math.min(Math.max(2 * this.wait, 100), 5000);
-    return this.wait;
+  /** One more failure: the wait before the next request, in ms, and whether it is worth a warning. */
+  failed(): { wait: number; warn: boolean } {
+    this.streak++;
+    this.waitMs = Math.min(Math.max(2 * this.waitMs, 100), 2000);
+    const over = this.streak - 4;
+    return { wait: this.waitMs, warn: over >= 0 && over % 30 === 0 };
   }
 
   /** A request was filled or expired: the next one goes at once. */
   reset(): void {
-    this.wait = 0;
+    this.waitMs = 0;
+    this.streak = 0;
   }
 }
 
-/** Whether a pull request ended with a status of the server (nats.js's JetStreamStatusError carries its code), not a lost heartbeat. */
-function refusal(ended: unknown): ended is Error {
-  return ended instanceof Error && typeof (ended as { code?: unknown }).code === "number";
+/** Whether a pull request ended because two of the server's heartbeats were missed (it was lost with its server): nats.js says so in a JetStreamError without a status code. */
+function heartbeatsMissed(ended: unknown): boolean {
+  return ended instanceof Error && ended.message === "heartbeats missed";
 }
 
 /** What an agent body receives beside the run's input. */
@@ -289,9 +295,7 @@ export class Worker {
         fetched = await consumer.fetch({ max_messages: free, expires: FETCH_EXPIRES_MS, idle_heartbeat: FETCH_HEARTBEAT_MS });
       } catch (e) {
         if (this.nc.isClosed() || this.isStopping()) return;
-        const wait = backoff.failed();
-        this.log.warn(`interlock worker: fetch failed for ${agent}; asking again in ${wait} ms: ${(e as Error).message}`);
-        await Promise.race([delay(wait), this.stopSignal]);
+        await this.backOff(backoff, agent, e);
         continue;
       }
       this.fetches.add(fetched);
@@ -308,25 +312,36 @@ export class Worker {
           mine.add(p);
           void p.finally(() => mine.delete(p));
         }
-        ended = await fetched.closed();
       } catch (e) {
         ended = e;
       } finally {
         this.fetches.delete(fetched);
       }
       if (this.nc.isClosed() || this.isStopping()) return;
-      if (got > 0 || !refusal(ended)) {
-        // Filled, expired, or lost with its server (asked again at once).
+      if (got > 0 || ended === undefined || heartbeatsMissed(ended)) {
+        // Filled, expired, or lost with its server: asked again at once.
         backoff.reset();
         continue;
       }
-      // Ended by the server with nothing: a status 409 (a leadership
-      // change, or a limit of the consumer below what was asked). Asked
-      // again at once, it could be refused as fast, for good.
-      const wait = backoff.failed();
-      this.log.warn(`interlock worker: pull request for ${agent} refused; asking again in ${wait} ms: ${ended.message}`);
-      await Promise.race([delay(wait), this.stopSignal]);
+      // Ended with nothing: a status 409 (a leadership change, the consumer
+      // deleted, a limit of the consumer below what was asked), 503 (no
+      // consumer leader yet), or an error of the client. Asked again at
+      // once, a request can be refused as fast, for good.
+      await this.backOff(backoff, agent, ended);
     }
+  }
+
+  /** Logs a failed pull request (a warning once failures in a row last) and waits before the next one, or until the worker stops. */
+  private async backOff(backoff: Backoff, agent: string, e: unknown): Promise<void> {
+    const { wait, warn } = backoff.failed();
+    if (warn) {
+      this.log.warn(
+        `interlock worker: pull request for ${agent} failed ${backoff.streak} times in a row; asking again in ${wait} ms: ${(e as Error).message}`,
+      );
+    }
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([new Promise<void>((ok) => (timer = setTimeout(ok, wait))), this.stopSignal]);
+    clearTimeout(timer);
   }
 
   private hold(agent: string, body: AgentBody, m: JsMsg): Promise<void> {

@@ -14,6 +14,7 @@ import { AckPolicy, jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection, Subscription } from "@nats-io/nats-core";
 
 import * as sdk from "../src/index.js";
+import { Backoff } from "../src/worker.js";
 import { agentName, eventually, Server } from "@interlock/testing";
 
 let server: Server;
@@ -119,11 +120,26 @@ describe("the worker's pull requests", () => {
     }
   });
 
+  test("failures in a row wait longer, up to 2 s, and warn from the fourth", () => {
+    const b = new Backoff();
+    const steps = Array.from({ length: 70 }, () => b.failed());
+    assert.deepEqual(
+      steps.slice(0, 7).map((s) => s.wait),
+      [100, 200, 400, 800, 1600, 2000, 2000],
+    );
+    assert.deepEqual(
+      steps.flatMap((s, i) => (s.warn ? [i + 1] : [])),
+      [4, 34, 64],
+    );
+    b.reset();
+    assert.deepEqual(b.failed(), { wait: 100, warn: false });
+  });
+
   test("refused requests back off and say why", async () => {
     // A consumer whose limit an operator set below the worker's room
     // (max_batch) refuses every pull request with status 409. The worker
     // asked again at once, for good; it waits longer after each refusal
-    // (0.1 s doubling to 5 s) and warns, naming the server's reason.
+    // (0.1 s doubling to 2 s) and warns, naming the server's reason.
     const agent = agentName();
     const durable = "worker_" + agent;
     const jsm = await jetstreamManager(nc);
