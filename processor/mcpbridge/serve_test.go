@@ -118,16 +118,24 @@ func TestServeBadRequests(t *testing.T) {
 	assert.Equal(t, StatusQueued, st.Status)
 }
 
-// TestStatusAfterANotice: a reminder or escalation stored after the
-// suspension (the runs stream holds notices too) leaves the run pending,
-// not "queued".
-func TestStatusAfterANotice(t *testing.T) {
-	t.Parallel()
+// pendingApproval serves the bridge over HTTP and asks ada to approve
+// "rotate keys": the world, the client's session and the pending status.
+func pendingApproval(t *testing.T) (*world, *mcp.ClientSession, Status) {
+	t.Helper()
 	w, s := serveWorld(t)
 	cs := httpClient(t, w.ctx, serveHTTP(t, s.Server(), mcphttp.Config{}), nil)
 	var st Status
 	call(t, w.ctx, cs, "request_approval", map[string]any{"action": "rotate keys", "approvers": []string{"ada"}}, &st)
 	require.Equal(t, StatusPending, st.Status)
+	return w, cs, st
+}
+
+// TestStatusAfterANotice: a reminder or escalation stored after the
+// suspension (the runs stream holds notices too) leaves the run pending,
+// not "queued".
+func TestStatusAfterANotice(t *testing.T) {
+	t.Parallel()
+	w, _, st := pendingApproval(t)
 	for _, kind := range []subjects.Kind{subjects.KindReminder, subjects.KindEscalated} {
 		subject, err := w.conn().Namespace().Notice(kind, ServeAgent, st.RunID)
 		require.NoError(t, err)
@@ -147,11 +155,7 @@ func TestStatusAfterANotice(t *testing.T) {
 // TestServeExpiry's wait_approval ran out its 30 s under load.
 func TestStatusNoticeAfterTheReplay(t *testing.T) {
 	t.Parallel()
-	w, s := serveWorld(t)
-	cs := httpClient(t, w.ctx, serveHTTP(t, s.Server(), mcphttp.Config{}), nil)
-	var st Status
-	call(t, w.ctx, cs, "request_approval", map[string]any{"action": "rotate keys", "approvers": []string{"ada"}}, &st)
-	require.Equal(t, StatusPending, st.Status)
+	w, cs, st := pendingApproval(t)
 	w.decide(st.RunID, st.InterruptID, "ada", subjects.StatusCancelled, nil, "no")
 	var got Status
 	call(t, w.ctx, cs, "wait_approval", map[string]any{"id": st.RunID}, &got)
