@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -184,9 +185,11 @@ type Consumer struct {
 	// for; pulling ends when the fetch loop has.
 	credits chan struct{}
 	pulling sync.WaitGroup
-	// failing paces the pull requests after failed ones; only the fetch
-	// loop uses it.
+	// failing paces the pull requests after failed ones, and limits is
+	// what the server consumer lets one request ask for; only the fetch
+	// loop uses them.
 	failing pullBackoff
+	limits  requestLimits
 	stopped lifecycle.Stopped
 }
 
@@ -236,6 +239,7 @@ func (c *Client) Consume(ctx context.Context, cc ConsumeConfig, h Handler) (*Con
 		}()
 	}
 	if k.credits != nil {
+		k.limits = limitsOf(cons.CachedInfo().Config)
 		k.pulling.Add(1)
 		go k.pull(cons)
 		return k, nil
@@ -349,7 +353,7 @@ func (k *Consumer) pull(cons jetstream.Consumer) {
 		}
 		n := 1
 	more:
-		for n < cap(k.credits) {
+		for n < min(cap(k.credits), k.limits.batch) {
 			select {
 			case k.credits <- struct{}{}:
 				n++
@@ -370,9 +374,9 @@ func (k *Consumer) fetch(cons jetstream.Consumer, n int) {
 			<-k.credits
 		}
 	}()
-	ctx, cancel := context.WithTimeout(k.ctx, fetchWait)
+	ctx, cancel := context.WithTimeout(k.ctx, k.limits.wait)
 	defer cancel()
-	batch, err := cons.Fetch(n, jetstream.FetchContext(ctx), jetstream.FetchHeartbeat(fetchHeartbeat))
+	batch, err := cons.Fetch(n, jetstream.FetchContext(ctx), jetstream.FetchHeartbeat(k.limits.heartbeat))
 	if err != nil {
 		// The connection or the server is down: do not spin.
 		k.backOff("pull request failed; asking again later", n, err)
@@ -390,8 +394,50 @@ func (k *Consumer) fetch(cons jetstream.Consumer, n int) {
 		// Ended by the server with nothing: a status 409 (a leadership
 		// change, the consumer deleted, a limit of the consumer below what
 		// was asked) or 503 (no consumer leader yet). Asked again at once,
-		// a request can be refused as fast, for good.
+		// a request can be refused as fast, for good. The consumer's
+		// limits are read again: an operator may have lowered them.
 		k.backOff("pull request refused; asking again later", n, err)
+		k.relimit(cons)
+	}
+}
+
+// requestLimits are what one pull request of the bounded mode asks for at
+// most: messages, how long it waits at the server, and how often the
+// server says it still holds it.
+type requestLimits struct {
+	batch     int
+	wait      time.Duration
+	heartbeat time.Duration
+}
+
+// limitsOf keeps a pull request within what the consumer allows
+// (MaxRequestBatch, MaxRequestExpires, set by an operator): asked for more,
+// the server refuses every request with status 409. The heartbeat stays
+// at most a quarter of the wait (the server refuses one over half).
+func limitsOf(cfg jetstream.ConsumerConfig) requestLimits {
+	l := requestLimits{batch: math.MaxInt, wait: fetchWait, heartbeat: fetchHeartbeat}
+	if cfg.MaxRequestBatch > 0 {
+		l.batch = cfg.MaxRequestBatch
+	}
+	if cfg.MaxRequestExpires > 0 {
+		l.wait = min(l.wait, cfg.MaxRequestExpires)
+	}
+	l.heartbeat = min(l.heartbeat, l.wait/4)
+	return l
+}
+
+// relimit reads the consumer's limits again after a refused request.
+func (k *Consumer) relimit(cons jetstream.Consumer) {
+	ctx, cancel := context.WithTimeout(k.ctx, fetchHeartbeat)
+	defer cancel()
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return
+	}
+	if l := limitsOf(info.Config); l != k.limits {
+		k.cc.Logger.Warn("the consumer's request limits changed; asking within them", "consumer", k.cc.Durable,
+			"max_batch", info.Config.MaxRequestBatch, "max_expires", info.Config.MaxRequestExpires)
+		k.limits = l
 	}
 }
 

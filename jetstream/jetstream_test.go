@@ -621,28 +621,25 @@ func TestConsumeBoundedPullsOncePerBatch(t *testing.T) {
 }
 
 // TestConsumeBacksOffWhileRequestsFail: a bounded consumer whose pull
-// requests the server refuses, every one (an operator's MaxRequestBatch
-// below the worker's room: status 409), waits longer after each refusal
-// and says why at warning level, rather than asking again at once and
-// logging at debug. Every request is work for the server (on a cluster two
-// Raft entries of the consumer), and a worker spinning on them takes a
-// core of its own while nobody is told.
+// requests the server refuses, every one (status 400: an operator made the
+// durable consumer one of priority groups, and a request names none), waits
+// longer after each refusal and says why at warning level, rather than
+// asking again at once and logging at debug. Every request is work for the
+// server (on a cluster two Raft entries of the consumer), and a worker
+// spinning on them takes a core of its own while nobody is told.
 func TestConsumeBacksOffWhileRequestsFail(t *testing.T) {
 	t.Parallel()
 	srv := jstest.Server(t)
 	c := jstest.Client(t, srv)
 	cc := jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "refused", Concurrency: 2, Prefetch: 1}
-	require.NoError(t, c.CreateConsumer(ctx(t), cc))
 	spy, err := nats.Connect(srv.URL())
 	require.NoError(t, err)
 	defer spy.Close()
 	js, err := njs.New(spy)
 	require.NoError(t, err)
-	cons, err := js.Consumer(ctx(t), c.StreamName(jetstream.StreamDecisions), "refused")
-	require.NoError(t, err)
-	edited := cons.CachedInfo().Config
-	edited.MaxRequestBatch = 1
-	_, err = js.UpdateConsumer(ctx(t), c.StreamName(jetstream.StreamDecisions), edited)
+	_, err = js.CreateConsumer(ctx(t), c.StreamName(jetstream.StreamDecisions), njs.ConsumerConfig{
+		Durable: "refused", AckPolicy: njs.AckExplicitPolicy,
+		PriorityPolicy: njs.PriorityPolicyOverflow, PriorityGroups: []string{"jobs"}})
 	require.NoError(t, err)
 	var pulls atomic.Int32
 	sub, err := spy.Subscribe("$JS.API.CONSUMER.MSG.NEXT.>", func(*nats.Msg) { pulls.Add(1) })
@@ -665,5 +662,79 @@ func TestConsumeBacksOffWhileRequestsFail(t *testing.T) {
 	assert.Positive(t, pulls.Load())
 	assert.LessOrEqual(t, pulls.Load(), int32(8), "pull requests in 3 s while the server refuses every one")
 	assert.Contains(t, logs.String(), "level=WARN", "the refusal is a warning")
-	assert.Contains(t, logs.String(), "MaxRequestBatch", "the warning says why")
+	assert.Contains(t, logs.String(), "bad request", "the warning says why")
+}
+
+// TestConsumeAsksWithinTheConsumersLimits: a bounded consumer asks within
+// the limits an operator set on the durable consumer it binds to, rather
+// than for all its room in one request of ten seconds. Asked beyond them,
+// the server refuses every request (status 409 "Exceeded MaxRequestBatch",
+// "Exceeded MaxRequestExpires"), so the worker got no work at all until
+// someone raised the limit. Limits found when binding are followed from the
+// first request, and a limit lowered while the consumer runs from the
+// request after the first one it refuses.
+func TestConsumeAsksWithinTheConsumersLimits(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		later bool
+		limit func(*njs.ConsumerConfig)
+	}{
+		{"batch, set before", false, func(c *njs.ConsumerConfig) { c.MaxRequestBatch = 1 }},
+		{"expires, set before", false, func(c *njs.ConsumerConfig) { c.MaxRequestExpires = 2 * time.Second }},
+		{"batch and expires, set while it runs", true, func(c *njs.ConsumerConfig) {
+			c.MaxRequestBatch, c.MaxRequestExpires = 2, time.Second
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := jstest.Server(t)
+			c := jstest.Client(t, srv)
+			cc := jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "limited", Concurrency: 2, Prefetch: 3}
+			require.NoError(t, c.CreateConsumer(ctx(t), cc))
+			admin, err := nats.Connect(srv.URL())
+			require.NoError(t, err)
+			defer admin.Close()
+			js, err := njs.New(admin)
+			require.NoError(t, err)
+			limit := func() {
+				cons, err := js.Consumer(ctx(t), c.StreamName(jetstream.StreamDecisions), "limited")
+				require.NoError(t, err)
+				edited := cons.CachedInfo().Config
+				tc.limit(&edited)
+				_, err = js.UpdateConsumer(ctx(t), c.StreamName(jetstream.StreamDecisions), edited)
+				require.NoError(t, err)
+			}
+			if !tc.later {
+				limit()
+			}
+			var logs syncbuf.Buffer
+			worker, err := jetstream.Dial(ctx(t), jetstream.DialConfig{URL: srv.URL()}, jetstream.Config{})
+			require.NoError(t, err)
+			defer worker.Close()
+			cc.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			handled := make(chan struct{}, 16)
+			k, err := worker.Consume(ctx(t), cc, func(context.Context, *jetstream.Delivery) error {
+				handled <- struct{}{}
+				return nil
+			})
+			require.NoError(t, err)
+			defer k.Stop(context.Background())
+			if tc.later {
+				limit()
+			}
+			const n = 12
+			publishN(t, c, "r1", n)
+			for i := range n {
+				select {
+				case <-handled:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("%d of %d messages handled; log:\n%s", i, n, logs.String())
+				}
+			}
+			if !tc.later {
+				assert.NotContains(t, logs.String(), "refused", "no request beyond the consumer's limits")
+			}
+		})
+	}
 }

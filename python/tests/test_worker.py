@@ -317,32 +317,32 @@ def test_pull_backoff() -> None:
     assert b.failed() == (0.1, False)
 
 
-async def test_refused_pull_requests_back_off_and_say_why(
-    nc: NATS, agent_name: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    """A consumer whose limit an operator set below the worker's room
-    (MaxRequestBatch) refuses every pull request with status 409. The
-    worker asked again every 0.1 s and logged it at debug level; it waits
-    longer after each refusal (0.1 s doubling to 2 s) and warns, naming the
-    server's reason."""
-
-    async def body(inp: Any) -> Any:
-        return inp
-
-    durable = "worker_" + agent_name
-    # nats-py's ConsumerConfig has no max_batch: the API request by hand.
-    config = {
-        "durable_name": durable,
-        "filter_subjects": [f"interlock.work.{agent_name}"],
-        "ack_policy": "explicit",
-        "max_batch": 1,
-    }
+async def _create_consumer(nc: NATS, agent: str, **extra: Any) -> None:
+    """Create ``worker_<agent>`` as an operator would, with settings
+    nats-py's ConsumerConfig does not have (the API request by hand)."""
+    durable = "worker_" + agent
+    filters = [f"interlock.work.{agent}", f"interlock.start.{agent}"]
+    config = {"durable_name": durable, "filter_subjects": filters, "ack_policy": "explicit", **extra}
     reply = await nc.request(
         f"$JS.API.CONSUMER.CREATE.INTERLOCK_WORK.{durable}",
         json.dumps({"stream_name": "INTERLOCK_WORK", "config": config}).encode(),
         timeout=10,
     )
     assert "error" not in json.loads(reply.data), reply.data
+
+
+async def test_refused_pull_requests_back_off_and_say_why(
+    nc: NATS, agent_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A consumer an operator made one of priority groups refuses every
+    pull request that names no group (status 400). The worker asked again
+    every 0.1 s and logged it at debug level; it waits longer after each
+    refusal (0.1 s doubling to 2 s) and warns, naming the server's reason."""
+
+    async def body(inp: Any) -> Any:
+        return inp
+
+    await _create_consumer(nc, agent_name, priority_policy="overflow", priority_groups=["jobs"])
     seen, sub = await _count_pulls(nc, agent_name)
     with caplog.at_level(logging.DEBUG, logger="interlock"):
         async with worker(nc, agent_name, body, concurrency=3):
@@ -350,8 +350,49 @@ async def test_refused_pull_requests_back_off_and_say_why(
             await asyncio.sleep(3)
     await sub.unsubscribe()
     assert 0 < len(seen) <= 8, f"{len(seen)} pull requests in 3 s while the server refuses every one"
-    warned = [r for r in caplog.records if r.levelno == logging.WARNING and "MaxRequestBatch" in r.getMessage()]
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING and "Priority Group" in r.getMessage()]
     assert warned, [r.getMessage() for r in caplog.records]
+
+
+@pytest.mark.parametrize(
+    ("limits", "later"),
+    [
+        ({"max_batch": 1}, False),
+        ({"max_expires": 2_000_000_000}, False),
+        ({"max_batch": 2, "max_expires": 1_000_000_000}, True),
+    ],
+    ids=["batch", "expires", "both-set-while-it-runs"],
+)
+async def test_pull_requests_stay_within_the_consumers_limits(
+    nc: NATS, client: Client, agent_name: str, caplog: pytest.LogCaptureFixture, limits: dict[str, int], later: bool
+) -> None:
+    """A worker asks within the limits an operator set on its consumer
+    (``max_batch``, ``max_expires``). It asked for all its room in a request
+    of ten seconds, which the server refuses every time (status 409
+    "Exceeded MaxRequestBatch"), so it got no work at all. Limits found when
+    it binds are followed from the first request; limits set while it runs,
+    from the request after the first one refused."""
+
+    async def body(inp: Any) -> Any:
+        return inp
+
+    durable = f"worker_{agent_name}"
+    await _create_consumer(nc, agent_name, **({} if later else limits))
+    n = 6
+    with caplog.at_level(logging.DEBUG, logger="interlock"):
+        async with worker(nc, agent_name, body, concurrency=4):
+            if later:
+                api = "$JS.API.CONSUMER.{}.INTERLOCK_WORK." + durable
+                info = json.loads((await nc.request(api.format("INFO"), b"", timeout=5)).data)
+                update = {"stream_name": "INTERLOCK_WORK", "config": {**info["config"], **limits}, "action": "update"}
+                reply = await nc.request(api.format("CREATE"), json.dumps(update).encode(), timeout=5)
+                assert "error" not in json.loads(reply.data), reply.data
+            runs = [await client.start(agent_name, i, run_id=f"{agent_name}-{i}") for i in range(n)]
+            results = await asyncio.wait_for(asyncio.gather(*(client.wait(r, timeout=30) for r in runs)), 40)
+    assert [r.result for r in results] == list(range(n))
+    if not later:
+        refused = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
+        assert not refused, "no request beyond the consumer's limits"
 
 
 async def test_a_late_notice_does_not_hide_a_reported_pass(nc: NATS, agent_name: str) -> None:

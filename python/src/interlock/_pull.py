@@ -19,6 +19,7 @@ import json
 from collections.abc import AsyncGenerator
 
 import nats.errors
+import nats.js.errors
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -85,11 +86,42 @@ class Puller:
     """Sends the pull requests of one durable consumer, one at a time, each
     from an inbox of its own: messages of a request given up on go nowhere
     (the server redelivers them after the ack wait), so the worker never
-    holds more than it asked for."""
+    holds more than it asked for.
+
+    A request stays within what the consumer allows (``max_batch``,
+    ``max_expires``, set by an operator; asked for more, the server refuses
+    every request with status 409), read by :meth:`read_limits` when the
+    worker binds and again after a refused request."""
 
     def __init__(self, nc: NATS, stream: str, durable: str, api_prefix: str = "$JS.API") -> None:
         self._nc = nc
         self._subject = f"{api_prefix}.CONSUMER.MSG.NEXT.{stream}.{durable}"
+        self._info = f"{api_prefix}.CONSUMER.INFO.{stream}.{durable}"
+        self.max_batch = 0
+        """The most messages one request may ask for; 0: no limit."""
+        self.expires = EXPIRES
+        """How long one request waits at the server, in seconds."""
+
+    async def read_limits(self) -> bool:
+        """Read the consumer's request limits; True when they changed.
+        Raises ``nats.js.errors.NotFoundError`` when the consumer does not
+        exist (nats-py's ConsumerConfig has no ``max_batch``, so the API
+        request is made by hand)."""
+        reply = await self._nc.request(self._info, b"", timeout=5)
+        info = json.loads(reply.data)
+        if "error" in info:
+            raise nats.js.errors.APIError.from_error(info["error"])
+        config = info.get("config", {})
+        max_batch = max(int(config.get("max_batch", 0)), 0)
+        max_expires = int(config.get("max_expires", 0)) / _NANOS
+        expires = min(EXPIRES, max_expires) if max_expires > 0 else EXPIRES
+        changed = (max_batch, expires) != (self.max_batch, self.expires)
+        self.max_batch, self.expires = max_batch, expires
+        return changed
+
+    def room(self, free: int) -> int:
+        """How many of ``free`` places one request may ask for."""
+        return min(free, self.max_batch) if self.max_batch else free
 
     async def messages(self, batch: int, stopping: asyncio.Event) -> AsyncGenerator[Msg, None]:
         """Ask for ``batch`` messages in one request and yield each as it
@@ -101,12 +133,14 @@ class Puller:
         inbox = self._nc.new_inbox()
         sub = await self._nc.subscribe(inbox)
         stop = asyncio.ensure_future(stopping.wait())
+        # The server refuses a heartbeat over half the wait.
+        heartbeat = min(HEARTBEAT, self.expires / 4)
         try:
-            request = {"batch": batch, "expires": int(EXPIRES * _NANOS), "idle_heartbeat": int(HEARTBEAT * _NANOS)}
+            request = {"batch": batch, "expires": int(self.expires * _NANOS), "idle_heartbeat": int(heartbeat * _NANOS)}
             await self._nc.publish(self._subject, json.dumps(request).encode(), reply=inbox)
             got = 0
             while got < batch:
-                nxt = asyncio.ensure_future(sub.next_msg(timeout=2 * HEARTBEAT))
+                nxt = asyncio.ensure_future(sub.next_msg(timeout=2 * heartbeat))
                 await asyncio.wait({nxt, stop}, return_when=asyncio.FIRST_COMPLETED)
                 if not nxt.done():
                     nxt.cancel()

@@ -125,8 +125,9 @@ class Worker:
 
     async def _bind(self, agent: str) -> Puller:
         stream, durable = self._ns.stream("WORK"), worker_durable(agent)
+        puller = Puller(self._nc, stream, durable)
         try:
-            await self._js.consumer_info(stream, durable)
+            await puller.read_limits()
         except nats.js.errors.NotFoundError:
             if not self._create:
                 raise
@@ -142,7 +143,7 @@ class Worker:
                     deliver_policy=api.DeliverPolicy.ALL,
                 ),
             )
-        return Puller(self._nc, stream, durable)
+        return puller
 
     async def stop(self, timeout: float | None = None) -> None:
         """Stop taking work and wait for the passes under way; after
@@ -184,7 +185,7 @@ class Worker:
                 continue
             got = 0
             try:
-                async with contextlib.aclosing(puller.messages(free, self._stopping)) as msgs:
+                async with contextlib.aclosing(puller.messages(puller.room(free), self._stopping)) as msgs:
                     async for m in msgs:
                         got += 1
                         if self._stopping.is_set():
@@ -212,6 +213,22 @@ class Worker:
                     e,
                 )
                 await self._pause(wait)
+                await self._relimit(agent, puller)
+
+    async def _relimit(self, agent: str, puller: Puller) -> None:
+        """Read the consumer's request limits again after a failed request:
+        an operator may have lowered them."""
+        try:
+            changed = await puller.read_limits()
+        except Exception:  # gone or unreachable: the next request says so
+            return
+        if changed:
+            self._log.warning(
+                "the consumer of %s allows %s messages and %.1fs per pull request; asking within that",
+                agent,
+                puller.max_batch or "any number of",
+                puller.expires,
+            )
 
     async def _pause(self, seconds: float) -> None:
         """Wait ``seconds``, or less when the worker stops."""

@@ -65,6 +65,28 @@ export class Backoff {
   }
 }
 
+/**
+ * What one pull request asks for at most: messages, how long it waits at
+ * the server (ms), and how often the server says it still holds it (ms).
+ * It stays within what the consumer allows (`max_batch`, `max_expires`,
+ * set by an operator): asked for more, the server refuses every request
+ * with status 409. The heartbeat stays at most a quarter of the wait (the
+ * server refuses one over half).
+ */
+export interface RequestLimits {
+  batch: number;
+  expires: number;
+  heartbeat: number;
+}
+
+/** The request limits of a consumer with this configuration. */
+export function limitsOf(config: { max_batch?: number; max_expires?: number }): RequestLimits {
+  const batch = config.max_batch && config.max_batch > 0 ? config.max_batch : Number.MAX_SAFE_INTEGER;
+  const maxExpires = config.max_expires && config.max_expires > 0 ? config.max_expires / 1_000_000 : Infinity;
+  const expires = Math.min(FETCH_EXPIRES_MS, maxExpires);
+  return { batch, expires, heartbeat: Math.min(FETCH_HEARTBEAT_MS, expires / 4) };
+}
+
 /** Whether a pull request ended because two of the server's heartbeats were missed (it was lost with its server): nats.js says so in a JetStreamError without a status code. */
 function heartbeatsMissed(ended: unknown): boolean {
   return ended instanceof Error && ended.message === "heartbeats missed";
@@ -284,6 +306,7 @@ export class Worker {
     // inbox of its own, so messages of a request given up on are never held.
     const mine = new Set<Promise<void>>();
     const backoff = new Backoff();
+    let limits = limitsOf((await consumer.info(true)).config);
     while (!this.stopping) {
       const free = this.concurrency - mine.size;
       if (free === 0) {
@@ -292,10 +315,15 @@ export class Worker {
       }
       let fetched: ConsumerMessages;
       try {
-        fetched = await consumer.fetch({ max_messages: free, expires: FETCH_EXPIRES_MS, idle_heartbeat: FETCH_HEARTBEAT_MS });
+        fetched = await consumer.fetch({
+          max_messages: Math.min(free, limits.batch),
+          expires: limits.expires,
+          idle_heartbeat: limits.heartbeat,
+        });
       } catch (e) {
         if (this.nc.isClosed() || this.isStopping()) return;
         await this.backOff(backoff, agent, e);
+        limits = await this.relimit(agent, consumer, limits);
         continue;
       }
       this.fetches.add(fetched);
@@ -326,9 +354,27 @@ export class Worker {
       // Ended with nothing: a status 409 (a leadership change, the consumer
       // deleted, a limit of the consumer below what was asked), 503 (no
       // consumer leader yet), or an error of the client. Asked again at
-      // once, a request can be refused as fast, for good.
+      // once, a request can be refused as fast, for good. The consumer's
+      // limits are read again: an operator may have lowered them.
       await this.backOff(backoff, agent, ended);
+      limits = await this.relimit(agent, consumer, limits);
     }
+  }
+
+  /** Reads the consumer's request limits again after a failed request; the old ones when it cannot. */
+  private async relimit(agent: string, consumer: Consumer, old: RequestLimits): Promise<RequestLimits> {
+    let limits: RequestLimits;
+    try {
+      limits = limitsOf((await consumer.info()).config);
+    } catch {
+      return old; // gone or unreachable: the next request says so
+    }
+    if (limits.batch !== old.batch || limits.expires !== old.expires) {
+      this.log.warn(
+        `interlock worker: the consumer of ${agent} allows ${limits.batch === Number.MAX_SAFE_INTEGER ? "any number of" : limits.batch} messages and ${limits.expires} ms per pull request; asking within that`,
+      );
+    }
+    return limits;
   }
 
   /** Logs a failed pull request (a warning once failures in a row last) and waits before the next one, or until the worker stops. */

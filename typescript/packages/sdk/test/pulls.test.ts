@@ -136,18 +136,19 @@ describe("the worker's pull requests", () => {
   });
 
   test("refused requests back off and say why", async () => {
-    // A consumer whose limit an operator set below the worker's room
-    // (max_batch) refuses every pull request with status 409. The worker
-    // asked again at once, for good; it waits longer after each refusal
-    // (0.1 s doubling to 2 s) and warns, naming the server's reason.
+    // A consumer an operator made one of priority groups refuses every
+    // pull request that names no group (status 400). The worker asked
+    // again at once, for good; it waits longer after each refusal (0.1 s
+    // doubling to 2 s) and warns, naming the server's reason.
     const agent = agentName();
     const durable = "worker_" + agent;
     const jsm = await jetstreamManager(nc);
     await jsm.consumers.add("INTERLOCK_WORK", {
       durable_name: durable,
-      filter_subjects: [`interlock.work.${agent}`],
+      filter_subjects: [`interlock.work.${agent}`, `interlock.start.${agent}`],
       ack_policy: AckPolicy.Explicit,
-      max_batch: 1,
+      priority_policy: "overflow",
+      priority_groups: ["jobs"],
     });
     const { seen, sub } = await countPulls(agent);
     const warnings: string[] = [];
@@ -162,8 +163,47 @@ describe("the worker's pull requests", () => {
       sub.unsubscribe();
     }
     assert.ok(seen.length > 0 && seen.length <= 8, `${seen.length} pull requests in 3 s while the server refuses every one`);
-    assert.ok(warnings.some((m) => /maxrequestbatch/i.test(m)), JSON.stringify(warnings.slice(0, 3)));
+    assert.ok(warnings.some((m) => /priority group/i.test(m)), JSON.stringify(warnings.slice(0, 3)));
   });
+
+  for (const [name, limits, later] of [
+    ["batch", { max_batch: 1 }, false],
+    ["expires", { max_expires: 2_000_000_000 }, false],
+    ["both, set while it runs", { max_batch: 2, max_expires: 1_000_000_000 }, true],
+  ] as const) {
+    test(`requests stay within the consumer's limits: ${name}`, async () => {
+      // A worker asks within the limits an operator set on its consumer
+      // (max_batch, max_expires). It asked for all its room in a request of
+      // ten seconds, which the server refuses every time (status 409
+      // "Exceeded MaxRequestBatch"), so it got no work at all. Limits found
+      // when it binds are followed from the first request; limits set while
+      // it runs, from the request after the first one refused.
+      const agent = agentName();
+      const durable = "worker_" + agent;
+      const jsm = await jetstreamManager(nc);
+      const config = {
+        durable_name: durable,
+        filter_subjects: [`interlock.work.${agent}`, `interlock.start.${agent}`],
+        ack_policy: AckPolicy.Explicit,
+      };
+      await jsm.consumers.add("INTERLOCK_WORK", later ? config : { ...config, ...limits });
+      const warnings: string[] = [];
+      const w = new sdk.Worker(nc, { logger: { warn: (m) => warnings.push(m), error: () => undefined }, concurrency: 4 });
+      w.register(agent, (input) => input);
+      await w.start();
+      try {
+        if (later) await jsm.consumers.update("INTERLOCK_WORK", durable, limits);
+        const runs = [];
+        for (let i = 0; i < 6; i++) runs.push(await client.start(agent, i));
+        const results = [];
+        for (const r of runs) results.push((await client.wait(r, undefined, { timeoutMs: 30_000 })).result);
+        assert.deepEqual(results, [0, 1, 2, 3, 4, 5]);
+        if (!later) assert.deepEqual(warnings, [], "no request beyond the consumer's limits");
+      } finally {
+        await w.stop(1000);
+      }
+    });
+  }
 
   test("it never holds more work items than its concurrency", async () => {
     const agent = agentName();
