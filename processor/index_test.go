@@ -2,6 +2,7 @@ package processor
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -48,7 +49,10 @@ func TestPendingIndexInMemory(t *testing.T) {
 // TestPendingIndexRebuiltAfterNATSRestart: the NATS server restarts under
 // a running coordinator and loses the memory-backed index; the coordinator
 // provisions it again and builds it from the records, so everything that
-// waits is listed again, and decided it leaves the list.
+// waits is listed again, and decided it leaves the list. Each build is in
+// the audit trail (on the no-run token), the one at the start and the one
+// after the loss: an index lost, or its bucket deleted by an operator,
+// leaves a trace there, not only in the coordinator's log.
 func TestPendingIndexRebuiltAfterNATSRestart(t *testing.T) {
 	t.Parallel()
 	cfg := embedded.Config{DataDir: t.TempDir()}
@@ -74,8 +78,13 @@ func TestPendingIndexRebuiltAfterNATSRestart(t *testing.T) {
 	}
 	listed(len(runs))
 
+	builds := h.waitEvents(subjects.NoRun, subjects.EventPendingIndexBuilt, 1)
+	assert.Contains(t, builds[0].Detail, "0 waiting interrupts put", "the first build found nothing waiting")
+
 	h.srv = jstest.Restart(t, h.srv, cfg)
 	listed(len(runs))
+	builds = h.waitEvents(subjects.NoRun, subjects.EventPendingIndexBuilt, 2)
+	assert.Contains(t, builds[1].Detail, fmt.Sprintf("%d waiting interrupts put", len(runs)))
 	h.approveAll(runs)
 	listed(0)
 }

@@ -424,6 +424,13 @@ const (
 	// sources added, subjects changed); Detail says each field, what was
 	// wanted and what was found. It is about no run (run token "_").
 	EventTopologyDrift EventType = "topology_drift"
+	// EventPendingIndexBuilt: the coordinator built the pending index from
+	// the run records, because it found the index without its marker: new
+	// (a deployment's first start), or lost (a server restart lost the
+	// memory-backed index, or an operator deleted its bucket). Detail says
+	// how many runs it read and how many waiting interrupts it put. It is
+	// about no run (run token "_").
+	EventPendingIndexBuilt EventType = "pending_index_built"
 )
 
 // Event is published by the coordinator on <prefix>.events.<run>.<type> for

@@ -138,8 +138,15 @@ func (k *indexKeeper) build(ctx context.Context, seq uint64) error {
 		return err
 	}
 	co.metrics.indexBuilds.Inc()
-	co.cfg.Logger.Warn("pending index built from the run records", "runs", runs, "entries", entries,
-		"took", time.Since(start).Round(time.Millisecond))
+	took := time.Since(start).Round(time.Millisecond)
+	co.cfg.Logger.Warn("pending index built from the run records", "runs", runs, "entries", entries, "took", took)
+	// In the audit trail too: a build after the first says the index was
+	// lost, with a server restart or by an operator deleting its bucket.
+	ev := subjects.Event{Type: subjects.EventPendingIndexBuilt, RunID: subjects.NoRun,
+		Detail: fmt.Sprintf("%d runs read, %d waiting interrupts put, in %s", runs, entries, took)}
+	if err := co.event(ctx, ev, "index:"+by); err != nil {
+		co.cfg.Logger.Error("audit the pending index's build", "error", err)
+	}
 	return nil
 }
 
