@@ -1,9 +1,11 @@
 package jetstream
 
 import (
+	"math"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -29,4 +31,26 @@ func TestPullBackoff(t *testing.T) {
 	wait, warn := b.failed()
 	assert.Equal(t, 100*ms, wait)
 	assert.False(t, warn)
+}
+
+// TestLimitsOf: a pull request asks within the consumer's MaxRequestBatch
+// and MaxRequestExpires, with a heartbeat of at most a quarter of its
+// wait (the server refuses one over half).
+func TestLimitsOf(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  jetstream.ConsumerConfig
+		want requestLimits
+	}{
+		{"no limits", jetstream.ConsumerConfig{}, requestLimits{batch: math.MaxInt, wait: 10 * time.Second, heartbeat: time.Second}},
+		{"batch", jetstream.ConsumerConfig{MaxRequestBatch: 3}, requestLimits{batch: 3, wait: 10 * time.Second, heartbeat: time.Second}},
+		{"expires above the wait", jetstream.ConsumerConfig{MaxRequestExpires: time.Minute},
+			requestLimits{batch: math.MaxInt, wait: 10 * time.Second, heartbeat: time.Second}},
+		{"expires", jetstream.ConsumerConfig{MaxRequestExpires: 2 * time.Second},
+			requestLimits{batch: math.MaxInt, wait: 2 * time.Second, heartbeat: 500 * time.Millisecond}},
+		{"expires short", jetstream.ConsumerConfig{MaxRequestBatch: 1, MaxRequestExpires: 100 * time.Millisecond},
+			requestLimits{batch: 1, wait: 100 * time.Millisecond, heartbeat: 25 * time.Millisecond}},
+	} {
+		assert.Equal(t, tc.want, limitsOf(tc.cfg), tc.name)
+	}
 }

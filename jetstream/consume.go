@@ -291,10 +291,13 @@ func (c *Client) bindOrCreate(ctx context.Context, stream string, want jetstream
 		}
 		return existing, nil
 	case err == nil:
-		// Keep where it starts and how many copies it has.
+		// Keep where it starts, how many copies it has, and the limits an
+		// operator set on its pull requests (which workers ask within).
 		have := existing.CachedInfo().Config
 		want.DeliverPolicy = have.DeliverPolicy
 		want.Replicas = max(want.Replicas, have.Replicas)
+		want.MaxRequestBatch, want.MaxRequestExpires = have.MaxRequestBatch, have.MaxRequestExpires
+		want.MaxRequestMaxBytes, want.MaxWaiting = have.MaxRequestMaxBytes, have.MaxWaiting
 	}
 	return c.js.CreateOrUpdateConsumer(ctx, stream, want)
 }
@@ -331,13 +334,18 @@ func (c *Client) CreateConsumer(ctx context.Context, cc ConsumeConfig) error {
 // server for messages; fetchHeartbeat is how often the server says it still
 // holds the request, so a request lost with its server or consumer leader
 // (a failover) is replaced after two missed heartbeats, not at fetchWait.
+// A consumer's MaxRequestExpires lowers both (limitsOf).
 const (
 	fetchWait      = 10 * time.Second
 	fetchHeartbeat = time.Second
 )
 
+// limitsRead bounds a read of the consumer's request limits.
+const limitsRead = time.Second
+
 // pull is the bounded mode's loop: it asks the server for as many messages
-// as there is room for, in one pull request at a time. While a request is
+// as there is room for, up to the consumer's MaxRequestBatch, in one pull
+// request at a time. While a request is
 // open, messages arrive on it as they are published and room freed by
 // handled ones waits for the next request; that one is sent as soon as the
 // open one is filled or expires (fetchWait). On a cluster every pull
@@ -380,6 +388,7 @@ func (k *Consumer) fetch(cons jetstream.Consumer, n int) {
 	if err != nil {
 		// The connection or the server is down: do not spin.
 		k.backOff("pull request failed; asking again later", n, err)
+		k.relimit(cons)
 		return
 	}
 	for m := range batch.Messages() {
@@ -426,9 +435,12 @@ func limitsOf(cfg jetstream.ConsumerConfig) requestLimits {
 	return l
 }
 
-// relimit reads the consumer's limits again after a refused request.
+// relimit reads the consumer's limits again after a failed request.
 func (k *Consumer) relimit(cons jetstream.Consumer) {
-	ctx, cancel := context.WithTimeout(k.ctx, fetchHeartbeat)
+	if k.ctx.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(k.ctx, limitsRead)
 	defer cancel()
 	info, err := cons.Info(ctx)
 	if err != nil {

@@ -732,9 +732,55 @@ func TestConsumeAsksWithinTheConsumersLimits(t *testing.T) {
 					t.Fatalf("%d of %d messages handled; log:\n%s", i, n, logs.String())
 				}
 			}
-			if !tc.later {
+			if tc.later {
+				assert.Contains(t, logs.String(), "request limits changed", "the change is a warning")
+			} else {
 				assert.NotContains(t, logs.String(), "refused", "no request beyond the consumer's limits")
 			}
 		})
+	}
+}
+
+// TestConsumeKeepsTheOperatorsRequestLimits: a worker whose client
+// provisions updates its durable consumer when it binds; it keeps the
+// limits an operator set on the consumer's pull requests, where it cleared
+// them (and could not bind at all to one whose MaxWaiting was set, which
+// the server refuses to change).
+func TestConsumeKeepsTheOperatorsRequestLimits(t *testing.T) {
+	t.Parallel()
+	srv := jstest.Server(t)
+	c := jstest.Client(t, srv)
+	require.True(t, c.Provisioner())
+	admin, err := nats.Connect(srv.URL())
+	require.NoError(t, err)
+	defer admin.Close()
+	js, err := njs.New(admin)
+	require.NoError(t, err)
+	stream := c.StreamName(jetstream.StreamDecisions)
+	_, err = js.CreateConsumer(ctx(t), stream, njs.ConsumerConfig{Durable: "kept", AckPolicy: njs.AckExplicitPolicy,
+		MaxRequestBatch: 2, MaxRequestExpires: 3 * time.Second, MaxRequestMaxBytes: 1 << 20, MaxWaiting: 7})
+	require.NoError(t, err)
+	handled := make(chan struct{}, 8)
+	k, err := c.Consume(ctx(t), jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "kept",
+		Concurrency: 2, Prefetch: 2}, func(context.Context, *jetstream.Delivery) error {
+		handled <- struct{}{}
+		return nil
+	})
+	require.NoError(t, err)
+	defer k.Stop(context.Background())
+	cons, err := js.Consumer(ctx(t), stream, "kept")
+	require.NoError(t, err)
+	have := cons.CachedInfo().Config
+	assert.Equal(t, 2, have.MaxRequestBatch)
+	assert.Equal(t, 3*time.Second, have.MaxRequestExpires)
+	assert.Equal(t, 1<<20, have.MaxRequestMaxBytes)
+	assert.Equal(t, 7, have.MaxWaiting)
+	publishN(t, c, "r1", 5)
+	for i := range 5 {
+		select {
+		case <-handled:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of 5 messages handled", i)
+		}
 	}
 }

@@ -94,10 +94,14 @@ func BenchmarkCycles(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer fl.Close()
+			// CPU of the whole process, the embedded servers included: on a
+			// cluster of embedded nodes on a machine of few cores, what a
+			// side's cycles cost in CPU bounds its rate.
 			sides := []struct {
 				name string
 				run  func(ctx context.Context, id string) (floor.Phases, error)
 				took time.Duration
+				cpu  time.Duration
 			}{{name: "interlock", run: il.Run}, {name: "floor", run: fl.Run}}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -108,6 +112,7 @@ func BenchmarkCycles(b *testing.B) {
 					}
 					close(ids)
 					start := time.Now()
+					cpu0, _ := benchmark.ProcessCPU()
 					errs := make(chan error, inFlight)
 					for range inFlight {
 						go func() {
@@ -126,13 +131,21 @@ func BenchmarkCycles(b *testing.B) {
 						}
 					}
 					sides[s].took += time.Since(start)
+					cpu1, _ := benchmark.ProcessCPU()
+					sides[s].cpu += cpu1 - cpu0
 				}
 			}
 			b.StopTimer()
 			perSecond := func(d time.Duration) float64 { return float64(b.N*round) / d.Seconds() }
+			msPerCycle := func(d time.Duration) float64 { return d.Seconds() * 1000 / float64(b.N*round) }
 			b.ReportMetric(perSecond(sides[0].took), "interlock-cycles/s")
 			b.ReportMetric(perSecond(sides[1].took), "floor-cycles/s")
 			b.ReportMetric(float64(sides[1].took)/float64(sides[0].took), "ratio")
+			b.ReportMetric(msPerCycle(sides[0].cpu), "interlock-cpu-ms/cycle")
+			b.ReportMetric(msPerCycle(sides[1].cpu), "floor-cpu-ms/cycle")
+			// The rate ratio CPU alone allows: the floor's CPU per cycle
+			// over Interlock's. Close to "ratio", the cycles are CPU-bound.
+			b.ReportMetric(float64(sides[1].cpu)/float64(sides[0].cpu), "cpu-ratio")
 		})
 	}
 }

@@ -79,12 +79,14 @@ func TestPendingIndexRebuiltAfterNATSRestart(t *testing.T) {
 	listed(len(runs))
 
 	builds := h.waitEvents(subjects.NoRun, subjects.EventPendingIndexBuilt, 1)
-	assert.Contains(t, builds[0].Detail, "0 waiting interrupts put", "the first build found nothing waiting")
+	assert.True(t, strings.HasPrefix(builds[0].Detail, "0 runs read, 0 waiting interrupts put,"),
+		"the first build found nothing waiting: %s", builds[0].Detail)
 
 	h.srv = jstest.Restart(t, h.srv, cfg)
 	listed(len(runs))
 	builds = h.waitEvents(subjects.NoRun, subjects.EventPendingIndexBuilt, 2)
-	assert.Contains(t, builds[1].Detail, fmt.Sprintf("%d waiting interrupts put", len(runs)))
+	want := fmt.Sprintf("%d runs read, %d waiting interrupts put,", len(runs), len(runs))
+	assert.True(t, strings.HasPrefix(builds[1].Detail, want), "%s, want %s", builds[1].Detail, want)
 	h.approveAll(runs)
 	listed(0)
 }

@@ -4,5 +4,5 @@ package benchmark
 
 import "time"
 
-// processCPU is not measured on this system.
-func processCPU() (time.Duration, bool) { return 0, false }
+// ProcessCPU is not measured on this system.
+func ProcessCPU() (time.Duration, bool) { return 0, false }

@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// processCPU is the CPU time this process has used so far, user and
+// ProcessCPU is the CPU time this process has used so far, user and
 // system, and whether it could be read.
-func processCPU() (time.Duration, bool) {
+func ProcessCPU() (time.Duration, bool) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0, false

@@ -192,7 +192,7 @@ func RunSide(ctx context.Context, side string, mode embedded.Sync, o Options) ([
 			if err != nil {
 				return nil, err
 			}
-			cpu0, cpuKnown := processCPU()
+			cpu0, cpuKnown := ProcessCPU()
 			start := time.Now()
 			var wg sync.WaitGroup
 			for range concurrency {
@@ -212,7 +212,7 @@ func RunSide(ctx context.Context, side string, mode embedded.Sync, o Options) ([
 			}
 			wg.Wait()
 			elapsed := time.Since(start)
-			if cpu1, ok := processCPU(); ok && cpuKnown {
+			if cpu1, ok := ProcessCPU(); ok && cpuKnown {
 				r.CPUPerCycleMs = ms(cpu1-cpu0) / float64(runs)
 			}
 			written, err := tap.Stop(ctx)

@@ -1,5 +1,5 @@
 """Pull requests of a worker's bounded consumer: one long-lived request at a
-time, covering all the room the worker has.
+time, covering all the room the worker has, within the consumer's limits.
 
 On a cluster nats-server proposes every pull request to the consumer's Raft
 group when it arrives and again when it ends, so each request costs about
@@ -61,9 +61,9 @@ class RequestEnded(Exception):
 
 class Backoff:
     """The waits between pull requests that fail in a row (see
-    ``RETRY_FIRST``): a server that refuses every request (a limit of the
-    consumer below what the worker asks for) would otherwise be asked again
-    at once, for good."""
+    ``RETRY_FIRST``): a server that refuses every request (a consumer that
+    cannot take the worker's requests, such as one of priority groups)
+    would otherwise be asked again at once, for good."""
 
     def __init__(self) -> None:
         self.wait = 0.0
@@ -102,15 +102,18 @@ class Puller:
         self.expires = EXPIRES
         """How long one request waits at the server, in seconds."""
 
-    async def read_limits(self) -> bool:
+    async def read_limits(self, timeout: float = 5.0) -> bool:
         """Read the consumer's request limits; True when they changed.
         Raises ``nats.js.errors.NotFoundError`` when the consumer does not
         exist (nats-py's ConsumerConfig has no ``max_batch``, so the API
         request is made by hand)."""
-        reply = await self._nc.request(self._info, b"", timeout=5)
+        reply = await self._nc.request(self._info, b"", timeout=timeout)
         info = json.loads(reply.data)
         if "error" in info:
-            raise nats.js.errors.APIError.from_error(info["error"])
+            err = info["error"]
+            if err.get("code") == 404:
+                raise nats.js.errors.NotFoundError(**err)
+            raise nats.js.errors.APIError(**err)
         config = info.get("config", {})
         max_batch = max(int(config.get("max_batch", 0)), 0)
         max_expires = int(config.get("max_expires", 0)) / _NANOS

@@ -217,9 +217,12 @@ class Worker:
 
     async def _relimit(self, agent: str, puller: Puller) -> None:
         """Read the consumer's request limits again after a failed request:
-        an operator may have lowered them."""
+        an operator may have lowered them. Not while stopping or
+        reconnecting, and briefly: the next request is what matters."""
+        if self._stopping.is_set() or not self._nc.is_connected:
+            return
         try:
-            changed = await puller.read_limits()
+            changed = await puller.read_limits(timeout=1.0)
         except Exception:  # gone or unreachable: the next request says so
             return
         if changed:

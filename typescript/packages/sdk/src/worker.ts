@@ -71,20 +71,26 @@ export class Backoff {
  * It stays within what the consumer allows (`max_batch`, `max_expires`,
  * set by an operator): asked for more, the server refuses every request
  * with status 409. The heartbeat stays at most a quarter of the wait (the
- * server refuses one over half).
+ * server refuses one over half), and both are whole milliseconds: nats.js
+ * sends them as nanoseconds, which the server must read as integers.
+ * nats.js also asks for at least 1 s and a heartbeat of at least 500 ms
+ * (`tooShort` says when a consumer allows less).
  */
 export interface RequestLimits {
   batch: number;
   expires: number;
   heartbeat: number;
+  /** The consumer's `max_expires` is below the 1 s nats.js asks for at least: every request is refused. */
+  tooShort: boolean;
 }
 
 /** The request limits of a consumer with this configuration. */
 export function limitsOf(config: { max_batch?: number; max_expires?: number }): RequestLimits {
   const batch = config.max_batch && config.max_batch > 0 ? config.max_batch : Number.MAX_SAFE_INTEGER;
-  const maxExpires = config.max_expires && config.max_expires > 0 ? config.max_expires / 1_000_000 : Infinity;
-  const expires = Math.min(FETCH_EXPIRES_MS, maxExpires);
-  return { batch, expires, heartbeat: Math.min(FETCH_HEARTBEAT_MS, expires / 4) };
+  const maxExpires = config.max_expires && config.max_expires > 0 ? Math.floor(config.max_expires / 1_000_000) : Infinity;
+  const expires = Math.max(Math.min(FETCH_EXPIRES_MS, maxExpires), 1000);
+  const heartbeat = Math.max(Math.min(FETCH_HEARTBEAT_MS, Math.floor(expires / 4)), 500);
+  return { batch, expires, heartbeat, tooShort: maxExpires < 1000 };
 }
 
 /** Whether a pull request ended because two of the server's heartbeats were missed (it was lost with its server): nats.js says so in a JetStreamError without a status code. */
@@ -307,6 +313,7 @@ export class Worker {
     const mine = new Set<Promise<void>>();
     const backoff = new Backoff();
     let limits = limitsOf((await consumer.info(true)).config);
+    if (limits.tooShort) this.warnLimits(agent, limits);
     while (!this.stopping) {
       const free = this.concurrency - mine.size;
       if (free === 0) {
@@ -352,8 +359,9 @@ export class Worker {
         continue;
       }
       // Ended with nothing: a status 409 (a leadership change, the consumer
-      // deleted, a limit of the consumer below what was asked), 503 (no
-      // consumer leader yet), or an error of the client. Asked again at
+      // deleted, a limit of the consumer lowered since it was read), 400 (a
+      // request the consumer cannot take), 503 (no consumer leader yet), or
+      // an error of the client. Asked again at
       // once, a request can be refused as fast, for good. The consumer's
       // limits are read again: an operator may have lowered them.
       await this.backOff(backoff, agent, ended);
@@ -361,20 +369,32 @@ export class Worker {
     }
   }
 
-  /** Reads the consumer's request limits again after a failed request; the old ones when it cannot. */
+  /** Reads the consumer's request limits again after a failed request; the old ones when it cannot or the worker stops. */
   private async relimit(agent: string, consumer: Consumer, old: RequestLimits): Promise<RequestLimits> {
+    if (this.isStopping() || this.nc.isClosed()) return old;
     let limits: RequestLimits;
     try {
       limits = limitsOf((await consumer.info()).config);
     } catch {
       return old; // gone or unreachable: the next request says so
     }
-    if (limits.batch !== old.batch || limits.expires !== old.expires) {
-      this.log.warn(
-        `interlock worker: the consumer of ${agent} allows ${limits.batch === Number.MAX_SAFE_INTEGER ? "any number of" : limits.batch} messages and ${limits.expires} ms per pull request; asking within that`,
-      );
+    if (limits.batch !== old.batch || limits.expires !== old.expires || limits.tooShort !== old.tooShort) {
+      this.warnLimits(agent, limits);
     }
     return limits;
+  }
+
+  /** Says what the consumer's request limits allow, or that nats.js cannot ask within them. */
+  private warnLimits(agent: string, limits: RequestLimits): void {
+    if (limits.tooShort) {
+      this.log.error(
+        `interlock worker: the consumer of ${agent} allows pull requests shorter than the 1 s nats.js asks for at least (max_expires); every request is refused until an operator raises it`,
+      );
+      return;
+    }
+    this.log.warn(
+      `interlock worker: the consumer of ${agent} allows ${limits.batch === Number.MAX_SAFE_INTEGER ? "any number of" : limits.batch} messages and ${limits.expires} ms per pull request; asking within that`,
+    );
   }
 
   /** Logs a failed pull request (a warning once failures in a row last) and waits before the next one, or until the worker stops. */

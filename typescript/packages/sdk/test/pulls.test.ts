@@ -14,7 +14,7 @@ import { AckPolicy, jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection, Subscription } from "@nats-io/nats-core";
 
 import * as sdk from "../src/index.js";
-import { Backoff } from "../src/worker.js";
+import { Backoff, limitsOf } from "../src/worker.js";
 import { agentName, eventually, Server } from "@interlock/testing";
 
 let server: Server;
@@ -187,6 +187,14 @@ describe("the worker's pull requests", () => {
         ack_policy: AckPolicy.Explicit,
       };
       await jsm.consumers.add("INTERLOCK_WORK", later ? config : { ...config, ...limits });
+      // The server's refusals, to whichever inbox: none while the worker
+      // asks within the limits it read.
+      let refused = 0;
+      const replies = nc.subscribe("_INBOX.>", {
+        callback: (_err, m) => {
+          if (m.headers?.code === 409) refused++;
+        },
+      });
       const warnings: string[] = [];
       const w = new sdk.Worker(nc, { logger: { warn: (m) => warnings.push(m), error: () => undefined }, concurrency: 4 });
       w.register(agent, (input) => input);
@@ -198,12 +206,32 @@ describe("the worker's pull requests", () => {
         const results = [];
         for (const r of runs) results.push((await client.wait(r, undefined, { timeoutMs: 30_000 })).result);
         assert.deepEqual(results, [0, 1, 2, 3, 4, 5]);
-        if (!later) assert.deepEqual(warnings, [], "no request beyond the consumer's limits");
+        if (later) {
+          assert.ok(warnings.some((m) => /allows 2 messages and 1000 ms/.test(m)), JSON.stringify(warnings));
+        } else {
+          assert.equal(refused, 0, "no request beyond the consumer's limits");
+          assert.deepEqual(warnings, []);
+        }
       } finally {
+        replies.unsubscribe();
         await w.stop(1000);
       }
     });
   }
+
+  test("limits: within max_batch and max_expires, in whole milliseconds, as nats.js allows", () => {
+    const none = { batch: Number.MAX_SAFE_INTEGER, expires: 10_000, heartbeat: 1000, tooShort: false };
+    assert.deepEqual(limitsOf({}), none);
+    assert.deepEqual(limitsOf({ max_batch: 0, max_expires: 0 }), none);
+    assert.deepEqual(limitsOf({ max_batch: 3 }), { ...none, batch: 3 });
+    assert.deepEqual(limitsOf({ max_expires: 60_000_000_000 }), none);
+    assert.deepEqual(limitsOf({ max_expires: 2_000_000_000 }), { ...none, expires: 2000, heartbeat: 500 });
+    // Nanoseconds that are no whole millisecond, and a quarter that is none.
+    assert.deepEqual(limitsOf({ max_expires: 3_333_333_333 }), { ...none, expires: 3333, heartbeat: 833 });
+    // nats.js asks for 1 s and a 500 ms heartbeat at least (half of 1 s, which the server still takes).
+    assert.deepEqual(limitsOf({ max_expires: 1_500_000_000 }), { ...none, expires: 1500, heartbeat: 500 });
+    assert.deepEqual(limitsOf({ max_expires: 100_000_000 }), { ...none, expires: 1000, heartbeat: 500, tooShort: true });
+  });
 
   test("it never holds more work items than its concurrency", async () => {
     const agent = agentName();
