@@ -204,7 +204,15 @@ func TestServeConcurrentStartCluster(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		<-start
-		prov = cli(t, "provision", "--nats-url", urls, "--replicas", "3", "--agent", "refunds")
+		// Not cli's 30 s: four provisioners at once on three nodes that
+		// are still electing took over 30 s under the whole suite's load
+		// (the command's own deadline, --timeout plus 30 s, is 40 s), and
+		// the test failed where the command would have finished.
+		var out, errOut bytes.Buffer
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		code := run(pctx, []string{"provision", "--nats-url", urls, "--replicas", "3", "--agent", "refunds"}, nil, &out, &errOut)
+		prov = result{out.String(), errOut.String(), code}
 	}()
 	close(start)
 	wg.Wait()
