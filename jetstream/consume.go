@@ -244,12 +244,12 @@ func (c *Client) Consume(ctx context.Context, cc ConsumeConfig, h Handler) (*Con
 		go k.pull(cons)
 		return k, nil
 	}
-	k.cctx, err = cons.Consume(k.dispatch, jetstream.PullMaxMessages(min(cc.MaxAckPending, 256)),
+	k.cctx, err = cons.Consume(k.dispatch, append(batchedLimits(cons.CachedInfo().Config, cc),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, jetstream.ErrConsumerDeleted) {
 				cc.Logger.Debug("consume", "consumer", cc.Durable, "error", err)
 			}
-		}))
+		}))...)
 	if err != nil {
 		k.closeQueues()
 		k.wg.Wait()
@@ -434,6 +434,32 @@ func limitsOf(cfg jetstream.ConsumerConfig) requestLimits {
 	l.heartbeat = min(l.heartbeat, l.wait/4)
 	return l
 }
+
+// batchedLimits are the batched mode's pull options: batches of up to 256
+// messages, within the consumer's MaxRequestBatch and MaxRequestExpires as
+// they are when it binds (nats.go's requests otherwise wait 30 s, and a
+// consumer that allows less refuses every one). nats.go asks for at least
+// a second.
+func batchedLimits(cfg jetstream.ConsumerConfig, cc ConsumeConfig) []jetstream.PullConsumeOpt {
+	batch := min(cc.MaxAckPending, 256)
+	if cfg.MaxRequestBatch > 0 {
+		batch = min(batch, cfg.MaxRequestBatch)
+	}
+	opts := []jetstream.PullConsumeOpt{jetstream.PullMaxMessages(batch)}
+	if cfg.MaxRequestExpires > 0 {
+		if cfg.MaxRequestExpires < time.Second {
+			cc.Logger.Error("the consumer allows pull requests shorter than the second nats.go asks for at least; "+
+				"every request is refused until an operator raises max_expires", "consumer", cc.Durable,
+				"max_expires", cfg.MaxRequestExpires)
+		}
+		opts = append(opts, jetstream.PullExpiry(min(max(cfg.MaxRequestExpires, time.Second), batchedWait)))
+	}
+	return opts
+}
+
+// batchedWait is how long a batched mode's pull request waits: nats.go's
+// default.
+const batchedWait = 30 * time.Second
 
 // relimit reads the consumer's limits again after a failed request.
 func (k *Consumer) relimit(cons jetstream.Consumer) {

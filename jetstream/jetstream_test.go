@@ -741,6 +741,40 @@ func TestConsumeAsksWithinTheConsumersLimits(t *testing.T) {
 	}
 }
 
+// TestConsumeBatchedAsksWithinTheConsumersLimits: the batched mode (the
+// coordinator's consumers) asked for batches of 256 in requests of 30 s,
+// which a consumer whose operator set max_batch or max_expires lower
+// refuses every time: the coordinator got no input at all.
+func TestConsumeBatchedAsksWithinTheConsumersLimits(t *testing.T) {
+	t.Parallel()
+	srv := jstest.Server(t)
+	c := jstest.Client(t, srv)
+	admin, err := nats.Connect(srv.URL())
+	require.NoError(t, err)
+	defer admin.Close()
+	js, err := njs.New(admin)
+	require.NoError(t, err)
+	_, err = js.CreateConsumer(ctx(t), c.StreamName(jetstream.StreamDecisions), njs.ConsumerConfig{Durable: "batched",
+		AckPolicy: njs.AckExplicitPolicy, MaxRequestBatch: 2, MaxRequestExpires: 2 * time.Second})
+	require.NoError(t, err)
+	handled := make(chan struct{}, 8)
+	k, err := c.Consume(ctx(t), jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "batched"},
+		func(context.Context, *jetstream.Delivery) error {
+			handled <- struct{}{}
+			return nil
+		})
+	require.NoError(t, err)
+	defer k.Stop(context.Background())
+	publishN(t, c, "r1", 5)
+	for i := range 5 {
+		select {
+		case <-handled:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of 5 messages handled", i)
+		}
+	}
+}
+
 // TestConsumeKeepsTheOperatorsRequestLimits: a worker whose client
 // provisions updates its durable consumer when it binds; it keeps the
 // limits an operator set on the consumer's pull requests, where it cleared
