@@ -387,8 +387,7 @@ func (k *Consumer) fetch(cons jetstream.Consumer, n int) {
 	batch, err := cons.Fetch(n, jetstream.FetchContext(ctx), jetstream.FetchHeartbeat(k.limits.heartbeat))
 	if err != nil {
 		// The connection or the server is down: do not spin.
-		k.backOff("pull request failed; asking again later", n, err)
-		k.relimit(cons)
+		k.retryLater(cons, "pull request failed; asking again later", n, err)
 		return
 	}
 	for m := range batch.Messages() {
@@ -403,10 +402,8 @@ func (k *Consumer) fetch(cons jetstream.Consumer, n int) {
 		// Ended by the server with nothing: a status 409 (a leadership
 		// change, the consumer deleted, a limit of the consumer below what
 		// was asked) or 503 (no consumer leader yet). Asked again at once,
-		// a request can be refused as fast, for good. The consumer's
-		// limits are read again: an operator may have lowered them.
-		k.backOff("pull request refused; asking again later", n, err)
-		k.relimit(cons)
+		// a request can be refused as fast, for good.
+		k.retryLater(cons, "pull request refused; asking again later", n, err)
 	}
 }
 
@@ -479,10 +476,11 @@ func (k *Consumer) relimit(cons jetstream.Consumer) {
 	}
 }
 
-// backOff logs a failed pull request (a warning once failures in a row
-// last, debug before) and waits before the next one, or until the
-// consumer stops.
-func (k *Consumer) backOff(msg string, n int, err error) {
+// retryLater logs a failed pull request (a warning once failures in a row
+// last, debug before), waits before the next one, or until the consumer
+// stops, and reads the consumer's request limits again: an operator may
+// have lowered them.
+func (k *Consumer) retryLater(cons jetstream.Consumer, msg string, n int, err error) {
 	wait, warn := k.failing.failed()
 	level := slog.LevelDebug
 	if warn {
@@ -494,6 +492,7 @@ func (k *Consumer) backOff(msg string, n int, err error) {
 	case <-time.After(wait):
 	case <-k.ctx.Done():
 	}
+	k.relimit(cons)
 }
 
 // pullBackoff paces pull requests that fail in a row: the waits double from

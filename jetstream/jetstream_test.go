@@ -692,11 +692,7 @@ func TestConsumeAsksWithinTheConsumersLimits(t *testing.T) {
 			c := jstest.Client(t, srv)
 			cc := jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "limited", Concurrency: 2, Prefetch: 3}
 			require.NoError(t, c.CreateConsumer(ctx(t), cc))
-			admin, err := nats.Connect(srv.URL())
-			require.NoError(t, err)
-			defer admin.Close()
-			js, err := njs.New(admin)
-			require.NoError(t, err)
+			js := adminJS(t, srv)
 			limit := func() {
 				cons, err := js.Consumer(ctx(t), c.StreamName(jetstream.StreamDecisions), "limited")
 				require.NoError(t, err)
@@ -713,25 +709,11 @@ func TestConsumeAsksWithinTheConsumersLimits(t *testing.T) {
 			require.NoError(t, err)
 			defer worker.Close()
 			cc.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-			handled := make(chan struct{}, 16)
-			k, err := worker.Consume(ctx(t), cc, func(context.Context, *jetstream.Delivery) error {
-				handled <- struct{}{}
-				return nil
-			})
-			require.NoError(t, err)
-			defer k.Stop(context.Background())
-			if tc.later {
-				limit()
-			}
-			const n = 12
-			publishN(t, c, "r1", n)
-			for i := range n {
-				select {
-				case <-handled:
-				case <-time.After(10 * time.Second):
-					t.Fatalf("%d of %d messages handled; log:\n%s", i, n, logs.String())
+			handleAll(t, worker, cc, c, 12, func() {
+				if tc.later {
+					limit()
 				}
-			}
+			}, logs.String)
 			if tc.later {
 				assert.Contains(t, logs.String(), "request limits changed", "the change is a warning")
 			} else {
@@ -749,30 +731,11 @@ func TestConsumeBatchedAsksWithinTheConsumersLimits(t *testing.T) {
 	t.Parallel()
 	srv := jstest.Server(t)
 	c := jstest.Client(t, srv)
-	admin, err := nats.Connect(srv.URL())
-	require.NoError(t, err)
-	defer admin.Close()
-	js, err := njs.New(admin)
-	require.NoError(t, err)
-	_, err = js.CreateConsumer(ctx(t), c.StreamName(jetstream.StreamDecisions), njs.ConsumerConfig{Durable: "batched",
+	js := adminJS(t, srv)
+	_, err := js.CreateConsumer(ctx(t), c.StreamName(jetstream.StreamDecisions), njs.ConsumerConfig{Durable: "batched",
 		AckPolicy: njs.AckExplicitPolicy, MaxRequestBatch: 2, MaxRequestExpires: 2 * time.Second})
 	require.NoError(t, err)
-	handled := make(chan struct{}, 8)
-	k, err := c.Consume(ctx(t), jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "batched"},
-		func(context.Context, *jetstream.Delivery) error {
-			handled <- struct{}{}
-			return nil
-		})
-	require.NoError(t, err)
-	defer k.Stop(context.Background())
-	publishN(t, c, "r1", 5)
-	for i := range 5 {
-		select {
-		case <-handled:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%d of 5 messages handled", i)
-		}
-	}
+	handleAll(t, c, jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "batched"}, c, 5, nil, nil)
 }
 
 // TestConsumeKeepsTheOperatorsRequestLimits: a worker whose client
@@ -785,36 +748,61 @@ func TestConsumeKeepsTheOperatorsRequestLimits(t *testing.T) {
 	srv := jstest.Server(t)
 	c := jstest.Client(t, srv)
 	require.True(t, c.Provisioner())
-	admin, err := nats.Connect(srv.URL())
-	require.NoError(t, err)
-	defer admin.Close()
-	js, err := njs.New(admin)
-	require.NoError(t, err)
+	js := adminJS(t, srv)
 	stream := c.StreamName(jetstream.StreamDecisions)
-	_, err = js.CreateConsumer(ctx(t), stream, njs.ConsumerConfig{Durable: "kept", AckPolicy: njs.AckExplicitPolicy,
+	_, err := js.CreateConsumer(ctx(t), stream, njs.ConsumerConfig{Durable: "kept", AckPolicy: njs.AckExplicitPolicy,
 		MaxRequestBatch: 2, MaxRequestExpires: 3 * time.Second, MaxRequestMaxBytes: 1 << 20, MaxWaiting: 7})
 	require.NoError(t, err)
-	handled := make(chan struct{}, 8)
-	k, err := c.Consume(ctx(t), jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "kept",
-		Concurrency: 2, Prefetch: 2}, func(context.Context, *jetstream.Delivery) error {
+	handleAll(t, c, jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "kept", Concurrency: 2, Prefetch: 2},
+		c, 5, func() {
+			cons, err := js.Consumer(ctx(t), stream, "kept")
+			require.NoError(t, err)
+			have := cons.CachedInfo().Config
+			assert.Equal(t, 2, have.MaxRequestBatch)
+			assert.Equal(t, 3*time.Second, have.MaxRequestExpires)
+			assert.Equal(t, 1<<20, have.MaxRequestMaxBytes)
+			assert.Equal(t, 7, have.MaxWaiting)
+		}, nil)
+}
+
+// adminJS is a JetStream context of a connection of its own to srv, for
+// what an operator does beside the client under test.
+func adminJS(t *testing.T, srv *embedded.Server) njs.JetStream {
+	t.Helper()
+	admin, err := nats.Connect(srv.URL())
+	require.NoError(t, err)
+	t.Cleanup(admin.Close)
+	js, err := njs.New(admin)
+	require.NoError(t, err)
+	return js
+}
+
+// handleAll consumes cc through consumer, runs started (when set) once
+// the consumer runs, publishes n messages through publisher and waits for
+// every one to be handled; log (when set) is shown when they are not.
+func handleAll(t *testing.T, consumer *jetstream.Client, cc jetstream.ConsumeConfig, publisher *jetstream.Client, n int,
+	started func(), log func() string) {
+	t.Helper()
+	handled := make(chan struct{}, n+8) // room for a redelivery or two: a handler never blocks
+	k, err := consumer.Consume(ctx(t), cc, func(context.Context, *jetstream.Delivery) error {
 		handled <- struct{}{}
 		return nil
 	})
 	require.NoError(t, err)
 	defer k.Stop(context.Background())
-	cons, err := js.Consumer(ctx(t), stream, "kept")
-	require.NoError(t, err)
-	have := cons.CachedInfo().Config
-	assert.Equal(t, 2, have.MaxRequestBatch)
-	assert.Equal(t, 3*time.Second, have.MaxRequestExpires)
-	assert.Equal(t, 1<<20, have.MaxRequestMaxBytes)
-	assert.Equal(t, 7, have.MaxWaiting)
-	publishN(t, c, "r1", 5)
-	for i := range 5 {
+	if started != nil {
+		started()
+	}
+	publishN(t, publisher, "r1", n)
+	for i := range n {
 		select {
 		case <-handled:
 		case <-time.After(10 * time.Second):
-			t.Fatalf("%d of 5 messages handled", i)
+			msg := ""
+			if log != nil {
+				msg = log()
+			}
+			t.Fatalf("%d of %d messages handled\n%s", i, n, msg)
 		}
 	}
 }
