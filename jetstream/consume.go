@@ -190,7 +190,11 @@ type Consumer struct {
 	// loop uses them.
 	failing pullBackoff
 	limits  requestLimits
+	// set is what the operator allows as last read (either mode).
+	set     operatorLimits
 	stopped lifecycle.Stopped
+	// Batched mode: mu guards cctx, which limits read again replace.
+	mu sync.Mutex
 }
 
 // held is a message the loop holds, kept alive from its arrival.
@@ -238,24 +242,76 @@ func (c *Client) Consume(ctx context.Context, cc ConsumeConfig, h Handler) (*Con
 			}
 		}()
 	}
+	bound := cons.CachedInfo().Config
+	k.limits, k.set = limitsOf(bound), operatorLimitsOf(bound)
 	if k.credits != nil {
-		k.limits = limitsOf(cons.CachedInfo().Config)
 		k.pulling.Add(1)
 		go k.pull(cons)
 		return k, nil
 	}
-	k.cctx, err = cons.Consume(k.dispatch, append(batchedLimits(cons.CachedInfo().Config, cc),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, jetstream.ErrConsumerDeleted) {
-				cc.Logger.Debug("consume", "consumer", cc.Durable, "error", err)
-			}
-		}))...)
-	if err != nil {
+	failed := make(chan struct{}, 1)
+	if k.cctx, err = k.consumeBatched(cons, bound, failed); err != nil {
 		k.closeQueues()
 		k.wg.Wait()
 		return nil, fmt.Errorf("consume %s: %w", cc.Durable, translate(err))
 	}
+	k.pulling.Add(1)
+	go k.followLimits(cons, failed)
 	return k, nil
+}
+
+// consumeBatched starts nats.go's Consume within the limits cfg sets; a
+// failed request signals failed.
+func (k *Consumer) consumeBatched(cons jetstream.Consumer, cfg jetstream.ConsumerConfig, failed chan<- struct{}) (jetstream.ConsumeContext, error) {
+	return cons.Consume(k.dispatch, append(batchedLimits(cfg, k.cc),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, jetstream.ErrConsumerDeleted) {
+				return
+			}
+			k.cc.Logger.Debug("consume", "consumer", k.cc.Durable, "error", err)
+			select {
+			case failed <- struct{}{}:
+			default:
+			}
+		}))...)
+}
+
+// followLimits is the batched mode's answer to a failed request: it reads
+// the consumer's limits again and, when an operator changed them, consumes
+// within the new ones (nats.go keeps asking as it started, and a consumer
+// that now allows less refuses every request). The new Consume starts
+// before the old one stops, so the consumer is never left without one.
+func (k *Consumer) followLimits(cons jetstream.Consumer, failed chan struct{}) {
+	defer k.pulling.Done()
+	for {
+		select {
+		case <-k.ctx.Done():
+			return
+		case <-failed:
+		}
+		cfg, changed := k.relimit(cons)
+		if !changed {
+			continue
+		}
+		k.mu.Lock()
+		if k.ctx.Err() != nil {
+			k.mu.Unlock()
+			return
+		}
+		next, err := k.consumeBatched(cons, cfg, failed)
+		if err != nil {
+			k.mu.Unlock()
+			k.cc.Logger.Warn("consuming within the new request limits failed; trying again at the next failure",
+				"consumer", k.cc.Durable, "error", err)
+			k.set = operatorLimits{batch: -1} // so the next read counts as a change
+			continue
+		}
+		old := k.cctx
+		k.cctx = next
+		k.mu.Unlock()
+		old.Stop()
+		<-old.Closed()
+	}
 }
 
 // consumer returns the durable consumer want on stream. A client that has
@@ -458,22 +514,36 @@ func batchedLimits(cfg jetstream.ConsumerConfig, cc ConsumeConfig) []jetstream.P
 // default.
 const batchedWait = 30 * time.Second
 
-// relimit reads the consumer's limits again after a failed request.
-func (k *Consumer) relimit(cons jetstream.Consumer) {
+// operatorLimits are the limits an operator may set on a consumer's pull
+// requests, as the server has them.
+type operatorLimits struct {
+	batch   int
+	expires time.Duration
+}
+
+func operatorLimitsOf(cfg jetstream.ConsumerConfig) operatorLimits {
+	return operatorLimits{batch: cfg.MaxRequestBatch, expires: cfg.MaxRequestExpires}
+}
+
+// relimit reads the consumer's limits again after a failed request, and
+// returns its configuration and whether they changed since last read.
+func (k *Consumer) relimit(cons jetstream.Consumer) (jetstream.ConsumerConfig, bool) {
 	if k.ctx.Err() != nil {
-		return
+		return jetstream.ConsumerConfig{}, false
 	}
 	ctx, cancel := context.WithTimeout(k.ctx, limitsRead)
 	defer cancel()
 	info, err := cons.Info(ctx)
 	if err != nil {
-		return
+		return jetstream.ConsumerConfig{}, false
 	}
-	if l := limitsOf(info.Config); l != k.limits {
+	if set := operatorLimitsOf(info.Config); set != k.set {
 		k.cc.Logger.Warn("the consumer's request limits changed; asking within them", "consumer", k.cc.Durable,
 			"max_batch", info.Config.MaxRequestBatch, "max_expires", info.Config.MaxRequestExpires)
-		k.limits = l
+		k.set, k.limits = set, limitsOf(info.Config)
+		return info.Config, true
 	}
+	return info.Config, false
 }
 
 // retryLater logs a failed pull request (a warning once failures in a row
@@ -721,9 +791,12 @@ var ErrConsumerStopped = errors.New("consumer stopped")
 func (k *Consumer) Stop(ctx context.Context) error {
 	k.once.Do(func() {
 		k.cancel()
-		if k.cctx != nil {
-			k.cctx.Stop()
-			<-k.cctx.Closed()
+		k.mu.Lock()
+		cctx := k.cctx
+		k.mu.Unlock()
+		if cctx != nil {
+			cctx.Stop()
+			<-cctx.Closed()
 		}
 		k.pulling.Wait()
 		k.closeQueues()

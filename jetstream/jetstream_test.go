@@ -738,6 +738,35 @@ func TestConsumeBatchedAsksWithinTheConsumersLimits(t *testing.T) {
 	handleAll(t, c, jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "batched"}, c, 5, nil, nil)
 }
 
+// TestConsumeBatchedFollowsLimitsSetWhileItRuns: the batched mode read the
+// consumer's limits only when it started, so an operator who lowered them
+// under a running coordinator had every later request refused until the
+// coordinator restarted. It now reads them again when a request is refused
+// for them, and asks within the new ones.
+func TestConsumeBatchedFollowsLimitsSetWhileItRuns(t *testing.T) {
+	t.Parallel()
+	srv := jstest.Server(t)
+	c := jstest.Client(t, srv)
+	// Batches of four: nats.go asks again after two, beyond the new limit.
+	cc := jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "relimited", MaxAckPending: 4}
+	require.NoError(t, c.CreateConsumer(ctx(t), cc))
+	js := adminJS(t, srv)
+	var logs syncbuf.Buffer
+	worker, err := jetstream.Dial(ctx(t), jetstream.DialConfig{URL: srv.URL()}, jetstream.Config{})
+	require.NoError(t, err)
+	defer worker.Close()
+	cc.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	handleAll(t, worker, cc, c, 12, func() {
+		cons, err := js.Consumer(ctx(t), c.StreamName(jetstream.StreamDecisions), "relimited")
+		require.NoError(t, err)
+		edited := cons.CachedInfo().Config
+		edited.MaxRequestBatch, edited.MaxRequestExpires = 1, time.Second
+		_, err = js.UpdateConsumer(ctx(t), c.StreamName(jetstream.StreamDecisions), edited)
+		require.NoError(t, err)
+	}, logs.String)
+	assert.Contains(t, logs.String(), "request limits changed", "the change is a warning")
+}
+
 // TestConsumeKeepsTheOperatorsRequestLimits: a worker whose client
 // provisions updates its durable consumer when it binds; it keeps the
 // limits an operator set on the consumer's pull requests, where it cleared
