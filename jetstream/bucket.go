@@ -132,15 +132,26 @@ func (m *Bucket) Delete(ctx context.Context, key string) error {
 
 // Marker returns the body and sequence of the delete marker that is key's
 // last message (PutMarker's), or ErrNotFound when key has no message or
-// its last one is a value.
+// its last one is a value, or the bucket no longer exists (a bucket in
+// memory after a server restart). One direct get (the bucket's stream
+// allows them), where it asked for the stream's info first, a round trip
+// more on every read; only when nobody answers the direct get does it ask
+// the stream, which tells a missing bucket from one without a leader yet.
 func (m *Bucket) Marker(ctx context.Context, key string) ([]byte, uint64, error) {
-	st, err := m.js.Stream(ctx, "KV_"+m.name)
-	if err != nil {
-		return nil, 0, fmt.Errorf("marker %s: %w", key, translate(err))
+	subject := "$KV." + m.name + "." + key
+	msg, err := m.c.directLast(ctx, "KV_"+m.name, subject)
+	if errors.Is(err, ErrNotProvisioned) {
+		var st jetstream.Stream
+		if st, err = m.js.Stream(ctx, "KV_"+m.name); err == nil {
+			var raw *jetstream.RawStreamMsg
+			if raw, err = st.GetLastMsgForSubject(ctx, subject); err == nil {
+				msg = StoredMsg{Sequence: raw.Sequence, Header: Header(raw.Header), Data: raw.Data}
+			}
+		}
+		err = translate(err)
 	}
-	msg, err := st.GetLastMsgForSubject(ctx, "$KV."+m.name+"."+key)
 	if err != nil {
-		return nil, 0, fmt.Errorf("marker %s: %w", key, translate(err))
+		return nil, 0, fmt.Errorf("marker %s: %w", key, err)
 	}
 	if msg.Header.Get(kvOperation) != kvDelete {
 		return nil, 0, fmt.Errorf("marker %s: %w: the key holds a value", key, ErrNotFound)

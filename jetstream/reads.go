@@ -42,7 +42,11 @@ func (c *Client) LastMsg(ctx context.Context, s Stream, subject string) (StoredM
 // agent to <prefix>.*.<agent>.*), and it needs no STREAM.INFO. It returns
 // ErrNotFound when there is none.
 func (c *Client) DirectLast(ctx context.Context, s Stream, subject string) (StoredMsg, error) {
-	name := c.StreamName(s)
+	return c.directLast(ctx, c.StreamName(s), subject)
+}
+
+// directLast is DirectLast on the stream named name.
+func (c *Client) directLast(ctx context.Context, name, subject string) (StoredMsg, error) {
 	api := "$JS.API.DIRECT.GET." + name + "." + subject
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc

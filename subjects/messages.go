@@ -408,7 +408,9 @@ const (
 	EventReminded  EventType = "reminded"
 	EventEscalated EventType = "escalated"
 	EventExpired   EventType = "expired"
-	// EventTimerArmed is a history entry: timers set for a deadline.
+	// EventTimerArmed is a history entry of records written before issue
+	// 25: timers set for a deadline (the suspended event's detail says so
+	// now).
 	EventTimerArmed EventType = "timer_armed"
 	// EventNotificationFailed: a notifier gave up delivering to a sink.
 	EventNotificationFailed EventType = "notification_failed"
@@ -542,9 +544,13 @@ type Run struct {
 	Journal    Journal          `json:"journal,omitempty"`
 	Result     json.RawMessage  `json:"result,omitempty"`
 	Error      string           `json:"error,omitempty"`
-	History    []HistoryEntry   `json:"history"`
-	CreatedAt  time.Time        `json:"createdAt"`
-	UpdatedAt  time.Time        `json:"updatedAt"`
+	// History is what records written before issue 25 kept of their
+	// transitions, rewritten whole on every write. The coordinator writes
+	// none now: the run's events (the audit trail) are its history. Old
+	// records keep theirs, and reads show it.
+	History   []HistoryEntry `json:"history,omitempty"`
+	CreatedAt time.Time      `json:"createdAt"`
+	UpdatedAt time.Time      `json:"updatedAt"`
 	// SuspensionSeq is the stream sequence of the last suspension recorded.
 	SuspensionSeq uint64 `json:"suspensionSeq,omitempty"`
 	// TraceParent is the W3C trace context of the run's last pass; replays
@@ -553,6 +559,19 @@ type Run struct {
 	// Requester is who started the run, as the transport proved it
 	// (version 2): recorded at the run's first suspension, never changed.
 	Requester string `json:"requester,omitempty"`
+	// RuleFailures are the operator rules that failed on the run's
+	// interrupts when they were raised, as their rule_failed events say
+	// (version 2): kept so that a suspension delivered again audits them
+	// again, under the same message ids.
+	RuleFailures []RuleFailure `json:"ruleFailures,omitempty"`
+}
+
+// RuleFailure is an operator rule that failed on an interrupt when it was
+// raised, in pass Pass.
+type RuleFailure struct {
+	InterruptID string `json:"interruptId"`
+	Pass        int    `json:"pass"`
+	Detail      string `json:"detail"`
 }
 
 // InterruptState is an interrupt of a run with the pass that raised it and,
@@ -598,7 +617,8 @@ func (r *Run) Pending() []InterruptState {
 	return out
 }
 
-// HistoryEntry is one transition in a run's history.
+// HistoryEntry is one transition in the history of a record written
+// before issue 25 (Run.History).
 type HistoryEntry struct {
 	At          time.Time `json:"at"`
 	Type        EventType `json:"type"`

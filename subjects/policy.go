@@ -260,6 +260,9 @@ func (r *Run) v2Field() string {
 	if r.Requester != "" {
 		return "requester"
 	}
+	if len(r.RuleFailures) > 0 {
+		return "ruleFailures"
+	}
 	for i := range r.Interrupts {
 		in := &r.Interrupts[i]
 		if f := in.v2Field(); f != "" {
@@ -268,6 +271,7 @@ func (r *Run) v2Field() string {
 		if len(in.Votes) > 0 {
 			return fmt.Sprintf("interrupts[%d].votes", i)
 		}
+
 		if in.Decision != nil {
 			if f := in.Decision.v2Field(); f != "" {
 				return fmt.Sprintf("interrupts[%d].decision.%s", i, f)

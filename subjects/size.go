@@ -23,12 +23,12 @@ func RecordTooLarge(format string, args ...any) error {
 // upper bounds of what the coordinator writes, not estimates.
 const (
 	// RecordMargin is kept free in every record for what any write adds
-	// besides decisions and timers: the status, the outcome's history
-	// entry, the KV message's headers.
+	// besides decisions and timers: the status, the error, the rule
+	// failures, the KV message's headers.
 	RecordMargin = 8 << 10
 	// DecisionOverhead is what recording one decision adds besides the
 	// decision itself: its time, sequence and order, the approver's
-	// identity, its history entries.
+	// identity.
 	DecisionOverhead = 2 << 10
 	// TimerOverhead is what one reminder or one escalation adds besides the
 	// approvers it names: history entries and the timer's name.

@@ -226,8 +226,14 @@ func newShow(g *globals) *cobra.Command {
 				if g.json {
 					return printJSON(cmd.OutOrStdout(), rec)
 				}
+				// The run's history is its audit trail: the record keeps none.
+				evs, err := api.Events(ctx, args[0])
+				if err != nil {
+					return err
+				}
 				printRun(cmd.OutOrStdout(), rec)
-				return nil
+				fmt.Fprintln(cmd.OutOrStdout(), "\nhistory:")
+				return printTrail(cmd.OutOrStdout(), evs, showDetail)
 			})
 		},
 	}
@@ -271,16 +277,6 @@ func printRun(w io.Writer, r *subjects.Run) {
 		_ = tw.Flush()
 		printPolicies(w, r)
 	}
-	fmt.Fprintln(w, "\nhistory:")
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	for _, h := range r.History {
-		detail := h.Detail
-		if h.InterruptID != "" {
-			detail = strings.TrimSpace(h.InterruptID + " " + detail)
-		}
-		say(tw, "  %s\t%s\tpass %d\t%s\n", h.At.Format(time.RFC3339), h.Type, h.Pass, detail)
-	}
-	_ = tw.Flush()
 }
 
 func newHistory(g *globals) *cobra.Command {
@@ -305,15 +301,28 @@ func newHistory(g *globals) *cobra.Command {
 					say(cmd.OutOrStdout(), "no events for run %s\n", args[0])
 					return nil
 				}
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "WHEN\tEVENT\tPASS\tWHO\tDETAIL")
-				for _, ev := range evs {
-					say(tw, "%s\t%s\t%d\t%s\t%s\n", ev.At.Format(time.RFC3339), ev.Type, ev.Pass, who(ev), oneLine(eventDetail(ev), 80))
-				}
-				return tw.Flush()
+				return printTrail(cmd.OutOrStdout(), evs, historyDetail)
 			})
 		},
 	}
+}
+
+// The widths of an event's detail: in `history`'s table, and in `show`,
+// which is about one run and shows more of each.
+const (
+	historyDetail = 80
+	showDetail    = 160
+)
+
+// printTrail prints a run's events as a table, oldest first, each detail
+// cut to width.
+func printTrail(w io.Writer, evs []subjects.Event, width int) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WHEN\tEVENT\tPASS\tWHO\tDETAIL")
+	for _, ev := range evs {
+		say(tw, "%s\t%s\t%d\t%s\t%s\n", ev.At.Format(time.RFC3339), ev.Type, ev.Pass, who(ev), oneLine(eventDetail(ev), width))
+	}
+	return tw.Flush()
 }
 
 func who(ev subjects.Event) string {

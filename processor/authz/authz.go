@@ -151,9 +151,10 @@ func ViewInterrupt(st subjects.InterruptState, p Principal) (subjects.InterruptS
 
 // View is the one function every read goes through: what reader p may see
 // of run rec and of its events evs (either may be nil). Each interrupt is
-// shown as ViewInterrupt shows it to p; the record's history entries and
-// the events about interrupts withheld from p keep only their time, type,
-// pass, interrupt and outcome (no approver, detail, subject or identity).
+// shown as ViewInterrupt shows it to p; the history entries of an old
+// record, its rule failures and the events about interrupts withheld from
+// p keep only their time, type, pass, interrupt and outcome (no approver,
+// detail, subject or identity).
 // Whether p may read the run at all is MayReadRun's to say, before; an
 // auditor reads every interrupt, so sees everything but sensitive answers.
 func View(p Principal, rec *subjects.Run, evs []subjects.Event) (*subjects.Run, []subjects.Event) {
@@ -173,6 +174,12 @@ func View(p Principal, rec *subjects.Run, evs []subjects.Event) (*subjects.Run, 
 		for i, h := range cp.History {
 			if h.InterruptID != "" && withheld[h.InterruptID] {
 				cp.History[i] = subjects.HistoryEntry{At: h.At, Type: h.Type, Pass: h.Pass, InterruptID: h.InterruptID}
+			}
+		}
+		cp.RuleFailures = slices.Clone(rec.RuleFailures)
+		for i, f := range cp.RuleFailures {
+			if withheld[f.InterruptID] {
+				cp.RuleFailures[i].Detail = ""
 			}
 		}
 		out = &cp

@@ -74,7 +74,8 @@ func TestView(t *testing.T) {
 				Payload: json.RawMessage(`"IBAN"`), Comment: "paid IBAN", Approver: "ada"}, DecidedAt: &at, Order: 1},
 		{Interrupt: subjects.Interrupt{ID: "pin", Reason: subjects.ReasonInputRequired, Approvers: []string{"carol"}},
 			Decision: &subjects.Decision{Status: subjects.StatusResolved, Payload: json.RawMessage(`"1234"`)}},
-	}, History: []subjects.HistoryEntry{{Type: subjects.EventDecisionAccepted, InterruptID: "a", Approver: "ada", Detail: "resolved"}}}
+	}, History: []subjects.HistoryEntry{{Type: subjects.EventDecisionAccepted, InterruptID: "a", Approver: "ada", Detail: "resolved"}},
+		RuleFailures: []subjects.RuleFailure{{InterruptID: "a", Detail: "pay-known: arguments.IBAN is missing"}}}
 	evs := []subjects.Event{
 		{Type: subjects.EventDecisionAccepted, RunID: "r", Subject: "interlock.resume.r.ada", Detail: "IBAN",
 			Verdict: &subjects.Verdict{InterruptID: "a", Outcome: subjects.OutcomeAccepted, Approver: "ada", Via: "gateway"}},
@@ -98,6 +99,7 @@ func TestView(t *testing.T) {
 	ada := authz.Principal{Name: "ada"}
 	view, vevs = authz.View(ada, rec, evs)
 	assert.Equal(t, rec.Interrupts[1], view.Interrupts[1])
+	assert.Equal(t, rec.RuleFailures, view.RuleFailures, "the rule failures of hers, whole")
 	assert.Equal(t, evs[0], vevs[0])
 	assert.True(t, view.Interrupts[0].Withheld, "carol's, to ada")
 

@@ -1,7 +1,10 @@
 package coordinator
 
 import (
+	"encoding/json"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -9,6 +12,7 @@ import (
 
 	"github.com/interlockhq/interlock/internal/fault"
 	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor/policy"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -52,6 +56,29 @@ var refusal = []step{
 	}),
 }
 
+// ruleFails is a suspension whose operator rule fails (the call's
+// arguments lack what it reads): the rule_failed event has to survive a
+// crash between the record and its effects, carried by the record.
+var ruleFails = []step{
+	outcomeStep(func(e *env) *jetstream.Delivery {
+		call, err := subjects.NewCall("issue_refund", json.RawMessage(`{"sum":5}`))
+		require.NoError(e.t, err)
+		return e.suspensionBy("r1", "ada", subjects.Interrupt{ID: "q", Reason: subjects.ReasonToolCall, Call: call})
+	}),
+}
+
+// failingRule is the operator rule ruleFails makes fail.
+func failingRule(t *testing.T) Config {
+	set, err := policy.Parse("policies.yaml", []byte(`
+rules:
+  - name: small-refunds
+    match: 'tool == "issue_refund" && arguments.amount < 20'
+    action: approve
+`))
+	require.NoError(t, err)
+	return Config{Policies: set}
+}
+
 // play runs steps on e, each delivered again while the coordinator
 // abandons it (a redelivery after a crash), and, with twice, once more
 // after it was handled (an ack that was lost). It returns each step's last
@@ -79,23 +106,38 @@ func TestFaultPointsConverge(t *testing.T) {
 	tests := []struct {
 		point string
 		steps []step
+		rules bool
 	}{
-		{"outcome-start", lifecycle},
-		{"outcome-after-record", lifecycle},
-		{"outcome-after-index", lifecycle},
-		{"outcome-refused-after-record", refusal},
-		{"decision-after-record", lifecycle},
-		{"decision-after-work", lifecycle},
-		{"timer-after-record", lifecycle},
+		{"outcome-start", lifecycle, false},
+		{"outcome-after-record", lifecycle, false},
+		{"outcome-after-record", ruleFails, true},
+		{"outcome-after-index", lifecycle, false},
+		{"outcome-refused-after-record", refusal, false},
+		{"decision-after-record", lifecycle, false},
+		{"decision-after-work", lifecycle, false},
+		{"timer-after-record", lifecycle, false},
 	}
 	for _, tc := range tests {
-		t.Run(tc.point, func(t *testing.T) {
+		name := tc.point
+		if tc.rules {
+			name += "/rule-failed"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			clean := newEnv(t, Config{})
+			cfg := Config{}
+			if tc.rules {
+				cfg = failingRule(t)
+			}
+			clean := newEnv(t, cfg)
 			want := play(t, clean, tc.steps, false)
+			if tc.rules {
+				assert.True(t, slices.ContainsFunc(clean.state("r1").Events, func(ev string) bool {
+					return strings.HasPrefix(ev, "r1 rule_failed  q small-refunds: rule failed")
+				}), "the failed rule is audited")
+			}
 
 			hook, fired := fault.Once(tc.point)
-			e := newEnv(t, Config{}).withFault(hook)
+			e := newEnv(t, cfg).withFault(hook)
 			got := play(t, e, tc.steps, false)
 			select {
 			case <-fired:
@@ -157,4 +199,32 @@ func errorKinds(errs []error) []string {
 		}
 	}
 	return out
+}
+
+// TestRecordKeepsNoHistory: the record rewrote its whole history, a list
+// growing with every transition, on each of its writes (about 800 bytes
+// of a cycle's 5,800), beside the audit trail that holds every transition
+// once. It keeps none now: the run's events are its history.
+func TestRecordKeepsNoHistory(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	for _, s := range lifecycle {
+		require.NoError(t, s.handle(e.co)(ctx(t), s.msg(e)))
+		assert.Empty(t, e.record("r1").History, "no history in the record")
+	}
+	var types []subjects.EventType
+	for _, ev := range e.events("r1") {
+		types = append(types, ev.Type)
+	}
+	assert.Equal(t, []subjects.EventType{subjects.EventSuspended, subjects.EventDecisionAccepted,
+		subjects.EventDecisionAccepted, subjects.EventExpired, subjects.EventCompleted}, types, "the trail holds every transition")
+
+	ruled := newEnv(t, failingRule(t))
+	play(t, ruled, ruleFails, false)
+	rec := ruled.record("r1")
+	assert.Empty(t, rec.History, "no history in the record")
+	require.Len(t, rec.RuleFailures, 1, "what the rule_failed event says is kept")
+	assert.Equal(t, "q", rec.RuleFailures[0].InterruptID)
+	assert.Contains(t, rec.RuleFailures[0].Detail, "small-refunds: rule failed")
+	assert.Equal(t, subjects.Version2, rec.Version, "a version 2 field")
 }

@@ -204,9 +204,22 @@ func (co *Coordinator) outcomeEvent(rec *subjects.Run, o rules.Outcome) store.Ev
 	switch o.Kind {
 	case subjects.KindSuspended:
 		ev.Type = subjects.EventSuspended
+		var armed []string
 		for _, in := range o.Suspension.Interrupts {
 			ev.InterruptIDs = append(ev.InterruptIDs, in.ID)
+			if i := rules.Find(rec, in.ID); i >= 0 {
+				if d := co.rules.ArmedDetail(rec.Interrupts[i]); d != "" {
+					armed = append(armed, in.ID+" "+d)
+				}
+			}
 		}
+		// The deadlines' timers, which the record's history said before;
+		// which interrupt each is about goes without saying when there is
+		// one.
+		if len(o.Suspension.Interrupts) == 1 && len(armed) == 1 {
+			armed[0] = strings.TrimPrefix(armed[0], o.Suspension.Interrupts[0].ID+" ")
+		}
+		ev.Detail = strings.Join(armed, "; ")
 	case subjects.KindCompleted:
 		ev.Type = subjects.EventCompleted
 	default:

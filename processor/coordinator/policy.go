@@ -10,7 +10,7 @@ import (
 
 // policyEffects are what the operator's rules did to the interrupts of
 // suspension o, recorded with it: a rule_failed event per rule that failed
-// (and was applied failing closed), a decision_accepted event per
+// (and was applied failing closed; the record keeps each), a decision_accepted event per
 // automatic decision (approver interlock:policy, via policy, the rule's
 // name), and the replay when the rules settled every interrupt of the
 // pass. Each carries an id derived from the pass, so they are published
@@ -21,10 +21,10 @@ func (co *Coordinator) policyEffects(rec *subjects.Run, o rules.Outcome) (store.
 		return fx, nil
 	}
 	pass := "pass" + strconv.Itoa(o.Pass)
-	for n, h := range rec.History {
-		if h.Type == subjects.EventRuleFailed && h.Pass == o.Pass {
+	for n, f := range rec.RuleFailures {
+		if f.Pass == o.Pass {
 			fx.Events = append(fx.Events, co.newEvent(subjects.Event{Type: subjects.EventRuleFailed, RunID: rec.RunID,
-				Agent: rec.Agent, Pass: o.Pass, InterruptIDs: []string{h.InterruptID}, Detail: h.Detail},
+				Agent: rec.Agent, Pass: o.Pass, InterruptIDs: []string{f.InterruptID}, Detail: f.Detail},
 				pass+"-rule"+strconv.Itoa(n)))
 		}
 	}

@@ -170,11 +170,8 @@ func ApplyDecision(rec *subjects.Run, i int, d subjects.Decision, seq uint64, no
 	d = *subjects.Versioned(&d)
 	st.Decision, st.DecidedAt, st.DecisionSeq = &d, &now, seq
 	st.Order = decisionCount(rec) + 1
-	cp.History = append(cp.History, subjects.HistoryEntry{At: now, Type: subjects.EventDecisionAccepted, Pass: cp.Pass,
-		InterruptID: d.InterruptID, DecisionID: d.DecisionID, Approver: d.Approver, Detail: string(d.Status)})
 	if len(cp.Pending()) == 0 {
 		cp.Status = subjects.RunResuming
-		cp.History = append(cp.History, subjects.HistoryEntry{At: now, Type: subjects.EventResumed, Pass: cp.Pass + 1})
 	}
 	cp.UpdatedAt = now
 	return cp

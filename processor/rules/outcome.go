@@ -93,7 +93,6 @@ func (s *Set) ApplyOutcome(rec *subjects.Run, o Outcome, a Arrival, now time.Tim
 		}
 		rec.Journal = j
 	}
-	var evType subjects.EventType
 	rulings := map[string]Ruling{}
 	switch o.Kind {
 	case subjects.KindSuspended:
@@ -102,8 +101,7 @@ func (s *Set) ApplyOutcome(rec *subjects.Run, o Outcome, a Arrival, now time.Tim
 				r := s.Operator(rec, in)
 				in = Stricter(in, r.Require, s.Members)
 				for _, f := range r.Failed {
-					rec.History = append(rec.History, subjects.HistoryEntry{At: now, Type: subjects.EventRuleFailed,
-						Pass: o.Pass, InterruptID: in.ID, Detail: f})
+					rec.RuleFailures = append(rec.RuleFailures, subjects.RuleFailure{InterruptID: in.ID, Pass: o.Pass, Detail: f})
 				}
 				if r.Approve != "" || r.Deny != "" {
 					rulings[in.ID] = r
@@ -125,22 +123,17 @@ func (s *Set) ApplyOutcome(rec *subjects.Run, o Outcome, a Arrival, now time.Tim
 				deadline := now.Add(s.Expiry.Timeout)
 				in.ExpiresAt = &deadline
 			}
-			st := subjects.InterruptState{Interrupt: in, Pass: o.Pass}
-			rec.Interrupts = append(rec.Interrupts, st)
-			if in.ExpiresAt != nil {
-				rec.History = append(rec.History, s.timerHistory(st, now))
-			}
+			rec.Interrupts = append(rec.Interrupts, subjects.InterruptState{Interrupt: in, Pass: o.Pass})
 		}
-		rec.Status, evType = subjects.RunSuspended, subjects.EventSuspended
+		rec.Status = subjects.RunSuspended
 		rec.SuspensionSeq = a.Seq
 	case subjects.KindCompleted:
-		rec.Status, evType, rec.Result = subjects.RunCompleted, subjects.EventCompleted, o.Result
+		rec.Status, rec.Result = subjects.RunCompleted, o.Result
 	case subjects.KindFailed:
-		rec.Status, evType, rec.Error = subjects.RunFailed, subjects.EventFailed, o.Failure
+		rec.Status, rec.Error = subjects.RunFailed, o.Failure
 	default:
 		return nil, fmt.Errorf("%w: %s is not a pass outcome", subjects.ErrInvalidSubject, o.Kind)
 	}
-	rec.History = append(rec.History, subjects.HistoryEntry{At: now, Type: evType, Pass: o.Pass, Detail: o.Failure})
 	rec.UpdatedAt = now
 	if len(rulings) > 0 {
 		rec = s.settle(rec, rulings, now)

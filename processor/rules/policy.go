@@ -261,8 +261,6 @@ func applyVote(cp *subjects.Run, i int, d subjects.Decision, seq uint64, now tim
 		d.Status != subjects.StatusWithdrawn && t.Denials >= t.DenialsNeeded
 	if !decided {
 		st.Votes = votes
-		cp.History = append(cp.History, subjects.HistoryEntry{At: now, Type: subjects.EventVoteRecorded, Pass: cp.Pass,
-			InterruptID: d.InterruptID, DecisionID: d.DecisionID, Approver: d.Approver, Detail: string(d.Status)})
 		cp.UpdatedAt = now
 		return nil
 	}

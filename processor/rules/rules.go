@@ -84,7 +84,7 @@ func clone(rec *subjects.Run) *subjects.Run {
 	for i := range cp.Interrupts {
 		cp.Interrupts[i].Votes = slices.Clone(cp.Interrupts[i].Votes)
 	}
-	cp.History = slices.Clone(rec.History)
+	cp.RuleFailures = slices.Clone(rec.RuleFailures)
 	return &cp
 }
 

@@ -99,15 +99,6 @@ func (s *Set) Timers(rec *subjects.Run, now time.Time) []subjects.Timer {
 	return out
 }
 
-// timerHistory describes the timers of st's new deadline for the history.
-func (s *Set) timerHistory(st subjects.InterruptState, now time.Time) subjects.HistoryEntry {
-	detail := "expires " + st.ExpiresAt.Format(time.RFC3339) + ", then " + string(s.Expiry.Policy(st.Interrupt).Action)
-	if r := s.Expiry.Reminders(st.Interrupt); len(r) > 0 {
-		detail += fmt.Sprintf("; reminders %v before", r)
-	}
-	return subjects.HistoryEntry{At: now, Type: subjects.EventTimerArmed, Pass: st.Pass, InterruptID: st.ID, Detail: detail}
-}
-
 // TimerAction is what a due timer did.
 type TimerAction int
 
@@ -154,8 +145,6 @@ func (s *Set) ApplyTimer(rec *subjects.Run, i int, t subjects.Timer, now time.Ti
 	st.Fired = append(slices.Clone(st.Fired), t.Name)
 	if t.Kind == subjects.TimerRemind {
 		st.Reminders++
-		cp.History = append(cp.History, subjects.HistoryEntry{At: now, Type: subjects.EventReminded, Pass: st.Pass,
-			InterruptID: st.ID, Detail: "expires " + st.ExpiresAt.Format(time.RFC3339)})
 		return cp, TimerReminded
 	}
 	p := s.Expiry.Policy(st.Interrupt)
@@ -168,15 +157,24 @@ func (s *Set) ApplyTimer(rec *subjects.Run, i int, t subjects.Timer, now time.Ti
 				st.Approvers = append(slices.Clone(st.Approvers), a)
 			}
 		}
-		cp.History = append(cp.History, subjects.HistoryEntry{At: now, Type: subjects.EventEscalated, Pass: st.Pass,
-			InterruptID: st.ID, Detail: fmt.Sprintf("escalation %d of %d; now expires %s", st.Escalations, p.Times,
-				deadline.Format(time.RFC3339))}, s.timerHistory(*st, now))
 		return cp, TimerEscalated
 	}
 	d := ExpiryDecision(*st, t.Name, t.Deadline, p)
-	cp.History = append(cp.History, subjects.HistoryEntry{At: now, Type: subjects.EventExpired, Pass: st.Pass,
-		InterruptID: st.ID, Detail: string(d.Status)})
 	return ApplyDecision(cp, i, d, 0, now), TimerExpired
+}
+
+// ArmedDetail says what the timers of st's deadline will do, for the
+// audit trail (the suspended event's detail): when it expires, what then,
+// and the reminders before; empty without a deadline.
+func (s *Set) ArmedDetail(st subjects.InterruptState) string {
+	if st.ExpiresAt == nil {
+		return ""
+	}
+	detail := "expires " + st.ExpiresAt.Format(time.RFC3339) + ", then " + string(s.Expiry.Policy(st.Interrupt).Action)
+	if r := s.Expiry.Reminders(st.Interrupt); len(r) > 0 {
+		detail += fmt.Sprintf("; reminders %v before", r)
+	}
+	return detail
 }
 
 // RecordBound is subjects.RecordBound of rec with the expiry policy and
