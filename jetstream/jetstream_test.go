@@ -676,14 +676,21 @@ func TestConsumeBacksOffWhileRequestsFail(t *testing.T) {
 func TestConsumeAsksWithinTheConsumersLimits(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name  string
-		later bool
-		limit func(*njs.ConsumerConfig)
+		name    string
+		later   bool
+		batched bool
+		limit   func(*njs.ConsumerConfig)
 	}{
-		{"batch, set before", false, func(c *njs.ConsumerConfig) { c.MaxRequestBatch = 1 }},
-		{"expires, set before", false, func(c *njs.ConsumerConfig) { c.MaxRequestExpires = 2 * time.Second }},
-		{"batch and expires, set while it runs", true, func(c *njs.ConsumerConfig) {
+		{"batch, set before", false, false, func(c *njs.ConsumerConfig) { c.MaxRequestBatch = 1 }},
+		{"expires, set before", false, false, func(c *njs.ConsumerConfig) { c.MaxRequestExpires = 2 * time.Second }},
+		{"batch and expires, set while it runs", true, false, func(c *njs.ConsumerConfig) {
 			c.MaxRequestBatch, c.MaxRequestExpires = 2, time.Second
+		}},
+		// The batched mode (the coordinator's consumers) read the limits
+		// only when it started: every later request was refused until the
+		// coordinator restarted (4 of 12 handled).
+		{"batched: batch and expires, set while it runs", true, true, func(c *njs.ConsumerConfig) {
+			c.MaxRequestBatch, c.MaxRequestExpires = 1, time.Second
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -691,6 +698,11 @@ func TestConsumeAsksWithinTheConsumersLimits(t *testing.T) {
 			srv := jstest.Server(t)
 			c := jstest.Client(t, srv)
 			cc := jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "limited", Concurrency: 2, Prefetch: 3}
+			if tc.batched {
+				// Batches of four: nats.go asks again after two, beyond the
+				// new limit.
+				cc = jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "limited", MaxAckPending: 4}
+			}
 			require.NoError(t, c.CreateConsumer(ctx(t), cc))
 			js := adminJS(t, srv)
 			limit := func() {
@@ -736,35 +748,6 @@ func TestConsumeBatchedAsksWithinTheConsumersLimits(t *testing.T) {
 		AckPolicy: njs.AckExplicitPolicy, MaxRequestBatch: 2, MaxRequestExpires: 2 * time.Second})
 	require.NoError(t, err)
 	handleAll(t, c, jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "batched"}, c, 5, nil, nil)
-}
-
-// TestConsumeBatchedFollowsLimitsSetWhileItRuns: the batched mode read the
-// consumer's limits only when it started, so an operator who lowered them
-// under a running coordinator had every later request refused until the
-// coordinator restarted. It now reads them again when a request is refused
-// for them, and asks within the new ones.
-func TestConsumeBatchedFollowsLimitsSetWhileItRuns(t *testing.T) {
-	t.Parallel()
-	srv := jstest.Server(t)
-	c := jstest.Client(t, srv)
-	// Batches of four: nats.go asks again after two, beyond the new limit.
-	cc := jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "relimited", MaxAckPending: 4}
-	require.NoError(t, c.CreateConsumer(ctx(t), cc))
-	js := adminJS(t, srv)
-	var logs syncbuf.Buffer
-	worker, err := jetstream.Dial(ctx(t), jetstream.DialConfig{URL: srv.URL()}, jetstream.Config{})
-	require.NoError(t, err)
-	defer worker.Close()
-	cc.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	handleAll(t, worker, cc, c, 12, func() {
-		cons, err := js.Consumer(ctx(t), c.StreamName(jetstream.StreamDecisions), "relimited")
-		require.NoError(t, err)
-		edited := cons.CachedInfo().Config
-		edited.MaxRequestBatch, edited.MaxRequestExpires = 1, time.Second
-		_, err = js.UpdateConsumer(ctx(t), c.StreamName(jetstream.StreamDecisions), edited)
-		require.NoError(t, err)
-	}, logs.String)
-	assert.Contains(t, logs.String(), "request limits changed", "the change is a warning")
 }
 
 // TestConsumeKeepsTheOperatorsRequestLimits: a worker whose client

@@ -67,8 +67,10 @@ var ruleFails = []step{
 	}),
 }
 
-// failingRule is the operator rule ruleFails makes fail.
-func failingRule(t *testing.T) Config {
+// smallRefunds is an operator rule that approves refunds under 20, and
+// fails on a call whose arguments carry no amount (ruleFails').
+func smallRefunds(t *testing.T) Config {
+	t.Helper()
 	set, err := policy.Parse("policies.yaml", []byte(`
 rules:
   - name: small-refunds
@@ -126,7 +128,7 @@ func TestFaultPointsConverge(t *testing.T) {
 			t.Parallel()
 			cfg := Config{}
 			if tc.rules {
-				cfg = failingRule(t)
+				cfg = smallRefunds(t)
 			}
 			clean := newEnv(t, cfg)
 			want := play(t, clean, tc.steps, false)
@@ -219,7 +221,7 @@ func TestRecordKeepsNoHistory(t *testing.T) {
 	assert.Equal(t, []subjects.EventType{subjects.EventSuspended, subjects.EventDecisionAccepted,
 		subjects.EventDecisionAccepted, subjects.EventExpired, subjects.EventCompleted}, types, "the trail holds every transition")
 
-	ruled := newEnv(t, failingRule(t))
+	ruled := newEnv(t, smallRefunds(t))
 	play(t, ruled, ruleFails, false)
 	rec := ruled.record("r1")
 	assert.Empty(t, rec.History, "no history in the record")

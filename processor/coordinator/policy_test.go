@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/interlockhq/interlock/jetstream"
-	"github.com/interlockhq/interlock/processor/policy"
 	"github.com/interlockhq/interlock/processor/store"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -112,14 +111,7 @@ func TestQuorumDecision(t *testing.T) {
 // asked; a rule that fails is audited as rule_failed.
 func TestOperatorRuleSettlesSuspension(t *testing.T) {
 	t.Parallel()
-	set, err := policy.Parse("policies.yaml", []byte(`
-rules:
-  - name: small-refunds
-    match: 'tool == "issue_refund" && arguments.amount < 20'
-    action: approve
-`))
-	require.NoError(t, err)
-	e := newEnv(t, Config{Policies: set})
+	e := newEnv(t, smallRefunds(t))
 	small, err := subjects.NewCall("issue_refund", json.RawMessage(`{"amount":5}`))
 	require.NoError(t, err)
 	require.NoError(t, e.co.handleOutcome(ctx(t), e.suspensionBy("r1", "ada",

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/interlockhq/interlock/processor/policy"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -18,14 +17,7 @@ import (
 // made.
 func TestPolicyMetrics(t *testing.T) {
 	t.Parallel()
-	set, err := policy.Parse("policies.yaml", []byte(`
-rules:
-  - name: small-refunds
-    match: 'tool == "issue_refund" && arguments.amount < 20'
-    action: approve
-`))
-	require.NoError(t, err)
-	e := newEnv(t, Config{Policies: set})
+	e := newEnv(t, smallRefunds(t))
 	call, err := subjects.NewCall("pay", json.RawMessage(`{"amount":12400}`))
 	require.NoError(t, err)
 	require.NoError(t, e.co.handleOutcome(ctx(t), e.suspensionBy("r1", "ada", subjects.Interrupt{ID: "pay",
