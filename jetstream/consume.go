@@ -193,8 +193,10 @@ type Consumer struct {
 	// set is what the operator allows as last read (either mode).
 	set     operatorLimits
 	stopped lifecycle.Stopped
-	// Batched mode: mu guards cctx, which limits read again replace.
-	mu sync.Mutex
+	// Batched mode: mu guards cctx, which a limits change or a rebind
+	// replaces; rebound is when the last rebind bound (watchBatched's).
+	mu      sync.Mutex
+	rebound time.Time
 }
 
 // held is a message the loop holds, kept alive from its arrival.
@@ -256,7 +258,7 @@ func (c *Client) Consume(ctx context.Context, cc ConsumeConfig, h Handler) (*Con
 		return nil, fmt.Errorf("consume %s: %w", cc.Durable, translate(err))
 	}
 	k.pulling.Add(1)
-	go k.followLimits(cons, failed)
+	go k.watchBatched(cons, failed)
 	return k, nil
 }
 
@@ -276,22 +278,46 @@ func (k *Consumer) consumeBatched(cons jetstream.Consumer, cfg jetstream.Consume
 		}))...)
 }
 
-// followLimits is the batched mode's answer to a failed request: it reads
-// the consumer's limits again and, when an operator changed them, consumes
-// within the new ones (nats.go keeps asking as it started, and a consumer
-// that now allows less refuses every request). The new Consume starts
-// before the old one stops, so the consumer is never left without one.
-func (k *Consumer) followLimits(cons jetstream.Consumer, failed chan struct{}) {
+// watchBatched keeps the batched mode consuming (nats.go's Consume).
+// After a failed request it reads the consumer's limits again and, when
+// an operator changed them, consumes within the new ones: nats.go keeps
+// asking as it started, and a consumer that now allows less refuses every
+// request. When nats.go ends the consume on its own (the consumer was
+// deleted, or refuses every request for good), it binds to the consumer
+// again (a client that provisions creates it again), paced like failed
+// pull requests, and consumes on. A new consume starts before the old one
+// is drained, so the consumer is never left without one.
+func (k *Consumer) watchBatched(cons jetstream.Consumer, failed chan struct{}) {
 	defer k.pulling.Done()
 	for {
+		k.mu.Lock()
+		ended := k.cctx.Closed()
+		k.mu.Unlock()
+		var cfg jetstream.ConsumerConfig
 		select {
 		case <-k.ctx.Done():
 			return
 		case <-failed:
-		}
-		cfg, changed := k.relimit(cons)
-		if !changed {
-			continue
+			var changed bool
+			var err error
+			cfg, changed, err = k.relimit(cons)
+			if errors.Is(err, jetstream.ErrConsumerNotFound) {
+				// Deleted, while nats.go asks on (no responders): as ended.
+				again, ok := k.rebindUntilBound()
+				if !ok {
+					return
+				}
+				cons, cfg, changed = again, again.CachedInfo().Config, true
+			}
+			if !changed {
+				continue
+			}
+		case <-ended:
+			again, ok := k.rebindUntilBound()
+			if !ok {
+				return
+			}
+			cons, cfg = again, again.CachedInfo().Config
 		}
 		k.mu.Lock()
 		if k.ctx.Err() != nil {
@@ -301,17 +327,64 @@ func (k *Consumer) followLimits(cons jetstream.Consumer, failed chan struct{}) {
 		next, err := k.consumeBatched(cons, cfg, failed)
 		if err != nil {
 			k.mu.Unlock()
-			k.cc.Logger.Warn("consuming within the new request limits failed; trying again at the next failure",
-				"consumer", k.cc.Durable, "error", err)
+			k.cc.Logger.Warn("consuming again failed; trying again at the next failure", "consumer", k.cc.Durable, "error", err)
 			k.set = operatorLimits{batch: -1} // so the next read counts as a change
 			continue
 		}
 		old := k.cctx
 		k.cctx = next
 		k.mu.Unlock()
-		old.Stop()
+		old.Drain()
 		<-old.Closed()
 	}
+}
+
+// rebindUntilBound binds to the consumer again, paced like failed pull
+// requests, until it does or the loop stops (false).
+func (k *Consumer) rebindUntilBound() (jetstream.Consumer, bool) {
+	for k.ctx.Err() == nil {
+		if cons, ok := k.rebind(); ok {
+			return cons, true
+		}
+	}
+	return nil, false
+}
+
+// rebind waits as after a failed pull request and binds to the consumer
+// again, after nats.go ended consuming it; it reports whether it did. A
+// consume that ends again within a minute of a rebind counts as failing
+// in a row (a consumer that refuses every request for good, status 400).
+func (k *Consumer) rebind() (jetstream.Consumer, bool) {
+	if time.Since(k.rebound) > time.Minute {
+		k.failing.reset()
+	}
+	wait, warn := k.failing.failed()
+	level := slog.LevelDebug
+	switch {
+	case k.failing.streak == 1:
+		level = slog.LevelError
+	case warn:
+		level = slog.LevelWarn
+	}
+	k.cc.Logger.Log(k.ctx, level, "consuming ended (the consumer was deleted, or refuses every request); binding to it again",
+		"consumer", k.cc.Durable, "failures", k.failing.streak, "retry_in", wait)
+	select {
+	case <-time.After(wait):
+	case <-k.ctx.Done():
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(k.ctx, k.client.cfg.Timeout)
+	defer cancel()
+	cons, err := k.client.consumer(ctx, k.client.StreamName(k.cc.Stream), k.cc.jetstreamConfig())
+	if err != nil {
+		k.cc.Logger.Debug("binding to the consumer again failed", "consumer", k.cc.Durable, "error", err)
+		return nil, false
+	}
+	k.rebound = time.Now()
+	cfg := cons.CachedInfo().Config
+	k.set, k.limits = operatorLimitsOf(cfg), limitsOf(cfg)
+	k.cc.Logger.Info("consuming again", "consumer", k.cc.Durable)
+	return cons, true
 }
 
 // consumer returns the durable consumer want on stream. A client that has
@@ -492,22 +565,26 @@ func limitsOf(cfg jetstream.ConsumerConfig) requestLimits {
 // messages, within the consumer's MaxRequestBatch and MaxRequestExpires as
 // they are when it binds (nats.go's requests otherwise wait 30 s, and a
 // consumer that allows less refuses every one). nats.go asks for at least
-// a second.
+// a second. The server says it still holds a request every second (a
+// quarter of a shorter wait, at least nats.go's 500 ms): nats.go's own 5 s
+// took 10 s to notice a request lost with its server, or with its
+// consumer.
 func batchedLimits(cfg jetstream.ConsumerConfig, cc ConsumeConfig) []jetstream.PullConsumeOpt {
 	batch := min(cc.MaxAckPending, 256)
 	if cfg.MaxRequestBatch > 0 {
 		batch = min(batch, cfg.MaxRequestBatch)
 	}
-	opts := []jetstream.PullConsumeOpt{jetstream.PullMaxMessages(batch)}
+	wait := batchedWait
 	if cfg.MaxRequestExpires > 0 {
 		if cfg.MaxRequestExpires < time.Second {
 			cc.Logger.Error("the consumer allows pull requests shorter than the second nats.go asks for at least; "+
 				"every request is refused until an operator raises max_expires", "consumer", cc.Durable,
 				"max_expires", cfg.MaxRequestExpires)
 		}
-		opts = append(opts, jetstream.PullExpiry(min(max(cfg.MaxRequestExpires, time.Second), batchedWait)))
+		wait = min(max(cfg.MaxRequestExpires, time.Second), batchedWait)
 	}
-	return opts
+	return []jetstream.PullConsumeOpt{jetstream.PullMaxMessages(batch), jetstream.PullExpiry(wait),
+		jetstream.PullHeartbeat(max(500*time.Millisecond, min(fetchHeartbeat, wait/4)))}
 }
 
 // batchedWait is how long a batched mode's pull request waits: nats.go's
@@ -526,24 +603,25 @@ func operatorLimitsOf(cfg jetstream.ConsumerConfig) operatorLimits {
 }
 
 // relimit reads the consumer's limits again after a failed request, and
-// returns its configuration and whether they changed since last read.
-func (k *Consumer) relimit(cons jetstream.Consumer) (jetstream.ConsumerConfig, bool) {
+// returns its configuration and whether they changed since last read, or
+// the error reading them.
+func (k *Consumer) relimit(cons jetstream.Consumer) (jetstream.ConsumerConfig, bool, error) {
 	if k.ctx.Err() != nil {
-		return jetstream.ConsumerConfig{}, false
+		return jetstream.ConsumerConfig{}, false, k.ctx.Err()
 	}
 	ctx, cancel := context.WithTimeout(k.ctx, limitsRead)
 	defer cancel()
 	info, err := cons.Info(ctx)
 	if err != nil {
-		return jetstream.ConsumerConfig{}, false
+		return jetstream.ConsumerConfig{}, false, err
 	}
 	if set := operatorLimitsOf(info.Config); set != k.set {
 		k.cc.Logger.Warn("the consumer's request limits changed; asking within them", "consumer", k.cc.Durable,
 			"max_batch", info.Config.MaxRequestBatch, "max_expires", info.Config.MaxRequestExpires)
 		k.set, k.limits = set, limitsOf(info.Config)
-		return info.Config, true
+		return info.Config, true, nil
 	}
-	return info.Config, false
+	return info.Config, false, nil
 }
 
 // retryLater logs a failed pull request (a warning once failures in a row

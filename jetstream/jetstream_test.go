@@ -750,6 +750,26 @@ func TestConsumeBatchedAsksWithinTheConsumersLimits(t *testing.T) {
 	handleAll(t, c, jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "batched"}, c, 5, nil, nil)
 }
 
+// TestConsumeBatchedOutlivesItsConsumer: nats.go ends a consume for good
+// when its consumer is deleted; the batched mode (the coordinator's
+// consumers) then consumed nothing more, silently, until the process
+// restarted. It binds to the consumer again (a client that provisions
+// creates it again) and consumes on.
+func TestConsumeBatchedOutlivesItsConsumer(t *testing.T) {
+	t.Parallel()
+	srv := jstest.Server(t)
+	c := jstest.Client(t, srv)
+	require.True(t, c.Provisioner())
+	js := adminJS(t, srv)
+	var logs syncbuf.Buffer
+	cc := jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "outlived",
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	handleAll(t, c, cc, c, 6, func() {
+		require.NoError(t, js.DeleteConsumer(ctx(t), c.StreamName(jetstream.StreamDecisions), "outlived"))
+	}, logs.String)
+	assert.Contains(t, logs.String(), "consuming ended", "said, not silent")
+}
+
 // TestConsumeKeepsTheOperatorsRequestLimits: a worker whose client
 // provisions updates its durable consumer when it binds; it keeps the
 // limits an operator set on the consumer's pull requests, where it cleared

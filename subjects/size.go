@@ -31,7 +31,7 @@ const (
 	// identity.
 	DecisionOverhead = 2 << 10
 	// TimerOverhead is what one reminder or one escalation adds besides the
-	// approvers it names: history entries and the timer's name.
+	// approvers it names: the timer's name and counts.
 	TimerOverhead = 1 << 10
 )
 

@@ -230,3 +230,35 @@ func TestRecordKeepsNoHistory(t *testing.T) {
 	assert.Contains(t, rec.RuleFailures[0].Detail, "small-refunds: rule failed")
 	assert.Equal(t, subjects.Version2, rec.Version, "a version 2 field")
 }
+
+// TestRuleFailedFromAnOldRecord: a suspension that a coordinator from
+// before ruleFailures recorded (its rule failures in the record's
+// history), delivered again after a crash between the record and its
+// effects, is audited as that coordinator would have.
+func TestRuleFailedFromAnOldRecord(t *testing.T) {
+	t.Parallel()
+	hook, fired := fault.Once("outcome-after-record")
+	e := newEnv(t, smallRefunds(t)).withFault(hook)
+	m := ruleFails[0].msg(e)
+	require.ErrorIs(t, e.co.handleOutcome(ctx(t), m), errAbandoned)
+	<-fired
+	rec, rev, err := e.st.Run(ctx(t), "r1")
+	require.NoError(t, err)
+	require.Len(t, rec.RuleFailures, 1)
+	f := rec.RuleFailures[0]
+	rec.History = []subjects.HistoryEntry{{Type: subjects.EventRuleFailed, InterruptID: f.InterruptID, Detail: f.Detail},
+		{Type: subjects.EventSuspended}}
+	rec.RuleFailures = nil
+	_, err = e.st.PutRun(ctx(t), rec, rev)
+	require.NoError(t, err)
+
+	require.NoError(t, e.co.handleOutcome(ctx(t), again(m)))
+	var failed []subjects.Event
+	for _, ev := range e.events("r1") {
+		if ev.Type == subjects.EventRuleFailed {
+			failed = append(failed, ev)
+		}
+	}
+	require.Len(t, failed, 1, "the old record's rule failure is audited")
+	assert.Equal(t, f.Detail, failed[0].Detail)
+}

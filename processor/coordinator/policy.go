@@ -21,11 +21,23 @@ func (co *Coordinator) policyEffects(rec *subjects.Run, o rules.Outcome) (store.
 		return fx, nil
 	}
 	pass := "pass" + strconv.Itoa(o.Pass)
+	ruleFailed := func(interrupt, detail, id string) {
+		fx.Events = append(fx.Events, co.newEvent(subjects.Event{Type: subjects.EventRuleFailed, RunID: rec.RunID,
+			Agent: rec.Agent, Pass: o.Pass, InterruptIDs: []string{interrupt}, Detail: detail}, id))
+	}
 	for n, f := range rec.RuleFailures {
 		if f.Pass == o.Pass {
-			fx.Events = append(fx.Events, co.newEvent(subjects.Event{Type: subjects.EventRuleFailed, RunID: rec.RunID,
-				Agent: rec.Agent, Pass: o.Pass, InterruptIDs: []string{f.InterruptID}, Detail: f.Detail},
-				pass+"-rule"+strconv.Itoa(n)))
+			ruleFailed(f.InterruptID, f.Detail, pass+"-rule"+strconv.Itoa(n))
+		}
+	}
+	if len(rec.RuleFailures) == 0 {
+		// A record written before ruleFailures kept them in its history,
+		// under these ids: a suspension it recorded, delivered again,
+		// audits them as it did.
+		for n, h := range rec.History {
+			if h.Type == subjects.EventRuleFailed && h.Pass == o.Pass {
+				ruleFailed(h.InterruptID, h.Detail, pass+"-rule"+strconv.Itoa(n))
+			}
 		}
 	}
 	var last *subjects.InterruptState
