@@ -10,10 +10,10 @@ import (
 
 // policyEffects are what the operator's rules did to the interrupts of
 // suspension o, recorded with it: a rule_failed event per rule that failed
-// (and was applied failing closed; the record keeps each), a decision_accepted event per
-// automatic decision (approver interlock:policy, via policy, the rule's
-// name), and the replay when the rules settled every interrupt of the
-// pass. Each carries an id derived from the pass, so they are published
+// (and was applied failing closed; the record keeps each), a
+// decision_accepted event per automatic decision (approver
+// interlock:policy, via policy, the rule's name), and the replay when the
+// rules settled every interrupt of the pass. Each carries an id derived from the pass, so they are published
 // once however often the suspension is redelivered.
 func (co *Coordinator) policyEffects(rec *subjects.Run, o rules.Outcome) (store.Effects, error) {
 	var fx store.Effects
