@@ -122,11 +122,13 @@ func TestExpiryEscalates(t *testing.T) {
 	// Escalated, then decided by the escalation approver.
 	run := h.start("a", "decide")
 	first := h.suspendedAtPass(run, 0).Pending()[0]
-	h.waitEvents(run, subjects.EventEscalated, 1)
+	escalated := h.waitEvents(run, subjects.EventEscalated, 1)
 	rec, err := h.client.Run(h.ctx(), run)
 	require.NoError(t, err)
 	st := rec.Pending()[0]
 	assert.Equal(t, 1, st.Escalations)
+	assert.Equal(t, "escalation 1 of 1; expires "+st.ExpiresAt.Format(time.RFC3339)+", then cancel", escalated[0].Detail,
+		"the escalated event says what the record's history said")
 	assert.Equal(t, []string{"alice", "boss"}, st.Approvers)
 	assert.Equal(t, first.ExpiresAt.Add(extend["decide"]), *st.ExpiresAt)
 	v, err := h.client.Decide(h.ctx(), DecisionRequest{RunID: run, InterruptID: st.ID, Status: subjects.StatusResolved,

@@ -139,6 +139,12 @@ func (co *Coordinator) timerEffects(ctx context.Context, rec *subjects.Run, i in
 	if err := co.publishNotice(ctx, rec, st, kind, seq, t.Name, detail); err != nil {
 		return err
 	}
+	if action == rules.TimerEscalated {
+		// What the record's history said: which escalation, and the new
+		// deadline's timers.
+		detail = fmt.Sprintf("escalation %d of %d; %s", st.Escalations, co.rules.Expiry.Policy(st.Interrupt).Times,
+			co.rules.ArmedDetail(st))
+	}
 	return co.event(ctx, subjects.Event{Type: evType, RunID: rec.RunID, Agent: rec.Agent, Pass: st.Pass,
 		InterruptIDs: []string{st.ID}, Detail: detail}, key)
 }

@@ -170,7 +170,12 @@ func (s *Set) ArmedDetail(st subjects.InterruptState) string {
 	if st.ExpiresAt == nil {
 		return ""
 	}
-	detail := "expires " + st.ExpiresAt.Format(time.RFC3339) + ", then " + string(s.Expiry.Policy(st.Interrupt).Action)
+	p := s.Expiry.Policy(st.Interrupt)
+	then := p.Action
+	if then == subjects.ExpiryEscalate && st.Escalations >= p.Times {
+		then = subjects.ExpiryCancel // escalated as often as allowed
+	}
+	detail := "expires " + st.ExpiresAt.Format(time.RFC3339) + ", then " + string(then)
 	if r := s.Expiry.Reminders(st.Interrupt); len(r) > 0 {
 		detail += fmt.Sprintf("; reminders %v before", r)
 	}
