@@ -245,7 +245,7 @@ func (c *Client) Consume(ctx context.Context, cc ConsumeConfig, h Handler) (*Con
 		}()
 	}
 	bound := cons.CachedInfo().Config
-	k.limits, k.set = limitsOf(bound), operatorLimitsOf(bound)
+	k.adopt(bound)
 	if k.credits != nil {
 		k.pulling.Add(1)
 		go k.pull(cons)
@@ -294,6 +294,7 @@ func (k *Consumer) watchBatched(cons jetstream.Consumer, failed chan struct{}) {
 		ended := k.cctx.Closed()
 		k.mu.Unlock()
 		var cfg jetstream.ConsumerConfig
+		gone := false
 		select {
 		case <-k.ctx.Done():
 			return
@@ -301,18 +302,14 @@ func (k *Consumer) watchBatched(cons jetstream.Consumer, failed chan struct{}) {
 			var changed bool
 			var err error
 			cfg, changed, err = k.relimit(cons)
-			if errors.Is(err, jetstream.ErrConsumerNotFound) {
-				// Deleted, while nats.go asks on (no responders): as ended.
-				again, ok := k.rebindUntilBound()
-				if !ok {
-					return
-				}
-				cons, cfg, changed = again, again.CachedInfo().Config, true
-			}
-			if !changed {
+			// Deleted while nats.go asks on (no responders): as ended.
+			if gone = errors.Is(err, jetstream.ErrConsumerNotFound); !gone && !changed {
 				continue
 			}
 		case <-ended:
+			gone = true
+		}
+		if gone {
 			again, ok := k.rebindUntilBound()
 			if !ok {
 				return
@@ -381,8 +378,7 @@ func (k *Consumer) rebind() (jetstream.Consumer, bool) {
 		return nil, false
 	}
 	k.rebound = time.Now()
-	cfg := cons.CachedInfo().Config
-	k.set, k.limits = operatorLimitsOf(cfg), limitsOf(cfg)
+	k.adopt(cons.CachedInfo().Config)
 	k.cc.Logger.Info("consuming again", "consumer", k.cc.Durable)
 	return cons, true
 }
@@ -602,6 +598,11 @@ func operatorLimitsOf(cfg jetstream.ConsumerConfig) operatorLimits {
 	return operatorLimits{batch: cfg.MaxRequestBatch, expires: cfg.MaxRequestExpires}
 }
 
+// adopt takes the request limits of the consumer's configuration cfg.
+func (k *Consumer) adopt(cfg jetstream.ConsumerConfig) {
+	k.set, k.limits = operatorLimitsOf(cfg), limitsOf(cfg)
+}
+
 // relimit reads the consumer's limits again after a failed request, and
 // returns its configuration and whether they changed since last read, or
 // the error reading them.
@@ -618,7 +619,7 @@ func (k *Consumer) relimit(cons jetstream.Consumer) (jetstream.ConsumerConfig, b
 	if set := operatorLimitsOf(info.Config); set != k.set {
 		k.cc.Logger.Warn("the consumer's request limits changed; asking within them", "consumer", k.cc.Durable,
 			"max_batch", info.Config.MaxRequestBatch, "max_expires", info.Config.MaxRequestExpires)
-		k.set, k.limits = set, limitsOf(info.Config)
+		k.adopt(info.Config)
 		return info.Config, true, nil
 	}
 	return info.Config, false, nil
