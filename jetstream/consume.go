@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -82,8 +84,11 @@ type ConsumeConfig struct {
 	Durable string
 	// FilterSubjects narrows the stream; empty means every subject.
 	FilterSubjects []string
-	// AckWait is how long the server waits for an ack before redelivering;
-	// default 30s. Handlers that run longer are kept alive with InProgress.
+	// AckWait is how long the server waits for an ack before redelivering.
+	// Zero keeps an existing consumer's, so that creating or binding it
+	// again never undoes what an operator set, and is DefaultAckWait for a
+	// new one. Handlers that run longer are kept alive with InProgress,
+	// every half of the ack wait the consumer has.
 	AckWait time.Duration
 	// MaxDeliver bounds deliveries; default 10. The last failed attempt
 	// dead-letters the message.
@@ -122,10 +127,11 @@ type ConsumeConfig struct {
 	Logger *slog.Logger
 }
 
+// DefaultAckWait is a new consumer's ack wait when its ConsumeConfig sets
+// none.
+const DefaultAckWait = 30 * time.Second
+
 func (cc ConsumeConfig) withDefaults() ConsumeConfig {
-	if cc.AckWait == 0 {
-		cc.AckWait = 30 * time.Second
-	}
 	if cc.MaxDeliver == 0 {
 		cc.MaxDeliver = 10
 	}
@@ -191,7 +197,10 @@ type Consumer struct {
 	failing pullBackoff
 	limits  requestLimits
 	// set is what the operator allows as last read (either mode).
-	set     operatorLimits
+	set operatorLimits
+	// ackWait is the bound consumer's, as last read (nanoseconds): the
+	// dispatcher reads it while a rebind may replace it.
+	ackWait atomic.Int64
 	stopped lifecycle.Stopped
 	// Batched mode: mu guards cctx, which a limits change or a rebind
 	// replaces; rebound is when the last rebind bound (watchBatched's).
@@ -423,7 +432,11 @@ func (c *Client) bindOrCreate(ctx context.Context, stream string, want jetstream
 		want.Replicas = max(want.Replicas, have.Replicas)
 		want.MaxRequestBatch, want.MaxRequestExpires = have.MaxRequestBatch, have.MaxRequestExpires
 		want.MaxRequestMaxBytes, want.MaxWaiting = have.MaxRequestMaxBytes, have.MaxWaiting
+		if want.AckWait == 0 {
+			want.AckWait = have.AckWait
+		}
 	}
+	want.AckWait = cmp.Or(want.AckWait, DefaultAckWait)
 	return c.js.CreateOrUpdateConsumer(ctx, stream, want)
 }
 
@@ -598,9 +611,11 @@ func operatorLimitsOf(cfg jetstream.ConsumerConfig) operatorLimits {
 	return operatorLimits{batch: cfg.MaxRequestBatch, expires: cfg.MaxRequestExpires}
 }
 
-// adopt takes the request limits of the consumer's configuration cfg.
+// adopt takes the request limits and the ack wait of the consumer's
+// configuration cfg.
 func (k *Consumer) adopt(cfg jetstream.ConsumerConfig) {
 	k.set, k.limits = operatorLimitsOf(cfg), limitsOf(cfg)
+	k.ackWait.Store(int64(cmp.Or(cfg.AckWait, DefaultAckWait)))
 }
 
 // relimit reads the consumer's limits again after a failed request, and
@@ -686,7 +701,7 @@ func (k *Consumer) release() {
 // until handled. In batched mode it blocks while the message's queue is
 // full; in bounded mode there is always room.
 func (k *Consumer) dispatch(m jetstream.Msg) {
-	hm := &held{raw: m, lease: hold(m, k.cc.AckWait/2)}
+	hm := &held{raw: m, lease: hold(m, time.Duration(k.ackWait.Load())/2)}
 	i := 0
 	if k.cc.PartitionKey != nil && len(k.queues) > 1 {
 		h := fnv.New32a()

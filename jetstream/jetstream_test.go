@@ -838,3 +838,60 @@ func handleAll(t *testing.T, consumer *jetstream.Client, cc jetstream.ConsumeCon
 		}
 	}
 }
+
+// A consumer loop keeps a long handler's message for as long as the
+// consumer it bound waits for acks, not for what its own configuration
+// says: a worker left at the default bound to a consumer an operator gave
+// one second renewed every 15 s, and the server handed the message to
+// another handler after one (both modes).
+func TestConsumeHoldsForTheConsumersAckWait(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		cc   jetstream.ConsumeConfig
+	}{
+		{"bounded", jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "short", Concurrency: 2, Prefetch: 1}},
+		{"batched", jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "short", Concurrency: 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := jstest.Server(t)
+			c := jstest.Client(t, srv)
+			set := tc.cc
+			set.AckWait = time.Second
+			require.NoError(t, c.CreateConsumer(ctx(t), set))
+			worker, err := jetstream.Dial(ctx(t), jetstream.DialConfig{URL: srv.URL()}, jetstream.Config{})
+			require.NoError(t, err)
+			defer worker.Close()
+			deliveries := make(chan uint64, 4)
+			finished := make(chan struct{})
+			again := make(chan struct{})
+			var once sync.Once
+			k, err := worker.Consume(ctx(t), tc.cc, func(_ context.Context, d *jetstream.Delivery) error {
+				deliveries <- d.Deliveries
+				if d.Deliveries > 1 {
+					once.Do(func() { close(again) })
+					return nil
+				}
+				// Three of the consumer's ack waits, or until the server
+				// has handed the message out again.
+				select {
+				case <-again:
+				case <-time.After(3 * time.Second):
+				}
+				close(finished)
+				return nil
+			})
+			require.NoError(t, err)
+			defer k.Stop(context.Background())
+			publishN(t, c, "r1", 1)
+			require.Equal(t, uint64(1), <-deliveries)
+			<-finished
+			select {
+			case n := <-deliveries:
+				t.Fatalf("delivered again (delivery %d) while its handler ran", n)
+			default:
+			}
+		})
+	}
+}

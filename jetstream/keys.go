@@ -37,14 +37,14 @@ func (c *Client) provisionKeys(ctx context.Context, replicas int) error {
 	if err != nil {
 		return fmt.Errorf("provision bucket %s: %w", c.BucketName(KeysBucket), translate(err))
 	}
-	if _, err := kv.Get(ctx, msgIDKey); err == nil {
-		return nil // a provisioner that may read the key need not write it
-	}
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
 		return err
 	}
 	return c.converge(ctx, func(ctx context.Context) error {
+		if _, err := kv.Get(ctx, msgIDKey); err == nil {
+			return nil // a provisioner that may read the key need not write it
+		}
 		_, err := kv.Create(ctx, msgIDKey, []byte(hex.EncodeToString(key)))
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return nil

@@ -237,3 +237,51 @@ func streamLeader(t *testing.T, c *jetstream.Client, stream string, nodes []*jst
 	t.Fatalf("leader %q is none of the nodes", leader)
 	return nil
 }
+
+// TestClusterProvisionThroughLostQuorum: provisioning again while a
+// cluster has lost its quorum, and while it comes back, converges once the
+// nodes are back. Every step of it is asked again when its attempt gets no
+// answer; the coordinator's consumers read their ack wait once, unbounded,
+// and a provisioner that asked while no leader could answer waited out its
+// whole deadline (TestServeConcurrentStartCluster failed so in CI).
+func TestClusterProvisionThroughLostQuorum(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	nodes := jstest.ProcessCluster(t, 3)
+	cfg := jetstream.Config{Replicas: 3}
+	admin := jstest.ClientURL(t, jstest.NodeURLs(nodes), cfg)
+	setup, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, coordinator.Provision(setup, admin, coordinator.Config{AckWait: 5 * time.Second}))
+
+	nodes[0].Kill()
+	nodes[1].Kill()
+	// Wait until the survivor no longer answers for the consumer as its
+	// leader: the cluster has noticed its loss.
+	lost := func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := admin.ConsumerState(ctx, jetstream.StreamTimers, "coordinator_timers")
+		return err != nil
+	}
+	require.Eventually(t, lost, time.Minute, 100*time.Millisecond, "the survivor notices it lost its peers")
+
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		done <- coordinator.Provision(ctx, admin, coordinator.Config{})
+	}()
+	nodes[0].Start()
+	nodes[1].Start()
+	jstest.WaitHealthy(t, time.Minute, nodes...)
+	require.NoError(t, <-done)
+	// Provisioning again kept the ack wait an operator set.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := admin.ConsumerState(ctx, jetstream.StreamTimers, "coordinator_timers")
+	require.NoError(t, err)
+	assert.Equal(t, 5*time.Second, st.AckWait)
+}

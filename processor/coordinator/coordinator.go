@@ -36,7 +36,7 @@ type Config struct {
 	// stream; messages of one run are handled in order. Default 4.
 	Concurrency int
 	// AckWait before another coordinator takes over an unacked message;
-	// default 30s.
+	// zero keeps the consumers' own (30s for new ones).
 	AckWait time.Duration
 	Logger  *slog.Logger
 	// Now is the clock used for expiry; default time.Now.
@@ -211,20 +211,9 @@ func (co *Coordinator) consumeConfig(in input) jetstream.ConsumeConfig {
 // create them. A zero cfg.AckWait keeps an existing consumer's (30s for a
 // new one), so provisioning again does not undo serve's --ack-wait.
 func Provision(ctx context.Context, c *jetstream.Client, cfg Config) error {
-	keep := cfg.AckWait == 0
 	co := New(c, cfg)
 	for _, in := range co.inputs() {
-		cc := co.consumeConfig(in)
-		if keep {
-			st, err := c.ConsumerState(ctx, in.stream, in.durable)
-			switch {
-			case err == nil:
-				cc.AckWait = st.AckWait
-			case !errors.Is(err, jetstream.ErrNotFound):
-				return fmt.Errorf("consumer %s: %w", in.durable, err)
-			}
-		}
-		if err := c.CreateConsumer(ctx, cc); err != nil {
+		if err := c.CreateConsumer(ctx, co.consumeConfig(in)); err != nil {
 			return err
 		}
 	}
