@@ -47,9 +47,15 @@ func (c *Client) Bucket(ctx context.Context, name, description string, ttl time.
 }
 
 // OpenBucket opens an existing bucket BucketName(name); it fails with
-// ErrNotProvisioned when there is none.
+// ErrNotProvisioned when there is none. A request nobody answered, or
+// refused while a cluster elects, is asked again (as a provisioning step
+// is) until ctx ends, 6 times Config.Timeout when ctx has no deadline.
 func (c *Client) OpenBucket(ctx context.Context, name string) (*Bucket, error) {
-	kv, err := c.js.KeyValue(ctx, c.BucketName(name))
+	var kv jetstream.KeyValue
+	err := c.converge(ctx, func(ctx context.Context) (err error) {
+		kv, err = c.js.KeyValue(ctx, c.BucketName(name))
+		return err
+	})
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, fmt.Errorf("%w: bucket %s does not exist", ErrNotProvisioned, c.BucketName(name))
 	}

@@ -34,6 +34,10 @@ type Delivery struct {
 	// Deliveries counts this delivery: 1 the first time.
 	Deliveries uint64
 	Time       time.Time
+	// AckWait is the consumer's ack wait as the loop last read it: once
+	// the handler's context has ended, the server hands the message to
+	// another process this long after the loop's last renewal.
+	AckWait time.Duration
 }
 
 // Handler handles one message. A nil error acks it; any other error retries
@@ -87,9 +91,13 @@ type ConsumeConfig struct {
 	// AckWait is how long the server waits for an ack before redelivering.
 	// Zero keeps an existing consumer's, so that creating or binding it
 	// again never undoes what an operator set, and is DefaultAckWait for a
-	// new one. Handlers that run longer are kept alive with InProgress,
-	// every half of the ack wait the consumer has.
+	// new one. Handlers that run longer are kept alive with InProgress
+	// every half of the consumer's ack wait, as the loop last read it.
 	AckWait time.Duration
+	// ConfigRead is how often the loop reads its consumer's configuration
+	// again, to take an ack wait or request limits an operator changed;
+	// default 30s.
+	ConfigRead time.Duration
 	// MaxDeliver bounds deliveries; default 10. The last failed attempt
 	// dead-letters the message.
 	MaxDeliver int
@@ -134,6 +142,9 @@ const DefaultAckWait = 30 * time.Second
 func (cc ConsumeConfig) withDefaults() ConsumeConfig {
 	if cc.MaxDeliver == 0 {
 		cc.MaxDeliver = 10
+	}
+	if cc.ConfigRead <= 0 {
+		cc.ConfigRead = 30 * time.Second
 	}
 	if len(cc.BackOff) == 0 {
 		cc.BackOff = []time.Duration{100 * time.Millisecond, time.Second, 5 * time.Second, 30 * time.Second}
@@ -199,8 +210,11 @@ type Consumer struct {
 	// set is what the operator allows as last read (either mode).
 	set operatorLimits
 	// ackWait is the bound consumer's, as last read (nanoseconds): the
-	// dispatcher reads it while a rebind may replace it.
+	// dispatcher and the leases read it while a read of the consumer's
+	// configuration may replace it. read is when that was last read (the
+	// fetch loop's, or watchBatched's).
 	ackWait atomic.Int64
+	read    time.Time
 	stopped lifecycle.Stopped
 	// Batched mode: mu guards cctx, which a limits change or a rebind
 	// replaces; rebound is when the last rebind bound (watchBatched's).
@@ -288,8 +302,9 @@ func (k *Consumer) consumeBatched(cons jetstream.Consumer, cfg jetstream.Consume
 }
 
 // watchBatched keeps the batched mode consuming (nats.go's Consume).
-// After a failed request it reads the consumer's limits again and, when
-// an operator changed them, consumes within the new ones: nats.go keeps
+// After a failed request, and every ConfigRead, it reads the consumer's
+// configuration again: it takes its ack wait and, when an operator changed
+// its request limits, consumes within the new ones: nats.go keeps
 // asking as it started, and a consumer that now allows less refuses every
 // request. When nats.go ends the consume on its own (the consumer was
 // deleted, or refuses every request for good), it binds to the consumer
@@ -298,6 +313,8 @@ func (k *Consumer) consumeBatched(cons jetstream.Consumer, cfg jetstream.Consume
 // is drained, so the consumer is never left without one.
 func (k *Consumer) watchBatched(cons jetstream.Consumer, failed chan struct{}) {
 	defer k.pulling.Done()
+	reread := time.NewTicker(k.cc.ConfigRead)
+	defer reread.Stop()
 	for {
 		k.mu.Lock()
 		ended := k.cctx.Closed()
@@ -307,6 +324,13 @@ func (k *Consumer) watchBatched(cons jetstream.Consumer, failed chan struct{}) {
 		select {
 		case <-k.ctx.Done():
 			return
+		case <-reread.C:
+			// Read as after a failed request (one may be waiting already).
+			select {
+			case failed <- struct{}{}:
+			default:
+			}
+			continue
 		case <-failed:
 			var changed bool
 			var err error
@@ -507,6 +531,9 @@ func (k *Consumer) pull(cons jetstream.Consumer) {
 				break more
 			}
 		}
+		if time.Since(k.read) >= k.cc.ConfigRead {
+			_, _, _ = k.relimit(cons) // a failure: the next request says so
+		}
 		k.fetch(cons, n)
 	}
 }
@@ -615,12 +642,36 @@ func operatorLimitsOf(cfg jetstream.ConsumerConfig) operatorLimits {
 // configuration cfg.
 func (k *Consumer) adopt(cfg jetstream.ConsumerConfig) {
 	k.set, k.limits = operatorLimitsOf(cfg), limitsOf(cfg)
-	k.ackWait.Store(int64(cmp.Or(cfg.AckWait, DefaultAckWait)))
+	k.takeAckWait(cfg)
 }
 
-// relimit reads the consumer's limits again after a failed request, and
-// returns its configuration and whether they changed since last read, or
-// the error reading them.
+// takeAckWait takes the ack wait of the consumer's configuration cfg, and
+// reports whether it changed.
+func (k *Consumer) takeAckWait(cfg jetstream.ConsumerConfig) bool {
+	k.read = time.Now()
+	next := cmp.Or(cfg.AckWait, DefaultAckWait)
+	changed := time.Duration(k.ackWait.Swap(int64(next))) != next
+	if changed && next < minAckWait {
+		k.cc.Logger.Warn("the consumer's ack wait is under a second: held messages are renewed at least every 10ms, "+
+			"and one whose renewal is late is handed to another process", "consumer", k.cc.Durable, "ack_wait", next)
+	}
+	return changed
+}
+
+// renewal is how often a held message is renewed: half the consumer's
+// ack wait, and never more often than every 10ms (an ack wait an operator
+// set absurdly short would otherwise make a renewal loop).
+func (k *Consumer) renewal() time.Duration {
+	return max(time.Duration(k.ackWait.Load())/2, 10*time.Millisecond)
+}
+
+// minAckWait is the least ack wait held messages are safe with under load.
+const minAckWait = time.Second
+
+// relimit reads the consumer's configuration again (after a failed
+// request, and every ConfigRead): it takes its ack wait, and returns the
+// configuration and whether its request limits changed since last read,
+// or the error reading it.
 func (k *Consumer) relimit(cons jetstream.Consumer) (jetstream.ConsumerConfig, bool, error) {
 	if k.ctx.Err() != nil {
 		return jetstream.ConsumerConfig{}, false, k.ctx.Err()
@@ -630,6 +681,10 @@ func (k *Consumer) relimit(cons jetstream.Consumer) (jetstream.ConsumerConfig, b
 	info, err := cons.Info(ctx)
 	if err != nil {
 		return jetstream.ConsumerConfig{}, false, err
+	}
+	if was := k.renewal(); k.takeAckWait(info.Config) {
+		k.cc.Logger.Warn("the consumer's ack wait changed; renewing held messages within it", "consumer", k.cc.Durable,
+			"ack_wait", info.Config.AckWait, "renewed_every_was", was)
 	}
 	if set := operatorLimitsOf(info.Config); set != k.set {
 		k.cc.Logger.Warn("the consumer's request limits changed; asking within them", "consumer", k.cc.Durable,
@@ -701,7 +756,7 @@ func (k *Consumer) release() {
 // until handled. In batched mode it blocks while the message's queue is
 // full; in bounded mode there is always room.
 func (k *Consumer) dispatch(m jetstream.Msg) {
-	hm := &held{raw: m, lease: hold(m, time.Duration(k.ackWait.Load())/2)}
+	hm := &held{raw: m, lease: hold(m, k.renewal)}
 	i := 0
 	if k.cc.PartitionKey != nil && len(k.queues) > 1 {
 		h := fnv.New32a()
@@ -742,6 +797,7 @@ func (k *Consumer) handle(h Handler, hm *held) {
 	m := &Delivery{
 		Subject: raw.Subject(), Data: raw.Data(), Header: Header(raw.Headers()),
 		Stream: meta.Stream, Sequence: meta.Sequence.Stream, Deliveries: meta.NumDelivered, Time: meta.Timestamp,
+		AckWait: time.Duration(k.ackWait.Load()),
 	}
 	hctx, cancel := context.WithCancel(k.work)
 	if k.cc.Timeout > 0 {
@@ -779,20 +835,20 @@ func (k *Consumer) handle(h Handler, hm *held) {
 }
 
 // lease keeps a held message from being redelivered: InProgress every
-// interval until released.
+// interval (read at each renewal) until released.
 type lease struct {
 	raw      jetstream.Msg
-	interval time.Duration
+	interval func() time.Duration
 	mu       sync.Mutex
 	t        *time.Timer
 	done     bool
 }
 
-func hold(raw jetstream.Msg, interval time.Duration) *lease {
+func hold(raw jetstream.Msg, interval func() time.Duration) *lease {
 	l := &lease{raw: raw, interval: interval}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.t = time.AfterFunc(interval, l.renew)
+	l.t = time.AfterFunc(interval(), l.renew)
 	return l
 }
 
@@ -800,7 +856,7 @@ func (l *lease) renew() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.done && l.raw.InProgress() == nil {
-		l.t.Reset(l.interval)
+		l.t.Reset(l.interval())
 	}
 }
 

@@ -842,48 +842,72 @@ func handleAll(t *testing.T, consumer *jetstream.Client, cc jetstream.ConsumeCon
 // A consumer loop keeps a long handler's message for as long as the
 // consumer it bound waits for acks, not for what its own configuration
 // says: a worker left at the default bound to a consumer an operator gave
-// one second renewed every 15 s, and the server handed the message to
-// another handler after one (both modes).
+// a short ack wait renewed every 15 s, and the server handed the message
+// to another handler while it ran (both modes). An ack wait lowered while
+// the loop runs is taken at its next read of the consumer.
 func TestConsumeHoldsForTheConsumersAckWait(t *testing.T) {
 	t.Parallel()
+	const short = 3 * time.Second
 	for _, tc := range []struct {
-		name string
-		cc   jetstream.ConsumeConfig
+		name  string
+		later bool
+		cc    jetstream.ConsumeConfig
 	}{
-		{"bounded", jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "short", Concurrency: 2, Prefetch: 1}},
-		{"batched", jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "short", Concurrency: 2}},
+		{"bounded", false, jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "short", Concurrency: 2, Prefetch: 1}},
+		{"batched", false, jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "short", Concurrency: 2}},
+		{"bounded, lowered while it runs", true,
+			jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "short", Concurrency: 2, Prefetch: 1}},
+		{"batched, lowered while it runs", true, jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "short", Concurrency: 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			srv := jstest.Server(t)
 			c := jstest.Client(t, srv)
 			set := tc.cc
-			set.AckWait = time.Second
+			set.AckWait = short
+			if tc.later {
+				set.AckWait = time.Minute
+			}
 			require.NoError(t, c.CreateConsumer(ctx(t), set))
 			worker, err := jetstream.Dial(ctx(t), jetstream.DialConfig{URL: srv.URL()}, jetstream.Config{})
 			require.NoError(t, err)
 			defer worker.Close()
+			var logs syncbuf.Buffer
+			cc := tc.cc
+			cc.ConfigRead = 200 * time.Millisecond
+			cc.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			deliveries := make(chan uint64, 4)
 			finished := make(chan struct{})
 			again := make(chan struct{})
 			var once sync.Once
-			k, err := worker.Consume(ctx(t), tc.cc, func(_ context.Context, d *jetstream.Delivery) error {
+			k, err := worker.Consume(ctx(t), cc, func(_ context.Context, d *jetstream.Delivery) error {
 				deliveries <- d.Deliveries
 				if d.Deliveries > 1 {
 					once.Do(func() { close(again) })
 					return nil
 				}
-				// Three of the consumer's ack waits, or until the server
+				// Over twice the consumer's ack wait, or until the server
 				// has handed the message out again.
 				select {
 				case <-again:
-				case <-time.After(3 * time.Second):
+				case <-time.After(short*2 + time.Second):
 				}
 				close(finished)
 				return nil
 			})
 			require.NoError(t, err)
 			defer k.Stop(context.Background())
+			if tc.later {
+				js := adminJS(t, srv)
+				cons, err := js.Consumer(ctx(t), c.StreamName(jetstream.StreamDecisions), "short")
+				require.NoError(t, err)
+				edited := cons.CachedInfo().Config
+				edited.AckWait = short
+				_, err = js.UpdateConsumer(ctx(t), c.StreamName(jetstream.StreamDecisions), edited)
+				require.NoError(t, err)
+				require.Eventually(t, func() bool { return strings.Contains(logs.String(), "ack wait changed") },
+					10*time.Second, 20*time.Millisecond, "the loop reads the consumer again")
+			}
 			publishN(t, c, "r1", 1)
 			require.Equal(t, uint64(1), <-deliveries)
 			<-finished

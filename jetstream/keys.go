@@ -67,7 +67,11 @@ func (c *Client) IDSigner(ctx context.Context) (*IDSigner, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := b.Get(ctx, msgIDKey)
+	var v []byte
+	err = c.converge(ctx, func(ctx context.Context) (err error) {
+		v, err = b.Get(ctx, msgIDKey)
+		return err
+	})
 	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("%w in bucket %s: run `interlock provision`", ErrNoKey, c.BucketName(KeysBucket))
 	}

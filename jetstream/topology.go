@@ -373,7 +373,11 @@ const oldMarkers = "interlock_old_markers"
 // deny it): without it the markers stay, marked, until `interlock
 // provision` runs as admin, and nothing fails.
 func (c *Client) clearOldMarkers(ctx context.Context, kv jetstream.KeyValue, stream string) {
-	st, err := c.js.Stream(ctx, stream)
+	var st jetstream.Stream
+	err := c.converge(ctx, func(ctx context.Context) (err error) {
+		st, err = c.js.Stream(ctx, stream)
+		return err
+	})
 	if err != nil || st.CachedInfo().Config.Metadata[oldMarkers] == "" {
 		return
 	}
@@ -393,7 +397,11 @@ func (c *Client) clearOldMarkers(ctx context.Context, kv jetstream.KeyValue, str
 // Interlock): a coordinator would then fail every removal from the index.
 func (c *Client) RequirePendingTTL(ctx context.Context) error {
 	name := "KV_" + c.BucketName(PendingBucket)
-	st, err := c.js.Stream(ctx, name)
+	var st jetstream.Stream
+	err := c.converge(ctx, func(ctx context.Context) (err error) {
+		st, err = c.js.Stream(ctx, name)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("%w: bucket %s does not exist", ErrNotProvisioned, c.BucketName(PendingBucket))
 	}

@@ -238,12 +238,15 @@ func streamLeader(t *testing.T, c *jetstream.Client, stream string, nodes []*jst
 	return nil
 }
 
-// TestClusterProvisionThroughLostQuorum: provisioning again while a
-// cluster has lost its quorum, and while it comes back, converges once the
-// nodes are back. Every step of it is asked again when its attempt gets no
-// answer; the coordinator's consumers read their ack wait once, unbounded,
-// and a provisioner that asked while no leader could answer waited out its
-// whole deadline (TestServeConcurrentStartCluster failed so in CI).
+// TestClusterProvisionThroughLostQuorum: provisioning again and starting a
+// coordinator while a cluster has lost its quorum, and while it comes
+// back, succeed once the nodes are back. Every request of them is asked
+// again when its attempt gets no answer or is refused while leaders are
+// elected. The coordinator's consumers read their ack wait once,
+// unbounded, and a provisioner that asked while no leader could answer
+// waited out its whole deadline (TestServeConcurrentStartCluster failed so
+// in CI); a coordinator's start read the pending bucket and its message-id
+// key once each.
 func TestClusterProvisionThroughLostQuorum(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -256,9 +259,36 @@ func TestClusterProvisionThroughLostQuorum(t *testing.T) {
 	defer cancel()
 	require.NoError(t, coordinator.Provision(setup, admin, coordinator.Config{AckWait: 5 * time.Second}))
 
+	throughLostQuorum(t, nodes, admin, func(ctx context.Context) error {
+		if err := admin.Provision(ctx); err != nil {
+			return err
+		}
+		return coordinator.Provision(ctx, admin, coordinator.Config{})
+	})
+	throughLostQuorum(t, nodes, admin, func(ctx context.Context) error {
+		co := coordinator.New(admin, coordinator.Config{Logger: quiet})
+		if err := co.Start(ctx); err != nil {
+			return fmt.Errorf("coordinator start: %w", err)
+		}
+		t.Cleanup(func() { _ = co.Stop(context.Background()) })
+		return nil
+	})
+	// Provisioning again kept the ack wait an operator set.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := admin.ConsumerState(ctx, jetstream.StreamTimers, "coordinator_timers")
+	require.NoError(t, err)
+	assert.Equal(t, 5*time.Second, st.AckWait)
+}
+
+// throughLostQuorum kills two of the three nodes, waits until the survivor
+// has noticed, starts step and the two nodes again, and requires step to
+// succeed (within 90 s) once they are back.
+func throughLostQuorum(t *testing.T, nodes []*jstest.Node, admin *jetstream.Client, step func(context.Context) error) {
+	t.Helper()
 	nodes[0].Kill()
 	nodes[1].Kill()
-	// Wait until the survivor no longer answers for the consumer as its
+	// Wait until the survivor no longer answers for a consumer as its
 	// leader: the cluster has noticed its loss.
 	lost := func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -267,21 +297,14 @@ func TestClusterProvisionThroughLostQuorum(t *testing.T) {
 		return err != nil
 	}
 	require.Eventually(t, lost, time.Minute, 100*time.Millisecond, "the survivor notices it lost its peers")
-
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
-		done <- coordinator.Provision(ctx, admin, coordinator.Config{})
+		done <- step(ctx)
 	}()
 	nodes[0].Start()
 	nodes[1].Start()
 	jstest.WaitHealthy(t, time.Minute, nodes...)
 	require.NoError(t, <-done)
-	// Provisioning again kept the ack wait an operator set.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	st, err := admin.ConsumerState(ctx, jetstream.StreamTimers, "coordinator_timers")
-	require.NoError(t, err)
-	assert.Equal(t, 5*time.Second, st.AckWait)
 }

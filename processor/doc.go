@@ -39,9 +39,9 @@
 // by the client's request timeout, not by the pass's). Each pass has a
 // timeout (WithPassTimeout, default DefaultPassTimeout): at the timeout the
 // body's context is cancelled with cause ErrPassTimeout; a body that then
-// returns an error, or does not return within AckWait/2, is retried after
-// the consumer's backoff, and on the last attempt the run fails with
-// ErrPassTimeout. Stop(ctx) waits for the passes under way while ctx lasts,
+// returns an error, or does not return within half the consumer's ack wait,
+// is retried after the consumer's backoff, and on the last attempt the run
+// fails with ErrPassTimeout. Stop(ctx) waits for the passes under way while ctx lasts,
 // then cancels them (cause ErrWorkerStopped); StopAndCancel cancels at once.
 // A pass cut short by a stop publishes nothing and is run again elsewhere.
 // A body runs twice only if its worker loses the work item after the body

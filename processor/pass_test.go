@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/interlockhq/interlock/internal/syncbuf"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/jetstream/jstest"
@@ -304,6 +306,50 @@ func TestHungBodyTakenOver(t *testing.T) {
 	assert.JSONEq(t, `"taken over"`, string(rec.Result))
 	first, second := <-starts, <-starts
 	assert.GreaterOrEqual(t, second.at.Sub(first.at), timeout+ackWait/2, "taken over only after the timeout and the grace")
+	assert.Equal(t, int32(2), calls.Load())
+}
+
+// TestHungBodyGraceIsTheConsumers: the grace a timed-out body gets is
+// half the ack wait of the consumer the worker bound, not of its own
+// configuration. A worker left at its default (30 s) bound to a consumer
+// an operator gave 2 s waited 15 s for its body, while the server handed
+// the pass to another worker 2 s after the timeout: the pass ran again
+// while the first worker still waited to report it.
+func TestHungBodyGraceIsTheConsumers(t *testing.T) {
+	t.Parallel()
+	h := newBareHarness(t, nil)
+	h.startCoordinator(nil)
+	const timeout, ackWait = 300 * time.Millisecond, 2 * time.Second
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) }) // the hung body, left behind, ends with the test
+	var calls atomic.Int32
+	var logs syncbuf.Buffer
+	cutFirst := make(chan bool, 1)
+	agent := func(ctx context.Context, _ json.RawMessage) (any, error) {
+		if calls.Add(1) == 1 {
+			<-release // hung: ignores its context
+			return "too late", nil
+		}
+		cutFirst <- strings.Contains(logs.String(), "pass timed out")
+		return "taken over", nil
+	}
+	// The operator's consumer: a 2 s ack wait.
+	stopWorker(t, h.passWorker(WorkerConfig{AckWait: ackWait}, agent))
+	for range 2 {
+		// Agents' users bind to the consumer as it is.
+		c, err := jetstream.Dial(context.Background(), jetstream.DialConfig{URL: h.srv.URL()}, jetstream.Config{})
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		w := NewWorker(c, WorkerConfig{Concurrency: 1, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		require.NoError(t, w.Register("a", agent, WithPassTimeout(timeout)))
+		require.NoError(t, w.Start(context.Background()))
+		t.Cleanup(func() { stopWorker(t, w) })
+	}
+	run := h.start("a", nil)
+	rec := h.waitFor(run, Finished)
+	assert.Equal(t, subjects.RunCompleted, rec.Status)
+	assert.JSONEq(t, `"taken over"`, string(rec.Result))
+	assert.True(t, <-cutFirst, "the first worker gave the pass up before it ran again")
 	assert.Equal(t, int32(2), calls.Load())
 }
 

@@ -47,9 +47,12 @@ type WorkerConfig struct {
 	// Concurrency is the number of passes run at once per agent; default 4.
 	Concurrency int
 	// AckWait is how long a work item may go without a heartbeat before
-	// another worker takes it; default 30s. The worker sends a heartbeat
-	// for every item it holds every AckWait/2, so a long pass needs nothing
-	// of its own. Shorter means a crashed worker's passes are taken over
+	// another worker takes it, set on the agent's consumer by a worker
+	// that provisions; zero keeps the consumer's (30s for a new one). The
+	// worker sends a heartbeat for every item it holds every half of the
+	// consumer's ack wait (as it last read it; a timed-out body gets as
+	// long to return), so a long pass needs nothing of its own. Shorter
+	// means a crashed worker's passes are taken over
 	// sooner, at the cost of more heartbeats and of a pass being taken over
 	// (and run twice) when its worker is cut off from NATS for longer.
 	AckWait time.Duration
@@ -93,8 +96,8 @@ func NewWorker(c *jetstream.Client, cfg WorkerConfig) *Worker {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.AckWait <= 0 {
-		cfg.AckWait = 30 * time.Second
+	if cfg.AckWait < 0 {
+		cfg.AckWait = 0
 	}
 	if cfg.MaxDeliver <= 0 {
 		cfg.MaxDeliver = 10
@@ -272,7 +275,7 @@ func (w *Worker) handle(ctx context.Context, agent string, a registered, m *jets
 	}
 	p.emit = w.emitter(ctx, p, work, key, aguiSubject)
 	began := time.Now()
-	result, bodyErr, returned := runBody(context.WithValue(ctx, passKey{}, p), a.fn, work.Input, w.cfg.AckWait/2)
+	result, bodyErr, returned := runBody(context.WithValue(ctx, passKey{}, p), a.fn, work.Input, m.AckWait/2)
 	w.metrics.duration.WithLabelValues(agent).Observe(time.Since(began).Seconds())
 	if w.crash("after-body:" + strconv.Itoa(work.Pass)) {
 		return errAbandoned

@@ -233,7 +233,7 @@ func newShow(g *globals) *cobra.Command {
 				}
 				printRun(cmd.OutOrStdout(), rec)
 				fmt.Fprintln(cmd.OutOrStdout(), "\nhistory:")
-				return printTrail(cmd.OutOrStdout(), evs, showDetail)
+				return printTrail(cmd.OutOrStdout(), evs)
 			})
 		},
 	}
@@ -301,26 +301,23 @@ func newHistory(g *globals) *cobra.Command {
 					say(cmd.OutOrStdout(), "no events for run %s\n", args[0])
 					return nil
 				}
-				return printTrail(cmd.OutOrStdout(), evs, historyDetail)
+				return printTrail(cmd.OutOrStdout(), evs)
 			})
 		},
 	}
 }
 
-// The widths of an event's detail: in `history`'s table, and in `show`,
-// which is about one run and shows more of each.
-const (
-	historyDetail = 80
-	showDetail    = 160
-)
+// trailDetail is how much of an event's detail `history` and `show`
+// print (a suspension's deadline policy fits); --json has all of it.
+const trailDetail = 160
 
 // printTrail prints a run's events as a table, oldest first, each detail
-// cut to width.
-func printTrail(w io.Writer, evs []subjects.Event, width int) error {
+// cut to trailDetail.
+func printTrail(w io.Writer, evs []subjects.Event) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WHEN\tEVENT\tPASS\tWHO\tDETAIL")
 	for _, ev := range evs {
-		say(tw, "%s\t%s\t%d\t%s\t%s\n", ev.At.Format(time.RFC3339), ev.Type, ev.Pass, who(ev), oneLine(eventDetail(ev), width))
+		say(tw, "%s\t%s\t%d\t%s\t%s\n", ev.At.Format(time.RFC3339), ev.Type, ev.Pass, who(ev), oneLine(eventDetail(ev), trailDetail))
 	}
 	return tw.Flush()
 }

@@ -30,7 +30,8 @@ type Config struct {
 	Backoff []time.Duration
 	// AckWait is how long after a notifier dies mid-delivery the
 	// notification is delivered again (by another notifier, or this one
-	// restarted); default 30s. A live delivery is kept alive however long
+	// restarted), set on the sink's consumer when it is created or
+	// provisioned; zero keeps the consumer's (30s for a new one). A live delivery is kept alive however long
 	// its sink's timeout, so it is never sent twice for being slow.
 	AckWait time.Duration
 	// Remember is how long deliveries are remembered to drop repeats;

@@ -68,6 +68,24 @@ async def test_heartbeats_keep_a_long_pass_from_redelivery(nc: NATS, client: Cli
     assert rec.result == "done" and calls == 1
 
 
+async def test_heartbeats_follow_the_consumers_ack_wait(nc: NATS, client: Client, agent_name: str) -> None:
+    """A worker left at its default ``ack_wait`` (30 s) bound to a consumer
+    an operator gave 2 s beats every half of the consumer's: it beat every
+    15 s, and the server handed the running pass to another handler."""
+    calls = 0
+
+    async def body(inp: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        await asyncio.sleep(5)  # the body's own work, over twice the consumer's ack wait
+        return "done"
+
+    await _create_consumer(nc, agent_name, ack_wait=2_000_000_000)
+    async with worker(nc, agent_name, body, concurrency=2):
+        rec = await client.wait(await client.start(agent_name), timeout=30)
+    assert rec.result == "done" and calls == 1
+
+
 async def test_pass_timeout_cancels_the_body_and_fails_the_run_at_the_last_attempt(
     nc: NATS, client: Client, agent_name: str
 ) -> None:

@@ -27,6 +27,10 @@ from nats.aio.subscription import Subscription
 EXPIRES = 10.0
 """How long one pull request waits at the server for messages, in seconds."""
 
+CONFIG_READ = 30.0
+"""How often, in seconds, a worker reads its consumer's configuration again
+(its ack wait and request limits), as the Go worker does."""
+
 HEARTBEAT = 1.0
 """How often the server says it still holds an idle request, in seconds."""
 
@@ -91,7 +95,9 @@ class Puller:
     A request stays within what the consumer allows (``max_batch``,
     ``max_expires``, set by an operator; asked for more, the server refuses
     every request with status 409), read by :meth:`read_limits` when the
-    worker binds and again after a refused request."""
+    worker binds, again after a refused request, and every
+    :data:`CONFIG_READ` seconds; the consumer's ack wait with them, which
+    the worker's heartbeats follow."""
 
     def __init__(self, nc: NATS, stream: str, durable: str, api_prefix: str = "$JS.API") -> None:
         self._nc = nc
@@ -101,6 +107,10 @@ class Puller:
         """The most messages one request may ask for; 0: no limit."""
         self.expires = EXPIRES
         """How long one request waits at the server, in seconds."""
+        self.ack_wait: float | None = None
+        """The consumer's ack wait in seconds, as last read (None: not read)."""
+        self.read_at = 0.0
+        """When the consumer's configuration was last read (the event loop's clock)."""
 
     async def read_limits(self, timeout: float = 5.0) -> bool:
         """Read the consumer's request limits; True when they changed.
@@ -115,6 +125,9 @@ class Puller:
                 raise nats.js.errors.NotFoundError(**err)
             raise nats.js.errors.APIError(**err)
         config = info.get("config", {})
+        self.read_at = asyncio.get_running_loop().time()
+        if int(config.get("ack_wait", 0)) > 0:
+            self.ack_wait = int(config["ack_wait"]) / _NANOS
         max_batch = max(int(config.get("max_batch", 0)), 0)
         max_expires = int(config.get("max_expires", 0)) / _NANOS
         expires = min(EXPIRES, max_expires) if max_expires > 0 else EXPIRES

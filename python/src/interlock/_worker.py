@@ -21,7 +21,7 @@ from nats.js import api
 from . import _direct, _trace
 from ._errors import ProtocolError, Retry, Suspended, SuspensionTooLarge
 from ._ids import dead_letter_msg_id, outcome_msg_id, pass_key
-from ._pull import Backoff, Puller
+from ._pull import CONFIG_READ, Backoff, Puller
 from ._run import _current, _Pass, _tool_call
 from ._subjects import DEFAULT_PREFIX, Namespace, validate_token, worker_durable
 from ._types import RunInfo
@@ -49,7 +49,9 @@ class Worker:
     long-lived pull request at a time for all its free room (each item is
     handled as it arrives; the next request goes when that one is filled or
     ends, after 10 s or two missed heartbeats), sends a
-    heartbeat (``+WPI``) every ``ack_wait / 2`` while a pass runs, cancels a
+    heartbeat (``+WPI``) every half of the consumer's ack wait (read when it
+    binds and every 30 s; ``ack_wait`` sets it on a consumer it creates)
+    while a pass runs, cancels a
     pass after ``pass_timeout`` seconds (default 300, Go's
     ``processor.DefaultPassTimeout``; None: no limit; the pass is retried later, like
     :class:`Retry`; on the last attempt the run fails, as with the Go
@@ -183,6 +185,8 @@ class Worker:
             if not self._nc.is_connected and not self._nc.is_closed:
                 await self._pause(0.5)  # reconnecting: a request now would wait in the client's buffer
                 continue
+            if asyncio.get_running_loop().time() - puller.read_at >= CONFIG_READ:
+                await self._relimit(agent, puller)  # an operator may have changed its ack wait
             got = 0
             try:
                 async with contextlib.aclosing(puller.messages(puller.room(free), self._stopping)) as msgs:
@@ -191,7 +195,7 @@ class Worker:
                         if self._stopping.is_set():
                             await _quiet(m.nak())
                             continue
-                        t = asyncio.create_task(self._handle(agent, fn, m))
+                        t = asyncio.create_task(self._handle(agent, fn, m, puller))
                         mine.add(t)
                         self._active.add(t)
                         t.add_done_callback(mine.discard)
@@ -240,7 +244,7 @@ class Worker:
         except TimeoutError:
             pass
 
-    async def _handle(self, agent: str, fn: AgentFunc, m: Msg) -> None:
+    async def _handle(self, agent: str, fn: AgentFunc, m: Msg, puller: Puller) -> None:
         deliveries = m.metadata.num_delivered
         try:
             try:
@@ -267,7 +271,7 @@ class Worker:
             if await self._pass_done(work, key):
                 await m.ack()
                 return
-            heartbeat = asyncio.create_task(self._heartbeat(m))
+            heartbeat = asyncio.create_task(self._heartbeat(m, puller))
             traceparent = (m.headers or {}).get("traceparent")
             try:
                 subject, data, traceparent = await self._run_pass(agent, fn, work, traceparent, requester or "")
@@ -310,9 +314,12 @@ class Worker:
         delay = self._backoff[min(deliveries - 1, len(self._backoff) - 1)]
         await _quiet(m.nak(delay=delay))
 
-    async def _heartbeat(self, m: Msg) -> None:
+    async def _heartbeat(self, m: Msg, puller: Puller) -> None:
+        """Every half of the consumer's ack wait (as last read; the
+        worker's own until it was), so that an item held under an ack wait
+        an operator set shorter than ``ack_wait`` is not handed on."""
         while True:
-            await asyncio.sleep(self._ack_wait / 2)
+            await asyncio.sleep(max((puller.ack_wait or self._ack_wait) / 2, 0.01))
             await _quiet(m.in_progress())
 
     async def _pass_done(self, work: dict[str, Any], key: str) -> bool:

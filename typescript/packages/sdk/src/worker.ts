@@ -37,6 +37,8 @@ import { askMessage, decodeWork, takeAskReply, versioned } from "./wire.js";
  */
 const FETCH_EXPIRES_MS = 10_000;
 const FETCH_HEARTBEAT_MS = 1000;
+/** How often a worker reads its consumer's configuration again (its ack wait and request limits), as the Go worker does. */
+const CONFIG_READ_MS = 30_000;
 
 /**
  * The waits between pull requests that fail in a row: 100 ms, doubling up
@@ -121,7 +123,7 @@ export interface WorkerOptions {
   prefix?: string;
   /** Work items each agent holds and runs at once (default 4). */
   concurrency?: number;
-  /** The consumer's ack wait, used when the worker creates `worker_<agent>`; in-progress acks go every half of it (default 30,000 ms). */
+  /** The consumer's ack wait, used when the worker creates `worker_<agent>` (default 30,000 ms). In-progress acks go every half of the consumer's ack wait as last read (every 30 s), and a body whose signal was aborted gets as long to return. */
   ackWaitMs?: number;
   /** The consumer's max deliveries (default 10); on the last, a pass that cannot report is dead-lettered. */
   maxDeliver?: number;
@@ -180,6 +182,8 @@ export class Worker {
   private readonly ns: Namespace;
   private readonly concurrency: number;
   private readonly ackWaitMs: number;
+  /** Each agent's consumer's ack wait (ms), as last read. */
+  private readonly boundAckWait = new Map<string, number>();
   private readonly maxDeliver: number;
   private readonly passTimeoutMs: number;
   private readonly backoffMs: number[];
@@ -312,13 +316,21 @@ export class Worker {
     // inbox of its own, so messages of a request given up on are never held.
     const mine = new Set<Promise<void>>();
     const backoff = new Backoff();
-    let limits = limitsOf((await consumer.info(true)).config);
+    const bound = (await consumer.info(true)).config;
+    this.noteAckWait(agent, bound);
+    let limits = limitsOf(bound);
+    let readAt = Date.now();
     if (limits.tooShort) this.warnLimits(agent, limits);
     while (!this.stopping) {
       const free = this.concurrency - mine.size;
       if (free === 0) {
         await Promise.race([...mine, this.stopSignal]);
         continue;
+      }
+      if (Date.now() - readAt >= CONFIG_READ_MS) {
+        // An operator may have changed its ack wait.
+        limits = await this.relimit(agent, consumer, limits);
+        readAt = Date.now();
       }
       let fetched: ConsumerMessages;
       try {
@@ -369,12 +381,24 @@ export class Worker {
     }
   }
 
-  /** Reads the consumer's request limits again after a failed request; the old ones when it cannot or the worker stops. */
+  /** Takes the ack wait of an agent's consumer's configuration. */
+  private noteAckWait(agent: string, config: { ack_wait?: number }): void {
+    if (config.ack_wait && config.ack_wait > 0) this.boundAckWait.set(agent, Math.floor(config.ack_wait / 1_000_000));
+  }
+
+  /** The ack wait (ms) of an agent's consumer as last read; the worker's own until it was. */
+  private ackWaitOf(agent: string): number {
+    return this.boundAckWait.get(agent) ?? this.ackWaitMs;
+  }
+
+  /** Reads the consumer's request limits and ack wait again (after a failed request, and every 30 s); the old limits when it cannot or the worker stops. */
   private async relimit(agent: string, consumer: Consumer, old: RequestLimits): Promise<RequestLimits> {
     if (this.isStopping() || this.nc.isClosed()) return old;
     let limits: RequestLimits;
     try {
-      limits = limitsOf((await consumer.info()).config);
+      const config = (await consumer.info()).config;
+      this.noteAckWait(agent, config);
+      limits = limitsOf(config);
     } catch {
       return old; // gone or unreachable: the next request says so
     }
@@ -414,7 +438,7 @@ export class Worker {
     const ac = new AbortController();
     // In-progress acks from the moment the item arrives, so a queued item is
     // never handed to a second worker.
-    const heartbeat = setInterval(() => m.working(), Math.max(this.ackWaitMs / 2, 100));
+    const heartbeat = setInterval(() => m.working(), Math.max(this.ackWaitOf(agent) / 2, 10));
     const held: Held = { done: Promise.resolve(), abort: (reason) => ac.abort(reason) };
     held.done = this.handle(agent, body, m, ac)
       .catch((e: unknown) => this.log.error(`interlock worker: ${(e as Error).message}`))
@@ -600,7 +624,7 @@ export class Worker {
       const fail = (): void => {
         // Give the body half an ack wait to honour its signal, as Go does;
         // its item stays held (in-progress acks) meanwhile.
-        const grace = setTimeout(() => reject(ac.signal.reason as Error), this.ackWaitMs / 2);
+        const grace = setTimeout(() => reject(ac.signal.reason as Error), this.ackWaitOf(info.agent) / 2);
         ran.then(
           () => {
             clearTimeout(grace);

@@ -219,6 +219,35 @@ describe("the worker's pull requests", () => {
     });
   }
 
+  test("in-progress acks follow the consumer's ack wait, not the worker's own", async () => {
+    // A worker left at its default ackWaitMs (30 s) bound to a consumer an
+    // operator gave 2 s acked in-progress every 15 s, and the server handed
+    // the running pass to another handler.
+    const agent = agentName();
+    const jsm = await jetstreamManager(nc);
+    await jsm.consumers.add("INTERLOCK_WORK", {
+      durable_name: "worker_" + agent,
+      filter_subjects: [`interlock.work.${agent}`, `interlock.start.${agent}`],
+      ack_policy: AckPolicy.Explicit,
+      ack_wait: 2_000_000_000,
+    });
+    let passes = 0;
+    const w = new sdk.Worker(nc, { logger: quiet, concurrency: 2 });
+    w.register(agent, async () => {
+      passes++;
+      await new Promise((ok) => setTimeout(ok, 5000)); // over twice the consumer's ack wait: the behaviour under test
+      return passes;
+    });
+    await w.start();
+    try {
+      const run = await client.start(agent);
+      assert.equal((await client.wait(run, undefined, { timeoutMs: 30_000 })).result, 1);
+      assert.equal(passes, 1);
+    } finally {
+      await w.stop(1000);
+    }
+  });
+
   test("limits: within max_batch and max_expires, in whole milliseconds, as nats.js allows", () => {
     const none = { batch: Number.MAX_SAFE_INTEGER, expires: 10_000, heartbeat: 1000, tooShort: false };
     assert.deepEqual(limitsOf({}), none);
