@@ -143,9 +143,15 @@ func TestStandaloneGatewayAndNotifier(t *testing.T) {
 	r := cli(t, "notifier", "--config", ncfg, "--nats-url", url)
 	require.Equal(t, exitFailure, r.code, r.err)
 	require.Contains(t, r.err, "interlock provision")
-	r = cli(t, "provision", "--nats-url", url, "--notifier-config", ncfg)
+	r = cli(t, "provision", "--nats-url", url, "--notifier-config", ncfg, "--agent", "refunds")
 	require.Equal(t, 0, r.code, r.err)
 	require.Contains(t, r.out, "provisioned")
+	// Progress on stderr, a line per step as it ends (a step on a cluster
+	// still electing takes seconds).
+	for _, step := range []string{"streams and buckets", "the coordinator's consumers", "the gateway's buckets and consumer",
+		"1 agent consumer(s)", "1 notifier sink consumer(s)"} {
+		assert.Regexp(t, `(?m)^provision: `+regexp.QuoteMeta(step)+` \([0-9.]+m?s\)$`, r.err)
+	}
 	for _, args := range [][]string{
 		{"gateway", "--identities", ids, "--gateway-listen", "127.0.0.1:0"},
 		{"notifier", "--config", ncfg},

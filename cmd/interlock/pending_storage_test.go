@@ -40,3 +40,25 @@ func TestProvisionPendingStorage(t *testing.T) {
 	assert.Equal(t, 2, bad.code)
 	assert.Contains(t, bad.err, `--pending-storage "tape" is not memory, file or auto`)
 }
+
+// TestProvisionChecksBeforeWriting: an agent name that cannot be a subject
+// token is a usage error found before provision writes anything (it used
+// to be found after the streams, buckets and consumers were made).
+func TestProvisionChecksBeforeWriting(t *testing.T) {
+	t.Parallel()
+	srv := jstest.Server(t)
+	r := cli(t, "provision", "--nats-url", srv.URL(), "--agent", "re.funds")
+	assert.Equal(t, 2, r.code, r.err)
+	nc, err := nats.Connect(srv.URL())
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := natsjs.New(nc)
+	require.NoError(t, err)
+	names := js.StreamNames(context.Background())
+	var made []string
+	for n := range names.Name() {
+		made = append(made, n)
+	}
+	require.NoError(t, names.Err())
+	assert.Empty(t, made, "nothing provisioned")
+}

@@ -71,7 +71,11 @@ one-shot step before serve's embedded server (deploy/systemd).`,
 			return g.withClient(ctx, url, "interlock-provision", jetstream.Config{Replicas: replicas, PendingStorage: storage}, func(client *jetstream.Client) error {
 				ctx, cancel := context.WithTimeout(ctx, g.timeout+30*time.Second)
 				defer cancel()
-				sinks, err := provision(ctx, client, agents, ncfg, coordinator.Config{AckWait: ackWait})
+				// Progress on stderr, for people: on a cluster still
+				// electing a step can take seconds.
+				sinks, err := provision(ctx, client, agents, ncfg, coordinator.Config{AckWait: ackWait}, func(step string, took time.Duration) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "provision: %s (%s)\n", step, took.Round(time.Millisecond))
+				})
 				if err != nil {
 					return err
 				}
@@ -100,40 +104,59 @@ one-shot step before serve's embedded server (deploy/systemd).`,
 // provision creates or raises everything the roles bind to: streams and
 // buckets, the coordinator's consumers (as co describes), the gateway's
 // buckets, the work consumers of agents and the sink consumers of ncfg
-// (when set). It returns the number of sinks.
-func provision(ctx context.Context, client *jetstream.Client, agents []string, ncfg *notifier.Config, co coordinator.Config) (int, error) {
-	if err := client.Provision(ctx); err != nil {
-		return 0, err
-	}
-	if err := coordinator.Provision(ctx, client, co); err != nil {
-		return 0, err
-	}
-	if err := gateway.Provision(ctx, client); err != nil {
-		return 0, err
-	}
-	if err := mcpbridge.Provision(ctx, client); err != nil {
-		return 0, err
-	}
-	if _, err := client.Bucket(ctx, jetstream.OpenAIAgentsBucket, "Interlock OpenAI Agents adapter: run states waiting on approvals", 0); err != nil {
-		return 0, err
-	}
+// (when set). It returns the number of sinks. done, when set, is told each
+// step as it ends and how long it took (on a cluster still electing, a
+// step waits for its leaders).
+func provision(ctx context.Context, client *jetstream.Client, agents []string, ncfg *notifier.Config, co coordinator.Config,
+	done func(step string, took time.Duration)) (int, error) {
 	w := processor.NewWorker(client, processor.WorkerConfig{})
 	for _, a := range agents {
 		if err := w.Register(a, nil); err != nil {
 			return 0, usage(err)
 		}
 	}
-	if err := w.Provision(ctx); err != nil {
-		return 0, err
+	var n *notifier.Notifier
+	if ncfg != nil {
+		var err error
+		if n, err = notifier.New(client, ncfg, notifier.Options{}); err != nil {
+			return 0, usage(err)
+		}
+	}
+	steps := []provisionStep{
+		{"streams and buckets", client.Provision},
+		{"the coordinator's consumers", func(ctx context.Context) error { return coordinator.Provision(ctx, client, co) }},
+		{"the gateway's buckets and consumer", func(ctx context.Context) error { return gateway.Provision(ctx, client) }},
+		{"the MCP proxy's bucket", func(ctx context.Context) error { return mcpbridge.Provision(ctx, client) }},
+		{"the OpenAI Agents adapter's bucket", func(ctx context.Context) error {
+			_, err := client.Bucket(ctx, jetstream.OpenAIAgentsBucket, "Interlock OpenAI Agents adapter: run states waiting on approvals", 0)
+			return err
+		}},
+	}
+	if len(agents) > 0 {
+		steps = append(steps, provisionStep{fmt.Sprintf("%d agent consumer(s)", len(agents)), w.Provision})
+	}
+	if n != nil {
+		steps = append(steps, provisionStep{fmt.Sprintf("%d notifier sink consumer(s)", len(ncfg.Sinks)), n.Provision})
+	}
+	for _, st := range steps {
+		began := time.Now()
+		if err := st.run(ctx); err != nil {
+			return 0, err
+		}
+		if done != nil {
+			done(st.name, time.Since(began))
+		}
 	}
 	if ncfg == nil {
 		return 0, nil
 	}
-	n, err := notifier.New(client, ncfg, notifier.Options{})
-	if err != nil {
-		return 0, usage(err)
-	}
-	return len(ncfg.Sinks), n.Provision(ctx)
+	return len(ncfg.Sinks), nil
+}
+
+// provisionStep is one step of provision, named for its progress line.
+type provisionStep struct {
+	name string
+	run  func(context.Context) error
 }
 
 // pendingStorageFlag is the --pending-storage value as a storage.

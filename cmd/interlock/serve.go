@@ -334,7 +334,7 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 		coCfg.TopologyInterval = -1
 	}
 	provisionFn := func(ctx context.Context, c *jetstream.Client) error {
-		_, err := provision(ctx, c, nil, notifyCfg, coCfg)
+		_, err := provision(ctx, c, nil, notifyCfg, coCfg, nil)
 		return err
 	}
 	// The embedded server without a configuration admits anyone: serve
