@@ -29,12 +29,15 @@ type Bucket struct {
 }
 
 // Bucket opens the bucket BucketName(name), whose entries expire after ttl
-// (zero: never). A client that has provisioned creates it, or raises an
-// existing one to ttl and the client's replicas; any other opens it as it
-// is and fails with ErrNotProvisioned when it does not exist.
+// (zero: never), for a role starting: a client that has provisioned
+// creates it, or raises an existing one to ttl and the client's replicas;
+// any other opens it as it is and fails with ErrNotProvisioned when it
+// does not exist. Either way a request nobody answered, or refused while a
+// cluster elects, is asked again (as a provisioning step is) until ctx
+// ends, 6 times Config.Timeout when ctx has no deadline.
 func (c *Client) Bucket(ctx context.Context, name, description string, ttl time.Duration) (*Bucket, error) {
 	if !c.Provisioner() {
-		return c.OpenBucket(ctx, name)
+		return c.openSettled(ctx, name)
 	}
 	kv, err := c.provisionBucket(ctx, jetstream.KeyValueConfig{
 		Bucket: c.BucketName(name), Description: description,
@@ -46,16 +49,22 @@ func (c *Client) Bucket(ctx context.Context, name, description string, ttl time.
 	return &Bucket{c: c, kv: kv, js: c.js, name: c.BucketName(name)}, nil
 }
 
-// OpenBucket opens an existing bucket BucketName(name); it fails with
-// ErrNotProvisioned when there is none. A request nobody answered, or
-// refused while a cluster elects, is asked again (as a provisioning step
-// is) until ctx ends, 6 times Config.Timeout when ctx has no deadline.
-func (c *Client) OpenBucket(ctx context.Context, name string) (*Bucket, error) {
-	var kv jetstream.KeyValue
+// openSettled is OpenBucket asked again like a provisioning step: for
+// roles starting, not for requests (which fail at once rather than wait
+// out an election).
+func (c *Client) openSettled(ctx context.Context, name string) (*Bucket, error) {
+	var b *Bucket
 	err := c.converge(ctx, func(ctx context.Context) (err error) {
-		kv, err = c.js.KeyValue(ctx, c.BucketName(name))
+		b, err = c.OpenBucket(ctx, name)
 		return err
 	})
+	return b, err
+}
+
+// OpenBucket opens an existing bucket BucketName(name), in one request; it
+// fails with ErrNotProvisioned when there is none.
+func (c *Client) OpenBucket(ctx context.Context, name string) (*Bucket, error) {
+	kv, err := c.js.KeyValue(ctx, c.BucketName(name))
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, fmt.Errorf("%w: bucket %s does not exist", ErrNotProvisioned, c.BucketName(name))
 	}

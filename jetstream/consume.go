@@ -34,10 +34,19 @@ type Delivery struct {
 	// Deliveries counts this delivery: 1 the first time.
 	Deliveries uint64
 	Time       time.Time
-	// AckWait is the consumer's ack wait as the loop last read it: once
-	// the handler's context has ended, the server hands the message to
-	// another process this long after the loop's last renewal.
-	AckWait time.Duration
+	// ackWait is the loop's reading of its consumer's ack wait.
+	ackWait *atomic.Int64
+}
+
+// AckWait is the consumer's ack wait as the loop last read it (it reads it
+// again every ConfigRead): once the handler's context has ended, the
+// server hands the message to another process this long after the loop's
+// last renewal. DefaultAckWait for a Delivery not made by a loop.
+func (m *Delivery) AckWait() time.Duration {
+	if m.ackWait == nil {
+		return DefaultAckWait
+	}
+	return time.Duration(m.ackWait.Load())
 }
 
 // Handler handles one message. A nil error acks it; any other error retries
@@ -94,9 +103,9 @@ type ConsumeConfig struct {
 	// new one. Handlers that run longer are kept alive with InProgress
 	// every half of the consumer's ack wait, as the loop last read it.
 	AckWait time.Duration
-	// ConfigRead is how often the loop reads its consumer's configuration
-	// again, to take an ack wait or request limits an operator changed;
-	// default 30s.
+	// ConfigRead is how often the loop reads its consumer's ack wait
+	// again, to follow one an operator changed; default 30s. (Request
+	// limits are read again when the server refuses a request.)
 	ConfigRead time.Duration
 	// MaxDeliver bounds deliveries; default 10. The last failed attempt
 	// dead-letters the message.
@@ -210,11 +219,11 @@ type Consumer struct {
 	// set is what the operator allows as last read (either mode).
 	set operatorLimits
 	// ackWait is the bound consumer's, as last read (nanoseconds): the
-	// dispatcher and the leases read it while a read of the consumer's
-	// configuration may replace it. read is when that was last read (the
-	// fetch loop's, or watchBatched's).
+	// leases and handlers read it while a read of the consumer's
+	// configuration may replace it. leases are the messages held, renewed
+	// at once when it changes.
 	ackWait atomic.Int64
-	read    time.Time
+	leases  leaseSet
 	stopped lifecycle.Stopped
 	// Batched mode: mu guards cctx, which a limits change or a rebind
 	// replaces; rebound is when the last rebind bound (watchBatched's).
@@ -270,8 +279,9 @@ func (c *Client) Consume(ctx context.Context, cc ConsumeConfig, h Handler) (*Con
 	bound := cons.CachedInfo().Config
 	k.adopt(bound)
 	if k.credits != nil {
-		k.pulling.Add(1)
+		k.pulling.Add(2)
 		go k.pull(cons)
+		go k.rereadAckWait(cons)
 		return k, nil
 	}
 	failed := make(chan struct{}, 1)
@@ -280,8 +290,9 @@ func (c *Client) Consume(ctx context.Context, cc ConsumeConfig, h Handler) (*Con
 		k.wg.Wait()
 		return nil, fmt.Errorf("consume %s: %w", cc.Durable, translate(err))
 	}
-	k.pulling.Add(1)
+	k.pulling.Add(2)
 	go k.watchBatched(cons, failed)
+	go k.rereadAckWait(cons)
 	return k, nil
 }
 
@@ -302,9 +313,9 @@ func (k *Consumer) consumeBatched(cons jetstream.Consumer, cfg jetstream.Consume
 }
 
 // watchBatched keeps the batched mode consuming (nats.go's Consume).
-// After a failed request, and every ConfigRead, it reads the consumer's
-// configuration again: it takes its ack wait and, when an operator changed
-// its request limits, consumes within the new ones: nats.go keeps
+// After a failed request it reads the consumer's configuration again: it
+// takes its ack wait and, when an operator changed its request limits,
+// consumes within the new ones: nats.go keeps
 // asking as it started, and a consumer that now allows less refuses every
 // request. When nats.go ends the consume on its own (the consumer was
 // deleted, or refuses every request for good), it binds to the consumer
@@ -313,8 +324,6 @@ func (k *Consumer) consumeBatched(cons jetstream.Consumer, cfg jetstream.Consume
 // is drained, so the consumer is never left without one.
 func (k *Consumer) watchBatched(cons jetstream.Consumer, failed chan struct{}) {
 	defer k.pulling.Done()
-	reread := time.NewTicker(k.cc.ConfigRead)
-	defer reread.Stop()
 	for {
 		k.mu.Lock()
 		ended := k.cctx.Closed()
@@ -324,13 +333,6 @@ func (k *Consumer) watchBatched(cons jetstream.Consumer, failed chan struct{}) {
 		select {
 		case <-k.ctx.Done():
 			return
-		case <-reread.C:
-			// Read as after a failed request (one may be waiting already).
-			select {
-			case failed <- struct{}{}:
-			default:
-			}
-			continue
 		case <-failed:
 			var changed bool
 			var err error
@@ -531,9 +533,6 @@ func (k *Consumer) pull(cons jetstream.Consumer) {
 				break more
 			}
 		}
-		if time.Since(k.read) >= k.cc.ConfigRead {
-			_, _, _ = k.relimit(cons) // a failure: the next request says so
-		}
 		k.fetch(cons, n)
 	}
 }
@@ -648,7 +647,6 @@ func (k *Consumer) adopt(cfg jetstream.ConsumerConfig) {
 // takeAckWait takes the ack wait of the consumer's configuration cfg, and
 // reports whether it changed.
 func (k *Consumer) takeAckWait(cfg jetstream.ConsumerConfig) bool {
-	k.read = time.Now()
 	next := cmp.Or(cfg.AckWait, DefaultAckWait)
 	changed := time.Duration(k.ackWait.Swap(int64(next))) != next
 	if changed && next < minAckWait {
@@ -668,10 +666,45 @@ func (k *Consumer) renewal() time.Duration {
 // minAckWait is the least ack wait held messages are safe with under load.
 const minAckWait = time.Second
 
-// relimit reads the consumer's configuration again (after a failed
-// request, and every ConfigRead): it takes its ack wait, and returns the
-// configuration and whether its request limits changed since last read,
-// or the error reading it.
+// followAckWait takes the ack wait of the consumer's configuration cfg,
+// read again while the loop runs, and says when it changed.
+func (k *Consumer) followAckWait(cfg jetstream.ConsumerConfig) {
+	if was := k.renewal(); k.takeAckWait(cfg) {
+		k.cc.Logger.Warn("the consumer's ack wait changed; renewing held messages within it", "consumer", k.cc.Durable,
+			"ack_wait", cfg.AckWait, "renewed_every_was", was)
+		// A held message's next renewal was set by the old ack wait: with
+		// a shorter one it would come after the server had handed the
+		// message on.
+		k.leases.renewAll()
+	}
+}
+
+// rereadAckWait reads the consumer's ack wait again every ConfigRead,
+// whatever the loop is doing: an idle pull request waits up to 10 s, and
+// long handlers may hold all the room for as long as they run.
+func (k *Consumer) rereadAckWait(cons jetstream.Consumer) {
+	defer k.pulling.Done()
+	t := time.NewTicker(k.cc.ConfigRead)
+	defer t.Stop()
+	for {
+		select {
+		case <-k.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(k.ctx, limitsRead)
+		info, err := cons.Info(ctx)
+		cancel()
+		if err == nil { // a consumer gone or unreachable: the loop's next request says so
+			k.followAckWait(info.Config)
+		}
+	}
+}
+
+// relimit reads the consumer's configuration again after a failed
+// request: it takes its ack wait, and returns the configuration and
+// whether its request limits changed since last read, or the error
+// reading it.
 func (k *Consumer) relimit(cons jetstream.Consumer) (jetstream.ConsumerConfig, bool, error) {
 	if k.ctx.Err() != nil {
 		return jetstream.ConsumerConfig{}, false, k.ctx.Err()
@@ -682,10 +715,7 @@ func (k *Consumer) relimit(cons jetstream.Consumer) (jetstream.ConsumerConfig, b
 	if err != nil {
 		return jetstream.ConsumerConfig{}, false, err
 	}
-	if was := k.renewal(); k.takeAckWait(info.Config) {
-		k.cc.Logger.Warn("the consumer's ack wait changed; renewing held messages within it", "consumer", k.cc.Durable,
-			"ack_wait", info.Config.AckWait, "renewed_every_was", was)
-	}
+	k.followAckWait(info.Config)
 	if set := operatorLimitsOf(info.Config); set != k.set {
 		k.cc.Logger.Warn("the consumer's request limits changed; asking within them", "consumer", k.cc.Durable,
 			"max_batch", info.Config.MaxRequestBatch, "max_expires", info.Config.MaxRequestExpires)
@@ -756,7 +786,7 @@ func (k *Consumer) release() {
 // until handled. In batched mode it blocks while the message's queue is
 // full; in bounded mode there is always room.
 func (k *Consumer) dispatch(m jetstream.Msg) {
-	hm := &held{raw: m, lease: hold(m, k.renewal)}
+	hm := &held{raw: m, lease: hold(m, k.renewal, &k.leases)}
 	i := 0
 	if k.cc.PartitionKey != nil && len(k.queues) > 1 {
 		h := fnv.New32a()
@@ -797,7 +827,7 @@ func (k *Consumer) handle(h Handler, hm *held) {
 	m := &Delivery{
 		Subject: raw.Subject(), Data: raw.Data(), Header: Header(raw.Headers()),
 		Stream: meta.Stream, Sequence: meta.Sequence.Stream, Deliveries: meta.NumDelivered, Time: meta.Timestamp,
-		AckWait: time.Duration(k.ackWait.Load()),
+		ackWait: &k.ackWait,
 	}
 	hctx, cancel := context.WithCancel(k.work)
 	if k.cc.Timeout > 0 {
@@ -839,13 +869,16 @@ func (k *Consumer) handle(h Handler, hm *held) {
 type lease struct {
 	raw      jetstream.Msg
 	interval func() time.Duration
+	set      *leaseSet
 	mu       sync.Mutex
 	t        *time.Timer
 	done     bool
 }
 
-func hold(raw jetstream.Msg, interval func() time.Duration) *lease {
-	l := &lease{raw: raw, interval: interval}
+// hold starts renewing raw, a member of set until released.
+func hold(raw jetstream.Msg, interval func() time.Duration, set *leaseSet) *lease {
+	l := &lease{raw: raw, interval: interval, set: set}
+	set.add(l)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.t = time.AfterFunc(interval(), l.renew)
@@ -857,6 +890,40 @@ func (l *lease) renew() {
 	defer l.mu.Unlock()
 	if !l.done && l.raw.InProgress() == nil {
 		l.t.Reset(l.interval())
+	}
+}
+
+// leaseSet is the leases held by one loop.
+type leaseSet struct {
+	mu sync.Mutex
+	m  map[*lease]struct{}
+}
+
+func (s *leaseSet) add(l *lease) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[*lease]struct{}{}
+	}
+	s.m[l] = struct{}{}
+}
+
+func (s *leaseSet) remove(l *lease) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, l)
+}
+
+// renewAll renews every lease held now, each then on at its interval.
+func (s *leaseSet) renewAll() {
+	s.mu.Lock()
+	held := make([]*lease, 0, len(s.m))
+	for l := range s.m {
+		held = append(held, l)
+	}
+	s.mu.Unlock()
+	for _, l := range held {
+		l.renew()
 	}
 }
 
@@ -873,12 +940,13 @@ func (l *lease) end() {
 	l.t.Stop()
 }
 
-// release stops renewing.
+// release stops renewing, for good.
 func (l *lease) release() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.done = true
 	l.t.Stop()
+	l.mu.Unlock()
+	l.set.remove(l)
 }
 
 func runHandler(ctx context.Context, h Handler, m *Delivery) (err error) {

@@ -844,7 +844,9 @@ func handleAll(t *testing.T, consumer *jetstream.Client, cc jetstream.ConsumeCon
 // says: a worker left at the default bound to a consumer an operator gave
 // a short ack wait renewed every 15 s, and the server handed the message
 // to another handler while it ran (both modes). An ack wait lowered while
-// the loop runs is taken at its next read of the consumer.
+// the handler runs is read again (ConfigRead) and the message renewed at
+// once: its next renewal, set by the old ack wait, would have come after
+// the server handed it on.
 func TestConsumeHoldsForTheConsumersAckWait(t *testing.T) {
 	t.Parallel()
 	const short = 3 * time.Second
@@ -856,8 +858,8 @@ func TestConsumeHoldsForTheConsumersAckWait(t *testing.T) {
 		{"bounded", false, jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "short", Concurrency: 2, Prefetch: 1}},
 		{"batched", false, jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "short", Concurrency: 2}},
 		{"bounded, lowered while it runs", true,
-			jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "short", Concurrency: 2, Prefetch: 1}},
-		{"batched, lowered while it runs", true, jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "short", Concurrency: 2}},
+			jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "short", Concurrency: 1, Prefetch: 1}},
+		{"batched, lowered while it runs", true, jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "short", Concurrency: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -866,7 +868,7 @@ func TestConsumeHoldsForTheConsumersAckWait(t *testing.T) {
 			set := tc.cc
 			set.AckWait = short
 			if tc.later {
-				set.AckWait = time.Minute
+				set.AckWait = 30 * time.Second
 			}
 			require.NoError(t, c.CreateConsumer(ctx(t), set))
 			worker, err := jetstream.Dial(ctx(t), jetstream.DialConfig{URL: srv.URL()}, jetstream.Config{})
@@ -877,6 +879,7 @@ func TestConsumeHoldsForTheConsumersAckWait(t *testing.T) {
 			cc.ConfigRead = 200 * time.Millisecond
 			cc.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			deliveries := make(chan uint64, 4)
+			lowered := make(chan struct{})
 			finished := make(chan struct{})
 			again := make(chan struct{})
 			var once sync.Once
@@ -885,6 +888,9 @@ func TestConsumeHoldsForTheConsumersAckWait(t *testing.T) {
 				if d.Deliveries > 1 {
 					once.Do(func() { close(again) })
 					return nil
+				}
+				if tc.later {
+					<-lowered
 				}
 				// Over twice the consumer's ack wait, or until the server
 				// has handed the message out again.
@@ -897,7 +903,10 @@ func TestConsumeHoldsForTheConsumersAckWait(t *testing.T) {
 			})
 			require.NoError(t, err)
 			defer k.Stop(context.Background())
+			publishN(t, c, "r1", 1)
+			require.Equal(t, uint64(1), <-deliveries)
 			if tc.later {
+				// Held now, renewed next in 15 s: lower the ack wait to 3.
 				js := adminJS(t, srv)
 				cons, err := js.Consumer(ctx(t), c.StreamName(jetstream.StreamDecisions), "short")
 				require.NoError(t, err)
@@ -906,10 +915,9 @@ func TestConsumeHoldsForTheConsumersAckWait(t *testing.T) {
 				_, err = js.UpdateConsumer(ctx(t), c.StreamName(jetstream.StreamDecisions), edited)
 				require.NoError(t, err)
 				require.Eventually(t, func() bool { return strings.Contains(logs.String(), "ack wait changed") },
-					10*time.Second, 20*time.Millisecond, "the loop reads the consumer again")
+					short, 20*time.Millisecond, "the loop reads the consumer again")
+				close(lowered)
 			}
-			publishN(t, c, "r1", 1)
-			require.Equal(t, uint64(1), <-deliveries)
 			<-finished
 			select {
 			case n := <-deliveries:

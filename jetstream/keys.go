@@ -63,7 +63,7 @@ type IDSigner struct{ key []byte }
 // fails with an error wrapping ErrNotProvisioned when the keys bucket does
 // not exist, and ErrNoKey when it holds no key.
 func (c *Client) IDSigner(ctx context.Context) (*IDSigner, error) {
-	b, err := c.OpenBucket(ctx, KeysBucket)
+	b, err := c.openSettled(ctx, KeysBucket)
 	if err != nil {
 		return nil, err
 	}

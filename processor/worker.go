@@ -275,7 +275,7 @@ func (w *Worker) handle(ctx context.Context, agent string, a registered, m *jets
 	}
 	p.emit = w.emitter(ctx, p, work, key, aguiSubject)
 	began := time.Now()
-	result, bodyErr, returned := runBody(context.WithValue(ctx, passKey{}, p), a.fn, work.Input, m.AckWait/2)
+	result, bodyErr, returned := runBody(context.WithValue(ctx, passKey{}, p), a.fn, work.Input, func() time.Duration { return m.AckWait() / 2 })
 	w.metrics.duration.WithLabelValues(agent).Observe(time.Since(began).Seconds())
 	if w.crash("after-body:" + strconv.Itoa(work.Pass)) {
 		return errAbandoned
@@ -618,9 +618,9 @@ func LastOutcome(ctx context.Context, c *jetstream.Client, agent, run string) (j
 }
 
 // runBody runs fn in a goroutine of its own and waits for it to return or,
-// once ctx has ended, for grace more at most. A body that ignores its
+// once ctx has ended, for grace() (read then) more at most. A body that ignores its
 // cancelled context longer is left behind: returned is false.
-func runBody(ctx context.Context, fn AgentFunc, input json.RawMessage, grace time.Duration) (result any, err error, returned bool) {
+func runBody(ctx context.Context, fn AgentFunc, input json.RawMessage, grace func() time.Duration) (result any, err error, returned bool) {
 	type ret struct {
 		result any
 		err    error
@@ -641,7 +641,7 @@ func runBody(ctx context.Context, fn AgentFunc, input json.RawMessage, grace tim
 		return r.result, r.err, true
 	case <-ctx.Done():
 	}
-	t := time.NewTimer(grace)
+	t := time.NewTimer(grace())
 	defer t.Stop()
 	select {
 	case r := <-done:

@@ -14,6 +14,7 @@ from nats.aio.client import Client as NATS
 from test_replay import worker
 
 import interlock
+import interlock._worker
 from interlock import Client, Worker
 from interlock._pull import Backoff
 
@@ -83,6 +84,50 @@ async def test_heartbeats_follow_the_consumers_ack_wait(nc: NATS, client: Client
     await _create_consumer(nc, agent_name, ack_wait=2_000_000_000)
     async with worker(nc, agent_name, body, concurrency=2):
         rec = await client.wait(await client.start(agent_name), timeout=30)
+    assert rec.result == "done" and calls == 1
+
+
+async def test_heartbeats_follow_an_ack_wait_lowered_while_a_pass_runs(
+    nc: NATS, client: Client, agent_name: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker reads its consumer again while a pass runs: an ack wait
+    lowered from 30 s to 3 s is followed at once by the item it holds, whose
+    next heartbeat was 15 s away (the server would have handed it on)."""
+    monkeypatch.setattr(interlock._worker, "CONFIG_READ", 0.2)
+    calls = 0
+    started, lowered = asyncio.Event(), asyncio.Event()
+
+    async def body(inp: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        started.set()
+        await lowered.wait()
+        await asyncio.sleep(7)  # the body's own work, over twice the new ack wait
+        return "done"
+
+    await _create_consumer(nc, agent_name, ack_wait=30_000_000_000)
+    with caplog.at_level(logging.WARNING, logger="interlock"):
+        # Room for another item: a pull request open to take it if the
+        # server hands the running one out again.
+        async with worker(nc, agent_name, body, concurrency=2):
+            run = await client.start(agent_name)
+            await asyncio.wait_for(started.wait(), 30)
+            api = "$JS.API.CONSUMER.{}.INTERLOCK_WORK.worker_" + agent_name
+            info = json.loads((await nc.request(api.format("INFO"), b"", timeout=5)).data)
+            update = {
+                "stream_name": "INTERLOCK_WORK",
+                "config": {**info["config"], "ack_wait": 3_000_000_000},
+                "action": "update",
+            }
+            reply = await nc.request(api.format("CREATE"), json.dumps(update).encode(), timeout=5)
+            assert "error" not in json.loads(reply.data), reply.data
+
+            async def read() -> bool:
+                return any("now waits 3.0s" in r.getMessage() for r in caplog.records)
+
+            await eventually(read, "the worker reads the lowered ack wait", timeout=3)
+            lowered.set()
+            rec = await client.wait(run, timeout=30)
     assert rec.result == "done" and calls == 1
 
 

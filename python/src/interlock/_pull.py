@@ -96,8 +96,8 @@ class Puller:
     ``max_expires``, set by an operator; asked for more, the server refuses
     every request with status 409), read by :meth:`read_limits` when the
     worker binds, again after a refused request, and every
-    :data:`CONFIG_READ` seconds; the consumer's ack wait with them, which
-    the worker's heartbeats follow."""
+    :data:`CONFIG_READ` seconds whatever the worker is doing; the
+    consumer's ack wait with them, which the worker's heartbeats follow."""
 
     def __init__(self, nc: NATS, stream: str, durable: str, api_prefix: str = "$JS.API") -> None:
         self._nc = nc
@@ -109,8 +109,9 @@ class Puller:
         """How long one request waits at the server, in seconds."""
         self.ack_wait: float | None = None
         """The consumer's ack wait in seconds, as last read (None: not read)."""
-        self.read_at = 0.0
-        """When the consumer's configuration was last read (the event loop's clock)."""
+        self.ack_wait_changed = asyncio.Event()
+        """Set (and replaced by a new one) when a read finds another ack wait:
+        a heartbeat waiting out the old one beats at once."""
 
     async def read_limits(self, timeout: float = 5.0) -> bool:
         """Read the consumer's request limits; True when they changed.
@@ -125,9 +126,12 @@ class Puller:
                 raise nats.js.errors.NotFoundError(**err)
             raise nats.js.errors.APIError(**err)
         config = info.get("config", {})
-        self.read_at = asyncio.get_running_loop().time()
-        if int(config.get("ack_wait", 0)) > 0:
-            self.ack_wait = int(config["ack_wait"]) / _NANOS
+        ack_wait = int(config.get("ack_wait", 0)) / _NANOS or None
+        if ack_wait != self.ack_wait:
+            was, self.ack_wait = self.ack_wait, ack_wait
+            if was is not None:
+                changed_event, self.ack_wait_changed = self.ack_wait_changed, asyncio.Event()
+                changed_event.set()
         max_batch = max(int(config.get("max_batch", 0)), 0)
         max_expires = int(config.get("max_expires", 0)) / _NANOS
         expires = min(EXPIRES, max_expires) if max_expires > 0 else EXPIRES

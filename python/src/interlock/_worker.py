@@ -175,6 +175,23 @@ class Worker:
         # cluster every request is two Raft entries of the consumer).
         mine: set[asyncio.Task[None]] = set()
         backoff = Backoff()
+        # The consumer read again every CONFIG_READ, also while every place is
+        # taken or a request waits: an operator may have changed its ack wait.
+        reread = asyncio.create_task(self._reread(agent, puller))
+        try:
+            await self._pull_loop(agent, fn, puller, mine, backoff)
+        finally:
+            reread.cancel()
+            await asyncio.gather(reread, return_exceptions=True)
+
+    async def _reread(self, agent: str, puller: Puller) -> None:
+        while not self._stopping.is_set():
+            await self._pause(CONFIG_READ)
+            await self._relimit(agent, puller)
+
+    async def _pull_loop(
+        self, agent: str, fn: AgentFunc, puller: Puller, mine: set[asyncio.Task[None]], backoff: Backoff
+    ) -> None:
         while not self._stopping.is_set():
             free = self._concurrency - len(mine)
             if free == 0:
@@ -185,8 +202,6 @@ class Worker:
             if not self._nc.is_connected and not self._nc.is_closed:
                 await self._pause(0.5)  # reconnecting: a request now would wait in the client's buffer
                 continue
-            if asyncio.get_running_loop().time() - puller.read_at >= CONFIG_READ:
-                await self._relimit(agent, puller)  # an operator may have changed its ack wait
             got = 0
             try:
                 async with contextlib.aclosing(puller.messages(puller.room(free), self._stopping)) as msgs:
@@ -220,15 +235,23 @@ class Worker:
                 await self._relimit(agent, puller)
 
     async def _relimit(self, agent: str, puller: Puller) -> None:
-        """Read the consumer's request limits again after a failed request:
-        an operator may have lowered them. Not while stopping or
-        reconnecting, and briefly: the next request is what matters."""
+        """Read the consumer's request limits and ack wait again (after a
+        failed request, and every ``CONFIG_READ`` seconds): an operator may
+        have changed them. Not while stopping or reconnecting, and briefly:
+        the next request or read is what matters."""
         if self._stopping.is_set() or not self._nc.is_connected:
             return
+        ack_wait = puller.ack_wait
         try:
             changed = await puller.read_limits(timeout=1.0)
         except Exception:  # gone or unreachable: the next request says so
             return
+        if ack_wait is not None and puller.ack_wait != ack_wait:
+            self._log.warning(
+                "the consumer of %s now waits %.1fs for acks; heartbeats follow",
+                agent,
+                puller.ack_wait or self._ack_wait,
+            )
         if changed:
             self._log.warning(
                 "the consumer of %s allows %s messages and %.1fs per pull request; asking within that",
@@ -317,9 +340,12 @@ class Worker:
     async def _heartbeat(self, m: Msg, puller: Puller) -> None:
         """Every half of the consumer's ack wait (as last read; the
         worker's own until it was), so that an item held under an ack wait
-        an operator set shorter than ``ack_wait`` is not handed on."""
+        an operator set shorter than ``ack_wait`` is not handed on; at once
+        when a read finds it changed."""
         while True:
-            await asyncio.sleep(max((puller.ack_wait or self._ack_wait) / 2, 0.01))
+            changed = puller.ack_wait_changed
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), max((puller.ack_wait or self._ack_wait) / 2, 0.01))
             await _quiet(m.in_progress())
 
     async def _pass_done(self, work: dict[str, Any], key: str) -> bool:

@@ -37,7 +37,7 @@ import { askMessage, decodeWork, takeAskReply, versioned } from "./wire.js";
  */
 const FETCH_EXPIRES_MS = 10_000;
 const FETCH_HEARTBEAT_MS = 1000;
-/** How often a worker reads its consumer's configuration again (its ack wait and request limits), as the Go worker does. */
+/** How often a worker reads its consumer's ack wait again by default, as the Go worker does. */
 const CONFIG_READ_MS = 30_000;
 
 /**
@@ -125,6 +125,8 @@ export interface WorkerOptions {
   concurrency?: number;
   /** The consumer's ack wait, used when the worker creates `worker_<agent>` (default 30,000 ms). In-progress acks go every half of the consumer's ack wait as last read (every 30 s), and a body whose signal was aborted gets as long to return. */
   ackWaitMs?: number;
+  /** How often the worker reads its consumer's ack wait again, to follow one an operator changed (default 30,000 ms). */
+  configReadMs?: number;
   /** The consumer's max deliveries (default 10); on the last, a pass that cannot report is dead-lettered. */
   maxDeliver?: number;
   /** A pass's signal is aborted after this long (default 300,000 ms, as the Go worker's 5 minutes); the pass is retried, and on its last delivery the run fails. */
@@ -182,8 +184,11 @@ export class Worker {
   private readonly ns: Namespace;
   private readonly concurrency: number;
   private readonly ackWaitMs: number;
+  private readonly configReadMs: number;
   /** Each agent's consumer's ack wait (ms), as last read. */
   private readonly boundAckWait = new Map<string, number>();
+  /** Each agent's held items' heartbeats, to beat at once when its ack wait changes. */
+  private readonly beats = new Map<string, Set<() => void>>();
   private readonly maxDeliver: number;
   private readonly passTimeoutMs: number;
   private readonly backoffMs: number[];
@@ -209,6 +214,7 @@ export class Worker {
     this.ns = new Namespace(options.prefix ?? DEFAULT_PREFIX);
     this.concurrency = concurrency;
     this.ackWaitMs = options.ackWaitMs ?? 30_000;
+    this.configReadMs = options.configReadMs ?? CONFIG_READ_MS;
     this.maxDeliver = options.maxDeliver ?? 10;
     this.passTimeoutMs = options.passTimeoutMs ?? 300_000;
     this.backoffMs = options.backoffMs?.length ? [...options.backoffMs] : [100, 1000, 5000, 30_000];
@@ -318,19 +324,31 @@ export class Worker {
     const backoff = new Backoff();
     const bound = (await consumer.info(true)).config;
     this.noteAckWait(agent, bound);
-    let limits = limitsOf(bound);
-    let readAt = Date.now();
+    const limits = limitsOf(bound);
     if (limits.tooShort) this.warnLimits(agent, limits);
+    // The consumer read again every configReadMs, also while every place is
+    // taken or a request waits: an operator may have changed its ack wait.
+    const reread = setInterval(() => void this.rereadAckWait(agent, consumer), this.configReadMs);
+    try {
+      await this.pullLoop(agent, body, consumer, mine, backoff, limits);
+    } finally {
+      clearInterval(reread);
+    }
+  }
+
+  private async pullLoop(
+    agent: string,
+    body: AgentBody,
+    consumer: Consumer,
+    mine: Set<Promise<void>>,
+    backoff: Backoff,
+    limits: RequestLimits,
+  ): Promise<void> {
     while (!this.stopping) {
       const free = this.concurrency - mine.size;
       if (free === 0) {
         await Promise.race([...mine, this.stopSignal]);
         continue;
-      }
-      if (Date.now() - readAt >= CONFIG_READ_MS) {
-        // An operator may have changed its ack wait.
-        limits = await this.relimit(agent, consumer, limits);
-        readAt = Date.now();
       }
       let fetched: ConsumerMessages;
       try {
@@ -381,9 +399,25 @@ export class Worker {
     }
   }
 
-  /** Takes the ack wait of an agent's consumer's configuration. */
+  /** Takes the ack wait of an agent's consumer's configuration; when it changed, its held items beat at once and then by the new one. */
   private noteAckWait(agent: string, config: { ack_wait?: number }): void {
-    if (config.ack_wait && config.ack_wait > 0) this.boundAckWait.set(agent, Math.floor(config.ack_wait / 1_000_000));
+    if (!config.ack_wait || config.ack_wait <= 0) return;
+    const next = Math.floor(config.ack_wait / 1_000_000);
+    const was = this.boundAckWait.get(agent);
+    this.boundAckWait.set(agent, next);
+    if (was === undefined || was === next) return;
+    this.log.warn(`interlock worker: the consumer of ${agent} now waits ${next} ms for acks; heartbeats follow`);
+    for (const kick of this.beats.get(agent) ?? []) kick();
+  }
+
+  /** Reads the ack wait of an agent's consumer again; a failure changes nothing (the next request says so). */
+  private async rereadAckWait(agent: string, consumer: Consumer): Promise<void> {
+    if (this.isStopping() || this.nc.isClosed()) return;
+    try {
+      this.noteAckWait(agent, (await consumer.info()).config);
+    } catch {
+      // gone or unreachable
+    }
   }
 
   /** The ack wait (ms) of an agent's consumer as last read; the worker's own until it was. */
@@ -391,7 +425,7 @@ export class Worker {
     return this.boundAckWait.get(agent) ?? this.ackWaitMs;
   }
 
-  /** Reads the consumer's request limits and ack wait again (after a failed request, and every 30 s); the old limits when it cannot or the worker stops. */
+  /** Reads the consumer's request limits and ack wait again after a failed request; the old limits when it cannot or the worker stops. */
   private async relimit(agent: string, consumer: Consumer, old: RequestLimits): Promise<RequestLimits> {
     if (this.isStopping() || this.nc.isClosed()) return old;
     let limits: RequestLimits;
@@ -437,13 +471,29 @@ export class Worker {
   private hold(agent: string, body: AgentBody, m: JsMsg): Promise<void> {
     const ac = new AbortController();
     // In-progress acks from the moment the item arrives, so a queued item is
-    // never handed to a second worker.
-    const heartbeat = setInterval(() => m.working(), Math.max(this.ackWaitOf(agent) / 2, 10));
+    // never handed to a second worker: every half of the consumer's ack wait
+    // as read at each beat, and at once when a read finds it changed.
+    let timer: NodeJS.Timeout | undefined;
+    const beat = (): void => {
+      timer = setTimeout(() => {
+        m.working();
+        beat();
+      }, Math.max(this.ackWaitOf(agent) / 2, 10));
+    };
+    const kick = (): void => {
+      clearTimeout(timer);
+      m.working();
+      beat();
+    };
+    beat();
+    const beats = this.beats.get(agent) ?? new Set<() => void>();
+    this.beats.set(agent, beats.add(kick));
     const held: Held = { done: Promise.resolve(), abort: (reason) => ac.abort(reason) };
     held.done = this.handle(agent, body, m, ac)
       .catch((e: unknown) => this.log.error(`interlock worker: ${(e as Error).message}`))
       .finally(() => {
-        clearInterval(heartbeat);
+        beats.delete(kick);
+        clearTimeout(timer);
         this.held.delete(held);
       });
     this.held.add(held);

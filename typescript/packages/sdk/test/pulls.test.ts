@@ -11,6 +11,7 @@ import { after, before, describe, test } from "node:test";
 
 import { connect } from "@nats-io/transport-node";
 import { AckPolicy, jetstreamManager } from "@nats-io/jetstream";
+import type { ConsumerConfig, JetStreamManager } from "@nats-io/jetstream";
 import type { NatsConnection, Subscription } from "@nats-io/nats-core";
 
 import * as sdk from "../src/index.js";
@@ -45,6 +46,18 @@ async function countPulls(agent: string): Promise<{ seen: Record<string, unknown
   });
   await nc.flush();
   return { seen, sub };
+}
+
+/** Creates `worker_<agent>` as an operator would, with `extra` settings, and returns the manager. */
+async function operatorConsumer(agent: string, extra: Partial<ConsumerConfig>): Promise<JetStreamManager> {
+  const jsm = await jetstreamManager(nc);
+  await jsm.consumers.add("INTERLOCK_WORK", {
+    durable_name: "worker_" + agent,
+    filter_subjects: [`interlock.work.${agent}`, `interlock.start.${agent}`],
+    ack_policy: AckPolicy.Explicit,
+    ...extra,
+  });
+  return jsm;
 }
 
 describe("the worker's pull requests", () => {
@@ -141,15 +154,7 @@ describe("the worker's pull requests", () => {
     // again at once, for good; it waits longer after each refusal (0.1 s
     // doubling to 2 s) and warns, naming the server's reason.
     const agent = agentName();
-    const durable = "worker_" + agent;
-    const jsm = await jetstreamManager(nc);
-    await jsm.consumers.add("INTERLOCK_WORK", {
-      durable_name: durable,
-      filter_subjects: [`interlock.work.${agent}`, `interlock.start.${agent}`],
-      ack_policy: AckPolicy.Explicit,
-      priority_policy: "overflow",
-      priority_groups: ["jobs"],
-    });
+    await operatorConsumer(agent, { priority_policy: "overflow", priority_groups: ["jobs"] });
     const { seen, sub } = await countPulls(agent);
     const warnings: string[] = [];
     const w = new sdk.Worker(nc, { logger: { warn: (m) => warnings.push(m), error: () => undefined }, concurrency: 3 });
@@ -224,13 +229,7 @@ describe("the worker's pull requests", () => {
     // operator gave 2 s acked in-progress every 15 s, and the server handed
     // the running pass to another handler.
     const agent = agentName();
-    const jsm = await jetstreamManager(nc);
-    await jsm.consumers.add("INTERLOCK_WORK", {
-      durable_name: "worker_" + agent,
-      filter_subjects: [`interlock.work.${agent}`, `interlock.start.${agent}`],
-      ack_policy: AckPolicy.Explicit,
-      ack_wait: 2_000_000_000,
-    });
+    await operatorConsumer(agent, { ack_wait: 2_000_000_000 });
     let passes = 0;
     const w = new sdk.Worker(nc, { logger: quiet, concurrency: 2 });
     w.register(agent, async () => {
@@ -241,6 +240,41 @@ describe("the worker's pull requests", () => {
     await w.start();
     try {
       const run = await client.start(agent);
+      assert.equal((await client.wait(run, undefined, { timeoutMs: 30_000 })).result, 1);
+      assert.equal(passes, 1);
+    } finally {
+      await w.stop(1000);
+    }
+  });
+
+  test("in-progress acks follow an ack wait lowered while a pass runs", async () => {
+    // The worker reads its consumer again while a pass runs: an ack wait
+    // lowered from 30 s to 3 s is followed at once by the item it holds,
+    // whose next in-progress ack was 15 s away.
+    const agent = agentName();
+    const durable = "worker_" + agent;
+    const jsm = await operatorConsumer(agent, { ack_wait: 30_000_000_000 });
+    const warnings: string[] = [];
+    let passes = 0;
+    let started!: () => void;
+    const running = new Promise<void>((ok) => (started = ok));
+    let lower!: () => void;
+    const lowered = new Promise<void>((ok) => (lower = ok));
+    const w = new sdk.Worker(nc, { logger: { warn: (m) => warnings.push(m), error: () => undefined }, concurrency: 2, configReadMs: 200 });
+    w.register(agent, async () => {
+      passes++;
+      started();
+      await lowered;
+      await new Promise((ok) => setTimeout(ok, 7000)); // over twice the new ack wait: the behaviour under test
+      return passes;
+    });
+    await w.start();
+    try {
+      const run = await client.start(agent);
+      await running;
+      await jsm.consumers.update("INTERLOCK_WORK", durable, { ack_wait: 3_000_000_000 });
+      await eventually(() => warnings.some((m) => /now waits 3000 ms/.test(m)), 3000, "the worker reads the lowered ack wait");
+      lower();
       assert.equal((await client.wait(run, undefined, { timeoutMs: 30_000 })).result, 1);
       assert.equal(passes, 1);
     } finally {
