@@ -878,10 +878,10 @@ type lease struct {
 // hold starts renewing raw, a member of set until released.
 func hold(raw jetstream.Msg, interval func() time.Duration, set *leaseSet) *lease {
 	l := &lease{raw: raw, interval: interval, set: set}
-	set.add(l)
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.t = time.AfterFunc(interval(), l.renew)
+	l.mu.Unlock()
+	set.add(l) // once its timer exists: renewAll resets it
 	return l
 }
 
