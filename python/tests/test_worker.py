@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
 from typing import Any
 
 import pytest
@@ -261,6 +262,54 @@ async def test_a_forged_outcome_does_not_count_as_reported(nc: NATS, client: Cli
 
         await eventually(ran, "the body ran")
     assert calls == 1
+
+
+@pytest.mark.parametrize(
+    "tail",
+    ["", ".ada", ".ada@corp", "." + "a" * 129],
+    ids=["bare", "requester", "invalid-requester", "oversized-requester"],
+)
+async def test_a_replay_on_a_start_subject_is_dead_lettered_never_run(nc: NATS, agent_name: str, tail: str) -> None:
+    """Only the coordinator publishes replays, on the work subject. A work
+    item carrying decisions on any start subject of the agent, a requester
+    token the protocol refuses included (whoever may start a run may
+    publish there), is dead-lettered and its body never runs."""
+    calls = 0
+
+    async def body(inp: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return "ran"
+
+    run = "forged-" + agent_name
+    work = {
+        "version": 1,
+        "runId": run,
+        "agent": agent_name,
+        "pass": 1,
+        "decisions": [
+            {
+                "version": 1,
+                "decisionId": "d",
+                "interruptId": interlock.interrupt_id(run, "", 0),
+                "status": "resolved",
+                "payload": True,
+            }
+        ],
+    }
+    dlq = await nc.subscribe(f"interlock.dlq.worker_{agent_name}", max_msgs=1)
+    await subscribed(nc)
+    async with worker(nc, agent_name, body):
+        await nc.jetstream().publish(
+            f"interlock.start.{agent_name}{tail}",
+            json.dumps(work).encode(),
+            headers={"Nats-Msg-Id": f"{run}:0:start:{uuid.uuid4().hex}"},
+        )
+        m = await dlq.next_msg(timeout=30)
+    assert m.headers is not None
+    assert m.headers["Interlock-Dlq-Consumer"] == f"worker_{agent_name}"
+    assert "first pass" in m.headers["Interlock-Dlq-Reason"] or "requester" in m.headers["Interlock-Dlq-Reason"]
+    assert calls == 0
 
 
 async def test_an_oversized_suspension_fails_the_run_instead(nc: NATS, client: Client, agent_name: str) -> None:

@@ -72,16 +72,16 @@ class Namespace:
     def requester_of(self, agent: str, subject: str) -> str | None:
         """The requester a first pass of ``agent`` received on ``subject``
         names: "" on ``start.<agent>``, the last token on
-        ``start.<agent>.<requester>``, None on any other subject."""
+        ``start.<agent>.<requester>``, None on any other subject. A start
+        subject whose requester token the protocol refuses (the worker's
+        filter matches any token there) raises InvalidToken: the item is
+        malformed, not a replay."""
         start = self.start(agent)
         if subject == start:
             return ""
         if subject.startswith(start + "."):
             token = subject[len(start) + 1 :]
-            try:
-                validate_token("requester", token)
-            except InvalidToken:
-                return None
+            validate_token("requester", token)
             return token
         return None
 

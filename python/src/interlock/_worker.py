@@ -19,7 +19,7 @@ from nats.aio.msg import Msg
 from nats.js import api
 
 from . import _direct, _trace
-from ._errors import ProtocolError, Retry, Suspended, SuspensionTooLarge
+from ._errors import InvalidToken, ProtocolError, Retry, Suspended, SuspensionTooLarge
 from ._ids import dead_letter_msg_id, outcome_msg_id, pass_key
 from ._pull import CONFIG_READ, Backoff, Puller
 from ._run import _current, _Pass, _tool_call
@@ -279,7 +279,11 @@ class Worker:
                 await self._dead_letter(agent, m, f"work item for agent {work['agent']!r} arrived on {m.subject}")
                 return
             first_pass = work.get("pass", 0) == 0 and not work.get("decisions") and not work.get("journal")
-            requester = self._ns.requester_of(agent, m.subject)
+            try:
+                requester = self._ns.requester_of(agent, m.subject)
+            except InvalidToken as e:
+                await self._dead_letter(agent, m, f"work item on {m.subject}: {e}")
+                return
             if requester is not None and not first_pass:
                 # Only the coordinator publishes replays (on the work
                 # subject): whoever may start a run may not hand a body

@@ -103,18 +103,16 @@ export class Namespace {
   /**
    * The requester a first pass of `agent` received on `subject` names: `""`
    * on `start.<agent>`, the last token on `start.<agent>.<requester>`,
-   * undefined on any other subject.
+   * undefined on any other subject. A start subject whose requester token
+   * the protocol refuses (the worker's filter matches any token there)
+   * throws InvalidToken: the item is malformed, not a replay.
    */
   requesterOf(agent: string, subject: string): string | undefined {
     const start = this.start(agent);
     if (subject === start) return "";
     if (!subject.startsWith(start + ".")) return undefined;
     const token = subject.slice(start.length + 1);
-    try {
-      validateToken("requester", token);
-    } catch {
-      return undefined;
-    }
+    validateToken("requester", token);
     return token;
   }
 

@@ -17,7 +17,7 @@ import {
 } from "@nats-io/jetstream";
 
 import * as direct from "./direct.js";
-import { InterlockError, PassTimeout, ProtocolError, Retry, Suspended, WorkerStopping } from "./errors.js";
+import { InterlockError, InvalidToken, PassTimeout, ProtocolError, Retry, Suspended, WorkerStopping } from "./errors.js";
 import { deadLetterMsgId, emitMsgId, outcomeMsgId, passKey } from "./ids.js";
 import { encode, toJson, type JsonObject, type JsonValue } from "./json.js";
 import { PassState, runInPass, type EmitFn } from "./run.js";
@@ -515,7 +515,13 @@ export class Worker {
     const pass = typeof work["pass"] === "number" ? work["pass"] : 0;
     const decisions = Array.isArray(work["decisions"]) ? work["decisions"] : [];
     const firstPass = pass === 0 && decisions.length === 0 && !work["journal"];
-    const requester = this.ns.requesterOf(agent, m.subject);
+    let requester: string | undefined;
+    try {
+      requester = this.ns.requesterOf(agent, m.subject);
+    } catch (e) {
+      if (e instanceof InvalidToken) return this.deadLetter(agent, m, `work item on ${m.subject}: ${e.message}`);
+      throw e;
+    }
     if (requester !== undefined && !firstPass) {
       // Only the coordinator publishes replays (on the work subject):
       // whoever may start a run may not hand a body decisions.

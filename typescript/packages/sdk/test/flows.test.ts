@@ -246,27 +246,34 @@ describe("the worker", () => {
     assert.equal(passes, 1);
   });
 
-  test("a work item on the start subject that is not a first pass is dead-lettered, never run", async () => {
-    const agent = agentName();
-    let ran = 0;
-    await worker(agent, () => ++ran);
-    const dlq = nc.subscribe(`interlock.dlq.worker_${agent}`, { max: 1 });
-    const got = (async () => {
-      for await (const m of dlq) return m;
-      return undefined;
-    })();
-    await nc.flush();
-    const run = "forged-" + agent;
-    const work = { version: 1, runId: run, agent, pass: 1, decisions: [{ version: 1, decisionId: "d", interruptId: sdk.interruptId(run, "", 0), status: "resolved" }] };
-    const h = headers();
-    h.set("Nats-Msg-Id", `${run}:0:start:${sdk.nonce()}`);
-    nc.publish(`interlock.start.${agent}`, JSON.stringify(work), { headers: h });
-    const m = await got;
-    assert.ok(m);
-    assert.match(m.headers?.get("Interlock-Dlq-Reason") ?? "", /must be a first pass/);
-    assert.equal(m.headers?.get("Interlock-Dlq-Consumer"), `worker_${agent}`);
-    assert.equal(ran, 0);
-  });
+  for (const [name, tail] of [
+    ["bare", ""],
+    ["with a requester", ".ada"],
+    ["with a requester token the protocol refuses", ".ada@corp"],
+    ["with an oversized requester token", "." + "a".repeat(129)],
+  ]) {
+    test(`a work item on the start subject (${name}) that is not a first pass is dead-lettered, never run`, async () => {
+      const agent = agentName();
+      let ran = 0;
+      await worker(agent, () => ++ran);
+      const dlq = nc.subscribe(`interlock.dlq.worker_${agent}`, { max: 1, timeout: 30_000 });
+      const got = (async () => {
+        for await (const m of dlq) return m;
+        return undefined;
+      })();
+      await nc.flush();
+      const run = "forged-" + agent;
+      const work = { version: 1, runId: run, agent, pass: 1, decisions: [{ version: 1, decisionId: "d", interruptId: sdk.interruptId(run, "", 0), status: "resolved" }] };
+      const h = headers();
+      h.set("Nats-Msg-Id", `${run}:0:start:${sdk.nonce()}`);
+      nc.publish(`interlock.start.${agent}${tail}`, JSON.stringify(work), { headers: h });
+      const m = await got;
+      assert.ok(m);
+      assert.match(m.headers?.get("Interlock-Dlq-Reason") ?? "", /must be a first pass|requester/);
+      assert.equal(m.headers?.get("Interlock-Dlq-Consumer"), `worker_${agent}`);
+      assert.equal(ran, 0);
+    });
+  }
 
   test("a pass that keeps asking to be retried is dead-lettered on its last delivery", async () => {
     const agent = agentName();
