@@ -15,7 +15,8 @@
 //	        | "annotation:" HINT              the upstream declares HINT (a clause of its own)
 //
 // GLOB is a pattern where * matches any run of characters and ? any one
-// character; PATH is object keys (or array indexes) joined by dots. HINT is
+// character (a GLOB with a slash is a path pattern: a path climbing with a
+// ".." segment cannot be judged by it, so the term holds, negated or not); PATH is object keys (or array indexes) joined by dots. HINT is
 // readOnlyHint, destructiveHint, idempotentHint or openWorldHint, read with
 // the defaults of the MCP specification when the upstream leaves it out
 // (destructiveHint and openWorldHint true, the others false;
@@ -210,6 +211,9 @@ func (g Gate) Match(c Call) bool {
 	for _, clause := range g.clauses {
 		all := true
 		for _, t := range clause {
+			if t.climbs(c) {
+				continue // cannot be judged: the term holds, fail closed
+			}
 			if t.match(c) == t.not {
 				all = false
 				break
@@ -224,6 +228,28 @@ func (g Gate) Match(c Call) bool {
 
 // Empty reports whether g gates nothing.
 func (g Gate) Empty() bool { return len(g.clauses) == 0 }
+
+// climbs reports whether t is a path pattern (a GLOB with a slash or a
+// backslash) over a string that climbs with a ".." segment, which a glob
+// cannot judge: "/tmp/../home/me/.bashrc" matches "/tmp/*" as text, and
+// the upstream resolves it outside /tmp. Such a term counts as holding,
+// negated or not, so its clause gates whenever its other terms match.
+func (t term) climbs(c Call) bool {
+	if t.kind != kindArgGlob || !strings.ContainsAny(t.glob, `/\`) {
+		return false
+	}
+	v, _ := lookup(c.Arguments, t.path)
+	s, ok := v.(string)
+	if !ok {
+		return false
+	}
+	for _, seg := range strings.FieldsFunc(s, func(r rune) bool { return r == '/' || r == '\\' }) {
+		if seg == ".." {
+			return true
+		}
+	}
+	return false
+}
 
 func (t term) match(c Call) bool {
 	switch t.kind {

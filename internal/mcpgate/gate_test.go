@@ -41,6 +41,14 @@ func TestMatch(t *testing.T) {
 		{"arg:items.2", Call{Arguments: map[string]any{"items": []any{"a", "b"}}}, false},
 		{"arg:force", Call{Arguments: map[string]any{"force": nil}}, false},
 		{"arg:force=true", Call{Arguments: map[string]any{"force": true}}, true},
+		// A path pattern cannot judge a path that climbs out with "..":
+		// such a call is gated, negated or not (a glob is not containment).
+		{"tool:write_file && !arg:path~/tmp/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "/tmp/../home/me/.bashrc"}}, true},
+		{"tool:write_file && !arg:path~/tmp/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "/tmp/../../etc/cron.d/x"}}, true},
+		{"tool:write_file && !arg:path~/tmp/*", Call{Tool: "write_file", Arguments: map[string]any{"path": `/tmp/..\\x`}}, true},
+		{"tool:write_file && arg:path~/etc/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "/tmp/../etc/passwd"}}, true},
+		{"tool:write_file && !arg:path~/tmp/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "/tmp/a..b"}}, false},
+		{"tool:note && !arg:text~*refund*", Call{Tool: "note", Arguments: map[string]any{"text": "see ../refund"}}, false},
 		// Annotations, with the specification's defaults.
 		{"annotation:destructiveHint", Call{Tool: "x"}, true},
 		{"annotation:destructiveHint", Call{Tool: "x", Annotations: &Annotations{ReadOnlyHint: yes()}}, false},

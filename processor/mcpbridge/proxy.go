@@ -203,14 +203,17 @@ func (p *Proxy) tool(ctx context.Context, name string) *mcp.Tool {
 	return p.tools[name]
 }
 
-// hopMeta is the _meta of a call passed upstream: the client's, less the
-// protocol's own io.modelcontextprotocol/ keys (protocol version, client
-// capabilities), which describe the client's connection to the proxy, not
-// the proxy's to the upstream.
+// hopMeta is the _meta of a call passed upstream ungated: the client's,
+// less the protocol's own io.modelcontextprotocol/ keys (protocol
+// version, client capabilities), which describe the client's connection to
+// the proxy, not the proxy's to the upstream, and less Interlock's own
+// io.interlock/ keys: only a call a decision allowed carries them
+// (MetaCallDigest, MetaExecutionKey), so an upstream that checks them is
+// not fooled by a client, or a model, that writes them itself.
 func hopMeta(m mcp.Meta) mcp.Meta {
 	out := mcp.Meta{}
 	for k, v := range m {
-		if !strings.HasPrefix(k, "io.modelcontextprotocol/") {
+		if !strings.HasPrefix(k, "io.modelcontextprotocol/") && !strings.HasPrefix(k, metaPrefix) {
 			out[k] = v
 		}
 	}
@@ -359,8 +362,11 @@ type edit struct {
 // coordinator's secret) and check MetaCallDigest against the call it got
 // (subjects.CallDigest of the tool's name and arguments).
 const (
-	MetaExecutionKey = "io.interlock/executionKey"
-	MetaCallDigest   = "io.interlock/callDigest"
+	// metaPrefix begins every key Interlock puts in _meta; a client's
+	// own keys under it never reach the upstream (hopMeta).
+	metaPrefix       = "io.interlock/"
+	MetaExecutionKey = metaPrefix + "executionKey"
+	MetaCallDigest   = metaPrefix + "callDigest"
 )
 
 // Agent is the body of the proxy's agent: one interrupt, bound to the call

@@ -474,3 +474,26 @@ func TestProxyRestartWhileWaiting(t *testing.T) {
 	assert.Contains(t, string(st.Result), "paid")
 	assert.Equal(t, []upcall{{"pay", map[string]any{"amount": 7.0, "to": "acme"}}}, w.up.got())
 }
+
+// TestProxyUngatedCallStripsInterlockMeta: a call the gate lets through
+// reaches the upstream without the io.interlock/ keys a client (or a
+// prompt-injected model) put in its _meta: an upstream that checks the
+// call digest and execution key to enforce approval sees them only on a
+// call a decision allowed. Other keys pass.
+func TestProxyUngatedCallStripsInterlockMeta(t *testing.T) {
+	t.Parallel()
+	w := newProxyWorld(t, "tool:delete_file", nil)
+	cs := w.client(nil)
+	args := map[string]any{"amount": 5, "to": "acme"}
+	res, err := cs.CallTool(w.ctx, &mcp.CallToolParams{Name: "pay", Arguments: args, Meta: mcp.Meta{
+		wireCallDigest: digestOf(t, "pay", args), wireExecutionKey: strings.Repeat("a", 64),
+		"io.interlock/anythingElse": "x", "example.com/trace": "kept"}})
+	require.NoError(t, err)
+	require.False(t, res.IsError, text(res))
+	metas := w.up.gotMeta()
+	require.Len(t, metas, 1)
+	assert.NotContains(t, metas[0], wireCallDigest)
+	assert.NotContains(t, metas[0], wireExecutionKey)
+	assert.NotContains(t, metas[0], "io.interlock/anythingElse")
+	assert.Equal(t, "kept", metas[0]["example.com/trace"])
+}
