@@ -11,7 +11,7 @@ from nats.aio.client import Client as NATS
 from test_replay import suspended_at, worker
 
 import interlock
-from interlock._wire import validate_interrupt
+from interlock._wire import decode_work, validate_interrupt
 
 
 async def test_unknown_run_verdict_from_the_no_run_trail(nc: NATS) -> None:
@@ -124,3 +124,11 @@ def test_defaults_match_go() -> None:
     client_defaults = inspect.signature(interlock.Client.__init__).parameters
     assert client_defaults["timeout"].default == 30.0
     assert client_defaults["wait_timeout"].default == 600.0
+
+
+def test_wire_input_with_nan_is_malformed() -> None:
+    """Python's decoder takes NaN and the infinities; the wire never carries
+    them (Go's and JavaScript's decoders refuse them), so neither does this."""
+    for bad in (b"NaN", b"Infinity", b"-Infinity"):
+        with pytest.raises(interlock.ProtocolError, match="not JSON"):
+            decode_work(b'{"version":1,"runId":"r","agent":"a","input":' + bad + b"}")

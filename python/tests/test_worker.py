@@ -177,6 +177,45 @@ async def test_body_error_fails_the_run(nc: NATS, client: Client, agent_name: st
     assert rec.status == "failed" and rec.error == "no such order"
 
 
+async def _nan_result(inp: Any) -> Any:
+    return {"score": float("nan")}
+
+
+async def _nan_step(inp: Any) -> Any:
+    return await interlock.step("score", lambda: float("inf"))
+
+
+async def _nan_metadata(inp: Any) -> Any:
+    interlock.interrupt(interlock.Request(message="ok?", metadata={"score": float("nan")}))
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        (_nan_result, "result cannot be marshalled"),
+        (_nan_step, "cannot be journaled"),
+        (_nan_metadata, "interrupt"),
+    ],
+    ids=["result", "step", "interrupt-metadata"],
+)
+async def test_a_value_json_cannot_carry_fails_the_run(
+    nc: NATS, client: Client, agent_name: str, body: Any, error: str
+) -> None:
+    """NaN and the infinities are not JSON: Python's encoder writes them
+    anyway, the coordinator refuses the outcome, and the run waited forever
+    with its work item acknowledged. The run fails with the reason instead,
+    as in Go and TypeScript."""
+    async with worker(nc, agent_name, body):
+        rec = await client.wait(await client.start(agent_name), timeout=30)
+    assert rec.status == "failed", rec.status
+    assert error in rec.error, rec.error
+
+
+async def test_a_start_with_a_value_json_cannot_carry_is_refused(client: Client, agent_name: str) -> None:
+    with pytest.raises(ValueError, match="JSON"):
+        await client.start(agent_name, {"score": float("nan")})
+
+
 async def test_stop_lets_the_pass_under_way_finish_and_takes_no_more(nc: NATS, client: Client, agent_name: str) -> None:
     started, release = asyncio.Event(), asyncio.Event()
 

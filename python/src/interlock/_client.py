@@ -128,7 +128,7 @@ class Client:
         work["pass"] = 0
         if input is not None:
             work["input"] = input
-        data = json.dumps(work, separators=(",", ":")).encode()
+        data = json.dumps(work, separators=(",", ":"), allow_nan=False).encode()
         decode_work(data)
         await self._js.publish(
             self._ns.start_as(agent, requester) if requester else self._ns.start(agent),
@@ -226,7 +226,7 @@ class Client:
             d["arguments"] = arguments
         versioned("decision", d)
         subject = self._ns.resume(run_id, approver)
-        data = json.dumps(d, separators=(",", ":")).encode()
+        data = json.dumps(d, separators=(",", ":"), allow_nan=False).encode()
         decode_decision(data)
         inbox, fut = await self._await_reply(d["decisionId"], approver or "")
         deadline = timeout if timeout is not None else self._timeout

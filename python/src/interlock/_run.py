@@ -279,7 +279,7 @@ def _to_wire(iid: str, scope: str, req: Request) -> dict[str, Any]:
     if req.policy is not None:
         out["policy"] = req.policy.to_wire()
     try:
-        json.dumps(out)
+        json.dumps(out, allow_nan=False)
         validate_interrupt(out)
     except (TypeError, ValueError) as e:
         detail = e.detail if isinstance(e, ProtocolError) else str(e)
@@ -319,7 +319,7 @@ async def step(name: str, fn: Callable[[], Any]) -> Any:
     if inspect.isawaitable(result):
         result = await result
     try:
-        raw = json.dumps(result, separators=(",", ":"))
+        raw = json.dumps(result, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as e:
         raise TypeError(f"step {name!r}: result cannot be journaled: {e}") from e
     value = json.loads(raw)  # the first pass sees what every replay will

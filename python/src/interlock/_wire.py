@@ -452,11 +452,17 @@ def _passref(d: dict[str, Any]) -> None:
     _token("agent", d.get("agent") or "")
 
 
+def _not_json(name: str) -> Any:
+    """Refuses NaN, Infinity and -Infinity, which Python's decoder takes
+    and no other language's does."""
+    raise ValueError(f"{name} is not JSON")
+
+
 def _head(data: bytes, limit: int) -> Any:
     if len(data) > limit:
         raise ProtocolError("too_large", f"{len(data)} bytes, the limit is {limit}")
     try:
-        obj = json.loads(data)
+        obj = json.loads(data, parse_constant=_not_json)
     except (ValueError, UnicodeDecodeError) as e:
         raise _malformed(f"not a JSON object: {e}") from None
     except RecursionError:

@@ -313,7 +313,7 @@ class Worker:
                 subject, msg = self._outcome(
                     work, _Pass(_run_info(agent, work, traceparent or ""), [], {}), None, failed
                 )
-                data = json.dumps(msg, separators=(",", ":")).encode()
+                data = json.dumps(msg, separators=(",", ":"), allow_nan=False).encode()
             finally:
                 heartbeat.cancel()
             await self._js.publish(
@@ -423,7 +423,7 @@ class Worker:
         except (Suspended, Exception) as e:
             err = e
         subject, msg = self._outcome(work, p, result, err, requester)
-        return subject, json.dumps(msg, separators=(",", ":")).encode(), tp
+        return subject, json.dumps(msg, separators=(",", ":"), allow_nan=False).encode(), tp
 
     def _asker(
         self, agent: str, work: dict[str, Any], requester: str
@@ -434,7 +434,7 @@ class Worker:
             msg = ask_message(work["runId"], agent, work.get("pass", 0), requester, interrupt)
             try:
                 reply = await self._nc.request(
-                    subject, json.dumps(msg, separators=(",", ":")).encode(), timeout=self._ask_timeout
+                    subject, json.dumps(msg, separators=(",", ":"), allow_nan=False).encode(), timeout=self._ask_timeout
                 )
             except Exception as e:  # no coordinator, no rules, a timeout: suspend
                 self._log.debug(
@@ -484,7 +484,7 @@ class Worker:
                 self._log.warning("suspension refused: %s", err)
             elif err is None:
                 try:
-                    json.dumps(result)
+                    json.dumps(result, allow_nan=False)
                 except (TypeError, ValueError) as e:
                     err = TypeError(f"result cannot be marshalled: {e}")
                 else:
