@@ -86,7 +86,7 @@ export function decisionAttemptMsgId(approver: string, decisionId: string, rejec
   return `${id}:${sha256hex(body).slice(0, 32)}`;
 }
 
-/** `Nats-Msg-Id` of a dead letter: one per consumer that gave up on a message. */
+/** The `Nats-Msg-Id` of a dead letter, less the `:<nonce>` a worker adds to each attempt: one per consumer that gave up on a message. */
 export function deadLetterMsgId(consumer: string, stream: string, sequence: number): string {
   return `dlq-${consumer}-${stream}-${sequence}`;
 }

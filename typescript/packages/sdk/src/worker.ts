@@ -18,7 +18,7 @@ import {
 
 import * as direct from "./direct.js";
 import { InterlockError, InvalidToken, PassTimeout, ProtocolError, Retry, Suspended, WorkerStopping } from "./errors.js";
-import { deadLetterMsgId, emitMsgId, outcomeMsgId, passKey } from "./ids.js";
+import { deadLetterMsgId, emitMsgId, nonce, outcomeMsgId, passKey } from "./ids.js";
 import { encode, toJson, type JsonObject, type JsonValue } from "./json.js";
 import { PassState, runInPass, type EmitFn } from "./run.js";
 import { DEFAULT_PREFIX, Namespace, validateToken } from "./subjects.js";
@@ -871,7 +871,9 @@ export class Worker {
     h.set("Interlock-Dlq-Consumer", consumer);
     try {
       await this.js.publish(this.ns.deadLetter(consumer), m.data, {
-        msgID: deadLetterMsgId(consumer, m.info.stream, m.info.streamSequence),
+        // A nonce of its own: a predictable id could be stored first by
+        // anyone who may write the dead-letter stream, and the item lost.
+        msgID: `${deadLetterMsgId(consumer, m.info.stream, m.info.streamSequence)}:${nonce()}`,
         headers: h,
         timeout: this.timeoutMs,
       });

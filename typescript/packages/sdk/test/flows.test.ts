@@ -275,6 +275,29 @@ describe("the worker", () => {
     });
   }
 
+  test("a dead letter's id carries a nonce: an id stored first by another writer of the stream loses nothing", async () => {
+    const agent = agentName();
+    let ran = 0;
+    await worker(agent, () => ++ran);
+    const jsm = await jetstreamManager(nc);
+    const js = jsm.jetstream();
+    // Whoever may write the dead-letter stream (another agent's worker)
+    // stores first the ids the next work items would take without a nonce.
+    const next = (await jsm.streams.info("INTERLOCK_WORK")).state.last_seq + 1;
+    const consumer = `worker_${agent}`;
+    for (let seq = next; seq < next + 20; seq++) {
+      await js.publish(`interlock.dlq.${consumer}`, "squatted", { msgID: sdk.deadLetterMsgId(consumer, "INTERLOCK_WORK", seq) });
+    }
+    const h = headers();
+    h.set("Nats-Msg-Id", `bad-${agent}:0:start:${sdk.nonce()}`);
+    nc.publish(`interlock.start.${agent}`, "{not json", { headers: h });
+    await eventually(async () => {
+      const m = await jsm.streams.getMessage("INTERLOCK_DLQ", { last_by_subj: `interlock.dlq.${consumer}` });
+      return m?.header?.get("Interlock-Dlq-Consumer") === consumer && m.string() === "{not json";
+    }, 15_000, "the malformed item dead-lettered, not dropped as a duplicate");
+    assert.equal(ran, 0);
+  });
+
   test("a pass that keeps asking to be retried is dead-lettered on its last delivery", async () => {
     const agent = agentName();
     let attempts = 0;
