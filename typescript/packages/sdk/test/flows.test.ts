@@ -293,7 +293,7 @@ describe("the worker", () => {
     nc.publish(`interlock.start.${agent}`, "{not json", { headers: h });
     await eventually(async () => {
       const m = await jsm.streams.getMessage("INTERLOCK_DLQ", { last_by_subj: `interlock.dlq.${consumer}` });
-      return m.header.get("Interlock-Dlq-Consumer") === consumer && m.string() === "{not json";
+      return m !== null && m.header.get("Interlock-Dlq-Consumer") === consumer && m.string() === "{not json";
     }, 15_000, "the malformed item dead-lettered, not dropped as a duplicate");
     assert.equal(ran, 0);
   });
