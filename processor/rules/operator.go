@@ -70,6 +70,7 @@ func Stricter(in subjects.Interrupt, reqs []Requirement, members func(string) []
 			in.OneClickLinks = new(bool)
 		}
 		in.Approvers, in.ApproverGroups = restrict(in.Approvers, in.ApproverGroups, r.Approvers, r.ApproverGroups, members)
+		in.OnExpiry = escalateWithin(in.OnExpiry, r, members)
 		pol.Rules = append(pol.Rules, r.Rule)
 	}
 	in.Policy = &pol
@@ -78,6 +79,36 @@ func Stricter(in subjects.Interrupt, reqs []Requirement, members func(string) []
 		in.OnExpiry = &cancel
 	}
 	return in
+}
+
+// escalateWithin is p with only the escalation approvers r allows (when r
+// names who may decide): an agent's escalation adds approvers at the
+// deadline (Set.ApplyTimer), and must not add one the rule excludes.
+func escalateWithin(p *subjects.ExpiryPolicy, r Requirement, members func(string) []string) *subjects.ExpiryPolicy {
+	if p == nil || len(p.Approvers) == 0 || len(r.Approvers) == 0 && len(r.ApproverGroups) == 0 {
+		return p
+	}
+	allowed := identities(r.Approvers, r.ApproverGroups, members)
+	cp := *p
+	cp.Approvers = slices.DeleteFunc(slices.Clone(p.Approvers), func(a string) bool { return !allowed[a] })
+	return &cp
+}
+
+// identities is everyone names and the members of groups are.
+func identities(names, groups []string, members func(string) []string) map[string]bool {
+	out := map[string]bool{}
+	for _, n := range names {
+		out[n] = true
+	}
+	for _, g := range groups {
+		if members == nil {
+			continue
+		}
+		for _, m := range members(g) {
+			out[m] = true
+		}
+	}
+	return out
 }
 
 // restrict is who may decide under both (a, ag) and (b, bg): either
@@ -90,22 +121,7 @@ func restrict(a, ag, b, bg []string, members func(string) []string) ([]string, [
 	if len(a) == 0 && len(ag) == 0 {
 		return slices.Clone(b), slices.Clone(bg)
 	}
-	expand := func(names, groups []string) map[string]bool {
-		out := map[string]bool{}
-		for _, n := range names {
-			out[n] = true
-		}
-		for _, g := range groups {
-			if members == nil {
-				continue
-			}
-			for _, m := range members(g) {
-				out[m] = true
-			}
-		}
-		return out
-	}
-	left, right := expand(a, ag), expand(b, bg)
+	left, right := identities(a, ag, members), identities(b, bg, members)
 	both := []string{}
 	for n := range left {
 		if right[n] {

@@ -252,3 +252,38 @@ func TestNoopByCode(t *testing.T) {
 	assert.False(t, (*Rejection)(nil).IsNoop())
 	assert.False(t, Reject(subjects.CodeExpired, "x").IsNoop())
 }
+
+// TestEscalationCannotWidenOperatorApprovers: an agent cannot loosen an
+// operator rule that names who may decide by asking for an escalation to
+// someone else: at the deadline only the approvers the rule allows are
+// added, so eve, whom the agent named, may not decide alone.
+func TestEscalationCannotWidenOperatorApprovers(t *testing.T) {
+	t.Parallel()
+	members := func(g string) []string { return map[string][]string{"treasury": {"ada", "bob"}}[g] }
+	for name, req := range map[string]Requirement{
+		"approvers": {Rule: "ada-only", Approvers: []string{"ada"}},
+		"groups":    {Rule: "treasury", ApproverGroups: []string{"treasury"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := &Set{Members: members,
+				Operator: func(*subjects.Run, subjects.Interrupt) Ruling { return Ruling{Require: []Requirement{req}} }}
+			deadline := t0.Add(time.Minute)
+			in := ask("wire", "ada", "eve")
+			in.ExpiresAt = &deadline
+			in.OnExpiry = &subjects.ExpiryPolicy{Action: subjects.ExpiryEscalate, ExtendSeconds: 3600,
+				Approvers: []string{"eve", "bob"}}
+			rec := suspended(t, s, in)
+			next, action := s.ApplyTimer(rec, 0, s.Timers(rec, t0)[0], deadline)
+			require.Equal(t, TimerEscalated, action)
+			assert.NotContains(t, next.Interrupts[0].Approvers, "eve", "the agent's escalation is held to the rule")
+			_, rej := s.CheckDecision(next, decision("d1", "wire", subjects.StatusResolved, "eve"), s.Principal("eve"),
+				deadline.Add(time.Second))
+			require.NotNil(t, rej, "eve may not decide")
+			assert.Equal(t, subjects.CodeNotAllowed, rej.Code)
+			if name == "groups" {
+				assert.Contains(t, next.Interrupts[0].Approvers, "bob", "one the rule allows is still added")
+			}
+		})
+	}
+}
