@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -130,9 +131,9 @@ Annotation terms come from the upstream: they may add gating, never remove it.`,
 					return usage(err)
 				}
 			}
-			name := upURL
+			name, id := upURL, upURL
 			if name == "" {
-				name = args[0]
+				name, id = args[0], strings.Join(args, "\x00")
 			}
 			return runMCP(cmd, g, f, func(ctx context.Context, c *jetstream.Client, log *slog.Logger) (*mcp.Server, *mcpbridge.Tasks, processor.AgentFunc, func(), error) {
 				relay := mcpbridge.NewRelay()
@@ -141,7 +142,7 @@ Annotation terms come from the upstream: they may add gating, never remove it.`,
 					return nil, nil, nil, nil, err
 				}
 				p, err := mcpbridge.NewProxy(ctx, c, up, mcpbridge.ProxyConfig{Config: mcpbridge.Config{Agent: f.agent, Poll: f.poll, Logger: log},
-					Gate: gate, Approvers: approvers, Timeout: timeout, Upstream: name, Relay: relay})
+					Gate: gate, Approvers: approvers, Timeout: timeout, Upstream: name, UpstreamID: id, Relay: relay})
 				if err != nil {
 					_ = up.Close()
 					return nil, nil, nil, nil, err

@@ -41,6 +41,10 @@ type Ask struct {
 	ResponseSchema json.RawMessage `json:"responseSchema,omitempty"`
 	// Note is added to the message the approver sees.
 	Note string `json:"note,omitempty"`
+	// Upstream, on a proxy run, is a digest of the id of the upstream it
+	// was asked for (ProxyConfig.UpstreamID): only a proxy in front of
+	// that upstream makes the call.
+	Upstream string `json:"upstream,omitempty"`
 }
 
 // The statuses of an Answer and of a Status.

@@ -2,6 +2,8 @@ package mcpbridge
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +33,12 @@ type ProxyConfig struct {
 	Timeout time.Duration
 	// Upstream names the upstream in what the approver sees.
 	Upstream string
+	// UpstreamID tells this proxy's upstream from another's (its URL, or
+	// its command line and arguments; default Upstream). A gated call
+	// carries a digest of it, and only a proxy with the same one makes the
+	// call once approved: proxies of one agent share its work queue, and
+	// one in front of another upstream hands the run back.
+	UpstreamID string
 	// Relay, when the upstream session was connected with its
 	// ClientOptions, forwards the upstream's notifications to the clients.
 	Relay *Relay
@@ -67,6 +75,9 @@ func NewProxy(ctx context.Context, c *jetstream.Client, up *mcp.ClientSession, c
 	cfg.defaults(ProxyAgent)
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = time.Hour
+	}
+	if cfg.UpstreamID == "" {
+		cfg.UpstreamID = cfg.Upstream
 	}
 	calls, err := c.OpenBucket(ctx, CallsBucket)
 	if err != nil {
@@ -294,7 +305,7 @@ func (p *Proxy) startTask(ctx context.Context, params *mcp.CallToolParamsRaw) (s
 	}
 	rs, note := editSchema(&p.schemas, input)
 	ask := Ask{Action: "call " + name, Tool: name, Arguments: params.Arguments, Approvers: p.cfg.Approvers,
-		Deadline: time.Now().Add(p.cfg.Timeout).UTC(), ResponseSchema: rs, Note: note}
+		Deadline: time.Now().Add(p.cfg.Timeout).UTC(), ResponseSchema: rs, Note: note, Upstream: p.upstream()}
 	if p.cfg.Upstream != "" {
 		ask.Action += " on " + p.cfg.Upstream
 	}
@@ -356,6 +367,20 @@ type edit struct {
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
+// ErrOtherUpstream: a gated call was asked through a proxy of the same
+// agent in front of another upstream; this proxy does not make it.
+var ErrOtherUpstream = errors.New("a call of another upstream")
+
+// upstream is the digest of the upstream's id a gated call carries
+// (Ask.Upstream): the id itself may hold a command line's secrets.
+func (p *Proxy) upstream() string {
+	if p.cfg.UpstreamID == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(p.cfg.UpstreamID))
+	return hex.EncodeToString(sum[:16])
+}
+
 // The _meta keys of an approved call the proxy makes upstream. An upstream
 // may use MetaExecutionKey as the idempotency key of the call's side
 // effect (the same on every replay of the pass, unguessable without the
@@ -386,6 +411,14 @@ const (
 // again) does not call: the run ends with StatusUnknown.
 func (p *Proxy) Agent() processor.AgentFunc {
 	return processor.Typed(func(ctx context.Context, a Ask) (Answer, error) {
+		if a.Upstream != "" && a.Upstream != p.upstream() {
+			// Asked through a proxy of this agent in front of another
+			// upstream: only one in front of that upstream may make it.
+			info, _ := processor.RunOf(ctx)
+			p.cfg.Logger.Warn("gated call of another upstream handed back", "run", info.RunID, "tool", a.Tool)
+			return Answer{}, processor.Retryable(fmt.Errorf("%w: run %s was asked through a proxy of another upstream",
+				ErrOtherUpstream, info.RunID))
+		}
 		d, final, err := decide(ctx, a)
 		if final != nil {
 			final.Tool = a.Tool

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -496,4 +497,66 @@ func TestProxyUngatedCallStripsInterlockMeta(t *testing.T) {
 	assert.NotContains(t, metas[0], wireExecutionKey)
 	assert.NotContains(t, metas[0], "io.interlock/anythingElse")
 	assert.Equal(t, "kept", metas[0]["example.com/trace"])
+}
+
+// sawLog is a slog handler that notes whether a message containing text
+// was logged.
+type sawLog struct {
+	text string
+	seen atomic.Bool
+}
+
+func (h *sawLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h *sawLog) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.text) {
+		h.seen.Store(true)
+	}
+	return nil
+}
+func (h *sawLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *sawLog) WithGroup(string) slog.Handler      { return h }
+
+// TestProxyCallMadeOnlyOnItsUpstream: two proxies of one agent in front of
+// different upstreams (two servers in one desktop config) share the
+// agent's work queue. A call approved through proxy A, whose worker has
+// stopped, is handed back by proxy B, never made on B's upstream, and is
+// made on A's once A's worker runs again.
+func TestProxyCallMadeOnlyOnItsUpstream(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	upA, upB := newUpstream(t), newUpstream(t)
+	g, err := mcpgate.Parse("tool:pay")
+	require.NoError(t, err)
+	refusedB := &sawLog{text: "another upstream"}
+	mk := func(up *upstream, name string, log *slog.Logger) *Proxy {
+		p, err := NewProxy(w.ctx, w.conn(), httpClient(t, w.ctx, up.url, nil), ProxyConfig{
+			Config: Config{Poll: 100 * time.Millisecond, Logger: log},
+			Gate:   g, Timeout: testMaxWait, Upstream: name, Approvers: []string{"ada"}})
+		require.NoError(t, err)
+		t.Cleanup(p.Close)
+		return p
+	}
+	a, b := mk(upA, "http://sandbox.invalid/mcp", quiet), mk(upB, "http://live.invalid/mcp", slog.New(refusedB))
+	wkA := processor.NewWorker(w.conn(), processor.WorkerConfig{AckWait: workerAckWait, Logger: quiet})
+	require.NoError(t, wkA.Register(ProxyAgent, a.Agent()))
+	require.NoError(t, wkA.Start(context.Background()))
+	w.worker(ProxyAgent, b.Agent())
+
+	cctx, cancel := context.WithCancel(w.ctx)
+	cs := httpClient(t, cctx, serveHTTP(t, a.Server(), mcphttp.Config{}), nil)
+	done := callAsync(cctx, cs, "pay", map[string]any{"amount": 7, "to": "acme"})
+	p := (&proxyWorld{world: w}).pending()
+	cancel() // the window that started proxy A is closed, and its worker stops
+	<-done
+	require.NoError(t, wkA.Stop(w.ctx))
+
+	w.decide(p.RunID, p.ID, "ada", subjects.StatusResolved, map[string]any{}, "")
+	require.Eventually(t, func() bool { return refusedB.seen.Load() || len(upB.got()) > 0 }, waitLimit, 20*time.Millisecond)
+	assert.Empty(t, upB.got(), "approved for A's upstream, never made on B's")
+	w.worker(ProxyAgent, a.Agent())
+	st, err := waitStatus(w.ctx, w.conn(), ProxyAgent, p.RunID, 50*time.Millisecond, Status.Done, nil)
+	require.NoError(t, err)
+	assert.Equal(t, StatusApproved, st.Status, st.Error)
+	assert.Equal(t, []upcall{{"pay", map[string]any{"amount": 7.0, "to": "acme"}}}, upA.got())
+	assert.Empty(t, upB.got())
 }
