@@ -594,6 +594,11 @@ type InterruptState struct {
 	// Votes are the open votes of an undecided interrupt with a policy,
 	// oldest first (version 2); the final decision carries them on.
 	Votes []Vote `json:"votes,omitempty"`
+	// VoteSeqs is, by identity, the decisions-stream sequence of the
+	// latest vote message applied to the interrupt: a vote, a change or a
+	// withdrawal (version 2). An earlier message of theirs delivered again
+	// (after a crash) is stale and changes nothing.
+	VoteSeqs map[string]uint64 `json:"voteSeqs,omitempty"`
 	// AnswerWithheld, only in reads, says the decision's payload, comment
 	// and metadata were removed because the interrupt is sensitive.
 	AnswerWithheld bool `json:"answerWithheld,omitempty"`

@@ -97,6 +97,9 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Delivery
 		if _, held := rules.Holds(current, at, d); held {
 			return nil, nil
 		}
+		if rej = rules.Superseded(current, at, d, m.Sequence); rej != nil {
+			return nil, nil
+		}
 		next := co.rules.Decide(current, at, d, m.Sequence, co.now())
 		markVia(next, at, m.Sequence, o.via)
 		return next, nil
@@ -180,6 +183,18 @@ func heldAs(rec *subjects.Run, i int, d subjects.Decision) uint64 {
 func (co *Coordinator) accepted(ctx context.Context, o origin, rec *subjects.Run, d subjects.Decision) error {
 	i := rules.Find(rec, d.InterruptID)
 	st := rec.Interrupts[i]
+	if st.Decision != nil && (st.Decision.DecisionID != d.DecisionID || st.Decision.Approver != d.Approver) {
+		// A vote the decision carries, delivered again after another input
+		// (the closing vote, the expiry) decided the interrupt: answered as
+		// the vote it was, never as the decision.
+		v := subjects.Verdict{DecisionID: d.DecisionID, RunID: rec.RunID, InterruptID: d.InterruptID,
+			Outcome: subjects.OutcomeVoteRecorded, Tally: co.rules.Tally(rec, i, d), At: co.now(),
+			Detail: fmt.Sprintf("interrupt %s was since %s by decision %s", st.ID, st.Decision.Status, st.Decision.DecisionID)}
+		if err := co.store.Commit(ctx, store.Effects{Events: []store.Event{co.verdictEvent(o, rec.Agent, st.Pass, &v)}}); err != nil {
+			return err
+		}
+		return co.reply(ctx, o, v)
+	}
 	if st.Decision == nil {
 		co.metrics.votes.WithLabelValues(string(d.Status)).Inc()
 		v := subjects.Verdict{DecisionID: d.DecisionID, RunID: rec.RunID, InterruptID: d.InterruptID,

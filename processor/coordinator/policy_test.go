@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/interlockhq/interlock/internal/fault"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor/store"
 	"github.com/interlockhq/interlock/subjects"
@@ -182,4 +183,75 @@ func TestReminderCarriesTheTally(t *testing.T) {
 	assert.Equal(t, subjects.Version2, n.Version)
 	assert.Equal(t, map[string]subjects.Tally{in.ID: {Approvals: 1, ApprovalsNeeded: 2, DenialsNeeded: 1,
 		WaitingOn: []string{"bob"}}}, n.Tallies)
+}
+
+// TestRedeliveredVoteAfterWithdrawal: ada's approval is recorded but its
+// message not acknowledged (a crash after the record); she then withdraws
+// it (or changes it to a denial) and bob approves; when her first message
+// is delivered again it is stale: it must not bring her approval back and
+// close the quorum of two.
+func TestRedeliveredVoteAfterWithdrawal(t *testing.T) {
+	t.Parallel()
+	for name, later := range map[string]subjects.Status{"withdrawn": subjects.StatusWithdrawn, "changed": subjects.StatusCancelled} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			hook, fired := fault.Once("decision-after-record")
+			e := newEnv(t, Config{}).withFault(hook)
+			in := subjects.Interrupt{ID: "q", Reason: subjects.ReasonConfirmation, Approvers: []string{"ada", "bob", "cy"},
+				Policy: &subjects.Policy{Approvals: 2, Denials: 3, AllowChange: true}}
+			require.NoError(t, e.co.handleOutcome(ctx(t), e.suspensionBy("r1", "", in)))
+
+			d1 := resolve("d1", "q", "")
+			d1.Version = subjects.Version2
+			m1 := e.decision("r1", "ada", d1, "")
+			require.ErrorIs(t, e.co.handleDecision(ctx(t), m1), errAbandoned, "recorded, not acknowledged")
+			<-fired
+			d2 := subjects.Decision{Version: subjects.Version2, DecisionID: "d2", InterruptID: "q", Status: later}
+			require.NoError(t, e.co.handleDecision(ctx(t), e.decision("r1", "ada", d2, "")))
+			b := resolve("d3", "q", "")
+			b.Version = subjects.Version2
+			require.NoError(t, e.co.handleDecision(ctx(t), e.decision("r1", "bob", b, "")))
+			require.Nil(t, e.record("r1").Interrupts[0].Decision, "one approval of two")
+
+			require.NoError(t, e.co.handleDecision(ctx(t), again(m1)))
+			rec := e.record("r1")
+			assert.Nil(t, rec.Interrupts[0].Decision, "ada's replaced approval does not come back")
+			assert.Equal(t, subjects.RunSuspended, rec.Status)
+			for _, v := range rec.Interrupts[0].Votes {
+				assert.NotEqual(t, "d1", v.DecisionID)
+			}
+		})
+	}
+}
+
+// TestRedeliveredVoteAfterCloseIsAVote: ada's vote is recorded but its
+// message not acknowledged; the interrupt then expires; her message
+// delivered again is answered as the vote it was: the trail never says
+// her vote decided the interrupt or replayed the run.
+func TestRedeliveredVoteAfterCloseIsAVote(t *testing.T) {
+	t.Parallel()
+	hook, fired := fault.Once("decision-after-record")
+	e := newEnv(t, Config{}).withFault(hook)
+	in := subjects.Interrupt{ID: "q", Reason: subjects.ReasonConfirmation, Approvers: []string{"ada", "bob"},
+		Policy: &subjects.Policy{Approvals: 2}, ExpiresAt: &deadline}
+	require.NoError(t, e.co.handleOutcome(ctx(t), e.suspensionBy("r1", "", in)))
+	d1 := resolve("d1", "q", "")
+	d1.Version = subjects.Version2
+	m1 := e.decision("r1", "ada", d1, "")
+	require.ErrorIs(t, e.co.handleDecision(ctx(t), m1), errAbandoned)
+	<-fired
+	e.now = deadline
+	require.NoError(t, e.co.handleTimer(ctx(t), e.timer("r1", "q", subjects.TimerExpire)))
+	require.NoError(t, e.co.handleDecision(ctx(t), again(m1)))
+	var voted bool
+	for _, ev := range e.events("r1") {
+		if ev.Verdict == nil || ev.Verdict.DecisionID != "d1" {
+			continue
+		}
+		assert.NotEqual(t, subjects.EventDecisionAccepted, ev.Type, "ada's vote did not decide: %+v", ev.Verdict)
+		assert.False(t, ev.Verdict.Replay)
+		voted = voted || ev.Type == subjects.EventVoteRecorded
+	}
+	assert.True(t, voted, "her vote is in the trail as a vote")
+	assert.Equal(t, subjects.ExpiryApprover, e.record("r1").Interrupts[0].Decision.Approver)
 }

@@ -256,6 +256,12 @@ func (s *Set) Tally(rec *subjects.Run, i int, d subjects.Decision) *subjects.Tal
 func applyVote(cp *subjects.Run, i int, d subjects.Decision, seq uint64, now time.Time) *subjects.Decision {
 	st := &cp.Interrupts[i]
 	votes := withVote(*st, d, seq, now)
+	if seq > 0 {
+		if st.VoteSeqs == nil {
+			st.VoteSeqs = map[string]uint64{}
+		}
+		st.VoteSeqs[d.Approver] = seq
+	}
 	t := tally(*st, votes, d)
 	decided := d.Status == subjects.StatusResolved && t.Approvals >= t.ApprovalsNeeded ||
 		d.Status != subjects.StatusWithdrawn && t.Denials >= t.DenialsNeeded
@@ -303,6 +309,20 @@ func (s *Set) bindCall(rec *subjects.Run, st subjects.InterruptState, d *subject
 	if s.ExecutionKey != nil {
 		d.ExecutionKey = s.ExecutionKey(rec.RunID, st.ID, digest)
 	}
+}
+
+// Superseded is a no-op answer (IsNoop) when d, delivered under stream
+// sequence seq, is an earlier vote message of an identity whose later
+// vote, change or withdrawal on interrupt i rec has applied: delivered
+// again after a crash, it must not bring back what its sender replaced.
+// nil otherwise.
+func Superseded(rec *subjects.Run, i int, d subjects.Decision, seq uint64) *Rejection {
+	last := rec.Interrupts[i].VoteSeqs[d.Approver]
+	if seq == 0 || seq >= last {
+		return nil
+	}
+	return &Rejection{Code: codeNoop, Detail: fmt.Sprintf("%s voted again on interrupt %s since this message (sequence %d, "+
+		"the latest %d): it was replaced and changes nothing", d.Approver, rec.Interrupts[i].ID, seq, last)}
 }
 
 // Holds returns the stream sequence under which rec holds d (by identity

@@ -11,6 +11,7 @@ package rules
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -83,6 +84,7 @@ func clone(rec *subjects.Run) *subjects.Run {
 	cp.Interrupts = slices.Clone(rec.Interrupts)
 	for i := range cp.Interrupts {
 		cp.Interrupts[i].Votes = slices.Clone(cp.Interrupts[i].Votes)
+		cp.Interrupts[i].VoteSeqs = maps.Clone(cp.Interrupts[i].VoteSeqs)
 	}
 	cp.RuleFailures = slices.Clone(rec.RuleFailures)
 	return &cp
