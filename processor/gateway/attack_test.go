@@ -648,3 +648,24 @@ func TestAttackReadAnotherApproversInterrupt(t *testing.T) {
 	assert.NotContains(t, seen, `"ada"`)
 	assert.NotContains(t, seen, `.ada"`)
 }
+
+// TestLinkOfRemovedIdentityRefused: a link minted for dave (in the
+// identities file then) stops deciding once dave is removed from it, as
+// his API token and sessions do: refused 403 and audited, nothing decided.
+func TestLinkOfRemovedIdentityRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, known := e.dir.Identity("dave")
+	require.False(t, known, "dave is not (any more) in the identities file")
+	run, id := e.suspend(map[string]any{"Approvers": []string{"dave", "ada"}, "Message": "Wire 9,000 EUR?"})
+	link := e.linkFor(run, id, links.Approve, "dave", time.Hour)
+	for _, method := range []string{"GET", "POST"} {
+		status, body := e.page(method, link, nil)
+		assert.Equal(t, http.StatusForbidden, status, body)
+	}
+	rec, err := e.client.Run(context.Background(), run)
+	require.NoError(t, err)
+	assert.Nil(t, rec.Interrupts[0].Decision, "nothing decided")
+	ev := e.refusals(run, subjects.CodeNotAllowed, 1)
+	assert.Equal(t, "dave", ev[0].Identity)
+}

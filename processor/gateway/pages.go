@@ -231,6 +231,14 @@ func (g *Gateway) link(w http.ResponseWriter, r *http.Request) (links.Link, stri
 			"The link was changed or cut short. Open it again from the original message, or use the inbox.")
 		return l, "", false
 	}
+	if _, known := g.cfg.Directory.Identity(l.Approver); !known {
+		// Minted for someone since removed from the identities file: their
+		// links stop with their tokens and sessions.
+		g.refusedRun(r, l.Run, subjects.CodeNotAllowed, l.Approver, "decision link of an identity no longer in the identities file")
+		refuse(w, http.StatusForbidden, "This link no longer works",
+			"It was made for someone who may no longer decide here. Ask an administrator.")
+		return l, "", false
+	}
 	used, err := g.usedLinks.Has(r.Context(), links.ID(token))
 	if err != nil {
 		refuse(w, http.StatusServiceUnavailable, "Try again", err.Error())

@@ -216,6 +216,29 @@ async def test_a_start_with_a_value_json_cannot_carry_is_refused(client: Client,
         await client.start(agent_name, {"score": float("nan")})
 
 
+async def test_a_body_raising_cancelled_error_fails_the_run_once(nc: NATS, client: Client, agent_name: str) -> None:
+    """A CancelledError the body raises itself (awaiting a task it
+    cancelled) is the body's error, not the worker's stop: the run fails
+    with it, and the body runs once, as an error in Go and TypeScript
+    does. It used to put the item back at once, run the body again up to
+    max_deliver times, and then leave it neither redelivered nor
+    dead-lettered."""
+    calls = 0
+
+    async def body(inp: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        t = asyncio.create_task(asyncio.sleep(10))
+        t.cancel()
+        await t
+
+    async with worker(nc, agent_name, body):
+        rec = await client.wait(await client.start(agent_name), timeout=30)
+    assert rec.status == "failed", rec.status
+    assert "CancelledError" in rec.error, rec.error
+    assert calls == 1
+
+
 async def test_stop_lets_the_pass_under_way_finish_and_takes_no_more(nc: NATS, client: Client, agent_name: str) -> None:
     started, release = asyncio.Event(), asyncio.Event()
 

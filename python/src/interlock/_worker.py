@@ -422,6 +422,13 @@ class Worker:
                     raise
         except (Suspended, Exception) as e:
             err = e
+        except asyncio.CancelledError as e:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # the worker stops: the pass is handed back
+            # Raised by the body itself (it awaited a task it cancelled):
+            # the body's error, not the worker's stop.
+            err = e
         subject, msg = self._outcome(work, p, result, err, requester)
         return subject, json.dumps(msg, separators=(",", ":"), allow_nan=False).encode(), tp
 
