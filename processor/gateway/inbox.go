@@ -58,16 +58,29 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 	flusher.Flush()
 	keepAlive := time.NewTicker(15 * time.Second)
 	defer keepAlive.Stop()
+	// The credentials are checked again before each event sent and with
+	// each keep-alive: a stream ends with its session (a logout, the
+	// session's end) or its token's removal, as any new request would.
+	valid := func() bool {
+		id, err := g.Authenticate(r)
+		return err == nil && id.Name == me.Name
+	}
 	for {
 		select {
 		case <-r.Context().Done():
 			return
 		case <-keepAlive.C:
+			if !valid() {
+				return
+			}
 			fmt.Fprint(w, ": keep-alive\n\n")
 		case ev := <-events:
 			data, ok := g.viewEvent(r, me, ev, readable)
 			if !ok {
 				continue
+			}
+			if !valid() {
+				return
 			}
 			fmt.Fprintf(w, "event: message\ndata: %s\n\n", data)
 		}

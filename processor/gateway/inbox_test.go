@@ -230,3 +230,48 @@ func TestQuorumInBrowser(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamEndsAtLogout: a live event stream opened with a session (a
+// copied cookie, say) ends when the session does: after the owner logs
+// out, the next event it may read is not sent and the stream closes.
+func TestStreamEndsAtLogout(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.login("ada-token")
+	req, err := http.NewRequest(http.MethodGet, e.srv.URL+"/v1/stream", nil)
+	require.NoError(t, err)
+	req.AddCookie(c)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	out, err := http.NewRequest(http.MethodPost, e.srv.URL+"/inbox/logout", nil)
+	require.NoError(t, err)
+	out.AddCookie(c)
+	out.Header.Set("X-Interlock-Request", "1")
+	out.Header.Set("Sec-Fetch-Site", "same-origin")
+	r2, body := e.do(out)
+	require.Equal(t, http.StatusOK, r2.StatusCode, body)
+
+	run, _ := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "after logout: wire 9,000 EUR?"})
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case l, open := <-lines:
+			if !open {
+				return // the stream ended with the session
+			}
+			require.NotContains(t, l, run, "an event after logout")
+		case <-deadline:
+			t.Fatal("the stream outlived its session")
+		}
+	}
+}

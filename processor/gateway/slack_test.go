@@ -765,3 +765,27 @@ func TestSlackStopWithinDeadline(t *testing.T) {
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	<-gw.Stopped()
 }
+
+// TestSlackDeadCardDoesNotStrandOthers: an interrupt's card in one channel
+// that Slack will never update (deleted by an admin, its channel archived)
+// does not keep its cards elsewhere showing buttons once it is decided.
+func TestSlackDeadCardDoesNotStrandOthers(t *testing.T) {
+	t.Parallel()
+	e := newSlackEnv(t, func(c *SlackConfig) { c.Channels["other-sink"] = "C1CHAN" })
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "refund?"})
+	a := e.post(slackSink, subjects.ChatNew, "ka", run, id)
+	require.Empty(t, a.Code, a.Detail)
+	b := e.post("other-sink", subjects.ChatNew, "kb", run, id)
+	require.Empty(t, b.Code, b.Detail)
+	e.fake.Fail("chat.update", "message_not_found") // the first card updated was deleted
+	status, _ := e.call(http.MethodPost, "/v1/runs/"+run+"/interrupts/"+id+"/decision", "ada-token",
+		[]byte(`{"status": "cancelled"}`))
+	require.Equal(t, http.StatusOK, status)
+	followed := func(ts string) bool {
+		raw, _ := json.Marshal(e.message(ts).Message.Blocks)
+		return !strings.Contains(string(raw), slack.ActionDeny)
+	}
+	require.Eventually(t, func() bool { return followed(a.TS) || followed(b.TS) }, 10*time.Second, 20*time.Millisecond,
+		"the card Slack did not refuse shows the decision")
+	assert.Len(t, e.fake.Calls("chat.update"), 2, "each card updated once: the refused one is not retried")
+}

@@ -111,6 +111,10 @@ func (f *follower) handle(ctx context.Context, m *jetstream.Delivery) error {
 	if err != nil {
 		return err
 	}
+	// A card Slack refuses for good (deleted, its channel archived) is
+	// dead-lettered once the others are updated: it must not leave them
+	// showing buttons.
+	var refused []error
 	for _, st := range rec.Interrupts {
 		if len(ids) > 0 && !slices.Contains(ids, st.ID) {
 			continue
@@ -132,10 +136,18 @@ func (f *follower) handle(ctx context.Context, m *jetstream.Delivery) error {
 			if st.Decision == nil {
 				msg = g.drawCard(rec, st, p.Channel).Message()
 			}
-			if err := g.slackAPI().Update(ctx, p.Channel, p.TS, msg); err != nil {
-				return slackRetry(err)
+			err := g.slackAPI().Update(ctx, p.Channel, p.TS, msg)
+			if err == nil {
+				continue
 			}
+			if retry := slackRetry(err); !jetstream.DeadLettered(retry) {
+				return retry // updating every card again is harmless
+			}
+			refused = append(refused, fmt.Errorf("card %s/%s: %w", p.Channel, p.TS, err))
 		}
+	}
+	if len(refused) > 0 {
+		return jetstream.DeadLetter(errors.Join(refused...))
 	}
 	return nil
 }
