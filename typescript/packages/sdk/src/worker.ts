@@ -679,39 +679,39 @@ export class Worker {
     const aborted = new Promise<never>((_, reject) => {
       const fail = (): void => {
         // Give the body half an ack wait to honour its signal, as Go does;
-        // its item stays held (in-progress acks) meanwhile.
+        // its item stays held (in-progress acks) meanwhile. Only the grace
+        // running out rejects: a body that ends within it is heard.
         const grace = setTimeout(() => reject(ac.signal.reason as Error), this.ackWaitOf(info.agent) / 2);
-        ran.then(
-          () => {
-            clearTimeout(grace);
-            reject(ac.signal.reason as Error);
-          },
-          () => {
-            clearTimeout(grace);
-            reject(ac.signal.reason as Error);
-          },
-        );
+        const stop = (): void => clearTimeout(grace);
+        ran.then(stop, stop);
       };
       if (ac.signal.aborted) fail();
       else ac.signal.addEventListener("abort", fail, { once: true });
     });
     aborted.catch(() => undefined);
+    const ended = ran.then(
+      (value: unknown) => ({ returned: true as const, value }),
+      (error: unknown) => ({ returned: false as const, error }),
+    );
     let result: unknown;
     let err: unknown;
     try {
-      result = await Promise.race([ran, aborted]);
-    } catch (e) {
-      if (ac.signal.aborted) throw ac.signal.reason as Error;
-      if (e instanceof Retry) {
-        if (p.pending.length === 0) throw e;
-        // Interrupts were raised: the pass suspends on them.
-      } else {
-        err = e;
-      }
+      const got = await Promise.race([ended, aborted]);
+      if (got.returned) result = got.value;
+      else err = got.error;
     } finally {
       clearTimeout(timer);
     }
-    if (ac.signal.aborted) throw ac.signal.reason as Error;
+    if (ac.signal.aborted && err !== undefined && p.pending.length === 0) {
+      // Cut short (timeout or stop) with nothing to show, as Go does: the
+      // pass is handed on, or fails on its last attempt. A body that
+      // returned within the grace, or suspended, is reported.
+      throw ac.signal.reason as Error;
+    }
+    if (err instanceof Retry) {
+      if (p.pending.length === 0) throw err;
+      err = undefined; // interrupts were raised: the pass suspends on them
+    }
     return { ...this.outcome(work, info.pass, p, result, err, requester), finished: p.finished };
   }
 

@@ -229,6 +229,24 @@ describe("the worker", () => {
     assert.ok(reasons.every((r) => r instanceof sdk.PassTimeout));
   });
 
+  test("a body that returns within the grace after its pass timeout has its result reported, once", async () => {
+    const agent = agentName();
+    let passes = 0;
+    await worker(
+      agent,
+      async () => {
+        passes++;
+        await new Promise((ok) => setTimeout(ok, 400)); // past the 200 ms pass timeout, within the grace: the behaviour under test
+        return "done";
+      },
+      { passTimeoutMs: 200, maxDeliver: 1 },
+    );
+    const done = await client.wait(await client.start(agent));
+    assert.equal(done.status, "completed", done.error);
+    assert.equal(done.result, "done");
+    assert.equal(passes, 1);
+  });
+
   test("in-progress acks keep a pass longer than the ack wait from being handed out again", async () => {
     const agent = agentName();
     let passes = 0;
