@@ -114,3 +114,24 @@ func TestVoteVerdictThroughEvents(t *testing.T) {
 	require.NoError(t, err, "the same vote again: its verdict is found in the trail")
 	assert.Equal(t, subjects.OutcomeDuplicate, v.Outcome)
 }
+
+// TestIsResumingSeesRuleDecisions: on a replay, a decision an operator
+// rule made when asked (journaled under ask/<id>) is one Interrupt
+// returns, so IsResuming says true, as it does for a person's decision:
+// the notify-once pattern does not notify again on every replay.
+func TestIsResumingSeesRuleDecisions(t *testing.T) {
+	t.Parallel()
+	id := subjects.InterruptID("r1", "small", 0)
+	d, err := json.Marshal(subjects.Decision{Version: 2, DecisionID: "policy-1", InterruptID: id,
+		Status: subjects.StatusResolved, Approver: subjects.PolicyApprover, Rule: "small-refunds"})
+	require.NoError(t, err)
+	w := subjects.Work{PassRef: subjects.PassRef{Version: 2, RunID: "r1", Agent: "refunds", Pass: 1},
+		Journal: subjects.Journal{askKey(id): d}}
+	p := newPass(RunInfo{RunID: "r1", Agent: "refunds", Pass: 1}, w, &schema.Cache{})
+	ctx := WithToolCall(context.WithValue(context.Background(), passKey{}, p), "small")
+	require.True(t, IsResuming(ctx), "the rule's journaled decision")
+	got, err := Interrupt(ctx, Request{Message: "5?"})
+	require.NoError(t, err)
+	assert.Equal(t, subjects.PolicyApprover, got.Approver)
+	assert.False(t, IsResuming(ctx), "the next interrupt of the scope is not decided")
+}

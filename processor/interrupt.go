@@ -53,6 +53,16 @@ type pass struct {
 // without asking again.
 func askKey(id string) string { return "ask/" + id }
 
+// decided returns the decision interrupt id of the pass has: the one the
+// replay carries, or one an operator rule made when asked (journaled). It
+// is what Interrupt returns and IsResuming predicts.
+func (p *pass) decided(id string) (subjects.Decision, bool) {
+	if d, ok := p.decisions[id]; ok {
+		return d, true
+	}
+	return p.asked(id)
+}
+
 // asked returns the decision an operator rule made on interrupt id in an
 // earlier pass of the run, as journaled.
 func (p *pass) asked(id string) (subjects.Decision, bool) {
@@ -282,11 +292,7 @@ func Interrupt(ctx context.Context, req Request) (Decision, error) {
 	p.ordinals[scope]++
 	p.mu.Unlock()
 	id := subjects.InterruptID(p.info.RunID, scope, ord)
-	d, ok := p.decisions[id]
-	if !ok {
-		d, ok = p.asked(id)
-	}
-	if ok {
+	if d, ok := p.decided(id); ok {
 		return p.answer(scope, id, d, req)
 	}
 	in, err := p.interrupt(id, scope, req)
@@ -443,7 +449,7 @@ func IsResuming(ctx context.Context) bool {
 	p.mu.Lock()
 	ord := p.ordinals[scope]
 	p.mu.Unlock()
-	_, ok := p.decisions[subjects.InterruptID(p.info.RunID, scope, ord)]
+	_, ok := p.decided(subjects.InterruptID(p.info.RunID, scope, ord))
 	return ok
 }
 

@@ -174,12 +174,14 @@ async def test_replay_reuses_the_journaled_decision(rnc: NATS, rclient: Client, 
     the audit trail), to the synchronous interrupt() too."""
     client = rclient
     passes: list[int] = []
+    resuming: list[bool] = []
 
     async def body(_: Any) -> Any:
         info = interlock.run_info()
         assert info is not None
         passes.append(info.pass_)
         with interlock.tool_call("small"):
+            resuming.append(interlock.is_resuming())
             small = interlock.Request(message="5?", call=interlock.Call("issue_refund", {"amount": 5}))
             first = interlock.interrupt(small) if info.pass_ > 0 else await interlock.interrupt_async(small)
         with interlock.tool_call("big"):
@@ -198,6 +200,7 @@ async def test_replay_reuses_the_journaled_decision(rnc: NATS, rclient: Client, 
         assert rec.status == "completed", rec.error
         assert rec.result == [interlock.POLICY_APPROVER, "ada"]
         assert passes == [0, 1]
+        assert resuming == [False, True], "is_resuming sees the rule's journaled decision"
         by_rule = [
             e
             for e in await client.events(run)

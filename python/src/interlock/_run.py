@@ -84,7 +84,7 @@ def is_resuming() -> bool:
     scope = _tool_call.get()
     with p.lock:
         ordinal = p.ordinals.get(scope, 0)
-    return interrupt_id(p.info.run_id, scope, ordinal) in p.decisions
+        return _decided(p, interrupt_id(p.info.run_id, scope, ordinal)) is not None
 
 
 def interrupt(request: Request | None = None) -> Decision:
@@ -159,12 +159,20 @@ def _lookup() -> tuple[_Pass, str, str, dict[str, Any] | None]:
         ordinal = p.ordinals.get(scope, 0)
         p.ordinals[scope] = ordinal + 1
         iid = interrupt_id(p.info.run_id, scope, ordinal)
-        found = p.decisions.get(iid)
-        if found is None:
-            asked = p.journal.get(ask_key(iid))
-            if isinstance(asked, dict) and asked.get("interruptId") == iid:
-                found = asked
+        found = _decided(p, iid)
     return p, scope, iid, found
+
+
+def _decided(p: _Pass, iid: str) -> dict[str, Any] | None:
+    """The decision interrupt ``iid`` of pass ``p`` has (``p.lock`` held):
+    the one the replay carries, or one an operator rule made when asked
+    (journaled). What ``interrupt`` returns and ``is_resuming`` predicts."""
+    found = p.decisions.get(iid)
+    if found is None:
+        asked = p.journal.get(ask_key(iid))
+        if isinstance(asked, dict) and asked.get("interruptId") == iid:
+            found = asked
+    return found
 
 
 def _answer(p: _Pass, scope: str, found: dict[str, Any], request: Request | None) -> Decision:

@@ -104,7 +104,7 @@ export function isResuming(): boolean {
   const s = storage.getStore();
   if (!s) return false;
   const ordinal = s.pass.ordinals.get(s.toolCall) ?? 0;
-  return s.pass.decisions.has(interruptId(s.pass.info.runId, s.toolCall, ordinal));
+  return decided(s.pass, interruptId(s.pass.info.runId, s.toolCall, ordinal)) !== undefined;
 }
 
 /**
@@ -174,12 +174,20 @@ function lookup(): { p: PassState; scope: string; id: string; found: JsonObject 
   const ordinal = p.ordinals.get(s.toolCall) ?? 0;
   p.ordinals.set(s.toolCall, ordinal + 1);
   const id = interruptId(p.info.runId, s.toolCall, ordinal);
-  let found = p.decisions.get(id);
-  if (!found) {
-    const asked = p.journal.get(askKey(id));
-    if (asked !== null && typeof asked === "object" && !Array.isArray(asked) && asked["interruptId"] === id) found = asked;
-  }
-  return { p, scope: s.toolCall, id, found };
+  return { p, scope: s.toolCall, id, found: decided(p, id) };
+}
+
+/**
+ * The decision interrupt `id` of pass `p` has: the one the replay carries,
+ * or one an operator rule made when asked (journaled). What `interrupt`
+ * returns and `isResuming` predicts.
+ */
+function decided(p: PassState, id: string): JsonObject | undefined {
+  const found = p.decisions.get(id);
+  if (found) return found;
+  const asked = p.journal.get(askKey(id));
+  if (asked !== null && typeof asked === "object" && !Array.isArray(asked) && asked["interruptId"] === id) return asked;
+  return undefined;
 }
 
 function answer(p: PassState, scope: string, found: JsonObject, request: Request): Decision {

@@ -161,12 +161,16 @@ describe("one round trip for a settled gate", () => {
   test("the replay reuses the journaled decision, in the synchronous interrupt() too", async () => {
     const agent = agentName();
     const passes: number[] = [];
+    const resuming: boolean[] = [];
     const w = new sdk.Worker(rnc, { logger: quiet, backoffMs: [50], askRules: true });
     w.register(agent, async () => {
       const pass = sdk.runInfo()!.pass;
       passes.push(pass);
       const small: sdk.Request = { message: "5?", call: { tool: "issue_refund", arguments: { amount: 5 } } };
-      const first = await sdk.toolCall("small", () => (pass > 0 ? sdk.interrupt(small) : sdk.interruptAsync(small)));
+      const first = await sdk.toolCall("small", () => {
+        resuming.push(sdk.isResuming());
+        return pass > 0 ? sdk.interrupt(small) : sdk.interruptAsync(small);
+      });
       const second = await sdk.toolCall("big", () =>
         sdk.interruptAsync({ message: "500?", call: { tool: "issue_refund", arguments: { amount: 500 } } }),
       );
@@ -185,6 +189,7 @@ describe("one round trip for a settled gate", () => {
     assert.equal(rec.status, "completed", rec.error);
     assert.deepEqual(rec.result, [sdk.POLICY_APPROVER, "ada"]);
     assert.deepEqual(passes, [0, 1]);
+    assert.deepEqual(resuming, [false, true], "isResuming sees the rule's journaled decision");
     const byRule = (await client.events(run)).filter(
       (e) => e.type === "decision_accepted" && (e["verdict"] as sdk.JsonObject | undefined)?.["approver"] === sdk.POLICY_APPROVER,
     );
