@@ -17,7 +17,7 @@ import * as direct from "./direct.js";
 import { Rejected, RunNotFound, Timeout } from "./errors.js";
 import { decisionAttemptMsgId, nonce, replyToken, startMsgId, uuid7 } from "./ids.js";
 import { encode, isObject, text, toJson, type JsonObject, type JsonValue } from "./json.js";
-import { DEFAULT_PREFIX, inboxPrefix, Namespace, validateToken, type StoredEvent } from "./subjects.js";
+import { DEFAULT_PREFIX, inboxPrefix, Namespace, NO_RUN, validateToken, type StoredEvent } from "./subjects.js";
 import { childTraceparent } from "./trace.js";
 import { Run, verdictFrom, type PendingInterrupt, type Status, type Verdict } from "./types.js";
 import { decodeDecision, decodeWork, versioned } from "./wire.js";
@@ -243,20 +243,30 @@ export class Client {
     let v: Verdict;
     try {
       let rejected = 0;
+      let ack: PubAck;
       for (;;) {
-        const ack = await this.publish(subject, data, decisionAttemptMsgId(approver, decisionId, rejected, data), h);
+        ack = await this.publish(subject, data, decisionAttemptMsgId(approver, decisionId, rejected, data), h);
         if (!ack.duplicate) break;
-        // The stream already holds this attempt, so the coordinator will not
-        // see this copy: answer with what became of it. If it was rejected,
-        // this is a new attempt, which no rejection may swallow.
-        const earlier = await this.earlierVerdict(runId, d, approver, rejected, deadline);
-        if (earlier.rejected === rejected) {
-          if (earlier.verdict.outcome === "rejected") throw new Rejected(earlier.verdict);
-          return earlier.verdict;
+        // The stream already holds this attempt (this very body), so the
+        // coordinator will not see this copy: answer with what became of
+        // the one it holds, which the ack names. If it was rejected, this
+        // is a new attempt, which no rejection may swallow.
+        const earlier = await withDeadline(
+          this.verdictOf(runId, ack.seq, deadline),
+          deadline,
+          `decision ${decisionId}: the stream holds it; no verdict in the events within ${timeoutMs} ms`,
+        );
+        if (earlier.outcome !== "rejected") {
+          return verdictFrom({
+            ...earlier.raw,
+            outcome: "duplicate",
+            replay: false,
+            detail: "this decision was already accepted; nothing changed",
+          });
         }
-        rejected = earlier.rejected;
+        rejected++;
       }
-      const waiting = inbox ? verdict : this.verdictEvent(runId, d, approver, rejected, deadline);
+      const waiting = inbox ? verdict : this.verdictOf(runId, ack.seq, deadline);
       v = await withDeadline(
         waiting,
         deadline,
@@ -284,69 +294,41 @@ export class Client {
     return this.decide(runId, interruptId, "cancelled", options);
   }
 
-  /** The verdicts recorded for decision d's id, as its approver, oldest first. */
-  private verdicts(d: JsonObject, approver: string, events: StoredEvent[]): Verdict[] {
-    const out: Verdict[] = [];
-    for (const ev of events) {
-      const raw = ev["verdict"];
-      if (
-        isObject(raw) &&
-        raw["decisionId"] === d["decisionId"] &&
-        raw["interruptId"] === d["interruptId"] &&
-        (raw["approver"] ?? "") === approver
-      ) {
-        out.push(verdictFrom(raw));
-      }
-    }
-    return out;
-  }
-
-  private async verdictEvent(
-    runId: string,
-    d: JsonObject,
-    approver: string,
-    rejected: number,
-    deadline: number,
-  ): Promise<Verdict> {
-    const vs: Verdict[] = [];
-    let cursor = 0;
+  /**
+   * The verdict on the decision message the decisions stream holds at
+   * `seq`, once the coordinator has recorded it: in the run's events, or
+   * under the no-run token `_` for a run that does not exist. The
+   * coordinator stores it with a message id naming that sequence
+   * (`<run>:seq<seq>:decision_<outcome>`, or `:vote_recorded` for a vote
+   * that counts), and only it writes there. Each look reads only what was
+   * recorded since the last.
+   */
+  private async verdictOf(runId: string, seq: number, deadline: number): Promise<Verdict> {
+    const marks = [`:seq${seq}:decision_`, `:seq${seq}:vote_recorded`];
+    const filters = [this.ns.runEvents(runId), this.ns.events(NO_RUN, "decision_rejected")];
+    const cursors = [0, 0];
     while (Date.now() < deadline) {
-      const { events, last } = await this.eventsAfter(runId, cursor);
-      cursor = last;
-      vs.push(...this.verdicts(d, approver, events));
-      if (vs.length > rejected) return vs[rejected]!;
+      for (const [i, filter] of filters.entries()) {
+        const msgs = await direct.messages(
+          this.nc,
+          this.inboxPrefix ?? "_INBOX",
+          this.ns.stream("EVENTS"),
+          filter,
+          cursors[i]! + 1,
+          undefined,
+          this.timeoutMs,
+        );
+        for (const m of msgs) {
+          cursors[i] = m.seq;
+          const id = m.headers?.get("Nats-Msg-Id") ?? "";
+          if (!marks.some((mark) => id.includes(mark))) continue;
+          const raw = this.ns.storedEvent(m.subject, m.data)?.["verdict"];
+          if (isObject(raw)) return verdictFrom(raw);
+        }
+      }
       await sleep(100);
     }
-    throw new Timeout(`decision ${d["decisionId"] as string}: no verdict in the run's events in time`);
-  }
-
-  private async earlierVerdict(
-    runId: string,
-    d: JsonObject,
-    approver: string,
-    rejected: number,
-    deadline: number,
-  ): Promise<{ verdict: Verdict; rejected: number }> {
-    const vs: Verdict[] = [];
-    let cursor = 0;
-    while (Date.now() < deadline) {
-      const { events, last } = await this.eventsAfter(runId, cursor);
-      cursor = last;
-      vs.push(...this.verdicts(d, approver, events));
-      const accepted = vs.find((v) => v.outcome !== "rejected");
-      if (accepted) {
-        const raw: JsonObject = {
-          ...accepted.raw,
-          outcome: "duplicate",
-          replay: false,
-          detail: "this decision was already accepted; nothing changed",
-        };
-        return { verdict: verdictFrom(raw), rejected };
-      }
-      if (vs.length > rejected) return { verdict: vs[vs.length - 1]!, rejected: vs.length };
-      await sleep(100);
-    }
-    throw new Timeout(`decision ${d["decisionId"] as string}: the stream holds it; no verdict in the run's events in time`);
+    throw new Timeout(`decision at sequence ${seq}: no verdict in the run's events in time`);
   }
 
   private openKv(): Promise<KV> {

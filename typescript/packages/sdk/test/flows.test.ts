@@ -183,6 +183,41 @@ describe("several interrupts", () => {
   });
 });
 
+describe("verdicts found in the events", () => {
+  test("a decision on a run that does not exist, waited for in the events, is rejected unknown_run", async () => {
+    // An inbox prefix the approver may not use: the client finds the
+    // verdict in the events, where the no-run trail holds this one.
+    const c = new sdk.Client(nc, { timeoutMs: 15_000, inboxPrefix: "_INBOX.other" });
+    try {
+      await assert.rejects(c.approve("nope-" + agentName(), "int-x", { approver: "ada" }), (e: unknown) => {
+        assert.ok(e instanceof sdk.Rejected, String(e));
+        assert.equal(e.verdict.code, "unknown_run");
+        return true;
+      });
+    } finally {
+      c.close();
+    }
+  });
+
+  test("a retried body another decision id's rejection answered is reported rejected, not as a duplicate of the accepted one", async () => {
+    const agent = agentName();
+    await worker(agent, () => sdk.interrupt({ message: "ok?" }));
+    const run = await client.start(agent);
+    const rec = await suspendedRun(run);
+    const id = rec.pending()[0]!.id;
+    const decisionId = sdk.uuid7();
+    await client.approve(run, id, { decisionId, payload: "A" });
+    const reused = (): Promise<sdk.Verdict> => client.approve(run, id, { decisionId, payload: "B" });
+    for (let attempt = 0; attempt < 2; attempt++) {
+      await assert.rejects(reused(), (e: unknown) => {
+        assert.ok(e instanceof sdk.Rejected, String(e));
+        assert.equal(e.verdict.code, "decision_id_reused");
+        return true;
+      });
+    }
+  });
+});
+
 describe("the worker", () => {
   test("Retry runs the pass again", async () => {
     const agent = agentName();
