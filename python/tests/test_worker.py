@@ -239,6 +239,32 @@ async def test_a_body_raising_cancelled_error_fails_the_run_once(nc: NATS, clien
     assert calls == 1
 
 
+async def test_a_pass_stopped_on_its_last_delivery_is_dead_lettered(nc: NATS, agent_name: str) -> None:
+    """A worker that stops while a pass runs on its item's last delivery
+    dead-letters the item, as Go's does: handed back, the server would
+    never deliver it again, and nothing would dead-letter it."""
+    started = asyncio.Event()
+
+    async def body(inp: Any) -> Any:
+        started.set()
+        await asyncio.sleep(60)
+
+    dlq = await nc.subscribe(f"interlock.dlq.worker_{agent_name}", max_msgs=1)
+    await subscribed(nc)
+    client = interlock.Client(nc)
+    w = Worker(nc, max_deliver=1)
+    w.register(agent_name, body)
+    await w.start()
+    try:
+        await client.start(agent_name)
+        await asyncio.wait_for(started.wait(), 30)
+    finally:
+        await w.stop(timeout=0.1)
+    m = await dlq.next_msg(timeout=30)
+    assert m.headers is not None
+    assert m.headers["Interlock-Dlq-Reason"].startswith("gave up after 1 deliveries"), m.headers
+
+
 async def test_stop_lets_the_pass_under_way_finish_and_takes_no_more(nc: NATS, client: Client, agent_name: str) -> None:
     started, release = asyncio.Event(), asyncio.Event()
 

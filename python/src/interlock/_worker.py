@@ -328,7 +328,12 @@ class Worker:
         except (Retry, _PassTimeout) as e:
             await self._retry(agent, m, deliveries, e)
         except asyncio.CancelledError:
-            await _quiet(m.nak())
+            # Handed back, but never after its last delivery: the server
+            # would not deliver it again, and nothing would dead-letter it.
+            if deliveries >= self._max_deliver:
+                await self._dead_letter(agent, m, f"gave up after {deliveries} deliveries: the worker stopped")
+            else:
+                await _quiet(m.nak())
             raise
         except Exception as e:
             self._log.warning("pass failed to report; will retry: %s", e)

@@ -572,6 +572,9 @@ export class Worker {
       }
     } catch (e) {
       if (e instanceof WorkerStopping) {
+        // Handed back, but never after its last delivery: the server would
+        // not deliver it again, and nothing would dead-letter it.
+        if (deliveries >= this.maxDeliver) return this.deadLetter(agent, m, `gave up after ${deliveries} deliveries: ${e.message}`);
         m.nak();
         return;
       }

@@ -264,6 +264,34 @@ describe("the worker", () => {
     assert.ok(reasons.every((r) => r instanceof sdk.PassTimeout));
   });
 
+  test("a pass stopped with its worker on its item's last delivery is dead-lettered, not stranded", async () => {
+    const agent = agentName();
+    let started!: () => void;
+    const running = new Promise<void>((ok) => (started = ok));
+    const w = new sdk.Worker(nc, { logger: quiet, backoffMs: [50], maxDeliver: 1 });
+    w.register(
+      agent,
+      (_input, { signal }) =>
+        new Promise((_, reject) => {
+          started();
+          signal.addEventListener("abort", () => reject(signal.reason as Error));
+        }),
+    );
+    await w.start();
+    const dlq = nc.subscribe(`interlock.dlq.worker_${agent}`, { max: 1, timeout: 30_000 });
+    const got = (async () => {
+      for await (const m of dlq) return m;
+      return undefined;
+    })();
+    await nc.flush();
+    await client.start(agent);
+    await running;
+    await w.stop(100);
+    const m = await got;
+    assert.ok(m);
+    assert.match(m.headers?.get("Interlock-Dlq-Reason") ?? "", /^gave up after 1 deliveries/);
+  });
+
   test("a body that returns within the grace after its pass timeout has its result reported, once", async () => {
     const agent = agentName();
     let passes = 0;
