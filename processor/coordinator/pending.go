@@ -22,6 +22,7 @@ func pendingEntries(rec *subjects.Run) []subjects.PendingInterrupt {
 
 // pendingEntry is st's entry in the pending index.
 func pendingEntry(rec *subjects.Run, st subjects.InterruptState) subjects.PendingInterrupt {
+	st.VoteSeqs = nil // the record's bookkeeping of redeliveries, not what waits
 	return subjects.PendingInterrupt{RunID: rec.RunID, Agent: rec.Agent, ThreadID: rec.ThreadID,
 		InterruptState: st, SuspendedAt: rec.UpdatedAt}
 }
