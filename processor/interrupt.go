@@ -21,6 +21,11 @@ type RunInfo struct {
 	// TraceParent is the pass's W3C trace context: one trace from the
 	// run's start through its suspension, notifications, decision and replays.
 	TraceParent string
+	// LastAttempt says this delivery of the pass is its last
+	// (WorkerConfig.MaxDeliver): a Retryable error now dead-letters the
+	// work item and leaves the run waiting, so a body that would hand the
+	// pass back had better end the run with a reason instead.
+	LastAttempt bool
 }
 
 // pass is the state of one pass of a run, carried in its context.

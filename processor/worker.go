@@ -260,7 +260,7 @@ func (w *Worker) handle(ctx context.Context, agent string, a registered, m *jets
 		return err
 	}
 	info := RunInfo{RunID: work.RunID, Agent: agent, ThreadID: work.ThreadID, Pass: work.Pass,
-		TraceParent: trace.Child(m.Header.Get(trace.Header))}
+		TraceParent: trace.Child(m.Header.Get(trace.Header)), LastAttempt: int(m.Deliveries) >= w.cfg.MaxDeliver}
 	log := w.cfg.Logger.With("run", work.RunID, "agent", agent, "pass", work.Pass)
 	p := newPass(info, work, &w.schemas)
 	if addr.Kind == subjects.KindStart {

@@ -415,6 +415,14 @@ func (p *Proxy) Agent() processor.AgentFunc {
 			// Asked through a proxy of this agent in front of another
 			// upstream: only one in front of that upstream may make it.
 			info, _ := processor.RunOf(ctx)
+			if info.LastAttempt {
+				// No proxy of that upstream took it in time: the run ends,
+				// the call not made, rather than wait dead-lettered.
+				p.cfg.Logger.Warn("gated call of another upstream not made: no proxy of it took the run", "run", info.RunID, "tool", a.Tool)
+				return Answer{Tool: a.Tool, Status: StatusCallFailed, Error: fmt.Sprintf("%v: no proxy of the upstream it "+
+					"was asked through took the run before its last delivery; the call was not made (give each upstream "+
+					"its own --agent)", ErrOtherUpstream)}, nil
+			}
 			p.cfg.Logger.Warn("gated call of another upstream handed back", "run", info.RunID, "tool", a.Tool)
 			return Answer{}, processor.Retryable(fmt.Errorf("%w: run %s was asked through a proxy of another upstream",
 				ErrOtherUpstream, info.RunID))

@@ -560,3 +560,48 @@ func TestProxyCallMadeOnlyOnItsUpstream(t *testing.T) {
 	assert.Equal(t, []upcall{{"pay", map[string]any{"amount": 7.0, "to": "acme"}}}, upA.got())
 	assert.Empty(t, upB.got())
 }
+
+// TestProxyOtherUpstreamEndsTheRunAtTheLastDelivery: when no proxy of the
+// upstream a call was asked for takes its replay, the proxy of another
+// upstream hands it back until the last delivery, and then ends the run
+// call_failed, the call not made, rather than leave it dead-lettered and
+// waiting for good.
+func TestProxyOtherUpstreamEndsTheRunAtTheLastDelivery(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	upA, upB := newUpstream(t), newUpstream(t)
+	g, err := mcpgate.Parse("tool:pay")
+	require.NoError(t, err)
+	mk := func(up *upstream, name string) *Proxy {
+		p, err := NewProxy(w.ctx, w.conn(), httpClient(t, w.ctx, up.url, nil), ProxyConfig{
+			Config: Config{Poll: 100 * time.Millisecond, Logger: quiet},
+			Gate:   g, Timeout: testMaxWait, Upstream: name, Approvers: []string{"ada"}})
+		require.NoError(t, err)
+		t.Cleanup(p.Close)
+		return p
+	}
+	a, b := mk(upA, "http://sandbox.invalid/mcp"), mk(upB, "http://live.invalid/mcp")
+	cfg := processor.WorkerConfig{AckWait: workerAckWait, Logger: quiet, MaxDeliver: 2}
+	wkA := processor.NewWorker(w.conn(), cfg)
+	require.NoError(t, wkA.Register(ProxyAgent, a.Agent()))
+	require.NoError(t, wkA.Start(context.Background()))
+	cctx, cancel := context.WithCancel(w.ctx)
+	cs := httpClient(t, cctx, serveHTTP(t, a.Server(), mcphttp.Config{}), nil)
+	done := callAsync(cctx, cs, "pay", map[string]any{"amount": 7, "to": "acme"})
+	p := (&proxyWorld{world: w}).pending()
+	cancel() // proxy A is gone before its call is approved
+	<-done
+	require.NoError(t, wkA.Stop(w.ctx))
+
+	wkB := processor.NewWorker(w.conn(), cfg)
+	require.NoError(t, wkB.Register(ProxyAgent, b.Agent()))
+	require.NoError(t, wkB.Start(context.Background()))
+	t.Cleanup(bounded(wkB.StopAndCancel))
+	w.decide(p.RunID, p.ID, "ada", subjects.StatusResolved, map[string]any{}, "")
+	st, err := waitStatus(w.ctx, w.conn(), ProxyAgent, p.RunID, 50*time.Millisecond, Status.Done, nil)
+	require.NoError(t, err)
+	assert.Equal(t, StatusCallFailed, st.Status)
+	assert.Contains(t, st.Error, "the call was not made")
+	assert.Empty(t, upA.got())
+	assert.Empty(t, upB.got())
+}
