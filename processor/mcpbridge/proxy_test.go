@@ -516,6 +516,20 @@ func (h *sawLog) Handle(_ context.Context, r slog.Record) error {
 func (h *sawLog) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *sawLog) WithGroup(string) slog.Handler      { return h }
 
+// payProxy is a proxy gating tool pay in front of up, named name, for
+// the tests of two upstreams under one agent.
+func (w *world) payProxy(up *upstream, name string, log *slog.Logger) *Proxy {
+	w.t.Helper()
+	g, err := mcpgate.Parse("tool:pay")
+	require.NoError(w.t, err)
+	p, err := NewProxy(w.ctx, w.conn(), httpClient(w.t, w.ctx, up.url, nil), ProxyConfig{
+		Config: Config{Poll: 100 * time.Millisecond, Logger: log},
+		Gate:   g, Timeout: testMaxWait, Upstream: name, Approvers: []string{"ada"}})
+	require.NoError(w.t, err)
+	w.t.Cleanup(p.Close)
+	return p
+}
+
 // TestProxyCallMadeOnlyOnItsUpstream: two proxies of one agent in front of
 // different upstreams (two servers in one desktop config) share the
 // agent's work queue. A call approved through proxy A, whose worker has
@@ -525,18 +539,8 @@ func TestProxyCallMadeOnlyOnItsUpstream(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	upA, upB := newUpstream(t), newUpstream(t)
-	g, err := mcpgate.Parse("tool:pay")
-	require.NoError(t, err)
 	refusedB := &sawLog{text: "another upstream"}
-	mk := func(up *upstream, name string, log *slog.Logger) *Proxy {
-		p, err := NewProxy(w.ctx, w.conn(), httpClient(t, w.ctx, up.url, nil), ProxyConfig{
-			Config: Config{Poll: 100 * time.Millisecond, Logger: log},
-			Gate:   g, Timeout: testMaxWait, Upstream: name, Approvers: []string{"ada"}})
-		require.NoError(t, err)
-		t.Cleanup(p.Close)
-		return p
-	}
-	a, b := mk(upA, "http://sandbox.invalid/mcp", quiet), mk(upB, "http://live.invalid/mcp", slog.New(refusedB))
+	a, b := w.payProxy(upA, "http://sandbox.invalid/mcp", quiet), w.payProxy(upB, "http://live.invalid/mcp", slog.New(refusedB))
 	wkA := processor.NewWorker(w.conn(), processor.WorkerConfig{AckWait: workerAckWait, Logger: quiet})
 	require.NoError(t, wkA.Register(ProxyAgent, a.Agent()))
 	require.NoError(t, wkA.Start(context.Background()))
@@ -570,17 +574,7 @@ func TestProxyOtherUpstreamEndsTheRunAtTheLastDelivery(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	upA, upB := newUpstream(t), newUpstream(t)
-	g, err := mcpgate.Parse("tool:pay")
-	require.NoError(t, err)
-	mk := func(up *upstream, name string) *Proxy {
-		p, err := NewProxy(w.ctx, w.conn(), httpClient(t, w.ctx, up.url, nil), ProxyConfig{
-			Config: Config{Poll: 100 * time.Millisecond, Logger: quiet},
-			Gate:   g, Timeout: testMaxWait, Upstream: name, Approvers: []string{"ada"}})
-		require.NoError(t, err)
-		t.Cleanup(p.Close)
-		return p
-	}
-	a, b := mk(upA, "http://sandbox.invalid/mcp"), mk(upB, "http://live.invalid/mcp")
+	a, b := w.payProxy(upA, "http://sandbox.invalid/mcp", quiet), w.payProxy(upB, "http://live.invalid/mcp", quiet)
 	cfg := processor.WorkerConfig{AckWait: workerAckWait, Logger: quiet, MaxDeliver: 2}
 	wkA := processor.NewWorker(w.conn(), cfg)
 	require.NoError(t, wkA.Register(ProxyAgent, a.Agent()))
