@@ -23,7 +23,7 @@ type Storage string
 const (
 	FileStorage   Storage = "file"
 	MemoryStorage Storage = "memory"
-	// AutoStorage, for Config.PendingStorage only: memory on a NATS
+	// AutoStorage, for Config.PendingStorage and RecordsStorage only: memory on a NATS
 	// cluster, where a memory-backed stream's configuration outlives a
 	// restart of every server, and file on a single server, where a
 	// restart removes it and only a provisioner creates it again.
@@ -46,6 +46,15 @@ type Config struct {
 	// every ack; AutoStorage picks by the deployment. An existing bucket
 	// keeps the storage it was created with.
 	PendingStorage Storage
+	// RecordsStorage is where a newly created runs bucket (RunsBucket)
+	// keeps the run records; default FileStorage. With MemoryStorage the
+	// records' writes cost no fsync: the coordinator carries each record,
+	// sealed, in the audit event its transition writes anyway, and puts
+	// the records back from the trail when the bucket loses them (a server
+	// restart). AutoStorage picks by the deployment, as for
+	// PendingStorage. An existing bucket keeps the storage it was created
+	// with.
+	RecordsStorage Storage
 	// MaxAge bounds how long the runs, decisions and dead-letter streams keep
 	// messages; zero keeps them until deleted by hand. The events stream
 	// keeps EventsMaxAge, default forever: it is the audit trail.
@@ -71,6 +80,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PendingStorage == "" || c.Storage == MemoryStorage {
 		c.PendingStorage = MemoryStorage
+	}
+	if c.RecordsStorage == "" || c.Storage == MemoryStorage {
+		c.RecordsStorage = c.Storage
 	}
 	if c.DuplicateWindow == 0 {
 		c.DuplicateWindow = 10 * time.Minute

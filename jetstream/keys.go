@@ -89,6 +89,15 @@ func (c *Client) IDSigner(ctx context.Context) (*IDSigner, error) {
 // server.
 func NewIDSigner(key []byte) *IDSigner { return &IDSigner{key: key} }
 
+// RecordKey is the key run records are sealed with in the audit trail
+// (a runs bucket kept in memory): 32 bytes, HMAC-SHA256 under the key of
+// "interlock record seal".
+func (s *IDSigner) RecordKey() []byte {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte("interlock record seal"))
+	return m.Sum(nil)
+}
+
 // ExecutionKey is the execution key of an approved call: 64 hex digits
 // of HMAC-SHA256 under the key of "interlock execution key" NUL run NUL
 // interrupt NUL the approved call digest. It is the same on every replay

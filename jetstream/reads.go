@@ -35,6 +35,53 @@ func (c *Client) LastMsg(ctx context.Context, s Stream, subject string) (StoredM
 	return StoredMsg{Subject: m.Subject, Sequence: m.Sequence, Header: Header(m.Header), Data: m.Data, Time: m.Time}, nil
 }
 
+// LeaderLast reports whether stream s holds a message on subject, which
+// may contain wildcards, and the last one's sequence (0: none), asking the
+// stream's leader ($JS.API.STREAM.MSG.GET.<stream>), never a replica that
+// may lag as a direct get can be: for a check whose "none" must be true.
+func (c *Client) LeaderLast(ctx context.Context, s Stream, subject string) (uint64, error) {
+	name := c.StreamName(s)
+	api := "$JS.API.STREAM.MSG.GET." + name
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.Timeout)
+		defer cancel()
+	}
+	req, err := json.Marshal(map[string]string{"last_by_subj": subject})
+	if err != nil {
+		return 0, err
+	}
+	m, err := c.nc.RequestWithContext(ctx, api, req)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return 0, fmt.Errorf("read %s on %s: %w: the stream is missing", name, subject, ErrNotProvisioned)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read %s on %s: %w", name, subject, c.refused(api, translate(err)))
+	}
+	var reply struct {
+		Message *struct {
+			Sequence uint64 `json:"seq"`
+		} `json:"message"`
+		Error *struct {
+			Code        int    `json:"code"`
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &reply); err != nil {
+		return 0, fmt.Errorf("read %s on %s: %w", name, subject, err)
+	}
+	switch {
+	case reply.Error != nil && reply.Error.Code == 404:
+		return 0, nil
+	case reply.Error != nil:
+		return 0, fmt.Errorf("read %s on %s: %s (%d)", name, subject, reply.Error.Description, reply.Error.ErrCode)
+	case reply.Message == nil:
+		return 0, fmt.Errorf("read %s on %s: a reply with no message", name, subject)
+	}
+	return reply.Message.Sequence, nil
+}
+
 // DirectLast returns the last message of stream s (which allows direct
 // gets) on subject, which may contain wildcards, with one direct get whose
 // API subject names the subject: $JS.API.DIRECT.GET.<stream>.<subject>. So

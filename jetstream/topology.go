@@ -158,19 +158,55 @@ func (c *Client) Provision(ctx context.Context) error {
 // restarts), with the replicas of the streams that exist; like Provision,
 // only for a client that provisions.
 func (c *Client) ProvisionPending(ctx context.Context) error {
+	return c.provisionMissing(ctx, PendingBucket)
+}
+
+// ProvisionRuns creates the runs bucket when it is missing, in memory (a
+// bucket kept in memory on a single server is gone after the server
+// restarts, and the coordinator puts its records back from the audit
+// trail), with the replicas of the streams that exist; like Provision,
+// only for a client that provisions.
+func (c *Client) ProvisionRuns(ctx context.Context) error {
+	return c.provisionMissing(ctx, RunsBucket, jetstream.MemoryStorage)
+}
+
+// provisionMissing creates the core bucket name (RunsBucket, PendingBucket)
+// when it is missing, with the replicas of the streams that exist, and
+// storage when one is given.
+func (c *Client) provisionMissing(ctx context.Context, name string, storage ...jetstream.StorageType) error {
 	replicas, err := c.existingReplicas(ctx)
 	if err != nil {
 		return fmt.Errorf("provision: %w", translate(err))
 	}
 	for _, b := range c.coreBuckets(max(replicas, c.cfg.Replicas)) {
-		if b.Bucket != c.BucketName(PendingBucket) {
+		if b.Bucket != c.BucketName(name) {
 			continue
+		}
+		if len(storage) > 0 {
+			b.Storage = storage[0]
 		}
 		if _, err := c.provisionBucket(ctx, b); err != nil {
 			return fmt.Errorf("provision bucket %s: %w", b.Bucket, translate(err))
 		}
 	}
 	return nil
+}
+
+// BucketInMemory reports whether the core bucket name (RunsBucket,
+// PendingBucket) keeps its entries in memory.
+func (c *Client) BucketInMemory(ctx context.Context, name string) (bool, error) {
+	var mem bool
+	err := c.converge(ctx, func(ctx context.Context) error {
+		st, err := c.js.Stream(ctx, c.BucketStreamName(name))
+		if err == nil {
+			mem = st.CachedInfo().Config.Storage == jetstream.MemoryStorage
+		}
+		return err
+	})
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return false, fmt.Errorf("%w: bucket %s", ErrNotProvisioned, c.BucketName(name))
+	}
+	return mem, translate(err)
 }
 
 // existingReplicas is the most replicas any of Interlock's streams has
@@ -216,13 +252,25 @@ func (c *Client) storage() jetstream.StorageType { return storageType(c.cfg.Stor
 // pendingStorage is where a new pending index keeps its entries
 // (Config.PendingStorage).
 func (c *Client) pendingStorage() jetstream.StorageType {
-	if c.cfg.PendingStorage == AutoStorage {
+	return c.derivedStorage(c.cfg.PendingStorage)
+}
+
+// recordsStorage is where a new runs bucket keeps the run records
+// (Config.RecordsStorage).
+func (c *Client) recordsStorage() jetstream.StorageType {
+	return c.derivedStorage(c.cfg.RecordsStorage)
+}
+
+// derivedStorage is the storage type of s, AutoStorage picked by the
+// deployment.
+func (c *Client) derivedStorage(s Storage) jetstream.StorageType {
+	if s == AutoStorage {
 		if c.nc.ConnectedClusterName() != "" {
 			return jetstream.MemoryStorage
 		}
 		return jetstream.FileStorage
 	}
-	return storageType(c.cfg.PendingStorage)
+	return storageType(s)
 }
 
 func storageType(s Storage) jetstream.StorageType {
@@ -498,7 +546,7 @@ func (c *Client) BucketStreamName(bucket string) string { return "KV_" + c.Bucke
 // index's also allows message TTLs (see provisionBucket).
 func (c *Client) coreBuckets(replicas int) []jetstream.KeyValueConfig {
 	return []jetstream.KeyValueConfig{
-		{Bucket: c.BucketName(RunsBucket), Description: "Interlock run records", History: 1, Storage: c.storage(), Replicas: replicas},
+		{Bucket: c.BucketName(RunsBucket), Description: "Interlock run records", History: 1, Storage: c.recordsStorage(), Replicas: replicas},
 		{Bucket: c.BucketName(PendingBucket), Description: "Interlock interrupts waiting for a decision", History: 1,
 			Storage: c.pendingStorage(), Replicas: replicas},
 	}
@@ -578,8 +626,15 @@ func (t *TopologyCheck) Check(ctx context.Context) ([]Drift, error) {
 		if err != nil {
 			return nil, fmt.Errorf("check stream %s: %w", want.Name, translate(err))
 		}
-		if base, ok := t.seen[want.Name]; ok {
+		base, seen := t.seen[want.Name]
+		if seen {
 			want = base
+		}
+		if want.Name == t.c.BucketStreamName(RunsBucket) && !seen {
+			// Either storage keeps the records, chosen when the bucket was
+			// created (Config.RecordsStorage); a coordinator seals records
+			// by what it found at start, so a change after that is drift.
+			want.Storage = have.Storage
 		}
 		if want.Name == t.c.BucketStreamName(PendingBucket) {
 			// Either storage keeps the index, which coordinators rebuild

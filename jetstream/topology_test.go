@@ -86,3 +86,32 @@ func TestTopologyCheck(t *testing.T) {
 	assert.ErrorIs(t, de, jetstream.ErrDrift)
 	assert.Contains(t, de.Error(), events+": max_msgs is 10, want unlimited")
 }
+
+// TestTopologyRunsStorage: the runs bucket may keep its records on disk or
+// in memory, whatever a checking client's own configuration says; but a
+// coordinator seals records by what it found when it started, so a bucket
+// whose storage changes under a running check (deleted and created again
+// the other way) is drift.
+func TestTopologyRunsStorage(t *testing.T) {
+	t.Parallel()
+	srv := jstest.Server(t)
+	jstest.Client(t, srv, jetstream.Config{RecordsStorage: jetstream.MemoryStorage})
+	c := jstest.Client(t, srv)
+	check := c.NewTopologyCheck()
+	drifts, err := check.Check(ctx(t))
+	require.NoError(t, err)
+	require.Empty(t, drifts, "a runs bucket in memory checked by a client configured for file")
+
+	js := rawJetStream(t, srv.URL())
+	runs := c.BucketStreamName(jetstream.RunsBucket)
+	st, err := js.Stream(ctx(t), runs)
+	require.NoError(t, err)
+	cfg := st.CachedInfo().Config
+	require.NoError(t, js.DeleteStream(ctx(t), runs))
+	cfg.Storage = njs.FileStorage
+	_, err = js.CreateStream(ctx(t), cfg)
+	require.NoError(t, err)
+	drifts, err = check.Check(ctx(t))
+	require.NoError(t, err)
+	assert.Contains(t, drifts, jetstream.Drift{Stream: runs, Field: "storage", Want: "memory", Found: "file"})
+}

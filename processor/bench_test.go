@@ -3,6 +3,7 @@ package processor_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -84,6 +85,7 @@ func BenchmarkCycles(b *testing.B) {
 			} else {
 				cfg = floor.Config{URL: jstest.Server(b, embedded.Config{Sync: embedded.SyncAlways}).URL()}
 			}
+			cfg.Records = os.Getenv("INTERLOCK_BENCH_RECORDS")
 			il, err := benchmark.New(ctx, cfg)
 			if err != nil {
 				b.Fatal(err)

@@ -44,6 +44,8 @@ type harness struct {
 	co     *coordinator.Coordinator
 	w      *Worker
 	agents map[string]AgentFunc
+	// nats is every connection's configuration (zero: jstest's default).
+	nats []jetstream.Config
 }
 
 // testAckWait is the AckWait of the harness's coordinators and workers:
@@ -78,7 +80,7 @@ func newBareHarness(t *testing.T, agents map[string]AgentFunc) *harness {
 	return h
 }
 
-func (h *harness) conn() *jetstream.Client { return jstest.Client(h.t, h.srv) }
+func (h *harness) conn() *jetstream.Client { return jstest.Client(h.t, h.srv, h.nats...) }
 
 func (h *harness) startCoordinator(hook fault.Hook) *coordinator.Coordinator {
 	co := coordinator.New(h.conn(), coordinator.Config{AckWait: testAckWait, SchemaBudget: testSchemaBudget, Logger: quiet})

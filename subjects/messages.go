@@ -433,6 +433,12 @@ const (
 	// how many runs it read and how many waiting interrupts it put. It is
 	// about no run (run token "_").
 	EventPendingIndexBuilt EventType = "pending_index_built"
+	// EventRecordsRestored: the coordinator put the run records back from
+	// the copies the audit trail carries (Event.Record), because it found
+	// the runs bucket, kept in memory, without its marker: new, or emptied
+	// by a server restart. Detail says how many records it put back. It is
+	// about no run (run token "_").
+	EventRecordsRestored EventType = "records_restored"
 )
 
 // Event is published by the coordinator on <prefix>.events.<run>.<type> for
@@ -470,6 +476,13 @@ type Event struct {
 	Identity string `json:"identity,omitempty"`
 	Address  string `json:"address,omitempty"`
 	Request  string `json:"request,omitempty"`
+	// Record is the run record after the transition this event is about,
+	// sealed (deflated, then AES-256-GCM under a key only the coordinator
+	// and admin read, the run id as additional data), as base64: set by
+	// the coordinator when the runs bucket is kept in memory, so that the
+	// record can be restored from the audit trail. Readers other than the
+	// coordinator see ciphertext; StoredEvent leaves it out.
+	Record string `json:"record,omitempty"`
 }
 
 // Observers: the roles whose observations the audit trail records.
@@ -512,6 +525,7 @@ func StoredEvent(ns Namespace, subject string, data []byte) (Event, error) {
 		ev.Verdict = nil
 	}
 	ev.Observer = ObservationTypes[ev.Type]
+	ev.Record = "" // the coordinator's alone (store.OpenRecord)
 	return ev, nil
 }
 
@@ -564,6 +578,12 @@ type Run struct {
 	// (version 2): kept so that a suspension delivered again audits them
 	// again, under the same message ids.
 	RuleFailures []RuleFailure `json:"ruleFailures,omitempty"`
+	// Writes counts the writes of this record, this one included (version
+	// 2): of two copies of a record, the one with more writes is the later
+	// (a runs bucket kept in memory is restored from the copies the audit
+	// trail carries, and two coordinators' events may be stored in either
+	// order).
+	Writes uint64 `json:"writes,omitempty"`
 }
 
 // RuleFailure is an operator rule that failed on an interrupt when it was

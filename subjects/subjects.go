@@ -318,6 +318,9 @@ func (n Namespace) RunEvents(run string) (string, error) {
 	return n.join(KindEvents, run, "*"), nil
 }
 
+// AllEvents returns the wildcard matching every event of every run.
+func (n Namespace) AllEvents() string { return n.join(KindEvents, "*", "*") }
+
 // RunSuspensions returns the wildcard matching run's suspensions, whatever
 // its agent.
 func (n Namespace) RunSuspensions(run string) (string, error) {

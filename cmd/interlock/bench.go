@@ -22,6 +22,7 @@ func newBench(g *globals) *cobra.Command {
 		concurrency int
 		parked      int
 		rate        float64
+		records     string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -43,6 +44,9 @@ histograms.
             against the same run with no gate (Interlock only; not run by default)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := storageFlag("records-storage", records); err != nil {
+				return err
+			}
 			var all []benchmark.Result
 			for _, mode := range syncModes {
 				if mode != string(embedded.SyncAlways) && mode != string(embedded.SyncInterval) {
@@ -50,7 +54,7 @@ histograms.
 				}
 				for _, side := range []string{"interlock", "floor"} {
 					res, err := benchmark.RunSide(cmd.Context(), side, embedded.Sync(mode), benchmark.Options{Scenarios: scenarios,
-						Runs: runs, Concurrency: concurrency, Parked: parked, Rate: rate, Progress: progressPrinter(cmd.ErrOrStderr())})
+						Runs: runs, Concurrency: concurrency, Parked: parked, Rate: rate, Records: records, Progress: progressPrinter(cmd.ErrOrStderr())})
 					if errors.Is(err, benchmark.ErrUsage) {
 						return usage(err)
 					}
@@ -73,6 +77,7 @@ histograms.
 	f.IntVar(&runs, "runs", 500, "runs per scenario")
 	f.IntVar(&concurrency, "concurrency", 16, "cycles in flight in the cycle scenario")
 	f.IntVar(&parked, "parked", 10000, "runs left suspended in the parked scenario")
+	f.StringVar(&records, "records-storage", "memory", "where Interlock's runs bucket keeps the run records: memory or file (as serve --records-storage)")
 	f.Float64Var(&rate, "rate", 0, "cycles started per second in the paced scenario (try half the floor's cycle rate)")
 	return cmd
 }

@@ -20,6 +20,7 @@ func newProvision(g *globals) *cobra.Command {
 		replicas       int
 		agents         []string
 		pendingStorage string
+		recordsStorage string
 		notify         string
 		ackWait        time.Duration
 		emb            embeddedFlags
@@ -64,11 +65,15 @@ one-shot step before serve's embedded server (deploy/systemd).`,
 				defer srv.Shutdown()
 				url = srv.URL()
 			}
-			storage, err := pendingStorageFlag(pendingStorage)
+			storage, err := storageFlag("pending-storage", pendingStorage)
 			if err != nil {
 				return err
 			}
-			return g.withClient(ctx, url, "interlock-provision", jetstream.Config{Replicas: replicas, PendingStorage: storage}, func(client *jetstream.Client) error {
+			records, err := storageFlag("records-storage", recordsStorage)
+			if err != nil {
+				return err
+			}
+			return g.withClient(ctx, url, "interlock-provision", jetstream.Config{Replicas: replicas, PendingStorage: storage, RecordsStorage: records}, func(client *jetstream.Client) error {
 				ctx, cancel := context.WithTimeout(ctx, g.timeout+30*time.Second)
 				defer cancel()
 				// Progress on stderr, for people: on a cluster still
@@ -93,6 +98,7 @@ one-shot step before serve's embedded server (deploy/systemd).`,
 	cmd.Flags().StringVar(&pendingStorage, "pending-storage", "auto", "where a new pending index keeps its entries: memory (no fsyncs; "+
 		"rebuilt from the run records after a restart), file, or auto: memory on a NATS cluster, file on a single server "+
 		"(where a restart removes a memory bucket, and only this command creates it again under per-role permissions)")
+	cmd.Flags().StringVar(&recordsStorage, "records-storage", "file", recordsStorageHelp)
 	cmd.Flags().StringSliceVar(&agents, "agent", nil, "create the work consumer of this agent (repeat, or comma-separate)")
 	cmd.Flags().StringVar(&notify, "notifier-config", "", "create the consumers of this notifier configuration's sinks")
 	cmd.Flags().DurationVar(&ackWait, "ack-wait", 0, "the coordinator's consumers: how long a message a crashed coordinator held waits before another takes it "+
@@ -159,11 +165,17 @@ type provisionStep struct {
 	run  func(context.Context) error
 }
 
-// pendingStorageFlag is the --pending-storage value as a storage.
-func pendingStorageFlag(v string) (jetstream.Storage, error) {
+// storageFlag is the value v of a storage flag (--pending-storage,
+// --records-storage) as a storage.
+func storageFlag(flag, v string) (jetstream.Storage, error) {
 	switch s := jetstream.Storage(v); s {
 	case jetstream.MemoryStorage, jetstream.FileStorage, jetstream.AutoStorage:
 		return s, nil
 	}
-	return "", usagef("--pending-storage %q is not memory, file or auto", v)
+	return "", usagef("--%s %q is not memory, file or auto", flag, v)
 }
+
+// recordsStorageHelp is what --records-storage says, in provision and serve.
+const recordsStorageHelp = "where a new runs bucket keeps the run records: file, memory (no fsyncs; the coordinator " +
+	"carries each record sealed in the audit trail and puts the records back from it after a restart, re-creating the " +
+	"bucket when it provisions), or auto (memory on a NATS cluster, file on a single server)"

@@ -123,6 +123,8 @@ func newServe(g *globals) *cobra.Command {
 		stopTimeout time.Duration
 		// pendingStorage is --pending-storage.
 		pendingStorage string
+		// recordsStorage is --records-storage.
+		recordsStorage string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -168,11 +170,15 @@ port 0 waits for the file, then reads where to connect.`,
 			if err := checkStopTimeout(stopTimeout); err != nil {
 				return err
 			}
-			storage, err := pendingStorageFlag(pendingStorage)
+			storage, err := storageFlag("pending-storage", pendingStorage)
 			if err != nil {
 				return err
 			}
-			err = runServe(cmd, g, &emb, serveConfig{replicas: replicas, pendingStorage: storage, concurrency: concurrency, ackWait: ackWait, notify: notify,
+			records, err := storageFlag("records-storage", recordsStorage)
+			if err != nil {
+				return err
+			}
+			err = runServe(cmd, g, &emb, serveConfig{replicas: replicas, pendingStorage: storage, recordsStorage: records, concurrency: concurrency, ackWait: ackWait, notify: notify,
 				metricsAddr: metricsAddr, expiry: expiry, web: web, identities: identities, policies: policies, linkSecretEnv: linkSecret, linkTTL: linkTTL,
 				provision: provisions, topologyInterval: topology, readyFile: readyFile, stopTimeout: stopTimeout})
 			if errors.Is(err, context.Canceled) {
@@ -186,6 +192,7 @@ port 0 waits for the file, then reads where to connect.`,
 	cmd.Flags().StringVar(&pendingStorage, "pending-storage", "memory", "where a pending index serve creates keeps its entries: memory "+
 		"(no fsyncs; the coordinator rebuilds it from the run records after a restart, and re-creates its bucket when it provisions), file, or auto "+
 		"(memory on a NATS cluster, file on a single server)")
+	cmd.Flags().StringVar(&recordsStorage, "records-storage", "memory", recordsStorageHelp)
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "replicas of new streams and buckets, and the least existing ones are raised to (3 on a NATS cluster); never lowers, and what is missing gets as many as the existing streams have")
 	cmd.Flags().IntVar(&concurrency, "concurrency", 4, "messages handled at once per input stream")
 	cmd.Flags().DurationVar(&ackWait, "ack-wait", 30*time.Second, "how long a message a crashed coordinator held waits before another takes it "+
@@ -221,6 +228,7 @@ const minAckWait = time.Second
 type serveConfig struct {
 	replicas, concurrency int
 	pendingStorage        jetstream.Storage
+	recordsStorage        jetstream.Storage
 	ackWait               time.Duration
 	notify, metricsAddr   string
 	expiry                rules.ExpiryDefaults
@@ -359,7 +367,7 @@ func runServe(cmd *cobra.Command, g *globals, emb *embeddedFlags, sc serveConfig
 		}
 		defer os.Remove(sc.readyFile)
 	}
-	return g.runService(ctx, service{Name: "interlock-serve", URL: url, NATS: jetstream.Config{Replicas: sc.replicas, PendingStorage: sc.pendingStorage},
+	return g.runService(ctx, service{Name: "interlock-serve", URL: url, NATS: jetstream.Config{Replicas: sc.replicas, PendingStorage: sc.pendingStorage, RecordsStorage: sc.recordsStorage},
 		Provision: provisionFn, MetricsAddr: sc.metricsAddr, Log: log, Ready: ready, StopTimeout: sc.stopTimeout,
 		Start: func(client *jetstream.Client, reg *prometheus.Registry) (stopFunc, error) {
 			cfg := coCfg

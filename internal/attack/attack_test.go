@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/processor/store"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -336,6 +338,66 @@ func TestShippedPermissionsRunEveryRole(t *testing.T) {
 	assert.Equal(t, subjects.RunCompleted, done.Status)
 	assert.JSONEq(t, `"ada+ada"`, string(done.Result))
 	notes.wait(t)
+}
+
+// TestShippedPermissionsRecordsInMemory: with the runs bucket in memory the
+// coordinator, as its shipped user, reads a new run's trail (the last event,
+// from the stream's leader) before it creates the record, seals copies into
+// the events, and a record lost from the bucket is put back from them; the
+// auditor reads the trail and gets ciphertext where the record rides.
+func TestShippedPermissionsRecordsInMemory(t *testing.T) {
+	t.Parallel()
+	d := newDeploymentOf(t, coordinator.Config{}, jetstream.Config{RecordsStorage: jetstream.MemoryStorage})
+	provisioner := processor.NewWorker(d.provisioner(), processor.WorkerConfig{})
+	require.NoError(t, provisioner.Register("refunds", nil))
+	require.NoError(t, provisioner.Provision(d.ctx))
+	w := processor.NewWorker(d.client("agent"), processor.WorkerConfig{Logger: quiet})
+	require.NoError(t, w.Register("refunds", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		d, err := processor.Interrupt(processor.WithToolCall(ctx, "one"), processor.Request{Approvers: []string{"ada"}})
+		if err != nil {
+			return nil, err
+		}
+		return d.Approver, nil
+	}))
+	require.NoError(t, w.Start(d.ctx))
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+
+	run, err := processor.NewClient(d.client("agent")).Start(d.ctx, "refunds", nil)
+	require.NoError(t, err)
+	auditor := processor.NewClient(d.client("auditor"))
+	rec, err := auditor.Wait(d.ctx, run, processor.Suspended)
+	require.NoError(t, err)
+	// The record lost (what a restart does to a bucket in memory): the
+	// decision puts it back from the trail before it is applied.
+	nc, err := nats.Connect(d.url("admin"))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := natsjs.New(nc)
+	require.NoError(t, err)
+	runs, err := js.Stream(d.ctx, d.client("admin").BucketStreamName(jetstream.RunsBucket))
+	require.NoError(t, err)
+	require.NoError(t, runs.Purge(d.ctx, natsjs.WithPurgeSubject("$KV.interlock_runs."+run)))
+	v, err := processor.NewClient(d.client("ada")).Decide(d.ctx, processor.DecisionRequest{RunID: run,
+		InterruptID: rec.Pending()[0].ID, Status: subjects.StatusResolved, Approver: "ada"})
+	require.NoError(t, err)
+	assert.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+	done, err := auditor.Wait(d.ctx, run, processor.Finished)
+	require.NoError(t, err)
+	assert.Equal(t, subjects.RunCompleted, done.Status)
+	assert.JSONEq(t, `"ada"`, string(done.Result))
+	assert.Equal(t, uint64(3), done.Writes, "suspended, decided, completed: one record, put back once")
+
+	filter, err := d.client("auditor").Namespace().RunEvents(run)
+	require.NoError(t, err)
+	msgs, err := d.client("auditor").Messages(d.ctx, jetstream.StreamEvents, filter, 1, 100)
+	require.NoError(t, err)
+	sealed := 0
+	for _, m := range msgs {
+		if strings.Contains(string(m.Data), `"record":"`) {
+			sealed++
+		}
+	}
+	assert.Equal(t, 3, sealed, "a copy on each record write's event")
 }
 
 // TestUnprovisionedRoleFailsClearly: a worker whose consumer was never

@@ -49,6 +49,8 @@ type deployment struct {
 	t   *testing.T
 	ctx context.Context
 	srv *embedded.Server
+	// nats is every client's configuration (admin provisions with it).
+	nats jetstream.Config
 }
 
 func newDeployment(t *testing.T) *deployment {
@@ -60,13 +62,20 @@ func newDeployment(t *testing.T) *deployment {
 // coCfg (its logger and ack wait set here).
 func newDeploymentWith(t *testing.T, coCfg coordinator.Config) *deployment {
 	t.Helper()
+	return newDeploymentOf(t, coCfg, jetstream.Config{})
+}
+
+// newDeploymentOf is newDeploymentWith provisioned by admin as natsCfg
+// says (its runs bucket's storage, say).
+func newDeploymentOf(t *testing.T, coCfg coordinator.Config, natsCfg jetstream.Config) *deployment {
+	t.Helper()
 	srv, err := embedded.Start(embedded.Config{ConfigFile: "../../deploy/nats/single.conf", DataDir: t.TempDir(),
 		Port: -1, Sync: embedded.SyncInterval})
 	require.NoError(t, err)
 	t.Cleanup(srv.Shutdown)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	d := &deployment{t: t, ctx: ctx, srv: srv}
+	d := &deployment{t: t, ctx: ctx, srv: srv, nats: natsCfg}
 	// `interlock provision` as admin, the coordinator's consumers included.
 	admin := d.provisioner()
 	require.NoError(t, gateway.Provision(ctx, admin))
@@ -95,7 +104,7 @@ func (d *deployment) url(user string) string { return jstest.As(user, d.srv.URL(
 func (d *deployment) client(user string) *jetstream.Client {
 	d.t.Helper()
 	c, err := jetstream.Dial(d.ctx, jetstream.DialConfig{URL: d.url(user), Name: user,
-		InboxPrefix: subjects.InboxPrefix(user)}, jetstream.Config{})
+		InboxPrefix: subjects.InboxPrefix(user)}, d.nats)
 	require.NoError(d.t, err, user)
 	d.t.Cleanup(c.Close)
 	return c

@@ -72,6 +72,9 @@ rules:
 `
 
 func newCycle(ctx context.Context, cfg floor.Config, gated bool) (*Cycle, error) {
+	if cfg.Records == "" {
+		cfg.Records = string(jetstream.MemoryStorage)
+	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c := &Cycle{}
 	// On the benchmark's open server every role provisions, so each creates
@@ -79,7 +82,7 @@ func newCycle(ctx context.Context, cfg floor.Config, gated bool) (*Cycle, error)
 	// answer the benchmark's anonymous decisions directly.
 	dial := func() (*jetstream.Client, error) {
 		nc, err := jetstream.Dial(ctx, jetstream.DialConfig{URL: cfg.URL, InboxPrefix: subjects.InboxPrefix("")},
-			jetstream.Config{Prefix: "bench", Replicas: cfg.Replicas})
+			jetstream.Config{Prefix: "bench", Replicas: cfg.Replicas, RecordsStorage: jetstream.Storage(cfg.Records)})
 		if err != nil {
 			return nil, err
 		}

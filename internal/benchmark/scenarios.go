@@ -58,6 +58,9 @@ type Options struct {
 	// in paced.
 	Runs, Concurrency, Parked int
 	Rate                      float64
+	// Records is where Interlock's runs bucket keeps the run records
+	// (jetstream.Config.RecordsStorage); default memory (floor.Config).
+	Records string
 	// Progress, when set, is told as each scenario starts (its label) and
 	// returns what is called with each run done and when it ends.
 	Progress func(label string) (tick func(done, total int), end func())
@@ -87,9 +90,9 @@ func RunSide(ctx context.Context, side string, mode embedded.Sync, o Options) ([
 	defer srv.Shutdown()
 	var c cycler
 	if side == "interlock" && slices.Contains(scenarios, "gated") {
-		c, err = NewGated(ctx, floor.Config{URL: srv.URL()})
+		c, err = NewGated(ctx, floor.Config{URL: srv.URL(), Records: o.Records})
 	} else if side == "interlock" {
-		c, err = New(ctx, floor.Config{URL: srv.URL()})
+		c, err = New(ctx, floor.Config{URL: srv.URL(), Records: o.Records})
 	} else {
 		c, err = floor.New(ctx, floor.Config{URL: srv.URL()})
 	}

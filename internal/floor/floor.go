@@ -43,6 +43,10 @@ type Config struct {
 	// Replicas of the floor's streams and bucket; default 1 (3 on a
 	// cluster, as Interlock's).
 	Replicas int
+	// Records is where Interlock's runs bucket keeps the run records (the
+	// floor has none): jetstream.Config.RecordsStorage; default memory, as
+	// `interlock serve` keeps them.
+	Records string
 }
 
 // New provisions the floor's streams (FLOOR_*) and starts its worker and

@@ -26,6 +26,10 @@ import (
 // cycleWorkloadEnv carries the topology to TestCycleWorkload.
 const cycleWorkloadEnv = "INTERLOCK_FSYNCS_CYCLES"
 
+// recordsEnv, when set, is where Interlock's runs bucket keeps the records
+// (file, memory: jetstream.Config.RecordsStorage); default file.
+const recordsEnv = "INTERLOCK_FSYNCS_RECORDS"
+
 // cycles is how many full cycles each side runs per phase.
 const cycles = 96
 
@@ -45,6 +49,8 @@ func cyclePhaseName(side string, inFlight int) string { return side + "-" + strc
 // workload in a process of its own, its cluster nodes traced with it):
 //
 //	INTERLOCK_FSYNCS=1 go test -count=1 -run TestFsyncsPerCycle -v ./internal/fsyncs
+//
+// INTERLOCK_FSYNCS_RECORDS=memory counts a runs bucket kept in memory.
 func TestFsyncsPerCycle(t *testing.T) {
 	if os.Getenv(requestEnv) == "" {
 		t.Skip("an experiment run on request: " + requestEnv + "=1")
@@ -101,6 +107,7 @@ func TestCycleWorkload(t *testing.T) {
 	} else {
 		cfg.URL = jstest.Server(t, embedded.Config{Sync: embedded.SyncAlways}).URL()
 	}
+	cfg.Records = os.Getenv(recordsEnv)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	var il *benchmark.Cycle

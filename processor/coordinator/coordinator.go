@@ -124,6 +124,9 @@ type Coordinator struct {
 	// ids signs the message ids of what the coordinator publishes into
 	// streams other roles write too (work items, notices).
 	ids *jetstream.IDSigner
+	// sealed says the store carries the records' copies in the audit
+	// trail (a runs bucket in memory: records.go).
+	sealed bool
 	// fault, in tests, abandons a message at a named point.
 	fault fault.Hook
 }
@@ -246,6 +249,15 @@ func (co *Coordinator) Start(ctx context.Context) error {
 		return fmt.Errorf("coordinator: %w", err)
 	}
 	co.ids = ids
+	if co.sealed, err = co.sealRecords(ctx); err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	// Records a restart lost are put back before anything is consumed, so
+	// readers find them once the coordinator has started; a failure here
+	// is the index check's to try again.
+	if err := co.restoreRecords(ctx, co.index.id); err != nil {
+		co.cfg.Logger.Warn("run records not put back yet", "error", err)
+	}
 	for _, in := range co.inputs() {
 		cons, err := co.client.Consume(ctx, co.consumeConfig(in), in.handle)
 		if err != nil {

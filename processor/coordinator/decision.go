@@ -190,7 +190,7 @@ func (co *Coordinator) accepted(ctx context.Context, o origin, rec *subjects.Run
 		v := subjects.Verdict{DecisionID: d.DecisionID, RunID: rec.RunID, InterruptID: d.InterruptID,
 			Outcome: subjects.OutcomeVoteRecorded, Tally: co.rules.Tally(rec, i, d), At: co.now(),
 			Detail: fmt.Sprintf("interrupt %s was since %s by decision %s", st.ID, st.Decision.Status, st.Decision.DecisionID)}
-		if err := co.store.Commit(ctx, store.Effects{Events: []store.Event{co.verdictEvent(o, rec.Agent, st.Pass, &v)}}); err != nil {
+		if err := co.store.Commit(ctx, store.Effects{Events: []store.Event{co.verdictEvent(o, rec.Agent, st.Pass, &v)}, Record: rec}); err != nil {
 			return err
 		}
 		return co.reply(ctx, o, v)
@@ -203,7 +203,7 @@ func (co *Coordinator) accepted(ctx context.Context, o origin, rec *subjects.Run
 		// The pending entry shows the votes so far (readers list what
 		// waits, and who is still needed, from it).
 		fx := store.Effects{Index: []subjects.PendingInterrupt{pendingEntry(rec, st)},
-			Events: []store.Event{co.verdictEvent(o, rec.Agent, st.Pass, &v)}}
+			Events: []store.Event{co.verdictEvent(o, rec.Agent, st.Pass, &v)}, Record: rec}
 		if err := co.store.Commit(ctx, fx); err != nil {
 			return err
 		}
@@ -225,6 +225,7 @@ func (co *Coordinator) accepted(ctx context.Context, o origin, rec *subjects.Run
 	v := subjects.Verdict{DecisionID: d.DecisionID, RunID: rec.RunID, InterruptID: d.InterruptID,
 		Outcome: subjects.OutcomeAccepted, Replay: replay, At: co.now(), Tally: co.rules.Tally(rec, i, d), Rule: st.Decision.Rule}
 	fx.Events = append(fx.Events, co.verdictEvent(o, rec.Agent, st.Pass, &v))
+	fx.Record = rec
 	if err := co.store.Commit(ctx, fx); err != nil {
 		return err
 	}

@@ -54,6 +54,9 @@ type indexKeeper struct {
 func (k *indexKeeper) check(ctx context.Context) (bool, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if err := k.co.restoreRecords(ctx, k.id); err != nil {
+		return false, err
+	}
 	m, seq, err := k.co.store.IndexMarker(ctx)
 	switch {
 	case errors.Is(err, store.ErrNotFound):

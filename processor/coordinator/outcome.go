@@ -188,6 +188,7 @@ func (co *Coordinator) outcomeEffects(ctx context.Context, rec *subjects.Run, o 
 		return err
 	}
 	fx.Events, fx.Messages = append(fx.Events, pfx.Events...), append(fx.Messages, pfx.Messages...)
+	fx.Record = rec
 	if err := co.store.Commit(ctx, fx); err != nil || o.Kind != subjects.KindSuspended {
 		return err
 	}

@@ -95,7 +95,9 @@ func (co *Coordinator) handleTimer(ctx context.Context, m *jetstream.Delivery) e
 }
 
 // timerEffects publishes what a timer's record change implies, each publish
-// deduplicated so a redelivery repeats nothing.
+// deduplicated so a redelivery repeats nothing. The event goes first: it
+// carries the record's copy when records are sealed (records.go), and
+// nothing the change caused may be stored before it.
 func (co *Coordinator) timerEffects(ctx context.Context, rec *subjects.Run, i int, t subjects.Timer, action rules.TimerAction) error {
 	st := rec.Interrupts[i]
 	key := "timer-" + t.Name
@@ -106,6 +108,42 @@ func (co *Coordinator) timerEffects(ctx context.Context, rec *subjects.Run, i in
 	case rules.TimerReminded:
 		kind, evType, seq = subjects.KindReminder, subjects.EventReminded, st.Reminders
 	case rules.TimerEscalated:
+		kind, evType, seq = subjects.KindEscalated, subjects.EventEscalated, st.Escalations
+	case rules.TimerExpired:
+		kind, evType = subjects.KindExpired, subjects.EventExpired
+	default:
+		return nil
+	}
+	detail := ""
+	if st.ExpiresAt != nil {
+		detail = "deadline " + st.ExpiresAt.Format(time.RFC3339)
+	}
+	if st.Decision != nil {
+		detail = "nobody decided by " + t.Deadline.Format(time.RFC3339) + "; " + string(st.Decision.Status)
+	}
+	ev := subjects.Event{Type: evType, RunID: rec.RunID, Agent: rec.Agent, Pass: st.Pass,
+		InterruptIDs: []string{st.ID}, Detail: detail}
+	if action == rules.TimerEscalated {
+		// What the record's history said: which escalation, and the new
+		// deadline's timers.
+		ev.Detail = fmt.Sprintf("escalation %d of %d; %s", st.Escalations, co.rules.Expiry.Policy(st.Interrupt).Times,
+			co.rules.ArmedDetail(st))
+	}
+	switch action {
+	case rules.TimerExpired:
+		// The expiry's decision carries the copy (accepted); its event
+		// follows the notice, as a decision's does.
+		if err := co.accepted(ctx, origin{subject: "timer " + t.Name, key: key, via: "expiry", approver: subjects.ExpiryApprover}, rec, *st.Decision); err != nil {
+			return err
+		}
+		if err := co.publishNotice(ctx, rec, st, kind, seq, t.Name, detail); err != nil {
+			return err
+		}
+		return co.event(ctx, ev, key)
+	case rules.TimerEscalated:
+		if err := co.store.Commit(ctx, store.Effects{Events: []store.Event{co.newEvent(ev, key)}, Record: rec}); err != nil {
+			return err
+		}
 		timers, err := co.timerMsgs(rec)
 		if err != nil {
 			return err
@@ -120,33 +158,12 @@ func (co *Coordinator) timerEffects(ctx context.Context, rec *subjects.Run, i in
 		if err := co.unindexDecided(ctx, rec.RunID, []string{st.ID}); err != nil {
 			return err
 		}
-		kind, evType, seq = subjects.KindEscalated, subjects.EventEscalated, st.Escalations
-	case rules.TimerExpired:
-		if err := co.accepted(ctx, origin{subject: "timer " + t.Name, key: key, via: "expiry", approver: subjects.ExpiryApprover}, rec, *st.Decision); err != nil {
+	default:
+		if err := co.store.Commit(ctx, store.Effects{Events: []store.Event{co.newEvent(ev, key)}, Record: rec}); err != nil {
 			return err
 		}
-		kind, evType = subjects.KindExpired, subjects.EventExpired
-	default:
-		return nil
 	}
-	detail := ""
-	if st.ExpiresAt != nil {
-		detail = "deadline " + st.ExpiresAt.Format(time.RFC3339)
-	}
-	if st.Decision != nil {
-		detail = "nobody decided by " + t.Deadline.Format(time.RFC3339) + "; " + string(st.Decision.Status)
-	}
-	if err := co.publishNotice(ctx, rec, st, kind, seq, t.Name, detail); err != nil {
-		return err
-	}
-	if action == rules.TimerEscalated {
-		// What the record's history said: which escalation, and the new
-		// deadline's timers.
-		detail = fmt.Sprintf("escalation %d of %d; %s", st.Escalations, co.rules.Expiry.Policy(st.Interrupt).Times,
-			co.rules.ArmedDetail(st))
-	}
-	return co.event(ctx, subjects.Event{Type: evType, RunID: rec.RunID, Agent: rec.Agent, Pass: st.Pass,
-		InterruptIDs: []string{st.ID}, Detail: detail}, key)
+	return co.publishNotice(ctx, rec, st, kind, seq, t.Name, detail)
 }
 
 // publishNotice tells notifiers about interrupt st.

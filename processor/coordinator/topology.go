@@ -89,8 +89,14 @@ func (w *topologyWatch) tick(ctx context.Context) {
 // missing is an alert like any other.
 func (w *topologyWatch) rebuilds(err error) bool {
 	var missing *jetstream.MissingError
-	only := errors.As(err, &missing) &&
-		slices.Equal(missing.Streams, []string{w.co.client.BucketStreamName(jetstream.PendingBucket)})
+	rebuilt := []string{w.co.client.BucketStreamName(jetstream.PendingBucket)}
+	if w.co.sealed {
+		// Records in memory are lost with the index, and put back by the
+		// same check.
+		rebuilt = append(rebuilt, w.co.client.BucketStreamName(jetstream.RunsBucket))
+	}
+	only := errors.As(err, &missing) && len(missing.Streams) > 0 &&
+		!slices.ContainsFunc(missing.Streams, func(s string) bool { return !slices.Contains(rebuilt, s) })
 	w.mu.Lock()
 	again := w.pendingMissing
 	w.pendingMissing = only

@@ -29,6 +29,9 @@ type JetStream struct {
 	// with their revisions (see Recent); recentSize is their bytes.
 	recent     map[string]remembered
 	recentSize int
+	// sealKey, when set (SealRecords), seals each record into the event
+	// its change writes, and puts records back from those copies.
+	sealKey []byte
 }
 
 type remembered struct {
@@ -53,6 +56,18 @@ const (
 func NewJetStream(c *jetstream.Client) *JetStream { return &JetStream{c: c} }
 
 var _ Store = (*JetStream)(nil)
+
+// SealRecords makes the store keep a copy of each record it commits
+// effects for (Effects.Record) in the audit trail, sealed with key
+// (jetstream.IDSigner.RecordKey), and put a record the runs bucket lost
+// back from its run's latest copy when it is read: for a runs bucket kept
+// in memory (jetstream.Config.RecordsStorage), whose writes cost no fsync
+// and which a server restart empties. Only the coordinator, which reads
+// the key, calls it; call it before the store is used.
+func (s *JetStream) SealRecords(key []byte) { s.sealKey = key }
+
+// sealing reports whether SealRecords was called.
+func (s *JetStream) sealing() bool { return s.sealKey != nil }
 
 // bucket opens the named bucket once.
 func (s *JetStream) bucket(ctx context.Context, name string) (*jetstream.Bucket, error) {
@@ -80,6 +95,9 @@ func (s *JetStream) Run(ctx context.Context, run string) (*subjects.Run, uint64,
 		return nil, 0, err
 	}
 	data, rev, err := b.Entry(ctx, run)
+	if errors.Is(err, ErrNotFound) && s.sealing() {
+		return s.restoreRun(ctx, run)
+	}
 	if err != nil {
 		return nil, 0, err
 	}
@@ -96,8 +114,13 @@ func decodeRun(run string, data []byte, rev uint64) (*subjects.Run, uint64, erro
 }
 
 // Recent implements Recaller: the record of run this store last read or
-// wrote, without asking the server, when it still remembers it.
+// wrote, without asking the server, when it still remembers it. A store
+// that seals records remembers none: a bucket emptied and filled again
+// restarts its revisions, and one remembered from before could match.
 func (s *JetStream) Recent(run string) (*subjects.Run, uint64, bool) {
+	if s.sealing() {
+		return nil, 0, false
+	}
 	s.mu.Lock()
 	e, ok := s.recent[run]
 	s.mu.Unlock()
@@ -107,6 +130,10 @@ func (s *JetStream) Recent(run string) (*subjects.Run, uint64, bool) {
 	r, rev, err := decodeRun(run, e.data, e.rev)
 	return r, rev, err == nil
 }
+
+// GuessNew implements Recaller: not when the store seals records, since
+// a record missing from the bucket may be one to put back.
+func (s *JetStream) GuessNew() bool { return !s.sealing() }
 
 // remember keeps run's record at rev for Recent; when full it forgets
 // arbitrary ones until it fits.
@@ -399,6 +426,28 @@ func WorkBacklog(ctx context.Context, c *jetstream.Client) ([]AgentWork, error) 
 // together; each carries a message id (index puts and events) or is
 // idempotent (index deletes).
 func (s *JetStream) Commit(ctx context.Context, fx Effects) error {
+	if s.sealing() && fx.Record != nil {
+		if len(fx.Events) == 0 {
+			return fmt.Errorf("run %s: a record change committed without an event to carry its copy", fx.Record.RunID)
+		}
+		sealed, err := SealRecord(s.sealKey, fx.Record)
+		if err != nil {
+			return fmt.Errorf("seal run record %s: %w", fx.Record.RunID, err)
+		}
+		first := fx.Events[0]
+		first.Record = sealed
+		m, err := EventMsg(s.c.Namespace(), first)
+		if err != nil {
+			return err
+		}
+		// Stored before the rest: whatever the change caused (a replay's
+		// work item above all) must never outlive the only durable copy
+		// of the record that caused it.
+		if err := s.c.PublishAll(ctx, m); err != nil {
+			return err
+		}
+		fx.Events, fx.Record = fx.Events[1:], nil
+	}
 	msgs := make([]jetstream.OutMsg, 0, len(fx.Index)+len(fx.Unindex)+len(fx.Events)+len(fx.Messages))
 	for _, p := range fx.Index {
 		data, err := json.Marshal(p)

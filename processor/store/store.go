@@ -102,6 +102,14 @@ type Effects struct {
 	// Messages go to subjects outside the store; each should carry a
 	// message id.
 	Messages []jetstream.OutMsg
+	// Record, when set, is the run record these effects follow from (as
+	// written, or as read when an input is delivered again). A store that
+	// keeps records where they can be lost (JetStream with the runs bucket
+	// in memory) carries it sealed in the first event and stores that
+	// event before anything else, so that nothing the record caused is
+	// stored while the trail has no copy of it; Events must then not be
+	// empty.
+	Record *subjects.Run
 	// Rebuild says Index is a build of a lost index from the records: its
 	// puts carry no message id, since the server may still remember the
 	// ids of the puts made before the loss (an index emptied, not
@@ -215,6 +223,10 @@ type Recaller interface {
 	// wrote it, if it remembers them; another writer may have changed it
 	// since.
 	Recent(run string) (*subjects.Run, uint64, bool)
+	// GuessNew reports whether a run Recent does not remember may be
+	// guessed to have no record yet (compare-and-set then refuses the
+	// guess if it has one): not where records can be lost and put back.
+	GuessNew() bool
 }
 
 // Update changes run's record with compare-and-set: it reads the record
@@ -224,9 +236,11 @@ type Recaller interface {
 // to write nothing. Update returns the record stored, or nil when change
 // wrote nothing (or failed).
 //
+// Each record written counts its writes (Run.Writes).
+//
 // When s is a Recaller, the first attempt starts without a read: from the
 // record it remembers, or else from none (a run's first record is written
-// without a read). A write from that guess stands only if the record is
+// without a read) where the store allows that guess. A write from that guess stands only if the record is
 // still at that revision, or still absent (compare-and-set), and a change
 // that writes nothing from it (a refusal, a duplicate) is asked again with
 // the record read, so nothing is ever decided on a guess.
@@ -237,7 +251,7 @@ func Update(ctx context.Context, s Store, run string, change func(rec *subjects.
 		var rev uint64
 		recalled := false
 		if recaller != nil && attempt == 0 {
-			if rec, rev, recalled = recaller.Recent(run); !recalled {
+			if rec, rev, recalled = recaller.Recent(run); !recalled && recaller.GuessNew() {
 				rec, rev, recalled = nil, 0, true
 			}
 		}
@@ -256,6 +270,10 @@ func Update(ctx context.Context, s Store, run string, change func(rec *subjects.
 		}
 		if err != nil || next == nil {
 			return nil, err
+		}
+		next.Writes = 1
+		if rec != nil {
+			next.Writes = rec.Writes + 1
 		}
 		if _, err := s.PutRun(ctx, next, rev); errors.Is(err, ErrConflict) {
 			continue
