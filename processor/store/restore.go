@@ -24,16 +24,9 @@ import (
 // bucket skips.
 const recordsMarkerKey = subjects.NoRun + ".records"
 
-// RecordsMarker says whether the runs bucket holds every record.
-type RecordsMarker struct {
-	// State is RecordsRestoring while a coordinator (By) puts records
-	// back, RecordsWhole once it has.
-	State string    `json:"state"`
-	By    string    `json:"by,omitempty"`
-	At    time.Time `json:"at"`
-}
-
-// The states of a RecordsMarker.
+// The states of the runs bucket's marker, an IndexMarker under
+// recordsMarkerKey: RecordsRestoring while a coordinator (By) puts records
+// back, RecordsWhole once it has.
 const (
 	RecordsRestoring = "restoring"
 	RecordsWhole     = "whole"
@@ -195,7 +188,7 @@ func (s *JetStream) RestoreRecords(ctx context.Context, by string, now time.Time
 	case err != nil:
 		return 0, false, err
 	default:
-		var m RecordsMarker
+		var m IndexMarker
 		if err := json.Unmarshal(body, &m); err != nil {
 			return 0, false, fmt.Errorf("runs bucket marker: %w", err)
 		}
@@ -205,7 +198,7 @@ func (s *JetStream) RestoreRecords(ctx context.Context, by string, now time.Time
 		last = seq
 	}
 	mark := func(state string) error {
-		body, err := json.Marshal(RecordsMarker{State: state, By: by, At: now})
+		body, err := json.Marshal(IndexMarker{State: state, By: by, At: now})
 		if err != nil {
 			return err
 		}
