@@ -3,11 +3,15 @@ package processor
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -15,6 +19,7 @@ import (
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/jetstream/jstest"
+	"github.com/interlockhq/interlock/processor/store"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -171,4 +176,161 @@ func TestRecordLostWithItsCrashIsAppliedOnce(t *testing.T) {
 			assert.Equal(t, 1, rec.Pass, "two passes, no more")
 		})
 	}
+}
+
+// rawJS is a plain JetStream connection to h's server, for what an
+// operator or a restart does behind the roles' backs.
+func rawJS(t *testing.T, h *harness) natsjs.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(h.srv.URL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := natsjs.New(nc)
+	require.NoError(t, err)
+	return js
+}
+
+// purgeBucket empties bucket as a server restart empties one in memory.
+func purgeBucket(t *testing.T, h *harness, js natsjs.JetStream, bucket string) {
+	t.Helper()
+	st, err := js.Stream(context.Background(), h.admin.BucketStreamName(bucket))
+	require.NoError(t, err)
+	require.NoError(t, st.Purge(context.Background()))
+}
+
+// TestRecordLostUnderARunningCoordinator: the bucket loses the decision's
+// record write after it was made and before the event carrying its copy
+// is stored, and the older copy is put back meanwhile; the coordinator did
+// not crash. It finds the bucket no longer holds what it wrote before it
+// queues anything, and the decision is applied again to what is there:
+// the run completes, its body run once per pass (found by review: the
+// replay was queued and acknowledged, its outcome refused as stale, the
+// run suspended for ever).
+func TestRecordLostUnderARunningCoordinator(t *testing.T) {
+	t.Parallel()
+	var calls counter
+	h, _ := newRecordsHarness(t, map[string]AgentFunc{"refunds": approvalAgent(&calls)})
+	js := rawJS(t, h)
+	var run string
+	var once sync.Once
+	hook := func(point string) bool {
+		if point != "decision-after-record" {
+			return false
+		}
+		once.Do(func() {
+			purgeBucket(t, h, js, jetstream.RunsBucket)
+			// The coordinator's own index check puts the copies back.
+			assert.Eventually(t, func() bool {
+				rec, err := h.client.Run(context.Background(), run)
+				return err == nil && rec.Status == subjects.RunSuspended
+			}, waitLimit, 20*time.Millisecond, "the older copy put back")
+		})
+		return false
+	}
+	h.startWorker(nil)
+	h.startCoordinator(hook)
+	run = h.start("refunds", nil)
+	rec := h.suspendedAtPass(run, 0)
+	h.decide(run, rec.Pending()[0].ID, subjects.StatusResolved, map[string]any{"amount": 5})
+	rec = h.waitFor(run, Finished)
+	require.Equal(t, subjects.RunCompleted, rec.Status, rec.Error)
+	assert.Equal(t, 2, calls.get("body"), "two passes")
+	assert.Len(t, h.replays(run), 1, "one replay scheduled")
+	assert.Empty(t, h.events(run, subjects.EventInputRejected))
+}
+
+// TestIndexWaitsForAnotherRestore: another coordinator holds a fresh claim
+// on putting the records back; this one's index check does not build the
+// index from the still empty bucket, but once the records are back (found
+// by review: built empty and marked built, the waiting run listed nowhere).
+func TestIndexWaitsForAnotherRestore(t *testing.T) {
+	t.Parallel()
+	h, _ := newRecordsHarness(t, map[string]AgentFunc{"refunds": approvalAgent(&counter{})})
+	js := rawJS(t, h)
+	co := h.startCoordinator(nil)
+	h.startWorker(nil)
+	run := h.start("refunds", nil)
+	h.suspendedAtPass(run, 0)
+	require.Eventually(t, func() bool { p, err := h.client.Pending(h.ctx()); return err == nil && len(p) == 1 },
+		waitLimit, 20*time.Millisecond)
+	require.NoError(t, co.Stop(context.Background()))
+	for _, b := range []string{jetstream.RunsBucket, jetstream.PendingBucket} {
+		purgeBucket(t, h, js, b)
+	}
+	// Coordinator B claims the restore, and is slow.
+	m := nats.NewMsg("$KV." + h.admin.BucketName(jetstream.RunsBucket) + "._.records")
+	m.Header.Set("KV-Operation", "DEL")
+	m.Data = []byte(`{"state":"restoring","by":"coordinator-B","at":"` + time.Now().UTC().Format(time.RFC3339Nano) + `"}`)
+	_, err := js.PublishMsg(context.Background(), m)
+	require.NoError(t, err)
+
+	h.startCoordinator(nil)
+	// B finishes: a store of B's, its claim its own.
+	signer, err := h.admin.IDSigner(h.ctx())
+	require.NoError(t, err)
+	b := store.NewJetStream(h.conn())
+	b.UseRecordKey(signer.RecordKey(), true)
+	r, err := b.RestoreRecords(h.ctx(), "coordinator-B", time.Now())
+	require.NoError(t, err)
+	require.True(t, r.Ran && r.Whole)
+	assert.Equal(t, 1, r.Runs)
+	require.Eventually(t, func() bool { p, err := h.client.Pending(h.ctx()); return err == nil && len(p) == 1 },
+		waitLimit, 20*time.Millisecond, "the waiting run listed once its record is back")
+}
+
+// TestRecordTooLargeForItsCopy: a record that fits the server's max
+// payload but whose sealed copy would not fit the event carrying it is
+// refused as too large, as a record over the max payload is: the run
+// fails with its reason, audited (found by review: the copy's event was
+// refused on every delivery, the input dead-lettered, the record in memory
+// with no copy anywhere).
+func TestRecordTooLargeForItsCopy(t *testing.T) {
+	t.Parallel()
+	const maxPayload = 64 << 10
+	cfg := sized(embedded.Config{DataDir: t.TempDir()}, maxPayload)
+	h := &harness{t: t, srv: jstest.Server(t, cfg), nats: []jetstream.Config{recordsInMemory}}
+	h.admin = h.conn()
+	h.client = NewClient(h.admin)
+	h.startCoordinator(nil)
+	result, err := json.Marshal(strings.Repeat("x", 56<<10))
+	require.NoError(t, err)
+	run := "run-big"
+	c := subjects.Completion{PassRef: subjects.PassRef{Version: subjects.Version, RunID: run, Agent: "agent"},
+		Result: result, CompletedAt: time.Now().UTC()}
+	data, err := json.Marshal(c)
+	require.NoError(t, err)
+	subject, err := h.admin.Namespace().Completed("agent", run)
+	require.NoError(t, err)
+	_, err = h.admin.Publish(h.ctx(), subject, data, "", nil)
+	require.NoError(t, err, "the completion fits the server (%d bytes)", len(data))
+	rec := h.waitFor(run, Finished)
+	assert.Equal(t, subjects.RunFailed, rec.Status)
+	assert.Contains(t, rec.Error, "too large")
+	assert.NotEmpty(t, h.waitEvents(run, subjects.EventFailed, 1))
+	assert.NotEmpty(t, h.waitEvents(run, subjects.EventInputRejected, 1))
+}
+
+// TestRecordsPutBackIntoABucketOnDisk: a single server restarted under
+// per-role permissions lost the runs bucket (in memory); admin provisions
+// again with the defaults, which create it on disk; the coordinator that
+// starts then puts the records back into it from the trail (found by
+// review: it sealed nothing and restored nothing, every run gone).
+func TestRecordsPutBackIntoABucketOnDisk(t *testing.T) {
+	t.Parallel()
+	h, _ := newRecordsHarness(t, map[string]AgentFunc{"refunds": approvalAgent(&counter{})})
+	js := rawJS(t, h)
+	co := h.startCoordinator(nil)
+	h.startWorker(nil)
+	run := h.start("refunds", nil)
+	rec := h.suspendedAtPass(run, 0)
+	require.NoError(t, co.Stop(context.Background()))
+	require.NoError(t, js.DeleteStream(context.Background(), h.admin.BucketStreamName(jetstream.RunsBucket)))
+	require.NoError(t, jstest.Client(t, h.srv).Provision(context.Background()))
+	h.nats = nil
+	h.startCoordinator(nil)
+	back, err := h.client.Run(h.ctx(), run)
+	require.NoError(t, err, "put back when the coordinator started")
+	assert.Equal(t, rec.Writes, back.Writes)
+	h.decide(run, rec.Pending()[0].ID, subjects.StatusResolved, map[string]any{"amount": 5})
+	assert.Equal(t, subjects.RunCompleted, h.waitFor(run, Finished).Status)
 }

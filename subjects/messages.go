@@ -439,6 +439,11 @@ const (
 	// by a server restart. Detail says how many records it put back. It is
 	// about no run (run token "_").
 	EventRecordsRestored EventType = "records_restored"
+	// EventRecorded carries a copy of a run record (Record) when the event
+	// of the change that wrote it had been stored before, with the copy of
+	// another write (an input delivered again after the runs bucket, kept
+	// in memory, lost a write): written only then.
+	EventRecorded EventType = "recorded"
 )
 
 // Event is published by the coordinator on <prefix>.events.<run>.<type> for

@@ -54,8 +54,8 @@ type indexKeeper struct {
 func (k *indexKeeper) check(ctx context.Context) (bool, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if err := k.co.restoreRecords(ctx, k.id); err != nil {
-		return false, err
+	if whole, err := k.co.restoreRecords(ctx, k.id); err != nil || !whole {
+		return false, err // the index is built from the records: once they are back
 	}
 	m, seq, err := k.co.store.IndexMarker(ctx)
 	switch {

@@ -29,9 +29,13 @@ type JetStream struct {
 	// with their revisions (see Recent); recentSize is their bytes.
 	recent     map[string]remembered
 	recentSize int
-	// sealKey, when set (SealRecords), seals each record into the event
-	// its change writes, and puts records back from those copies.
+	// sealKey, when set (UseRecordKey), opens the record copies the
+	// trail carries, to put records back (RestoreRecords).
 	sealKey []byte
+	// inMemory: the runs bucket keeps its records in memory, so each
+	// record is sealed into the event its change writes (Commit), and a
+	// record missing when it is read is put back from its copies.
+	inMemory bool
 }
 
 type remembered struct {
@@ -57,17 +61,19 @@ func NewJetStream(c *jetstream.Client) *JetStream { return &JetStream{c: c} }
 
 var _ Store = (*JetStream)(nil)
 
-// SealRecords makes the store keep a copy of each record it commits
-// effects for (Effects.Record) in the audit trail, sealed with key
-// (jetstream.IDSigner.RecordKey), and put a record the runs bucket lost
-// back from its run's latest copy when it is read: for a runs bucket kept
-// in memory (jetstream.Config.RecordsStorage), whose writes cost no fsync
-// and which a server restart empties. Only the coordinator, which reads
-// the key, calls it; call it before the store is used.
-func (s *JetStream) SealRecords(key []byte) { s.sealKey = key }
+// UseRecordKey gives the store the key record copies are sealed with
+// (jetstream.IDSigner.RecordKey), so that RestoreRecords puts back records
+// a runs bucket lost from the copies the audit trail carries. With
+// inMemory (the runs bucket keeps its records in memory, where its writes
+// cost no fsync and a server restart empties it) the store also seals a
+// copy of each record it commits effects for (Effects.Record) into the
+// trail, and puts a record missing from the bucket back from its run's
+// latest copy when it is read. Only the coordinator, which reads the key,
+// calls it; call it before the store is used.
+func (s *JetStream) UseRecordKey(key []byte, inMemory bool) { s.sealKey, s.inMemory = key, inMemory }
 
-// sealing reports whether SealRecords was called.
-func (s *JetStream) sealing() bool { return s.sealKey != nil }
+// sealing reports whether the store seals records into the trail.
+func (s *JetStream) sealing() bool { return s.sealKey != nil && s.inMemory }
 
 // bucket opens the named bucket once.
 func (s *JetStream) bucket(ctx context.Context, name string) (*jetstream.Bucket, error) {
@@ -179,6 +185,11 @@ func (s *JetStream) PutRun(ctx context.Context, r *subjects.Run, rev uint64) (ui
 	data, err := json.Marshal(r)
 	if err != nil {
 		return 0, err
+	}
+	if s.sealing() && int64(len(data)) > s.MaxRecord() {
+		// Its sealed copy would not fit the event that must carry it.
+		return 0, fmt.Errorf("run record %s: %w: %d bytes, over the %d a record whose copy rides in an event may have",
+			r.RunID, ErrTooLarge, len(data), s.MaxRecord())
 	}
 	next, err := b.Update(ctx, r.RunID, data, rev)
 	if err != nil {
@@ -345,8 +356,20 @@ func (s *JetStream) LastSuspension(ctx context.Context, run string) (uint64, err
 	return last.Sequence, nil
 }
 
-// MaxRecord implements Store: the server's max payload.
-func (s *JetStream) MaxRecord() int64 { return s.c.MaxPayload() }
+// MaxRecord implements Store: the server's max payload; for a store that
+// seals records, what leaves room in one event for the record's sealed
+// copy (a third larger, as base64) and the event's own fields
+// (copyEventRoom).
+func (s *JetStream) MaxRecord() int64 {
+	if !s.sealing() {
+		return s.c.MaxPayload()
+	}
+	return max(0, (s.c.MaxPayload()-copyEventRoom)*3/4-sealOverhead)
+}
+
+// copyEventRoom is what an event carrying a record's copy keeps for its
+// own fields (a verdict, a detail, the message's headers).
+const copyEventRoom = 16 << 10
 
 // eventsBatch is how many events one request reads.
 const eventsBatch = 1024
@@ -430,20 +453,7 @@ func (s *JetStream) Commit(ctx context.Context, fx Effects) error {
 		if len(fx.Events) == 0 {
 			return fmt.Errorf("run %s: a record change committed without an event to carry its copy", fx.Record.RunID)
 		}
-		sealed, err := SealRecord(s.sealKey, fx.Record)
-		if err != nil {
-			return fmt.Errorf("seal run record %s: %w", fx.Record.RunID, err)
-		}
-		first := fx.Events[0]
-		first.Record = sealed
-		m, err := EventMsg(s.c.Namespace(), first)
-		if err != nil {
-			return err
-		}
-		// Stored before the rest: whatever the change caused (a replay's
-		// work item above all) must never outlive the only durable copy
-		// of the record that caused it.
-		if err := s.c.PublishAll(ctx, m); err != nil {
+		if err := s.storeCopy(ctx, fx.Record, fx.Events[0]); err != nil {
 			return err
 		}
 		fx.Events, fx.Record = fx.Events[1:], nil

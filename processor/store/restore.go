@@ -3,6 +3,9 @@ package store
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -81,7 +84,9 @@ func (s *JetStream) latestCopy(ctx context.Context, run string) (*subjects.Run, 
 			return nil, fmt.Errorf("read run %s's record copies: %w", run, err)
 		}
 		for _, m := range msgs {
-			if r := s.copyIn(run, m.Data); r != nil && (best == nil || r.Writes > best.Writes) {
+			// Of copies with as many writes (two lineages, one of a write
+			// lost with the bucket), the later stored.
+			if r := s.copyIn(run, m.Data); r != nil && (best == nil || r.Writes >= best.Writes) {
 				best = r
 			}
 			after = m.Sequence
@@ -111,7 +116,7 @@ func (s *JetStream) restoreRun(ctx context.Context, run string) (*subjects.Run, 
 	if best == nil {
 		return nil, 0, fmt.Errorf("run %s: %w", run, ErrNotFound)
 	}
-	if _, err := s.putBack(ctx, best); err != nil {
+	if _, _, err := s.putBack(ctx, best, 0); err != nil {
 		return nil, 0, err
 	}
 	b, err := s.bucket(ctx, jetstream.RunsBucket)
@@ -125,16 +130,18 @@ func (s *JetStream) restoreRun(ctx context.Context, run string) (*subjects.Run, 
 	return decodeRun(run, data, rev)
 }
 
-// putBack stores copy unless the bucket holds the record with as many
-// writes or more; it reports whether it stored it.
-func (s *JetStream) putBack(ctx context.Context, copy *subjects.Run) (bool, error) {
+// putBack stores copy unless the bucket holds the record with more writes,
+// or as many and not at revision own (what this caller put back before:
+// a later copy with as many writes replaces it); it returns the revision it
+// stored at, and whether it stored.
+func (s *JetStream) putBack(ctx context.Context, copy *subjects.Run, own uint64) (uint64, bool, error) {
 	b, err := s.bucket(ctx, jetstream.RunsBucket)
 	if err != nil {
-		return false, err
+		return 0, false, err
 	}
 	data, err := json.Marshal(copy)
 	if err != nil {
-		return false, err
+		return 0, false, err
 	}
 	for range MaxAttempts {
 		var rev uint64
@@ -142,40 +149,52 @@ func (s *JetStream) putBack(ctx context.Context, copy *subjects.Run) (bool, erro
 		switch {
 		case errors.Is(err, ErrNotFound):
 		case err != nil:
-			return false, err
+			return 0, false, err
 		default:
 			have, _, err := decodeRun(copy.RunID, cur, at)
 			if err != nil {
-				return false, err
+				return 0, false, err
 			}
-			if have.Writes >= copy.Writes {
-				return false, nil
+			if have.Writes > copy.Writes || have.Writes == copy.Writes && at != own {
+				return 0, false, nil
 			}
 			rev = at
 		}
-		if _, err := b.Update(ctx, copy.RunID, data, rev); errors.Is(err, ErrConflict) {
+		next, err := b.Update(ctx, copy.RunID, data, rev)
+		if errors.Is(err, ErrConflict) {
 			continue
 		} else if err != nil {
-			return false, err
+			return 0, false, err
 		}
-		return true, nil
+		return next, true, nil
 	}
-	return false, fmt.Errorf("put back run %s: %w after %d attempts", copy.RunID, ErrContended, MaxAttempts)
+	return 0, false, fmt.Errorf("put back run %s: %w after %d attempts", copy.RunID, ErrContended, MaxAttempts)
+}
+
+// Restored is what RestoreRecords did.
+type Restored struct {
+	// Ran says this call put records back (and Runs, how many runs'), or
+	// found none to put back, and marked the bucket whole.
+	Ran  bool
+	Runs int
+	// Whole says the bucket holds every record: false while another
+	// caller's claim stands (what is built from the records, the pending
+	// index, waits for it) or when the restore failed.
+	Whole bool
 }
 
 // RestoreRecords puts back, when the runs bucket has no marker saying it
-// is whole (or a claim on this older than restoreStale), each run's latest
-// record copy from the whole audit trail, then marks the bucket whole.
-// by names the caller in its claim. It returns how many runs' records it
-// put back, and whether it ran; with a claim of another caller standing it
-// does nothing. A store that does not seal records does nothing.
-func (s *JetStream) RestoreRecords(ctx context.Context, by string, now time.Time) (int, bool, error) {
-	if !s.sealing() {
-		return 0, false, nil
+// is whole (or a claim on this of by's, or one older than restoreStale),
+// each run's latest record copy from the whole audit trail, then marks the
+// bucket whole. by names the caller in its claim. A store without the
+// record key does nothing and reports the bucket whole.
+func (s *JetStream) RestoreRecords(ctx context.Context, by string, now time.Time) (Restored, error) {
+	if s.sealKey == nil {
+		return Restored{Whole: true}, nil
 	}
 	b, err := s.bucket(ctx, jetstream.RunsBucket)
 	if err != nil {
-		return 0, false, err
+		return Restored{}, err
 	}
 	var last uint64
 	switch body, seq, err := b.Marker(ctx, recordsMarkerKey); {
@@ -183,17 +202,20 @@ func (s *JetStream) RestoreRecords(ctx context.Context, by string, now time.Time
 		// No marker, or no bucket: a missing bucket is the caller's to
 		// create (ErrNotProvisioned).
 		if _, err := s.c.BucketInMemory(ctx, jetstream.RunsBucket); err != nil {
-			return 0, false, err
+			return Restored{}, err
 		}
 	case err != nil:
-		return 0, false, err
+		return Restored{}, err
 	default:
 		var m IndexMarker
 		if err := json.Unmarshal(body, &m); err != nil {
-			return 0, false, fmt.Errorf("runs bucket marker: %w", err)
+			return Restored{}, fmt.Errorf("runs bucket marker: %w", err)
 		}
-		if m.State == RecordsWhole || now.Sub(m.At) < restoreStale {
-			return 0, false, nil
+		switch {
+		case m.State == RecordsWhole:
+			return Restored{Whole: true}, nil
+		case m.By != by && now.Sub(m.At) < restoreStale:
+			return Restored{}, nil // another caller is putting them back
 		}
 		last = seq
 	}
@@ -206,18 +228,24 @@ func (s *JetStream) RestoreRecords(ctx context.Context, by string, now time.Time
 		return err
 	}
 	if err := mark(RecordsRestoring); errors.Is(err, ErrConflict) {
-		return 0, false, nil // another caller claimed it first
+		return Restored{}, nil // another caller claimed it first
 	} else if err != nil {
-		return 0, false, err
+		return Restored{}, err
 	}
-	// writes is the most writes of a copy put back so far, by run.
-	writes := map[string]uint64{}
-	restored := map[string]bool{}
 	filter := s.c.Namespace().AllEvents()
-	for after := uint64(0); ; {
+	final, err := s.c.LeaderLast(ctx, jetstream.StreamEvents, filter)
+	if err != nil {
+		return Restored{}, fmt.Errorf("read the trail's last event: %w", err)
+	}
+	// put is the copy put back last, by run: its writes and the revision
+	// it was stored at.
+	type putAt struct{ writes, rev uint64 }
+	put := map[string]putAt{}
+	var after uint64
+	for {
 		msgs, err := s.c.Messages(ctx, jetstream.StreamEvents, filter, after+1, eventsBatch)
 		if err != nil {
-			return len(restored), true, fmt.Errorf("read the record copies: %w", err)
+			return Restored{Runs: len(put)}, fmt.Errorf("read the record copies: %w", err)
 		}
 		for _, m := range msgs {
 			after = m.Sequence
@@ -226,26 +254,101 @@ func (s *JetStream) RestoreRecords(ctx context.Context, by string, now time.Time
 				continue
 			}
 			r := s.copyIn(a.Run, m.Data)
-			if r == nil || r.Writes <= writes[a.Run] {
+			if r == nil || r.Writes < put[a.Run].writes {
 				continue
 			}
-			writes[a.Run] = r.Writes
-			put, err := s.putBack(ctx, r)
+			rev, stored, err := s.putBack(ctx, r, put[a.Run].rev)
 			if err != nil {
-				return len(restored), true, err
+				return Restored{Runs: len(put)}, err
 			}
-			if put {
-				restored[a.Run] = true
+			if stored {
+				put[a.Run] = putAt{r.Writes, rev}
 			}
 		}
 		if len(msgs) < eventsBatch {
 			break
 		}
 	}
+	if after < final {
+		// Direct gets may be answered by a replica that lags.
+		return Restored{Runs: len(put)}, fmt.Errorf("read the record copies: %w: read up to %d of %d", errLagging, after, final)
+	}
 	// Marked whole only if the marker is still this claim: a bucket lost
 	// again meanwhile has no marker, and the mark fails.
 	if err := mark(RecordsWhole); err != nil {
-		return len(restored), true, fmt.Errorf("mark the runs bucket whole: %w", err)
+		return Restored{Runs: len(put)}, fmt.Errorf("mark the runs bucket whole: %w", err)
 	}
-	return len(restored), true, nil
+	return Restored{Ran: true, Runs: len(put), Whole: true}, nil
+}
+
+// errRecordMoved: the runs bucket no longer holds the record a commit
+// follows from (it was emptied, and put back older, while the change was
+// under way); the input is delivered again and applied to what is there.
+var errRecordMoved = errors.New("the run record changed under its commit")
+
+// storeCopy stores first, the first event of a record change's effects,
+// carrying rec sealed, before anything else the change caused; then checks
+// that the bucket still holds rec. When first was stored before (an input
+// delivered again; deduplicated by its id), its copy may be of another
+// write, so rec's copy goes in a recorded event of its own, identified by
+// what it holds.
+func (s *JetStream) storeCopy(ctx context.Context, rec *subjects.Run, first Event) error {
+	sealed, err := SealRecord(s.sealKey, rec)
+	if err != nil {
+		return fmt.Errorf("seal run record %s: %w", rec.RunID, err)
+	}
+	first.Record = sealed
+	m, err := EventMsg(s.c.Namespace(), first)
+	if err != nil {
+		return err
+	}
+	ack, err := s.c.Publish(ctx, m.Subject, m.Data, m.MsgID, m.Header)
+	if err != nil {
+		return err
+	}
+	if ack.Duplicate {
+		ev := Event{Event: subjects.Event{Version: subjects.Version, Type: subjects.EventRecorded, RunID: rec.RunID,
+			Agent: rec.Agent, Pass: rec.Pass, At: rec.UpdatedAt, Record: sealed}, Dedup: "rec" + recordTag(s.sealKey, rec)}
+		if m, err = EventMsg(s.c.Namespace(), ev); err != nil {
+			return err
+		}
+		if _, err := s.c.Publish(ctx, m.Subject, m.Data, m.MsgID, m.Header); err != nil {
+			return err
+		}
+	}
+	return s.holds(ctx, rec)
+}
+
+// holds checks that the runs bucket holds rec as written (its writes and
+// the time of its last write), or an error matching errRecordMoved.
+func (s *JetStream) holds(ctx context.Context, rec *subjects.Run) error {
+	b, err := s.bucket(ctx, jetstream.RunsBucket)
+	if err != nil {
+		return err
+	}
+	data, rev, err := b.Entry(ctx, rec.RunID)
+	if errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("run %s: %w: the bucket has no record", rec.RunID, errRecordMoved)
+	}
+	if err != nil {
+		return err
+	}
+	have, _, err := decodeRun(rec.RunID, data, rev)
+	if err != nil {
+		return err
+	}
+	if have.Writes != rec.Writes || !have.UpdatedAt.Equal(rec.UpdatedAt) {
+		return fmt.Errorf("run %s: %w: write %d of %s, the bucket holds write %d of %s", rec.RunID, errRecordMoved,
+			rec.Writes, rec.UpdatedAt.Format(time.RFC3339Nano), have.Writes, have.UpdatedAt.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// recordTag names a record's state in a message id without telling it:
+// 16 hex digits of HMAC-SHA256 under key of its JSON.
+func recordTag(key []byte, rec *subjects.Run) string {
+	data, _ := json.Marshal(rec) // a record that was just sealed marshals
+	m := hmac.New(sha256.New, key)
+	m.Write(data)
+	return hex.EncodeToString(m.Sum(nil)[:8])
 }

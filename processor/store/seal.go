@@ -1,8 +1,6 @@
 package store
 
 import (
-	"bytes"
-	"compress/flate"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
@@ -10,8 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"sync"
 
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -23,19 +19,14 @@ var ErrSeal = errors.New("sealed record does not open")
 // sealVersion is the first byte of a sealed copy.
 const sealVersion = 1
 
-// maxOpened bounds what an opened copy may inflate to, so that a copy
-// cannot make its reader allocate without limit.
-const maxOpened = 64 << 20
-
-// deflaters keeps deflate writers for reuse: each holds hundreds of
-// kilobytes of state, too much to allocate per record.
-var deflaters = sync.Pool{New: func() any {
-	w, _ := flate.NewWriter(nil, flate.BestSpeed) // BestSpeed is a valid level
-	return w
-}}
+// sealOverhead is what sealing adds to a record's JSON before base64: the
+// version byte, the nonce and the tag.
+const sealOverhead = 1 + 12 + 16
 
 // SealRecord is r sealed for the audit trail (Event.Record): r as JSON,
-// deflated, then AES-256-GCM under key (jetstream.IDSigner.RecordKey) with
+// not compressed (a compressed copy's length would tell a reader of the
+// trail, who may put text of its own into the record, about the rest),
+// AES-256-GCM under key (jetstream.IDSigner.RecordKey) with
 // a random nonce and "interlock record" NUL run id as additional data, so a
 // copy opens only as the record of its own run; base64 of the version byte,
 // the 12-byte nonce and the ciphertext with its tag.
@@ -44,26 +35,16 @@ func SealRecord(key []byte, r *subjects.Run) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var z bytes.Buffer
-	w := deflaters.Get().(*flate.Writer)
-	defer deflaters.Put(w)
-	w.Reset(&z)
-	if _, err := w.Write(data); err != nil {
-		return "", err
-	}
-	if err := w.Close(); err != nil {
-		return "", err
-	}
 	aead, err := recordAEAD(key)
 	if err != nil {
 		return "", err
 	}
-	out := make([]byte, 1+aead.NonceSize(), 1+aead.NonceSize()+z.Len()+aead.Overhead())
+	out := make([]byte, 1+aead.NonceSize(), 1+aead.NonceSize()+len(data)+aead.Overhead())
 	out[0] = sealVersion
 	if _, err := rand.Read(out[1:]); err != nil {
 		return "", err
 	}
-	out = aead.Seal(out, out[1:], z.Bytes(), sealedAD(r.RunID))
+	out = aead.Seal(out, out[1:], data, sealedAD(r.RunID))
 	return base64.StdEncoding.EncodeToString(out), nil
 }
 
@@ -82,13 +63,9 @@ func OpenRecord(key []byte, run, sealed string) (*subjects.Run, error) {
 		return nil, fmt.Errorf("%w: not a version %d copy", ErrSeal, sealVersion)
 	}
 	nonce, ct := raw[1:1+aead.NonceSize()], raw[1+aead.NonceSize():]
-	z, err := aead.Open(nil, nonce, ct, sealedAD(run))
+	data, err := aead.Open(nil, nonce, ct, sealedAD(run))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSeal, err)
-	}
-	data, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(z)), maxOpened+1))
-	if err != nil || len(data) > maxOpened {
-		return nil, fmt.Errorf("%w: does not inflate within %d bytes (%v)", ErrSeal, maxOpened, err)
 	}
 	var r subjects.Run
 	if err := json.Unmarshal(data, &r); err != nil || r.RunID != run {

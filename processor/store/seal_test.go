@@ -40,6 +40,9 @@ func TestSealRecordOpensOnlyAsItsRun(t *testing.T) {
 
 	raw, err := base64.StdEncoding.DecodeString(sealed)
 	require.NoError(t, err)
+	plain, err := json.Marshal(rec)
+	require.NoError(t, err)
+	assert.Len(t, raw, len(plain)+1+12+16, "the copy's length tells the record's and nothing else (no compression)")
 	flipped := bytes.Clone(raw)
 	flipped[len(flipped)-1] ^= 1
 	version := bytes.Clone(raw)
@@ -87,7 +90,7 @@ func sealingStore(t *testing.T) (*store.JetStream, *jetstream.Client, natsjs.Jet
 	srv := jstest.Server(t)
 	c := jstest.Client(t, srv, jetstream.Config{RecordsStorage: jetstream.MemoryStorage})
 	s := store.NewJetStream(c)
-	s.SealRecords(sealKey)
+	s.UseRecordKey(sealKey, true)
 	nc, err := nats.Connect(srv.URL())
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
@@ -159,10 +162,21 @@ func TestRecordPutBackByMostWrites(t *testing.T) {
 	t.Parallel()
 	s, c, js := sealingStore(t)
 	ctx := context.Background()
-	for _, w := range []uint64{1, 3, 2} {
-		require.NoError(t, s.Commit(ctx, transition("r1", w, "w"+string(rune('0'+w)))))
+	// Each write as the coordinator makes it: the record, then its effects.
+	write := func(fx store.Effects) {
+		t.Helper()
+		_, rev, err := s.Run(ctx, fx.Record.RunID)
+		if err != nil {
+			require.ErrorIs(t, err, store.ErrNotFound)
+		}
+		_, err = s.PutRun(ctx, fx.Record, rev)
+		require.NoError(t, err)
+		require.NoError(t, s.Commit(ctx, fx))
 	}
-	require.NoError(t, s.Commit(ctx, transition("r2", 1, "w1")))
+	for _, w := range []uint64{1, 3, 2} {
+		write(transition("r1", w, "w"+string(rune('0'+w))))
+	}
+	write(transition("r2", 1, "w1"))
 	purge := func() {
 		st, err := js.Stream(ctx, c.BucketStreamName(jetstream.RunsBucket))
 		require.NoError(t, err)
@@ -177,10 +191,10 @@ func TestRecordPutBackByMostWrites(t *testing.T) {
 	assert.ErrorIs(t, err, store.ErrNotFound)
 
 	purge()
-	n, ran, err := s.RestoreRecords(ctx, "test", time.Now())
+	r, err := s.RestoreRecords(ctx, "test", time.Now())
 	require.NoError(t, err)
-	assert.True(t, ran)
-	assert.Equal(t, 2, n)
+	assert.True(t, r.Ran && r.Whole)
+	assert.Equal(t, 2, r.Runs)
 	runs, err := s.Runs(ctx)
 	require.NoError(t, err)
 	require.Len(t, runs, 2, "the bucket's marker is no record")
@@ -188,8 +202,9 @@ func TestRecordPutBackByMostWrites(t *testing.T) {
 		want := map[string]uint64{"r1": 3, "r2": 1}[r.RunID]
 		assert.Equal(t, want, r.Writes, r.RunID)
 	}
-	_, ran, err = s.RestoreRecords(ctx, "test", time.Now())
+	r, err = s.RestoreRecords(ctx, "test", time.Now())
 	require.NoError(t, err)
-	assert.False(t, ran, "marked whole")
+	assert.False(t, r.Ran, "marked whole")
+	assert.True(t, r.Whole)
 	assert.False(t, strings.Contains(runs[0].RunID, "."), "no marker among the runs")
 }
