@@ -25,13 +25,14 @@ import (
 const allSystems = "interlock-go,floor,interlock-py,restate,langgraph-sqlite,langgraph-postgres,dbos"
 
 var labels = map[string]string{
-	"interlock-go":       "Interlock, Go SDK (embedded nats-server, sync always)",
-	"floor":              "the nats.go floor (same server, sync always)",
-	"interlock-py":       "Interlock, `interlock serve` + Python SDK",
-	"restate":            "Restate (awakeable; TS SDK, Node 22)",
-	"langgraph-sqlite":   "LangGraph, SQLite saver (WAL, synchronous=FULL)",
-	"langgraph-postgres": "LangGraph, Postgres saver",
-	"dbos":               "DBOS on Postgres (recv/send)",
+	"interlock-go":        "Interlock, Go SDK (embedded nats-server, sync always)",
+	"interlock-go-memory": "Interlock, Go SDK, run records in memory (--records-storage memory)",
+	"floor":               "the nats.go floor (same server, sync always)",
+	"interlock-py":        "Interlock, `interlock serve` + Python SDK",
+	"restate":             "Restate (awakeable; TS SDK, Node 22)",
+	"langgraph-sqlite":    "LangGraph, SQLite saver (WAL, synchronous=FULL)",
+	"langgraph-postgres":  "LangGraph, Postgres saver",
+	"dbos":                "DBOS on Postgres (recv/send)",
 }
 
 type compareConfig struct {
@@ -373,7 +374,7 @@ func runSystem(c compareConfig, system string) (m measurement, err error) {
 	python := bin("py/bin/python")
 	var driver []string
 	switch system {
-	case "interlock-go", "floor":
+	case "interlock-go", "interlock-go-memory", "floor":
 		driver = []string{bin("bin/peers"), "drive", system}
 	case "interlock-py":
 		port := freePort()

@@ -36,8 +36,8 @@ type goInterlock struct {
 	resumed map[string]time.Duration
 }
 
-func newGoInterlock(ctx context.Context, url string, replicas int) (*goInterlock, error) {
-	c, err := benchmark.New(ctx, floor.Config{URL: url, Replicas: replicas})
+func newGoInterlock(ctx context.Context, url string, replicas int, records string) (*goInterlock, error) {
+	c, err := benchmark.New(ctx, floor.Config{URL: url, Replicas: replicas, Records: records})
 	if err != nil {
 		return nil, err
 	}
@@ -121,13 +121,15 @@ func drive(side string, o driveOptions) error {
 	var c cycler
 	switch side {
 	case "interlock-go":
-		c, err = newGoInterlock(ctx, srv.URL(), 0)
+		c, err = newGoInterlock(ctx, srv.URL(), 0, "")
+	case "interlock-go-memory":
+		c, err = newGoInterlock(ctx, srv.URL(), 0, "memory")
 	case "floor":
 		var fc *floor.Cycle
 		fc, err = floor.New(ctx, floor.Config{URL: srv.URL()})
 		c = goFloor{fc}
 	default:
-		return fmt.Errorf("drive: no Go side %q (interlock-go, floor)", side)
+		return fmt.Errorf("drive: no Go side %q (interlock-go, interlock-go-memory, floor)", side)
 	}
 	if err != nil {
 		return err

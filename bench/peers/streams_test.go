@@ -69,7 +69,7 @@ func TestStreamFsyncs(t *testing.T) {
 			urls = jstest.Server(t, embedded.Config{Sync: embedded.SyncAlways}).URL()
 			cfg = floor.Config{URL: urls}
 		}
-		il, err := newGoInterlock(ctx, cfg.URL, cfg.Replicas)
+		il, err := newGoInterlock(ctx, cfg.URL, cfg.Replicas, "")
 		if err != nil {
 			t.Fatal(err)
 		}

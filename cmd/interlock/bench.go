@@ -77,7 +77,7 @@ histograms.
 	f.IntVar(&runs, "runs", 500, "runs per scenario")
 	f.IntVar(&concurrency, "concurrency", 16, "cycles in flight in the cycle scenario")
 	f.IntVar(&parked, "parked", 10000, "runs left suspended in the parked scenario")
-	f.StringVar(&records, "records-storage", "memory", "where Interlock's runs bucket keeps the run records: memory or file (as serve --records-storage)")
+	f.StringVar(&records, "records-storage", "file", "where Interlock's runs bucket keeps the run records: file or memory (as serve --records-storage)")
 	f.Float64Var(&rate, "rate", 0, "cycles started per second in the paced scenario (try half the floor's cycle rate)")
 	return cmd
 }

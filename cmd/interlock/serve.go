@@ -192,7 +192,7 @@ port 0 waits for the file, then reads where to connect.`,
 	cmd.Flags().StringVar(&pendingStorage, "pending-storage", "memory", "where a pending index serve creates keeps its entries: memory "+
 		"(no fsyncs; the coordinator rebuilds it from the run records after a restart, and re-creates its bucket when it provisions), file, or auto "+
 		"(memory on a NATS cluster, file on a single server)")
-	cmd.Flags().StringVar(&recordsStorage, "records-storage", "memory", recordsStorageHelp)
+	cmd.Flags().StringVar(&recordsStorage, "records-storage", "file", recordsStorageHelp)
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "replicas of new streams and buckets, and the least existing ones are raised to (3 on a NATS cluster); never lowers, and what is missing gets as many as the existing streams have")
 	cmd.Flags().IntVar(&concurrency, "concurrency", 4, "messages handled at once per input stream")
 	cmd.Flags().DurationVar(&ackWait, "ack-wait", 30*time.Second, "how long a message a crashed coordinator held waits before another takes it "+

@@ -72,9 +72,6 @@ rules:
 `
 
 func newCycle(ctx context.Context, cfg floor.Config, gated bool) (*Cycle, error) {
-	if cfg.Records == "" {
-		cfg.Records = string(jetstream.MemoryStorage)
-	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c := &Cycle{}
 	// On the benchmark's open server every role provisions, so each creates

@@ -59,7 +59,7 @@ type Options struct {
 	Runs, Concurrency, Parked int
 	Rate                      float64
 	// Records is where Interlock's runs bucket keeps the run records
-	// (jetstream.Config.RecordsStorage); default memory (floor.Config).
+	// (jetstream.Config.RecordsStorage); default file (floor.Config).
 	Records string
 	// Progress, when set, is told as each scenario starts (its label) and
 	// returns what is called with each run done and when it ends.

@@ -44,7 +44,7 @@ type Config struct {
 	// cluster, as Interlock's).
 	Replicas int
 	// Records is where Interlock's runs bucket keeps the run records (the
-	// floor has none): jetstream.Config.RecordsStorage; default memory, as
+	// floor has none): jetstream.Config.RecordsStorage; default file, as
 	// `interlock serve` keeps them.
 	Records string
 }

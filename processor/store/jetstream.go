@@ -32,6 +32,9 @@ type JetStream struct {
 	// sealKey, when set (UseRecordKey), opens the record copies the
 	// trail carries, to put records back (RestoreRecords).
 	sealKey []byte
+	// written holds the revision this store wrote each record at, by run
+	// and writes (writtenKey), for holds; bounded by recentRecords.
+	written map[string]uint64
 	// inMemory: the runs bucket keeps its records in memory, so each
 	// record is sealed into the event its change writes (Commit), and a
 	// record missing when it is read is put back from its copies.
@@ -197,6 +200,14 @@ func (s *JetStream) PutRun(ctx context.Context, r *subjects.Run, rev uint64) (ui
 		return 0, err
 	}
 	s.remember(r.RunID, data, next)
+	if s.sealing() {
+		s.mu.Lock()
+		if s.written == nil || len(s.written) >= recentRecords {
+			s.written = make(map[string]uint64)
+		}
+		s.written[writtenKey(r)] = next
+		s.mu.Unlock()
+	}
 	return next, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/interlockhq/interlock/jetstream"
@@ -320,7 +321,10 @@ func (s *JetStream) storeCopy(ctx context.Context, rec *subjects.Run, first Even
 }
 
 // holds checks that the runs bucket holds rec as written (its writes and
-// the time of its last write), or an error matching errRecordMoved.
+// the time of its last write), or a later write of it: more writes, stored
+// after the revision this store wrote rec at (when it still remembers
+// that). Otherwise the bucket lost rec (emptied, and an older copy put
+// back): an error matching errRecordMoved.
 func (s *JetStream) holds(ctx context.Context, rec *subjects.Run) error {
 	b, err := s.bucket(ctx, jetstream.RunsBucket)
 	if err != nil {
@@ -337,12 +341,22 @@ func (s *JetStream) holds(ctx context.Context, rec *subjects.Run) error {
 	if err != nil {
 		return err
 	}
-	if have.Writes != rec.Writes || !have.UpdatedAt.Equal(rec.UpdatedAt) {
-		return fmt.Errorf("run %s: %w: write %d of %s, the bucket holds write %d of %s", rec.RunID, errRecordMoved,
-			rec.Writes, rec.UpdatedAt.Format(time.RFC3339Nano), have.Writes, have.UpdatedAt.Format(time.RFC3339Nano))
+	if have.Writes == rec.Writes && have.UpdatedAt.Equal(rec.UpdatedAt) {
+		return nil
 	}
-	return nil
+	s.mu.Lock()
+	wrote, ok := s.written[writtenKey(rec)]
+	delete(s.written, writtenKey(rec))
+	s.mu.Unlock()
+	if ok && have.Writes > rec.Writes && rev > wrote {
+		return nil // written again since, by another input of the run
+	}
+	return fmt.Errorf("run %s: %w: write %d of %s, the bucket holds write %d of %s", rec.RunID, errRecordMoved,
+		rec.Writes, rec.UpdatedAt.Format(time.RFC3339Nano), have.Writes, have.UpdatedAt.Format(time.RFC3339Nano))
 }
+
+// writtenKey names one write of a run's record: its run and writes.
+func writtenKey(r *subjects.Run) string { return r.RunID + "\x00" + strconv.FormatUint(r.Writes, 10) }
 
 // recordTag names a record's state in a message id without telling it:
 // 16 hex digits of HMAC-SHA256 under key of its JSON.
