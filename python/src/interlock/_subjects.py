@@ -143,8 +143,8 @@ class Namespace:
         subject is not an events subject or the body is not a JSON object.
         Its type and run come from the subject, which NATS permissions vouch
         for, never from the body; a verdict is kept only on decision events,
-        and the observer of an observation is the one role that may publish
-        it."""
+        the observer of an observation is the one role that may publish it,
+        and a run record's sealed copy (``record``) is left out."""
         rest = subject.removeprefix(self.prefix + ".")
         tokens = rest.split(".")
         if rest == subject or len(tokens) != 3 or tokens[0] != "events":
@@ -163,6 +163,7 @@ class Namespace:
         if event_type not in DECISION_EVENT_TYPES:
             ev.pop("verdict", None)
         ev.pop("observer", None)
+        ev.pop("record", None)  # a run record's sealed copy: the coordinator's alone
         if event_type in OBSERVATION_TYPES:
             ev["observer"] = OBSERVATION_TYPES[event_type]
         return ev

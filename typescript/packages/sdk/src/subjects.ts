@@ -194,8 +194,9 @@ export class Namespace {
    * The event stored as `data` under `subject`, or null when the subject is
    * not an events subject or the body is not a JSON object. Its type and run
    * come from the subject, which NATS permissions vouch for, never from the
-   * body; a verdict is kept only on decision events, and the observer of an
-   * observation is the one role that may publish it.
+   * body; a verdict is kept only on decision events, the observer of an
+   * observation is the one role that may publish it, and a run record's
+   * sealed copy (`record`) is left out.
    */
   storedEvent(subject: string, data: Uint8Array): StoredEvent | null {
     if (!subject.startsWith(this.prefix + ".")) return null;
@@ -214,6 +215,8 @@ export class Namespace {
     ev["type"] = type;
     if (!DECISION_EVENT_TYPES.has(type)) delete ev["verdict"];
     delete ev["observer"];
+    // A run record's sealed copy (runs bucket in memory): the coordinator's alone.
+    delete ev["record"];
     const observer = Object.hasOwn(OBSERVATION_TYPES, type) ? OBSERVATION_TYPES[type] : undefined;
     if (observer !== undefined) ev["observer"] = observer;
     return ev as StoredEvent;
