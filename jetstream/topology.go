@@ -161,13 +161,13 @@ func (c *Client) ProvisionPending(ctx context.Context) error {
 	return c.provisionMissing(ctx, PendingBucket)
 }
 
-// ProvisionRuns creates the runs bucket when it is missing, in memory (a
-// bucket kept in memory on a single server is gone after the server
-// restarts, and the coordinator puts its records back from the audit
-// trail), with the replicas of the streams that exist; like Provision,
+// ProvisionRuns creates the runs bucket when it is missing (a bucket kept
+// in memory on a single server is gone after the server restarts, and the
+// coordinator puts its records back from the audit trail) with storage,
+// as it was, and the replicas of the streams that exist; like Provision,
 // only for a client that provisions.
-func (c *Client) ProvisionRuns(ctx context.Context) error {
-	return c.provisionMissing(ctx, RunsBucket, jetstream.MemoryStorage)
+func (c *Client) ProvisionRuns(ctx context.Context, storage Storage) error {
+	return c.provisionMissing(ctx, RunsBucket, storageType(storage))
 }
 
 // provisionMissing creates the core bucket name (RunsBucket, PendingBucket)

@@ -272,9 +272,15 @@ func TestReminderNotices(t *testing.T) {
 	})})
 	run := h.start("a", nil)
 	h.waitEvents(run, subjects.EventReminded, 2)
+	// Each reminder's event is stored before its notice (it may carry the
+	// record's copy): wait for the second notice.
 	subject, _ := h.admin.Namespace().Notice(subjects.KindReminder, "a", run)
-	msgs, err := h.admin.Messages(h.ctx(), jetstream.StreamRuns, subject, 0, 10)
-	require.NoError(t, err)
+	var msgs []jetstream.StoredMsg
+	require.Eventually(t, func() bool {
+		var err error
+		msgs, err = h.admin.Messages(h.ctx(), jetstream.StreamRuns, subject, 0, 10)
+		return err == nil && len(msgs) >= 2
+	}, waitLimit, 20*time.Millisecond, "two reminder notices")
 	require.Len(t, msgs, 2)
 	for i, m := range msgs {
 		require.NoError(t, wireschema.Validate("notice", m.Data))
@@ -285,7 +291,7 @@ func TestReminderNotices(t *testing.T) {
 	}
 	h.waitFor(run, Finished)
 	expired, _ := h.admin.Namespace().Notice(subjects.KindExpired, "a", run)
-	msgs, err = h.admin.Messages(h.ctx(), jetstream.StreamRuns, expired, 0, 10)
+	msgs, err := h.admin.Messages(h.ctx(), jetstream.StreamRuns, expired, 0, 10)
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 	require.NoError(t, wireschema.Validate("notice", msgs[0].Data))

@@ -239,21 +239,28 @@ func TestRecordLostUnderARunningCoordinator(t *testing.T) {
 	assert.Empty(t, h.events(run, subjects.EventInputRejected))
 }
 
+// waitingRunStopped is a records-in-memory harness with a run waiting for
+// a decision (listed), a worker, and its coordinator stopped.
+func waitingRunStopped(t *testing.T) (*harness, natsjs.JetStream, *subjects.Run) {
+	t.Helper()
+	h, _ := newRecordsHarness(t, map[string]AgentFunc{"refunds": approvalAgent(&counter{})})
+	js := rawJS(t, h)
+	co := h.startCoordinator(nil)
+	h.startWorker(nil)
+	rec := h.suspendedAtPass(h.start("refunds", nil), 0)
+	require.Eventually(t, func() bool { p, err := h.client.Pending(h.ctx()); return err == nil && len(p) == 1 },
+		waitLimit, 20*time.Millisecond)
+	require.NoError(t, co.Stop(context.Background()))
+	return h, js, rec
+}
+
 // TestIndexWaitsForAnotherRestore: another coordinator holds a fresh claim
 // on putting the records back; this one's index check does not build the
 // index from the still empty bucket, but once the records are back (found
 // by review: built empty and marked built, the waiting run listed nowhere).
 func TestIndexWaitsForAnotherRestore(t *testing.T) {
 	t.Parallel()
-	h, _ := newRecordsHarness(t, map[string]AgentFunc{"refunds": approvalAgent(&counter{})})
-	js := rawJS(t, h)
-	co := h.startCoordinator(nil)
-	h.startWorker(nil)
-	run := h.start("refunds", nil)
-	h.suspendedAtPass(run, 0)
-	require.Eventually(t, func() bool { p, err := h.client.Pending(h.ctx()); return err == nil && len(p) == 1 },
-		waitLimit, 20*time.Millisecond)
-	require.NoError(t, co.Stop(context.Background()))
+	h, js, _ := waitingRunStopped(t)
 	for _, b := range []string{jetstream.RunsBucket, jetstream.PendingBucket} {
 		purgeBucket(t, h, js, b)
 	}
@@ -317,13 +324,8 @@ func TestRecordTooLargeForItsCopy(t *testing.T) {
 // review: it sealed nothing and restored nothing, every run gone).
 func TestRecordsPutBackIntoABucketOnDisk(t *testing.T) {
 	t.Parallel()
-	h, _ := newRecordsHarness(t, map[string]AgentFunc{"refunds": approvalAgent(&counter{})})
-	js := rawJS(t, h)
-	co := h.startCoordinator(nil)
-	h.startWorker(nil)
-	run := h.start("refunds", nil)
-	rec := h.suspendedAtPass(run, 0)
-	require.NoError(t, co.Stop(context.Background()))
+	h, js, rec := waitingRunStopped(t)
+	run := rec.RunID
 	require.NoError(t, js.DeleteStream(context.Background(), h.admin.BucketStreamName(jetstream.RunsBucket)))
 	require.NoError(t, jstest.Client(t, h.srv).Provision(context.Background()))
 	h.nats = nil

@@ -125,8 +125,9 @@ type Coordinator struct {
 	// streams other roles write too (work items, notices).
 	ids *jetstream.IDSigner
 	// sealed says the store carries the records' copies in the audit
-	// trail (a runs bucket in memory: records.go).
-	sealed bool
+	// trail (a runs bucket in memory), restores that it puts back records
+	// the bucket lost (records.go).
+	sealed, restores bool
 	// fault, in tests, abandons a message at a named point.
 	fault fault.Hook
 }
@@ -249,7 +250,7 @@ func (co *Coordinator) Start(ctx context.Context) error {
 		return fmt.Errorf("coordinator: %w", err)
 	}
 	co.ids = ids
-	if co.sealed, err = co.sealRecords(ctx); err != nil {
+	if err := co.sealRecords(ctx); err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
 	// Records a restart lost are put back before anything is consumed, so

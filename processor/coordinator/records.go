@@ -19,24 +19,32 @@ import (
 // recordSealer is a store that can keep the records' copies in the trail.
 type recordSealer interface {
 	UseRecordKey(key []byte, inMemory bool)
+	SealedBefore(ctx context.Context) (bool, error)
 	RestoreRecords(ctx context.Context, by string, now time.Time) (store.Restored, error)
 }
 
 // sealRecords gives the store the record key, to seal records with when
-// the runs bucket keeps them in memory, and in any case to put back the
-// records a bucket lost (one kept in memory before, created again on disk
-// by `interlock provision`); it reports whether the store seals.
-func (co *Coordinator) sealRecords(ctx context.Context) (bool, error) {
+// the runs bucket keeps them in memory, and sets co.restores: whether this
+// coordinator puts back records the bucket lost. It does when it seals,
+// and when the bucket is on disk in a deployment that kept records in
+// memory before (lost with a restart, the bucket created again on disk
+// by `interlock provision`); a deployment that never did reads nothing
+// more and writes no marker.
+func (co *Coordinator) sealRecords(ctx context.Context) error {
 	s, ok := co.store.(recordSealer)
 	if !ok || co.client == nil {
-		return false, nil
+		return nil
 	}
 	mem, err := co.client.BucketInMemory(ctx, jetstream.RunsBucket)
 	if err != nil {
-		return false, err
+		return err
 	}
 	s.UseRecordKey(co.ids.RecordKey(), mem)
-	return mem, nil
+	co.sealed, co.restores = mem, mem
+	if !mem {
+		co.restores, err = s.SealedBefore(ctx)
+	}
+	return err
 }
 
 // restoreRecords puts the records back when the runs bucket has no marker
@@ -46,13 +54,17 @@ func (co *Coordinator) sealRecords(ctx context.Context) (bool, error) {
 // own, and builds the index from the records only once they are whole.
 func (co *Coordinator) restoreRecords(ctx context.Context, by string) (bool, error) {
 	s, ok := co.store.(recordSealer)
-	if !ok || co.ids == nil {
+	if !ok || !co.restores {
 		return true, nil
 	}
 	start := time.Now()
 	r, err := s.RestoreRecords(ctx, by, co.now())
 	if errors.Is(err, jetstream.ErrNotProvisioned) && co.client.Provisioner() {
-		if perr := co.client.ProvisionRuns(ctx); perr != nil {
+		storage := jetstream.FileStorage
+		if co.sealed {
+			storage = jetstream.MemoryStorage
+		}
+		if perr := co.client.ProvisionRuns(ctx, storage); perr != nil {
 			return false, fmt.Errorf("provision the runs bucket: %w", perr)
 		}
 		r, err = s.RestoreRecords(ctx, by, co.now())

@@ -464,10 +464,14 @@ func (s *JetStream) Commit(ctx context.Context, fx Effects) error {
 		if len(fx.Events) == 0 {
 			return fmt.Errorf("run %s: a record change committed without an event to carry its copy", fx.Record.RunID)
 		}
-		if err := s.storeCopy(ctx, fx.Record, fx.Events[0]); err != nil {
+		stored, err := s.storeCopy(ctx, fx.Record, fx.Events[0])
+		if err != nil {
 			return err
 		}
-		fx.Events, fx.Record = fx.Events[1:], nil
+		if stored {
+			fx.Events = fx.Events[1:]
+		}
+		fx.Record = nil
 	}
 	msgs := make([]jetstream.OutMsg, 0, len(fx.Index)+len(fx.Unindex)+len(fx.Events)+len(fx.Messages))
 	for _, p := range fx.Index {

@@ -36,9 +36,13 @@ const (
 	RecordsWhole     = "whole"
 )
 
-// restoreStale is how long a claim on putting records back stands before
-// another coordinator takes it over (putting back is idempotent).
-const restoreStale = 30 * time.Second
+// A claim on putting records back is renewed every restoreRenew while the
+// trail is read, and stands restoreStale before another coordinator takes
+// it over (putting back is idempotent).
+const (
+	restoreRenew = 5 * time.Second
+	restoreStale = 30 * time.Second
+)
 
 // sealedCopy is what the store reads of an event: its sealed record.
 type sealedCopy struct {
@@ -220,15 +224,15 @@ func (s *JetStream) RestoreRecords(ctx context.Context, by string, now time.Time
 		}
 		last = seq
 	}
-	mark := func(state string) error {
-		body, err := json.Marshal(IndexMarker{State: state, By: by, At: now})
+	mark := func(state string, at time.Time) error {
+		body, err := json.Marshal(IndexMarker{State: state, By: by, At: at})
 		if err != nil {
 			return err
 		}
 		last, err = b.PutMarker(ctx, recordsMarkerKey, body, last)
 		return err
 	}
-	if err := mark(RecordsRestoring); errors.Is(err, ErrConflict) {
+	if err := mark(RecordsRestoring, now); errors.Is(err, ErrConflict) {
 		return Restored{}, nil // another caller claimed it first
 	} else if err != nil {
 		return Restored{}, err
@@ -242,12 +246,18 @@ func (s *JetStream) RestoreRecords(ctx context.Context, by string, now time.Time
 	// it was stored at.
 	type putAt struct{ writes, rev uint64 }
 	put := map[string]putAt{}
+	start := time.Now()
+	renewed := start
 	var after uint64
 	for {
 		msgs, err := s.c.Messages(ctx, jetstream.StreamEvents, filter, after+1, eventsBatch)
 		if err != nil {
 			return Restored{Runs: len(put)}, fmt.Errorf("read the record copies: %w", err)
 		}
+		// Of a batch, each run's latest copy only (of as many writes, the
+		// later stored): a run's copies are mostly a few events apart.
+		latest := map[string]*subjects.Run{}
+		var order []string
 		for _, m := range msgs {
 			after = m.Sequence
 			a, err := s.c.Namespace().Parse(m.Subject)
@@ -258,13 +268,30 @@ func (s *JetStream) RestoreRecords(ctx context.Context, by string, now time.Time
 			if r == nil || r.Writes < put[a.Run].writes {
 				continue
 			}
-			rev, stored, err := s.putBack(ctx, r, put[a.Run].rev)
+			if prev, ok := latest[a.Run]; !ok {
+				order = append(order, a.Run)
+			} else if r.Writes < prev.Writes {
+				continue
+			}
+			latest[a.Run] = r
+		}
+		for _, run := range order {
+			r := latest[run]
+			rev, stored, err := s.putBack(ctx, r, put[run].rev)
 			if err != nil {
 				return Restored{Runs: len(put)}, err
 			}
 			if stored {
-				put[a.Run] = putAt{r.Writes, rev}
+				put[run] = putAt{r.Writes, rev}
 			}
+		}
+		if time.Since(renewed) > restoreRenew {
+			// Renewed, so another caller does not take a long restore
+			// over; a claim taken over or lost ends this one.
+			if err := mark(RecordsRestoring, now.Add(time.Since(start))); err != nil {
+				return Restored{Runs: len(put)}, fmt.Errorf("renew the claim on putting records back: %w", err)
+			}
+			renewed = time.Now()
 		}
 		if len(msgs) < eventsBatch {
 			break
@@ -276,10 +303,27 @@ func (s *JetStream) RestoreRecords(ctx context.Context, by string, now time.Time
 	}
 	// Marked whole only if the marker is still this claim: a bucket lost
 	// again meanwhile has no marker, and the mark fails.
-	if err := mark(RecordsWhole); err != nil {
+	if err := mark(RecordsWhole, now); err != nil {
 		return Restored{Runs: len(put)}, fmt.Errorf("mark the runs bucket whole: %w", err)
 	}
 	return Restored{Ran: true, Runs: len(put), Whole: true}, nil
+}
+
+// SealedBefore reports whether the deployment ever kept its records in
+// memory: its trail holds a records_restored event, which a coordinator
+// sealing records writes when it first starts. A runs bucket on disk of
+// such a deployment may have lost records kept in memory before (and
+// been created again on disk), so they are put back from the trail too.
+func (s *JetStream) SealedBefore(ctx context.Context) (bool, error) {
+	subject, err := s.c.Namespace().Events(subjects.NoRun, subjects.EventRecordsRestored)
+	if err != nil {
+		return false, err
+	}
+	msgs, err := s.c.Messages(ctx, jetstream.StreamEvents, subject, 1, 1)
+	if err != nil {
+		return false, err
+	}
+	return len(msgs) > 0, nil
 }
 
 // errRecordMoved: the runs bucket no longer holds the record a commit
@@ -287,38 +331,50 @@ func (s *JetStream) RestoreRecords(ctx context.Context, by string, now time.Time
 // under way); the input is delivered again and applied to what is there.
 var errRecordMoved = errors.New("the run record changed under its commit")
 
-// storeCopy stores first, the first event of a record change's effects,
-// carrying rec sealed, before anything else the change caused; then checks
-// that the bucket still holds rec. When first was stored before (an input
-// delivered again; deduplicated by its id), its copy may be of another
-// write, so rec's copy goes in a recorded event of its own, identified by
-// what it holds.
-func (s *JetStream) storeCopy(ctx context.Context, rec *subjects.Run, first Event) error {
+// storeCopy stores rec sealed before anything else its change caused,
+// in first, the change's first event, and then checks that the bucket
+// still holds rec; it reports whether it stored first. The copy goes in a
+// recorded event of its own, identified by what it holds, when first was
+// stored before (an input delivered again; deduplicated by its id), so
+// its copy may be of another write, and when first with the copy would
+// be over the max payload (a failure's long detail): first then goes with
+// the rest.
+func (s *JetStream) storeCopy(ctx context.Context, rec *subjects.Run, first Event) (bool, error) {
 	sealed, err := SealRecord(s.sealKey, rec)
 	if err != nil {
-		return fmt.Errorf("seal run record %s: %w", rec.RunID, err)
+		return false, fmt.Errorf("seal run record %s: %w", rec.RunID, err)
 	}
-	first.Record = sealed
-	m, err := EventMsg(s.c.Namespace(), first)
+	carrier := first
+	carrier.Record = sealed
+	m, err := EventMsg(s.c.Namespace(), carrier)
 	if err != nil {
-		return err
+		return false, err
 	}
-	ack, err := s.c.Publish(ctx, m.Subject, m.Data, m.MsgID, m.Header)
-	if err != nil {
-		return err
+	stored := int64(len(m.Data)) <= s.c.MaxPayload()-copyHeaderRoom
+	duplicate := false
+	if stored {
+		ack, err := s.c.Publish(ctx, m.Subject, m.Data, m.MsgID, m.Header)
+		if err != nil {
+			return false, err
+		}
+		duplicate = ack.Duplicate
 	}
-	if ack.Duplicate {
+	if !stored || duplicate {
 		ev := Event{Event: subjects.Event{Version: subjects.Version, Type: subjects.EventRecorded, RunID: rec.RunID,
 			Agent: rec.Agent, Pass: rec.Pass, At: rec.UpdatedAt, Record: sealed}, Dedup: "rec" + recordTag(s.sealKey, rec)}
 		if m, err = EventMsg(s.c.Namespace(), ev); err != nil {
-			return err
+			return false, err
 		}
 		if _, err := s.c.Publish(ctx, m.Subject, m.Data, m.MsgID, m.Header); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return s.holds(ctx, rec)
+	return stored, s.holds(ctx, rec)
 }
+
+// copyHeaderRoom is what a message's headers (its id, trace context) may
+// take of the max payload beside its body.
+const copyHeaderRoom = 1 << 10
 
 // holds checks that the runs bucket holds rec as written (its writes and
 // the time of its last write), or a later write of it: more writes, stored
@@ -355,8 +411,10 @@ func (s *JetStream) holds(ctx context.Context, rec *subjects.Run) error {
 		rec.Writes, rec.UpdatedAt.Format(time.RFC3339Nano), have.Writes, have.UpdatedAt.Format(time.RFC3339Nano))
 }
 
-// writtenKey names one write of a run's record: its run and writes.
-func writtenKey(r *subjects.Run) string { return r.RunID + "\x00" + strconv.FormatUint(r.Writes, 10) }
+// writtenKey names one write of a run's record: its run, writes and time.
+func writtenKey(r *subjects.Run) string {
+	return r.RunID + "\x00" + strconv.FormatUint(r.Writes, 10) + "\x00" + strconv.FormatInt(r.UpdatedAt.UnixNano(), 10)
+}
 
 // recordTag names a record's state in a message id without telling it:
 // 16 hex digits of HMAC-SHA256 under key of its JSON.

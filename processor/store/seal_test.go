@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -207,4 +208,31 @@ func TestRecordPutBackByMostWrites(t *testing.T) {
 	assert.False(t, r.Ran, "marked whole")
 	assert.True(t, r.Whole)
 	assert.False(t, strings.Contains(runs[0].RunID, "."), "no marker among the runs")
+}
+
+// TestCopyTooLargeForItsEventGoesAlone: a record that fits, under an event
+// whose own fields are long (a failure's whole error), would make the
+// event with the copy too large for the server: the copy goes first in a
+// recorded event of its own, and the event after it without (found by
+// review: the input was refused on every delivery, the record left with
+// no copy).
+func TestCopyTooLargeForItsEventGoesAlone(t *testing.T) {
+	t.Parallel()
+	s, c, _ := sealingStore(t)
+	ctx := context.Background()
+	fx := transition("r1", 1, "pass1")
+	fx.Record.Error = strings.Repeat("e", 520<<10) // the record fits; with the copy beside it, the event would not
+	fx.Events[0].Type, fx.Events[0].Detail = subjects.EventFailed, fx.Record.Error
+	_, err := s.PutRun(ctx, fx.Record, 0)
+	require.NoError(t, err)
+	require.NoError(t, s.Commit(ctx, fx))
+	filter, err := c.Namespace().RunEvents("r1")
+	require.NoError(t, err)
+	msgs, err := c.Messages(ctx, jetstream.StreamEvents, filter, 1, 10)
+	require.NoError(t, err)
+	var got []string
+	for _, m := range msgs {
+		got = append(got, fmt.Sprintf("%s copy=%v", m.Subject, bytes.Contains(m.Data, []byte(`"record":"`))))
+	}
+	assert.Equal(t, []string{"interlock.events.r1.recorded copy=true", "interlock.events.r1.failed copy=false"}, got)
 }
