@@ -19,7 +19,7 @@ import (
 // A runs bucket kept in memory loses its records when the server restarts
 // (on a cluster, when every replica does). The audit trail keeps a sealed
 // copy of each record as its change left it (Effects.Record), so a store
-// that seals records (SealRecords) puts them back: one run when it is read
+// with the record key (UseRecordKey) puts them back: one run when it is read
 // and missing (restoreRun), every run when the bucket has no marker saying
 // it is whole (RestoreRecords).
 
