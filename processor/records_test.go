@@ -277,7 +277,7 @@ func TestIndexWaitsForAnotherRestore(t *testing.T) {
 	require.NoError(t, err)
 	b := store.NewJetStream(h.conn())
 	b.UseRecordKey(signer.RecordKey(), true)
-	r, err := b.RestoreRecords(h.ctx(), "coordinator-B", time.Now())
+	r, err := b.RestoreRecords(h.ctx(), "coordinator-B", time.Now(), nil)
 	require.NoError(t, err)
 	require.True(t, r.Ran && r.Whole)
 	assert.Equal(t, 1, r.Runs)

@@ -20,16 +20,17 @@ import (
 type recordSealer interface {
 	UseRecordKey(key []byte, inMemory bool)
 	SealedBefore(ctx context.Context) (bool, error)
-	RestoreRecords(ctx context.Context, by string, now time.Time) (store.Restored, error)
+	RestoreRecords(ctx context.Context, by string, now time.Time, announce func(store.Restored) error) (store.Restored, error)
 }
 
-// sealRecords gives the store the record key, to seal records with when
-// the runs bucket keeps them in memory, and sets co.restores: whether this
-// coordinator puts back records the bucket lost. It does when it seals,
-// and when the bucket is on disk in a deployment that kept records in
-// memory before (lost with a restart, the bucket created again on disk
-// by `interlock provision`); a deployment that never did reads nothing
-// more and writes no marker.
+// sealRecords decides whether this coordinator puts back records the runs
+// bucket lost (co.restores) and seals records into the trail (co.sealed),
+// and gives the store the record key when it does either. It seals when
+// the bucket keeps its records in memory; it puts them back then, and when
+// the bucket is on disk in a deployment that kept records in memory before
+// (lost with a restart, the bucket created again on disk by `interlock
+// provision`). A deployment that never did reads one event at start and
+// nothing more, and writes no marker.
 func (co *Coordinator) sealRecords(ctx context.Context) error {
 	s, ok := co.store.(recordSealer)
 	if !ok || co.client == nil {
@@ -39,12 +40,16 @@ func (co *Coordinator) sealRecords(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.UseRecordKey(co.ids.RecordKey(), mem)
 	co.sealed, co.restores = mem, mem
 	if !mem {
-		co.restores, err = s.SealedBefore(ctx)
+		if co.restores, err = s.SealedBefore(ctx); err != nil {
+			return err
+		}
 	}
-	return err
+	if co.restores {
+		s.UseRecordKey(co.ids.RecordKey(), mem)
+	}
+	return nil
 }
 
 // restoreRecords puts the records back when the runs bucket has no marker
@@ -58,7 +63,18 @@ func (co *Coordinator) restoreRecords(ctx context.Context, by string) (bool, err
 		return true, nil
 	}
 	start := time.Now()
-	r, err := s.RestoreRecords(ctx, by, co.now())
+	// Audited before the bucket is marked whole, and required: the event
+	// is also how a coordinator finds, after the bucket was created again
+	// on disk, that this deployment kept records in memory (SealedBefore).
+	announce := func(r store.Restored) error {
+		took := time.Since(start).Round(time.Millisecond)
+		co.cfg.Logger.Warn("run records put back from the audit trail (a runs bucket that keeps, or kept, them in memory: new or emptied)",
+			"records", r.Runs, "took", took)
+		ev := subjects.Event{Type: subjects.EventRecordsRestored, RunID: subjects.NoRun,
+			Detail: fmt.Sprintf("%d run records put back from the audit trail in %s", r.Runs, took)}
+		return co.event(ctx, ev, "records:"+by+":"+newNonce())
+	}
+	r, err := s.RestoreRecords(ctx, by, co.now(), announce)
 	if errors.Is(err, jetstream.ErrNotProvisioned) && co.client.Provisioner() {
 		storage := jetstream.FileStorage
 		if co.sealed {
@@ -67,22 +83,10 @@ func (co *Coordinator) restoreRecords(ctx context.Context, by string) (bool, err
 		if perr := co.client.ProvisionRuns(ctx, storage); perr != nil {
 			return false, fmt.Errorf("provision the runs bucket: %w", perr)
 		}
-		r, err = s.RestoreRecords(ctx, by, co.now())
+		r, err = s.RestoreRecords(ctx, by, co.now(), announce)
 	}
 	if err != nil {
 		return false, fmt.Errorf("restore the run records: %w", err)
 	}
-	if !r.Ran {
-		return r.Whole, nil
-	}
-	n := r.Runs
-	took := time.Since(start).Round(time.Millisecond)
-	co.cfg.Logger.Warn("run records put back from the audit trail (a runs bucket in memory, new or emptied)",
-		"records", n, "took", took)
-	ev := subjects.Event{Type: subjects.EventRecordsRestored, RunID: subjects.NoRun,
-		Detail: fmt.Sprintf("%d run records put back from the audit trail in %s", n, took)}
-	if err := co.event(ctx, ev, "records:"+by+":"+newNonce()); err != nil {
-		co.cfg.Logger.Error("audit the records' restore", "error", err)
-	}
-	return true, nil
+	return r.Whole, nil
 }

@@ -65,18 +65,23 @@ func NewJetStream(c *jetstream.Client) *JetStream { return &JetStream{c: c} }
 var _ Store = (*JetStream)(nil)
 
 // UseRecordKey gives the store the key record copies are sealed with
-// (jetstream.IDSigner.RecordKey), so that RestoreRecords puts back records
-// a runs bucket lost from the copies the audit trail carries. With
-// inMemory (the runs bucket keeps its records in memory, where its writes
-// cost no fsync and a server restart empties it) the store also seals a
-// copy of each record it commits effects for (Effects.Record) into the
-// trail, and puts a record missing from the bucket back from its run's
-// latest copy when it is read. Only the coordinator, which reads the key,
-// calls it; call it before the store is used.
+// (jetstream.IDSigner.RecordKey), so that it puts back records a runs
+// bucket lost from the copies the audit trail carries: all of them
+// (RestoreRecords), and one missing when it is read, from its run's latest
+// copy (so a store with the key never guesses a record new, nor starts
+// from a record it remembers). With inMemory (the runs bucket keeps its
+// records in memory, where its writes cost no fsync and a server restart
+// empties it) it also seals a copy of each record it commits effects for
+// (Effects.Record) into the trail. Only the coordinator, which reads the
+// key, calls it, and only in a deployment that keeps, or kept, records in
+// memory; call it before the store is used.
 func (s *JetStream) UseRecordKey(key []byte, inMemory bool) { s.sealKey, s.inMemory = key, inMemory }
 
 // sealing reports whether the store seals records into the trail.
 func (s *JetStream) sealing() bool { return s.sealKey != nil && s.inMemory }
+
+// restoring reports whether the store puts back records the bucket lost.
+func (s *JetStream) restoring() bool { return s.sealKey != nil }
 
 // bucket opens the named bucket once.
 func (s *JetStream) bucket(ctx context.Context, name string) (*jetstream.Bucket, error) {
@@ -104,7 +109,7 @@ func (s *JetStream) Run(ctx context.Context, run string) (*subjects.Run, uint64,
 		return nil, 0, err
 	}
 	data, rev, err := b.Entry(ctx, run)
-	if errors.Is(err, ErrNotFound) && s.sealing() {
+	if errors.Is(err, ErrNotFound) && s.restoring() {
 		return s.restoreRun(ctx, run)
 	}
 	if err != nil {
@@ -124,10 +129,10 @@ func decodeRun(run string, data []byte, rev uint64) (*subjects.Run, uint64, erro
 
 // Recent implements Recaller: the record of run this store last read or
 // wrote, without asking the server, when it still remembers it. A store
-// that seals records remembers none: a bucket emptied and filled again
+// that puts records back remembers none: a bucket emptied and filled again
 // restarts its revisions, and one remembered from before could match.
 func (s *JetStream) Recent(run string) (*subjects.Run, uint64, bool) {
-	if s.sealing() {
+	if s.restoring() {
 		return nil, 0, false
 	}
 	s.mu.Lock()
@@ -140,9 +145,9 @@ func (s *JetStream) Recent(run string) (*subjects.Run, uint64, bool) {
 	return r, rev, err == nil
 }
 
-// GuessNew implements Recaller: not when the store seals records, since
-// a record missing from the bucket may be one to put back.
-func (s *JetStream) GuessNew() bool { return !s.sealing() }
+// GuessNew implements Recaller: not when the store puts records back,
+// since a record missing from the bucket may be one to put back.
+func (s *JetStream) GuessNew() bool { return !s.restoring() }
 
 // remember keeps run's record at rev for Recent; when full it forgets
 // arbitrary ones until it fits.

@@ -190,11 +190,12 @@ type Restored struct {
 
 // RestoreRecords puts back, when the runs bucket has no marker saying it
 // is whole (or a claim on this of by's, or one older than restoreStale),
-// each run's latest record copy from the whole audit trail, then marks the
-// bucket whole. by names the caller in its claim. A store without the
-// record key does nothing and reports the bucket whole.
-func (s *JetStream) RestoreRecords(ctx context.Context, by string, now time.Time) (Restored, error) {
-	if s.sealKey == nil {
+// each run's latest record copy from the whole audit trail, calls announce
+// (nil: none) with what it did, and, when that succeeds, marks the bucket
+// whole. by names the caller in its claim. A store without the record key
+// does nothing and reports the bucket whole.
+func (s *JetStream) RestoreRecords(ctx context.Context, by string, now time.Time, announce func(Restored) error) (Restored, error) {
+	if !s.restoring() {
 		return Restored{Whole: true}, nil
 	}
 	b, err := s.bucket(ctx, jetstream.RunsBucket)
@@ -300,6 +301,11 @@ func (s *JetStream) RestoreRecords(ctx context.Context, by string, now time.Time
 	if after < final {
 		// Direct gets may be answered by a replica that lags.
 		return Restored{Runs: len(put)}, fmt.Errorf("read the record copies: %w: read up to %d of %d", errLagging, after, final)
+	}
+	if announce != nil {
+		if err := announce(Restored{Ran: true, Runs: len(put)}); err != nil {
+			return Restored{Runs: len(put)}, fmt.Errorf("announce the records put back: %w", err)
+		}
 	}
 	// Marked whole only if the marker is still this claim: a bucket lost
 	// again meanwhile has no marker, and the mark fails.

@@ -192,7 +192,7 @@ func TestRecordPutBackByMostWrites(t *testing.T) {
 	assert.ErrorIs(t, err, store.ErrNotFound)
 
 	purge()
-	r, err := s.RestoreRecords(ctx, "test", time.Now())
+	r, err := s.RestoreRecords(ctx, "test", time.Now(), nil)
 	require.NoError(t, err)
 	assert.True(t, r.Ran && r.Whole)
 	assert.Equal(t, 2, r.Runs)
@@ -203,7 +203,7 @@ func TestRecordPutBackByMostWrites(t *testing.T) {
 		want := map[string]uint64{"r1": 3, "r2": 1}[r.RunID]
 		assert.Equal(t, want, r.Writes, r.RunID)
 	}
-	r, err = s.RestoreRecords(ctx, "test", time.Now())
+	r, err = s.RestoreRecords(ctx, "test", time.Now(), nil)
 	require.NoError(t, err)
 	assert.False(t, r.Ran, "marked whole")
 	assert.True(t, r.Whole)
