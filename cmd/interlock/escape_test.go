@@ -50,6 +50,12 @@ func TestAttackTerminalEscapes(t *testing.T) {
 	api := processor.NewClient(conn)
 	_, err = api.Wait(ctx, "run-esc", processor.Suspended)
 	require.NoError(t, err)
+	// The coordinator puts the index entry after the record it follows
+	// from: `pending` lists it once it is there.
+	require.Eventually(t, func() bool {
+		p, err := api.Pending(ctx)
+		return err == nil && len(p) == 1
+	}, 20*time.Second, 20*time.Millisecond, "the suspension listed")
 
 	check := func(args ...string) result {
 		t.Helper()

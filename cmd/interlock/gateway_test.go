@@ -69,9 +69,13 @@ func TestGatewayHistoryAndWatch(t *testing.T) {
 	rec, err := api.Wait(tctx, runID, processor.Suspended)
 	require.NoError(t, err)
 
-	r := cli(t, "pending", "--nats-url", url, "--reason", "tool_call", "--json")
-	require.Equal(t, 0, r.code, r.err)
-	assert.Contains(t, r.out, runID)
+	// The coordinator puts the index entry after the record it follows from.
+	var r result
+	require.Eventually(t, func() bool {
+		r = cli(t, "pending", "--nats-url", url, "--reason", "tool_call", "--json")
+		require.Equal(t, 0, r.code, r.err)
+		return strings.Contains(r.out, runID)
+	}, 15*time.Second, 20*time.Millisecond, "the suspension listed")
 	r = cli(t, "pending", "--nats-url", url, "--reason", "confirmation")
 	assert.Contains(t, r.out, "no interrupts are waiting")
 	r = cli(t, "pending", "--nats-url", url, "--older-than", "1h")
