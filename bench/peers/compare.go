@@ -89,6 +89,10 @@ func compare(c compareConfig) error {
 		// A rotating order: no system always runs first or after the same one.
 		order := append(append([]string{}, systems[(round-1)%len(systems):]...), systems[:(round-1)%len(systems)]...)
 		for _, s := range order {
+			// What the build or the system before left unwritten goes to
+			// disk now, not during this system's fsyncs (docs/benchmarks.md,
+			// "The harness").
+			syscall.Sync()
 			load := load1()
 			progress("round %d/%d: %s (load average %.2f)", round, c.rounds, s, load)
 			m, err := runSystem(c, s)
