@@ -403,13 +403,13 @@ func (s *JetStream) holds(ctx context.Context, rec *subjects.Run) error {
 	if err != nil {
 		return err
 	}
-	if have.Writes == rec.Writes && have.UpdatedAt.Equal(rec.UpdatedAt) {
-		return nil
-	}
 	s.mu.Lock()
 	wrote, ok := s.written[writtenKey(rec)]
 	delete(s.written, writtenKey(rec))
 	s.mu.Unlock()
+	if have.Writes == rec.Writes && have.UpdatedAt.Equal(rec.UpdatedAt) {
+		return nil
+	}
 	if ok && have.Writes > rec.Writes && rev > wrote {
 		return nil // written again since, by another input of the run
 	}
