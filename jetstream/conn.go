@@ -23,10 +23,11 @@ type Storage string
 const (
 	FileStorage   Storage = "file"
 	MemoryStorage Storage = "memory"
-	// AutoStorage, for Config.PendingStorage and RecordsStorage only: memory on a NATS
-	// cluster, where a memory-backed stream's configuration outlives a
-	// restart of every server, and file on a single server, where a
-	// restart removes it and only a provisioner creates it again.
+	// AutoStorage, for Config.PendingStorage: memory on a NATS cluster,
+	// where a memory-backed stream's configuration outlives a restart of
+	// every server, and file on a single server, where a restart removes
+	// it and only a provisioner creates it again. For RecordsStorage it is
+	// FileStorage: records are kept in memory only where asked for.
 	AutoStorage Storage = "auto"
 )
 
@@ -51,8 +52,9 @@ type Config struct {
 	// records' writes cost no fsync: the coordinator carries each record,
 	// sealed, in the audit event its transition writes anyway, and puts
 	// the records back from the trail when the bucket loses them (a server
-	// restart). AutoStorage picks by the deployment, as for
-	// PendingStorage. An existing bucket keeps the storage it was created
+	// restart). Memory needs a bucket with one replica: a single server,
+	// or Replicas 1 (ErrReplicatedMemoryRecords). AutoStorage is
+	// FileStorage. An existing bucket keeps the storage it was created
 	// with.
 	RecordsStorage Storage
 	// MaxAge bounds how long the runs, decisions and dead-letter streams keep

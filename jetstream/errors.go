@@ -46,6 +46,12 @@ var (
 	// cluster is forming or electing a leader. It passes within seconds;
 	// retry with a short backoff.
 	ErrUnavailable = errors.New("JetStream temporarily unavailable (cluster forming or electing a leader)")
+	// ErrReplicatedMemoryRecords refuses a runs bucket kept in memory with
+	// more than one replica: when a majority of its replicas restart at
+	// once, the bucket can come back from a replica that had not yet
+	// stored the last writes, older but not empty, which putting records
+	// back from the audit trail cannot see (Config.RecordsStorage).
+	ErrReplicatedMemoryRecords = errors.New("run records in memory need a runs bucket with one replica (use --records-storage file on a cluster)")
 )
 
 // translate maps nats.go errors onto this package's sentinels, keeping the
@@ -56,6 +62,8 @@ func translate(err error) error {
 	}
 	var sentinel error
 	switch {
+	case errors.Is(err, ErrReplicatedMemoryRecords):
+		return err // already this package's own
 	case errors.Is(err, context.Canceled):
 		return fmt.Errorf("%w: %s", context.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):

@@ -193,18 +193,24 @@ func (c *Client) provisionMissing(ctx context.Context, name string, storage ...j
 }
 
 // BucketInMemory reports whether the core bucket name (RunsBucket,
-// PendingBucket) keeps its entries in memory.
+// PendingBucket) keeps its entries in memory. A runs bucket in memory
+// with more than one replica fails with ErrReplicatedMemoryRecords.
 func (c *Client) BucketInMemory(ctx context.Context, name string) (bool, error) {
 	var mem bool
+	var replicas int
 	err := c.converge(ctx, func(ctx context.Context) error {
 		st, err := c.js.Stream(ctx, c.BucketStreamName(name))
 		if err == nil {
 			mem = st.CachedInfo().Config.Storage == jetstream.MemoryStorage
+			replicas = st.CachedInfo().Config.Replicas
 		}
 		return err
 	})
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return false, fmt.Errorf("%w: bucket %s", ErrNotProvisioned, c.BucketName(name))
+	}
+	if err == nil && mem && replicas > 1 && name == RunsBucket {
+		return true, fmt.Errorf("%w: bucket %s has %d", ErrReplicatedMemoryRecords, c.BucketName(name), replicas)
 	}
 	return mem, translate(err)
 }
@@ -258,7 +264,10 @@ func (c *Client) pendingStorage() jetstream.StorageType {
 // recordsStorage is where a new runs bucket keeps the run records
 // (Config.RecordsStorage).
 func (c *Client) recordsStorage() jetstream.StorageType {
-	return c.derivedStorage(c.cfg.RecordsStorage)
+	if c.cfg.RecordsStorage == AutoStorage {
+		return jetstream.FileStorage // memory only where asked for: see ErrReplicatedMemoryRecords
+	}
+	return storageType(c.cfg.RecordsStorage)
 }
 
 // derivedStorage is the storage type of s, AutoStorage picked by the
@@ -365,9 +374,17 @@ func longer(a, b time.Duration) time.Duration {
 // every key with a "Nats-Rollup: all" header.
 func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	msgTTL := cfg.Bucket == c.BucketName(PendingBucket)
+	records := cfg.Bucket == c.BucketName(RunsBucket)
+	if records && cfg.Storage == jetstream.MemoryStorage && cfg.Replicas > 1 {
+		return nil, fmt.Errorf("%w: asked for %d replicas", ErrReplicatedMemoryRecords, cfg.Replicas)
+	}
+	refused := 0
 	raise := func(have jetstream.StreamConfig) jetstream.StreamConfig {
 		next := have
 		next.Replicas = max(have.Replicas, cfg.Replicas)
+		if records && have.Storage == jetstream.MemoryStorage && next.Replicas > 1 {
+			refused, next.Replicas = next.Replicas, have.Replicas
+		}
 		next.MaxAge = longer(have.MaxAge, cfg.TTL)
 		next.AllowMsgTTL = have.AllowMsgTTL || msgTTL
 		next.AllowRollup = false
@@ -393,6 +410,10 @@ func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConf
 	}
 	if err != nil {
 		return nil, err
+	}
+	if refused > 0 {
+		return nil, fmt.Errorf("%w: the runs bucket keeps its records in memory, and %d replicas were asked for",
+			ErrReplicatedMemoryRecords, refused)
 	}
 	var kv jetstream.KeyValue
 	err = c.converge(ctx, func(ctx context.Context) error {

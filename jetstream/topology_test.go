@@ -115,3 +115,60 @@ func TestTopologyRunsStorage(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, drifts, jetstream.Drift{Stream: runs, Field: "storage", Want: "memory", Found: "file"})
 }
+
+// TestRecordsInMemoryRefusedWithReplicas: a runs bucket keeps its records
+// in memory only with one replica. With three, a majority restarting at
+// once can bring the bucket back from a replica that lacked the last
+// writes, older but not empty, which putting records back from the trail
+// cannot see; so provisioning refuses it, raising a bucket in memory to
+// three replicas is refused (and leaves it at one), a coordinator refuses
+// one made by hand (BucketInMemory), and "auto" keeps records on disk.
+func TestRecordsInMemoryRefusedWithReplicas(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	urls := jstest.URLs(jstest.Cluster(t, 3))
+	dial := func(cfg jetstream.Config) *jetstream.Client {
+		c, err := jetstream.Dial(ctx(t), jetstream.DialConfig{URL: urls}, cfg)
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		return c
+	}
+	js := rawJetStream(t, urls)
+	runsStream := func(c *jetstream.Client) njs.StreamConfig {
+		st, err := js.Stream(ctx(t), c.BucketStreamName(jetstream.RunsBucket))
+		require.NoError(t, err)
+		return st.CachedInfo().Config
+	}
+
+	err := dial(jetstream.Config{Replicas: 3, RecordsStorage: jetstream.MemoryStorage}).Provision(ctx(t))
+	require.ErrorIs(t, err, jetstream.ErrReplicatedMemoryRecords)
+
+	auto := dial(jetstream.Config{Replicas: 3, RecordsStorage: jetstream.AutoStorage})
+	require.NoError(t, auto.Provision(ctx(t)))
+	cfg := runsStream(auto)
+	assert.Equal(t, njs.FileStorage, cfg.Storage, "auto keeps records on disk")
+	assert.Equal(t, 3, cfg.Replicas)
+
+	one := dial(jetstream.Config{Prefix: "one", Replicas: 1, RecordsStorage: jetstream.MemoryStorage})
+	require.NoError(t, one.Provision(ctx(t)), "one replica in memory, on a cluster")
+	mem, err := one.BucketInMemory(ctx(t), jetstream.RunsBucket)
+	require.NoError(t, err)
+	assert.True(t, mem)
+	err = dial(jetstream.Config{Prefix: "one", Replicas: 3}).Provision(ctx(t))
+	require.ErrorIs(t, err, jetstream.ErrReplicatedMemoryRecords)
+	cfg = runsStream(one)
+	assert.Equal(t, njs.MemoryStorage, cfg.Storage)
+	assert.Equal(t, 1, cfg.Replicas, "raised to three replicas in memory")
+
+	hand := dial(jetstream.Config{Prefix: "hand", Replicas: 3})
+	require.NoError(t, hand.Provision(ctx(t)))
+	cfg = runsStream(hand)
+	require.NoError(t, js.DeleteStream(ctx(t), cfg.Name))
+	cfg.Storage = njs.MemoryStorage
+	_, err = js.CreateStream(ctx(t), cfg)
+	require.NoError(t, err)
+	_, err = hand.BucketInMemory(ctx(t), jetstream.RunsBucket)
+	require.ErrorIs(t, err, jetstream.ErrReplicatedMemoryRecords)
+}

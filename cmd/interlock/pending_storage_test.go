@@ -41,6 +41,33 @@ func TestProvisionPendingStorage(t *testing.T) {
 	assert.Contains(t, bad.err, `--pending-storage "tape" is not memory, file or auto`)
 }
 
+// TestRecordsStorageFlag: --records-storage is memory or file. "auto" is a
+// usage error, in provision and in serve, before anything is written or
+// started: records are kept in memory only where asked for, on one replica
+// (jetstream.ErrReplicatedMemoryRecords).
+func TestRecordsStorageFlag(t *testing.T) {
+	t.Parallel()
+	srv := jstest.Server(t)
+	for _, cmd := range []string{"provision", "serve"} {
+		r := cli(t, cmd, "--nats-url", srv.URL(), "--records-storage", "auto")
+		assert.Equal(t, exitUsage, r.code, cmd)
+		assert.Contains(t, r.err, "--records-storage is memory or file, not auto", cmd)
+		r = cli(t, cmd, "--nats-url", srv.URL(), "--records-storage", "tape")
+		assert.Equal(t, exitUsage, r.code, cmd)
+		assert.Contains(t, r.err, `--records-storage "tape" is not memory or file`, cmd)
+	}
+	nc, err := nats.Connect(srv.URL())
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := natsjs.New(nc)
+	require.NoError(t, err)
+	names := js.StreamNames(context.Background())
+	for n := range names.Name() {
+		t.Errorf("stream %s provisioned", n)
+	}
+	require.NoError(t, names.Err())
+}
+
 // TestProvisionChecksBeforeWriting: an agent name that cannot be a subject
 // token is a usage error found before provision writes anything (it used
 // to be found after the streams, buckets and consumers were made).

@@ -169,8 +169,16 @@ type provisionStep struct {
 // --records-storage) as a storage.
 func storageFlag(flag, v string) (jetstream.Storage, error) {
 	switch s := jetstream.Storage(v); s {
-	case jetstream.MemoryStorage, jetstream.FileStorage, jetstream.AutoStorage:
+	case jetstream.MemoryStorage, jetstream.FileStorage:
 		return s, nil
+	case jetstream.AutoStorage:
+		if flag != "records-storage" {
+			return s, nil
+		}
+		return "", usagef("--records-storage is memory or file, not auto: records are kept in memory only where asked for, on one replica")
+	}
+	if flag == "records-storage" {
+		return "", usagef("--%s %q is not memory or file", flag, v)
 	}
 	return "", usagef("--%s %q is not memory, file or auto", flag, v)
 }
@@ -178,4 +186,4 @@ func storageFlag(flag, v string) (jetstream.Storage, error) {
 // recordsStorageHelp is what --records-storage says, in provision and serve.
 const recordsStorageHelp = "where a new runs bucket keeps the run records: file, memory (no fsyncs; the coordinator " +
 	"carries each record sealed in the audit trail and puts the records back from it after a restart, re-creating the " +
-	"bucket when it provisions), or auto (memory on a NATS cluster, file on a single server)"
+	"bucket when it provisions; one replica only, so not with --replicas 3)"

@@ -50,7 +50,8 @@ func cyclePhaseName(side string, inFlight int) string { return side + "-" + strc
 //
 //	INTERLOCK_FSYNCS=1 go test -count=1 -run TestFsyncsPerCycle -v ./internal/fsyncs
 //
-// INTERLOCK_FSYNCS_RECORDS=memory counts a runs bucket kept in memory.
+// INTERLOCK_FSYNCS_RECORDS=memory counts a runs bucket kept in memory (on
+// one server: a replicated one is refused, jetstream.ErrReplicatedMemoryRecords).
 func TestFsyncsPerCycle(t *testing.T) {
 	if os.Getenv(requestEnv) == "" {
 		t.Skip("an experiment run on request: " + requestEnv + "=1")
