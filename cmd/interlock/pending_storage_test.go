@@ -56,16 +56,7 @@ func TestRecordsStorageFlag(t *testing.T) {
 		assert.Equal(t, exitUsage, r.code, cmd)
 		assert.Contains(t, r.err, `--records-storage "tape" is not memory or file`, cmd)
 	}
-	nc, err := nats.Connect(srv.URL())
-	require.NoError(t, err)
-	defer nc.Close()
-	js, err := natsjs.New(nc)
-	require.NoError(t, err)
-	names := js.StreamNames(context.Background())
-	for n := range names.Name() {
-		t.Errorf("stream %s provisioned", n)
-	}
-	require.NoError(t, names.Err())
+	assert.Empty(t, streamsOn(t, srv.URL()), "nothing provisioned")
 }
 
 // TestProvisionChecksBeforeWriting: an agent name that cannot be a subject
@@ -76,7 +67,13 @@ func TestProvisionChecksBeforeWriting(t *testing.T) {
 	srv := jstest.Server(t)
 	r := cli(t, "provision", "--nats-url", srv.URL(), "--agent", "re.funds")
 	assert.Equal(t, 2, r.code, r.err)
-	nc, err := nats.Connect(srv.URL())
+	assert.Empty(t, streamsOn(t, srv.URL()), "nothing provisioned")
+}
+
+// streamsOn names the streams the server at url has.
+func streamsOn(t *testing.T, url string) []string {
+	t.Helper()
+	nc, err := nats.Connect(url)
 	require.NoError(t, err)
 	defer nc.Close()
 	js, err := natsjs.New(nc)
@@ -87,5 +84,5 @@ func TestProvisionChecksBeforeWriting(t *testing.T) {
 		made = append(made, n)
 	}
 	require.NoError(t, names.Err())
-	assert.Empty(t, made, "nothing provisioned")
+	return made
 }
