@@ -51,7 +51,7 @@ var (
 	// once, the bucket can come back from a replica that had not yet
 	// stored the last writes, older but not empty, which putting records
 	// back from the audit trail cannot see (Config.RecordsStorage).
-	ErrReplicatedMemoryRecords = errors.New("run records in memory need a runs bucket with one replica (use --records-storage file on a cluster)")
+	ErrReplicatedMemoryRecords = errors.New("run records in memory need a runs bucket with one replica")
 )
 
 // translate maps nats.go errors onto this package's sentinels, keeping the

@@ -133,6 +133,9 @@ func (c *Client) Provision(ctx context.Context) error {
 		return fmt.Errorf("provision: %w", translate(err))
 	}
 	replicas = max(replicas, c.cfg.Replicas)
+	if err := c.checkRecordsReplicas(ctx, replicas); err != nil {
+		return err
+	}
 	for _, sc := range c.streamConfigs(replicas) {
 		if err := c.provisionStream(ctx, sc); err != nil {
 			return fmt.Errorf("provision stream %s: %w", sc.Name, translate(err))
@@ -168,6 +171,41 @@ func (c *Client) ProvisionPending(ctx context.Context) error {
 // only for a client that provisions.
 func (c *Client) ProvisionRuns(ctx context.Context, storage Storage) error {
 	return c.provisionMissing(ctx, RunsBucket, storageType(storage))
+}
+
+// checkRecordsReplicas refuses, before anything is written, to provision
+// with replicas a runs bucket that keeps its records in memory: the one
+// that exists, or else the one this client would create
+// (ErrReplicatedMemoryRecords).
+func (c *Client) checkRecordsReplicas(ctx context.Context, replicas int) error {
+	if replicas <= 1 {
+		return nil
+	}
+	name := c.BucketStreamName(RunsBucket)
+	var have *jetstream.StreamConfig
+	err := c.converge(ctx, func(ctx context.Context) error {
+		st, err := c.js.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil
+		}
+		if err == nil {
+			cfg := st.CachedInfo().Config
+			have = &cfg
+		}
+		return err
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("provision: %w", translate(err))
+	case have == nil && c.recordsStorage() == jetstream.MemoryStorage:
+		return fmt.Errorf("provision: %w: asked for %d replicas (records in memory: one replica; on a cluster, keep them on disk)",
+			ErrReplicatedMemoryRecords, replicas)
+	case have != nil && have.Storage == jetstream.MemoryStorage:
+		return fmt.Errorf("provision: %w: %s keeps its records in memory, and %d replicas are asked for; to replicate it, "+
+			"delete the stream %s and provision with records on disk (the coordinator puts the records back from the audit trail)",
+			ErrReplicatedMemoryRecords, name, replicas, name)
+	}
+	return nil
 }
 
 // provisionMissing creates the core bucket name (RunsBucket, PendingBucket)
@@ -210,7 +248,9 @@ func (c *Client) BucketInMemory(ctx context.Context, name string) (bool, error) 
 		return false, fmt.Errorf("%w: bucket %s", ErrNotProvisioned, c.BucketName(name))
 	}
 	if err == nil && mem && replicas > 1 && name == RunsBucket {
-		return true, fmt.Errorf("%w: bucket %s has %d", ErrReplicatedMemoryRecords, c.BucketName(name), replicas)
+		return true, fmt.Errorf("%w: bucket %s has %d replicas; delete its stream %s and provision with records on disk "+
+			"(the coordinator puts the records back from the audit trail)", ErrReplicatedMemoryRecords, c.BucketName(name),
+			replicas, c.BucketStreamName(name))
 	}
 	return mem, translate(err)
 }
@@ -378,12 +418,12 @@ func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConf
 	if records && cfg.Storage == jetstream.MemoryStorage && cfg.Replicas > 1 {
 		return nil, fmt.Errorf("%w: asked for %d replicas", ErrReplicatedMemoryRecords, cfg.Replicas)
 	}
-	refused := 0
+	refused := false
 	raise := func(have jetstream.StreamConfig) jetstream.StreamConfig {
 		next := have
 		next.Replicas = max(have.Replicas, cfg.Replicas)
 		if records && have.Storage == jetstream.MemoryStorage && next.Replicas > 1 {
-			refused, next.Replicas = next.Replicas, have.Replicas
+			refused, next.Replicas = true, have.Replicas
 		}
 		next.MaxAge = longer(have.MaxAge, cfg.TTL)
 		next.AllowMsgTTL = have.AllowMsgTTL || msgTTL
@@ -411,9 +451,9 @@ func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConf
 	if err != nil {
 		return nil, err
 	}
-	if refused > 0 {
-		return nil, fmt.Errorf("%w: the runs bucket keeps its records in memory, and %d replicas were asked for",
-			ErrReplicatedMemoryRecords, refused)
+	if refused {
+		return nil, fmt.Errorf("%w: %s keeps its records in memory with %d replicas asked for",
+			ErrReplicatedMemoryRecords, cfg.Bucket, cfg.Replicas)
 	}
 	var kv jetstream.KeyValue
 	err = c.converge(ctx, func(ctx context.Context) error {

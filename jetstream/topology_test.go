@@ -142,8 +142,18 @@ func TestRecordsInMemoryRefusedWithReplicas(t *testing.T) {
 		return st.CachedInfo().Config
 	}
 
+	streams := func() []string {
+		names := js.StreamNames(ctx(t))
+		var out []string
+		for n := range names.Name() {
+			out = append(out, n)
+		}
+		require.NoError(t, names.Err())
+		return out
+	}
 	err := dial(jetstream.Config{Replicas: 3, RecordsStorage: jetstream.MemoryStorage}).Provision(ctx(t))
 	require.ErrorIs(t, err, jetstream.ErrReplicatedMemoryRecords)
+	assert.Empty(t, streams(), "a refused provision wrote nothing (later ones would take its replicas)")
 
 	auto := dial(jetstream.Config{Replicas: 3, RecordsStorage: jetstream.AutoStorage})
 	require.NoError(t, auto.Provision(ctx(t)))
@@ -158,9 +168,15 @@ func TestRecordsInMemoryRefusedWithReplicas(t *testing.T) {
 	assert.True(t, mem)
 	err = dial(jetstream.Config{Prefix: "one", Replicas: 3}).Provision(ctx(t))
 	require.ErrorIs(t, err, jetstream.ErrReplicatedMemoryRecords)
+	assert.ErrorContains(t, err, "delete the stream KV_one_runs")
 	cfg = runsStream(one)
 	assert.Equal(t, njs.MemoryStorage, cfg.Storage)
 	assert.Equal(t, 1, cfg.Replicas, "raised to three replicas in memory")
+	st, err := js.Stream(ctx(t), one.StreamName(jetstream.StreamEvents))
+	require.NoError(t, err)
+	assert.Equal(t, 1, st.CachedInfo().Config.Replicas, "the streams raised by a refused provision")
+	require.NoError(t, one.Provision(ctx(t)), "provisioning as before still works")
+	require.NoError(t, one.ProvisionRuns(ctx(t), jetstream.MemoryStorage))
 
 	hand := dial(jetstream.Config{Prefix: "hand", Replicas: 3})
 	require.NoError(t, hand.Provision(ctx(t)))

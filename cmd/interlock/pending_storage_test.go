@@ -41,9 +41,10 @@ func TestProvisionPendingStorage(t *testing.T) {
 	assert.Contains(t, bad.err, `--pending-storage "tape" is not memory, file or auto`)
 }
 
-// TestRecordsStorageFlag: --records-storage is memory or file. "auto" is a
-// usage error, in provision and in serve, before anything is written or
-// started: records are kept in memory only where asked for, on one replica
+// TestRecordsStorageFlag: --records-storage is memory or file, and memory
+// takes one replica. "auto", or memory with --replicas 3, is a usage
+// error, in provision and in serve, before anything is written: records
+// are kept in memory only where asked for, on one replica
 // (jetstream.ErrReplicatedMemoryRecords).
 func TestRecordsStorageFlag(t *testing.T) {
 	t.Parallel()
@@ -55,6 +56,9 @@ func TestRecordsStorageFlag(t *testing.T) {
 		r = cli(t, cmd, "--nats-url", srv.URL(), "--records-storage", "tape")
 		assert.Equal(t, exitUsage, r.code, cmd)
 		assert.Contains(t, r.err, `--records-storage "tape" is not memory or file`, cmd)
+		r = cli(t, cmd, "--nats-url", srv.URL(), "--records-storage", "memory", "--replicas", "3")
+		assert.Equal(t, exitUsage, r.code, cmd)
+		assert.Contains(t, r.err, "--records-storage memory needs one replica, not --replicas 3", cmd)
 	}
 	assert.Empty(t, streamsOn(t, srv.URL()), "nothing provisioned")
 }

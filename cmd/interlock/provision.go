@@ -73,6 +73,9 @@ one-shot step before serve's embedded server (deploy/systemd).`,
 			if err != nil {
 				return err
 			}
+			if err := checkRecordsReplicas(records, replicas); err != nil {
+				return err
+			}
 			return g.withClient(ctx, url, "interlock-provision", jetstream.Config{Replicas: replicas, PendingStorage: storage, RecordsStorage: records}, func(client *jetstream.Client) error {
 				ctx, cancel := context.WithTimeout(ctx, g.timeout+30*time.Second)
 				defer cancel()
@@ -181,6 +184,17 @@ func storageFlag(flag, v string) (jetstream.Storage, error) {
 		return "", usagef("--%s %q is not memory or file", flag, v)
 	}
 	return "", usagef("--%s %q is not memory, file or auto", flag, v)
+}
+
+// checkRecordsReplicas refuses --records-storage memory with --replicas
+// above one before anything is started or written
+// (jetstream.ErrReplicatedMemoryRecords).
+func checkRecordsReplicas(records jetstream.Storage, replicas int) error {
+	if records == jetstream.MemoryStorage && replicas > 1 {
+		return usagef("--records-storage memory needs one replica, not --replicas %d: %v (on a cluster, keep records on disk)",
+			replicas, jetstream.ErrReplicatedMemoryRecords)
+	}
+	return nil
 }
 
 // recordsStorageHelp is what --records-storage says, in provision and serve.

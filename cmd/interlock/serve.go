@@ -178,6 +178,9 @@ port 0 waits for the file, then reads where to connect.`,
 			if err != nil {
 				return err
 			}
+			if err := checkRecordsReplicas(records, replicas); err != nil {
+				return err
+			}
 			err = runServe(cmd, g, &emb, serveConfig{replicas: replicas, pendingStorage: storage, recordsStorage: records, concurrency: concurrency, ackWait: ackWait, notify: notify,
 				metricsAddr: metricsAddr, expiry: expiry, web: web, identities: identities, policies: policies, linkSecretEnv: linkSecret, linkTTL: linkTTL,
 				provision: provisions, topologyInterval: topology, readyFile: readyFile, stopTimeout: stopTimeout})
