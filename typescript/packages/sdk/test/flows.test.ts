@@ -79,7 +79,13 @@ describe("a run, from start to approval", () => {
     assert.equal(done.status, "completed");
     assert.deepEqual(done.result, { ticket: "T-A-1", answer: false, hasPayload: true, approver: "ada", info: 1 });
     assert.deepEqual(calls, { step: 1, asked: 1, passes: 2 });
-    const types = (await client.events(run)).map((e) => e.type);
+    // The events follow the record they come from (protocol.md): a reader
+    // that saw the run completed waits for its completed event.
+    let types: string[] = [];
+    await eventually(async () => {
+      types = (await client.events(run)).map((e) => e.type);
+      return types.includes("completed");
+    }, 15_000, "the completed event");
     for (const t of ["suspended", "decision_accepted", "completed"]) assert.ok(types.includes(t), `${t} in ${types.join(",")}`);
     // The accepted decision that queued the replay says so (verdict.replay); no resumed entry is written.
     assert.ok(!types.includes("resumed"), `no resumed in ${types.join(",")}`);

@@ -12,7 +12,7 @@ import { after, before, test } from "node:test";
 import type { NatsConnection } from "@nats-io/nats-core";
 
 import * as sdk from "../src/index.js";
-import { Shipped } from "@interlock/testing";
+import { eventually, Shipped } from "@interlock/testing";
 
 let shipped: Shipped;
 const as = (user: string): Promise<NatsConnection> => shipped.as(user);
@@ -56,7 +56,12 @@ test("a worker as the agent's own user, an approver as herself and an auditor's 
     const done = await auditor.wait(run);
     assert.equal(done.status, "completed", done.error);
     assert.deepEqual(done.result, { refunded: 35, by: "ada" });
-    const types = (await auditor.events(run)).map((e) => e.type);
+    // The completed event follows the record (protocol.md): wait for it.
+    let types: string[] = [];
+    await eventually(async () => {
+      types = (await auditor.events(run)).map((e) => e.type);
+      return types.includes("completed");
+    }, 15_000, "the completed event");
     assert.ok(types.includes("decision_accepted") && types.includes("completed"), types.join(","));
     for (const c of [starter, auditor, ada]) c.close();
   } finally {
