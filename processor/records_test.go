@@ -122,7 +122,7 @@ func TestRecordsInMemoryPutBackAfterNATSRestart(t *testing.T) {
 	assert.Equal(t, len(runs), calls.get("step"), "the journaled step once a run")
 	for _, r := range runs {
 		assert.Len(t, h.events(r, subjects.EventDecisionAccepted), 1, r)
-		assert.Len(t, h.events(r, subjects.EventCompleted), 1, r)
+		assert.Len(t, h.waitEvents(r, subjects.EventCompleted, 1), 1, r) // the event follows the record
 	}
 }
 
@@ -172,7 +172,7 @@ func TestRecordLostWithItsCrashIsAppliedOnce(t *testing.T) {
 			assert.Len(t, h.events(run, subjects.EventSuspended), 1, "one suspension event")
 			assert.Len(t, h.events(run, subjects.EventDecisionAccepted), 1, "decision applied once")
 			assert.Len(t, h.replays(run), 1, "one replay scheduled")
-			assert.Len(t, h.events(run, subjects.EventCompleted), 1)
+			assert.Len(t, h.waitEvents(run, subjects.EventCompleted, 1), 1) // the event follows the record
 			assert.Equal(t, 1, rec.Pass, "two passes, no more")
 		})
 	}
