@@ -173,13 +173,18 @@ func (c *Client) ProvisionRuns(ctx context.Context, storage Storage) error {
 	return c.provisionMissing(ctx, RunsBucket, storageType(storage))
 }
 
+// RecordsReplicasRefused is the one rule for where run records may be kept
+// in memory: a runs bucket in memory with more than one replica is
+// refused (ErrReplicatedMemoryRecords).
+func RecordsReplicasRefused(inMemory bool, replicas int) bool { return inMemory && replicas > 1 }
+
 // checkRecordsReplicas refuses, before anything is written, to provision
 // with replicas a runs bucket that keeps its records in memory: the one
 // that exists, or else the one this client would create
 // (ErrReplicatedMemoryRecords).
 func (c *Client) checkRecordsReplicas(ctx context.Context, replicas int) error {
-	if replicas <= 1 {
-		return nil
+	if !RecordsReplicasRefused(true, replicas) {
+		return nil // no storage is refused with these replicas: no need to look
 	}
 	name := c.BucketStreamName(RunsBucket)
 	var have *jetstream.StreamConfig
@@ -197,10 +202,10 @@ func (c *Client) checkRecordsReplicas(ctx context.Context, replicas int) error {
 	switch {
 	case err != nil:
 		return fmt.Errorf("provision: %w", translate(err))
-	case have == nil && c.recordsStorage() == jetstream.MemoryStorage:
+	case have == nil && RecordsReplicasRefused(c.recordsStorage() == jetstream.MemoryStorage, replicas):
 		return fmt.Errorf("provision: %w: asked for %d replicas (records in memory: one replica; on a cluster, keep them on disk)",
 			ErrReplicatedMemoryRecords, replicas)
-	case have != nil && have.Storage == jetstream.MemoryStorage:
+	case have != nil && RecordsReplicasRefused(have.Storage == jetstream.MemoryStorage, replicas):
 		return fmt.Errorf("provision: %w: %s keeps its records in memory, and %d replicas are asked for; to replicate it, "+
 			"delete the stream %s and provision with records on disk (the coordinator puts the records back from the audit trail)",
 			ErrReplicatedMemoryRecords, name, replicas, name)
@@ -247,7 +252,7 @@ func (c *Client) BucketInMemory(ctx context.Context, name string) (bool, error) 
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return false, fmt.Errorf("%w: bucket %s", ErrNotProvisioned, c.BucketName(name))
 	}
-	if err == nil && mem && replicas > 1 && name == RunsBucket {
+	if err == nil && name == RunsBucket && RecordsReplicasRefused(mem, replicas) {
 		return true, fmt.Errorf("%w: bucket %s has %d replicas; delete its stream %s and provision with records on disk "+
 			"(the coordinator puts the records back from the audit trail)", ErrReplicatedMemoryRecords, c.BucketName(name),
 			replicas, c.BucketStreamName(name))
@@ -415,14 +420,14 @@ func longer(a, b time.Duration) time.Duration {
 func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	msgTTL := cfg.Bucket == c.BucketName(PendingBucket)
 	records := cfg.Bucket == c.BucketName(RunsBucket)
-	if records && cfg.Storage == jetstream.MemoryStorage && cfg.Replicas > 1 {
+	if records && RecordsReplicasRefused(cfg.Storage == jetstream.MemoryStorage, cfg.Replicas) {
 		return nil, fmt.Errorf("%w: asked for %d replicas", ErrReplicatedMemoryRecords, cfg.Replicas)
 	}
 	refused := false
 	raise := func(have jetstream.StreamConfig) jetstream.StreamConfig {
 		next := have
 		next.Replicas = max(have.Replicas, cfg.Replicas)
-		if records && have.Storage == jetstream.MemoryStorage && next.Replicas > 1 {
+		if records && RecordsReplicasRefused(have.Storage == jetstream.MemoryStorage, next.Replicas) {
 			refused, next.Replicas = true, have.Replicas
 		}
 		next.MaxAge = longer(have.MaxAge, cfg.TTL)

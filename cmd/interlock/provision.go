@@ -190,7 +190,7 @@ func storageFlag(flag, v string) (jetstream.Storage, error) {
 // above one before anything is started or written
 // (jetstream.ErrReplicatedMemoryRecords).
 func checkRecordsReplicas(records jetstream.Storage, replicas int) error {
-	if records == jetstream.MemoryStorage && replicas > 1 {
+	if jetstream.RecordsReplicasRefused(records == jetstream.MemoryStorage, replicas) {
 		return usagef("--records-storage memory needs one replica, not --replicas %d: %v (on a cluster, keep records on disk)",
 			replicas, jetstream.ErrReplicatedMemoryRecords)
 	}
