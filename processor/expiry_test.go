@@ -69,12 +69,10 @@ func TestExpiryCancelsByDefault(t *testing.T) {
 	run := h.start("a", nil)
 	rec := h.waitFor(run, Finished)
 	assert.JSONEq(t, `{"cancelled":"expired","by":"interlock:expiry"}`, string(rec.Result), "fail closed: the body sees an expiry")
-	assert.Len(t, h.waitEvents(run, subjects.EventExpired, 1), 1)
-	// The expired event follows the expiry's decision and the notice, so
-	// the replay the decision queued may complete first (protocol.md).
-	assert.ElementsMatch(t, []subjects.EventType{subjects.EventSuspended, subjects.EventDecisionAccepted, subjects.EventExpired,
+	// The expired event is stored with the expiry's decision, before the
+	// replay that decision queues, so the trail reads in order.
+	assert.Equal(t, []subjects.EventType{subjects.EventSuspended, subjects.EventDecisionAccepted, subjects.EventExpired,
 		subjects.EventCompleted}, h.trailTypes(run))
-	assert.Equal(t, []subjects.EventType{subjects.EventSuspended, subjects.EventDecisionAccepted}, h.trailTypes(run)[:2])
 	assert.Empty(t, rec.History, "the record keeps no history: the trail is it")
 	assert.Regexp(t, `^expires \S+, then cancel$`, h.events(run, subjects.EventSuspended)[0].Detail,
 		"the suspended event says what its deadline's timers do")
@@ -261,6 +259,37 @@ func TestCoordinatorCrashWhileExpiring(t *testing.T) {
 	assert.JSONEq(t, `{"cancelled":"expired","by":"interlock:expiry"}`, string(h.waitFor(run, Finished).Result))
 	h.timersIdle()
 	assert.Len(t, h.events(run, subjects.EventExpired), 1)
+	assert.Len(t, h.replays(run), 1)
+}
+
+// The expiry's expired event is stored with its decision: a coordinator
+// that stops right after that decision's commit (the replay queued) has
+// already written it, so no replay of an expiry ever completes in a trail
+// that does not say the interrupt expired.
+func TestExpiredStoredWithTheExpirysDecision(t *testing.T) {
+	t.Parallel()
+	h := newBareHarness(t, map[string]AgentFunc{"a": gated(func() Request { return Request{Timeout: time.Second} })})
+	h.startWorker(nil)
+	hook, crashed := fault.Once("decision-after-work")
+	h.startCoordinator(hook)
+	run := h.start("a", nil)
+	<-crashed
+	types := func() []subjects.EventType {
+		evs, err := h.client.Events(h.ctx(), run)
+		require.NoError(t, err)
+		var out []subjects.EventType
+		for _, e := range evs {
+			out = append(out, e.Type)
+		}
+		return out
+	}
+	assert.Equal(t, []subjects.EventType{subjects.EventSuspended, subjects.EventDecisionAccepted, subjects.EventExpired}, types(),
+		"the trail when the coordinator stopped after the expiry's decision")
+	h.startCoordinator(nil)
+	assert.JSONEq(t, `{"cancelled":"expired","by":"interlock:expiry"}`, string(h.waitFor(run, Finished).Result))
+	h.timersIdle()
+	assert.Equal(t, []subjects.EventType{subjects.EventSuspended, subjects.EventDecisionAccepted, subjects.EventExpired,
+		subjects.EventCompleted}, h.trailTypes(run))
 	assert.Len(t, h.replays(run), 1)
 }
 

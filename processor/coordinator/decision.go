@@ -179,8 +179,11 @@ func heldAs(rec *subjects.Run, i int, d subjects.Decision) uint64 {
 // accepted finishes an accepted decision: the replay work item when it was
 // the last one awaited, the events, the reply. Every publish is deduplicated,
 // so running it again after a crash changes nothing. A vote that left its
-// interrupt waiting is answered vote_recorded, with the tally.
-func (co *Coordinator) accepted(ctx context.Context, o origin, rec *subjects.Run, d subjects.Decision) error {
+// interrupt waiting is answered vote_recorded, with the tally. The events
+// in also are stored with the decision's own, before the work item: what
+// the input says besides the verdict (an expiry's expired) precedes
+// everything the replay writes.
+func (co *Coordinator) accepted(ctx context.Context, o origin, rec *subjects.Run, d subjects.Decision, also ...store.Event) error {
 	i := rules.Find(rec, d.InterruptID)
 	st := rec.Interrupts[i]
 	if st.Decision != nil && (st.Decision.DecisionID != d.DecisionID || st.Decision.Approver != d.Approver) {
@@ -225,6 +228,7 @@ func (co *Coordinator) accepted(ctx context.Context, o origin, rec *subjects.Run
 	v := subjects.Verdict{DecisionID: d.DecisionID, RunID: rec.RunID, InterruptID: d.InterruptID,
 		Outcome: subjects.OutcomeAccepted, Replay: replay, At: co.now(), Tally: co.rules.Tally(rec, i, d), Rule: st.Decision.Rule}
 	fx.Events = append(fx.Events, co.verdictEvent(o, rec.Agent, st.Pass, &v))
+	fx.Events = append(fx.Events, also...)
 	fx.Record = rec
 	if err := co.store.Commit(ctx, fx); err != nil {
 		return err

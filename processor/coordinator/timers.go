@@ -131,15 +131,12 @@ func (co *Coordinator) timerEffects(ctx context.Context, rec *subjects.Run, i in
 	}
 	switch action {
 	case rules.TimerExpired:
-		// The expiry's decision carries the copy (accepted); its event
-		// follows the notice, as a decision's does.
-		if err := co.accepted(ctx, origin{subject: "timer " + t.Name, key: key, via: "expiry", approver: subjects.ExpiryApprover}, rec, *st.Decision); err != nil {
+		// The expired event goes with the expiry's decision (which carries
+		// the copy), before the replay it queues; the notice follows.
+		if err := co.accepted(ctx, origin{subject: "timer " + t.Name, key: key, via: "expiry", approver: subjects.ExpiryApprover},
+			rec, *st.Decision, co.newEvent(ev, key)); err != nil {
 			return err
 		}
-		if err := co.publishNotice(ctx, rec, st, kind, seq, t.Name, detail); err != nil {
-			return err
-		}
-		return co.event(ctx, ev, key)
 	case rules.TimerEscalated:
 		if err := co.store.Commit(ctx, store.Effects{Events: []store.Event{co.newEvent(ev, key)}, Record: rec}); err != nil {
 			return err
