@@ -145,6 +145,37 @@ func (m *Bucket) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
+// DeleteAt removes key if its last message is still at sequence revision,
+// otherwise ErrConflict: a delete that must not remove a newer write. Its
+// marker expires after a second, as KVDeleteMsg's.
+func (m *Bucket) DeleteAt(ctx context.Context, key string, revision uint64) error {
+	_, err := m.c.Publish(ctx, "$KV."+m.name+"."+key, nil, "", Header{kvOperation: {kvDelete}, markerTTLHeader: {"1s"},
+		jetstream.ExpectedLastSubjSeqHeader: {strconv.FormatUint(revision, 10)}})
+	if err != nil {
+		return fmt.Errorf("delete %s at revision %d: %w", key, revision, err)
+	}
+	return nil
+}
+
+// Epoch names the current leadership of the bucket's stream, its leader
+// and when it was elected, when the stream may come back older than what
+// it acknowledged (MayComeBackOlder): a bucket read under one epoch and
+// found under another may have lost its last writes. It is empty for any
+// other bucket, and while the stream has no leader.
+func (m *Bucket) Epoch(ctx context.Context) (string, error) {
+	st, err := m.js.Stream(ctx, "KV_"+m.name)
+	if err != nil {
+		return "", fmt.Errorf("bucket %s: %w", m.name, translate(err))
+	}
+	info := st.CachedInfo()
+	cl := info.Cluster
+	if !MayComeBackOlder(info.Config.Storage == jetstream.MemoryStorage, info.Config.Replicas) ||
+		cl == nil || cl.Leader == "" || cl.LeaderSince == nil {
+		return "", nil
+	}
+	return cl.Leader + "@" + cl.LeaderSince.UTC().Format(time.RFC3339Nano), nil
+}
+
 // Marker returns the body and sequence of the delete marker that is key's
 // last message (PutMarker's), or ErrNotFound when key has no message or
 // its last one is a value, or the bucket no longer exists (a bucket in

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -178,6 +179,20 @@ func TestRecordsInMemoryRefusedWithReplicas(t *testing.T) {
 	require.NoError(t, one.Provision(ctx(t)), "provisioning as before still works")
 	require.NoError(t, one.ProvisionRuns(ctx(t), jetstream.MemoryStorage))
 
+	// Raised by hand while a coordinator runs: its running topology check
+	// raises the alert (the start check refuses: BucketInMemory, below).
+	check := one.NewTopologyCheck()
+	drifts, err := check.Check(ctx(t))
+	require.NoError(t, err)
+	require.Empty(t, drifts)
+	raised := runsStream(one)
+	raised.Replicas = 3
+	_, err = js.UpdateStream(ctx(t), raised)
+	require.NoError(t, err)
+	drifts, err = check.Check(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, []jetstream.Drift{{Stream: "KV_one_runs", Field: "num_replicas", Want: "1 (run records in memory)", Found: "3"}}, drifts)
+
 	hand := dial(jetstream.Config{Prefix: "hand", Replicas: 3})
 	require.NoError(t, hand.Provision(ctx(t)))
 	cfg = runsStream(hand)
@@ -187,4 +202,49 @@ func TestRecordsInMemoryRefusedWithReplicas(t *testing.T) {
 	require.NoError(t, err)
 	_, err = hand.BucketInMemory(ctx(t), jetstream.RunsBucket)
 	require.ErrorIs(t, err, jetstream.ErrReplicatedMemoryRecords)
+}
+
+// TestBucketEpoch: a bucket that may come back older than what it
+// acknowledged (in memory, replicated) names its stream's leadership, and
+// a new leader changes it; a bucket on disk, or with one replica, has none
+// (a leader change loses nothing there).
+func TestBucketEpoch(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	urls := jstest.URLs(jstest.Cluster(t, 3))
+	bucket := func(cfg jetstream.Config) *jetstream.Bucket {
+		t.Helper()
+		c, err := jetstream.Dial(ctx(t), jetstream.DialConfig{URL: urls}, cfg)
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		require.NoError(t, c.Provision(ctx(t)))
+		b, err := c.OpenBucket(ctx(t), jetstream.PendingBucket)
+		require.NoError(t, err)
+		return b
+	}
+	epoch := func(b *jetstream.Bucket) string {
+		t.Helper()
+		var e string
+		var err error
+		require.Eventually(t, func() bool { e, err = b.Epoch(ctx(t)); return err == nil }, 30*time.Second, 50*time.Millisecond)
+		return e
+	}
+	assert.Empty(t, epoch(bucket(jetstream.Config{Prefix: "disk", Replicas: 3, PendingStorage: jetstream.FileStorage})), "on disk")
+	assert.Empty(t, epoch(bucket(jetstream.Config{Prefix: "single", Replicas: 1})), "in memory, one replica")
+	replicated := bucket(jetstream.Config{Replicas: 3})
+	first := epoch(replicated)
+	require.NotEmpty(t, first, "in memory, three replicas")
+
+	nc, err := nats.Connect(urls)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	m, err := nc.Request("$JS.API.STREAM.LEADER.STEPDOWN.KV_interlock_pending", nil, 10*time.Second)
+	require.NoError(t, err)
+	require.Contains(t, string(m.Data), `"success":true`)
+	require.Eventually(t, func() bool {
+		e, err := replicated.Epoch(ctx(t))
+		return err == nil && e != "" && e != first
+	}, 30*time.Second, 100*time.Millisecond, "a new leader, a new epoch")
 }

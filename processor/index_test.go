@@ -195,3 +195,93 @@ func TestPendingIndexLostIsNoDrift(t *testing.T) {
 		return len(audited) == 1
 	}, waitLimit, 10*time.Millisecond, "the topology_drift event, once the bucket stayed missing")
 }
+
+// TestPendingIndexRebuiltAfterLeaderChange: a pending index in memory on a
+// cluster can come back older than it was, not empty and with its marker,
+// when most of its replicas restart at once and the one left had not yet
+// stored the last writes (memory Raft logs do not survive a restart). It
+// then lists an interrupt decided since and misses one suspended since,
+// and nothing would ever repair it. Such a loss always comes with a new
+// leader for the index's stream: the coordinator builds the index again
+// whenever that leader changed since its marker was written, and the
+// build removes the entries no waiting interrupt backs. The test leaves the
+// index as such a loss would (an entry removed, a removed one put back as
+// admin) and has the stream elect a new leader.
+func TestPendingIndexRebuiltAfterLeaderChange(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	servers := jstest.Cluster(t, 3)
+	h := clusterHarness(t, jstest.URLs(servers), 1)
+	var runs []string
+	for range 3 {
+		var run string
+		retry(t, "start", func() error {
+			var err error
+			run, err = h.client.Start(h.ctx(), "refunds", nil)
+			return err
+		})
+		runs = append(runs, run)
+	}
+	ids := map[string]string{}
+	for _, r := range runs {
+		ids[r] = h.suspendedAtPass(r, 0).Pending()[0].ID
+	}
+	listed := func(want ...string) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			p, err := h.client.Pending(h.ctx())
+			if err != nil {
+				return false
+			}
+			var got []string
+			for _, e := range p {
+				got = append(got, e.RunID)
+			}
+			return assert.ElementsMatch(new(testing.T), want, got)
+		}, waitLimit, 20*time.Millisecond, "listed: %v", want)
+	}
+	listed(runs...)
+	h.waitEvents(subjects.NoRun, subjects.EventPendingIndexBuilt, 1)
+
+	nc, err := nats.Connect(jstest.URLs(servers))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := natsjs.New(nc)
+	require.NoError(t, err)
+	kv, err := js.KeyValue(h.ctx(), h.admin.BucketName(jetstream.PendingBucket))
+	require.NoError(t, err)
+	decided := runs[1]
+	old, err := kv.Get(h.ctx(), subjects.PendingKey(decided, ids[decided]))
+	require.NoError(t, err)
+	h.decide(decided, ids[decided], subjects.StatusResolved, map[string]any{"amount": 2})
+	listed(runs[0], runs[2])
+
+	// What the replica left would hold: the decided interrupt's entry (its
+	// removal lost) and no entry for the first run (its put lost).
+	_, err = kv.Put(h.ctx(), subjects.PendingKey(decided, ids[decided]), old.Value())
+	require.NoError(t, err)
+	require.NoError(t, kv.Delete(h.ctx(), subjects.PendingKey(runs[0], ids[runs[0]])))
+	listed(decided, runs[2])
+
+	stream := "KV_" + h.admin.BucketName(jetstream.PendingBucket)
+	before, err := js.Stream(h.ctx(), stream)
+	require.NoError(t, err)
+	leader := before.CachedInfo().Cluster.Leader
+	retry(t, "step down", func() error {
+		m, err := nc.Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream, nil, 5*time.Second)
+		if err == nil && !strings.Contains(string(m.Data), `"success":true`) {
+			err = fmt.Errorf("step down: %s", m.Data)
+		}
+		return err
+	})
+	require.Eventually(t, func() bool {
+		st, err := js.Stream(context.Background(), stream)
+		return err == nil && st.CachedInfo().Cluster.Leader != "" && st.CachedInfo().Cluster.Leader != leader
+	}, waitLimit, 50*time.Millisecond, "a new leader for the index")
+
+	listed(runs[0], runs[2])
+	builds := h.waitEvents(subjects.NoRun, subjects.EventPendingIndexBuilt, 2)
+	assert.Contains(t, builds[1].Detail, "1 stale entries removed", "the build says what it removed: %s", builds[1].Detail)
+}

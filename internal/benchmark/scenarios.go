@@ -43,6 +43,9 @@ type Result struct {
 	// cycle, over every stream and bucket the side uses.
 	MsgsPerCycle  float64 `json:"msgsPerCycle,omitempty"`
 	BytesPerCycle float64 `json:"bytesPerCycle,omitempty"`
+	// StreamBytesPerCycle splits BytesPerCycle by stream (a bucket's
+	// stream is KV_<bucket>).
+	StreamBytesPerCycle map[string]float64 `json:"streamBytesPerCycle,omitempty"`
 	// CPUPerCycleMs is the CPU time the whole bench process used per cycle
 	// (user and system): the embedded server's work for the side included,
 	// as it runs in the same process. Absent where it cannot be read.
@@ -227,6 +230,10 @@ func RunSide(ctx context.Context, side string, mode embedded.Sync, o Options) ([
 			}
 			r.Runs, r.PerSecond = runs, float64(runs)/elapsed.Seconds()
 			r.MsgsPerCycle, r.BytesPerCycle = float64(written.Msgs)/float64(runs), float64(written.Bytes)/float64(runs)
+			r.StreamBytesPerCycle = map[string]float64{}
+			for stream, n := range written.Streams {
+				r.StreamBytesPerCycle[stream] = float64(n) / float64(runs)
+			}
 			r.P50ms, r.P99ms = ms(h.Quantile(0.5)), ms(h.Quantile(0.99))
 		case "parked":
 			before, err := c.Bytes(ctx)

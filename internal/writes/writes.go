@@ -7,6 +7,7 @@ package writes
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"sync"
 
@@ -21,21 +22,30 @@ type Totals struct {
 	// Bytes is the size of the messages published on the streams'
 	// subjects: subject, encoded headers and body.
 	Bytes uint64
+	// Streams splits Bytes by stream (a bucket's stream is KV_<bucket>).
+	Streams map[string]uint64
 }
 
 // Tap counts the writes to every stream on one server from Start to Stop.
 type Tap struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
-	filters [][]string
+	filters []filter
 	before  map[string]uint64
 	// marker is the subject Stop publishes on: the tap has counted
 	// everything published before it once it sees it.
 	marker string
 	seen   chan struct{}
 
-	mu    sync.Mutex
-	bytes uint64
+	mu      sync.Mutex
+	bytes   uint64
+	streams map[string]uint64
+}
+
+// filter is one of a stream's subjects, split into tokens.
+type filter struct {
+	stream string
+	tokens []string
 }
 
 // Start reads every stream's last sequence and starts counting.
@@ -49,7 +59,7 @@ func Start(ctx context.Context, url string) (*Tap, error) {
 		nc.Close()
 		return nil, err
 	}
-	t := &Tap{nc: nc, js: js, marker: nc.NewInbox(), seen: make(chan struct{})}
+	t := &Tap{nc: nc, js: js, marker: nc.NewInbox(), seen: make(chan struct{}), streams: map[string]uint64{}}
 	if t.before, t.filters, err = t.lastSeqs(ctx); err != nil {
 		nc.Close()
 		return nil, err
@@ -63,7 +73,11 @@ func Start(ctx context.Context, url string) (*Tap, error) {
 		}
 		// A consumer's delivery comes with the stored message's subject
 		// (and an ack subject to reply to): it is a read, not a write.
-		if strings.HasPrefix(m.Reply, "$JS.ACK.") || !t.stored(m.Subject) {
+		if strings.HasPrefix(m.Reply, "$JS.ACK.") {
+			return
+		}
+		stream := t.stream(m.Subject)
+		if stream == "" {
 			return
 		}
 		n := uint64(len(m.Subject) + len(m.Data))
@@ -72,11 +86,12 @@ func Start(ctx context.Context, url string) (*Tap, error) {
 		}
 		t.mu.Lock()
 		t.bytes += n
+		t.streams[stream] += n
 		t.mu.Unlock()
 	}
 	subjects := map[string]bool{t.marker: true}
 	for _, f := range t.filters {
-		subjects[strings.Join(f, ".")] = true
+		subjects[strings.Join(f.tokens, ".")] = true
 	}
 	for s := range subjects {
 		if _, err = nc.Subscribe(s, count); err != nil {
@@ -94,14 +109,14 @@ func Start(ctx context.Context, url string) (*Tap, error) {
 }
 
 // lastSeqs reads each stream's last sequence, and the subjects of all.
-func (t *Tap) lastSeqs(ctx context.Context) (map[string]uint64, [][]string, error) {
+func (t *Tap) lastSeqs(ctx context.Context) (map[string]uint64, []filter, error) {
 	out := map[string]uint64{}
-	var filters [][]string
+	var filters []filter
 	lister := t.js.ListStreams(ctx)
 	for info := range lister.Info() {
 		out[info.Config.Name] = info.State.LastSeq
 		for _, s := range info.Config.Subjects {
-			filters = append(filters, strings.Split(s, "."))
+			filters = append(filters, filter{stream: info.Config.Name, tokens: strings.Split(s, ".")})
 		}
 	}
 	return out, filters, lister.Err()
@@ -129,19 +144,20 @@ func (t *Tap) Stop(ctx context.Context) (Totals, error) {
 	}
 	t.mu.Lock()
 	tot.Bytes = t.bytes
+	tot.Streams = maps.Clone(t.streams)
 	t.mu.Unlock()
 	return tot, nil
 }
 
-// stored says whether subject is one of a stream's.
-func (t *Tap) stored(subject string) bool {
+// stream is the stream whose subjects take subject, "" if none.
+func (t *Tap) stream(subject string) string {
 	toks := strings.Split(subject, ".")
 	for _, f := range t.filters {
-		if match(f, toks) {
-			return true
+		if match(f.tokens, toks) {
+			return f.stream
 		}
 	}
-	return false
+	return ""
 }
 
 // match reports whether the tokens of a subject match a filter's (with

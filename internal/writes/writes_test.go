@@ -68,4 +68,6 @@ func TestTap(t *testing.T) {
 	assert.Equal(t, uint64(2), got.Msgs, "one message on each stream, the deleted one included")
 	header := len("NATS/1.0\r\n") + len("K: v\r\n") + len("\r\n")
 	assert.Equal(t, uint64(len("q.a")+5+header+len("l")+1), got.Bytes)
+	assert.Equal(t, map[string]uint64{"Q": uint64(len("q.a") + 5 + header), "L": uint64(len("l") + 1)}, got.Streams,
+		"the bytes by stream")
 }

@@ -21,7 +21,12 @@ import (
 // server restart (or, on a cluster, a restart of every replica) loses it.
 // Its marker (store.IndexMarker), kept in the index itself, is lost with
 // it; a coordinator that finds no marker builds the index again from the
-// records, and keeps checking while it runs.
+// records, and keeps checking while it runs. On a cluster, a loss can also
+// leave the index older than it was, marker and all (jetstream.MayComeBackOlder):
+// such a loss comes with a new leader for the index's stream, so the
+// marker holds the leadership it was built under (store.Store.IndexEpoch),
+// and an index found under another is built again, its stale entries
+// removed.
 
 // DefaultIndexInterval is how often a running coordinator checks, by
 // default, that the pending index is whole.
@@ -58,6 +63,7 @@ func (k *indexKeeper) check(ctx context.Context) (bool, error) {
 		return false, err // the index is built from the records: once they are back
 	}
 	m, seq, err := k.co.store.IndexMarker(ctx)
+	why := "pending index has no marker (new, or lost with a server restart): building it from the run records"
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		seq = 0
@@ -67,21 +73,36 @@ func (k *indexKeeper) check(ctx context.Context) (bool, error) {
 	case err != nil:
 		return false, fmt.Errorf("read the pending index's marker: %w", err)
 	case m.State == store.IndexBuilt:
-		return false, nil
+		epoch, err := k.co.store.IndexEpoch(ctx)
+		if err != nil {
+			return false, fmt.Errorf("read the pending index's leader: %w", err)
+		}
+		if epoch == "" || epoch == m.Epoch {
+			return false, nil
+		}
+		why = fmt.Sprintf("pending index has a new leader (%s, built under %q): it may have come back older "+
+			"than it was, so it is built again from the run records", epoch, m.Epoch)
 	case m.State == store.IndexBuilding && !strings.HasPrefix(m.By, k.id+"/") && k.co.now().Sub(m.At) < indexStale:
 		return false, nil // another coordinator is building it
 	}
-	return true, k.build(ctx, seq)
+	return true, k.build(ctx, seq, why)
 }
 
 // build claims the build (the marker still at seq), puts the entries of
 // every run waiting, and marks the index built, all with compare-and-set
 // on the marker: if the index is lost meanwhile, or another coordinator
 // takes the build over, the marker is not at the sequence this build last
-// wrote, and the build stops without marking the index built.
-func (k *indexKeeper) build(ctx context.Context, seq uint64) error {
+// wrote, and the build stops without marking the index built. The entries
+// written before its claim that it did not put again (no waiting interrupt
+// backs them: an index that came back older) are removed before it marks
+// the index built. why says what the log says.
+func (k *indexKeeper) build(ctx context.Context, seq uint64, why string) error {
 	co := k.co
 	start := time.Now()
+	epoch, err := co.store.IndexEpoch(ctx)
+	if err != nil {
+		return fmt.Errorf("read the pending index's leader: %w", err)
+	}
 	// by names this build: a stream recreated under it restarts its
 	// sequences, and another build's claim could land on the very sequence
 	// this one last wrote; before marking the index built, the marker is
@@ -94,7 +115,7 @@ func (k *indexKeeper) build(ctx context.Context, seq uint64) error {
 				return fmt.Errorf("%w: the marker is no longer this build's claim (%v)", errIndexLost, err)
 			}
 		}
-		next, err := co.store.PutIndexMarker(ctx, store.IndexMarker{State: state, By: by, At: co.now()}, seq)
+		next, err := co.store.PutIndexMarker(ctx, store.IndexMarker{State: state, By: by, At: co.now(), Epoch: epoch}, seq)
 		if errors.Is(err, store.ErrConflict) {
 			return fmt.Errorf("%w: %w", errIndexLost, err)
 		}
@@ -107,7 +128,8 @@ func (k *indexKeeper) build(ctx context.Context, seq uint64) error {
 	if err := claim(store.IndexBuilding); err != nil {
 		return err
 	}
-	co.cfg.Logger.Warn("pending index has no marker (new, or lost with a server restart): building it from the run records")
+	claimed := seq
+	co.cfg.Logger.Warn(why)
 	renewed, runs, entries := time.Now(), 0, 0
 	// Until a page is empty: a record written again after its page was
 	// read comes again on a later one, so the entry put last for each run
@@ -137,16 +159,21 @@ func (k *indexKeeper) build(ctx context.Context, seq uint64) error {
 			renewed = time.Now()
 		}
 	}
+	stale, err := co.store.SweepIndex(ctx, claimed)
+	if err != nil {
+		return fmt.Errorf("build the pending index: remove stale entries: %w", err)
+	}
 	if err := claim(store.IndexBuilt); err != nil {
 		return err
 	}
 	co.metrics.indexBuilds.Inc()
 	took := time.Since(start).Round(time.Millisecond)
-	co.cfg.Logger.Warn("pending index built from the run records", "runs", runs, "entries", entries, "took", took)
+	co.cfg.Logger.Warn("pending index built from the run records", "runs", runs, "entries", entries, "stale", stale, "took", took)
 	// In the audit trail too: a build after the first says the index was
-	// lost, with a server restart or by an operator deleting its bucket.
+	// lost, with a server restart, a new leader of an index kept in memory
+	// on a cluster, or by an operator deleting its bucket.
 	ev := subjects.Event{Type: subjects.EventPendingIndexBuilt, RunID: subjects.NoRun,
-		Detail: fmt.Sprintf("%d runs read, %d waiting interrupts put, in %s", runs, entries, took)}
+		Detail: fmt.Sprintf("%d runs read, %d waiting interrupts put, %d stale entries removed, in %s", runs, entries, stale, took)}
 	if err := co.event(ctx, ev, "index:"+by); err != nil {
 		co.cfg.Logger.Error("audit the pending index's build", "error", err)
 	}

@@ -132,6 +132,56 @@ func TestPendingIndexBuiltWhenLost(t *testing.T) {
 	assert.Equal(t, store.IndexBuilding, m.State)
 }
 
+// TestPendingIndexBuiltUnderANewLeader: an index that may come back older
+// than it was (in memory, replicated) is built again when its stream has a
+// new leader since its marker was written, and the build removes the
+// entries no waiting interrupt backs; under the same leader, or where no
+// leader change can lose a write (an empty epoch), it is left alone.
+func TestPendingIndexBuiltUnderANewLeader(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	e.suspend("a", 0, open)
+	e.suspend("b", 0, open)
+	e.st.SetIndexEpoch("n1@t1")
+	built, err := e.co.index.check(ctx(t))
+	require.NoError(t, err)
+	require.True(t, built, "the first build")
+	m, _, err := e.st.IndexMarker(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, "n1@t1", m.Epoch, "the marker holds the leadership it was built under")
+	built, err = e.co.index.check(ctx(t))
+	require.NoError(t, err)
+	assert.False(t, built, "the same leader: left alone")
+
+	// What an older replica would hold: a decided interrupt's entry, and
+	// no entry for one still waiting.
+	stale := pendingEntry(e.record("b"), e.record("b").Interrupts[0])
+	stale.RunID, stale.ID = "gone", "int-gone"
+	require.NoError(t, e.st.Commit(ctx(t), store.Effects{Index: []subjects.PendingInterrupt{stale}}))
+	require.NoError(t, e.st.Commit(ctx(t), store.Effects{Unindex: []store.PendingRef{{RunID: "a", InterruptID: e.record("a").Interrupts[0].ID}}}))
+
+	e.st.SetIndexEpoch("")
+	built, err = e.co.index.check(ctx(t))
+	require.NoError(t, err)
+	assert.False(t, built, "no epoch: a leader change loses nothing there")
+
+	e.st.SetIndexEpoch("n2@t2")
+	built, err = e.co.index.check(ctx(t))
+	require.NoError(t, err)
+	require.True(t, built, "a new leader: built again")
+	list, err := store.AllPending(ctx(t), e.st)
+	require.NoError(t, err)
+	var runs []string
+	for _, p := range list {
+		runs = append(runs, p.RunID)
+	}
+	assert.ElementsMatch(t, []string{"a", "b"}, runs, "the waiting interrupt back, the stale entry removed")
+	m, _, err = e.st.IndexMarker(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, "n2@t2", m.Epoch)
+	assert.Equal(t, store.IndexBuilt, m.State)
+}
+
 // TestPendingIndexBuildClaimed: a build another coordinator claimed and
 // renews is left to it; one whose claim went stale is taken over.
 func TestPendingIndexBuildClaimed(t *testing.T) {

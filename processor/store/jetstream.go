@@ -355,6 +355,49 @@ func (s *JetStream) PutIndexMarker(ctx context.Context, m IndexMarker, last uint
 	return b.PutMarker(ctx, indexMarkerKey, body, last)
 }
 
+// IndexEpoch implements Store with the index's stream info (Bucket.Epoch).
+func (s *JetStream) IndexEpoch(ctx context.Context) (string, error) {
+	b, err := s.bucket(ctx, jetstream.PendingBucket)
+	if err != nil {
+		return "", err
+	}
+	return b.Epoch(ctx)
+}
+
+// SweepIndex implements Store: the index's keys in the order they were
+// last written (Bucket.Page), until one written at or after before, each
+// removed with compare-and-set on its revision.
+func (s *JetStream) SweepIndex(ctx context.Context, before uint64) (int, error) {
+	b, err := s.bucket(ctx, jetstream.PendingBucket)
+	if err != nil {
+		return 0, err
+	}
+	removed := 0
+	for after := uint64(0); ; {
+		entries, next, err := b.Page(ctx, after, 256)
+		if err != nil {
+			return removed, err
+		}
+		for _, e := range entries {
+			if e.Revision >= before {
+				return removed, nil
+			}
+			switch err := b.DeleteAt(ctx, e.Key, e.Revision); {
+			case errors.Is(err, ErrConflict):
+				// written again since the page was read: not stale
+			case err != nil:
+				return removed, err
+			default:
+				removed++
+			}
+		}
+		if next == 0 {
+			return removed, nil
+		}
+		after = next
+	}
+}
+
 // LastSuspension implements Store with one direct get of the last message
 // on run's suspension subjects in the runs stream.
 func (s *JetStream) LastSuspension(ctx context.Context, run string) (uint64, error) {

@@ -72,6 +72,17 @@ type Store interface {
 	// is still at sequence last (0: there is none), and returns its
 	// sequence; otherwise an error matching ErrConflict.
 	PutIndexMarker(ctx context.Context, m IndexMarker, last uint64) (uint64, error)
+	// IndexEpoch names the current leadership of the pending index's
+	// stream when the index may come back older than what it acknowledged
+	// (kept in memory with more than one replica: jetstream.MayComeBackOlder),
+	// empty otherwise. An index whose marker holds another epoch may have
+	// lost its last writes and is built again.
+	IndexEpoch(ctx context.Context) (string, error)
+	// SweepIndex removes the pending index's entries last written before
+	// sequence before (a build's claim: every entry a build puts comes
+	// after it) and returns how many it removed. An entry written again
+	// meanwhile is kept.
+	SweepIndex(ctx context.Context, before uint64) (int, error)
 	// Events returns run's events after cursor after (0: all), oldest
 	// first, and the cursor of the last one returned (after when none).
 	Events(ctx context.Context, run string, after uint64) ([]subjects.Event, uint64, error)
@@ -175,6 +186,8 @@ type IndexMarker struct {
 	State string    `json:"state"`
 	By    string    `json:"by,omitempty"`
 	At    time.Time `json:"at"`
+	// Epoch is the IndexEpoch the build started under.
+	Epoch string `json:"epoch,omitempty"`
 }
 
 // The states of an IndexMarker.

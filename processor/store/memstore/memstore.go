@@ -38,6 +38,8 @@ type Store struct {
 	// marker is the index's marker and markerSeq its sequence (0: none).
 	marker    store.IndexMarker
 	markerSeq uint64
+	// epoch is IndexEpoch's answer (SetIndexEpoch).
+	epoch string
 }
 
 // DefaultMaxRecord is a new Store's MaxRecord: NATS's default max payload.
@@ -291,6 +293,36 @@ func (s *Store) PutIndexMarker(_ context.Context, m store.IndexMarker, last uint
 	s.seq++
 	s.marker, s.markerSeq = m, s.seq
 	return s.seq, nil
+}
+
+// IndexEpoch implements store.Store: a store in one process has no
+// replicas to lose writes with, unless a test set an epoch (SetIndexEpoch).
+func (s *Store) IndexEpoch(context.Context) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.epoch, nil
+}
+
+// SetIndexEpoch sets what IndexEpoch returns, as a new leader of a
+// replicated index's stream would change it.
+func (s *Store) SetIndexEpoch(epoch string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.epoch = epoch
+}
+
+// SweepIndex implements store.Store.
+func (s *Store) SweepIndex(_ context.Context, before uint64) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	removed := 0
+	for k, p := range s.pending {
+		if p.seq < before {
+			delete(s.pending, k)
+			removed++
+		}
+	}
+	return removed, nil
 }
 
 // LoseIndex empties the pending index, its marker and the message ids of

@@ -43,6 +43,7 @@ func Run(t *testing.T, open func(t *testing.T) Backend) {
 		{"RunsPages", runsPages},
 		{"IndexMarker", indexMarker},
 		{"PendingIndex", pendingIndex},
+		{"SweepIndex", sweepIndex},
 		{"IndexPutRepeatedAfterRemoval", indexPutRepeatedAfterRemoval},
 		{"PendingPages", pendingPages},
 		{"PendingPagesWhileChanging", pendingPagesWhileChanging},
@@ -297,6 +298,30 @@ func pendingIndex(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"r1/a", "r2/x"}, keys(got))
 	assert.Equal(t, 1, got[0].Escalations)
+}
+
+// sweepIndex: a build claims the marker, puts again what waits, and removes
+// what was written before its claim and not put again; what is written
+// after the claim stays, and so does the marker.
+func sweepIndex(t *testing.T, s store.Store) {
+	require.NoError(t, s.Commit(ctx(t), store.Effects{Index: []subjects.PendingInterrupt{
+		pending("r1", "a", t0, 0), pending("r1", "b", t0, 0), pending("r2", "x", t0, 0)}}))
+	claim, err := s.PutIndexMarker(ctx(t), store.IndexMarker{State: store.IndexBuilding, By: "a", At: t0}, 0)
+	require.NoError(t, err)
+	require.NoError(t, s.Commit(ctx(t), store.Effects{Rebuild: true, Index: []subjects.PendingInterrupt{pending("r1", "a", t0, 0)}}))
+	require.NoError(t, s.Commit(ctx(t), store.Effects{Index: []subjects.PendingInterrupt{pending("r3", "y", t0, 0)}}))
+	removed, err := s.SweepIndex(ctx(t), claim)
+	require.NoError(t, err)
+	assert.Equal(t, 2, removed, "r1/b and r2/x: written before the claim, not put again")
+	got, err := store.AllPending(ctx(t), s)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"r1/a", "r3/y"}, keys(got))
+	m, _, err := s.IndexMarker(ctx(t))
+	require.NoError(t, err, "the marker is not an entry")
+	assert.Equal(t, store.IndexBuilding, m.State)
+	removed, err = s.SweepIndex(ctx(t), claim)
+	require.NoError(t, err)
+	assert.Zero(t, removed, "nothing left to remove")
 }
 
 // indexPutRepeatedAfterRemoval commits a suspension's index put again
