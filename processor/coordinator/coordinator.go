@@ -256,7 +256,7 @@ func (co *Coordinator) Start(ctx context.Context) error {
 	// Records a restart lost are put back before anything is consumed, so
 	// readers find them once the coordinator has started; a failure here
 	// is the index check's to try again.
-	if _, err := co.restoreRecords(ctx, co.index.id); err != nil {
+	if _, _, err := co.restoreRecords(ctx, co.index.id); err != nil {
 		co.cfg.Logger.Warn("run records not put back yet", "error", err)
 	}
 	for _, in := range co.inputs() {

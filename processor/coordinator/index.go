@@ -59,7 +59,8 @@ type indexKeeper struct {
 func (k *indexKeeper) check(ctx context.Context) (bool, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if whole, err := k.co.restoreRecords(ctx, k.id); err != nil || !whole {
+	whole, records, err := k.co.restoreRecords(ctx, k.id)
+	if err != nil || !whole {
 		return false, err // the index is built from the records: once they are back
 	}
 	m, seq, err := k.co.store.IndexMarker(ctx)
@@ -85,18 +86,20 @@ func (k *indexKeeper) check(ctx context.Context) (bool, error) {
 	case m.State == store.IndexBuilding && !strings.HasPrefix(m.By, k.id+"/") && k.co.now().Sub(m.At) < indexStale:
 		return false, nil // another coordinator is building it
 	}
-	return true, k.build(ctx, seq, why)
+	return true, k.build(ctx, seq, records, why)
 }
 
 // build claims the build (the marker still at seq), puts the entries of
 // every run waiting, and marks the index built, all with compare-and-set
 // on the marker: if the index is lost meanwhile, or another coordinator
 // takes the build over, the marker is not at the sequence this build last
-// wrote, and the build stops without marking the index built. The entries
-// written before its claim that it did not put again (no waiting interrupt
-// backs them: an index that came back older) are removed before it marks
-// the index built. why says what the log says.
-func (k *indexKeeper) build(ctx context.Context, seq uint64, why string) error {
+// wrote, and the build stops without marking the index built; so does a
+// build under which the run records were lost and put back (their marker
+// no longer at records). Before it marks the index built, it removes the
+// entries written before its claim that it did not put again and whose
+// record, read then, shows their interrupt no longer waiting (an index
+// that came back older). why says what the log says.
+func (k *indexKeeper) build(ctx context.Context, seq, records uint64, why string) error {
 	co := k.co
 	start := time.Now()
 	epoch, err := co.store.IndexEpoch(ctx)
@@ -152,6 +155,9 @@ func (k *indexKeeper) build(ctx context.Context, seq uint64, why string) error {
 		}
 		runs += len(page)
 		after = last
+		if co.crash("index-after-page") {
+			return errAbandoned
+		}
 		if time.Since(renewed) > indexRenew {
 			if err := claim(store.IndexBuilding); err != nil {
 				return err
@@ -159,7 +165,12 @@ func (k *indexKeeper) build(ctx context.Context, seq uint64, why string) error {
 			renewed = time.Now()
 		}
 	}
-	stale, err := co.store.SweepIndex(ctx, claimed)
+	// Records lost under the build (a runs bucket in memory whose server
+	// restarted) may have ended its pages early: built again once back.
+	if whole, now, err := co.restoreRecords(ctx, k.id); err != nil || !whole || now != records {
+		return fmt.Errorf("%w: the run records were lost under the build (%v)", errIndexLost, err)
+	}
+	stale, err := co.store.SweepIndex(ctx, claimed, co.staleEntry)
 	if err != nil {
 		return fmt.Errorf("build the pending index: remove stale entries: %w", err)
 	}
@@ -178,6 +189,22 @@ func (k *indexKeeper) build(ctx context.Context, seq uint64, why string) error {
 		co.cfg.Logger.Error("audit the pending index's build", "error", err)
 	}
 	return nil
+}
+
+// staleEntry reports whether p's run record, read now, shows p's interrupt
+// no longer waiting. An entry whose record is missing is kept: it cannot
+// be told from a record not put back yet.
+func (co *Coordinator) staleEntry(ctx context.Context, p subjects.PendingInterrupt) (bool, error) {
+	rec, err := co.load(ctx, p.RunID)
+	if err != nil || rec == nil {
+		return false, err
+	}
+	for _, w := range pendingEntries(rec) {
+		if w.ID == p.ID {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // indexPage is how many records a build reads at once.

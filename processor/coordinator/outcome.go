@@ -168,11 +168,21 @@ func (co *Coordinator) staleOutcome(ctx context.Context, rec *subjects.Run, o ru
 func (co *Coordinator) outcomeEffects(ctx context.Context, rec *subjects.Run, o rules.Outcome) error {
 	var fx store.Effects
 	if o.Kind == subjects.KindSuspended && rec.Status == subjects.RunSuspended && rec.Pass == o.Pass {
-		if err := co.store.Commit(ctx, store.Effects{Index: pendingEntries(rec)}); err != nil {
-			return err
-		}
-		if co.crash("outcome-after-index") {
-			return errAbandoned
+		switch {
+		case co.sealed:
+			// After the record's copy, with the rest: an entry put before
+			// the copy could outlive a record lost before it (the bucket
+			// in memory), be removed by a build as nothing backs it, and
+			// never come back, its put deduplicated when the suspension is
+			// applied again. A decision racing the entry is handled below.
+			fx.Index = pendingEntries(rec)
+		default:
+			if err := co.store.Commit(ctx, store.Effects{Index: pendingEntries(rec)}); err != nil {
+				return err
+			}
+			if co.crash("outcome-after-index") {
+				return errAbandoned
+			}
 		}
 		timers, err := co.timerMsgs(rec)
 		if err != nil {

@@ -154,10 +154,13 @@ func TestPendingIndexBuiltUnderANewLeader(t *testing.T) {
 	assert.False(t, built, "the same leader: left alone")
 
 	// What an older replica would hold: a decided interrupt's entry, and
-	// no entry for one still waiting.
+	// no entry for one still waiting. An entry whose run has no record is
+	// kept (it cannot be told from a record not put back yet).
 	stale := pendingEntry(e.record("b"), e.record("b").Interrupts[0])
-	stale.RunID, stale.ID = "gone", "int-gone"
-	require.NoError(t, e.st.Commit(ctx(t), store.Effects{Index: []subjects.PendingInterrupt{stale}}))
+	e.decide("b", "", resolve("d1", "open", ""))
+	orphan := stale
+	orphan.RunID = "gone"
+	require.NoError(t, e.st.Commit(ctx(t), store.Effects{Rebuild: true, Index: []subjects.PendingInterrupt{stale, orphan}}))
 	require.NoError(t, e.st.Commit(ctx(t), store.Effects{Unindex: []store.PendingRef{{RunID: "a", InterruptID: e.record("a").Interrupts[0].ID}}}))
 
 	e.st.SetIndexEpoch("")
@@ -175,7 +178,7 @@ func TestPendingIndexBuiltUnderANewLeader(t *testing.T) {
 	for _, p := range list {
 		runs = append(runs, p.RunID)
 	}
-	assert.ElementsMatch(t, []string{"a", "b"}, runs, "the waiting interrupt back, the stale entry removed")
+	assert.ElementsMatch(t, []string{"a", "gone"}, runs, "the waiting interrupt back, the decided one's entry removed")
 	m, _, err = e.st.IndexMarker(ctx(t))
 	require.NoError(t, err)
 	assert.Equal(t, "n2@t2", m.Epoch)

@@ -55,12 +55,14 @@ func (co *Coordinator) sealRecords(ctx context.Context) error {
 // restoreRecords puts the records back when the runs bucket has no marker
 // saying it holds them all (store.JetStream.RestoreRecords), creating the
 // bucket first when it is missing and this coordinator provisions, and
-// reports whether the bucket is whole. The index check runs it before its
-// own, and builds the index from the records only once they are whole.
-func (co *Coordinator) restoreRecords(ctx context.Context, by string) (bool, error) {
+// reports whether the bucket is whole, and the sequence of the marker that
+// says so (0 when this coordinator puts no records back). The index check
+// runs it before its own, and builds the index from the records only once
+// they are whole, and only if they were not lost again under the build.
+func (co *Coordinator) restoreRecords(ctx context.Context, by string) (bool, uint64, error) {
 	s, ok := co.store.(recordSealer)
 	if !ok || !co.restores {
-		return true, nil
+		return true, 0, nil
 	}
 	start := time.Now()
 	// Audited before the bucket is marked whole, and required: the event
@@ -81,12 +83,12 @@ func (co *Coordinator) restoreRecords(ctx context.Context, by string) (bool, err
 			storage = jetstream.MemoryStorage
 		}
 		if perr := co.client.ProvisionRuns(ctx, storage); perr != nil {
-			return false, fmt.Errorf("provision the runs bucket: %w", perr)
+			return false, 0, fmt.Errorf("provision the runs bucket: %w", perr)
 		}
 		r, err = s.RestoreRecords(ctx, by, co.now(), announce)
 	}
 	if err != nil {
-		return false, fmt.Errorf("restore the run records: %w", err)
+		return false, 0, fmt.Errorf("restore the run records: %w", err)
 	}
-	return r.Whole, nil
+	return r.Whole, r.Marker, nil
 }

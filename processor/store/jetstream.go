@@ -366,8 +366,8 @@ func (s *JetStream) IndexEpoch(ctx context.Context) (string, error) {
 
 // SweepIndex implements Store: the index's keys in the order they were
 // last written (Bucket.Page), until one written at or after before, each
-// removed with compare-and-set on its revision.
-func (s *JetStream) SweepIndex(ctx context.Context, before uint64) (int, error) {
+// stale one removed with compare-and-set on its revision.
+func (s *JetStream) SweepIndex(ctx context.Context, before uint64, stale func(context.Context, subjects.PendingInterrupt) (bool, error)) (int, error) {
 	b, err := s.bucket(ctx, jetstream.PendingBucket)
 	if err != nil {
 		return 0, err
@@ -381,6 +381,16 @@ func (s *JetStream) SweepIndex(ctx context.Context, before uint64) (int, error) 
 		for _, e := range entries {
 			if e.Revision >= before {
 				return removed, nil
+			}
+			var p subjects.PendingInterrupt
+			if err := json.Unmarshal(e.Value, &p); err != nil {
+				return removed, fmt.Errorf("pending index entry %s: %w", e.Key, err)
+			}
+			if gone, err := stale(ctx, p); err != nil || !gone {
+				if err != nil {
+					return removed, fmt.Errorf("pending index entry %s: %w", e.Key, err)
+				}
+				continue
 			}
 			switch err := b.DeleteAt(ctx, e.Key, e.Revision); {
 			case errors.Is(err, ErrConflict):

@@ -186,6 +186,10 @@ type Restored struct {
 	// caller's claim stands (what is built from the records, the pending
 	// index, waits for it) or when the restore failed.
 	Whole bool
+	// Marker is the sequence of the marker saying the bucket is whole
+	// (with Whole): it changes whenever the bucket is lost and put back,
+	// so what is built from the records can tell they were lost under it.
+	Marker uint64
 }
 
 // RestoreRecords puts back, when the runs bucket has no marker saying it
@@ -219,7 +223,7 @@ func (s *JetStream) RestoreRecords(ctx context.Context, by string, now time.Time
 		}
 		switch {
 		case m.State == RecordsWhole:
-			return Restored{Whole: true}, nil
+			return Restored{Whole: true, Marker: seq}, nil
 		case m.By != by && now.Sub(m.At) < restoreStale:
 			return Restored{}, nil // another caller is putting them back
 		}
@@ -312,7 +316,7 @@ func (s *JetStream) RestoreRecords(ctx context.Context, by string, now time.Time
 	if err := mark(RecordsWhole, now); err != nil {
 		return Restored{Runs: len(put)}, fmt.Errorf("mark the runs bucket whole: %w", err)
 	}
-	return Restored{Ran: true, Runs: len(put), Whole: true}, nil
+	return Restored{Ran: true, Runs: len(put), Whole: true, Marker: last}, nil
 }
 
 // SealedBefore reports whether the deployment ever kept its records in

@@ -80,9 +80,9 @@ type Store interface {
 	IndexEpoch(ctx context.Context) (string, error)
 	// SweepIndex removes the pending index's entries last written before
 	// sequence before (a build's claim: every entry a build puts comes
-	// after it) and returns how many it removed. An entry written again
-	// meanwhile is kept.
-	SweepIndex(ctx context.Context, before uint64) (int, error)
+	// after it) for which stale, asked then, says so, and returns how many
+	// it removed. An entry written again meanwhile is kept.
+	SweepIndex(ctx context.Context, before uint64, stale func(context.Context, subjects.PendingInterrupt) (bool, error)) (int, error)
 	// Events returns run's events after cursor after (0: all), oldest
 	// first, and the cursor of the last one returned (after when none).
 	Events(ctx context.Context, run string, after uint64) ([]subjects.Event, uint64, error)

@@ -311,16 +311,32 @@ func (s *Store) SetIndexEpoch(epoch string) {
 	s.epoch = epoch
 }
 
-// SweepIndex implements store.Store.
-func (s *Store) SweepIndex(_ context.Context, before uint64) (int, error) {
+// SweepIndex implements store.Store; stale is asked without the store's
+// lock held (it may read the store).
+func (s *Store) SweepIndex(ctx context.Context, before uint64, stale func(context.Context, subjects.PendingInterrupt) (bool, error)) (int, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	removed := 0
+	old := map[string]indexed{}
 	for k, p := range s.pending {
 		if p.seq < before {
+			old[k] = p
+		}
+	}
+	s.mu.Unlock()
+	removed := 0
+	for k, p := range old {
+		gone, err := stale(ctx, p.PendingInterrupt)
+		if err != nil {
+			return removed, err
+		}
+		if !gone {
+			continue
+		}
+		s.mu.Lock()
+		if now, ok := s.pending[k]; ok && now.seq == p.seq {
 			delete(s.pending, k)
 			removed++
 		}
+		s.mu.Unlock()
 	}
 	return removed, nil
 }

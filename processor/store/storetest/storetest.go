@@ -301,8 +301,8 @@ func pendingIndex(t *testing.T, s store.Store) {
 }
 
 // sweepIndex: a build claims the marker, puts again what waits, and removes
-// what was written before its claim and not put again; what is written
-// after the claim stays, and so does the marker.
+// what was written before its claim, not put again, and found stale; what
+// is written after the claim stays, and so does the marker.
 func sweepIndex(t *testing.T, s store.Store) {
 	require.NoError(t, s.Commit(ctx(t), store.Effects{Index: []subjects.PendingInterrupt{
 		pending("r1", "a", t0, 0), pending("r1", "b", t0, 0), pending("r2", "x", t0, 0)}}))
@@ -310,18 +310,27 @@ func sweepIndex(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.NoError(t, s.Commit(ctx(t), store.Effects{Rebuild: true, Index: []subjects.PendingInterrupt{pending("r1", "a", t0, 0)}}))
 	require.NoError(t, s.Commit(ctx(t), store.Effects{Index: []subjects.PendingInterrupt{pending("r3", "y", t0, 0)}}))
-	removed, err := s.SweepIndex(ctx(t), claim)
+	var asked []string
+	stale := func(_ context.Context, p subjects.PendingInterrupt) (bool, error) {
+		asked = append(asked, p.RunID+"/"+p.ID)
+		return p.RunID == "r1", nil // r2/x still waits: kept
+	}
+	removed, err := s.SweepIndex(ctx(t), claim, stale)
 	require.NoError(t, err)
-	assert.Equal(t, 2, removed, "r1/b and r2/x: written before the claim, not put again")
+	assert.Equal(t, 1, removed, "r1/b: written before the claim, not put again, and stale")
+	assert.ElementsMatch(t, []string{"r1/b", "r2/x"}, asked, "only what was written before the claim and not put again")
 	got, err := store.AllPending(ctx(t), s)
 	require.NoError(t, err)
-	assert.ElementsMatch(t, []string{"r1/a", "r3/y"}, keys(got))
+	assert.ElementsMatch(t, []string{"r1/a", "r2/x", "r3/y"}, keys(got))
 	m, _, err := s.IndexMarker(ctx(t))
 	require.NoError(t, err, "the marker is not an entry")
 	assert.Equal(t, store.IndexBuilding, m.State)
-	removed, err = s.SweepIndex(ctx(t), claim)
+	removed, err = s.SweepIndex(ctx(t), claim, func(context.Context, subjects.PendingInterrupt) (bool, error) { return true, nil })
 	require.NoError(t, err)
-	assert.Zero(t, removed, "nothing left to remove")
+	assert.Equal(t, 1, removed, "r2/x, once stale")
+	got, err = store.AllPending(ctx(t), s)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"r1/a", "r3/y"}, keys(got), "what the build put, and what came after its claim")
 }
 
 // indexPutRepeatedAfterRemoval commits a suspension's index put again
