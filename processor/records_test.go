@@ -392,48 +392,67 @@ func TestSealedSuspensionIndexedAfterItsCopy(t *testing.T) {
 	assert.True(t, strings.HasPrefix(ofRun[1], "index "), "then the entry: %v", ofRun)
 }
 
-// TestRunsLostUnderAnIndexBuild: the runs bucket (in memory) is emptied
-// while a build of the index reads it, so the build's pages end early.
-// The build must not mark the index built (found by review: it did, and
-// the waiting interrupts it had not reached stayed unlisted for good); once
-// the records are back, the next build lists every one.
+// TestRunsLostUnderAnIndexBuild: the runs bucket (in memory) is lost while
+// a build of the index reads it, so the build's pages end early. The build
+// must not mark the index built (found by review: it did, and the waiting
+// interrupts it had not reached stayed unlisted for good); once the records
+// are back, the next build lists every one. Lost as a restart empties it,
+// and deleted and created again, which restarts its sequences: put back,
+// the records' marker then lands on the sequence it had when the build
+// started (found by the second review: a check of the sequence alone
+// passed).
 func TestRunsLostUnderAnIndexBuild(t *testing.T) {
 	t.Parallel()
-	h, _ := newRecordsHarness(t, map[string]AgentFunc{"refunds": approvalAgent(&counter{})})
-	js := rawJS(t, h)
-	h.startWorker(nil)
-	h.startCoordinator(nil)
-	const n = 260 // more than one page of records (indexPage)
-	runs := make([]string, n)
-	for i := range runs {
-		runs[i] = h.start("refunds", nil)
-	}
-	for _, r := range runs {
-		h.suspendedAtPass(r, 0)
-	}
-	listed := func(want int) {
-		t.Helper()
-		require.Eventually(t, func() bool {
-			p, err := h.client.Pending(h.ctx())
-			return err == nil && len(p) == want
-		}, waitLimit, 20*time.Millisecond, "%d listed", want)
-	}
-	listed(n)
-	h.waitEvents(subjects.NoRun, subjects.EventPendingIndexBuilt, 1)
-	require.NoError(t, h.co.Stop(context.Background()))
+	for _, created := range []bool{false, true} {
+		t.Run(map[bool]string{false: "emptied", true: "created again"}[created], func(t *testing.T) {
+			t.Parallel()
+			h, _ := newRecordsHarness(t, map[string]AgentFunc{"refunds": approvalAgent(&counter{})})
+			js := rawJS(t, h)
+			lose := func() { purgeBucket(t, h, js, jetstream.RunsBucket) }
+			if created {
+				lose = func() {
+					require.NoError(t, js.DeleteStream(context.Background(), h.admin.BucketStreamName(jetstream.RunsBucket)))
+					require.NoError(t, h.admin.ProvisionRuns(context.Background(), jetstream.MemoryStorage))
+				}
+			}
+			h.startWorker(nil)
+			h.startCoordinator(nil)
+			const n = 260 // more than one page of records (indexPage)
+			runs := make([]string, n)
+			for i := range runs {
+				runs[i] = h.start("refunds", nil)
+			}
+			for _, r := range runs {
+				h.suspendedAtPass(r, 0)
+			}
+			listed := func(want int) {
+				t.Helper()
+				require.Eventually(t, func() bool {
+					p, err := h.client.Pending(h.ctx())
+					return err == nil && len(p) == want
+				}, waitLimit, 20*time.Millisecond, "%d listed", want)
+			}
+			listed(n)
+			h.waitEvents(subjects.NoRun, subjects.EventPendingIndexBuilt, 1)
+			require.NoError(t, h.co.Stop(context.Background()))
 
-	// The index lost whole (its marker with it), and a coordinator whose
-	// build finds the records gone after its first page.
-	purgeBucket(t, h, js, jetstream.PendingBucket)
-	var once sync.Once
-	h.startCoordinator(func(point string) bool {
-		if point == "index-after-page" {
-			once.Do(func() { purgeBucket(t, h, js, jetstream.RunsBucket) })
-		}
-		return false
-	})
-	listed(n)
-	for _, r := range runs[:3] {
-		assert.Equal(t, subjects.RunSuspended, h.suspendedAtPass(r, 0).Status, r)
+			// The index lost whole (its marker with it), and a coordinator
+			// whose build finds the records gone after its first page.
+			if created {
+				lose() // so that the restore under the build repeats this one's sequences
+			}
+			purgeBucket(t, h, js, jetstream.PendingBucket)
+			var once sync.Once
+			h.startCoordinator(func(point string) bool {
+				if point == "index-after-page" {
+					once.Do(lose)
+				}
+				return false
+			})
+			listed(n)
+			for _, r := range runs[:3] {
+				assert.Equal(t, subjects.RunSuspended, h.suspendedAtPass(r, 0).Status, r)
+			}
+		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/interlockhq/interlock/processor/rules"
 	"github.com/interlockhq/interlock/processor/store"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -97,9 +98,9 @@ func (k *indexKeeper) check(ctx context.Context) (bool, error) {
 // build under which the run records were lost and put back (their marker
 // no longer at records). Before it marks the index built, it removes the
 // entries written before its claim that it did not put again and whose
-// record, read then, shows their interrupt no longer waiting (an index
+// record, read then, shows their interrupt closed (staleEntry: an index
 // that came back older). why says what the log says.
-func (k *indexKeeper) build(ctx context.Context, seq, records uint64, why string) error {
+func (k *indexKeeper) build(ctx context.Context, seq uint64, records, why string) error {
 	co := k.co
 	start := time.Now()
 	epoch, err := co.store.IndexEpoch(ctx)
@@ -192,19 +193,21 @@ func (k *indexKeeper) build(ctx context.Context, seq, records uint64, why string
 }
 
 // staleEntry reports whether p's run record, read now, shows p's interrupt
-// no longer waiting. An entry whose record is missing is kept: it cannot
-// be told from a record not put back yet.
+// closed: decided, or the run past its pass or finished. Only that: a read
+// may come from a replica a moment behind (records are read by direct
+// get), whose older record lacks an interrupt that waits. An entry whose
+// record is missing is kept too: it cannot be told from a record not put
+// back yet.
 func (co *Coordinator) staleEntry(ctx context.Context, p subjects.PendingInterrupt) (bool, error) {
 	rec, err := co.load(ctx, p.RunID)
 	if err != nil || rec == nil {
 		return false, err
 	}
-	for _, w := range pendingEntries(rec) {
-		if w.ID == p.ID {
-			return false, nil
-		}
+	if rec.Status.Terminal() || rec.Pass > p.Pass {
+		return true, nil
 	}
-	return true, nil
+	i := rules.Find(rec, p.ID)
+	return i >= 0 && rec.Interrupts[i].Decision != nil, nil
 }
 
 // indexPage is how many records a build reads at once.

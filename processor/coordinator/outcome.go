@@ -160,7 +160,8 @@ func (co *Coordinator) staleOutcome(ctx context.Context, rec *subjects.Run, o ru
 
 // outcomeEffects publishes what recording o implies: for a suspension the
 // pending index first (whoever sees the suspended event, an inbox or a
-// client listing what waits, then finds the interrupt in it), then the
+// client listing what waits, then finds the interrupt in it; with records
+// sealed, after the event, which carries the record's copy), then the
 // timers of its deadlines with the pass's event, then the removal of
 // entries whose interrupts were decided meanwhile (unindexDecided). A
 // redelivered suspension does the last step again for all its

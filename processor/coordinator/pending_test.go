@@ -185,6 +185,59 @@ func TestPendingIndexBuiltUnderANewLeader(t *testing.T) {
 	assert.Equal(t, store.IndexBuilt, m.State)
 }
 
+// behind answers reads of one run with an older record, as a replica of
+// the runs bucket behind its leader answers a direct get.
+type behind struct {
+	*memstore.Store
+	run string
+	old *subjects.Run
+}
+
+func (b behind) Run(ctx context.Context, run string) (*subjects.Run, uint64, error) {
+	if run == b.run {
+		return b.old, 1, nil
+	}
+	return b.Store.Run(ctx, run)
+}
+
+func (b behind) RunsPage(ctx context.Context, after uint64, limit int) ([]*subjects.Run, uint64, error) {
+	page, last, err := b.Store.RunsPage(ctx, after, limit)
+	for i, r := range page {
+		if r.RunID == b.run {
+			page[i] = b.old
+		}
+	}
+	return page, last, err
+}
+
+// TestPendingIndexSweepKeepsWhatAnOlderReadLacks: a build reads the records
+// from a replica behind, whose record of a run lacks the interrupt the run
+// now waits on; the sweep keeps that interrupt's entry. It removes only
+// what a record shows closed (found by the second review: an interrupt
+// absent from an older record counted as no longer waiting).
+func TestPendingIndexSweepKeepsWhatAnOlderReadLacks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	e.suspend("a", 0, open)
+	e.decide("a", "", resolve("d1", "open", ""))
+	old := e.record("a") // running pass 1: what the replica behind holds
+	e.suspend("a", 1, second)
+	require.Equal(t, subjects.RunSuspended, e.record("a").Status)
+	e.st.SetIndexEpoch("n1@t1")
+	_, err := e.co.index.check(ctx(t))
+	require.NoError(t, err)
+
+	e.co.store = behind{Store: e.st, run: "a", old: old}
+	e.st.SetIndexEpoch("n2@t2")
+	built, err := e.co.index.check(ctx(t))
+	require.NoError(t, err)
+	require.True(t, built)
+	list, err := store.AllPending(ctx(t), e.st)
+	require.NoError(t, err)
+	require.Len(t, list, 1, "run a waits on its second interrupt (the leader's record): its entry stays")
+	assert.Equal(t, "second", list[0].ID)
+}
+
 // TestPendingIndexBuildClaimed: a build another coordinator claimed and
 // renews is left to it; one whose claim went stale is taken over.
 func TestPendingIndexBuildClaimed(t *testing.T) {

@@ -55,14 +55,14 @@ func (co *Coordinator) sealRecords(ctx context.Context) error {
 // restoreRecords puts the records back when the runs bucket has no marker
 // saying it holds them all (store.JetStream.RestoreRecords), creating the
 // bucket first when it is missing and this coordinator provisions, and
-// reports whether the bucket is whole, and the sequence of the marker that
-// says so (0 when this coordinator puts no records back). The index check
+// reports whether the bucket is whole, and the marker that says so
+// (store.Restored.Marker; "" when this coordinator puts no records back). The index check
 // runs it before its own, and builds the index from the records only once
 // they are whole, and only if they were not lost again under the build.
-func (co *Coordinator) restoreRecords(ctx context.Context, by string) (bool, uint64, error) {
+func (co *Coordinator) restoreRecords(ctx context.Context, by string) (bool, string, error) {
 	s, ok := co.store.(recordSealer)
 	if !ok || !co.restores {
-		return true, 0, nil
+		return true, "", nil
 	}
 	start := time.Now()
 	// Audited before the bucket is marked whole, and required: the event
@@ -83,12 +83,12 @@ func (co *Coordinator) restoreRecords(ctx context.Context, by string) (bool, uin
 			storage = jetstream.MemoryStorage
 		}
 		if perr := co.client.ProvisionRuns(ctx, storage); perr != nil {
-			return false, 0, fmt.Errorf("provision the runs bucket: %w", perr)
+			return false, "", fmt.Errorf("provision the runs bucket: %w", perr)
 		}
 		r, err = s.RestoreRecords(ctx, by, co.now(), announce)
 	}
 	if err != nil {
-		return false, 0, fmt.Errorf("restore the run records: %w", err)
+		return false, "", fmt.Errorf("restore the run records: %w", err)
 	}
 	return r.Whole, r.Marker, nil
 }

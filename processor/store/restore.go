@@ -186,10 +186,13 @@ type Restored struct {
 	// caller's claim stands (what is built from the records, the pending
 	// index, waits for it) or when the restore failed.
 	Whole bool
-	// Marker is the sequence of the marker saying the bucket is whole
-	// (with Whole): it changes whenever the bucket is lost and put back,
-	// so what is built from the records can tell they were lost under it.
-	Marker uint64
+	// Marker names the marker saying the bucket is whole (with Whole): its
+	// sequence and its body, which holds who put the records back and
+	// when. It changes whenever the bucket is lost and put back (a bucket
+	// created again restarts its sequences, so the sequence alone may
+	// not), so what is built from the records can tell they were lost
+	// under it.
+	Marker string
 }
 
 // RestoreRecords puts back, when the runs bucket has no marker saying it
@@ -223,18 +226,20 @@ func (s *JetStream) RestoreRecords(ctx context.Context, by string, now time.Time
 		}
 		switch {
 		case m.State == RecordsWhole:
-			return Restored{Whole: true, Marker: seq}, nil
+			return Restored{Whole: true, Marker: markerName(seq, body)}, nil
 		case m.By != by && now.Sub(m.At) < restoreStale:
 			return Restored{}, nil // another caller is putting them back
 		}
 		last = seq
 	}
+	var marked []byte
 	mark := func(state string, at time.Time) error {
 		body, err := json.Marshal(IndexMarker{State: state, By: by, At: at})
 		if err != nil {
 			return err
 		}
 		last, err = b.PutMarker(ctx, recordsMarkerKey, body, last)
+		marked = body
 		return err
 	}
 	if err := mark(RecordsRestoring, now); errors.Is(err, ErrConflict) {
@@ -316,7 +321,12 @@ func (s *JetStream) RestoreRecords(ctx context.Context, by string, now time.Time
 	if err := mark(RecordsWhole, now); err != nil {
 		return Restored{Runs: len(put)}, fmt.Errorf("mark the runs bucket whole: %w", err)
 	}
-	return Restored{Ran: true, Runs: len(put), Whole: true, Marker: last}, nil
+	return Restored{Ran: true, Runs: len(put), Whole: true, Marker: markerName(last, marked)}, nil
+}
+
+// markerName is Restored.Marker for the marker stored at seq with body.
+func markerName(seq uint64, body []byte) string {
+	return strconv.FormatUint(seq, 10) + " " + string(body)
 }
 
 // SealedBefore reports whether the deployment ever kept its records in
