@@ -216,11 +216,7 @@ func TestBucketEpoch(t *testing.T) {
 	urls := jstest.URLs(jstest.Cluster(t, 3))
 	bucket := func(cfg jetstream.Config) *jetstream.Bucket {
 		t.Helper()
-		c, err := jetstream.Dial(ctx(t), jetstream.DialConfig{URL: urls}, cfg)
-		require.NoError(t, err)
-		t.Cleanup(c.Close)
-		require.NoError(t, c.Provision(ctx(t)))
-		b, err := c.OpenBucket(ctx(t), jetstream.PendingBucket)
+		b, err := jstest.ClientURL(t, urls, cfg).OpenBucket(ctx(t), jetstream.PendingBucket)
 		require.NoError(t, err)
 		return b
 	}

@@ -142,6 +142,29 @@ func (h *harness) approveAll(runs []string) {
 	}
 }
 
+// suspendedRuns starts n runs of agent and waits until each is suspended
+// at its first pass.
+func (h *harness) suspendedRuns(agent string, n int) []string {
+	h.t.Helper()
+	runs := make([]string, n)
+	for i := range runs {
+		runs[i] = h.start(agent, nil)
+	}
+	for _, r := range runs {
+		h.suspendedAtPass(r, 0)
+	}
+	return runs
+}
+
+// waitListed waits until the pending index lists n interrupts.
+func (h *harness) waitListed(n int) {
+	h.t.Helper()
+	require.Eventually(h.t, func() bool {
+		p, err := h.client.Pending(h.ctx())
+		return err == nil && len(p) == n
+	}, waitLimit, 20*time.Millisecond, "%d interrupts listed", n)
+}
+
 // suspendedAtPass waits until run is suspended at pass.
 func (h *harness) suspendedAtPass(run string, pass int) *subjects.Run {
 	h.t.Helper()

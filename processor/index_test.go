@@ -62,20 +62,8 @@ func TestPendingIndexRebuiltAfterNATSRestart(t *testing.T) {
 	h.client = NewClient(h.admin)
 	h.startCoordinator(nil)
 	h.startWorker(nil)
-	var runs []string
-	for range 10 {
-		runs = append(runs, h.start("refunds", nil))
-	}
-	for _, r := range runs {
-		h.suspendedAtPass(r, 0)
-	}
-	listed := func(n int) {
-		t.Helper()
-		require.Eventually(t, func() bool {
-			p, err := h.client.Pending(h.ctx())
-			return err == nil && len(p) == n
-		}, waitLimit, 20*time.Millisecond, "%d interrupts listed", n)
-	}
+	runs := h.suspendedRuns("refunds", 10)
+	listed := h.waitListed
 	listed(len(runs))
 
 	builds := h.waitEvents(subjects.NoRun, subjects.EventPendingIndexBuilt, 1)

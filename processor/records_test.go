@@ -418,21 +418,8 @@ func TestRunsLostUnderAnIndexBuild(t *testing.T) {
 			h.startWorker(nil)
 			h.startCoordinator(nil)
 			const n = 260 // more than one page of records (indexPage)
-			runs := make([]string, n)
-			for i := range runs {
-				runs[i] = h.start("refunds", nil)
-			}
-			for _, r := range runs {
-				h.suspendedAtPass(r, 0)
-			}
-			listed := func(want int) {
-				t.Helper()
-				require.Eventually(t, func() bool {
-					p, err := h.client.Pending(h.ctx())
-					return err == nil && len(p) == want
-				}, waitLimit, 20*time.Millisecond, "%d listed", want)
-			}
-			listed(n)
+			runs := h.suspendedRuns("refunds", n)
+			h.waitListed(n)
 			h.waitEvents(subjects.NoRun, subjects.EventPendingIndexBuilt, 1)
 			require.NoError(t, h.co.Stop(context.Background()))
 
@@ -449,7 +436,7 @@ func TestRunsLostUnderAnIndexBuild(t *testing.T) {
 				}
 				return false
 			})
-			listed(n)
+			h.waitListed(n)
 			for _, r := range runs[:3] {
 				assert.Equal(t, subjects.RunSuspended, h.suspendedAtPass(r, 0).Status, r)
 			}

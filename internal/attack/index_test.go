@@ -57,3 +57,19 @@ func TestPendingIndexBuiltAsShipped(t *testing.T) {
 	require.False(t, listed(), "emptied")
 	require.Eventually(t, listed, 30*time.Second, 20*time.Millisecond, "built again from the records")
 }
+
+// TestAttackIndexLeaderStepDown: a new leader of a replicated pending
+// index in memory makes every coordinator build the index again, a read of
+// every run record. A role that could have the stream elect one at will
+// could keep the coordinators reading for ever; no role but admin may ask
+// for it, the coordinator included.
+func TestAttackIndexLeaderStepDown(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	const stepDown = "$JS.API.STREAM.LEADER.STEPDOWN.KV_interlock_pending"
+	for _, user := range []string{"coordinator", "agent", "agent_billing", "mcp", "mcp_proxy", "notifier", "gateway", "auditor", "ada", "bob"} {
+		a := d.attacker(user)
+		require.NoError(t, a.nc.Publish(stepDown, nil), user)
+		a.refused(t, stepDown)
+	}
+}

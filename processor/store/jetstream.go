@@ -386,10 +386,11 @@ func (s *JetStream) SweepIndex(ctx context.Context, before uint64, stale func(co
 			if err := json.Unmarshal(e.Value, &p); err != nil {
 				return removed, fmt.Errorf("pending index entry %s: %w", e.Key, err)
 			}
-			if gone, err := stale(ctx, p); err != nil || !gone {
-				if err != nil {
-					return removed, fmt.Errorf("pending index entry %s: %w", e.Key, err)
-				}
+			gone, err := stale(ctx, p)
+			if err != nil {
+				return removed, fmt.Errorf("pending index entry %s: %w", e.Key, err)
+			}
+			if !gone {
 				continue
 			}
 			switch err := b.DeleteAt(ctx, e.Key, e.Revision); {
