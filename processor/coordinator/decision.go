@@ -81,6 +81,12 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Delivery
 		return co.refuseEarly(ctx, o, d, addr.Run, rules.Reject(subjects.CodeNotAllowed,
 			"approver %s is reserved for the coordinator's operator rules", subjects.PolicyApprover))
 	}
+	// An anonymous decision names nobody: the body's approver would be
+	// recorded as who decided, and only the subject can say that.
+	if identity == "" && d.Approver != "" {
+		return co.refuseEarly(ctx, o, d, addr.Run, rules.Reject(subjects.CodeNotAllowed,
+			"an anonymous decision names approver %s; publish it on the resume subject of that identity", d.Approver))
+	}
 	// The rules decide on the record as read; what they say is acted on
 	// once the compare-and-set is through.
 	var (

@@ -87,6 +87,15 @@ func TestDecisionRejections(t *testing.T) {
 				d.Approver = "alice"
 				return e.decision("r1", "bob", d, "")
 			}},
+		// On the anonymous subject the body may not name anyone: the
+		// decision was recorded under the name it claimed (the replay, the
+		// inbox and the chat cards showed alice deciding).
+		{name: "anonymous body names an approver", code: subjects.CodeNotAllowed, detail: "anonymous decision names approver alice",
+			send: func(e *env) *jetstream.Delivery {
+				d := resolve("d1", "open", "")
+				d.Approver = "alice"
+				return e.decision("r1", "", d, "")
+			}},
 		{name: "the expiry's identity claimed", code: subjects.CodeNotAllowed, detail: "reserved",
 			send: func(e *env) *jetstream.Delivery {
 				d := resolve("d1", "open", "")
