@@ -211,7 +211,7 @@ func (g Gate) Match(c Call) bool {
 	for _, clause := range g.clauses {
 		all := true
 		for _, t := range clause {
-			if t.climbs(c) {
+			if t.unjudgeable(c) {
 				continue // cannot be judged: the term holds, fail closed
 			}
 			if t.match(c) == t.not {
@@ -229,12 +229,16 @@ func (g Gate) Match(c Call) bool {
 // Empty reports whether g gates nothing.
 func (g Gate) Empty() bool { return len(g.clauses) == 0 }
 
-// climbs reports whether t is a path pattern (a GLOB with a slash or a
-// backslash) over a string that climbs with a ".." segment, which a glob
-// cannot judge: "/tmp/../home/me/.bashrc" matches "/tmp/*" as text, and
-// the upstream resolves it outside /tmp. Such a term counts as holding,
-// negated or not, so its clause gates whenever its other terms match.
-func (t term) climbs(c Call) bool {
+// unjudgeable reports whether t is a path pattern (a GLOB with a slash or
+// a backslash) over a string that the upstream may resolve elsewhere than
+// its text says, which a glob cannot judge: "/tmp/../home/me/.bashrc" and
+// "/tmp/./x" match "/tmp/*" as text, "//etc/passwd", "/./etc/passwd",
+// "\etc\passwd" (a Windows upstream) and "etc/passwd" (relative to an
+// upstream working in /) do not match "/etc/*", and "/ETC/passwd" does not
+// either (a case-insensitive file system). Such a term counts as holding,
+// negated or not, so its clause gates whenever its other terms match: a
+// path is judged only in its plain form.
+func (t term) unjudgeable(c Call) bool {
 	if t.kind != kindArgGlob || !strings.ContainsAny(t.glob, `/\`) {
 		return false
 	}
@@ -243,12 +247,38 @@ func (t term) climbs(c Call) bool {
 	if !ok {
 		return false
 	}
-	for _, seg := range strings.FieldsFunc(s, func(r rune) bool { return r == '/' || r == '\\' }) {
-		if seg == ".." {
-			return true
+	return !plainPath(t.glob, s)
+}
+
+// plainPath reports whether path is in the form glob can judge: only the
+// separators glob uses, absolute when glob is, no ".", ".." or empty
+// segment (one separator may lead and one may end it), and matched by
+// glob whatever the case.
+func plainPath(glob, path string) bool {
+	for _, sep := range []string{"/", `\`} {
+		if strings.Contains(path, sep) && !strings.Contains(glob, sep) {
+			return false
 		}
 	}
-	return false
+	const seps = `/\`
+	if strings.IndexAny(glob, seps) == 0 && strings.IndexAny(path, seps) != 0 {
+		return false
+	}
+	inner := path
+	if inner != "" && strings.ContainsRune(seps, rune(inner[0])) {
+		inner = inner[1:]
+	}
+	if inner != "" && strings.ContainsRune(seps, rune(inner[len(inner)-1])) {
+		inner = inner[:len(inner)-1]
+	}
+	if inner != "" {
+		for _, seg := range strings.Split(strings.ReplaceAll(inner, `\`, "/"), "/") {
+			if seg == "" || seg == "." || seg == ".." {
+				return false
+			}
+		}
+	}
+	return Glob(glob, path) == Glob(strings.ToLower(glob), strings.ToLower(path))
 }
 
 func (t term) match(c Call) bool {

@@ -49,6 +49,23 @@ func TestMatch(t *testing.T) {
 		{"tool:write_file && arg:path~/etc/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "/tmp/../etc/passwd"}}, true},
 		{"tool:write_file && !arg:path~/tmp/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "/tmp/a..b"}}, false},
 		{"tool:note && !arg:text~*refund*", Call{Tool: "note", Arguments: map[string]any{"text": "see ../refund"}}, false},
+		// Nor one the upstream resolves elsewhere than its text says: a "."
+		// segment, a doubled separator, the other separator, a relative path
+		// against an absolute pattern, another case (a case-insensitive
+		// file system). Before, each went through ungated.
+		{"tool:write_file && arg:path~/etc/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "/./etc/passwd"}}, true},
+		{"tool:write_file && arg:path~/etc/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "//etc/passwd"}}, true},
+		{"tool:write_file && arg:path~/etc/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "/etc//passwd"}}, true},
+		{"tool:write_file && arg:path~/etc/*", Call{Tool: "write_file", Arguments: map[string]any{"path": `\etc\passwd`}}, true},
+		{"tool:write_file && arg:path~/etc/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "etc/passwd"}}, true},
+		{"tool:write_file && arg:path~/etc/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "/ETC/passwd"}}, true},
+		{"tool:write_file && !arg:path~/tmp/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "/tmp/./x"}}, true},
+		{"tool:write_file && !arg:path~/tmp/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "x"}}, true},
+		// Paths in their plain form are judged as before.
+		{"tool:write_file && arg:path~/etc/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "/var/log/x"}}, false},
+		{"tool:write_file && !arg:path~/tmp/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "/tmp/dir/"}}, false},
+		{"tool:write_file && !arg:path~/tmp/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "/tmp/Report.TXT"}}, false},
+		{"tool:write_file && !arg:path~*/tmp/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "a/tmp/x"}}, false},
 		// Annotations, with the specification's defaults.
 		{"annotation:destructiveHint", Call{Tool: "x"}, true},
 		{"annotation:destructiveHint", Call{Tool: "x", Annotations: &Annotations{ReadOnlyHint: yes()}}, false},
