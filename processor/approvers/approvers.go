@@ -111,6 +111,7 @@ func Parse(name string, data []byte) (*Directory, error) {
 	d := &Directory{byToken: map[[32]byte]string{}, groups: map[string][]string{}, auditors: map[string]bool{},
 		agents: map[string][]string{}, linkSinks: map[string]string{}, slack: map[SlackUser]string{},
 		emails: map[string]string{}}
+	addresses := map[string]string{} // lower-cased e-mail address: identity
 	for id, e := range f.Identities {
 		if err := subjects.ValidateToken("identity", id); err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", ErrConfig, name, err)
@@ -156,8 +157,14 @@ func Parse(name string, data []byte) (*Directory, error) {
 			if err != nil || a.Address != e.Email {
 				return nil, fmt.Errorf("%w: %s: identity %s: email %q is not a bare e-mail address", ErrConfig, name, id, e.Email)
 			}
+			lower := strings.ToLower(e.Email)
+			if other, dup := addresses[lower]; dup {
+				return nil, fmt.Errorf("%w: %s: identities %s and %s both have e-mail address %s (in any case): an address "+
+					"reaches one person, and the Slack user found by it decides as one identity", ErrConfig, name, other, id, e.Email)
+			}
+			addresses[lower] = id
 			if e.Slack == nil {
-				d.emails[id] = strings.ToLower(e.Email)
+				d.emails[id] = lower
 			}
 		}
 		for _, t := range e.Tokens {

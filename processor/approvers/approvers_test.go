@@ -115,6 +115,11 @@ func TestSlackIdentity(t *testing.T) {
 		"identities:\n  a: {slack: {team: T01, user: U01}}\n  b: {slack: {team: T01, user: U01}}\n",
 		"identities:\n  ada: {email: not-an-address}\n",
 		"identities:\n  ada: {email: \"Ada <ada@example.com>\"}\n",
+		// One address is one person: with the e-mail lookup on, the Slack
+		// user of carol@example.com decided as either identity, changing
+		// with each refresh.
+		"identities:\n  carol: {email: carol@example.com}\n  carol_admin: {email: Carol@Example.com}\n",
+		"identities:\n  ada: {email: ada@example.com, slack: {team: T01, user: U01}}\n  bob: {email: ada@example.com}\n",
 	} {
 		_, err := Parse("x", []byte(bad))
 		assert.ErrorIs(t, err, ErrConfig, bad)

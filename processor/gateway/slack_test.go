@@ -19,6 +19,7 @@ import (
 	"github.com/interlockhq/interlock/internal/wireschema"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/approvers"
 	"github.com/interlockhq/interlock/processor/chat/slack"
 	"github.com/interlockhq/interlock/processor/chat/slack/slacktest"
 	"github.com/interlockhq/interlock/processor/coordinator"
@@ -788,4 +789,33 @@ func TestSlackDeadCardDoesNotStrandOthers(t *testing.T) {
 	require.Eventually(t, func() bool { return followed(a.TS) || followed(b.TS) }, 10*time.Second, 20*time.Millisecond,
 		"the card Slack did not refuse shows the decision")
 	assert.Len(t, e.fake.Calls("chat.update"), 2, "each card updated once: the refused one is not retried")
+}
+
+// TestSlackEmailLookupOneUserTwoIdentities: two identities whose addresses
+// Slack gives to one user map that user to nobody. Before, the index kept
+// whichever it looked up last, in map order, so the user decided as one
+// identity or the other from refresh to refresh.
+func TestSlackEmailLookupOneUserTwoIdentities(t *testing.T) {
+	t.Parallel()
+	dir, err := approvers.Parse("test", []byte("identities:\n"+
+		"  carol: {groups: [finance], email: carol@example.com}\n"+
+		"  dave: {groups: [finance, treasury], email: carol.alias@example.com}\n"+
+		"  erin: {groups: [finance], email: erin@example.com}\n"))
+	require.NoError(t, err)
+	fake := slacktest.New(t, "xoxb-test")
+	fake.AddUser("carol@example.com", "U0CAROL", "T0TEAM")
+	fake.AddUser("carol.alias@example.com", "U0CAROL", "T0TEAM")
+	fake.AddUser("erin@example.com", "U0ERIN", "T0TEAM")
+	g := &Gateway{cfg: Config{Directory: dir, Logger: quiet,
+		Slack: &SlackConfig{BotToken: "xoxb-test", APIURL: fake.APIURL(), EmailLookup: true}}}
+	for range 20 {
+		g.emails.mu.Lock()
+		g.emails.refreshed = time.Time{} // look every address up again
+		g.emails.mu.Unlock()
+		id, ok := g.slackIdentity(context.Background(), "T0TEAM", "U0CAROL")
+		require.False(t, ok, "one Slack user for two identities decides as neither, not as %s", id.Name)
+		erin, ok := g.slackIdentity(context.Background(), "T0TEAM", "U0ERIN")
+		require.True(t, ok)
+		require.Equal(t, "erin", erin.Name)
+	}
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -59,10 +60,12 @@ func (g *Gateway) slackIdentity(ctx context.Context, team, user string) (approve
 
 // refresh looks up every identity's address; an address Slack does not
 // know, a deleted user or a bot maps nobody. A failed lookup keeps what
-// was known for that identity.
+// was known for that identity. A Slack user found for two identities maps
+// neither: which one it decides as would otherwise depend on the order
+// of the lookups.
 func (ix *emailIndex) refresh(ctx context.Context, g *Gateway) {
 	old := ix.byUser
-	next := map[approvers.SlackUser]string{}
+	found := map[approvers.SlackUser][]string{}
 	api := g.slackAPI()
 	for name, email := range g.cfg.Directory.SlackEmails() {
 		u, err := api.LookupByEmail(ctx, email)
@@ -70,15 +73,26 @@ func (ix *emailIndex) refresh(ctx context.Context, g *Gateway) {
 		notFound := errors.As(err, &ae) && ae.Code == "users_not_found"
 		switch {
 		case err == nil && !u.Deleted && !u.IsBot && u.ID != "":
-			next[approvers.SlackUser{Team: u.TeamID, User: u.ID}] = name
+			key := approvers.SlackUser{Team: u.TeamID, User: u.ID}
+			found[key] = append(found[key], name)
 		case err != nil && !notFound:
 			g.cfg.Logger.Warn("slack e-mail lookup failed", "identity", name, "error", err)
 			for k, v := range old {
 				if v == name {
-					next[k] = v
+					found[k] = append(found[k], v)
 				}
 			}
 		}
+	}
+	next := make(map[approvers.SlackUser]string, len(found))
+	for u, names := range found {
+		if len(names) > 1 {
+			slices.Sort(names)
+			g.cfg.Logger.Warn("slack e-mail lookup: one Slack user has the addresses of several identities; it decides as none of them",
+				"team", u.Team, "user", u.User, "identities", names)
+			continue
+		}
+		next[u] = names[0]
 	}
 	ix.byUser, ix.refreshed = next, time.Now()
 }
