@@ -559,8 +559,8 @@ const slackForgedText = "Interlock did not post this message for this request, s
 const cardWait = 5 * time.Second
 
 // slackPosted checks that on is a card the gateway posted for ref's
-// interrupt (ErrForged otherwise), re-reading the card list for up to
-// cardWait while it is not there.
+// interrupt, into a sink that shows buttons (ErrForged otherwise),
+// re-reading the card list for up to cardWait while it is not there.
 func (g *Gateway) slackPosted(ctx context.Context, ref slack.Ref, on slack.Posted) error {
 	wait, cancel := context.WithTimeout(ctx, cardWait)
 	defer cancel()
@@ -568,9 +568,12 @@ func (g *Gateway) slackPosted(ctx context.Context, ref slack.Ref, on slack.Poste
 	defer tick.Stop()
 	for {
 		cards, _, err := g.slackCards(wait, ref.Run, ref.Interrupt)
+		j := slices.IndexFunc(cards, func(c postedCard) bool { return c.Posted == on })
 		switch {
-		case err == nil && slices.Contains(cards, on):
+		case err == nil && j >= 0 && cards[j].Buttons:
 			return nil
+		case err == nil && j >= 0:
+			return fmt.Errorf("%w: message %s in %s was posted for %s where its sink shows no buttons", slack.ErrForged, on.TS, on.Channel, ref.Value())
 		case err != nil && wait.Err() == nil:
 			return err
 		}

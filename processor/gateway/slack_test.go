@@ -819,3 +819,44 @@ func TestSlackEmailLookupOneUserTwoIdentities(t *testing.T) {
 		require.Equal(t, "erin", erin.Name)
 	}
 }
+
+// TestSlackCardWithoutButtonsKeepsNone: a card posted without buttons
+// (the sink's `buttons: false`) is redrawn without them, and a click on a
+// button it never showed decides nothing. Before, the first vote redrew
+// every card of the question with signed buttons, and a click on the new
+// ones in the channel the operator kept from deciding counted.
+func TestSlackCardWithoutButtonsKeepsNone(t *testing.T) {
+	t.Parallel()
+	e := newSlackEnv(t)
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada", "bob", "carol"}, "Approvals": 2,
+		"Message": "pay?", "Tool": "pay", "Args": map[string]any{"amount": 5}})
+	req, err := json.Marshal(subjects.ChatPostRequest{Version: subjects.Version, RunID: run, InterruptID: id,
+		Sink: slackSink, Kind: subjects.ChatNew, Key: "new-" + run, NoButtons: true})
+	require.NoError(t, err)
+	data, err := e.nc.Request(context.Background(), e.nc.Namespace().ChatPost(), req)
+	require.NoError(t, err)
+	var out subjects.ChatPostReply
+	require.NoError(t, json.Unmarshal(data, &out))
+	require.Empty(t, out.Code, out.Detail)
+	blocks := func() string {
+		raw, err := json.Marshal(e.message(out.TS).Message.Blocks)
+		require.NoError(t, err)
+		return string(raw)
+	}
+	require.NotContains(t, blocks(), slack.ActionApprove, "posted without buttons")
+
+	status, body := e.call(http.MethodPost, "/v1/runs/"+run+"/interrupts/"+id+"/decision", "ada-token", []byte(`{"status":"resolved"}`))
+	require.Equal(t, http.StatusOK, status, body)
+	require.Eventually(t, func() bool { return e.message(out.TS).Updates > 0 }, 10*time.Second, 10*time.Millisecond,
+		"the card shows the vote so far")
+	assert.NotContains(t, blocks(), slack.ActionApprove, "redrawn without buttons")
+
+	// A signed value for that channel, on the card that shows no buttons.
+	e.click("T0TEAM", "U0BOB", slack.ActionApprove, run, id, "bob")
+	assert.Contains(t, e.ephemeral("bob"), "decides nothing")
+	e.refusals(run, subjects.CodeChatForged, 1)
+	rec, err := e.client.Run(context.Background(), run)
+	require.NoError(t, err)
+	assert.Nil(t, rec.Interrupts[0].Decision, "bob's click counted for nothing")
+	assert.Len(t, rec.Interrupts[0].Votes, 1, "ada's vote only")
+}

@@ -131,10 +131,13 @@ func (f *follower) handle(ctx context.Context, m *jetstream.Delivery) error {
 		}
 		for _, p := range msgs {
 			// A waiting interrupt keeps its buttons, signed for the
-			// message's channel; a decided one shows who decided what.
+			// message's channel, where it was posted with them; a decided
+			// one shows who decided what.
 			msg := g.slackCard(rec, st).Message()
 			if st.Decision == nil {
-				msg = g.drawCard(rec, st, p.Channel).Message()
+				c := g.drawCard(rec, st, p.Channel)
+				c.Buttons = c.Buttons && p.Buttons
+				msg = c.Message()
 			}
 			err := g.slackAPI().Update(ctx, p.Channel, p.TS, msg)
 			if err == nil {

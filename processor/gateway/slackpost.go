@@ -63,6 +63,17 @@ func slackCardsKey(run, interrupt string) string {
 	return "slackcards-" + hex.EncodeToString(sum[:16])
 }
 
+// postedCard is one card listed under slackCardsKey: its message, and
+// whether its sink lets it show buttons (the question may still not: one
+// that may not be decided from chat is drawn without, and a click on it
+// is refused chat_off). A card whose sink does not (`buttons: false`) is
+// redrawn without them, and a click on it decides nothing (chat_forged).
+// A card listed before the field existed reads as one whose sink does not.
+type postedCard struct {
+	slack.Posted
+	Buttons bool `json:"buttons,omitempty"`
+}
+
 // slackPostKey is the intent key of one request: its sink, kind, key, run
 // and interrupt.
 func slackPostKey(r subjects.ChatPostRequest) string {
@@ -124,7 +135,7 @@ func (g *Gateway) chatPost(ctx context.Context, data []byte) subjects.ChatPostRe
 		return subjects.ChatPostReply{Code: subjects.CodeUnavailable, Detail: err.Error()}
 	}
 	var thread string
-	if j := slices.IndexFunc(cards, func(p slack.Posted) bool { return p.Channel == channel }); j >= 0 {
+	if j := slices.IndexFunc(cards, func(p postedCard) bool { return p.Channel == channel }); j >= 0 {
 		if req.Kind == subjects.ChatNew {
 			// One card per interrupt and channel: the notifier chooses the
 			// keys, and each card posted is listed and followed for good.
@@ -151,7 +162,7 @@ func (g *Gateway) chatPost(ctx context.Context, data []byte) subjects.ChatPostRe
 		return slackPostFailed(err)
 	}
 	if thread == "" {
-		if err := g.addSlackCard(ctx, req.RunID, req.InterruptID, p); err != nil {
+		if err := g.addSlackCard(ctx, req.RunID, req.InterruptID, postedCard{Posted: p, Buttons: !req.NoButtons}); err != nil {
 			return subjects.ChatPostReply{Code: subjects.CodeUnavailable, Detail: err.Error()}
 		}
 	} else if req.Kind == subjects.ChatExpired && st.Decision != nil {
@@ -305,7 +316,7 @@ func (g *Gateway) findPost(ctx context.Context, key string, in *postIntent) (str
 
 // slackCards are the cards the gateway posted for an interrupt, and the
 // revision of their list (0: none yet).
-func (g *Gateway) slackCards(ctx context.Context, run, interrupt string) ([]slack.Posted, uint64, error) {
+func (g *Gateway) slackCards(ctx context.Context, run, interrupt string) ([]postedCard, uint64, error) {
 	raw, rev, err := g.usedLinks.Entry(ctx, slackCardsKey(run, interrupt))
 	if errors.Is(err, jetstream.ErrNotFound) {
 		return nil, 0, nil
@@ -313,7 +324,7 @@ func (g *Gateway) slackCards(ctx context.Context, run, interrupt string) ([]slac
 	if err != nil {
 		return nil, 0, err
 	}
-	var out []slack.Posted
+	var out []postedCard
 	if err := json.Unmarshal(raw, &out); err != nil {
 		return nil, 0, fmt.Errorf("slack cards of %s/%s: %w", run, interrupt, err)
 	}
@@ -321,13 +332,13 @@ func (g *Gateway) slackCards(ctx context.Context, run, interrupt string) ([]slac
 }
 
 // addSlackCard lists p among the cards of run's interrupt.
-func (g *Gateway) addSlackCard(ctx context.Context, run, interrupt string, p slack.Posted) error {
+func (g *Gateway) addSlackCard(ctx context.Context, run, interrupt string, p postedCard) error {
 	for range 10 {
 		cards, rev, err := g.slackCards(ctx, run, interrupt)
 		if err != nil {
 			return err
 		}
-		if slices.Contains(cards, p) {
+		if slices.ContainsFunc(cards, func(c postedCard) bool { return c.Posted == p.Posted }) {
 			return nil
 		}
 		out, _ := json.Marshal(append(cards, p))
