@@ -254,6 +254,20 @@ func (g *Gateway) slackEphemeral(ctx context.Context, in *slack.Interaction, tex
 	g.slackRespond(ctx, in, slack.Response{ResponseType: "ephemeral", Text: text})
 }
 
+// slackTell tells the user alone what became of their click or form:
+// through its response URL, or, where it has none (a submitted form), as
+// an ephemeral message in the card's channel.
+func (g *Gateway) slackTell(ctx context.Context, in *slack.Interaction, channel, text string) {
+	switch {
+	case in.ResponseURL != "":
+		g.slackEphemeral(ctx, in, text)
+	case channel != "" && g.cfg.Slack.BotToken != "":
+		if err := g.slackAPI().PostEphemeral(ctx, channel, in.User.ID, text); err != nil {
+			g.cfg.Logger.Warn("slack ephemeral message not delivered", "channel", channel, "error", err)
+		}
+	}
+}
+
 func (g *Gateway) slackRespond(ctx context.Context, in *slack.Interaction, resp slack.Response) {
 	if in.ResponseURL == "" {
 		return
@@ -400,10 +414,10 @@ func (g *Gateway) slackDecide(ctx context.Context, in *slack.Interaction, ref sl
 		if v.Code == subjects.CodeSchemaMismatch && len(st.ResponseSchema) > 0 {
 			text = "This request needs an answer: use Answer… . Nothing was decided."
 		}
-		g.slackEphemeral(ctx, in, text)
+		g.slackTell(ctx, in, ref.Channel, text)
 		return
 	case err != nil:
-		g.slackEphemeral(ctx, in, "The decision could not be sent or confirmed ("+err.Error()+"). Click again: it counts once.")
+		g.slackTell(ctx, in, ref.Channel, "The decision could not be sent or confirmed ("+err.Error()+"). Click again: it counts once.")
 		return
 	}
 	rec, err := g.client.Run(ctx, ref.Run)
@@ -436,11 +450,7 @@ func (g *Gateway) slackDecide(ctx context.Context, in *slack.Interaction, ref sl
 	if v.Outcome == subjects.OutcomeDuplicate {
 		text = "This was already " + verb + " as " + id.Name + "; it counts once."
 	}
-	if in.ResponseURL != "" {
-		g.slackEphemeral(ctx, in, text)
-	} else if ref.Channel != "" && g.cfg.Slack.BotToken != "" {
-		_ = g.slackAPI().PostEphemeral(ctx, ref.Channel, in.User.ID, text)
-	}
+	g.slackTell(ctx, in, ref.Channel, text)
 }
 
 // slackVoted answers a click that was a vote and left the interrupt
@@ -460,11 +470,7 @@ func (g *Gateway) slackVoted(ctx context.Context, in *slack.Interaction, ref sla
 	}
 	verb := strings.ToLower(slack.StatusWord(st.Interrupt, subjects.Decision{Status: req.Status, Approver: id.Name}))
 	text := "Your vote (" + verb + " as " + id.Name + ") is recorded. The request still waits: " + remainingWords(v.Tally) + "."
-	if in.ResponseURL != "" {
-		g.slackEphemeral(ctx, in, text)
-	} else if ref.Channel != "" && g.cfg.Slack.BotToken != "" {
-		_ = g.slackAPI().PostEphemeral(ctx, ref.Channel, in.User.ID, text)
-	}
+	g.slackTell(ctx, in, ref.Channel, text)
 }
 
 // slackCard is the card of st in rec (rec may be nil: the card then has

@@ -860,3 +860,42 @@ func TestSlackCardWithoutButtonsKeepsNone(t *testing.T) {
 	assert.Nil(t, rec.Interrupts[0].Decision, "bob's click counted for nothing")
 	assert.Len(t, rec.Interrupts[0].Votes, 1, "ada's vote only")
 }
+
+// TestSlackRefusedAnswerIsTold: an answer the coordinator refuses after
+// its form closed (here the requester's own vote, which the policy
+// excludes) is told to the user, in the card's channel, since a form's
+// submission has no response URL. Before, the form closed and nothing
+// said the answer counted for nothing.
+func TestSlackRefusedAnswerIsTold(t *testing.T) {
+	t.Parallel()
+	e := newSlackEnv(t)
+	schema := map[string]any{"type": "object", "properties": map[string]any{"amount": map[string]any{"type": "number"}}}
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada", "bob", "carol"}, "Approvals": 2,
+		"Message": "how much?", "Schema": schema}, processor.WithRequester("ada"))
+	e.click("T0TEAM", "U0ADA", slack.ActionAnswer, run, id, "answer")
+	var meta string
+	require.Eventually(t, func() bool {
+		calls := e.fake.Calls("views.open")
+		if len(calls) == 0 {
+			return false
+		}
+		meta = calls[0].Body["view"].(map[string]any)["private_metadata"].(string)
+		return true
+	}, 10*time.Second, 10*time.Millisecond)
+	status, body := e.send(e.signer.Request(t, e.url(), slacktest.Submit("T0TEAM", "U0ADA", meta, map[string]string{"amount": "5"}, nil)))
+	require.Equal(t, http.StatusOK, status)
+	require.Empty(t, body, "the answer fits the schema: the form closes")
+	var told map[string]any
+	require.Eventually(t, func() bool {
+		for _, c := range e.fake.Calls("chat.postEphemeral") {
+			if c.Body["user"] == "U0ADA" {
+				told = c.Body
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 10*time.Millisecond, "the refusal is told")
+	assert.Equal(t, "C0CHAN", told["channel"])
+	assert.Contains(t, told["text"], "does not let the requester vote")
+	e.undecided(run)
+}
