@@ -899,3 +899,52 @@ func TestSlackRefusedAnswerIsTold(t *testing.T) {
 	assert.Contains(t, told["text"], "does not let the requester vote")
 	e.undecided(run)
 }
+
+// TestSlackOneCardPerChannelRaced: two requests for a new card of one
+// interrupt in one channel (two sinks mapped to it, or whoever holds the
+// notifier's credentials asking twice) post one card: the second, asked
+// while the first posts, is answered unavailable and, asked again, gets
+// the first's card. Before, both read "no card yet" and both posted.
+func TestSlackOneCardPerChannelRaced(t *testing.T) {
+	t.Parallel()
+	var fakeURL atomic.Pointer[url.URL]
+	posting := make(chan struct{}, 1)
+	release := make(chan struct{})
+	var posts atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/chat.postMessage") && posts.Add(1) == 1 {
+			posting <- struct{}{}
+			select { // the first post waits until the second request is answered
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		httputil.NewSingleHostReverseProxy(fakeURL.Load()).ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+	e := newSlackEnv(t, func(c *SlackConfig) {
+		c.APIURL = proxy.URL + "/api/"
+		c.Channels["other-sink"] = "C0CHAN"
+	})
+	target, err := url.Parse(e.fake.URL)
+	require.NoError(t, err)
+	fakeURL.Store(target)
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "refund?"})
+	first := make(chan subjects.ChatPostReply, 1)
+	go func() { first <- e.post(slackSink, subjects.ChatNew, "k-one", run, id) }()
+	<-posting
+	second := e.post("other-sink", subjects.ChatNew, "k-other", run, id)
+	close(release)
+	one := <-first
+	require.Empty(t, one.Code, one.Detail)
+	for second.Code == subjects.CodeUnavailable { // the notifier asks again
+		second = e.post("other-sink", subjects.ChatNew, "k-other", run, id)
+	}
+	require.Empty(t, second.Code, second.Detail)
+	assert.Equal(t, one.TS, second.TS, "the card already there")
+	assert.Len(t, e.fake.Messages(), 1, "one card in the channel")
+	cards, _, err := e.gw.slackCards(context.Background(), run, id)
+	require.NoError(t, err)
+	assert.Len(t, cards, 1)
+}

@@ -52,6 +52,9 @@ type postIntent struct {
 	TS      string    `json:"ts,omitempty"`
 	// Thread is the ts of the card a reply is posted under.
 	Thread string `json:"thread,omitempty"`
+	// Buttons: a new card's sink shows buttons (postedCard.Buttons), as
+	// the request that made the intent said.
+	Buttons bool `json:"buttons,omitempty"`
 }
 
 // slackCardsKey is the key, in the links bucket, of the cards (channel and
@@ -75,9 +78,15 @@ type postedCard struct {
 }
 
 // slackPostKey is the intent key of one request: its sink, kind, key, run
-// and interrupt.
-func slackPostKey(r subjects.ChatPostRequest) string {
-	sum := sha256.Sum256([]byte(strings.Join([]string{r.Sink, r.Kind, r.Key, r.RunID, r.InterruptID}, "\x00")))
+// and interrupt; for a new card, its run, interrupt and channel only, so
+// that one card is posted per interrupt and channel however many ask at
+// once (two sinks mapped to one channel, or one asking under two keys).
+func slackPostKey(r subjects.ChatPostRequest, channel string) string {
+	parts := []string{r.Sink, r.Kind, r.Key, r.RunID, r.InterruptID}
+	if r.Kind == subjects.ChatNew {
+		parts = []string{"card", channel, r.RunID, r.InterruptID}
+	}
+	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
 	return "slackpost-" + hex.EncodeToString(sum[:16])
 }
 
@@ -162,7 +171,7 @@ func (g *Gateway) chatPost(ctx context.Context, data []byte) subjects.ChatPostRe
 		return slackPostFailed(err)
 	}
 	if thread == "" {
-		if err := g.addSlackCard(ctx, req.RunID, req.InterruptID, postedCard{Posted: p, Buttons: !req.NoButtons}); err != nil {
+		if err := g.addSlackCard(ctx, req.RunID, req.InterruptID, p); err != nil {
 			return subjects.ChatPostReply{Code: subjects.CodeUnavailable, Detail: err.Error()}
 		}
 	} else if req.Kind == subjects.ChatExpired && st.Decision != nil {
@@ -205,37 +214,40 @@ func noticeText(kind string, st subjects.InterruptState) string {
 	return "*Expired:* nothing to decide any more."
 }
 
-// slackPost posts msg once per request key (see the intent above).
-func (g *Gateway) slackPost(ctx context.Context, req subjects.ChatPostRequest, channel, thread string, msg slack.Message) (slack.Posted, error) {
-	key := slackPostKey(req)
+// slackPost posts msg once per request key (see the intent above), and
+// returns the post with whether its sink shows buttons (as the request
+// that made the intent said: for a new card another request may have).
+func (g *Gateway) slackPost(ctx context.Context, req subjects.ChatPostRequest, channel, thread string, msg slack.Message) (postedCard, error) {
+	key := slackPostKey(req, channel)
 	now := time.Now().UTC()
 	in, rev, err := g.postIntentOf(ctx, key)
 	if err != nil {
-		return slack.Posted{}, err
+		return postedCard{}, err
 	}
 	switch {
 	case in != nil && in.State == "posted":
-		return slack.Posted{Channel: in.Channel, TS: in.TS}, nil
+		return postedCard{Posted: slack.Posted{Channel: in.Channel, TS: in.TS}, Buttons: in.Buttons}, nil
 	case in != nil && now.Before(in.Until):
-		return slack.Posted{}, fmt.Errorf("%w: a post of this request is under way", errPostBusy)
+		return postedCard{}, fmt.Errorf("%w: a post of this request is under way", errPostBusy)
 	case in != nil:
 		// An earlier attempt recorded its intent and not its post: it may
 		// have posted. Look before posting again.
 		ts, err := g.findPost(ctx, key, in)
 		if err != nil {
-			return slack.Posted{}, err
+			return postedCard{}, err
 		}
 		if ts != "" {
-			return g.postRecorded(ctx, key, in.Channel, ts, rev)
+			return g.postRecorded(ctx, key, *in, ts, rev)
 		}
 		in.Until, in.Thread = now.Add(time.Duration(g.lease.Load())), thread
 		if rev, err = g.putIntent(ctx, key, *in, rev); err != nil {
-			return slack.Posted{}, err
+			return postedCard{}, err
 		}
 	default:
-		in = &postIntent{State: "posting", Since: now, Until: now.Add(time.Duration(g.lease.Load())), Channel: channel, Thread: thread}
+		in = &postIntent{State: "posting", Since: now, Until: now.Add(time.Duration(g.lease.Load())), Channel: channel, Thread: thread,
+			Buttons: !req.NoButtons}
 		if rev, err = g.putIntent(ctx, key, *in, 0); err != nil {
-			return slack.Posted{}, err
+			return postedCard{}, err
 		}
 	}
 	p, err := g.slackAPI().PostMessage(ctx, in.Channel, thread, msg, &slack.MessageMetadata{EventType: slack.EventType,
@@ -248,12 +260,12 @@ func (g *Gateway) slackPost(ctx context.Context, req subjects.ChatPostRequest, c
 		_, _ = g.putIntent(ctx, key, *in, rev)
 	}
 	if err != nil {
-		return slack.Posted{}, err
+		return postedCard{}, err
 	}
 	if crash := g.crash.Load(); crash != nil && (*crash)("slack-after-post") {
-		return slack.Posted{}, fmt.Errorf("%w: abandoned by fault injection", errPostBusy)
+		return postedCard{}, fmt.Errorf("%w: abandoned by fault injection", errPostBusy)
 	}
-	return g.postRecorded(ctx, key, in.Channel, p.TS, rev)
+	return g.postRecorded(ctx, key, *in, p.TS, rev)
 }
 
 // errPostBusy: the post is another attempt's for now; ask again.
@@ -284,10 +296,10 @@ func (g *Gateway) putIntent(ctx context.Context, key string, in postIntent, rev 
 	return rev, err
 }
 
-// postRecorded records the post at ts under key.
-func (g *Gateway) postRecorded(ctx context.Context, key, channel, ts string, rev uint64) (slack.Posted, error) {
-	p := slack.Posted{Channel: channel, TS: ts}
-	_, err := g.putIntent(ctx, key, postIntent{State: "posted", Since: time.Now().UTC(), Channel: channel, TS: ts}, rev)
+// postRecorded records the post of intent in at ts under key.
+func (g *Gateway) postRecorded(ctx context.Context, key string, in postIntent, ts string, rev uint64) (postedCard, error) {
+	p := postedCard{Posted: slack.Posted{Channel: in.Channel, TS: ts}, Buttons: in.Buttons}
+	_, err := g.putIntent(ctx, key, postIntent{State: "posted", Since: time.Now().UTC(), Channel: in.Channel, TS: ts, Buttons: in.Buttons}, rev)
 	return p, err
 }
 
