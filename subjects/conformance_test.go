@@ -137,6 +137,7 @@ func TestConformanceMessages(t *testing.T) {
 			Message    map[string]any
 			Raw        *string
 			Pad        *struct {
+				In    []any
 				Field string
 				Bytes int
 			}
@@ -161,7 +162,16 @@ func TestConformanceMessages(t *testing.T) {
 				data = []byte(*c.Raw)
 			} else {
 				if c.Pad != nil {
-					c.Message[c.Pad.Field] = strings.Repeat("x", c.Pad.Bytes)
+					var at any = c.Message
+					for _, step := range c.Pad.In {
+						switch k := step.(type) {
+						case string:
+							at = at.(map[string]any)[k]
+						case float64:
+							at = at.([]any)[int(k)]
+						}
+					}
+					at.(map[string]any)[c.Pad.Field] = strings.Repeat("x", c.Pad.Bytes)
 				}
 				var err error
 				data, err = json.Marshal(c.Message)

@@ -3,6 +3,7 @@ read too (subjects/conformance_test.go, processor/conformance_test.go)."""
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -124,9 +125,12 @@ def test_subjects(v: dict[str, Any]) -> None:
 def message_bytes(case: dict[str, Any]) -> bytes:
     if "raw" in case:
         return str(case["raw"]).encode()
-    msg = case["message"]
+    msg = copy.deepcopy(case["message"])
     if "pad" in case:
-        msg = dict(msg, **{case["pad"]["field"]: "x" * case["pad"]["bytes"]})
+        at = msg
+        for step in case["pad"].get("in", []):
+            at = at[step]
+        at[case["pad"]["field"]] = "x" * case["pad"]["bytes"]
     return json.dumps(msg, separators=(",", ":"), ensure_ascii=False).encode()
 
 

@@ -419,13 +419,6 @@ def _decision(obj: Any) -> dict[str, Any]:
     if "arguments" in d and d["arguments"] is None:
         raise _malformed("arguments is null: omit it to keep the call's arguments")
     _check_version("decision", d)
-    # The limit holds for the decision as the coordinator records it too
-    # (Go's encoding escapes <, > and &, and U+2028/U+2029).
-    if (n := recorded_size(d)) > MAX_DECISION_SIZE:
-        raise ProtocolError(
-            "too_large",
-            f"{n} bytes as recorded (JSON re-encoded: <, > and & escaped), the limit is {MAX_DECISION_SIZE}",
-        )
     return d
 
 
@@ -484,6 +477,15 @@ def decode_decision(data: bytes) -> dict[str, Any]:
     """Parse and validate a decision as an approver publishes it (votes,
     executionKey and rule are the coordinator's to write)."""
     d = _decision(_head(data, MAX_DECISION_SIZE))
+    # The limit holds for the decision as the coordinator records it too
+    # (Go's encoding escapes <, > and &, and U+2028/U+2029). It bounds what
+    # approvers publish: a decision the coordinator writes (an expiry's
+    # payload, a quorum's votes) is bounded by the message size only.
+    if (n := recorded_size(d)) > MAX_DECISION_SIZE:
+        raise ProtocolError(
+            "too_large",
+            f"{n} bytes as recorded (JSON re-encoded: <, > and & escaped), the limit is {MAX_DECISION_SIZE}",
+        )
     for f in ("votes", "executionKey", "rule"):
         if d.get(f):
             raise _malformed(f"{f} is set by the coordinator only")

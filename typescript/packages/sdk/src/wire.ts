@@ -351,15 +351,6 @@ function decision(obj: JsonValue | undefined): JsonObject {
     throw malformed("arguments is null: omit it to keep the call's arguments");
   }
   checkVersion("decision", d);
-  // The limit holds for the decision as the coordinator records it too
-  // (Go's encoding escapes <, > and &, and U+2028/U+2029).
-  const n = recordedSize(d);
-  if (n > MAX_DECISION_SIZE) {
-    throw new ProtocolError(
-      "too_large",
-      `${n} bytes as recorded (JSON re-encoded: <, > and & escaped), the limit is ${MAX_DECISION_SIZE}`,
-    );
-  }
   return d;
 }
 
@@ -476,6 +467,17 @@ export function memberSource(src: string, key: string): string | undefined {
 /** Parse and validate a decision as an approver publishes it (votes, executionKey and rule are the coordinator's to write). */
 export function decodeDecision(data: Uint8Array): JsonObject {
   const d = decision(head(data, MAX_DECISION_SIZE));
+  // The limit holds for the decision as the coordinator records it too
+  // (Go's encoding escapes <, > and &, and U+2028/U+2029). It bounds what
+  // approvers publish: a decision the coordinator writes (an expiry's
+  // payload, a quorum's votes) is bounded by the message size only.
+  const n = recordedSize(d);
+  if (n > MAX_DECISION_SIZE) {
+    throw new ProtocolError(
+      "too_large",
+      `${n} bytes as recorded (JSON re-encoded: <, > and & escaped), the limit is ${MAX_DECISION_SIZE}`,
+    );
+  }
   for (const f of ["votes", "executionKey", "rule"]) {
     if (set(d[f])) throw malformed(`${f} is set by the coordinator only`);
   }

@@ -112,9 +112,13 @@ describe("subjects.json", () => {
 
 function messageBytes(c: Vector): Uint8Array {
   if ("raw" in c) return new TextEncoder().encode(s(c["raw"]));
-  let msg = c["message"] as Record<string, unknown>;
-  const pad = c["pad"] as { field: string; bytes: number } | undefined;
-  if (pad) msg = { ...msg, [pad.field]: "x".repeat(pad.bytes) };
+  const msg = structuredClone(c["message"]) as Record<string, unknown>;
+  const pad = c["pad"] as { in?: (string | number)[]; field: string; bytes: number } | undefined;
+  if (pad) {
+    let at = msg as Record<string | number, unknown>;
+    for (const step of pad.in ?? []) at = at[step] as Record<string | number, unknown>;
+    at[pad.field] = "x".repeat(pad.bytes);
+  }
   return new TextEncoder().encode(JSON.stringify(msg));
 }
 
