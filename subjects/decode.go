@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"unicode"
 	"unicode/utf8"
 )
@@ -331,7 +332,7 @@ func decode(data []byte, limit int, v any) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return malformed("data after the JSON object")
 	}
-	return nil
+	return exactKeys(data, reflect.TypeOf(v))
 }
 
 // jsonError turns encoding/json errors into a message naming the field.

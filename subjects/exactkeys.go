@@ -1,0 +1,195 @@
+package subjects
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"sync"
+)
+
+// encoding/json matches an object's keys to a struct's fields ignoring
+// case (and folding the Kelvin sign and the long s), so {"Status":...}
+// decodes as "status", and of {"status":"resolved","Status":"cancelled"}
+// the second wins. Every other reader of the protocol (the schemas, the
+// Python and TypeScript SDKs, an auditor's script) matches keys exactly and
+// reads that decision otherwise, or refuses it. exactKeys refuses it here
+// too, so that one message means one thing to every reader.
+
+// exactKeys checks that every key of data that names a field of t (a
+// pointer to the struct data was decoded into) is spelled as the field's
+// JSON name. It reads only objects t describes: payloads, metadata and
+// other free-form values (json.RawMessage, any, maps' keys) keep any key.
+// Most messages have no key that could be another's case variant, which a
+// scan of their bytes tells (plainKeys); the others are read object by
+// object.
+func exactKeys(data []byte, t reflect.Type) error {
+	if plainKeys(data, namesOf(t)) {
+		return nil
+	}
+	return exactKeysIn(data, t)
+}
+
+// exactKeysIn is exactKeys without the scan.
+func exactKeysIn(data []byte, t reflect.Type) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == rawMessageType || t.Kind() == reflect.Interface || reflect.PointerTo(t).Implements(unmarshalerType):
+		return nil
+	case t.Kind() == reflect.Struct:
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(data, &obj) != nil {
+			return nil // null, or not an object: the decoder judged it
+		}
+		fields := fieldsOf(t)
+		for key, value := range obj {
+			ft, ok := fields[key]
+			if !ok {
+				for name := range fields {
+					if strings.EqualFold(name, key) { // as encoding/json folds (the Kelvin sign as k, the long s as s)
+						return malformed("field %q is not %q: field names are case-sensitive", key, name)
+					}
+				}
+				continue // unknown fields are the decoder's to refuse
+			}
+			if err := exactKeysIn(value, ft); err != nil {
+				return err
+			}
+		}
+	case t.Kind() == reflect.Slice || t.Kind() == reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return nil
+		}
+		var items []json.RawMessage
+		if json.Unmarshal(data, &items) != nil {
+			return nil
+		}
+		for _, item := range items {
+			if err := exactKeysIn(item, t.Elem()); err != nil {
+				return err
+			}
+		}
+	case t.Kind() == reflect.Map:
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(data, &obj) != nil {
+			return nil
+		}
+		for _, value := range obj {
+			if err := exactKeysIn(value, t.Elem()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+var (
+	rawMessageType  = reflect.TypeFor[json.RawMessage]()
+	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+	fieldCache      sync.Map // reflect.Type: map[string]reflect.Type
+	nameCache       sync.Map // reflect.Type: *names
+)
+
+// names are the JSON field names of a type and of every struct it holds.
+type names struct {
+	exact map[string]bool
+	lower map[string]bool // the names lower-cased
+}
+
+// namesOf is the names of t's fields and its fields' fields, at any depth.
+func namesOf(t reflect.Type) *names {
+	if n, ok := nameCache.Load(t); ok {
+		return n.(*names)
+	}
+	n := &names{exact: map[string]bool{}, lower: map[string]bool{}}
+	seen := map[reflect.Type]bool{}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || t == rawMessageType || seen[t] || reflect.PointerTo(t).Implements(unmarshalerType) {
+			return
+		}
+		seen[t] = true
+		for name, ft := range fieldsOf(t) {
+			n.exact[name] = true
+			n.lower[strings.ToLower(name)] = true
+			walk(ft)
+		}
+	}
+	walk(t)
+	nameCache.Store(t, n)
+	return n
+}
+
+// plainKeys reports whether no key in data could be a case variant of one
+// of n: each is one of n exactly, or ASCII and none of n in any case. A key
+// with an escape or a non-ASCII byte is not plain (the long s and the
+// Kelvin sign fold to ASCII letters).
+func plainKeys(data []byte, n *names) bool {
+	for i := 0; i < len(data); i++ {
+		if data[i] != '"' {
+			continue
+		}
+		j, plain := i+1, true
+		for ; j < len(data) && data[j] != '"'; j++ {
+			if data[j] == '\\' {
+				plain = false
+				j++
+			} else if data[j] >= 0x80 {
+				plain = false
+			}
+		}
+		if j >= len(data) {
+			return false
+		}
+		k := j + 1
+		for k < len(data) && (data[k] == ' ' || data[k] == '\t' || data[k] == '\n' || data[k] == '\r') {
+			k++
+		}
+		if k < len(data) && data[k] == ':' {
+			key := string(data[i+1 : j])
+			if !n.exact[key] && (!plain || n.lower[strings.ToLower(key)]) {
+				return false
+			}
+		}
+		i = j
+	}
+	return true
+}
+
+// fieldsOf is t's fields by JSON name, those of embedded structs without a
+// name of their own included.
+func fieldsOf(t reflect.Type) map[string]reflect.Type {
+	if f, ok := fieldCache.Load(t); ok {
+		return f.(map[string]reflect.Type)
+	}
+	out := map[string]reflect.Type{}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if tag == "-" || (!f.IsExported() && !f.Anonymous) {
+				continue
+			}
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if f.Anonymous && tag == "" && ft.Kind() == reflect.Struct {
+				walk(ft)
+				continue
+			}
+			if tag == "" {
+				tag = f.Name
+			}
+			out[tag] = f.Type
+		}
+	}
+	walk(t)
+	fieldCache.Store(t, out)
+	return out
+}
