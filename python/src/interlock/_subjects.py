@@ -93,7 +93,8 @@ class Namespace:
 
     def backlog(self) -> list[str]:
         """The wildcards matching every agent's waiting work, first passes then
-        replays; the last token of a matching subject is the agent."""
+        replays; the token after the kind is the agent (a first pass's subject
+        may end in its requester)."""
         return [self.all("start"), self.all("work")]
 
     def _agent_run(self, kind: str, agent: str, run: str) -> str:

@@ -69,6 +69,7 @@ export {
   NO_RUN,
   OBSERVATION_TYPES,
   validateToken,
+  workerDurable,
   type StoredEvent,
 } from "./subjects.js";
 export {

@@ -125,6 +125,15 @@ export class Namespace {
     return [this.work(agent), this.start(agent), this.start(agent) + ".*"];
   }
 
+  /**
+   * The wildcards matching every agent's waiting work, first passes then
+   * replays (what a backlog check counts); the token after the kind is the
+   * agent (a first pass's subject may end in its requester).
+   */
+  backlog(): string[] {
+    return [this.join("start", ">"), this.join("work", ">")];
+  }
+
   private agentRun(kind: string, agent: string, run: string): string {
     validateToken("agent", agent);
     validateToken("run id", run);
@@ -221,6 +230,15 @@ export class Namespace {
     if (observer !== undefined) ev["observer"] = observer;
     return ev as StoredEvent;
   }
+}
+
+/**
+ * The durable consumer on the work stream through which `agent`'s workers
+ * take its work ({@link Namespace.agentWork}), in every SDK; it also names
+ * their dead letters' source.
+ */
+export function workerDurable(agent: string): string {
+  return "worker_" + agent;
 }
 
 /** The inbox prefix NATS user `identity` receives verdicts under (`_INBOX.anonymous` for `""`). */

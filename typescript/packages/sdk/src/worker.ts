@@ -21,7 +21,7 @@ import { InterlockError, InvalidToken, PassTimeout, ProtocolError, Retry, Suspen
 import { deadLetterMsgId, emitMsgId, nonce, outcomeMsgId, passKey } from "./ids.js";
 import { encode, toJson, type JsonObject, type JsonValue } from "./json.js";
 import { PassState, runInPass, type EmitFn } from "./run.js";
-import { DEFAULT_PREFIX, Namespace, validateToken } from "./subjects.js";
+import { DEFAULT_PREFIX, Namespace, validateToken, workerDurable } from "./subjects.js";
 import { childTraceparent } from "./trace.js";
 import type { RunInfo } from "./types.js";
 import { askMessage, decodeWork, takeAskReply, versioned } from "./wire.js";
@@ -289,7 +289,7 @@ export class Worker {
 
   private async bind(agent: string): Promise<Consumer> {
     const stream = this.ns.stream("WORK");
-    const durable = "worker_" + agent;
+    const durable = workerDurable(agent);
     try {
       return await this.js.consumers.get(stream, durable);
     } catch (e) {
@@ -858,7 +858,7 @@ export class Worker {
   }
 
   private async deadLetter(agent: string, m: JsMsg, reason: string): Promise<void> {
-    const consumer = "worker_" + agent;
+    const consumer = workerDurable(agent);
     const h = natsHeaders();
     if (m.headers) {
       for (const [k, vs] of m.headers) {

@@ -211,7 +211,7 @@ describe("interrupts on the wire", () => {
 });
 
 describe("subjects.json workers", () => {
-  test("the subjects an agent's durable consumer filters", () => {
+  test("the durable consumer of an agent's workers and the subjects it filters", () => {
     for (const v of cases(SUBJECTS, "workers")) {
       const ns = new sdk.Namespace(s(v["prefix"]));
       if (v["error"] !== undefined) {
@@ -219,6 +219,15 @@ describe("subjects.json workers", () => {
         continue;
       }
       assert.deepEqual(ns.agentWork(s(v["agent"])), v["subjects"]);
+      assert.equal(sdk.workerDurable(s(v["agent"])), v["durable"]);
     }
+  });
+});
+
+describe("subjects.json backlog", () => {
+  test("the wildcards matching every agent's waiting work", () => {
+    const vs = cases(SUBJECTS, "backlog");
+    assert.ok(vs.length > 0);
+    for (const v of vs) assert.deepEqual(new sdk.Namespace(s(v["prefix"])).backlog(), v["subjects"]);
   });
 });
