@@ -278,3 +278,29 @@ async def test_invalid_request_fails_the_run(nc: NATS, client: Client, agent_nam
         run = await client.start(agent_name)
         rec = await client.wait(run)
     assert rec.status == "failed" and "tool call" in rec.error
+
+
+async def test_non_ascii_answer_sized_as_recorded(nc: NATS, client: Client, agent_name: str) -> None:
+    # 10,000 "é" and 1,000 "<": 26 KB as the coordinator records it. The
+    # client sent "é" as \u00e9 (6 bytes), which the coordinator keeps in a
+    # payload, so it recorded 66 KB and refused what the client's own check
+    # (26 KB) let through. Sent as UTF-8, both agree, and the answer lands.
+    answer = "é" * 10_000 + "<" * 1_000
+
+    async def body(inp: Any) -> Any:
+        d = interlock.interrupt(Request(message="?"))
+        return {"length": len(d.payload)}
+
+    async with worker(nc, agent_name, body):
+        run = await client.start(agent_name)
+        await suspended_at(client, run)
+        await client.approve(run, interlock.interrupt_id(run, "", 0), payload=answer)
+        rec = await client.wait(run)
+    assert rec.result == {"length": len(answer)}
+
+
+def test_recorded_size_counts_a_lone_surrogate() -> None:
+    # "\ud800" (an escape no UTF-8 text holds) is recorded as U+FFFD: 3 bytes.
+    from interlock._wire import recorded_size
+
+    assert recorded_size("\ud800") == len('"\ufffd"'.encode())

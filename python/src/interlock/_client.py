@@ -226,7 +226,14 @@ class Client:
             d["arguments"] = arguments
         versioned("decision", d)
         subject = self._ns.resume(run_id, approver)
-        data = json.dumps(d, separators=(",", ":"), allow_nan=False).encode()
+        # As UTF-8, not \u escapes: the coordinator keeps a payload's escapes
+        # as they came, so 6 bytes for an "é" would count against the limit
+        # (and the size check below would count 2).
+        try:
+            data = json.dumps(d, separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode()
+        except UnicodeEncodeError as e:
+            bad = e.object[e.start : e.end]
+            raise ValueError(f"the decision holds a lone surrogate ({bad!r}), which is not text") from None
         decode_decision(data)
         inbox, fut = await self._await_reply(d["decisionId"], approver or "")
         deadline = timeout if timeout is not None else self._timeout

@@ -206,7 +206,7 @@ def _expiry(field: str, v: Any) -> None:
 def _positive_ints(field: str, v: Any) -> None:
     _list(_int)(field, v)
     for i, sec in enumerate(v or []):
-        if sec <= 0:
+        if sec is None or sec <= 0:  # null reads as 0 in Go
             raise _malformed(
                 f"remindBeforeSeconds[{i}] is {sec}; reminders are seconds before the deadline, more than 0"
             )
@@ -427,7 +427,8 @@ def recorded_size(v: Any) -> int:
     text = json.dumps(v, separators=(",", ":"), ensure_ascii=False)
     escaped = sum(text.count(c) for c in "<>&")
     lines = text.count("\u2028") + text.count("\u2029")
-    return len(text.encode()) + 5 * escaped + 3 * lines
+    # A lone surrogate (from a "\ud800" escape) is recorded as U+FFFD: 3 bytes.
+    return len(text.encode("utf-8", "surrogatepass")) + 5 * escaped + 3 * lines
 
 
 _PASSREF: dict[str, Check] = {
