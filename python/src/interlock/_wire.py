@@ -69,7 +69,9 @@ def suspension_bound(work: dict[str, Any], suspension: dict[str, Any]) -> int:
     return n + sum(decision_allowance(i) for i in suspension.get("interrupts") or [])
 
 
-_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+# RFC 3339 as Go reads it: upper-case T and Z, and a real date and time
+# (no month 13, February 30 or second 60).
+_RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|[+-]\d{2}:\d{2})")
 
 Check = Callable[[str, Any], None]
 
@@ -139,8 +141,15 @@ def _object(field: str, v: Any) -> None:
 def _time(field: str, v: Any) -> None:
     if v is None:
         return
-    if not isinstance(v, str) or _RFC3339.fullmatch(v) is None:
+    m = _RFC3339.fullmatch(v) if isinstance(v, str) else None
+    if m is None or not _real_time(*(int(g) for g in m.groups()[:6])):
         raise _malformed(f"field {field!r}: must be an RFC 3339 time")
+
+
+def _real_time(y: int, mo: int, d: int, h: int, mi: int, s: int) -> bool:
+    leap = y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)
+    days = (31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+    return 1 <= mo <= 12 and 1 <= d <= days[mo - 1] and h <= 23 and mi <= 59 and s <= 59
 
 
 def _list(item: Check) -> Check:

@@ -26,7 +26,18 @@ export const MAX_DECISION_SIZE = 64 << 10;
 /** The longest id (interrupt, decision, thread, approver), in bytes. */
 export const MAX_ID_LEN = 256;
 
-const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
+// RFC 3339 as Go reads it: upper-case T and Z, and a real date and time
+// (no month 13, February 30 or second 60).
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
+
+function isTime(v: string): boolean {
+  const m = RFC3339.exec(v);
+  if (!m) return false;
+  const [y, mo, d, h, mi, sec] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  const leap = y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0);
+  const days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][mo - 1] ?? 0;
+  return d >= 1 && d <= days && h <= 23 && mi <= 59 && sec <= 59;
+}
 // C0 and C1 control characters (Unicode category Cc).
 // eslint-disable-next-line no-control-regex
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
@@ -85,7 +96,7 @@ const object: Check = (field, v) => {
 
 const time: Check = (field, v) => {
   if (v === null || v === undefined) return;
-  if (typeof v !== "string" || !RFC3339.test(v)) throw malformed(`field '${field}': must be an RFC 3339 time`);
+  if (typeof v !== "string" || !isTime(v)) throw malformed(`field '${field}': must be an RFC 3339 time`);
 };
 
 const list =
