@@ -239,7 +239,8 @@ func (g *Gateway) slackPost(ctx context.Context, req subjects.ChatPostRequest, c
 		if ts != "" {
 			return g.postRecorded(ctx, key, *in, ts, rev)
 		}
-		in.Until, in.Thread = now.Add(time.Duration(g.lease.Load())), thread
+		// Not posted: this request's message goes, drawn as it asks.
+		in.Until, in.Thread, in.Buttons = now.Add(time.Duration(g.lease.Load())), thread, !req.NoButtons
 		if rev, err = g.putIntent(ctx, key, *in, rev); err != nil {
 			return postedCard{}, err
 		}
