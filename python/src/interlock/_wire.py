@@ -504,7 +504,7 @@ def decode_decision(data: bytes) -> dict[str, Any]:
 
 def decode_suspension(data: bytes) -> dict[str, Any]:
     """Parse and validate a suspension."""
-    spec = dict(_PASSREF, interrupts=_any, journal=_journal, suspendedAt=_time, requester=_any)
+    spec = dict(_PASSREF, interrupts=_any, journal=_journal, suspendedAt=_time, requester=_str)
     d = _fields(_head(data, MAX_MESSAGE_SIZE), spec, "suspension")
     _passref(d)
     ins = d.get("interrupts")

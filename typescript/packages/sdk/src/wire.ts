@@ -499,7 +499,7 @@ export function decodeDecision(data: Uint8Array): JsonObject {
 export function decodeSuspension(data: Uint8Array): JsonObject {
   const d = fields(
     head(data, MAX_MESSAGE_SIZE),
-    { ...PASSREF, interrupts: anything, journal, suspendedAt: time, requester: anything },
+    { ...PASSREF, interrupts: anything, journal, suspendedAt: time, requester: optString },
     "suspension",
   );
   passref(d);
