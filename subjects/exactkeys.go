@@ -20,11 +20,12 @@ import (
 // JSON name. It reads only objects t describes: payloads, metadata and
 // other free-form values (json.RawMessage, any, maps' keys) keep any key.
 // Most messages have no key that could be another's case variant, which a
-// scan of their bytes tells (plainKeys); the others are read object by
-// object.
+// scan of their bytes tells (scanKeys, which also refuses a key repeated in
+// one object); the others are read object by object.
 func exactKeys(data []byte, t reflect.Type) error {
-	if plainKeys(data, namesOf(t)) {
-		return nil
+	plain, err := scanKeys(data, namesOf(t))
+	if err != nil || plain {
+		return err
 	}
 	return exactKeysIn(data, t)
 }
@@ -124,40 +125,73 @@ func namesOf(t reflect.Type) *names {
 	return n
 }
 
-// plainKeys reports whether no key in data could be a case variant of one
-// of n: each is one of n exactly, or ASCII and none of n in any case. A key
-// with an escape or a non-ASCII byte is not plain (the long s and the
-// Kelvin sign fold to ASCII letters).
-func plainKeys(data []byte, n *names) bool {
+// scanKeys reads the keys of data in one pass. It refuses a key that
+// appears twice in one object, anywhere in the message: encoding/json
+// merges both into one struct (fields set by the first survive), the
+// Python and TypeScript SDKs keep the last, so such a message would mean
+// two things. And it reports whether every key is plain: one of n exactly,
+// or ASCII without escapes and none of n in any case (the long s and the
+// Kelvin sign fold to ASCII letters); otherwise the caller reads the
+// message object by object.
+func scanKeys(data []byte, n *names) (plain bool, err error) {
+	type container struct {
+		object bool
+		keys   []string
+	}
+	var stack []container
+	plain = true
 	for i := 0; i < len(data); i++ {
-		if data[i] != '"' {
+		switch data[i] {
+		case '{', '[':
+			stack = append(stack, container{object: data[i] == '{'})
+			continue
+		case '}', ']':
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
+			continue
+		case '"':
+		default:
 			continue
 		}
-		j, plain := i+1, true
+		j, simple := i+1, true
 		for ; j < len(data) && data[j] != '"'; j++ {
 			if data[j] == '\\' {
-				plain = false
+				simple = false
 				j++
 			} else if data[j] >= 0x80 {
-				plain = false
+				simple = false
 			}
 		}
 		if j >= len(data) {
-			return false
+			return false, nil // not JSON: the decoder judged it
 		}
 		k := j + 1
 		for k < len(data) && (data[k] == ' ' || data[k] == '\t' || data[k] == '\n' || data[k] == '\r') {
 			k++
 		}
-		if k < len(data) && data[k] == ':' {
+		if k < len(data) && data[k] == ':' && len(stack) > 0 && stack[len(stack)-1].object {
 			key := string(data[i+1 : j])
-			if !n.exact[key] && (!plain || n.lower[strings.ToLower(key)]) {
-				return false
+			if !simple {
+				var unquoted string
+				if json.Unmarshal(data[i:j+1], &unquoted) == nil {
+					key = unquoted
+				}
+			}
+			top := &stack[len(stack)-1]
+			for _, seen := range top.keys {
+				if seen == key {
+					return false, malformed("field %q appears twice in one object", key)
+				}
+			}
+			top.keys = append(top.keys, key)
+			if !n.exact[key] && (!simple || n.lower[strings.ToLower(key)]) {
+				plain = false
 			}
 		}
 		i = j
 	}
-	return true
+	return plain, nil
 }
 
 // fieldsOf is t's fields by JSON name, those of embedded structs without a

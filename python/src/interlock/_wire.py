@@ -461,11 +461,25 @@ def _not_json(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys are all distinct: a key twice is ``malformed``,
+    anywhere in a message (Go merged both copies into one struct, and this
+    decoder kept the last, so the message meant two things)."""
+    obj: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in obj:
+            raise _malformed(f"field {k!r} appears twice in one object")
+        obj[k] = v
+    return obj
+
+
 def _head(data: bytes, limit: int) -> Any:
     if len(data) > limit:
         raise ProtocolError("too_large", f"{len(data)} bytes, the limit is {limit}")
     try:
-        obj = json.loads(data, parse_constant=_not_json)
+        obj = json.loads(data, parse_constant=_not_json, object_pairs_hook=_unique_keys)
+    except ProtocolError:
+        raise
     except (ValueError, UnicodeDecodeError) as e:
         raise _malformed(f"not a JSON object: {e}") from None
     except RecursionError:

@@ -391,6 +391,36 @@ function passref(d: JsonObject): void {
   checkToken("agent", d["agent"] || "");
 }
 
+/**
+ * The first key that appears twice in one object of src (valid JSON),
+ * anywhere in it, or undefined. JSON.parse keeps the last copy while Go
+ * merged both into one struct, so such a message meant two things: every
+ * decoder refuses it.
+ */
+function repeatedKey(src: string): string | undefined {
+  const stack: (Set<string> | undefined)[] = [];
+  for (let i = 0; i < src.length; i++) {
+    const c = src[i];
+    if (c === "{") stack.push(new Set());
+    else if (c === "[") stack.push(undefined);
+    else if (c === "}" || c === "]") stack.pop();
+    else if (c === '"') {
+      let j = i + 1;
+      for (; j < src.length && src[j] !== '"'; j++) if (src[j] === "\\") j++;
+      let k = j + 1;
+      while (k < src.length && " \t\n\r".includes(src[k] ?? "")) k++;
+      const keys = stack[stack.length - 1];
+      if (src[k] === ":" && keys !== undefined) {
+        const key = JSON.parse(src.slice(i, j + 1)) as string;
+        if (keys.has(key)) return key;
+        keys.add(key);
+      }
+      i = j;
+    }
+  }
+  return undefined;
+}
+
 function head(data: Uint8Array, limit: number): JsonObject {
   if (data.length > limit) throw new ProtocolError("too_large", `${data.length} bytes, the limit is ${limit}`);
   let obj: unknown;
@@ -402,6 +432,8 @@ function head(data: Uint8Array, limit: number): JsonObject {
     throw malformed(`not a JSON object: ${e instanceof Error ? e.message : String(e)}`);
   }
   if (!isObject(obj)) throw malformed("not a JSON object");
+  const twice = repeatedKey(src);
+  if (twice !== undefined) throw malformed(`field ${JSON.stringify(twice)} appears twice in one object`);
   const v = obj["version"];
   const speaks = `this build speaks versions ${VERSION} and ${VERSION2}`;
   if (v === null || v === undefined) throw malformed(`version is required (${speaks})`);
