@@ -1,6 +1,7 @@
 package subjects
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -136,17 +137,20 @@ func namesOf(t reflect.Type) *names {
 func scanKeys(data []byte, n *names) (plain bool, err error) {
 	type container struct {
 		object bool
-		keys   []string
+		from   int // its keys are keys[from:]
 	}
-	var stack []container
+	stack := make([]container, 0, 8)
+	keys := make([][]byte, 0, 32)
+	var lower [64]byte
 	plain = true
 	for i := 0; i < len(data); i++ {
 		switch data[i] {
 		case '{', '[':
-			stack = append(stack, container{object: data[i] == '{'})
+			stack = append(stack, container{object: data[i] == '{', from: len(keys)})
 			continue
 		case '}', ']':
 			if len(stack) > 0 {
+				keys = keys[:stack[len(stack)-1].from]
 				stack = stack[:len(stack)-1]
 			}
 			continue
@@ -171,22 +175,33 @@ func scanKeys(data []byte, n *names) (plain bool, err error) {
 			k++
 		}
 		if k < len(data) && data[k] == ':' && len(stack) > 0 && stack[len(stack)-1].object {
-			key := string(data[i+1 : j])
+			key := data[i+1 : j]
 			if !simple {
 				var unquoted string
 				if json.Unmarshal(data[i:j+1], &unquoted) == nil {
-					key = unquoted
+					key = []byte(unquoted)
 				}
 			}
-			top := &stack[len(stack)-1]
-			for _, seen := range top.keys {
-				if seen == key {
+			for _, seen := range keys[stack[len(stack)-1].from:] {
+				if bytes.Equal(seen, key) {
 					return false, malformed("field %q appears twice in one object", key)
 				}
 			}
-			top.keys = append(top.keys, key)
-			if !n.exact[key] && (!simple || n.lower[strings.ToLower(key)]) {
+			keys = append(keys, key)
+			switch {
+			case n.exact[string(key)]:
+			case !simple || len(key) > len(lower):
 				plain = false
+			default:
+				for x, c := range key {
+					if 'A' <= c && c <= 'Z' {
+						c += 'a' - 'A'
+					}
+					lower[x] = c
+				}
+				if n.lower[string(lower[:len(key)])] {
+					plain = false
+				}
 			}
 		}
 		i = j
