@@ -69,9 +69,11 @@ def suspension_bound(work: dict[str, Any], suspension: dict[str, Any]) -> int:
     return n + sum(decision_allowance(i) for i in suspension.get("interrupts") or [])
 
 
-# RFC 3339 as Go reads it: upper-case T and Z, and a real date and time
-# (no month 13, February 30 or second 60).
-_RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|[+-]\d{2}:\d{2})")
+# RFC 3339 as Go reads it: ASCII digits, upper-case T and Z, a real date and
+# time (no month 13, February 30 or second 60), an offset of at most 24:60.
+_RFC3339 = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]+)?(Z|[+-]([0-9]{2}):([0-9]{2}))"
+)
 
 Check = Callable[[str, Any], None]
 
@@ -142,7 +144,8 @@ def _time(field: str, v: Any) -> None:
     if v is None:
         return
     m = _RFC3339.fullmatch(v) if isinstance(v, str) else None
-    if m is None or not _real_time(*(int(g) for g in m.groups()[:6])):
+    offset_ok = m is not None and int(m[9] or 0) <= 24 and int(m[10] or 0) <= 60
+    if m is None or not offset_ok or not _real_time(*(int(g) for g in m.groups()[:6])):
         raise _malformed(f"field {field!r}: must be an RFC 3339 time")
 
 

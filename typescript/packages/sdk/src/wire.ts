@@ -26,9 +26,9 @@ export const MAX_DECISION_SIZE = 64 << 10;
 /** The longest id (interrupt, decision, thread, approver), in bytes. */
 export const MAX_ID_LEN = 256;
 
-// RFC 3339 as Go reads it: upper-case T and Z, and a real date and time
-// (no month 13, February 30 or second 60).
-const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
+// RFC 3339 as Go reads it: ASCII digits, upper-case T and Z, a real date and
+// time (no month 13, February 30 or second 60), an offset of at most 24:60.
+const RFC3339 = /^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]+)?(Z|[+-]([0-9]{2}):([0-9]{2}))$/;
 
 function isTime(v: string): boolean {
   const m = RFC3339.exec(v);
@@ -36,7 +36,8 @@ function isTime(v: string): boolean {
   const [y, mo, d, h, mi, sec] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
   const leap = y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0);
   const days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][mo - 1] ?? 0;
-  return d >= 1 && d <= days && h <= 23 && mi <= 59 && sec <= 59;
+  const [oh, om] = [Number(m[9] ?? 0), Number(m[10] ?? 0)];
+  return d >= 1 && d <= days && h <= 23 && mi <= 59 && sec <= 59 && oh <= 24 && om <= 60;
 }
 // C0 and C1 control characters (Unicode category Cc).
 // eslint-disable-next-line no-control-regex
