@@ -27,8 +27,11 @@ const (
 
 // emailIndex maps Slack users to identities by e-mail, cached.
 type emailIndex struct {
-	mu        sync.Mutex
-	byUser    map[approvers.SlackUser]string
+	mu     sync.Mutex
+	byUser map[approvers.SlackUser]string
+	// found is every identity each Slack user was found for in the last
+	// refresh, those it maps none of (more than one) included.
+	found     map[approvers.SlackUser][]string
 	refreshed time.Time
 }
 
@@ -60,11 +63,11 @@ func (g *Gateway) slackIdentity(ctx context.Context, team, user string) (approve
 
 // refresh looks up every identity's address; an address Slack does not
 // know, a deleted user or a bot maps nobody. A failed lookup keeps what
-// was known for that identity. A Slack user found for two identities maps
+// was found for that identity, a user found for it and another as well. A Slack user found for two identities maps
 // neither: which one it decides as would otherwise depend on the order
 // of the lookups.
 func (ix *emailIndex) refresh(ctx context.Context, g *Gateway) {
-	old := ix.byUser
+	old := ix.found
 	found := map[approvers.SlackUser][]string{}
 	api := g.slackAPI()
 	for name, email := range g.cfg.Directory.SlackEmails() {
@@ -77,9 +80,9 @@ func (ix *emailIndex) refresh(ctx context.Context, g *Gateway) {
 			found[key] = append(found[key], name)
 		case err != nil && !notFound:
 			g.cfg.Logger.Warn("slack e-mail lookup failed", "identity", name, "error", err)
-			for k, v := range old {
-				if v == name {
-					found[k] = append(found[k], v)
+			for u, names := range old {
+				if slices.Contains(names, name) {
+					found[u] = append(found[u], name)
 				}
 			}
 		}
@@ -94,5 +97,5 @@ func (ix *emailIndex) refresh(ctx context.Context, g *Gateway) {
 		}
 		next[u] = names[0]
 	}
-	ix.byUser, ix.refreshed = next, time.Now()
+	ix.byUser, ix.found, ix.refreshed = next, found, time.Now()
 }
