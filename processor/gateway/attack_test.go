@@ -669,3 +669,30 @@ func TestLinkOfRemovedIdentityRefused(t *testing.T) {
 	ev := e.refusals(run, subjects.CodeNotAllowed, 1)
 	assert.Equal(t, "dave", ev[0].Identity)
 }
+
+// Attack: a link made for someone who may no longer decide its question
+// (their groups changed since; here signed for bob on ada's question)
+// shows nothing of it, and is audited. Before, its page showed the
+// question, its arguments and who may decide, which bob's token may no
+// longer read; only its POST was refused (by the coordinator).
+func TestAttackLinkOfApproverWhoMayNoLongerDecide(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "Wire 9,000 EUR to DE89 3704 0044?",
+		"Metadata": map[string]any{"arguments": map[string]any{"iban": "DE89370400440532013000"}}})
+	link := e.signer.Sign(links.Link{Run: run, Interrupt: id, Action: links.Approve, Approver: "bob",
+		Expires: time.Now().Add(time.Hour).Unix()})
+	req, _ := http.NewRequest("GET", e.srv.URL+"/l/"+link, nil)
+	resp, body := e.do(req)
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
+	assert.NotContains(t, body, "DE89370400440532013000")
+	assert.NotContains(t, body, "Wire 9,000")
+	refused := e.refusals(run, subjects.CodeNotAllowed, 1)
+	assert.Equal(t, "bob", refused[0].Identity)
+
+	req, _ = http.NewRequest("POST", e.srv.URL+"/l/"+link, strings.NewReader(""))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, _ = e.do(req)
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
+	e.undecided(run)
+}

@@ -277,6 +277,9 @@ func (g *Gateway) showLink(w http.ResponseWriter, r *http.Request, l links.Link,
 		return
 	}
 	in := &rec.Interrupts[i]
+	if !g.linkMayDecide(w, r, l, in.Interrupt) {
+		return
+	}
 	if in.Decision != nil {
 		renderPage(w, http.StatusConflict, "message.html", page{Title: "Already decided", RunURL: runURL(l),
 			Message: "This request was " + string(in.Decision.Status) + " by " + orAnonymous(in.Decision.Approver) + "; nothing more to do."})
@@ -300,6 +303,19 @@ func (g *Gateway) showLink(w http.ResponseWriter, r *http.Request, l links.Link,
 		}
 	}
 	renderPage(w, status, "confirm.html", p)
+}
+
+// linkMayDecide reports whether l's approver may still decide in (their
+// groups may have changed since the link was made: authz.Decide, the one
+// rule); otherwise it refuses, audited, showing nothing of the question.
+func (g *Gateway) linkMayDecide(w http.ResponseWriter, r *http.Request, l links.Link, in subjects.Interrupt) bool {
+	id, _ := g.cfg.Directory.Identity(l.Approver)
+	if err := authz.Decide(in, id); err != nil {
+		g.refusedRun(r, l.Run, subjects.CodeNotAllowed, l.Approver, "decision link of an identity that may not decide the interrupt (now)")
+		refuse(w, http.StatusForbidden, "Not accepted", inWords(subjects.CodeNotAllowed, ""))
+		return false
+	}
+	return true
 }
 
 // runURL opens the link's interrupt, or its run once decided, in the inbox.
@@ -340,15 +356,28 @@ func (g *Gateway) useLink(w http.ResponseWriter, r *http.Request) {
 	}
 	// Links off for this interrupt (the agent's request, or an operator
 	// rule the coordinator applied to the record: oneClickLinks: false):
-	// no link decides it, even one minted before or signed elsewhere.
-	if rec, err := g.client.Run(r.Context(), l.Run); err == nil {
-		if i := slices.IndexFunc(rec.Interrupts, func(st subjects.InterruptState) bool { return st.ID == l.Interrupt }); i >= 0 &&
-			!rec.Interrupts[i].LinksAllowed() {
-			g.refusals.fail(addr)
-			g.refusedRun(r, l.Run, subjects.CodeLinksOff, l.Approver, "decision link for an interrupt with one-click links off")
-			refuse(w, http.StatusForbidden, "Links are off for this request",
-				"This request may not be decided with a link. Decide it in the inbox or with the CLI.")
-			return
+	// no link decides it, even one minted before or signed elsewhere. A
+	// record that cannot be read decides nothing (it did, unchecked); one
+	// that is not there is the coordinator's to refuse (unknown_run).
+	rec, err := g.client.Run(r.Context(), l.Run)
+	switch {
+	case errors.Is(err, processor.ErrRunNotFound):
+	case err != nil:
+		refuse(w, http.StatusServiceUnavailable, "Try again", "The request could not be read ("+err.Error()+"). Go back and send it again.")
+		return
+	default:
+		if i := slices.IndexFunc(rec.Interrupts, func(st subjects.InterruptState) bool { return st.ID == l.Interrupt }); i >= 0 {
+			if !rec.Interrupts[i].LinksAllowed() {
+				g.refusals.fail(addr)
+				g.refusedRun(r, l.Run, subjects.CodeLinksOff, l.Approver, "decision link for an interrupt with one-click links off")
+				refuse(w, http.StatusForbidden, "Links are off for this request",
+					"This request may not be decided with a link. Decide it in the inbox or with the CLI.")
+				return
+			}
+			if !g.linkMayDecide(w, r, l, rec.Interrupts[i].Interrupt) {
+				g.refusals.fail(addr)
+				return
+			}
 		}
 	}
 	req := processor.DecisionRequest{RunID: l.Run, InterruptID: l.Interrupt, Approver: l.Approver,
