@@ -203,6 +203,18 @@ func (e *env) events(run string) []subjects.Event {
 	return evs
 }
 
+// eventsOf are run's events of type typ.
+func (e *env) eventsOf(run string, typ subjects.EventType) []subjects.Event {
+	e.t.Helper()
+	var out []subjects.Event
+	for _, ev := range e.events(run) {
+		if ev.Type == typ {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
 // about returns the events of run and of no run recorded about the input
 // on subject.
 func (e *env) about(run, subject string) []subjects.Event {

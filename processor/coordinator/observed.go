@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/subjects"
@@ -14,7 +15,8 @@ import (
 // coordinator writes. The entry's type and author come from the subject
 // the observation was published on, which NATS permissions let only that
 // role use; its time is when the server stored it; it is stored once per
-// observation, whatever the observer put in its message id.
+// observation, whatever the observer put in its message id, under its run
+// only when that run has a record.
 func (co *Coordinator) handleObserved(ctx context.Context, m *jetstream.Delivery) error {
 	a, err := co.ns.Parse(m.Subject)
 	if err == nil && a.Kind != subjects.KindObserved {
@@ -28,5 +30,30 @@ func (co *Coordinator) handleObserved(ctx context.Context, m *jetstream.Delivery
 		return co.rejectInput(ctx, m, a.Run, err)
 	}
 	ev.RunID, ev.At = a.Run, m.Time.UTC()
+	if a.Run != subjects.NoRun {
+		// Only a run that exists has a trail: an observation about another
+		// id (a refused request naming a made-up run, whose id the sender
+		// chose) is filed under no run, naming the id it claimed.
+		rec, err := co.load(ctx, a.Run)
+		if err != nil {
+			return err
+		}
+		switch {
+		case rec == nil && m.Deliveries < observedRecordTries:
+			// The record may lag (a notifier reads a suspension from the
+			// stream the coordinator records it from, and may be first).
+			return jetstream.RetryAfter(observedRecordWait, fmt.Errorf("run %s has no record yet", a.Run))
+		case rec == nil:
+			ev.RunID, ev.Detail = subjects.NoRun, fmt.Sprintf("about run %s, which has no record: %s", a.Run, ev.Detail)
+		}
+	}
 	return co.event(ctx, ev, "obs"+strconv.FormatUint(m.Sequence, 10))
 }
+
+// An observation about a run with no record is delivered again
+// observedRecordTries times, observedRecordWait apart, before it is filed
+// under no run: long enough for a record that lags its suspension.
+const (
+	observedRecordTries = 3
+	observedRecordWait  = 2 * time.Second
+)

@@ -181,14 +181,37 @@ func mustJSON(t *testing.T, v any) []byte {
 func TestObservationRecorded(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, Config{})
+	e.suspend("r1", 0, open)
 	m := e.msg(e.must(e.ns.Observed("r1", subjects.EventNotificationFailed)),
 		subjects.Event{Version: subjects.Version, Detail: "webhook down", Agent: agent, Type: subjects.EventCompleted}, nil)
 	require.NoError(t, e.co.handleObserved(ctx(t), m))
 	require.NoError(t, e.co.handleObserved(ctx(t), again(m)))
-	evs := e.events("r1")
+	evs := e.eventsOf("r1", subjects.EventNotificationFailed)
 	require.Len(t, evs, 1, "once per observation")
-	assert.Equal(t, subjects.EventNotificationFailed, evs[0].Type, "the subject's type, not the body's")
 	assert.Equal(t, "webhook down", evs[0].Detail)
+}
+
+// TestObservationOfUnknownRun: an observation about a run with no record
+// (a refusal of a request naming a made-up run id, which whoever sends the
+// gateway refused requests chooses) is filed under no run, naming the id
+// it claimed, once delivered a few times (a record may lag its
+// suspension). Before, it made that run id a trail, before any run had it.
+func TestObservationOfUnknownRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	m := e.msg(e.must(e.ns.Observed("made-up", subjects.EventAccessRefused)),
+		subjects.Event{Version: subjects.Version, Code: subjects.CodeBadRequest, Detail: "unknown field", Identity: "bob"}, nil)
+	m.Deliveries = 1
+	require.Error(t, e.co.handleObserved(ctx(t), m), "the record may lag: delivered again")
+	assert.Empty(t, e.events(subjects.NoRun))
+	m.Deliveries = 3
+	require.NoError(t, e.co.handleObserved(ctx(t), m))
+	assert.Empty(t, e.events("made-up"), "no trail for a run that does not exist")
+	evs := e.eventsOf(subjects.NoRun, subjects.EventAccessRefused)
+	require.Len(t, evs, 1)
+	assert.Contains(t, evs[0].Detail, "made-up")
+	assert.Contains(t, evs[0].Detail, "unknown field")
+	assert.Equal(t, "bob", evs[0].Identity)
 }
 
 // TestTimers covers the timer input: one that fires early comes back,
