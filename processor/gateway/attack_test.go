@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/interlockhq/interlock/internal/wireschema"
 	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/approvers"
 	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -364,10 +366,10 @@ func TestAttackRefusedLinksAreAudited(t *testing.T) {
 		resp, _ := e.do(req)
 		return resp.StatusCode
 	}
-	good := e.signer.Sign(links.Link{Run: run, Interrupt: id, Action: links.Approve, Approver: "ada",
+	good := e.signer.Sign(links.Link{Run: run, Interrupt: id, Action: links.Approve, Approver: "ada", Sink: "ada-mail",
 		Expires: time.Now().Add(time.Hour).Unix()})
 	assert.Equal(t, http.StatusBadRequest, get(good[:len(good)-2]+"xx"))
-	expired := e.signer.Sign(links.Link{Run: run, Interrupt: id, Action: links.Approve, Approver: "ada",
+	expired := e.signer.Sign(links.Link{Run: run, Interrupt: id, Action: links.Approve, Approver: "ada", Sink: "ada-mail",
 		Expires: time.Now().Add(-time.Minute).Unix()})
 	assert.Equal(t, http.StatusGone, get(expired))
 	req, _ := http.NewRequest("POST", e.srv.URL+"/l/"+good, strings.NewReader(""))
@@ -671,7 +673,7 @@ func TestLinkOfRemovedIdentityRefused(t *testing.T) {
 }
 
 // Attack: a link made for someone who may no longer decide its question
-// (their groups changed since; here signed for bob on ada's question)
+// (their groups changed since; here signed for carol on ada's question)
 // shows nothing of it, and is audited. Before, its page showed the
 // question, its arguments and who may decide, which bob's token may no
 // longer read; only its POST was refused (by the coordinator).
@@ -680,7 +682,7 @@ func TestAttackLinkOfApproverWhoMayNoLongerDecide(t *testing.T) {
 	e := newEnv(t)
 	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "Wire 9,000 EUR to DE89 3704 0044?",
 		"Metadata": map[string]any{"arguments": map[string]any{"iban": "DE89370400440532013000"}}})
-	link := e.signer.Sign(links.Link{Run: run, Interrupt: id, Action: links.Approve, Approver: "bob",
+	link := e.signer.Sign(links.Link{Run: run, Interrupt: id, Action: links.Approve, Approver: "carol", Sink: "carol-dm",
 		Expires: time.Now().Add(time.Hour).Unix()})
 	req, _ := http.NewRequest("GET", e.srv.URL+"/l/"+link, nil)
 	resp, body := e.do(req)
@@ -688,11 +690,50 @@ func TestAttackLinkOfApproverWhoMayNoLongerDecide(t *testing.T) {
 	assert.NotContains(t, body, "DE89370400440532013000")
 	assert.NotContains(t, body, "Wire 9,000")
 	refused := e.refusals(run, subjects.CodeNotAllowed, 1)
-	assert.Equal(t, "bob", refused[0].Identity)
+	assert.Equal(t, "carol", refused[0].Identity)
+	assert.Contains(t, refused[0].Detail, "may not decide")
 
 	req, _ = http.NewRequest("POST", e.srv.URL+"/l/"+link, strings.NewReader(""))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, _ = e.do(req)
 	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
 	e.undecided(run)
+}
+
+// Attack: ada's mailbox is compromised, and the operator turns its links
+// off (removes `links: [ada-mail]`, restarts the gateway). A link already
+// in that mailbox decides nothing: a link names the sink it was minted
+// for, and decides only while that sink carries its approver's links.
+// Before, it approved as ada until it expired (up to 30 days).
+func TestAttackLinkOfSinkTurnedOff(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "Wire 9,000 EUR?"})
+	reply := e.mintLinks(run, id, "ada-mail")
+	require.Empty(t, reply.Code, reply.Detail)
+	approve := "/l/" + reply.Links[0].Approve
+
+	dir, err := approvers.Parse("test", []byte(fmt.Sprintf(`
+identities:
+  ada: {groups: [finance], tokens: ["%s"]}
+`, approvers.Digest("ada-token"))))
+	require.NoError(t, err)
+	gw, err := New(context.Background(), e.nc, Config{Directory: dir, Logger: quiet, Links: e.signer})
+	require.NoError(t, err)
+	t.Cleanup(gw.Close)
+	restarted := httptest.NewUnstartedServer(gw)
+	restarted.Config = gw.Server()
+	restarted.Start()
+	t.Cleanup(restarted.Close)
+
+	for _, method := range []string{"GET", "POST"} {
+		req, _ := http.NewRequest(method, restarted.URL+approve, strings.NewReader(""))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, body := e.do(req)
+		assert.Equal(t, http.StatusForbidden, resp.StatusCode, method)
+		assert.NotContains(t, body, "Wire 9,000", method)
+	}
+	e.undecided(run)
+	refused := e.refusals(run, subjects.CodeNotAllowed, 2)
+	assert.Equal(t, "ada", refused[0].Identity)
 }

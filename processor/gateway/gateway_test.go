@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -428,8 +429,9 @@ func (e *env) page(method, path string, form url.Values) (int, string) {
 }
 
 func (e *env) linkFor(run, id, action, approver string, ttl time.Duration) string {
+	sink := map[string]string{"ada": "ada-mail", "carol": "carol-dm"}[approver] // bob's links go nowhere
 	return "/l/" + e.signer.Sign(links.Link{Run: run, Interrupt: id, Action: action, Approver: approver,
-		Expires: time.Now().Add(ttl).Unix()})
+		Sink: cmp.Or(sink, "bob-mail"), Expires: time.Now().Add(ttl).Unix()})
 }
 
 func TestOneClickLinks(t *testing.T) {
@@ -461,6 +463,9 @@ func TestOneClickLinks(t *testing.T) {
 	assert.Equal(t, 410, status)
 	assert.Contains(t, body, "This link has expired")
 	status, body = e.page("POST", e.linkFor(run, id, links.Approve, "bob", time.Hour), nil)
+	assert.Equal(t, 403, status)
+	assert.Contains(t, body, "This link no longer works", "in words, not a code")
+	status, body = e.page("POST", e.linkFor(run, id, links.Approve, "carol", time.Hour), nil)
 	assert.Equal(t, 403, status)
 	assert.Contains(t, body, "You may not decide this request", "in words, not a code")
 	assert.Contains(t, body, `href="/inbox"`, "a way back")

@@ -178,7 +178,7 @@ func (g *Gateway) mint(ctx context.Context, data []byte) subjects.LinkReply {
 	}
 	mk := func(action string) string {
 		return g.cfg.Links.Sign(links.Link{Run: req.RunID, Interrupt: req.InterruptID, Action: action,
-			Approver: p.Name, Expires: exp.Unix()})
+			Approver: p.Name, Sink: req.Sink, Expires: exp.Unix()})
 	}
 	g.cfg.Logger.Info("links minted", "run", req.RunID, "interrupt", req.InterruptID, "sink", req.Sink, "approver", p.Name)
 	return subjects.LinkReply{Links: []subjects.MintedLink{{Approver: p.Name, Approve: mk(links.Approve),

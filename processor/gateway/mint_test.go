@@ -50,7 +50,7 @@ func TestLinkServiceMintsOnlyWhatItRoutes(t *testing.T) {
 	assert.WithinDuration(t, time.Now().Add(deadline), got.ExpiresAt, 5*time.Second, "never past the interrupt's deadline")
 	l, err := e.signer.Verify(got.Approve, time.Now())
 	require.NoError(t, err)
-	assert.Equal(t, links.Link{Run: run, Interrupt: id, Action: links.Approve, Approver: "carol", Expires: got.ExpiresAt.Unix()}, l)
+	assert.Equal(t, links.Link{Run: run, Interrupt: id, Action: links.Approve, Approver: "carol", Sink: "carol-dm", Expires: got.ExpiresAt.Unix()}, l)
 
 	bobs, bobID := e.suspend(map[string]any{"Approvers": []string{"bob"}})
 	off, offID := e.suspend(map[string]any{"Approvers": []string{"ada"}, "NoLinks": true})

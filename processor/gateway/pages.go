@@ -239,6 +239,14 @@ func (g *Gateway) link(w http.ResponseWriter, r *http.Request) (links.Link, stri
 			"It was made for someone who may no longer decide here. Ask an administrator.")
 		return l, "", false
 	}
+	if p, ok := g.cfg.Directory.LinkRecipient(l.Sink); !ok || p.Name != l.Approver {
+		// Minted for a mailbox that no longer carries this approver's
+		// links (turned off, say, when it was compromised): its links stop.
+		g.refusedRun(r, l.Run, subjects.CodeNotAllowed, l.Approver, "decision link for sink "+l.Sink+", which no longer carries this identity's links")
+		refuse(w, http.StatusForbidden, "This link no longer works",
+			"Links sent where this one was sent no longer decide. Decide in the inbox instead.")
+		return l, "", false
+	}
 	used, err := g.usedLinks.Has(r.Context(), links.ID(token))
 	if err != nil {
 		refuse(w, http.StatusServiceUnavailable, "Try again", err.Error())

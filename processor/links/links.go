@@ -37,7 +37,11 @@ type Link struct {
 	Action    string `json:"a"`
 	// Approver the link decides as; every link names one.
 	Approver string `json:"p,omitempty"`
-	Expires  int64  `json:"e"`
+	// Sink is the notifier's sink the link was minted for (the mailbox it
+	// goes to); every link names one, and decides only while that sink
+	// carries its approver's links.
+	Sink    string `json:"s,omitempty"`
+	Expires int64  `json:"e"`
 }
 
 // Signer signs and verifies links with one secret.
@@ -53,9 +57,10 @@ func NewSigner(secret []byte) (*Signer, error) {
 
 // domain separates the MACs of this scheme from any other use of the
 // secret, and from links signed before only the gateway held it (a
-// notifier then signed with the same secret, without this prefix): those
-// no longer verify, even where the secret was kept.
-const domain = "interlock decision link v2\n"
+// notifier then signed with the same secret, without this prefix), and
+// (v3) from links that named no sink: those no longer verify, even where
+// the secret was kept.
+const domain = "interlock decision link v3\n"
 
 func (s *Signer) mac(payload string) string {
 	m := hmac.New(sha256.New, s.secret)
@@ -83,7 +88,7 @@ func (s *Signer) Verify(token string, now time.Time) (Link, error) {
 		return Link{}, ErrTampered
 	}
 	var l Link
-	if err := json.Unmarshal(body, &l); err != nil || (l.Action != Approve && l.Action != Deny) || l.Approver == "" {
+	if err := json.Unmarshal(body, &l); err != nil || (l.Action != Approve && l.Action != Deny) || l.Approver == "" || l.Sink == "" {
 		return Link{}, ErrTampered
 	}
 	if now.Unix() >= l.Expires {
