@@ -36,6 +36,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Errors of Parse, each matchable with errors.Is.
@@ -264,6 +266,9 @@ func plainPath(glob, path string) bool {
 	if strings.IndexAny(glob, seps) == 0 && strings.IndexAny(path, seps) != 0 {
 		return false
 	}
+	if drive(glob) && !drive(path) {
+		return false // "C:Windows/x" is relative to the drive's directory
+	}
 	inner := path
 	if inner != "" && strings.ContainsRune(seps, rune(inner[0])) {
 		inner = inner[1:]
@@ -273,12 +278,28 @@ func plainPath(glob, path string) bool {
 	}
 	if inner != "" {
 		for _, seg := range strings.Split(strings.ReplaceAll(inner, `\`, "/"), "/") {
-			if seg == "" || seg == "." || seg == ".." {
+			// Windows drops a segment's trailing dots and spaces:
+			// "C:/Windows./win.ini" is C:/Windows/win.ini.
+			if seg == "" || seg == "." || seg == ".." || strings.HasSuffix(seg, ".") || strings.HasSuffix(seg, " ") {
+				return false
+			}
+		}
+	}
+	for _, r := range path {
+		// A letter a case-insensitive file system folds to ASCII (the long
+		// s as s, the Kelvin sign as k): ".ſsh" is ".ssh" there.
+		for f := unicode.SimpleFold(r); r >= utf8.RuneSelf && f != r; f = unicode.SimpleFold(f) {
+			if f < utf8.RuneSelf {
 				return false
 			}
 		}
 	}
 	return Glob(glob, path) == Glob(strings.ToLower(glob), strings.ToLower(path))
+}
+
+// drive reports whether p starts with a Windows drive and a separator.
+func drive(p string) bool {
+	return len(p) >= 3 && ('A' <= p[0]&^0x20 && p[0]&^0x20 <= 'Z') && p[1] == ':' && (p[2] == '/' || p[2] == '\\')
 }
 
 func (t term) match(c Call) bool {

@@ -61,6 +61,15 @@ func TestMatch(t *testing.T) {
 		{"tool:write_file && arg:path~/etc/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "/ETC/passwd"}}, true},
 		{"tool:write_file && !arg:path~/tmp/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "/tmp/./x"}}, true},
 		{"tool:write_file && !arg:path~/tmp/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "x"}}, true},
+		// Windows drops trailing dots and spaces of a segment, and reads
+		// "C:Windows" against the drive's directory; a case-insensitive
+		// file system folds the long s to s.
+		{"tool:write_file && arg:path~C:/Windows/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "C:/Windows./win.ini"}}, true},
+		{"tool:write_file && arg:path~C:/Windows/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "C:/Windows /win.ini"}}, true},
+		{"tool:write_file && arg:path~C:/Windows/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "C:Windows/win.ini"}}, true},
+		{"tool:write_file && arg:path~*/.ssh/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "/Users/me/.\u017fsh/authorized_keys"}}, true},
+		{"tool:write_file && arg:path~C:/Windows/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "C:/Users/me/notes.txt"}}, false},
+		{"tool:write_file && !arg:path~/tmp/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "/tmp/caf\u00e9.txt"}}, false},
 		// Paths in their plain form are judged as before.
 		{"tool:write_file && arg:path~/etc/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "/var/log/x"}}, false},
 		{"tool:write_file && !arg:path~/tmp/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "/tmp/dir/"}}, false},
