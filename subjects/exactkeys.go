@@ -135,9 +135,11 @@ func namesOf(t reflect.Type) *names {
 // Kelvin sign fold to ASCII letters); otherwise the caller reads the
 // message object by object.
 func scanKeys(data []byte, n *names) (plain bool, err error) {
+	const fewKeys = 16
 	type container struct {
 		object bool
-		from   int // its keys are keys[from:]
+		from   int                 // its keys are keys[from:]
+		many   map[string]struct{} // its keys, once it has more than a few
 	}
 	stack := make([]container, 0, 8)
 	keys := make([][]byte, 0, 32)
@@ -182,12 +184,28 @@ func scanKeys(data []byte, n *names) (plain bool, err error) {
 					key = []byte(unquoted)
 				}
 			}
-			for _, seen := range keys[stack[len(stack)-1].from:] {
-				if bytes.Equal(seen, key) {
+			top := &stack[len(stack)-1]
+			if top.many == nil {
+				for _, seen := range keys[top.from:] {
+					if bytes.Equal(seen, key) {
+						return false, malformed("field %q appears twice in one object", key)
+					}
+				}
+				keys = append(keys, key)
+				if len(keys)-top.from > fewKeys {
+					// Linear in the object's keys from here on, whatever
+					// their number (a completion's result may hold 100,000).
+					top.many = make(map[string]struct{}, 2*fewKeys)
+					for _, k := range keys[top.from:] {
+						top.many[string(k)] = struct{}{}
+					}
+				}
+			} else {
+				if _, dup := top.many[string(key)]; dup {
 					return false, malformed("field %q appears twice in one object", key)
 				}
+				top.many[string(key)] = struct{}{}
 			}
-			keys = append(keys, key)
 			switch {
 			case n.exact[string(key)]:
 			case !simple || len(key) > len(lower):
