@@ -269,6 +269,13 @@ func plainPath(glob, path string) bool {
 	if drive(glob) && !drive(path) {
 		return false // "C:Windows/x" is relative to the drive's directory
 	}
+	rest := path
+	if drive(path) {
+		rest = path[2:]
+	}
+	if strings.Contains(rest, ":") && !strings.Contains(glob[min(len(glob), 2):], ":") {
+		return false // "x::$DATA" is x's data stream on Windows: x itself
+	}
 	inner := path
 	if inner != "" && strings.ContainsRune(seps, rune(inner[0])) {
 		inner = inner[1:]
@@ -283,6 +290,11 @@ func plainPath(glob, path string) bool {
 			if seg == "" || seg == "." || seg == ".." || strings.HasSuffix(seg, ".") || strings.HasSuffix(seg, " ") {
 				return false
 			}
+			// "PROGRA~1" is a Windows short name of another segment.
+			if i := strings.IndexByte(seg, '~'); i >= 0 && i+1 < len(seg) && '0' <= seg[i+1] && seg[i+1] <= '9' &&
+				!strings.Contains(glob, "~") {
+				return false
+			}
 		}
 	}
 	for _, r := range path {
@@ -292,6 +304,9 @@ func plainPath(glob, path string) bool {
 			if f < utf8.RuneSelf {
 				return false
 			}
+		}
+		if r >= utf8.RuneSelf && unicode.ToUpper(r) < utf8.RuneSelf {
+			return false // the dotless ı upper-cases to I
 		}
 	}
 	return Glob(glob, path) == Glob(strings.ToLower(glob), strings.ToLower(path))

@@ -70,6 +70,12 @@ func TestMatch(t *testing.T) {
 		{"tool:write_file && arg:path~*/.ssh/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "/Users/me/.\u017fsh/authorized_keys"}}, true},
 		{"tool:write_file && arg:path~C:/Windows/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "C:/Users/me/notes.txt"}}, false},
 		{"tool:write_file && !arg:path~/tmp/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "/tmp/caf\u00e9.txt"}}, false},
+		// A Windows data stream, a short name, a letter that upper-cases
+		// to ASCII (the dotless i).
+		{"tool:write_file && arg:path~C:/Users/*/.ssh/authorized_keys", Call{Tool: "write_file", Arguments: map[string]any{"path": "C:/Users/me/.ssh/authorized_keys::$DATA"}}, true},
+		{"tool:write_file && arg:path~C:/Program Files/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "C:/PROGRA~1/x.exe"}}, true},
+		{"tool:write_file && arg:path~C:/Windows/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "C:/W\u0131ndows/win.ini"}}, true},
+		{"tool:write_file && arg:path~C:/Windows/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "C:/Temp/a~b.txt"}}, false},
 		// Paths in their plain form are judged as before.
 		{"tool:write_file && arg:path~/etc/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "/var/log/x"}}, false},
 		{"tool:write_file && !arg:path~/tmp/*", Call{Tool: "write_file", Arguments: map[string]any{"path": "/tmp/dir/"}}, false},
