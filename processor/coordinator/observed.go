@@ -50,10 +50,13 @@ func (co *Coordinator) handleObserved(ctx context.Context, m *jetstream.Delivery
 	return co.event(ctx, ev, "obs"+strconv.FormatUint(m.Sequence, 10))
 }
 
-// An observation about a run with no record is delivered again
-// observedRecordTries times, observedRecordWait apart, before it is filed
-// under no run: long enough for a record that lags its suspension.
+// An observation about a run with no record is delivered again until its
+// observedRecordTries-th delivery, observedRecordWait apart (about half a
+// minute), before it is filed under no run: long enough for a record that
+// lags its suspension (a notifier reads the suspension from the stream the
+// coordinator records it from; a coordinator restarting, or behind, takes
+// longer to record it).
 const (
-	observedRecordTries = 3
+	observedRecordTries = 15
 	observedRecordWait  = 2 * time.Second
 )

@@ -194,8 +194,8 @@ func TestObservationRecorded(t *testing.T) {
 // TestObservationOfUnknownRun: an observation about a run with no record
 // (a refusal of a request naming a made-up run id, which whoever sends the
 // gateway refused requests chooses) is filed under no run, naming the id
-// it claimed, once delivered a few times (a record may lag its
-// suspension). Before, it made that run id a trail, before any run had it.
+// it claimed, once delivered for about half a minute (a record may lag
+// its suspension). Before, it made that run id a trail, before any run had it.
 func TestObservationOfUnknownRun(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, Config{})
@@ -204,7 +204,7 @@ func TestObservationOfUnknownRun(t *testing.T) {
 	m.Deliveries = 1
 	require.Error(t, e.co.handleObserved(ctx(t), m), "the record may lag: delivered again")
 	assert.Empty(t, e.events(subjects.NoRun))
-	m.Deliveries = 3
+	m.Deliveries = observedRecordTries
 	require.NoError(t, e.co.handleObserved(ctx(t), m))
 	assert.Empty(t, e.events("made-up"), "no trail for a run that does not exist")
 	evs := e.eventsOf(subjects.NoRun, subjects.EventAccessRefused)
