@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -718,13 +717,7 @@ identities:
   ada: {groups: [finance], tokens: ["%s"]}
 `, approvers.Digest("ada-token"))))
 	require.NoError(t, err)
-	gw, err := New(context.Background(), e.nc, Config{Directory: dir, Logger: quiet, Links: e.signer})
-	require.NoError(t, err)
-	t.Cleanup(gw.Close)
-	restarted := httptest.NewUnstartedServer(gw)
-	restarted.Config = gw.Server()
-	restarted.Start()
-	t.Cleanup(restarted.Close)
+	_, restarted := serveGateway(t, e.nc, Config{Directory: dir, Logger: quiet, Links: e.signer})
 
 	for _, method := range []string{"GET", "POST"} {
 		req, _ := http.NewRequest(method, restarted.URL+approve, strings.NewReader(""))

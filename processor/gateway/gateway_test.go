@@ -144,14 +144,22 @@ identities:
 	if set != nil {
 		set(&cfg)
 	}
-	gw, err := New(context.Background(), jstest.Client(t, srv), cfg)
+	gw, hs := serveGateway(t, jstest.Client(t, srv), cfg)
+	return &env{t: t, nc: nc, client: processor.NewClient(nc), srv: hs, dir: dir, signer: signer, gw: gw}
+}
+
+// serveGateway starts a gateway of cfg on a real HTTP server; both stop
+// with the test.
+func serveGateway(t *testing.T, nc *jetstream.Client, cfg Config) (*Gateway, *httptest.Server) {
+	t.Helper()
+	gw, err := New(context.Background(), nc, cfg)
 	require.NoError(t, err)
 	t.Cleanup(gw.Close)
 	hs := httptest.NewUnstartedServer(gw)
 	hs.Config = gw.Server()
 	hs.Start()
 	t.Cleanup(hs.Close)
-	return &env{t: t, nc: nc, client: processor.NewClient(nc), srv: hs, dir: dir, signer: signer, gw: gw}
+	return gw, hs
 }
 
 func (e *env) suspend(input map[string]any, opts ...processor.StartOption) (string, string) {

@@ -9,6 +9,7 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -42,13 +43,20 @@ def _refuse_constant(name: str) -> Any:
     raise _malformed(f"arguments are not JSON: {name}")
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def distinct(pairs: list[tuple[str, Any]], repeated: Callable[[str], str]) -> dict[str, Any]:
+    """An object of pairs whose keys are all distinct; a key twice is
+    ``malformed``, in the words ``repeated`` gives it (a json.loads
+    object_pairs_hook)."""
     out: dict[str, Any] = {}
     for k, v in pairs:
         if k in out:
-            raise _malformed(f"arguments repeat the member name {k!r}")
+            raise _malformed(repeated(k))
         out[k] = v
     return out
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    return distinct(pairs, lambda k: f"arguments repeat the member name {k!r}")
 
 
 def _parse(text: str | bytes) -> Any:

@@ -12,7 +12,7 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any
 
-from ._calldigest import call_digest
+from ._calldigest import call_digest, distinct
 from ._errors import InvalidToken, ProtocolError
 from ._subjects import validate_token
 from ._types import POLICY_APPROVER
@@ -468,12 +468,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """An object whose keys are all distinct: a key twice is ``malformed``,
     anywhere in a message (Go merged both copies into one struct, and this
     decoder kept the last, so the message meant two things)."""
-    obj: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in obj:
-            raise _malformed(f"field {k!r} appears twice in one object")
-        obj[k] = v
-    return obj
+    return distinct(pairs, lambda k: f"field {k!r} appears twice in one object")
 
 
 def _head(data: bytes, limit: int) -> Any:
