@@ -412,7 +412,8 @@ function repeatedKey(src: string): string | undefined {
       while (k < src.length && " \t\n\r".includes(src[k] ?? "")) k++;
       const keys = stack[stack.length - 1];
       if (src[k] === ":" && keys !== undefined) {
-        const key = JSON.parse(src.slice(i, j + 1)) as string;
+        const raw = src.slice(i + 1, j);
+        const key = raw.includes("\\") ? (JSON.parse(src.slice(i, j + 1)) as string) : raw;
         if (keys.has(key)) return key;
         keys.add(key);
       }
