@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"time"
 )
 
 // encoding/json matches an object's keys to a struct's fields ignoring
@@ -16,13 +17,21 @@ import (
 // reads that decision otherwise, or refuses it. exactKeys refuses it here
 // too, so that one message means one thing to every reader.
 
+// encoding/json also reads what the other readers refuse: null as a
+// boolean (false, or absent: `"sensitive": null` made an interrupt not
+// sensitive where the SDKs refused it), and a time whose fraction follows
+// a comma (time.Parse takes "00:00:00,5Z"; RFC 3339 and the SDKs want a full
+// stop). exactKeys refuses both in the fields t describes.
+
 // exactKeys checks that every key of data that names a field of t (a
 // pointer to the struct data was decoded into) is spelled as the field's
-// JSON name. It reads only objects t describes: payloads, metadata and
-// other free-form values (json.RawMessage, any, maps' keys) keep any key.
-// Most messages have no key that could be another's case variant, which a
-// scan of their bytes tells (scanKeys, which also refuses a key repeated in
-// one object); the others are read object by object.
+// JSON name, and that no boolean field holds null and no time field a
+// comma. It reads only objects t describes: payloads, metadata and other
+// free-form values (json.RawMessage, any, maps' keys) keep any key and any
+// value. Most messages have no key that could be another's case variant
+// and no such value, which a scan of their bytes tells (scanKeys, which
+// also refuses a key repeated in one object); the others are read object
+// by object.
 func exactKeys(data []byte, t reflect.Type) error {
 	plain, err := scanKeys(data, namesOf(t))
 	if err != nil || plain {
@@ -55,6 +64,9 @@ func exactKeysIn(data []byte, t reflect.Type) error {
 				}
 				continue // unknown fields are the decoder's to refuse
 			}
+			if err := literal(key, value, ft); err != nil {
+				return err
+			}
 			if err := exactKeysIn(value, ft); err != nil {
 				return err
 			}
@@ -86,7 +98,65 @@ func exactKeysIn(data []byte, t reflect.Type) error {
 	return nil
 }
 
+// literal refuses null for a boolean field and a comma in a time field.
+func literal(key string, value json.RawMessage, t reflect.Type) error {
+	switch valueKind(t) {
+	case boolValue:
+		if string(bytes.TrimSpace(value)) == "null" {
+			return malformed("field %q: must be true or false, not null", key)
+		}
+	case timeValue:
+		var s string
+		if json.Unmarshal(value, &s) == nil && strings.Contains(s, ",") {
+			return malformed("field %q: %q is not an RFC 3339 time (a full stop comes before a fraction of a second)", key, s)
+		}
+	}
+	return nil
+}
+
+// What a field's value is checked for besides its type.
+const (
+	known     uint8 = 1 << iota // a field name
+	boolValue                   // true or false, not null
+	timeValue                   // a time: no comma
+)
+
+// valueKind is boolValue or timeValue for a field of type t, or 0.
+func valueKind(t reflect.Type) uint8 {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t.Kind() == reflect.Bool:
+		return boolValue
+	case t == timeType:
+		return timeValue
+	}
+	return 0
+}
+
+// plainValue reports whether the value at the start of data (after a key's
+// colon) passes the checks kind names without reading its object.
+func plainValue(data []byte, kind uint8) bool {
+	data = bytes.TrimLeft(data, " \t\n\r")
+	if kind&boolValue != 0 && bytes.HasPrefix(data, []byte("null")) {
+		return false
+	}
+	if kind&timeValue != 0 && len(data) > 0 && data[0] == '"' {
+		for _, c := range data[1:] {
+			switch c {
+			case '"':
+				return true
+			case ',', '\\':
+				return false
+			}
+		}
+	}
+	return true
+}
+
 var (
+	timeType        = reflect.TypeFor[time.Time]()
 	rawMessageType  = reflect.TypeFor[json.RawMessage]()
 	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 	fieldCache      sync.Map // reflect.Type: map[string]reflect.Type
@@ -95,8 +165,8 @@ var (
 
 // names are the JSON field names of a type and of every struct it holds.
 type names struct {
-	exact map[string]bool
-	lower map[string]bool // the names lower-cased
+	exact map[string]uint8 // known, and the checks of the fields so named
+	lower map[string]bool  // the names lower-cased
 }
 
 // namesOf is the names of t's fields and its fields' fields, at any depth.
@@ -104,7 +174,7 @@ func namesOf(t reflect.Type) *names {
 	if n, ok := nameCache.Load(t); ok {
 		return n.(*names)
 	}
-	n := &names{exact: map[string]bool{}, lower: map[string]bool{}}
+	n := &names{exact: map[string]uint8{}, lower: map[string]bool{}}
 	seen := map[reflect.Type]bool{}
 	var walk func(t reflect.Type)
 	walk = func(t reflect.Type) {
@@ -116,7 +186,7 @@ func namesOf(t reflect.Type) *names {
 		}
 		seen[t] = true
 		for name, ft := range fieldsOf(t) {
-			n.exact[name] = true
+			n.exact[name] |= known | valueKind(ft)
 			n.lower[strings.ToLower(name)] = true
 			walk(ft)
 		}
@@ -206,8 +276,12 @@ func scanKeys(data []byte, n *names) (plain bool, err error) {
 				}
 				top.many[string(key)] = struct{}{}
 			}
+			kind := n.exact[string(key)]
 			switch {
-			case n.exact[string(key)]:
+			case kind != 0:
+				if kind != known && !plainValue(data[k+1:], kind) {
+					plain = false
+				}
 			case !simple || len(key) > len(lower):
 				plain = false
 			default:

@@ -325,7 +325,7 @@ def validate_interrupt(obj: Any) -> dict[str, Any]:
 
 
 _DECISION: dict[str, Check] = {
-    "version": _any,
+    "version": _int,  # a published decision's is checked first; a work item's decisions' here
     "decisionId": _any,
     "interruptId": _any,
     "status": _str,

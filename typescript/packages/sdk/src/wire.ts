@@ -256,7 +256,7 @@ export function validateInterrupt(obj: JsonValue | undefined): JsonObject {
 }
 
 const DECISION: Record<string, Check> = {
-  version: anything,
+  version: int, // a published decision's is checked first; a work item's decisions' here
   decisionId: anything,
   interruptId: anything,
   status: optString,
@@ -423,7 +423,51 @@ function repeatedKey(src: string): string | undefined {
   return undefined;
 }
 
-function head(data: Uint8Array, limit: number): JsonObject {
+/**
+ * src (valid JSON) with each number written with a fraction or an exponent
+ * whose value is an integer (`1.0`, `1e0`, `-0.0`) written `0.5` instead, or
+ * undefined when it has none. JSON.parse reads `"pass":1.0` as 1, while Go
+ * and Python refuse a fraction where an integer goes: a message's checks,
+ * run once more on this probe, refuse it too, and read free-form values
+ * (payloads, results) as they are.
+ */
+export function integralFloats(src: string): string | undefined {
+  let out: string | undefined;
+  let from = 0;
+  for (let i = 0; i < src.length; i++) {
+    const c = src[i]!;
+    if (c === '"') {
+      for (i++; src[i] !== '"'; i++) if (src[i] === "\\") i++;
+      continue;
+    }
+    if (c !== "-" && (c < "0" || c > "9")) continue;
+    let j = i + 1;
+    while (j < src.length && "0123456789+-.eE".includes(src[j]!)) j++;
+    const token = src.slice(i, j);
+    if (/[.eE]/.test(token) && Number.isInteger(Number(token))) {
+      out = (out ?? "") + src.slice(from, i) + "0.5";
+      from = j;
+    }
+    i = j - 1;
+  }
+  return out === undefined ? undefined : out + src.slice(from);
+}
+
+/**
+ * The message in data, checked by check (which throws on what it refuses),
+ * under the size limit, the rules every message shares (one JSON object, no
+ * key twice in one object, a version this build speaks, no fraction where
+ * an integer goes).
+ */
+function decoded(data: Uint8Array, limit: number, check: (m: JsonObject) => void): JsonObject {
+  const [obj, src] = head(data, limit);
+  check(obj);
+  const probe = integralFloats(src);
+  if (probe !== undefined) check(JSON.parse(probe) as JsonObject);
+  return obj;
+}
+
+function head(data: Uint8Array, limit: number): [JsonObject, string] {
   if (data.length > limit) throw new ProtocolError("too_large", `${data.length} bytes, the limit is ${limit}`);
   let obj: unknown;
   let src = "";
@@ -448,7 +492,7 @@ function head(data: Uint8Array, limit: number): JsonObject {
   if (written !== String(v)) {
     throw new ProtocolError("unsupported_version", `version ${written ?? "?"}; ${speaks}`);
   }
-  return obj;
+  return [obj, src];
 }
 
 /**
@@ -511,7 +555,12 @@ export function memberSource(src: string, key: string): string | undefined {
 
 /** Parse and validate a decision as an approver publishes it (votes, executionKey and rule are the coordinator's to write). */
 export function decodeDecision(data: Uint8Array): JsonObject {
-  const d = decision(head(data, MAX_DECISION_SIZE));
+  const d = decoded(data, MAX_DECISION_SIZE, (m) => {
+    decision(m);
+    for (const f of ["votes", "executionKey", "rule"]) {
+      if (set(m[f])) throw malformed(`${f} is set by the coordinator only`);
+    }
+  });
   // The limit holds for the decision as the coordinator records it too
   // (Go's encoding escapes <, > and &, and U+2028/U+2029). It bounds what
   // approvers publish: a decision the coordinator writes (an expiry's
@@ -523,19 +572,16 @@ export function decodeDecision(data: Uint8Array): JsonObject {
       `${n} bytes as recorded (JSON re-encoded: <, > and & escaped), the limit is ${MAX_DECISION_SIZE}`,
     );
   }
-  for (const f of ["votes", "executionKey", "rule"]) {
-    if (set(d[f])) throw malformed(`${f} is set by the coordinator only`);
-  }
   return d;
 }
 
 /** Parse and validate a suspension. */
 export function decodeSuspension(data: Uint8Array): JsonObject {
-  const d = fields(
-    head(data, MAX_MESSAGE_SIZE),
-    { ...PASSREF, interrupts: anything, journal, suspendedAt: time, requester: optString },
-    "suspension",
-  );
+  return decoded(data, MAX_MESSAGE_SIZE, suspension);
+}
+
+function suspension(m: JsonObject): void {
+  const d = fields(m, { ...PASSREF, interrupts: anything, journal, suspendedAt: time, requester: optString }, "suspension");
   passref(d);
   const ins = d["interrupts"];
   if (ins !== null && ins !== undefined && !Array.isArray(ins)) throw malformed("field 'interrupts': must be a list");
@@ -561,27 +607,30 @@ export function decodeSuspension(data: Uint8Array): JsonObject {
     checkId("requester", d["requester"]);
   }
   checkVersion("suspension", d);
-  return d;
 }
 
 /** Parse and validate a completion. */
 export function decodeCompletion(data: Uint8Array): JsonObject {
-  const d = fields(head(data, MAX_MESSAGE_SIZE), { ...PASSREF, result: anything, journal, completedAt: time }, "completion");
-  passref(d);
-  return d;
+  return decoded(data, MAX_MESSAGE_SIZE, (m) => {
+    passref(fields(m, { ...PASSREF, result: anything, journal, completedAt: time }, "completion"));
+  });
 }
 
 /** Parse and validate a failure. */
 export function decodeFailure(data: Uint8Array): JsonObject {
-  const d = fields(head(data, MAX_MESSAGE_SIZE), { ...PASSREF, error: optString, failedAt: time }, "failure");
-  passref(d);
-  if (!d["error"]) throw malformed("error is required");
-  return d;
+  return decoded(data, MAX_MESSAGE_SIZE, (m) => {
+    passref(fields(m, { ...PASSREF, error: optString, failedAt: time }, "failure"));
+    if (!m["error"]) throw malformed("error is required");
+  });
 }
 
 /** Parse and validate a work item. */
 export function decodeWork(data: Uint8Array): JsonObject {
-  const d = fields(head(data, MAX_MESSAGE_SIZE), { ...PASSREF, decisions: anything, journal }, "work item");
+  return decoded(data, MAX_MESSAGE_SIZE, work);
+}
+
+function work(m: JsonObject): void {
+  const d = fields(m, { ...PASSREF, decisions: anything, journal }, "work item");
   passref(d);
   const ds = d["decisions"];
   if (ds !== null && ds !== undefined && !Array.isArray(ds)) throw malformed("field 'decisions': must be a list");
@@ -594,7 +643,6 @@ export function decodeWork(data: Uint8Array): JsonObject {
     }
   });
   checkVersion("work", d);
-  return d;
 }
 
 /** The decoder of each message kind, by the name the conformance vectors use. */
