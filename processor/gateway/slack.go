@@ -284,7 +284,8 @@ func (g *Gateway) slackRespond(ctx context.Context, in *slack.Interaction, resp 
 // slackTarget is the interrupt a click or a form names, with the identity
 // deciding it, once every check passed: the user maps to an identity, the
 // interrupt exists and waits, allows chat decisions, and the identity may
-// decide it (authz.Decide). Otherwise it says why in words and audits the
+// decide it (authz.Decide) and, on an interrupt with a policy, vote on it
+// (authz.Vote: not the run's requester, unless the policy allows it). Otherwise it says why in words and audits the
 // refusal.
 func (g *Gateway) slackTarget(ctx context.Context, in *slack.Interaction, ref slack.Ref, addr string) (
 	*subjects.Run, subjects.InterruptState, approvers.Identity, string) {
@@ -323,6 +324,15 @@ func (g *Gateway) slackTarget(ctx context.Context, in *slack.Interaction, ref sl
 	if !st.ChatAllowed() {
 		g.audit(ctx, ref.Run, subjects.CodeChatOff, id.Name, "the interrupt forbids chat decisions", addr, request)
 		return nil, st, id, "This request may not be decided from chat. Decide it in the inbox. Nothing was decided."
+	}
+	if st.Policy != nil {
+		// The coordinator refuses the requester's vote too; saying so now
+		// spares them a form whose answer would count for nothing.
+		if err := authz.Vote(st.Interrupt, id, rec.Requester); errors.Is(err, authz.ErrRequesterExcluded) {
+			g.audit(ctx, ref.Run, subjects.CodeRequesterExcluded, id.Name, err.Error(), addr, request)
+			return nil, st, id, fmt.Sprintf("You (%s) started this run, and its policy does not let the requester "+
+				"approve or deny it. Nothing was decided.", id.Name)
+		}
 	}
 	return rec, st, id, ""
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -868,8 +869,8 @@ func TestSlackCardWithoutButtonsKeepsNone(t *testing.T) {
 }
 
 // TestSlackRefusedAnswerIsTold: an answer the coordinator refuses after
-// its form closed (here the requester's own vote, which the policy
-// excludes) is told to the user, in the card's channel, since a form's
+// its form closed (here bob's second vote, which the policy does not let
+// him change) is told to the user, in the card's channel, since a form's
 // submission has no response URL. Before, the form closed and nothing
 // said the answer counted for nothing.
 func TestSlackRefusedAnswerIsTold(t *testing.T) {
@@ -878,31 +879,60 @@ func TestSlackRefusedAnswerIsTold(t *testing.T) {
 	schema := map[string]any{"type": "object", "properties": map[string]any{"amount": map[string]any{"type": "number"}}}
 	run, id := e.suspend(map[string]any{"Approvers": []string{"ada", "bob", "carol"}, "Approvals": 2,
 		"Message": "how much?", "Schema": schema}, processor.WithRequester("ada"))
-	e.click("T0TEAM", "U0ADA", slack.ActionAnswer, run, id, "answer")
-	var meta string
-	require.Eventually(t, func() bool {
-		calls := e.fake.Calls("views.open")
-		if len(calls) == 0 {
-			return false
-		}
-		meta = calls[0].Body["view"].(map[string]any)["private_metadata"].(string)
-		return true
-	}, 10*time.Second, 10*time.Millisecond)
-	status, body := e.send(e.signer.Request(t, e.url(), slacktest.Submit("T0TEAM", "U0ADA", meta, map[string]string{"amount": "5"}, nil)))
-	require.Equal(t, http.StatusOK, status)
-	require.Empty(t, body, "the answer fits the schema: the form closes")
-	var told map[string]any
-	require.Eventually(t, func() bool {
-		for _, c := range e.fake.Calls("chat.postEphemeral") {
-			if c.Body["user"] == "U0ADA" {
-				told = c.Body
-				return true
+	answer := func(n int, amount string) {
+		e.click("T0TEAM", "U0BOB", slack.ActionAnswer, run, id, fmt.Sprintf("answer-%d", n))
+		var meta string
+		require.Eventually(t, func() bool {
+			calls := e.fake.Calls("views.open")
+			if len(calls) <= n {
+				return false
 			}
-		}
-		return false
-	}, 10*time.Second, 10*time.Millisecond, "the refusal is told")
-	assert.Equal(t, "C0CHAN", told["channel"])
-	assert.Contains(t, told["text"], "does not let the requester vote")
+			meta = calls[n].Body["view"].(map[string]any)["private_metadata"].(string)
+			return true
+		}, 10*time.Second, 10*time.Millisecond)
+		status, body := e.send(e.signer.Request(t, e.url(), slacktest.Submit("T0TEAM", "U0BOB", meta, map[string]string{"amount": amount}, nil)))
+		require.Equal(t, http.StatusOK, status)
+		require.Empty(t, body, "the answer fits the schema: the form closes")
+	}
+	told := func(text string) map[string]any {
+		var got map[string]any
+		require.Eventually(t, func() bool {
+			for _, c := range e.fake.Calls("chat.postEphemeral") {
+				if c.Body["user"] == "U0BOB" && strings.Contains(fmt.Sprint(c.Body["text"]), text) {
+					got = c.Body
+					return true
+				}
+			}
+			return false
+		}, 10*time.Second, 10*time.Millisecond, "told %q", text)
+		return got
+	}
+	answer(0, "5")
+	told("Your vote")
+	answer(1, "6")
+	assert.Equal(t, "C0CHAN", told("allows no change")["channel"])
+	e.undecided(run)
+}
+
+// TestSlackRequesterIsToldAtOnce: the run's requester, whom the policy
+// excludes, is refused when clicking, before any form opens: the refusal
+// is told at once and audited as requester_excluded. Before, "Answer…"
+// opened the form, and the requester learned only after filling it in and
+// submitting that the answer counted for nothing.
+func TestSlackRequesterIsToldAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newSlackEnv(t)
+	schema := map[string]any{"type": "object", "properties": map[string]any{"amount": map[string]any{"type": "number"}}}
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada", "bob", "carol"}, "Approvals": 2,
+		"Message": "how much?", "Schema": schema}, processor.WithRequester("ada"))
+	e.click("T0TEAM", "U0ADA", slack.ActionAnswer, run, id, "answer")
+	assert.Contains(t, e.ephemeral("answer"), "You (ada) started this run")
+	assert.Empty(t, e.fake.Calls("views.open"), "no form opens for the requester")
+	e.refusals(run, subjects.CodeRequesterExcluded, 1)
+
+	e.click("T0TEAM", "U0ADA", slack.ActionDeny, run, id, "deny")
+	assert.Contains(t, e.ephemeral("deny"), "You (ada) started this run")
+	e.refusals(run, subjects.CodeRequesterExcluded, 2)
 	e.undecided(run)
 }
 
