@@ -28,9 +28,9 @@ func TestConformanceAsk(t *testing.T) {
 			Body                          json.RawMessage
 		}
 		Replies []struct {
-			Name, InterruptID string
-			Reply             json.RawMessage
-			Takes             bool
+			Name, InterruptID, Raw string
+			Reply                  json.RawMessage
+			Takes                  bool
 		}
 		JournalKeys []struct{ InterruptID, Key string }
 	}
@@ -46,6 +46,9 @@ func TestConformanceAsk(t *testing.T) {
 		assert.NoError(t, err, v.Name)
 	}
 	for _, v := range vec.Replies {
+		if v.Raw != "" {
+			v.Reply = json.RawMessage(v.Raw)
+		}
 		d, ok := takeAskReply(v.Reply, v.InterruptID)
 		assert.Equal(t, v.Takes, ok, v.Name)
 		if ok {

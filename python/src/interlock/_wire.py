@@ -130,6 +130,12 @@ def _pass(field: str, v: Any) -> None:
         raise _malformed(f"pass {v} is negative")
 
 
+def _unsigned(field: str, v: Any) -> None:
+    _int(field, v)
+    if isinstance(v, int) and v < 0:
+        raise _malformed(f"field {field!r}: {v} is negative")
+
+
 def _any(field: str, v: Any) -> None:
     return None
 
@@ -278,8 +284,8 @@ def _policy(field: str, v: Any) -> None:
 
 
 _VOTE: dict[str, Check] = {
-    "decisionId": _any,
-    "approver": _any,
+    "decisionId": _str,
+    "approver": _str,
     "status": _str,
     "payload": _any,
     "comment": _str,
@@ -287,7 +293,7 @@ _VOTE: dict[str, Check] = {
     "callDigest": _digest,
     "arguments": _any,
     "at": _time,
-    "seq": _int,
+    "seq": _unsigned,
     "via": _str,
 }
 

@@ -89,6 +89,11 @@ const passNumber: Check = (field, v) => {
   if (typeof v === "number" && v < 0) throw malformed(`pass ${v} is negative`);
 };
 
+const unsigned: Check = (field, v) => {
+  int(field, v);
+  if (typeof v === "number" && v < 0) throw malformed(`field '${field}': ${v} is negative`);
+};
+
 const anything: Check = () => undefined;
 
 const object: Check = (field, v) => {
@@ -174,6 +179,7 @@ const call: Check = (_field, v) => {
   }
   const d = c["digest"];
   if (typeof d !== "string" || !DIGEST.test(d)) throw malformed("call.digest must be 64 lowercase hex digits");
+  if (probing) return; // the arguments are free-form: the digest was checked on the message as written
   let want: string;
   try {
     want = callDigest(c["tool"] as string, c["arguments"]);
@@ -211,8 +217,8 @@ const policy: Check = (_field, v) => {
 };
 
 const VOTE: Record<string, Check> = {
-  decisionId: anything,
-  approver: anything,
+  decisionId: optString,
+  approver: optString,
   status: optString,
   payload: anything,
   comment: optString,
@@ -220,7 +226,7 @@ const VOTE: Record<string, Check> = {
   callDigest: digest,
   arguments: anything,
   at: time,
-  seq: int,
+  seq: unsigned,
   via: optString,
 };
 
@@ -463,8 +469,24 @@ function decoded(data: Uint8Array, limit: number, check: (m: JsonObject) => void
   const [obj, src] = head(data, limit);
   check(obj);
   const probe = integralFloats(src);
-  if (probe !== undefined) check(JSON.parse(probe) as JsonObject);
+  if (probe !== undefined) onProbe(() => check(JSON.parse(probe) as JsonObject));
   return obj;
+}
+
+/**
+ * Set while checks run on a probe of {@link integralFloats}, whose free-form
+ * values (a call's arguments) no longer hold what was written: a check
+ * that computes from them (the call digest) has run on the message itself.
+ */
+let probing = false;
+
+function onProbe(run: () => void): void {
+  probing = true;
+  try {
+    run();
+  } finally {
+    probing = false;
+  }
 }
 
 function head(data: Uint8Array, limit: number): [JsonObject, string] {
@@ -683,7 +705,10 @@ export function takeAskReply(data: Uint8Array, interruptId: string): JsonObject 
   const d = reply["decision"];
   if (!isObject(d) || d["interruptId"] !== interruptId || d["approver"] !== POLICY_APPROVER) return undefined;
   try {
-    return decision(d);
+    decision(d);
+    const probe = integralFloats(text(data));
+    if (probe !== undefined) onProbe(() => decision((JSON.parse(probe) as JsonObject)["decision"]));
+    return d;
   } catch {
     return undefined;
   }

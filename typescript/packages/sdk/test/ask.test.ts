@@ -22,7 +22,7 @@ import { agentName, REPO, Server } from "@interlock/testing";
 
 interface AskVectors {
   requests: { name: string; runId: string; agent: string; pass: number; requester: string; interrupt: sdk.JsonObject; body: sdk.JsonObject }[];
-  replies: { name: string; interruptId: string; reply: sdk.JsonObject; takes: boolean }[];
+  replies: { name: string; interruptId: string; reply?: sdk.JsonObject; raw?: string; takes: boolean }[];
   journalKeys: { interruptId: string; key: string }[];
 }
 
@@ -46,9 +46,10 @@ describe("ask vectors", () => {
   }
   for (const v of ASK.replies) {
     test(`reply: ${v.name}`, () => {
-      const got = takeAskReply(new TextEncoder().encode(JSON.stringify(v.reply)), v.interruptId);
+      const raw = v.raw ?? JSON.stringify(v.reply);
+      const got = takeAskReply(new TextEncoder().encode(raw), v.interruptId);
       assert.equal(got !== undefined, v.takes);
-      if (got) assert.deepEqual(got, v.reply["decision"]);
+      if (got) assert.deepEqual(got, (JSON.parse(raw) as sdk.JsonObject)["decision"]);
     });
   }
   test("journal keys", () => {
