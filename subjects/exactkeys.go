@@ -98,9 +98,28 @@ func exactKeysIn(data []byte, t reflect.Type) error {
 	return nil
 }
 
-// literal refuses null for a boolean field and a comma in a time field.
+// maxSafeInteger is the largest integer every reader holds exactly
+// (2^53 - 1: JavaScript's numbers are IEEE doubles).
+const maxSafeInteger = 1<<53 - 1
+
+// literal refuses null for a boolean field, a comma in a time field and an
+// integer beyond maxSafeInteger in an integer field (or a list of them).
 func literal(key string, value json.RawMessage, t reflect.Type) error {
 	switch valueKind(t) {
+	case intValue:
+		var ns []json.Number
+		if json.Unmarshal(value, &ns) != nil {
+			var n json.Number
+			if json.Unmarshal(value, &n) != nil {
+				return nil // null, or not a number: the decoder judged it
+			}
+			ns = []json.Number{n}
+		}
+		for _, n := range ns {
+			if f, err := n.Float64(); err == nil && (f > maxSafeInteger || f < -maxSafeInteger) {
+				return malformed("field %q: %s is beyond ±(2^53-1), which not every reader holds exactly", key, n)
+			}
+		}
 	case boolValue:
 		if string(bytes.TrimSpace(value)) == "null" {
 			return malformed("field %q: must be true or false, not null", key)
@@ -119,18 +138,26 @@ const (
 	known     uint8 = 1 << iota // a field name
 	boolValue                   // true or false, not null
 	timeValue                   // a time: no comma
+	intValue                    // an integer, or a list of them: within ±maxSafeInteger
 )
 
-// valueKind is boolValue or timeValue for a field of type t, or 0.
+// valueKind is boolValue, timeValue or intValue for a field of type t, or 0.
 func valueKind(t reflect.Type) uint8 {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if t.Kind() == reflect.Slice && t.Elem().Kind() != reflect.Uint8 {
+		if k := valueKind(t.Elem()); k == intValue {
+			return k
+		}
 	}
 	switch {
 	case t.Kind() == reflect.Bool:
 		return boolValue
 	case t == timeType:
 		return timeValue
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
+		return intValue
 	}
 	return 0
 }
@@ -141,6 +168,26 @@ func plainValue(data []byte, kind uint8) bool {
 	data = bytes.TrimLeft(data, " \t\n\r")
 	if kind&boolValue != 0 && bytes.HasPrefix(data, []byte("null")) {
 		return false
+	}
+	if kind&intValue != 0 {
+		// 2^53 has 16 digits: a value with fewer is safe.
+		digits := 0
+		for _, c := range data {
+			switch {
+			case '0' <= c && c <= '9':
+				if digits++; digits >= 16 {
+					return false
+				}
+			case c == '-' || c == '[' || c == ' ' || c == ',' || c == '\t' || c == '\n' || c == '\r':
+				digits = 0
+			default:
+				if c != '.' && c != 'e' && c != 'E' && c != '+' {
+					goto done // the end of the number or list
+				}
+				digits = 0
+			}
+		}
+	done:
 	}
 	if kind&timeValue != 0 && len(data) > 0 && data[0] == '"' {
 		for _, c := range data[1:] {

@@ -119,9 +119,14 @@ def _opt_id(field: str, v: Any) -> None:
         _id(field, v)
 
 
+_MAX_SAFE_INTEGER = 2**53 - 1  # what every reader holds exactly (JavaScript's doubles)
+
+
 def _int(field: str, v: Any) -> None:
     if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
         raise _malformed(f"field {field!r}: must be an integer")
+    if isinstance(v, int) and abs(v) > _MAX_SAFE_INTEGER:
+        raise _malformed(f"field {field!r}: {v} is beyond ±(2^53-1), which not every reader holds exactly")
 
 
 def _pass(field: str, v: Any) -> None:

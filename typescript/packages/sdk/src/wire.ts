@@ -82,6 +82,9 @@ const int: Check = (field, v) => {
   if (v !== null && v !== undefined && !(typeof v === "number" && Number.isInteger(v))) {
     throw malformed(`field '${field}': must be an integer`);
   }
+  if (typeof v === "number" && !Number.isSafeInteger(v)) {
+    throw malformed(`field '${field}': ${v} is beyond ±(2^53-1), which not every reader holds exactly`);
+  }
 };
 
 const passNumber: Check = (field, v) => {
