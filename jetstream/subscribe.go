@@ -2,6 +2,8 @@ package jetstream
 
 import (
 	"github.com/nats-io/nats.go"
+
+	"github.com/interlockhq/interlock/subjects"
 )
 
 // Subscription is a core NATS subscription.
@@ -35,26 +37,45 @@ func (c *Client) confirmed(sub *nats.Subscription) (*Subscription, error) {
 // NewInbox returns a fresh subject for replies.
 func (c *Client) NewInbox() string { return c.nc.NewInbox() }
 
-// Serve answers the requests on subject with what fn returns (every
-// process serving subject in the same queue shares the requests), at most
-// parallel at once, each in its own goroutine. A request without a reply
-// subject is dropped. Unsubscribe stops serving.
-func (c *Client) Serve(subject, queue string, parallel int, fn func(data []byte) []byte) (*Subscription, error) {
-	return c.ServeSubjects(subject, queue, parallel, func(_ string, data []byte) []byte { return fn(data) })
+// A Service answers requests on a subject (core NATS request and reply).
+type Service struct {
+	// Subject is what it serves, wildcards allowed.
+	Subject string
+	// Queue is the queue group its instances share the requests in.
+	Queue string
+	// Parallel bounds the requests answered at once, each in its own
+	// goroutine (at least 1).
+	Parallel int
+	// Answer is the reply to a request's data, sent on subject (which NATS
+	// permissions vouch for).
+	Answer func(subject string, data []byte) []byte
+	// Refused, when set, is told of a request whose reply subject is not an
+	// inbox (subjects.IsInbox): it is neither answered nor given to Answer.
+	Refused func(subject, reply string)
 }
 
-// ServeSubjects is Serve for a wildcard subject: fn also gets the subject
-// each request was sent on (which NATS permissions vouch for).
-func (c *Client) ServeSubjects(subject, queue string, parallel int, fn func(subject string, data []byte) []byte) (*Subscription, error) {
-	slots := make(chan struct{}, max(parallel, 1))
-	sub, err := c.nc.QueueSubscribe(subject, queue, func(m *nats.Msg) {
+// Serve answers the requests s describes until Unsubscribe. A request
+// without a reply subject is dropped; one whose reply subject is not an
+// inbox is refused. NATS does not check a reply subject against its
+// publisher's permissions: answered, it would be published with this
+// client's rights wherever the requester pointed (a run record's key, an
+// audit entry's subject).
+func (c *Client) Serve(s Service) (*Subscription, error) {
+	slots := make(chan struct{}, max(s.Parallel, 1))
+	sub, err := c.nc.QueueSubscribe(s.Subject, s.Queue, func(m *nats.Msg) {
 		if m.Reply == "" {
 			return
 		}
 		slots <- struct{}{}
 		go func() {
 			defer func() { <-slots }()
-			_ = m.Respond(fn(m.Subject, m.Data))
+			if !subjects.IsInbox(m.Reply) {
+				if s.Refused != nil {
+					s.Refused(m.Subject, m.Reply)
+				}
+				return
+			}
+			_ = m.Respond(s.Answer(m.Subject, m.Data))
 		}()
 	})
 	if err != nil {

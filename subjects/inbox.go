@@ -22,7 +22,22 @@ func InboxPrefix(identity string) string {
 // identity ("" for anonymous) may be sent to replyTo: a literal subject
 // (no wildcards, no empty tokens, no whitespace) under InboxPrefix(identity).
 func ReplyAllowed(identity, replyTo string) bool {
-	rest, ok := strings.CutPrefix(replyTo, InboxPrefix(identity)+".")
+	return literalUnder(InboxPrefix(identity), replyTo)
+}
+
+// IsInbox reports whether a service may answer a request on subject: a
+// literal subject under "_INBOX", whoever's. NATS does not check a
+// request's reply subject against its publisher's permissions, so a reply
+// elsewhere (a stream's subject, a KV key) would be published with the
+// service's rights, where the requester chose.
+func IsInbox(subject string) bool {
+	return literalUnder("_INBOX", subject)
+}
+
+// literalUnder reports whether subject is prefix followed by one or more
+// tokens, with no wildcards, empty tokens or whitespace.
+func literalUnder(prefix, subject string) bool {
+	rest, ok := strings.CutPrefix(subject, prefix+".")
 	if !ok {
 		return false
 	}

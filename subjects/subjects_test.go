@@ -195,6 +195,29 @@ func TestReplyAllowed(t *testing.T) {
 	}
 }
 
+// A service answers only on an inbox, whoever's: never on a stream's
+// subject or a KV key a requester names as its reply subject.
+func TestIsInbox(t *testing.T) {
+	t.Parallel()
+	for reply, ok := range map[string]bool{
+		"_INBOX.abc":                       true,
+		"_INBOX.agent_billing.abc.def":     true,
+		"_INBOX":                           false,
+		"_INBOX.":                          false,
+		"_INBOX.>":                         false,
+		"_INBOX.*.x":                       false,
+		"_INBOX..x":                        false,
+		"_INBOXES.x":                       false,
+		"_inbox.x":                         false,
+		"_INBOX.a b":                       false,
+		"$KV.interlock_runs.run-2":         false,
+		"interlock.events.run-2.completed": false,
+		"interlock.resume.run-1.bob":       false,
+	} {
+		assert.Equal(t, ok, subjects.IsInbox(reply), reply)
+	}
+}
+
 // A link request names run, interrupt and sink, nothing else; each is
 // checked, and the link service's subject is under the prefix.
 func TestDecodeLinkRequest(t *testing.T) {

@@ -7,6 +7,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/interlockhq/interlock/internal/textcut"
+	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor/rules"
 	"github.com/interlockhq/interlock/processor/store"
 	"github.com/interlockhq/interlock/subjects"
@@ -31,21 +35,40 @@ const askTimeout = 5 * time.Second
 // and no replay. Anything else is answered "suspend".
 func (co *Coordinator) serveAsks() (func(), error) {
 	subject := co.ns.All(subjects.KindAsk)
-	sub, err := co.client.ServeSubjects(subject, askQueue, askParallel, func(subj string, data []byte) []byte {
-		ctx, cancel := context.WithTimeout(context.Background(), askTimeout)
-		defer cancel()
-		reply, err := co.handleAsk(ctx, subj, data)
-		if err != nil {
-			reply = subjects.AskReply{Outcome: subjects.AskSuspend, Detail: err.Error()}
-		}
-		reply.Version = subjects.Version2
-		out, _ := json.Marshal(reply)
-		return out
+	sub, err := co.client.Serve(jetstream.Service{Subject: subject, Queue: askQueue, Parallel: askParallel,
+		Answer: func(subj string, data []byte) []byte {
+			ctx, cancel := context.WithTimeout(context.Background(), askTimeout)
+			defer cancel()
+			reply, err := co.handleAsk(ctx, subj, data)
+			if err != nil {
+				reply = subjects.AskReply{Outcome: subjects.AskSuspend, Detail: err.Error()}
+			}
+			reply.Version = subjects.Version2
+			out, _ := json.Marshal(reply)
+			return out
+		},
+		Refused: co.askReplyRefused,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("serve asks: %w", err)
 	}
 	return sub.Unsubscribe, nil
+}
+
+// askReplyRefused audits an ask whose reply subject was not an inbox
+// (jetstream.Service): it was not applied, and not answered. It is filed
+// under run _, naming the subject: the run token of an ask subject is the
+// asker's to choose, so it may name another agent's run.
+func (co *Coordinator) askReplyRefused(subject, reply string) {
+	ctx, cancel := context.WithTimeout(context.Background(), askTimeout)
+	defer cancel()
+	co.cfg.Logger.Warn("ask reply refused", "subject", subject, "reply", textcut.Truncate(reply, 256))
+	ev := subjects.Event{Type: subjects.EventReplyRefused, RunID: subjects.NoRun, Code: subjects.CodeReplyRefused,
+		Subject: subject, Detail: fmt.Sprintf("an ask's reply subject %q is not an inbox (_INBOX.…): the ask was "+
+			"neither applied nor answered", textcut.Truncate(reply, 256))}
+	if err := co.event(ctx, ev, "ask:"+uuid.NewString()+":reply"); err != nil {
+		co.cfg.Logger.Warn("ask reply refusal not recorded", "subject", subject, "error", err)
+	}
 }
 
 // handleAsk answers one ask on subject. An error is answered "suspend":

@@ -38,13 +38,14 @@ func TestMain(m *testing.M) {
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 type env struct {
-	t      *testing.T
-	nc     *jetstream.Client
-	client *processor.Client
-	srv    *httptest.Server
-	dir    *approvers.Directory
-	signer *links.Signer
-	gw     *Gateway
+	t       *testing.T
+	natsURL string // the NATS server's
+	nc      *jetstream.Client
+	client  *processor.Client
+	srv     *httptest.Server
+	dir     *approvers.Directory
+	signer  *links.Signer
+	gw      *Gateway
 }
 
 // newEnv runs a coordinator, a worker whose agent "gate" asks with the
@@ -145,7 +146,7 @@ identities:
 		set(&cfg)
 	}
 	gw, hs := serveGateway(t, jstest.Client(t, srv), cfg)
-	return &env{t: t, nc: nc, client: processor.NewClient(nc), srv: hs, dir: dir, signer: signer, gw: gw}
+	return &env{t: t, natsURL: srv.URL(), nc: nc, client: processor.NewClient(nc), srv: hs, dir: dir, signer: signer, gw: gw}
 }
 
 // serveGateway starts a gateway of cfg on a real HTTP server; both stop

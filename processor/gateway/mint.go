@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/interlockhq/interlock/internal/textcut"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/authz"
@@ -36,13 +37,16 @@ const recordWait = 3 * time.Second
 // the client closes or Close is called.
 func (g *Gateway) serveLinks() error {
 	base, stop := context.WithCancel(context.Background())
-	sub, err := g.nc.Serve(g.nc.Namespace().LinkMint(), mintQueue, mintParallel, func(data []byte) []byte {
-		ctx, cancel := context.WithTimeout(base, g.cfg.Timeout)
-		defer cancel()
-		reply := g.mint(ctx, data)
-		reply.Version = subjects.Version
-		out, _ := json.Marshal(reply)
-		return out
+	sub, err := g.nc.Serve(jetstream.Service{Subject: g.nc.Namespace().LinkMint(), Queue: mintQueue, Parallel: mintParallel,
+		Answer: func(_ string, data []byte) []byte {
+			ctx, cancel := context.WithTimeout(base, g.cfg.Timeout)
+			defer cancel()
+			reply := g.mint(ctx, data)
+			reply.Version = subjects.Version
+			out, _ := json.Marshal(reply)
+			return out
+		},
+		Refused: g.replyRefused,
 	})
 	if err != nil {
 		stop()
@@ -195,6 +199,14 @@ func (g *Gateway) mintRefused(ctx context.Context, req subjects.LinkRequest, cod
 	}
 	g.audit(ctx, req.RunID, code, "", detail, "nats", request)
 	return subjects.LinkReply{Code: code, Detail: detail}
+}
+
+// replyRefused audits a request to the link or chat card service whose
+// reply subject was not an inbox (jetstream.Service): it was not answered.
+func (g *Gateway) replyRefused(subject, reply string) {
+	g.audit(context.Background(), subjects.NoRun, subjects.CodeReplyRefused, "",
+		fmt.Sprintf("a request's reply subject %q is not an inbox (_INBOX.…): not answered", textcut.Truncate(reply, 256)),
+		"", subject)
 }
 
 // audit reports a refusal as an access_refused observation about run (or

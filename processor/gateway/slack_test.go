@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -983,4 +984,31 @@ func TestSlackOneCardPerChannelRaced(t *testing.T) {
 	cards, _, err := e.gw.slackCards(context.Background(), run, id)
 	require.NoError(t, err)
 	assert.Len(t, cards, 1)
+}
+
+// TestSlackPostReplyNotAnInbox: a request to the chat card service whose
+// NATS reply subject is not an inbox (here bob's resume subject: NATS does
+// not check a reply subject against the requester's permissions) is not
+// answered, so nothing is published there with the gateway's rights, no
+// card is posted, and the refusal is audited. Before, the gateway's answer
+// was stored as a decision in bob's name.
+func TestSlackPostReplyNotAnInbox(t *testing.T) {
+	t.Parallel()
+	e := newSlackEnv(t)
+	run, id := e.suspend(map[string]any{"Approvers": []string{"bob"}})
+	req, _ := json.Marshal(subjects.ChatPostRequest{Version: subjects.Version, RunID: run, InterruptID: id,
+		Kind: subjects.ChatNew, Sink: slackSink, Key: "new-" + run})
+	target, err := e.nc.Namespace().ResumeAs(run, "bob")
+	require.NoError(t, err)
+	nc, err := nats.Connect(e.natsURL)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	require.NoError(t, nc.PublishMsg(&nats.Msg{Subject: e.nc.Namespace().ChatPost(), Reply: target, Data: req}))
+	refused := e.refusals(subjects.NoRun, subjects.CodeReplyRefused, 1)
+	assert.Contains(t, refused[0].Detail, target)
+	stored, err := e.nc.Messages(context.Background(), jetstream.StreamDecisions, target, 1, 1)
+	require.NoError(t, err)
+	assert.Empty(t, stored, "nothing stored on bob's resume subject")
+	assert.Empty(t, e.fake.Calls("chat.postMessage"), "no card posted")
+	e.undecided(run)
 }

@@ -93,13 +93,16 @@ func slackPostKey(r subjects.ChatPostRequest, channel string) string {
 // serveChat answers the chat card service's requests until Stop or Close.
 func (g *Gateway) serveChat() error {
 	base, stop := context.WithCancel(context.Background())
-	sub, err := g.nc.Serve(g.nc.Namespace().ChatPost(), mintQueue, mintParallel, func(data []byte) []byte {
-		ctx, cancel := context.WithTimeout(base, g.cfg.Timeout)
-		defer cancel()
-		reply := g.chatPost(ctx, data)
-		reply.Version = subjects.Version
-		out, _ := json.Marshal(reply)
-		return out
+	sub, err := g.nc.Serve(jetstream.Service{Subject: g.nc.Namespace().ChatPost(), Queue: mintQueue, Parallel: mintParallel,
+		Answer: func(_ string, data []byte) []byte {
+			ctx, cancel := context.WithTimeout(base, g.cfg.Timeout)
+			defer cancel()
+			reply := g.chatPost(ctx, data)
+			reply.Version = subjects.Version
+			out, _ := json.Marshal(reply)
+			return out
+		},
+		Refused: g.replyRefused,
 	})
 	if err != nil {
 		stop()
