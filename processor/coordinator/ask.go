@@ -106,7 +106,11 @@ func (co *Coordinator) handleAsk(ctx context.Context, subject string, data []byt
 	}
 	d, ruling := co.rules.Settles(rec, a.Interrupt)
 	var fx store.Effects
-	what := fmt.Sprintf("pass%d-ask-%s", a.Pass, rules.PolicyDecisionID(a.Interrupt.ID))
+	// The asking agent is in the entries' ids: a run with no record yet
+	// may be asked about by any agent (its run id is not claimed until its
+	// first outcome), and one agent's entry must not take the place of
+	// another's, deduplicated.
+	what := fmt.Sprintf("pass%d-ask-%s-%s", a.Pass, a.Agent, rules.PolicyDecisionID(a.Interrupt.ID))
 	for n, f := range ruling.Failed {
 		fx.Events = append(fx.Events, co.newEvent(subjects.Event{Type: subjects.EventRuleFailed, RunID: a.RunID, Agent: a.Agent,
 			Pass: a.Pass, InterruptIDs: []string{a.Interrupt.ID}, Detail: f}, fmt.Sprintf("%s-rule%d", what, n)))
