@@ -10,8 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/interlockhq/interlock/processor"
-	"github.com/interlockhq/interlock/processor/coordinator"
-	"github.com/interlockhq/interlock/processor/policy"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -28,17 +26,10 @@ import (
 // billing.
 func TestAttackAskAboutUnrecordedRun(t *testing.T) {
 	t.Parallel()
-	set, err := policy.Parse("policies.yaml", []byte(`
-rules:
-  - name: small-refunds
-    match: 'tool == "issue_refund" && arguments.amount < 20'
-    action: approve
+	d := newDeploymentWith(t, withRules(t, smallRefunds, `
   - name: huge-refunds-denied
     match: 'tool == "issue_refund" && arguments.amount >= 1000'
-    action: deny
-`))
-	require.NoError(t, err)
-	d := newDeploymentWith(t, coordinator.Config{Policies: set})
+    action: deny`))
 	provisioner := processor.NewWorker(d.provisioner(), processor.WorkerConfig{})
 	require.NoError(t, provisioner.Register("refunds", nil))
 	require.NoError(t, provisioner.Provision(d.ctx))

@@ -3,6 +3,7 @@ package attack_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,20 +130,31 @@ func TestAttackStaleArgumentsVote(t *testing.T) {
 	assert.Len(t, out.Key, 64, "the approved call's execution key reached the body")
 }
 
+// smallRefunds is an operator rule that approves refunds under 20.
+const smallRefunds = `
+  - name: small-refunds
+    match: 'tool == "issue_refund" && arguments.amount < 20'
+    action: approve`
+
+// withRules is a coordinator's config with the operator rules given (each
+// one item of the rules list, in YAML).
+func withRules(t *testing.T, rules ...string) coordinator.Config {
+	t.Helper()
+	set, err := policy.Parse("policies.yaml", []byte("rules:"+strings.Join(rules, "")+"\n"))
+	require.NoError(t, err)
+	return coordinator.Config{Policies: set}
+}
+
 // TestAttackAgentLoosensPolicy: the operator requires two approvals, the
 // requester excluded, for payments; the agent asks for one approval and
 // lets the requester vote, hoping ada can approve her own payment alone.
 func TestAttackAgentLoosensPolicy(t *testing.T) {
 	t.Parallel()
-	rules, err := policy.Parse("policies.yaml", []byte(`
-rules:
+	d := newDeploymentWith(t, withRules(t, `
   - name: payments-need-two
     match: 'tool == "pay"'
     action: require
-    approvals: 2
-`))
-	require.NoError(t, err)
-	d := newDeploymentWith(t, coordinator.Config{Policies: rules})
+    approvals: 2`))
 	run, in := quorumRun(t, d, "ada", subjects.Policy{Approvals: 1, AllowRequester: true, AllowChange: true})
 	require.NotNil(t, in.Policy)
 	assert.Equal(t, 2, in.Policy.Approvals, "the effective policy is the stricter")
@@ -163,14 +175,7 @@ rules:
 // agent's user may not ask about the refunds agent's runs.
 func TestRuleSettlesInOneRoundTrip(t *testing.T) {
 	t.Parallel()
-	set, err := policy.Parse("policies.yaml", []byte(`
-rules:
-  - name: small-refunds
-    match: 'tool == "issue_refund" && arguments.amount < 20'
-    action: approve
-`))
-	require.NoError(t, err)
-	d := newDeploymentWith(t, coordinator.Config{Policies: set})
+	d := newDeploymentWith(t, withRules(t, smallRefunds))
 	provisioner := processor.NewWorker(d.provisioner(), processor.WorkerConfig{})
 	require.NoError(t, provisioner.Register("refunds", nil))
 	require.NoError(t, provisioner.Provision(d.ctx))

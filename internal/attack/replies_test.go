@@ -12,8 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/interlockhq/interlock/processor"
-	"github.com/interlockhq/interlock/processor/coordinator"
-	"github.com/interlockhq/interlock/processor/policy"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -45,14 +43,7 @@ func (d *deployment) refusedReplies(n int) []subjects.Event {
 // audited.
 func TestAttackAskReplyAimedAtStoredSubjects(t *testing.T) {
 	t.Parallel()
-	set, err := policy.Parse("policies.yaml", []byte(`
-rules:
-  - name: small-refunds
-    match: 'tool == "issue_refund" && arguments.amount < 20'
-    action: approve
-`))
-	require.NoError(t, err)
-	d := newDeploymentWith(t, coordinator.Config{Policies: set})
+	d := newDeploymentWith(t, withRules(t, smallRefunds))
 	d.suspend(d.client("agent"), "victim-run", "ada")
 	auditor := processor.NewClient(d.client("auditor"))
 

@@ -36,24 +36,34 @@ const recordWait = 3 * time.Second
 // serveLinks answers the link service's requests (subjects.LinkMint) until
 // the client closes or Close is called.
 func (g *Gateway) serveLinks() error {
-	base, stop := context.WithCancel(context.Background())
-	sub, err := g.nc.Serve(jetstream.Service{Subject: g.nc.Namespace().LinkMint(), Queue: mintQueue, Parallel: mintParallel,
+	stop, err := g.serve("link service", g.nc.Namespace().LinkMint(), func(ctx context.Context, data []byte) any {
+		reply := g.mint(ctx, data)
+		reply.Version = subjects.Version
+		return reply
+	})
+	g.stopMint = stop
+	return err
+}
+
+// serve answers the requests on subject, the what service's, with what
+// answer returns (in JSON), each bounded by the gateway's timeout, until
+// the returned stop is called; it stops nothing when serving fails.
+func (g *Gateway) serve(what, subject string, answer func(ctx context.Context, data []byte) any) (func(), error) {
+	base, cancelAll := context.WithCancel(context.Background())
+	sub, err := g.nc.Serve(jetstream.Service{Subject: subject, Queue: mintQueue, Parallel: mintParallel,
 		Answer: func(_ string, data []byte) []byte {
 			ctx, cancel := context.WithTimeout(base, g.cfg.Timeout)
 			defer cancel()
-			reply := g.mint(ctx, data)
-			reply.Version = subjects.Version
-			out, _ := json.Marshal(reply)
+			out, _ := json.Marshal(answer(ctx, data))
 			return out
 		},
 		Refused: g.replyRefused,
 	})
 	if err != nil {
-		stop()
-		return fmt.Errorf("serve the link service: %w", err)
+		cancelAll()
+		return func() {}, fmt.Errorf("serve the %s: %w", what, err)
 	}
-	g.stopMint = func() { sub.Unsubscribe(); stop() }
-	return nil
+	return func() { sub.Unsubscribe(); cancelAll() }, nil
 }
 
 // Close stops serving the link service and ends the requests under way,

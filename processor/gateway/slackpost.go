@@ -92,24 +92,13 @@ func slackPostKey(r subjects.ChatPostRequest, channel string) string {
 
 // serveChat answers the chat card service's requests until Stop or Close.
 func (g *Gateway) serveChat() error {
-	base, stop := context.WithCancel(context.Background())
-	sub, err := g.nc.Serve(jetstream.Service{Subject: g.nc.Namespace().ChatPost(), Queue: mintQueue, Parallel: mintParallel,
-		Answer: func(_ string, data []byte) []byte {
-			ctx, cancel := context.WithTimeout(base, g.cfg.Timeout)
-			defer cancel()
-			reply := g.chatPost(ctx, data)
-			reply.Version = subjects.Version
-			out, _ := json.Marshal(reply)
-			return out
-		},
-		Refused: g.replyRefused,
+	stop, err := g.serve("chat card service", g.nc.Namespace().ChatPost(), func(ctx context.Context, data []byte) any {
+		reply := g.chatPost(ctx, data)
+		reply.Version = subjects.Version
+		return reply
 	})
-	if err != nil {
-		stop()
-		return fmt.Errorf("serve the chat card service: %w", err)
-	}
-	g.stopChat = func() { sub.Unsubscribe(); stop() }
-	return nil
+	g.stopChat = stop
+	return err
 }
 
 // chatPost posts the message a notifier asks for, drawn from the stored
