@@ -21,12 +21,14 @@ import (
 // boolean (false, or absent: `"sensitive": null` made an interrupt not
 // sensitive where the SDKs refused it), and a time whose fraction follows
 // a comma (time.Parse takes "00:00:00,5Z"; RFC 3339 and the SDKs want a full
-// stop). exactKeys refuses both in the fields t describes.
+// stop), and null as an item of a list of objects (the zero object: a null
+// vote read as a vote by nobody). exactKeys refuses these in the fields t
+// describes.
 
 // exactKeys checks that every key of data that names a field of t (a
 // pointer to the struct data was decoded into) is spelled as the field's
-// JSON name, and that no boolean field holds null and no time field a
-// comma. It reads only objects t describes: payloads, metadata and other
+// JSON name, and that no boolean field or list of objects holds null and
+// no time field a comma. It reads only objects t describes: payloads, metadata and other
 // free-form values (json.RawMessage, any, maps' keys) keep any key and any
 // value. Most messages have no key that could be another's case variant
 // and no such value, which a scan of their bytes tells (scanKeys, which
@@ -79,7 +81,11 @@ func exactKeysIn(data []byte, t reflect.Type) error {
 		if json.Unmarshal(data, &items) != nil {
 			return nil
 		}
+		objects := objectElem(t)
 		for _, item := range items {
+			if objects && string(bytes.TrimSpace(item)) == "null" {
+				return malformed("a list of %s objects holds null", structName(t.Elem()))
+			}
 			if err := exactKeysIn(item, t.Elem()); err != nil {
 				return err
 			}
@@ -135,16 +141,21 @@ func literal(key string, value json.RawMessage, t reflect.Type) error {
 
 // What a field's value is checked for besides its type.
 const (
-	known     uint8 = 1 << iota // a field name
-	boolValue                   // true or false, not null
-	timeValue                   // a time: no comma
-	intValue                    // an integer, or a list of them: within ±maxSafeInteger
+	known      uint8 = 1 << iota // a field name
+	boolValue                    // true or false, not null
+	timeValue                    // a time: no comma
+	intValue                     // an integer, or a list of them: within ±maxSafeInteger
+	objectList                   // a list of objects: no null among them
 )
 
-// valueKind is boolValue, timeValue or intValue for a field of type t, or 0.
+// valueKind is boolValue, timeValue, intValue or objectList for a field of
+// type t, or 0.
 func valueKind(t reflect.Type) uint8 {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if objectElem(t) {
+		return objectList
 	}
 	if t.Kind() == reflect.Slice && t.Elem().Kind() != reflect.Uint8 {
 		if k := valueKind(t.Elem()); k == intValue {
@@ -202,6 +213,28 @@ func plainValue(data []byte, kind uint8) bool {
 	return true
 }
 
+// objectElem reports whether t is a list whose items decode as objects
+// field by field: encoding/json reads a null item as the zero object, which
+// every other reader refuses.
+func objectElem(t reflect.Type) bool {
+	if t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
+		return false
+	}
+	e := t.Elem()
+	for e.Kind() == reflect.Pointer {
+		e = e.Elem()
+	}
+	return e.Kind() == reflect.Struct && e != timeType && !reflect.PointerTo(e).Implements(unmarshalerType)
+}
+
+// structName is the name of the struct t holds, for an error.
+func structName(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t.Name()
+}
+
 var (
 	timeType        = reflect.TypeFor[time.Time]()
 	rawMessageType  = reflect.TypeFor[json.RawMessage]()
@@ -254,10 +287,12 @@ func namesOf(t reflect.Type) *names {
 func scanKeys(data []byte, n *names) (plain bool, err error) {
 	const fewKeys = 16
 	type container struct {
-		object bool
-		from   int                 // its keys are keys[from:]
-		many   map[string]struct{} // its keys, once it has more than a few
+		object  bool
+		objects bool                // a list of objects (objectList): null in it is not plain
+		from    int                 // its keys are keys[from:]
+		many    map[string]struct{} // its keys, once it has more than a few
 	}
+	listed := false // the last key's value is a list of objects
 	stack := make([]container, 0, 8)
 	keys := make([][]byte, 0, 32)
 	var lower [64]byte
@@ -265,12 +300,19 @@ func scanKeys(data []byte, n *names) (plain bool, err error) {
 	for i := 0; i < len(data); i++ {
 		switch data[i] {
 		case '{', '[':
-			stack = append(stack, container{object: data[i] == '{', from: len(keys)})
+			stack = append(stack, container{object: data[i] == '{', objects: listed && data[i] == '[', from: len(keys)})
+			listed = false
 			continue
 		case '}', ']':
 			if len(stack) > 0 {
 				keys = keys[:stack[len(stack)-1].from]
 				stack = stack[:len(stack)-1]
+			}
+			listed = false
+			continue
+		case 'n':
+			if len(stack) > 0 && stack[len(stack)-1].objects {
+				plain = false // null in a list of objects: read object by object
 			}
 			continue
 		case '"':
@@ -324,9 +366,10 @@ func scanKeys(data []byte, n *names) (plain bool, err error) {
 				top.many[string(key)] = struct{}{}
 			}
 			kind := n.exact[string(key)]
+			listed = kind&objectList != 0
 			switch {
 			case kind != 0:
-				if kind != known && !plainValue(data[k+1:], kind) {
+				if kind&^(known|objectList) != 0 && !plainValue(data[k+1:], kind) {
 					plain = false
 				}
 			case !simple || len(key) > len(lower):

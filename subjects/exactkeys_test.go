@@ -14,6 +14,7 @@ func FuzzScanKeys(f *testing.F) {
 	f.Add([]byte(`{"version":1,"runId":"r","agent":"a","pass":0,"result":{"sensitive":null,"at":"1,2"},"completedAt":"2026-12-01T00:00:00.5Z"}`))
 	f.Add([]byte(`{"version":1,"runId":"r","agent":"a","pass":0,"Interrupts":[{"ID":"i"}]}`))
 	f.Add([]byte(`{"version":1,"runId":"r","agent":"a","pass":9007199254740993,"interrupts":[{"id":"i","reason":"x","remindBeforeSeconds":[1, -90071992547409930e-1]}]}`))
+	f.Add([]byte(`{"version":2,"runId":"r","agent":"a","pass":1,"decisions":[{"version":2,"decisionId":"d","interruptId":"i","status":"resolved","votes":[{"decisionId":"v"}, null]}]}`))
 	types := []reflect.Type{
 		reflect.TypeFor[*Suspension](), reflect.TypeFor[*Failure](), reflect.TypeFor[*Completion](),
 		reflect.TypeFor[*Decision](), reflect.TypeFor[*Work](),
