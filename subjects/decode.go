@@ -324,7 +324,7 @@ func decode(data []byte, limit int, v any) error {
 		return &ProtocolError{Code: CodeUnsupportedVersion, err: ErrUnsupportedVersion,
 			Detail: fmt.Sprintf("version %s; this build speaks versions %d and %d", *head.Version, Version, Version2)}
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
+	dec := json.NewDecoder(bytes.NewReader(unescapeTimes(data, reflect.TypeOf(v))))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return malformed("%s", jsonError(err))

@@ -247,6 +247,7 @@ var (
 type names struct {
 	exact map[string]uint8 // known, and the checks of the fields so named
 	lower map[string]bool  // the names lower-cased
+	times bool             // some field is a time
 }
 
 // namesOf is the names of t's fields and its fields' fields, at any depth.
@@ -267,6 +268,7 @@ func namesOf(t reflect.Type) *names {
 		seen[t] = true
 		for name, ft := range fieldsOf(t) {
 			n.exact[name] |= known | valueKind(ft)
+			n.times = n.times || valueKind(ft) == timeValue
 			n.lower[strings.ToLower(name)] = true
 			walk(ft)
 		}
