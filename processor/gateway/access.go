@@ -20,10 +20,12 @@ import (
 // sessionCookie holds the id of an inbox session: random, and kept by the
 // gateways (in the sessions bucket, under its digest) with the identity and
 // the digest of the token it was opened with. The token itself never leaves
-// the login request. The cookie is Secure, HttpOnly and SameSite=Strict;
+// the login request. The cookie is Secure, HttpOnly and SameSite=Strict,
+// and a __Host- cookie (no Domain, Path /), so that no sibling subdomain
+// can set one the browser would send instead;
 // requests it authenticates that are not GET must also carry
 // X-Interlock-Request, which no cross-site form can send.
-const sessionCookie = "interlock_session"
+const sessionCookie = "__Host-interlock_session"
 
 // requestHeader is the header the inbox's own requests carry.
 const requestHeader = "X-Interlock-Request"

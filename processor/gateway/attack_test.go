@@ -730,3 +730,60 @@ identities:
 	refused := e.refusals(run, subjects.CodeNotAllowed, 2)
 	assert.Equal(t, "ada", refused[0].Identity)
 }
+
+// An approver asking the listing for another identity's view learned that
+// identity's groups: ada (finance) saw the finance questions listed for
+// carol and not for bob. Only an auditor names someone else; an approver
+// may name themself.
+func TestAttackListingForAnotherApprover(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.suspend(map[string]any{"Groups": []string{"finance"}, "Message": "finance only"})
+	for _, who := range []string{"bob", "carol"} {
+		status, out := e.call("GET", "/v1/interrupts?approver="+who, "ada-token", nil)
+		assert.Equal(t, http.StatusForbidden, status, "ada lists approver=%s", who)
+		assert.Equal(t, string(subjects.CodeNotAllowed), out["code"])
+		assert.Nil(t, out["interrupts"], "nothing is listed")
+	}
+	refused := e.refusals(subjects.NoRun, subjects.CodeNotAllowed, 2)
+	assert.Equal(t, "ada", refused[0].Identity)
+	assert.Contains(t, refused[0].Detail, "approver=")
+
+	status, out := e.call("GET", "/v1/interrupts?approver=ada", "ada-token", nil)
+	require.Equal(t, http.StatusOK, status, "ada may name herself")
+	assert.Len(t, out["interrupts"], 1)
+	status, out = e.call("GET", "/v1/interrupts?approver=carol", "erin-token", nil)
+	require.Equal(t, http.StatusOK, status, "an auditor may name anyone")
+	assert.Len(t, out["interrupts"], 1)
+	_, out = e.call("GET", "/v1/interrupts?approver=bob", "erin-token", nil)
+	assert.Empty(t, out["interrupts"])
+}
+
+// The JSON behind the inbox carries questions, arguments and answers under
+// the session cookie: no response of the API may be stored by a browser or
+// a shared cache, as no page is.
+func TestAttackPrivateReadsNotStored(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	run, _ := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": "Wire 9,000 EUR to DE89370400440532013000?"})
+	c := e.login("ada-token")
+	for _, path := range []string{"/v1/runs/" + run, "/v1/runs/" + run + "/history", "/v1/interrupts", "/v1/me", "/v1/runs/nope", "/inbox"} {
+		req, _ := http.NewRequest("GET", e.srv.URL+path, nil)
+		req.AddCookie(c)
+		resp, _ := e.do(req)
+		assert.Equal(t, "no-store", resp.Header.Get("Cache-Control"), "GET %s (%d)", path, resp.StatusCode)
+	}
+}
+
+// The session cookie is a __Host- cookie: a sibling subdomain cannot plant
+// one of its own (for a longer path, sent first) that runs the victim's
+// inbox as the planter.
+func TestAttackSessionCookieIsHostOnly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.login("ada-token")
+	assert.True(t, strings.HasPrefix(c.Name, "__Host-"), "cookie %q", c.Name)
+	assert.True(t, c.Secure)
+	assert.Equal(t, "/", c.Path)
+	assert.Empty(t, c.Domain)
+}

@@ -291,8 +291,11 @@ type Error struct {
 	Verdict *subjects.Verdict `json:"verdict,omitempty"`
 }
 
+// writeJSON answers with v. No answer of the API may be stored by a
+// browser or a shared cache: most carry what only their caller may read.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
@@ -376,7 +379,14 @@ func (g *Gateway) listInterrupts(w http.ResponseWriter, r *http.Request) {
 	}
 	me := identityOf(r)
 	subject := me
-	if a := q.Get("approver"); a != "" {
+	if a := q.Get("approver"); a != "" && a != me.Name {
+		// Another's view tells which groups they are in: an auditor's
+		// question only.
+		if !me.Auditor {
+			g.refused(r, subjects.CodeNotAllowed, me.Name, fmt.Sprintf("listing with approver=%q: only an auditor lists for another identity", a))
+			writeError(w, http.StatusForbidden, subjects.CodeNotAllowed, "only an auditor lists interrupts for another identity; leave approver out, or name yourself")
+			return
+		}
 		subject, _ = g.cfg.Directory.Identity(a)
 		subject.Name = a
 	}

@@ -1012,3 +1012,17 @@ func TestSlackPostReplyNotAnInbox(t *testing.T) {
 	assert.Empty(t, e.fake.Calls("chat.postMessage"), "no card posted")
 	e.undecided(run)
 }
+
+// The message's top-level text (what Slack shows in notifications and
+// previews, read as mrkdwn) carried the agent's question as written, where
+// the blocks escape it: an agent could notify the whole channel and show a
+// link of its own under the card's name.
+func TestSlackFallbackTextEscaped(t *testing.T) {
+	t.Parallel()
+	e := newSlackEnv(t)
+	q := "<!channel> Urgent <https://evil.example/approve|click here to approve> & more"
+	run, id := e.suspend(map[string]any{"Approvers": []string{"ada"}, "Message": q})
+	c := e.card(run, id)
+	assert.NotContains(t, c.Message.Text, "<", "no mention or link in %q", c.Message.Text)
+	assert.Contains(t, c.Message.Text, "&lt;!channel&gt; Urgent &lt;https://evil.example/approve|click here to approve&gt; &amp; more")
+}

@@ -166,7 +166,9 @@ func (c Card) Message() Message {
 	if len(buttons) > 0 {
 		blocks = append(blocks, Block{"type": "actions", "block_id": "interlock_decide", "elements": buttons})
 	}
-	text := truncate(title+": "+c.Question, 300)
+	// Slack reads the message's text as mrkdwn too, and shows it in
+	// notifications: escaped like the blocks.
+	text := Escape(truncate(title+": "+c.Question, 300))
 	return Message{Text: text, Blocks: blocks}
 }
 
