@@ -28,9 +28,9 @@ import (
 // exactKeys checks that every key of data that names a field of t (a
 // pointer to the struct data was decoded into) is spelled as the field's
 // JSON name, and that no boolean field or list of objects holds null and
-// no time field a comma. It reads only objects t describes: payloads, metadata and other
-// free-form values (json.RawMessage, any, maps' keys) keep any key and any
-// value. Most messages have no key that could be another's case variant
+// no time field a comma. It reads only objects t describes: payloads,
+// metadata and other free-form values (json.RawMessage, any, maps' keys)
+// keep any key and any value. Most messages have no key that could be another's case variant
 // and no such value, which a scan of their bytes tells (scanKeys, which
 // also refuses a key repeated in one object); the others are read object
 // by object.
