@@ -750,13 +750,13 @@ func askOf(run, agent string, pass int, requester string, in subjects.Interrupt)
 // interrupt id carries; false (suspend as usual) for anything but a valid
 // decision by interlock:policy on that very interrupt.
 func takeAskReply(out []byte, id string) (subjects.Decision, bool) {
-	var r subjects.AskReply
-	if json.Unmarshal(out, &r) != nil || r.Outcome != subjects.AskDecided || r.Decision == nil {
+	r, err := subjects.DecodeAskReply(out)
+	if err != nil || r.Outcome != subjects.AskDecided || r.Decision == nil {
 		return subjects.Decision{}, false
 	}
 	d := *r.Decision
 	// Only a rule's decision on this very interrupt is taken.
-	if d.InterruptID != id || d.Approver != subjects.PolicyApprover || d.Validate() != nil {
+	if d.InterruptID != id || d.Approver != subjects.PolicyApprover {
 		return subjects.Decision{}, false
 	}
 	return d, true

@@ -40,6 +40,23 @@ func (n Namespace) Ask(agent, run string) (string, error) {
 	return n.agentRun(KindAsk, agent, run)
 }
 
+// DecodeAskReply parses and validates a coordinator's reply to an ask, as
+// strictly as any message: field names exactly, each once. A decided
+// reply's decision is one a pass may receive (resolved or cancelled, in a
+// version this build speaks).
+func DecodeAskReply(data []byte) (AskReply, error) {
+	var r AskReply
+	if err := decode(data, MaxMessageSize, &r); err != nil {
+		return AskReply{}, err
+	}
+	if r.Decision != nil {
+		if err := r.Decision.validateReplayed(); err != nil {
+			return AskReply{}, fmt.Errorf("decision: %w", err)
+		}
+	}
+	return r, nil
+}
+
 // DecodeAsk parses and validates an ask.
 func DecodeAsk(data []byte) (Ask, error) {
 	var a Ask

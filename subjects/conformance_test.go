@@ -1,6 +1,7 @@
 package subjects_test
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"os"
@@ -136,6 +137,7 @@ func TestConformanceMessages(t *testing.T) {
 			Kind, Name string
 			Message    map[string]any
 			Raw        *string
+			RawBase64  *string
 			Pad        *struct {
 				In    []any
 				Field string
@@ -158,9 +160,14 @@ func TestConformanceMessages(t *testing.T) {
 			decode, ok := decoders[c.Kind]
 			require.True(t, ok, "kind %q", c.Kind)
 			var data []byte
-			if c.Raw != nil {
+			switch {
+			case c.RawBase64 != nil:
+				var err error
+				data, err = base64.StdEncoding.DecodeString(*c.RawBase64)
+				require.NoError(t, err)
+			case c.Raw != nil:
 				data = []byte(*c.Raw)
-			} else {
+			default:
 				if c.Pad != nil {
 					var at any = c.Message
 					for _, step := range c.Pad.In {

@@ -14,6 +14,16 @@ import (
 // MaxIDLen bounds interrupt, decision, thread and approver ids.
 const MaxIDLen = 256
 
+// How deep a message nests objects and lists, counting its own: every
+// reader holds MaxDepth (Python's decoder gives up near 990 levels), and a
+// decision, which the coordinator carries up to four levels deeper (in a
+// work item's decisions, a vote's metadata in the votes of one), at most
+// MaxDecisionDepth.
+const (
+	MaxDepth         = 128
+	MaxDecisionDepth = 64
+)
+
 // DecodeDecision parses and validates a decision from outside input.
 func DecodeDecision(data []byte) (Decision, error) {
 	var d Decision
@@ -98,10 +108,31 @@ func (d *Decision) Validate() error {
 	if isNull(d.Arguments) {
 		return malformed("arguments is null: omit it to keep the call's arguments")
 	}
+	if err := validateObject("arguments", d.Arguments); err != nil {
+		return err
+	}
 	if d.ExecutionKey != "" && !digestRE.MatchString(d.ExecutionKey) {
 		return malformed("executionKey must be 64 lowercase hex digits")
 	}
 	return checkVersion(d.Version, d)
+}
+
+// validateReplayed checks a decision a replay carries: one the coordinator
+// applied, so resolved or cancelled (a withdrawal takes a vote back and
+// never reaches a pass), in a version this build speaks (0 is version 1,
+// as left out).
+func (d *Decision) validateReplayed() error {
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	if d.Status != StatusResolved && d.Status != StatusCancelled {
+		return malformed("status %q: a replay carries decisions %q or %q only", d.Status, StatusResolved, StatusCancelled)
+	}
+	if d.Version < 0 || d.Version > Version2 {
+		return &ProtocolError{Code: CodeUnsupportedVersion, err: ErrUnsupportedVersion,
+			Detail: fmt.Sprintf("decision version %d; this build speaks versions %d and %d", d.Version, Version, Version2)}
+	}
+	return nil
 }
 
 // DecodeSuspension parses and validates a suspension.
@@ -251,7 +282,7 @@ func DecodeWork(data []byte) (Work, error) {
 		return Work{}, err
 	}
 	for i := range w.Decisions {
-		if err := w.Decisions[i].Validate(); err != nil {
+		if err := w.Decisions[i].validateReplayed(); err != nil {
 			return Work{}, fmt.Errorf("decisions[%d]: %w", i, err)
 		}
 	}
@@ -311,6 +342,11 @@ func decode(data []byte, limit int, v any) error {
 		return &ProtocolError{Code: CodeTooLarge, err: ErrTooLarge,
 			Detail: fmt.Sprintf("%d bytes, the limit is %d", len(data), limit)}
 	}
+	if !utf8.Valid(data) {
+		// encoding/json keeps invalid bytes in a payload's raw text, which
+		// the Python and TypeScript readers of the replay then refuse.
+		return malformed("not UTF-8 text")
+	}
 	var head struct {
 		Version *json.RawMessage `json:"version"`
 	}
@@ -332,7 +368,11 @@ func decode(data []byte, limit int, v any) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return malformed("data after the JSON object")
 	}
-	return exactKeys(data, reflect.TypeOf(v))
+	depth := MaxDepth
+	if _, ok := v.(*Decision); ok {
+		depth = MaxDecisionDepth
+	}
+	return exactKeys(data, reflect.TypeOf(v), depth)
 }
 
 // jsonError turns encoding/json errors into a message naming the field.

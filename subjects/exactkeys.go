@@ -25,17 +25,17 @@ import (
 // vote read as a vote by nobody). exactKeys refuses these in the fields t
 // describes.
 
-// exactKeys checks that every key of data that names a field of t (a
-// pointer to the struct data was decoded into) is spelled as the field's
-// JSON name, and that no boolean field or list of objects holds null and
-// no time field a comma. It reads only objects t describes: payloads,
-// metadata and other free-form values (json.RawMessage, any, maps' keys)
-// keep any key and any value. Most messages have no key that could be another's case variant
-// and no such value, which a scan of their bytes tells (scanKeys, which
-// also refuses a key repeated in one object); the others are read object
-// by object.
-func exactKeys(data []byte, t reflect.Type) error {
-	plain, err := scanKeys(data, namesOf(t))
+// exactKeys checks that data nests at most depth levels, that every key of
+// data that names a field of t (a pointer to the struct data was decoded
+// into) is spelled as the field's JSON name, and that no boolean field or
+// list of objects holds null and no time field a comma. It reads only
+// objects t describes: payloads, metadata and other free-form values
+// (json.RawMessage, any, maps' keys) keep any key and any value. Most
+// messages have no key that could be another's case variant and no such
+// value, which a scan of their bytes tells (scanKeys, which also refuses a
+// key repeated in one object); the others are read object by object.
+func exactKeys(data []byte, t reflect.Type, depth int) error {
+	plain, err := scanKeys(data, namesOf(t), depth)
 	if err != nil || plain {
 		return err
 	}
@@ -278,7 +278,8 @@ func namesOf(t reflect.Type) *names {
 	return n
 }
 
-// scanKeys reads the keys of data in one pass. It refuses a key that
+// scanKeys reads the keys of data in one pass. It refuses a message
+// nested deeper than depth levels, and a key that
 // appears twice in one object, anywhere in the message: encoding/json
 // merges both into one struct (fields set by the first survive), the
 // Python and TypeScript SDKs keep the last, so such a message would mean
@@ -286,7 +287,7 @@ func namesOf(t reflect.Type) *names {
 // or ASCII without escapes and none of n in any case (the long s and the
 // Kelvin sign fold to ASCII letters); otherwise the caller reads the
 // message object by object.
-func scanKeys(data []byte, n *names) (plain bool, err error) {
+func scanKeys(data []byte, n *names, depth int) (plain bool, err error) {
 	const fewKeys = 16
 	type container struct {
 		object  bool
@@ -302,6 +303,9 @@ func scanKeys(data []byte, n *names) (plain bool, err error) {
 	for i := 0; i < len(data); i++ {
 		switch data[i] {
 		case '{', '[':
+			if len(stack) == depth {
+				return false, malformed("nested deeper than %d levels", depth)
+			}
 			stack = append(stack, container{object: data[i] == '{', objects: listed && data[i] == '[', from: len(keys)})
 			listed = false
 			continue

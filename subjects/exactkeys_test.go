@@ -21,7 +21,7 @@ func FuzzScanKeys(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, typ := range types {
-			plain, err := scanKeys(data, namesOf(typ))
+			plain, err := scanKeys(data, namesOf(typ), MaxDepth)
 			if err != nil || !plain {
 				continue
 			}

@@ -425,7 +425,7 @@ func TestAttackApproverReadsAnAnswer(t *testing.T) {
 	d.suspend(agent, "run-1", "ada")
 	d.suspend(agent, "run-2", "bob")
 	v, err := processor.NewClient(d.client("bob")).Decide(d.ctx, processor.DecisionRequest{RunID: "run-2",
-		InterruptID: "ask", Status: subjects.StatusResolved, Payload: map[string]any{"pin": "8642"}, Approver: "bob"})
+		InterruptID: "ask", Status: subjects.StatusResolved, Payload: map[string]any{"pin": "pin-8642"}, Approver: "bob"})
 	require.NoError(t, err)
 	require.Equal(t, subjects.OutcomeAccepted, v.Outcome)
 
@@ -442,7 +442,7 @@ func TestAttackApproverReadsAnAnswer(t *testing.T) {
 	require.NotEmpty(t, evs)
 	for _, ev := range evs {
 		raw, _ := json.Marshal(ev)
-		assert.NotContains(t, string(raw), "8642")
+		assert.NotContains(t, string(raw), "pin-8642") // not the digits alone: a timestamp may hold them
 	}
 }
 

@@ -71,6 +71,20 @@ func TestDecisionRejections(t *testing.T) {
 			send: func(e *env) *jetstream.Delivery {
 				return e.msg(e.must(e.ns.Resume("r1")), []byte(`{"version":1,"decisionId":"d1","interruptId":"open","status":"resolved","paylod":1}`), nil)
 			}},
+		// Invalid UTF-8 in a payload or metadata was recorded as sent and
+		// put into the replay, which the Python and TypeScript workers
+		// refused: the run waited for good.
+		{name: "invalid UTF-8", code: subjects.CodeMalformed, parsed: true,
+			send: func(e *env) *jetstream.Delivery {
+				return e.msg(e.must(e.ns.Resume("r1")), []byte("{\"version\":1,\"decisionId\":\"d1\",\"interruptId\":\"open\",\"status\":\"resolved\",\"metadata\":{\"n\":\"\xff\"}}"), nil)
+			}},
+		// Nested past what a worker in every language reads once the
+		// coordinator carries it in a work item.
+		{name: "nested deeper than a decision may", code: subjects.CodeMalformed, parsed: true, detail: "nested deeper than 64",
+			send: func(e *env) *jetstream.Delivery {
+				return e.msg(e.must(e.ns.Resume("r1")), []byte(`{"version":1,"decisionId":"d1","interruptId":"open","status":"resolved","payload":`+
+					strings.Repeat("[", 64)+strings.Repeat("]", 64)+`}`), nil)
+			}},
 		{name: "unsupported version", code: subjects.CodeUnsupportedVersion, parsed: true,
 			send: func(e *env) *jetstream.Delivery {
 				d := resolve("d1", "open", "")

@@ -3,6 +3,7 @@ read too (subjects/conformance_test.go, processor/conformance_test.go)."""
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 from collections.abc import Callable
@@ -123,6 +124,8 @@ def test_subjects(v: dict[str, Any]) -> None:
 
 
 def message_bytes(case: dict[str, Any]) -> bytes:
+    if "rawBase64" in case:
+        return base64.b64decode(case["rawBase64"])
     if "raw" in case:
         return str(case["raw"]).encode()
     msg = copy.deepcopy(case["message"])

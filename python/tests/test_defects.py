@@ -132,3 +132,89 @@ def test_wire_input_with_nan_is_malformed() -> None:
     for bad in (b"NaN", b"Infinity", b"-Infinity"):
         with pytest.raises(interlock.ProtocolError, match="not JSON"):
             decode_work(b'{"version":1,"runId":"r","agent":"a","input":' + bad + b"}")
+
+
+async def test_input_with_a_lone_surrogate_runs_each_step_once(
+    nc: NATS, client: interlock.Client, agent_name: str
+) -> None:
+    """A start whose input holds the JSON escape ``\\ud800`` (valid JSON, which
+    every decoder reads) made the worker's size check raise on encoding the
+    suspension: the pass ran again on every delivery (its step, a side
+    effect, ten times) and was then dead-lettered."""
+    effects: list[int] = []
+
+    async def body(inp: Any) -> Any:
+        async def charge() -> str:
+            effects.append(1)
+            return "charged"
+
+        await interlock.step("charge-card", charge)
+        interlock.interrupt(interlock.Request(message=f"ship {inp['note']}?"))
+        return "done"
+
+    run = "surr-" + uuid.uuid4().hex
+    data = (
+        '{"version":1,"runId":"%s","agent":"%s","pass":0,"input":{"note":"x\\ud800y"}}' % (run, agent_name)
+    ).encode()
+    async with worker(nc, agent_name, body, backoff=(0.05,)):
+        await nc.jetstream().publish(
+            f"interlock.start.{agent_name}", data, headers={"Nats-Msg-Id": f"{run}:0:start:{uuid.uuid4().hex}"}
+        )
+        rec = await suspended_at(client, run)
+    assert effects == [1]
+    assert rec.interrupts[0]["message"] == "ship x\ufffdy?"  # Go records a lone surrogate as U+FFFD
+
+
+async def test_answer_with_a_lone_surrogate_replays_once(nc: NATS, client: interlock.Client, agent_name: str) -> None:
+    """The same from an approver: a payload ``"acct-\\ud800"``, quoted in the
+    replay's next question, re-ran the replay's step on every delivery."""
+    effects: list[int] = []
+
+    async def body(inp: Any) -> Any:
+        account = interlock.interrupt(interlock.Request(message="which account?")).payload
+
+        async def reserve() -> str:
+            effects.append(1)
+            return "reserved"
+
+        await interlock.step("reserve-funds", reserve)
+        interlock.interrupt(interlock.Request(message=f"transfer to {account}?"))
+        return "done"
+
+    async with worker(nc, agent_name, body, backoff=(0.05,)):
+        run = await client.start(agent_name, {})
+        rec = await suspended_at(client, run)
+        raw = '{"version":1,"decisionId":"%s","interruptId":"%s","status":"resolved","payload":"acct-\\ud800"}'
+        data = (raw % (uuid.uuid4(), rec.interrupts[0]["id"])).encode()
+        await nc.jetstream().publish(f"interlock.resume.{run}", data)
+        rec = await suspended_at(client, run, 1)
+    assert effects == [1]
+    assert len(rec.interrupts) == 2
+
+
+async def test_start_with_a_null_pass_runs(nc: NATS, client: interlock.Client, agent_name: str) -> None:
+    """``"pass": null`` reads as left out (pass 0), as in Go and TypeScript;
+    the worker compared it with 0 and dead-lettered the start."""
+
+    async def body(inp: Any) -> Any:
+        return {"ran": True}
+
+    run = "nullpass-" + uuid.uuid4().hex
+    data = ('{"version":1,"runId":"%s","agent":"%s","pass":null,"input":{}}' % (run, agent_name)).encode()
+    async with worker(nc, agent_name, body, backoff=(0.05,)):
+        await nc.jetstream().publish(
+            f"interlock.start.{agent_name}", data, headers={"Nats-Msg-Id": f"{run}:0:start:{uuid.uuid4().hex}"}
+        )
+        rec = await client.wait(run, lambda r: r.finished)
+    assert rec.status == "completed", (rec.status, rec.error)
+
+
+def test_vote_with_a_null_seq_reads_as_left_out() -> None:
+    """A vote's ``"seq": null`` reads as left out (0); it raised TypeError
+    inside ``interrupt()``."""
+    work = decode_work(
+        b'{"version":2,"runId":"r","agent":"a","pass":1,"decisions":[{"version":2,"decisionId":"d",'
+        b'"interruptId":"i","status":"resolved","votes":[{"decisionId":"v","approver":"ada","status":"resolved","seq":null}]}]}'
+    )
+    d = interlock.Decision.from_wire(work["decisions"][0])
+    assert d.votes[0].seq == 0

@@ -134,7 +134,7 @@ class Vote:
             metadata=v.get("metadata"),
             call_digest=v.get("callDigest", ""),
             arguments=v.get("arguments"),
-            seq=int(v.get("seq", 0)),
+            seq=int(v.get("seq") or 0),
             via=v.get("via", ""),
         )
 
@@ -165,10 +165,10 @@ class Tally:
     @classmethod
     def from_wire(cls, t: dict[str, Any]) -> Tally:
         return cls(
-            approvals=int(t.get("approvals", 0)),
-            approvals_needed=int(t.get("approvalsNeeded", 0)),
-            denials=int(t.get("denials", 0)),
-            denials_needed=int(t.get("denialsNeeded", 0)),
+            approvals=int(t.get("approvals") or 0),
+            approvals_needed=int(t.get("approvalsNeeded") or 0),
+            denials=int(t.get("denials") or 0),
+            denials_needed=int(t.get("denialsNeeded") or 0),
             call_digest=t.get("callDigest", ""),
             waiting_on=list(t.get("waitingOn") or []),
         )
@@ -402,7 +402,7 @@ class PendingInterrupt:
             agent=d.get("agent", ""),
             id=d.get("id", ""),
             reason=d.get("reason", ""),
-            pass_=int(d.get("pass", 0)),
+            pass_=int(d.get("pass") or 0),
             suspended_at=d.get("suspendedAt", ""),
             thread_id=d.get("threadId", ""),
             message=d.get("message", ""),
@@ -412,8 +412,8 @@ class PendingInterrupt:
             metadata=d.get("metadata"),
             approvers=list(d.get("approvers") or []),
             approver_groups=list(d.get("approverGroups") or []),
-            escalations=int(d.get("escalations", 0)),
-            reminders=int(d.get("reminders", 0)),
+            escalations=int(d.get("escalations") or 0),
+            reminders=int(d.get("reminders") or 0),
             sensitive=d.get("sensitive"),
             one_click_links=d.get("oneClickLinks"),
             call=d.get("call"),
@@ -457,7 +457,7 @@ class Event:
             type=e.get("type", ""),
             run_id=e.get("runId", ""),
             at=e.get("at", ""),
-            pass_=int(e.get("pass", 0)),
+            pass_=int(e.get("pass") or 0),
             version=int(e.get("version", 1)),
             agent=e.get("agent", ""),
             observer=e.get("observer", ""),
@@ -467,7 +467,7 @@ class Event:
             detail=e.get("detail", ""),
             subject=e.get("subject", ""),
             sink=e.get("sink", ""),
-            attempts=int(e.get("attempts", 0)),
+            attempts=int(e.get("attempts") or 0),
             identity=e.get("identity", ""),
             address=e.get("address", ""),
             request=e.get("request", ""),

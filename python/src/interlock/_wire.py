@@ -32,8 +32,19 @@ DECISION_OVERHEAD = 2 << 10
 TIMER_OVERHEAD = 1 << 10
 
 
+MAX_DEPTH = 128
+"""How deep any message nests objects and lists, counting its own (Go:
+subjects.MaxDepth): every reader holds it (Python's decoder stops near 990)."""
+MAX_DECISION_DEPTH = 64
+"""How deep a decision nests (Go: subjects.MaxDecisionDepth): the
+coordinator carries it up to four levels deeper in a work item."""
+
+
 def _compact(v: Any) -> int:
-    return len(json.dumps(v, separators=(",", ":"), ensure_ascii=False).encode())
+    # A lone surrogate (from a "\ud800" escape) has no UTF-8; Go records it
+    # as U+FFFD, 3 bytes, as surrogatepass counts it. Encoding it strictly
+    # raised, and the pass ran again on every delivery.
+    return len(json.dumps(v, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
 
 
 def decision_allowance(interrupt: dict[str, Any]) -> int:
@@ -441,7 +452,24 @@ def _decision(obj: Any) -> dict[str, Any]:
         raise _malformed("payload is null: omit it to send no payload")
     if "arguments" in d and d["arguments"] is None:
         raise _malformed("arguments is null: omit it to keep the call's arguments")
+    if "arguments" in d and not isinstance(d["arguments"], dict):
+        raise _malformed("arguments must be a JSON object")
     _check_version("decision", d)
+    return d
+
+
+def _replayed(obj: Any) -> dict[str, Any]:
+    """A decision a replay or an ask reply carries: one the coordinator
+    applied, so resolved or cancelled (a withdrawal takes a vote back and
+    never reaches a pass), in a version this build speaks (0 or none is 1)."""
+    d = _decision(obj)
+    if d["status"] not in ("resolved", "cancelled"):
+        raise _malformed(f'status {d["status"]!r}: a replay carries decisions "resolved" or "cancelled" only')
+    v = d.get("version")
+    if v is not None and v not in (0, VERSION, VERSION2):
+        raise ProtocolError(
+            "unsupported_version", f"decision version {v}; this build speaks versions {VERSION} and {VERSION2}"
+        )
     return d
 
 
@@ -482,11 +510,24 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return distinct(pairs, lambda k: f"field {k!r} appears twice in one object")
 
 
-def _head(data: bytes, limit: int) -> Any:
+def _nested_deeper(v: Any, limit: int) -> bool:
+    """Whether ``v`` nests objects and lists more than ``limit`` levels."""
+    level = [v]
+    for _ in range(limit):
+        level = [c for x in level if isinstance(x, (dict, list)) for c in (x.values() if isinstance(x, dict) else x)]
+        if not level:
+            return False
+    return any(isinstance(x, (dict, list)) for x in level)
+
+
+def _head(data: bytes, limit: int, depth: int = MAX_DEPTH) -> Any:
     if len(data) > limit:
         raise ProtocolError("too_large", f"{len(data)} bytes, the limit is {limit}")
     try:
-        obj = json.loads(data, parse_constant=_not_json, object_pairs_hook=_unique_keys)
+        # UTF-8 only: json.loads would also take UTF-16, UTF-32 and a byte
+        # order mark, which Go and JavaScript refuse.
+        text = data.decode("utf-8")
+        obj = json.loads(text, parse_constant=_not_json, object_pairs_hook=_unique_keys)
     except ProtocolError:
         raise
     except (ValueError, UnicodeDecodeError) as e:
@@ -496,6 +537,8 @@ def _head(data: bytes, limit: int) -> Any:
         raise _malformed("JSON nested too deeply") from None
     if not isinstance(obj, dict):
         raise _malformed("not a JSON object")
+    if _nested_deeper(obj, depth):
+        raise _malformed(f"nested deeper than {depth} levels")
     v = obj.get("version")
     if v is None:
         raise _malformed(f"version is required (this build speaks version {VERSION})")
@@ -509,7 +552,7 @@ def _head(data: bytes, limit: int) -> Any:
 def decode_decision(data: bytes) -> dict[str, Any]:
     """Parse and validate a decision as an approver publishes it (votes,
     executionKey and rule are the coordinator's to write)."""
-    d = _decision(_head(data, MAX_DECISION_SIZE))
+    d = _decision(_head(data, MAX_DECISION_SIZE, MAX_DECISION_DEPTH))
     # The limit holds for the decision as the coordinator records it too
     # (Go's encoding escapes <, > and &, and U+2028/U+2029). It bounds what
     # approvers publish: a decision the coordinator writes (an expiry's
@@ -547,7 +590,7 @@ def decode_suspension(data: bytes) -> dict[str, Any]:
         if (x.get("policy") or {}).get("rules"):
             raise _malformed(f"interrupts[{i}]: policy.rules is set by the coordinator only")
     if d.get("requester"):
-        if d.get("pass", 0) != 0:
+        if (d.get("pass") or 0) != 0:
             raise _malformed("requester is reported on pass 0 only")
         _id("requester", d["requester"])
     _check_version("suspension", d)
@@ -582,7 +625,7 @@ def decode_work(data: bytes) -> dict[str, Any]:
         raise _malformed("field 'decisions': must be a list")
     for i, x in enumerate(ds or []):
         try:
-            _decision(x)
+            _replayed(x)
         except ProtocolError as e:
             raise ProtocolError(e.code, f"decisions[{i}]: {e.detail}") from None
     _check_version("work", d)
@@ -615,15 +658,16 @@ def take_ask_reply(data: bytes, interrupt_id: str) -> dict[str, Any] | None:
     decision by ``interlock:policy`` on that very interrupt is taken (Go:
     the worker's asker). Anything else, malformed included, fails closed."""
     try:
-        reply = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    if not isinstance(reply, dict) or reply.get("outcome") != "decided":
-        return None
-    d = reply.get("decision")
-    if not isinstance(d, dict) or d.get("interruptId") != interrupt_id or d.get("approver") != POLICY_APPROVER:
-        return None
-    try:
-        return _decision(d)
+        reply = _fields(
+            _head(data, MAX_MESSAGE_SIZE),
+            {"version": _any, "outcome": _str, "decision": _any, "detail": _str},
+            "ask reply",
+        )
+        if reply.get("outcome") != "decided" or not isinstance(reply.get("decision"), dict):
+            return None
+        d = _replayed(reply["decision"])
     except ProtocolError:
         return None
+    if d.get("interruptId") != interrupt_id or d.get("approver") != POLICY_APPROVER:
+        return None
+    return d

@@ -278,7 +278,7 @@ class Worker:
             if work["agent"] != agent:
                 await self._dead_letter(agent, m, f"work item for agent {work['agent']!r} arrived on {m.subject}")
                 return
-            first_pass = work.get("pass", 0) == 0 and not work.get("decisions") and not work.get("journal")
+            first_pass = (work.get("pass") or 0) == 0 and not work.get("decisions") and not work.get("journal")
             try:
                 requester = self._ns.requester_of(agent, m.subject)
             except InvalidToken as e:
@@ -320,7 +320,7 @@ class Worker:
                 subject,
                 data,
                 headers={
-                    "Nats-Msg-Id": outcome_msg_id(work["runId"], work.get("pass", 0), key),
+                    "Nats-Msg-Id": outcome_msg_id(work["runId"], work.get("pass") or 0, key),
                     "traceparent": traceparent,
                 },
             )
@@ -369,7 +369,7 @@ class Worker:
         if last is None:
             return False
         done, notice, got = self._judge_pass(work, key, last)
-        if not notice or done or got >= int(work.get("pass", 0)):
+        if not notice or done or got >= int(work.get("pass") or 0):
             return done
         # A notice about an earlier pass: the coordinator publishes an
         # expiry's after it queued the replay, whose outcome can be stored
@@ -386,10 +386,10 @@ class Worker:
     def _judge_pass(self, work: dict[str, Any], key: str, last: _direct.Stored) -> tuple[bool, bool, int]:
         """``_pass_done``'s rules applied to ``last``: whether the pass is
         done, whether ``last`` is a coordinator's notice, and its pass."""
-        want = int(work.get("pass", 0))
+        want = int(work.get("pass") or 0)
         try:
             head = json.loads(last.data or b"")
-            got = int(head.get("pass", 0))
+            got = int(head.get("pass") or 0)
         except (ValueError, TypeError, AttributeError):
             return False, False, 0
         tokens = (last.subject or "").split(".")
@@ -443,7 +443,7 @@ class Worker:
         subject = self._ns.ask(agent, work["runId"])
 
         async def ask(interrupt: dict[str, Any]) -> dict[str, Any] | None:
-            msg = ask_message(work["runId"], agent, work.get("pass", 0), requester, interrupt)
+            msg = ask_message(work["runId"], agent, work.get("pass") or 0, requester, interrupt)
             try:
                 reply = await self._nc.request(
                     subject, json.dumps(msg, separators=(",", ":"), allow_nan=False).encode(), timeout=self._ask_timeout
@@ -463,7 +463,7 @@ class Worker:
         ref: dict[str, Any] = {"version": 1, "runId": work["runId"], "agent": work["agent"]}
         if work.get("threadId"):
             ref["threadId"] = work["threadId"]
-        ref["pass"] = work.get("pass", 0)
+        ref["pass"] = work.get("pass") or 0
         if "input" in work and work["input"] is not None:
             ref["input"] = work["input"]
         now = _now()
@@ -477,7 +477,7 @@ class Worker:
                 if p.journal:
                     msg["journal"] = dict(p.journal)
                 msg["suspendedAt"] = now
-                if requester and work.get("pass", 0) == 0:
+                if requester and (work.get("pass") or 0) == 0:
                     # Who started the run, as the start subject's last token
                     # says (NATS permissions bind it); never a body field.
                     msg["requester"] = requester
@@ -558,7 +558,7 @@ def _run_info(agent: str, work: dict[str, Any], traceparent: str) -> RunInfo:
     return RunInfo(
         run_id=work["runId"],
         agent=agent,
-        pass_=work.get("pass", 0),
+        pass_=work.get("pass") or 0,
         thread_id=work.get("threadId") or "",
         traceparent=traceparent,
     )

@@ -13,14 +13,16 @@ export function isObject(v: unknown): v is JsonObject {
 }
 
 const encoder = new TextEncoder();
-const decoder = new TextDecoder("utf-8", { fatal: true });
+// ignoreBOM keeps a byte order mark in the text, where JSON.parse refuses
+// it as Go does (RFC 8259 forbids sending one).
+const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 /** Compact JSON bytes of `v`. */
 export function encode(v: unknown): Uint8Array {
   return encoder.encode(JSON.stringify(v));
 }
 
-/** UTF-8 text of `data`; throws on invalid UTF-8. */
+/** UTF-8 text of `data`; throws on invalid UTF-8 (a byte order mark stays). */
 export function text(data: Uint8Array): string {
   return decoder.decode(data);
 }

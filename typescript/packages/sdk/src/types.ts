@@ -217,7 +217,9 @@ export class Decision {
 
   constructor(wire: JsonObject) {
     this.interruptId = str(wire["interruptId"]);
-    this.status = wire["status"] === "cancelled" ? "cancelled" : "resolved";
+    // Only "resolved" is an approval: anything else (the decoders refuse it
+    // in a replay) reads as cancelled, never as resolved.
+    this.status = wire["status"] === "resolved" ? "resolved" : "cancelled";
     this.hasPayload = Object.hasOwn(wire, "payload");
     this.payload = this.hasPayload ? wire["payload"] : undefined;
     const meta = wire["metadata"];

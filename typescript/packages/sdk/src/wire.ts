@@ -23,6 +23,16 @@ export const MAX_POLICY_VOTES = 32;
 export const MAX_MESSAGE_SIZE = 1 << 20;
 /** The largest decision, in bytes. */
 export const MAX_DECISION_SIZE = 64 << 10;
+/**
+ * How deep any message nests objects and lists, counting its own (Go:
+ * subjects.MaxDepth): every reader holds it (Python's decoder stops near 990).
+ */
+export const MAX_DEPTH = 128;
+/**
+ * How deep a decision nests (Go: subjects.MaxDecisionDepth): the coordinator
+ * carries it up to four levels deeper in a work item.
+ */
+export const MAX_DECISION_DEPTH = 64;
 /** The longest id (interrupt, decision, thread, approver), in bytes. */
 export const MAX_ID_LEN = 256;
 
@@ -371,7 +381,25 @@ function decision(obj: JsonValue | undefined): JsonObject {
   if (Object.hasOwn(d, "arguments") && d["arguments"] === null) {
     throw malformed("arguments is null: omit it to keep the call's arguments");
   }
+  if (Object.hasOwn(d, "arguments") && !isObject(d["arguments"])) throw malformed("arguments must be a JSON object");
   checkVersion("decision", d);
+  return d;
+}
+
+/**
+ * A decision a replay or an ask reply carries: one the coordinator applied,
+ * so resolved or cancelled (a withdrawal takes a vote back and never reaches
+ * a pass), in a version this build speaks (0 or none is 1).
+ */
+function replayed(obj: JsonValue | undefined): JsonObject {
+  const d = decision(obj);
+  if (d["status"] !== "resolved" && d["status"] !== "cancelled") {
+    throw malformed(`status ${JSON.stringify(d["status"])}: a replay carries decisions "resolved" or "cancelled" only`);
+  }
+  const v = d["version"];
+  if (v !== undefined && v !== null && v !== 0 && v !== VERSION && v !== VERSION2) {
+    throw new ProtocolError("unsupported_version", `decision version ${JSON.stringify(v)}; this build speaks versions ${VERSION} and ${VERSION2}`);
+  }
   return d;
 }
 
@@ -468,8 +496,8 @@ export function integralFloats(src: string): string | undefined {
  * key twice in one object, a version this build speaks, no fraction where
  * an integer goes).
  */
-function decoded(data: Uint8Array, limit: number, check: (m: JsonObject) => void): JsonObject {
-  const [obj, src] = head(data, limit);
+function decoded(data: Uint8Array, limit: number, check: (m: JsonObject) => void, depth = MAX_DEPTH): JsonObject {
+  const [obj, src] = head(data, limit, depth);
   check(obj);
   const probe = integralFloats(src);
   if (probe !== undefined) onProbe(() => check(JSON.parse(probe) as JsonObject));
@@ -492,7 +520,24 @@ function onProbe(run: () => void): void {
   }
 }
 
-function head(data: Uint8Array, limit: number): [JsonObject, string] {
+/** Whether the JSON text `src` nests objects and lists more than `limit` levels. */
+export function nestedDeeper(src: string, limit: number): boolean {
+  let level = 0;
+  for (let i = 0; i < src.length; i++) {
+    const c = src.charCodeAt(i);
+    if (c === 0x22) {
+      // a string: skip to its closing quote
+      for (i++; i < src.length && src.charCodeAt(i) !== 0x22; i++) if (src.charCodeAt(i) === 0x5c) i++;
+    } else if (c === 0x7b || c === 0x5b) {
+      if (++level > limit) return true;
+    } else if (c === 0x7d || c === 0x5d) {
+      level--;
+    }
+  }
+  return false;
+}
+
+function head(data: Uint8Array, limit: number, depth = MAX_DEPTH): [JsonObject, string] {
   if (data.length > limit) throw new ProtocolError("too_large", `${data.length} bytes, the limit is ${limit}`);
   let obj: unknown;
   let src = "";
@@ -503,6 +548,7 @@ function head(data: Uint8Array, limit: number): [JsonObject, string] {
     throw malformed(`not a JSON object: ${e instanceof Error ? e.message : String(e)}`);
   }
   if (!isObject(obj)) throw malformed("not a JSON object");
+  if (nestedDeeper(src, depth)) throw malformed(`nested deeper than ${depth} levels`);
   const twice = repeatedKey(src);
   if (twice !== undefined) throw malformed(`field ${JSON.stringify(twice)} appears twice in one object`);
   const v = obj["version"];
@@ -580,12 +626,17 @@ export function memberSource(src: string, key: string): string | undefined {
 
 /** Parse and validate a decision as an approver publishes it (votes, executionKey and rule are the coordinator's to write). */
 export function decodeDecision(data: Uint8Array): JsonObject {
-  const d = decoded(data, MAX_DECISION_SIZE, (m) => {
-    decision(m);
-    for (const f of ["votes", "executionKey", "rule"]) {
-      if (set(m[f])) throw malformed(`${f} is set by the coordinator only`);
-    }
-  });
+  const d = decoded(
+    data,
+    MAX_DECISION_SIZE,
+    (m) => {
+      decision(m);
+      for (const f of ["votes", "executionKey", "rule"]) {
+        if (set(m[f])) throw malformed(`${f} is set by the coordinator only`);
+      }
+    },
+    MAX_DECISION_DEPTH,
+  );
   // The limit holds for the decision as the coordinator records it too
   // (Go's encoding escapes <, > and &, and U+2028/U+2029). It bounds what
   // approvers publish: a decision the coordinator writes (an expiry's
@@ -661,7 +712,7 @@ function work(m: JsonObject): void {
   if (ds !== null && ds !== undefined && !Array.isArray(ds)) throw malformed("field 'decisions': must be a list");
   (ds ?? []).forEach((x, i) => {
     try {
-      decision(x);
+      replayed(x);
     } catch (e) {
       if (e instanceof ProtocolError) throw new ProtocolError(e.code, `decisions[${i}]: ${e.detail}`);
       throw e;
@@ -698,19 +749,17 @@ export function askMessage(runId: string, agent: string, pass: number, requester
  * worker's asker). Anything else, malformed included, fails closed.
  */
 export function takeAskReply(data: Uint8Array, interruptId: string): JsonObject | undefined {
-  let reply: JsonValue;
+  // As strictly as any message (Go: subjects.DecodeAskReply): no key twice
+  // or in another case, a version this build speaks.
   try {
-    reply = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(data)) as JsonValue;
-  } catch {
-    return undefined;
-  }
-  if (!isObject(reply) || reply["outcome"] !== "decided") return undefined;
-  const d = reply["decision"];
-  if (!isObject(d) || d["interruptId"] !== interruptId || d["approver"] !== POLICY_APPROVER) return undefined;
-  try {
-    decision(d);
-    const probe = integralFloats(text(data));
-    if (probe !== undefined) onProbe(() => decision((JSON.parse(probe) as JsonObject)["decision"]));
+    const check = (m: JsonObject): void => {
+      const r = fields(m, { version: anything, outcome: optString, decision: anything, detail: optString }, "ask reply");
+      if (r["outcome"] === "decided") replayed(r["decision"]);
+    };
+    const reply = decoded(data, MAX_MESSAGE_SIZE, check);
+    const d = reply["decision"];
+    if (reply["outcome"] !== "decided" || !isObject(d)) return undefined;
+    if (d["interruptId"] !== interruptId || d["approver"] !== POLICY_APPROVER) return undefined;
     return d;
   } catch {
     return undefined;

@@ -19,7 +19,7 @@ import {
 import * as direct from "./direct.js";
 import { InterlockError, InvalidToken, PassTimeout, ProtocolError, Retry, Suspended, WorkerStopping } from "./errors.js";
 import { deadLetterMsgId, emitMsgId, nonce, outcomeMsgId, passKey } from "./ids.js";
-import { encode, toJson, type JsonObject, type JsonValue } from "./json.js";
+import { encode, isObject, toJson, type JsonObject, type JsonValue } from "./json.js";
 import { PassState, runInPass, type EmitFn } from "./run.js";
 import { DEFAULT_PREFIX, Namespace, validateToken, workerDurable } from "./subjects.js";
 import { childTraceparent } from "./trace.js";
@@ -514,7 +514,9 @@ export class Worker {
     }
     const pass = typeof work["pass"] === "number" ? work["pass"] : 0;
     const decisions = Array.isArray(work["decisions"]) ? work["decisions"] : [];
-    const firstPass = pass === 0 && decisions.length === 0 && !work["journal"];
+    // An empty journal is as left out (Go and Python start such a run).
+    const journal = work["journal"];
+    const firstPass = pass === 0 && decisions.length === 0 && !(isObject(journal) && Object.keys(journal).length > 0);
     let requester: string | undefined;
     try {
       requester = this.ns.requesterOf(agent, m.subject);

@@ -111,6 +111,7 @@ describe("subjects.json", () => {
 });
 
 function messageBytes(c: Vector): Uint8Array {
+  if ("rawBase64" in c) return new Uint8Array(Buffer.from(s(c["rawBase64"]), "base64"));
   if ("raw" in c) return new TextEncoder().encode(s(c["raw"]));
   const msg = structuredClone(c["message"]) as Record<string, unknown>;
   const pad = c["pad"] as { in?: (string | number)[]; field: string; bytes: number } | undefined;
@@ -230,4 +231,12 @@ describe("subjects.json backlog", () => {
     assert.ok(vs.length > 0);
     for (const v of vs) assert.deepEqual(new sdk.Namespace(s(v["prefix"])).backlog(), v["subjects"]);
   });
+});
+
+test("only a resolved decision reads as resolved (a withdrawn one read as an approval)", () => {
+  for (const status of ["withdrawn", "approved", ""]) {
+    const d = new sdk.Decision({ interruptId: "i", status });
+    assert.equal(d.status, "cancelled", status);
+  }
+  assert.equal(new sdk.Decision({ interruptId: "i", status: "resolved" }).status, "resolved");
 });

@@ -362,6 +362,18 @@ describe("the worker", () => {
     });
   }
 
+  test("a start with an empty journal (as left out) and a requester runs, as in Go and Python", async () => {
+    const agent = agentName();
+    let ran = 0;
+    await worker(agent, () => ++ran);
+    const run = "emptyjournal-" + agent;
+    const h = headers();
+    h.set("Nats-Msg-Id", `${run}:0:start:${sdk.nonce()}`);
+    nc.publish(`interlock.start.${agent}.ada`, JSON.stringify({ version: 1, runId: run, agent, pass: 0, journal: {} }), { headers: h });
+    assert.equal((await client.wait(run)).result, 1);
+    assert.equal(ran, 1);
+  });
+
   test("a dead letter's id carries a nonce: an id stored first by another writer of the stream loses nothing", async () => {
     const agent = agentName();
     let ran = 0;
