@@ -84,9 +84,10 @@ func (m *Bucket) Has(ctx context.Context, key string) (bool, error) {
 }
 
 // Mark records key with value. Marking a key twice is not an error: the
-// first mark stands, and first says whether this call made it.
+// first mark stands, and first says whether this call made it. A key that
+// was marked and then deleted stays marked (see create).
 func (m *Bucket) Mark(ctx context.Context, key string, value []byte) (first bool, err error) {
-	_, err = m.kv.Create(ctx, key, value)
+	_, err = m.create(ctx, key, value)
 	switch err = m.written(key, err); {
 	case err == nil:
 		return true, nil
@@ -127,6 +128,16 @@ func (m *Bucket) Update(ctx context.Context, key string, value []byte, revision 
 		return 0, fmt.Errorf("update %s at revision %d: %w", key, revision, m.written(key, err))
 	}
 	return rev, nil
+}
+
+// create stores value under key only where key was never written, for
+// Mark: a KV create (nats.go's Create, as Update at revision 0 uses) also
+// takes a key whose last entry is a delete marker, so whoever may write the
+// bucket's subjects could delete a once-only mark (a gated MCP call's
+// record, a used link) and have it made again. Only the key's expiry (the
+// bucket's max age) frees it.
+func (m *Bucket) create(ctx context.Context, key string, value []byte) (uint64, error) {
+	return m.kv.Update(ctx, key, value, 0)
 }
 
 // written is the error of a write of key, translated (see Client.written).

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -130,4 +131,52 @@ func TestAttackMCPUserOverreach(t *testing.T) {
 	a = d.attacker("mcp_proxy")
 	require.NoError(t, a.nc.Publish("interlock.start.mcp", nil))
 	a.refused(t, "interlock.start.mcp")
+}
+
+// The call record is what makes a gated call at most once: a pass that runs
+// again after a crash finds it and reports outcome_unknown rather than call
+// the upstream twice. Whoever holds mcp_proxy's credentials may write the
+// bucket's subjects, and a delete marker made the record's create succeed
+// again (a KV create takes a deleted key), so the next attempt called
+// again. A record is created only where its key has never been written.
+func TestAttackMCPProxyDeletesCallRecord(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	require.NoError(t, mcpbridge.Provision(d.ctx, d.provisioner()))
+	proxy := d.client("mcp_proxy")
+	calls, err := proxy.OpenBucket(d.ctx, mcpbridge.CallsBucket)
+	require.NoError(t, err)
+	key := "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b.int-1"
+	first, err := calls.Mark(d.ctx, key, []byte(`{}`))
+	require.NoError(t, err)
+	require.True(t, first, "the proxy records the call")
+	first, err = calls.Mark(d.ctx, key, []byte(`{}`))
+	require.NoError(t, err)
+	require.False(t, first, "a second attempt finds the record")
+
+	a := d.attacker("mcp_proxy")
+	m := nats.NewMsg("$KV." + proxy.BucketName(mcpbridge.CallsBucket) + "." + key)
+	m.Header.Set("KV-Operation", "DEL")
+	require.NoError(t, a.nc.PublishMsg(m))
+	require.NoError(t, a.nc.Flush())
+	require.Eventually(t, func() bool {
+		has, err := calls.Has(d.ctx, key)
+		return err == nil && !has
+	}, 10*time.Second, 10*time.Millisecond, "the delete marker is stored")
+
+	first, err = calls.Mark(d.ctx, key, []byte(`{}`))
+	require.NoError(t, err)
+	assert.False(t, first, "after mcp_proxy's delete marker, another attempt still finds the call made")
+
+	// Nor does a rollup erase the records: the bucket allows none.
+	other := "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b.int-2"
+	_, err = calls.Mark(d.ctx, other, []byte(`{}`))
+	require.NoError(t, err)
+	roll := nats.NewMsg("$KV." + proxy.BucketName(mcpbridge.CallsBucket) + "." + key)
+	roll.Header.Set("Nats-Rollup", "all")
+	_, err = a.js.PublishMsg(roll)
+	require.Error(t, err, "a rollup is refused")
+	first, err = calls.Mark(d.ctx, other, []byte(`{}`))
+	require.NoError(t, err)
+	assert.False(t, first, "the other record stands")
 }
