@@ -30,6 +30,7 @@
 package mcpgate
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,6 +50,10 @@ var (
 	ErrAnnotationNarrows = errors.New("annotation terms may add gating, never remove it")
 	// ErrUnknownHint means an annotation term names no MCP tool annotation.
 	ErrUnknownHint = errors.New("unknown tool annotation")
+	// ErrAmbiguousArguments means a call's arguments name one key twice in
+	// an object, or two keys that differ only in case: the gate reads one,
+	// and a tool may read the other.
+	ErrAmbiguousArguments = errors.New("ambiguous arguments")
 )
 
 // Annotations are the hints an upstream declares for a tool; nil: not
@@ -152,8 +157,13 @@ func parseTerm(s string) (term, error) {
 	}
 	switch key {
 	case "tool":
+		rest = strings.TrimSpace(rest)
 		if rest == "" {
 			return t, fmt.Errorf("%w: tool: needs a name or pattern", ErrSyntax)
+		}
+		// A pattern no tool name can match gates nothing, silently.
+		if i := strings.IndexFunc(rest, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }); i >= 0 {
+			return t, fmt.Errorf("%w: tool:%s: a tool name holds no space or control character", ErrSyntax, rest)
 		}
 		t.kind, t.glob = kindTool, rest
 	case "arg":
@@ -451,4 +461,67 @@ func (t term) String() string {
 		return not + "arg:" + strings.Join(t.path, ".") + "=" + t.raw
 	}
 	return not + "arg:" + strings.Join(t.path, ".") + "~" + t.glob
+}
+
+// CheckArguments refuses arguments (a call's JSON object) in which an
+// object, at any depth, names a key twice or two keys that differ only in
+// case (as encoding/json folds them: the Kelvin sign as k, the long s as
+// s). Match reads the last of two equal keys and tells case apart, while a
+// tool may read the first (a streaming parser) or either case (a Go tool
+// binding its arguments with encoding/json), so the gate would judge a
+// call the tool does not make. Errors match ErrAmbiguousArguments, or say
+// the arguments are not JSON.
+func CheckArguments(raw []byte) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	if !json.Valid(raw) {
+		return errors.New("the arguments are not JSON")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	type container struct {
+		object bool
+		keys   map[string]string // folded: as written
+		key    bool              // the next token is a key
+	}
+	var stack []*container
+	for {
+		tok, err := dec.Token()
+		if err != nil { // io.EOF: the arguments, valid JSON, are read
+			return nil
+		}
+		var top *container
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.object && top.key {
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			k := tok.(string)
+			folded := strings.ToLower(strings.ToUpper(k))
+			if was, seen := top.keys[folded]; seen {
+				if was == k {
+					return fmt.Errorf("%w: the key %q appears twice in one object", ErrAmbiguousArguments, k)
+				}
+				return fmt.Errorf("%w: the keys %q and %q differ only in case", ErrAmbiguousArguments, was, k)
+			}
+			top.keys[folded] = k
+			top.key = false
+			continue
+		}
+		if top != nil && top.object {
+			top.key = true // after this value, a key or the end
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &container{object: true, keys: map[string]string{}, key: true})
+		case json.Delim('['):
+			stack = append(stack, &container{})
+		case json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+	}
 }

@@ -1,9 +1,14 @@
 package mcpgate
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func args(t *testing.T, s string) map[string]any {
@@ -177,5 +182,81 @@ func FuzzParse(f *testing.F) {
 		if ops.Match(plain) && !g.Match(lying) {
 			t.Fatalf("annotations removed gating of %q for %q", expr, tool)
 		}
+	})
+}
+
+// A tool pattern with a space after the colon parsed, passed the proxy's
+// check that something is gated, and matched no tool: every delete went
+// through ungated.
+func TestToolPatternIsTrimmedAndChecked(t *testing.T) {
+	t.Parallel()
+	g, err := Parse("tool: delete_*")
+	require.NoError(t, err)
+	assert.Equal(t, "tool:delete_*", g.String())
+	assert.True(t, g.Match(Call{Tool: "delete_file"}))
+	for _, expr := range []string{"tool:delete file", "tool:delete\t*", "tool:a\x00"} {
+		_, err := Parse(expr)
+		assert.ErrorIs(t, err, ErrSyntax, expr)
+	}
+}
+
+// The gate read {"path":"/tmp/ok","PATH":"/etc/passwd"} as /tmp/ok, and a Go
+// tool binding its arguments with encoding/json wrote /etc/passwd; of a
+// repeated key it read the last, and a streaming parser the first.
+func TestCheckArguments(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{``, `{}`, `{"path":"/tmp/ok","mode":1}`, `{"a":{"x":1},"b":{"x":2}}`, `[{"a":1},{"a":2}]`,
+		`{"a":[{"k":1,"K2":2}],"k":3}`, `{"x":"{\"a\":1,\"a\":2}"}`} {
+		assert.NoError(t, CheckArguments([]byte(ok)), ok)
+	}
+	for _, bad := range []string{`{"path":"/tmp/ok","PATH":"/etc/passwd"}`, `{"path":"/etc/shadow","path":"/tmp/ok"}`,
+		`{"a":{"b":[{"x":1,"X":2}]}}`, `{"sKey":1,"ſkey":2}`, `{"kind":1,"\u212aind":2}`, `{"a":1,"\u0061":2}`} {
+		err := CheckArguments([]byte(bad))
+		assert.ErrorIs(t, err, ErrAmbiguousArguments, bad)
+	}
+	assert.Error(t, CheckArguments([]byte(`{"a":`)))
+}
+
+// Arguments CheckArguments passes are JSON whose objects hold no two keys
+// that fold alike; it never panics, and what it refuses for ambiguity is
+// JSON.
+func FuzzCheckArguments(f *testing.F) {
+	f.Add([]byte(`{"path":"/tmp/ok","PATH":"/etc/passwd"}`))
+	f.Add([]byte(`{"a":[{"k":1},{"k":2}],"b":{"c":{"d":1,"D":2}}}`))
+	f.Add([]byte(`{"x":"\"y\":1","y":[1,{"z":null}]}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		err := CheckArguments(raw)
+		if errors.Is(err, ErrAmbiguousArguments) && !json.Valid(raw) {
+			t.Fatalf("%q is not JSON, and was refused as ambiguous", raw)
+		}
+		if err != nil || len(raw) == 0 {
+			return
+		}
+		var v any
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber() // 1E700 is JSON, beyond a float64
+		if dec.Decode(&v) != nil {
+			t.Fatalf("%q passed and is not JSON", raw)
+		}
+		var walk func(v any)
+		walk = func(v any) {
+			switch x := v.(type) {
+			case map[string]any:
+				seen := map[string]bool{}
+				for k, e := range x {
+					folded := strings.ToLower(strings.ToUpper(k))
+					if seen[folded] {
+						t.Fatalf("%q passed with keys folding to %q", raw, folded)
+					}
+					seen[folded] = true
+					walk(e)
+				}
+			case []any:
+				for _, e := range x {
+					walk(e)
+				}
+			}
+		}
+		walk(v)
 	})
 }

@@ -264,6 +264,34 @@ func (p *Proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Res
 	return p.result(req.Params.Name, st), nil
 }
 
+// checkInput refuses the arguments of an ungated call that do not match
+// the tool's input schema: the gate compares JSON values as written, so
+// "recursive":"true" is not arg:recursive=true, while an upstream that
+// converts types (pydantic's default mode) acts on true. A schema beyond
+// what processor/schema compiles (its limits, no external references)
+// leaves the call unchecked, as a tool without one; a check that cannot
+// run in its budget refuses it.
+func (p *Proxy) checkInput(t *mcp.Tool, args json.RawMessage) error {
+	if t == nil || t.InputSchema == nil {
+		return nil
+	}
+	raw, err := json.Marshal(t.InputSchema)
+	if err != nil {
+		return nil
+	}
+	if len(args) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	switch err := p.schemas.Validate(raw, args); {
+	case err == nil, errors.Is(err, schema.ErrUnsafe), errors.Is(err, schema.ErrInvalid):
+		return nil
+	case errors.Is(err, schema.ErrMismatch):
+		return fmt.Errorf("its arguments do not match the tool's input schema (%w)", err)
+	default:
+		return fmt.Errorf("its arguments could not be checked against the tool's input schema: %w", err)
+	}
+}
+
 // taskTool: any call through the proxy may be made a task (an ungated one
 // is made at once).
 func (p *Proxy) taskTool(string) bool { return true }
@@ -287,8 +315,17 @@ func (p *Proxy) startTask(ctx context.Context, params *mcp.CallToolParamsRaw) (s
 			return "", errorResult(fmt.Sprintf("Interlock: the arguments of %s are not a JSON object: %v", name, err)), nil
 		}
 	}
+	if err := mcpgate.CheckArguments(params.Arguments); err != nil {
+		p.cfg.Logger.Warn("mcp proxy: call refused", "tool", name, "err", err)
+		return "", errorResult(fmt.Sprintf("Interlock: the call of %s was refused, nothing was called: %v (a tool may read "+
+			"another of those keys than the gate does)", name, err)), nil
+	}
 	t := p.tool(ctx, name)
 	if !p.cfg.Gate.Match(mcpgate.Call{Tool: name, Arguments: args, Annotations: annotations(t)}) {
+		if err := p.checkInput(t, params.Arguments); err != nil {
+			p.cfg.Logger.Warn("mcp proxy: call refused", "tool", name, "err", err)
+			return "", errorResult(fmt.Sprintf("Interlock: the call of %s was refused, nothing was called: %v", name, err)), nil
+		}
 		meta := hopMeta(params.Meta)
 		if tg, ok := ctx.Value(progressKey{}).(progressTarget); ok {
 			// The upstream's progress reaches this client under its token.

@@ -113,6 +113,26 @@ func newUpstream(t *testing.T) *upstream {
 			u.record("import_rows", args)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "imported"}}}, nil
 		})
+	// Tools that bind their arguments leniently, as some upstreams do: Go's
+	// encoding/json (a key in any case, the last of a repeated one), and a
+	// boolean also written as a string (pydantic's default mode).
+	srv.AddTool(&mcp.Tool{Name: "write_file", InputSchema: map[string]any{"type": "object",
+		"properties": map[string]any{"path": map[string]any{"type": "string"}}}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var in pathArgs
+			_ = json.Unmarshal(req.Params.Arguments, &in)
+			u.record("write_file", map[string]any{"path": in.Path})
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "wrote " + in.Path}}}, nil
+		})
+	srv.AddTool(&mcp.Tool{Name: "rm", InputSchema: map[string]any{"type": "object", "required": []any{"path"},
+		"properties": map[string]any{"path": map[string]any{"type": "string"}, "recursive": map[string]any{"type": "boolean"}}}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var in map[string]any
+			_ = json.Unmarshal(req.Params.Arguments, &in)
+			recursive := in["recursive"] == true || in["recursive"] == "true"
+			u.record("rm", map[string]any{"path": in["path"], "recursive": recursive})
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "removed"}}}, nil
+		})
 	// A tool that reports progress and logs before it answers.
 	mcp.AddTool(srv, &mcp.Tool{Name: "slow"},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
@@ -598,4 +618,48 @@ func TestProxyOtherUpstreamEndsTheRunAtTheLastDelivery(t *testing.T) {
 	assert.Contains(t, st.Error, "the call was not made")
 	assert.Empty(t, upA.got())
 	assert.Empty(t, upB.got())
+}
+
+// TestProxyAmbiguousArgumentsRefused: the gate read
+// {"path":"/tmp/ok","PATH":"/etc/passwd"} as /tmp/ok and let it through,
+// and the upstream, binding with encoding/json, wrote /etc/passwd; of a
+// repeated key the gate read the last, and a streaming parser the first.
+// Such a call is refused, made nowhere, and never asked about.
+func TestProxyAmbiguousArgumentsRefused(t *testing.T) {
+	t.Parallel()
+	w := newProxyWorld(t, "tool:write_file && !arg:path~/tmp/*", nil)
+	cs := w.client(nil)
+	for _, args := range []string{`{"path":"/tmp/ok","PATH":"/etc/passwd"}`, `{"path":"/tmp/ok","Path":"/root/.ssh/authorized_keys"}`,
+		`{"path":"/etc/shadow","path":"/tmp/ok"}`} {
+		res, err := cs.CallTool(w.ctx, &mcp.CallToolParams{Name: "write_file", Arguments: json.RawMessage(args)})
+		require.NoError(t, err, args)
+		assert.True(t, res.IsError, args)
+		assert.Contains(t, text(res), "ambiguous", args)
+	}
+	res := call(t, w.ctx, cs, "write_file", map[string]any{"path": "/tmp/ok"}, nil)
+	assert.Equal(t, "wrote /tmp/ok", text(res))
+	assert.Equal(t, []upcall{{"write_file", map[string]any{"path": "/tmp/ok"}}}, w.up.got(), "only the plain call was made")
+	ps, err := w.approver.Pending(w.ctx)
+	require.NoError(t, err)
+	assert.Empty(t, ps)
+}
+
+// TestProxyArgumentsCheckedAgainstInputSchema: the gate compares JSON values
+// exactly, so "recursive":"true" did not match arg:recursive=true, and an
+// upstream converting the string (pydantic's default) deleted recursively
+// with no approval. An ungated call whose arguments do not match the
+// tool's input schema is refused.
+func TestProxyArgumentsCheckedAgainstInputSchema(t *testing.T) {
+	t.Parallel()
+	w := newProxyWorld(t, "tool:rm && arg:recursive=true", nil)
+	cs := w.client(nil)
+	for _, args := range []string{`{"path":"/srv","recursive":"true"}`, `{"path":"/srv","recursive":1}`, `{"recursive":false}`} {
+		res, err := cs.CallTool(w.ctx, &mcp.CallToolParams{Name: "rm", Arguments: json.RawMessage(args)})
+		require.NoError(t, err, args)
+		assert.True(t, res.IsError, args)
+		assert.Contains(t, text(res), "input schema", args)
+	}
+	res := call(t, w.ctx, cs, "rm", map[string]any{"path": "/srv/tmp", "recursive": false}, nil)
+	assert.Equal(t, "removed", text(res))
+	assert.Equal(t, []upcall{{"rm", map[string]any{"path": "/srv/tmp", "recursive": false}}}, w.up.got())
 }
