@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
+	"unicode/utf8"
 )
 
 // InterruptID is the id of the ordinal-th interrupt (from 0) raised within
@@ -14,9 +15,9 @@ import (
 // separated by NUL bytes.
 func InterruptID(run, toolCallID string, ordinal int) string {
 	h := sha256.New()
-	h.Write([]byte(run))
+	h.Write([]byte(wellFormed(run)))
 	h.Write([]byte{0})
-	h.Write([]byte(toolCallID))
+	h.Write([]byte(wellFormed(toolCallID)))
 	h.Write([]byte{0})
 	h.Write([]byte(strconv.Itoa(ordinal)))
 	return "int-" + hex.EncodeToString(h.Sum(nil))[:24]
@@ -25,7 +26,19 @@ func InterruptID(run, toolCallID string, ordinal int) string {
 // StepKey is the journal key of the ordinal-th call of step name within a
 // tool call.
 func StepKey(toolCallID, name string, ordinal int) string {
-	return toolCallID + "/" + name + "#" + strconv.Itoa(ordinal)
+	return wellFormed(toolCallID) + "/" + wellFormed(name) + "#" + strconv.Itoa(ordinal)
+}
+
+// wellFormed is s with each byte that is not UTF-8 read as U+FFFD, as JSON
+// encoding writes it: a key or id computed from s matches the one the
+// record keeps, so a replay finds its step (an invalid byte in a step's
+// name ran the step again on every replay). The SDKs read a lone surrogate
+// so, as Go's JSON decoding does.
+func wellFormed(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return string([]rune(s))
 }
 
 // WorkMsgID is the Nats-Msg-Id of a pass's work item: one per pass, so a

@@ -218,3 +218,27 @@ def test_vote_with_a_null_seq_reads_as_left_out() -> None:
     )
     d = interlock.Decision.from_wire(work["decisions"][0])
     assert d.votes[0].seq == 0
+
+
+async def test_step_named_with_a_lone_surrogate_runs_once(nc: NATS, client: interlock.Client, agent_name: str) -> None:
+    """A step whose name holds a lone surrogate was journaled under U+FFFD
+    (as Go decodes the escape) and looked up under the surrogate on the
+    replay: the step, a side effect, ran again."""
+    effects: list[int] = []
+
+    async def body(inp: Any) -> Any:
+        async def charge() -> str:
+            effects.append(1)
+            return "charged"
+
+        await interlock.step("charge-\ud800", charge)
+        interlock.interrupt(interlock.Request(message="ship it?"))
+        return "done"
+
+    async with worker(nc, agent_name, body, backoff=(0.05,)):
+        run = await client.start(agent_name, {})
+        rec = await suspended_at(client, run)
+        await client.approve(run, rec.interrupts[0]["id"])
+        done = await client.wait(run, lambda r: r.finished)
+    assert done.status == "completed", (done.status, done.error)
+    assert effects == [1]

@@ -8,6 +8,13 @@ import time
 import uuid
 
 
+def well_formed(s: str) -> str:
+    """``s`` with each lone surrogate (from a ``"\\ud800"`` escape) as U+FFFD,
+    as Go decodes it and records it: a key or id computed from ``s`` matches
+    the record's, so a replay finds its step (it ran again, before)."""
+    return s.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
 def interrupt_id(run_id: str, tool_call_id: str, ordinal: int) -> str:
     """The id of the ordinal-th interrupt (from 0) raised within a tool call.
 
@@ -18,9 +25,9 @@ def interrupt_id(run_id: str, tool_call_id: str, ordinal: int) -> str:
     if ordinal < 0:
         raise ValueError("ordinal must be >= 0")
     h = hashlib.sha256()
-    h.update(run_id.encode())
+    h.update(well_formed(run_id).encode())
     h.update(b"\x00")
-    h.update(tool_call_id.encode())
+    h.update(well_formed(tool_call_id).encode())
     h.update(b"\x00")
     h.update(str(ordinal).encode())
     return "int-" + h.hexdigest()[:24]
@@ -28,7 +35,7 @@ def interrupt_id(run_id: str, tool_call_id: str, ordinal: int) -> str:
 
 def step_key(tool_call_id: str, name: str, ordinal: int) -> str:
     """The journal key of the ordinal-th call of step ``name`` in a tool call."""
-    return f"{tool_call_id}/{name}#{ordinal}"
+    return f"{well_formed(tool_call_id)}/{well_formed(name)}#{ordinal}"
 
 
 def work_msg_id(run_id: str, pass_: int) -> str:

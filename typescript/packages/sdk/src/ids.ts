@@ -21,7 +21,16 @@ export function interruptId(runId: string, toolCallId: string, ordinal: number):
 
 /** The journal key of the ordinal-th call of step `name` in a tool call. */
 export function stepKey(toolCallId: string, name: string, ordinal: number): string {
-  return `${toolCallId}/${name}#${ordinal}`;
+  return `${wellFormed(toolCallId)}/${wellFormed(name)}#${ordinal}`;
+}
+
+/**
+ * `s` with each lone surrogate as U+FFFD (String.prototype.toWellFormed), as
+ * Go decodes it and records it: a key computed from `s` matches the
+ * record's, so a replay finds its step (it ran again, before).
+ */
+export function wellFormed(s: string): string {
+  return s.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, "\ufffd");
 }
 
 /** `Nats-Msg-Id` of a replay's work item. */
