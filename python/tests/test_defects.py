@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Any
@@ -153,8 +154,9 @@ async def test_input_with_a_lone_surrogate_runs_each_step_once(
         return "done"
 
     run = "surr-" + uuid.uuid4().hex
-    data = (
-        '{"version":1,"runId":"%s","agent":"%s","pass":0,"input":{"note":"x\\ud800y"}}' % (run, agent_name)
+    # json.dumps writes the lone surrogate as the escape "\\ud800".
+    data = json.dumps(
+        {"version": 1, "runId": run, "agent": agent_name, "pass": 0, "input": {"note": "x\ud800y"}}
     ).encode()
     async with worker(nc, agent_name, body, backoff=(0.05,)):
         await nc.jetstream().publish(
@@ -184,8 +186,8 @@ async def test_answer_with_a_lone_surrogate_replays_once(nc: NATS, client: inter
     async with worker(nc, agent_name, body, backoff=(0.05,)):
         run = await client.start(agent_name, {})
         rec = await suspended_at(client, run)
-        raw = '{"version":1,"decisionId":"%s","interruptId":"%s","status":"resolved","payload":"acct-\\ud800"}'
-        data = (raw % (uuid.uuid4(), rec.interrupts[0]["id"])).encode()
+        decision = {"version": 1, "decisionId": str(uuid.uuid4()), "interruptId": rec.interrupts[0]["id"]}
+        data = json.dumps(decision | {"status": "resolved", "payload": "acct-\ud800"}).encode()
         await nc.jetstream().publish(f"interlock.resume.{run}", data)
         rec = await suspended_at(client, run, 1)
     assert effects == [1]
@@ -200,7 +202,7 @@ async def test_start_with_a_null_pass_runs(nc: NATS, client: interlock.Client, a
         return {"ran": True}
 
     run = "nullpass-" + uuid.uuid4().hex
-    data = ('{"version":1,"runId":"%s","agent":"%s","pass":null,"input":{}}' % (run, agent_name)).encode()
+    data = json.dumps({"version": 1, "runId": run, "agent": agent_name, "pass": None, "input": {}}).encode()
     async with worker(nc, agent_name, body, backoff=(0.05,)):
         await nc.jetstream().publish(
             f"interlock.start.{agent_name}", data, headers={"Nats-Msg-Id": f"{run}:0:start:{uuid.uuid4().hex}"}
