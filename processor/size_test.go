@@ -148,3 +148,21 @@ func TestExpiryTooLargeForRecordIsAudited(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, rec.Interrupts[0].Decision, "nothing changed")
 }
+
+// A result nested deeper than every reader takes was published, refused by
+// the coordinator (malformed), and the run never finished; the worker now
+// fails the run with the reason.
+func TestWorkerRefusesTooDeepResult(t *testing.T) {
+	t.Parallel()
+	var deep any = 1
+	for range subjects.MaxDepth + 5 {
+		deep = []any{deep}
+	}
+	h := newHarness(t, map[string]AgentFunc{"agent": func(context.Context, json.RawMessage) (any, error) { return deep, nil }})
+	h.startCoordinator(nil)
+	h.startWorker(nil)
+	run := h.start("agent", map[string]int{"n": 1})
+	rec := h.waitFor(run, func(r *subjects.Run) bool { return r.Status == subjects.RunFailed || r.Status == subjects.RunCompleted })
+	require.Equal(t, subjects.RunFailed, rec.Status)
+	assert.Contains(t, rec.Error, "deeper than the protocol's 128 levels")
+}

@@ -699,11 +699,18 @@ func (w *Worker) outcome(work subjects.Work, p *pass, result any, bodyErr error)
 	if msg == nil {
 		msg = subjects.Failure{PassRef: ref, Error: bodyErr.Error(), FailedAt: now}
 	}
-	subject, err := build(work.Agent, work.RunID)
+	data, err := json.Marshal(msg)
+	if err == nil && subjects.NestedDeeper(data, subjects.MaxDepth) {
+		// Refused here rather than by the coordinator, which refuses what
+		// no reader takes: the run fails with the reason.
+		build = ns.Failed
+		data, err = json.Marshal(subjects.Failure{PassRef: ref, FailedAt: now, Error: fmt.Sprintf(
+			"the pass's outcome (its result or journal) nests objects and lists deeper than the protocol's %d levels", subjects.MaxDepth)})
+	}
 	if err != nil {
 		return "", nil, err
 	}
-	data, err := json.Marshal(msg)
+	subject, err := build(work.Agent, work.RunID)
 	return subject, data, err
 }
 

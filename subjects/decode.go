@@ -336,6 +336,30 @@ func DecodeNotice(data []byte) (Notice, error) {
 	return n, nil
 }
 
+// NestedDeeper reports whether the JSON text data nests objects and lists
+// more than limit levels: what a writer checks before it sends, since
+// every decoder refuses a message deeper than MaxDepth.
+func NestedDeeper(data []byte, limit int) bool {
+	level := 0
+	for i := 0; i < len(data); i++ {
+		switch data[i] {
+		case '"':
+			for i++; i < len(data) && data[i] != '"'; i++ {
+				if data[i] == '\\' {
+					i++
+				}
+			}
+		case '{', '[':
+			if level++; level > limit {
+				return true
+			}
+		case '}', ']':
+			level--
+		}
+	}
+	return false
+}
+
 // decode enforces the size limit, the version and strict field names.
 func decode(data []byte, limit int, v any) error {
 	if len(data) > limit {

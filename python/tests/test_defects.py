@@ -12,7 +12,7 @@ from nats.aio.client import Client as NATS
 from test_replay import suspended_at, worker
 
 import interlock
-from interlock._wire import decode_work, validate_interrupt
+from interlock._wire import MAX_DEPTH, decode_work, validate_interrupt
 
 
 async def test_unknown_run_verdict_from_the_no_run_trail(nc: NATS) -> None:
@@ -244,3 +244,29 @@ async def test_step_named_with_a_lone_surrogate_runs_once(nc: NATS, client: inte
         done = await client.wait(run, lambda r: r.finished)
     assert done.status == "completed", (done.status, done.error)
     assert effects == [1]
+
+
+@pytest.mark.parametrize("where", ["result", "step"])
+async def test_too_deep_outcome_fails_the_run(nc: NATS, client: interlock.Client, agent_name: str, where: str) -> None:
+    """A result (or a journaled step result) nested deeper than every reader
+    takes was published, refused by the coordinator, and the run never
+    finished; the worker fails the run with the reason instead."""
+    deep: Any = 1
+    for _ in range(MAX_DEPTH + 5):
+        deep = [deep]
+
+    async def body(inp: Any) -> Any:
+        if where == "step":
+
+            async def fetch() -> Any:
+                return deep
+
+            await interlock.step("fetch", fetch)
+            interlock.interrupt(interlock.Request(message="go on?"))
+        return deep
+
+    async with worker(nc, agent_name, body, backoff=(0.05,)):
+        run = await client.start(agent_name, {})
+        rec = await client.wait(run, lambda r: r.finished)
+    assert rec.status == "failed", (rec.status, rec.error)
+    assert "deeper than the protocol's 128 levels" in rec.error

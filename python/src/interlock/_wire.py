@@ -510,7 +510,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return distinct(pairs, lambda k: f"field {k!r} appears twice in one object")
 
 
-def _nested_deeper(v: Any, limit: int) -> bool:
+def nested_deeper(v: Any, limit: int = MAX_DEPTH) -> bool:
     """Whether ``v`` nests objects and lists more than ``limit`` levels."""
     level = [v]
     for _ in range(limit):
@@ -537,7 +537,7 @@ def _head(data: bytes, limit: int, depth: int = MAX_DEPTH) -> Any:
         raise _malformed("JSON nested too deeply") from None
     if not isinstance(obj, dict):
         raise _malformed("not a JSON object")
-    if _nested_deeper(obj, depth):
+    if nested_deeper(obj, depth):
         raise _malformed(f"nested deeper than {depth} levels")
     v = obj.get("version")
     if v is None:

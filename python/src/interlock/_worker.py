@@ -25,7 +25,7 @@ from ._pull import CONFIG_READ, Backoff, Puller
 from ._run import _current, _Pass, _tool_call
 from ._subjects import DEFAULT_PREFIX, Namespace, validate_token, worker_durable
 from ._types import RunInfo
-from ._wire import ask_message, decode_work, suspension_bound, take_ask_reply, versioned
+from ._wire import MAX_DEPTH, ask_message, decode_work, nested_deeper, suspension_bound, take_ask_reply, versioned
 
 AgentFunc = Callable[[Any], Awaitable[Any]]
 """An agent body: one pass of a run, given the run's input. It runs again
@@ -482,28 +482,33 @@ class Worker:
                     # says (NATS permissions bind it); never a body field.
                     msg["requester"] = requester
                 versioned("suspension", msg)
-                bound, limit = suspension_bound(work, msg), self._nc.max_payload
-                if bound <= limit:
-                    return self._ns.suspended(work["agent"], work["runId"]), msg
-                # Refused here: the run fails with the reason instead of
-                # waiting on questions whose answers its record could not take.
-                err = SuspensionTooLarge(
-                    f"suspension too large: with the largest decision allowed for each of its "
-                    f"{len(p.pending)} interrupts the run record could reach {bound} bytes, over the "
-                    f"server's max payload of {limit} bytes; ask with less (message, metadata, schema, "
-                    f"journal) or fewer interrupts per pass"
-                )
+                if nested_deeper(msg):
+                    err = ValueError(_too_deep("suspension (its journal)"))
+                else:
+                    bound, limit = suspension_bound(work, msg), self._nc.max_payload
+                    if bound <= limit:
+                        return self._ns.suspended(work["agent"], work["runId"]), msg
+                    # Refused here: the run fails with the reason instead of
+                    # waiting on questions whose answers its record could not take.
+                    err = SuspensionTooLarge(
+                        f"suspension too large: with the largest decision allowed for each of its "
+                        f"{len(p.pending)} interrupts the run record could reach {bound} bytes, over the "
+                        f"server's max payload of {limit} bytes; ask with less (message, metadata, schema, "
+                        f"journal) or fewer interrupts per pass"
+                    )
                 self._log.warning("suspension refused: %s", err)
             elif err is None:
+                msg = dict(ref, result=result)
+                if p.journal:
+                    msg["journal"] = dict(p.journal)
+                msg["completedAt"] = now
                 try:
+                    if nested_deeper(msg):
+                        raise ValueError(_too_deep("completion (its result or journal)"))
                     json.dumps(result, allow_nan=False)
                 except (TypeError, ValueError) as e:
                     err = TypeError(f"result cannot be marshalled: {e}")
                 else:
-                    msg = dict(ref, result=result)
-                    if p.journal:
-                        msg["journal"] = dict(p.journal)
-                    msg["completedAt"] = now
                     return self._ns.completed(work["agent"], work["runId"]), msg
         if isinstance(err, Suspended):
             text = "the body raised Suspended without an interrupt"
@@ -562,3 +567,9 @@ def _run_info(agent: str, work: dict[str, Any], traceparent: str) -> RunInfo:
         thread_id=work.get("threadId") or "",
         traceparent=traceparent,
     )
+
+
+def _too_deep(what: str) -> str:
+    # Refused here rather than by the coordinator, which refuses a message
+    # nested deeper than every reader takes: the run fails with the reason.
+    return f"the {what} nests objects and lists deeper than the protocol's {MAX_DEPTH} levels"

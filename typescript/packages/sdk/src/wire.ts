@@ -520,6 +520,22 @@ function onProbe(run: () => void): void {
   }
 }
 
+/**
+ * Whether the value `v` nests objects and lists more than `limit` levels:
+ * what a worker checks before it sends (every decoder refuses a message
+ * deeper than {@link MAX_DEPTH}). Level by level, so a value of any depth
+ * is judged without recursion.
+ */
+export function valueDeeper(v: unknown, limit = MAX_DEPTH): boolean {
+  let level: unknown[] = [v];
+  for (let depth = 0; ; depth++) {
+    const containers = level.filter((x) => typeof x === "object" && x !== null);
+    if (containers.length === 0) return false;
+    if (depth >= limit) return true; // containers at level depth + 1
+    level = containers.flatMap((x): unknown[] => (Array.isArray(x) ? (x as unknown[]) : Object.values(x)));
+  }
+}
+
 /** Whether the JSON text `src` nests objects and lists more than `limit` levels. */
 export function nestedDeeper(src: string, limit: number): boolean {
   let level = 0;

@@ -24,7 +24,7 @@ import { PassState, runInPass, type EmitFn } from "./run.js";
 import { DEFAULT_PREFIX, Namespace, validateToken, workerDurable } from "./subjects.js";
 import { childTraceparent } from "./trace.js";
 import type { RunInfo } from "./types.js";
-import { askMessage, decodeWork, takeAskReply, versioned } from "./wire.js";
+import { askMessage, decodeWork, MAX_DEPTH, takeAskReply, valueDeeper, versioned } from "./wire.js";
 
 /**
  * How long one pull request of a worker waits at the server for messages,
@@ -760,13 +760,18 @@ export class Worker {
       // permissions bind it); never a body field.
       if (requester && pass === 0) msg["requester"] = requester;
       versioned("suspension", msg);
-      return { subject: this.ns.suspended(work.agent, work.runId), msg };
+      // Refused here rather than by the coordinator, which refuses what no
+      // reader takes: the run fails with the reason.
+      if (!valueDeeper(msg)) return { subject: this.ns.suspended(work.agent, work.runId), msg };
+      err = new Error(tooDeep("suspension (its journal)"));
     } else if (err === undefined) {
       try {
+        if (result !== undefined && valueDeeper(result, MAX_DEPTH - 1)) throw new Error(tooDeep("result"));
         const msg: JsonObject = { ...ref };
         if (result !== undefined) msg["result"] = toJson(result, "result");
         if (p.journal.size > 0) msg["journal"] = journal;
         msg["completedAt"] = now;
+        if (valueDeeper(msg)) throw new Error(tooDeep("completion (its journal)"));
         return { subject: this.ns.completed(work.agent, work.runId), msg };
       } catch (e) {
         err = new TypeError(`result cannot be marshalled: ${(e as Error).message}`);
@@ -917,4 +922,8 @@ function bump(m: Map<string, number>, key: string, by: number): void {
 /** An AG-UI event's digest: 16 hex digits of SHA-256 over its bytes, as Go's worker computes it. */
 function emitDigest(data: Uint8Array): string {
   return createHash("sha256").update(data).digest("hex").slice(0, 16);
+}
+
+function tooDeep(what: string): string {
+  return `the ${what} nests objects and lists deeper than the protocol's ${MAX_DEPTH} levels`;
 }

@@ -362,6 +362,17 @@ describe("the worker", () => {
     });
   }
 
+  test("a result nested deeper than every reader takes fails the run with the reason (it was refused, and the run never finished)", async () => {
+    const agent = agentName();
+    let deep: unknown = 1;
+    for (let i = 0; i < sdk.MAX_DEPTH + 5; i++) deep = [deep];
+    await worker(agent, () => deep);
+    const run = await client.start(agent);
+    const rec = await client.wait(run);
+    assert.equal(rec.status, "failed");
+    assert.match(rec.error, /deeper than the protocol.s 128 levels/);
+  });
+
   test("a start with an empty journal (as left out) and a requester runs, as in Go and Python", async () => {
     const agent = agentName();
     let ran = 0;
