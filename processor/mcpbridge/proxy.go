@@ -59,6 +59,9 @@ type Proxy struct {
 
 	mu    sync.Mutex
 	tools map[string]*mcp.Tool
+	// gen counts the upstream's list changes (forget): a list asked for
+	// before the last change is not kept.
+	gen uint64
 
 	// afterMark, in tests, runs between recording a call and making it.
 	afterMark func(ctx context.Context) error
@@ -148,9 +151,10 @@ func (p *Proxy) forward(ctx context.Context, method string, req mcp.Request, nex
 	case *mcp.CallToolRequest:
 		return p.callTool(ctx, r)
 	case *mcp.ListToolsRequest:
+		gen := p.generation()
 		res, err := p.up.ListTools(ctx, r.Params)
 		if err == nil {
-			p.remember(res.Tools)
+			p.remember(res.Tools, gen)
 		}
 		return res, err
 	case *mcp.ListResourcesRequest:
@@ -175,11 +179,22 @@ func (p *Proxy) forward(ctx context.Context, method string, req mcp.Request, nex
 	return next(ctx, method, req)
 }
 
-// remember keeps the upstream's tool definitions: their annotations and
-// input schemas are what gated calls are checked and shown with.
-func (p *Proxy) remember(tools []*mcp.Tool) {
+// remember keeps the upstream's tool definitions, listed from generation
+// gen: their annotations and input schemas are what calls are gated,
+// checked and shown with. A list asked for before the upstream's last
+// change (a reply overtaken by its list_changed) is not kept: it would
+// bring back a definition the upstream dropped (a tool read-only before,
+// destructive now, called ungated). Nothing is kept from an upstream that
+// does not announce its changes (cacheable).
+func (p *Proxy) remember(tools []*mcp.Tool, gen uint64) {
+	if !p.cacheable() {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if gen != p.gen {
+		return
+	}
 	for _, t := range tools {
 		p.tools[t.Name] = t
 	}
@@ -189,14 +204,31 @@ func (p *Proxy) remember(tools []*mcp.Tool) {
 func (p *Proxy) forget() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.gen++
 	clear(p.tools)
 }
 
+// generation is the count of the upstream's list changes so far.
+func (p *Proxy) generation() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.gen
+}
+
+// cacheable reports whether the upstream announces changes to its tools
+// (tools.listChanged): only then may a definition be kept between calls.
+func (p *Proxy) cacheable() bool {
+	r := p.up.InitializeResult()
+	return r != nil && r.Capabilities != nil && r.Capabilities.Tools != nil && r.Capabilities.Tools.ListChanged
+}
+
 // tool is the upstream's definition of name, listing the tools again when
-// it is not known yet; nil when the upstream does not list it.
+// it is not known yet (or never, from an upstream that does not announce
+// its changes); nil when the upstream does not list it.
 func (p *Proxy) tool(ctx context.Context, name string) *mcp.Tool {
 	p.mu.Lock()
 	t := p.tools[name]
+	gen := p.gen
 	p.mu.Unlock()
 	if t != nil {
 		return t
@@ -208,10 +240,13 @@ func (p *Proxy) tool(ctx context.Context, name string) *mcp.Tool {
 		}
 		all = append(all, t)
 	}
-	p.remember(all)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.tools[name]
+	p.remember(all, gen)
+	for _, t := range all {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
 }
 
 // hopMeta is the _meta of a call passed upstream ungated: the client's,

@@ -663,3 +663,90 @@ func TestProxyArgumentsCheckedAgainstInputSchema(t *testing.T) {
 	assert.Equal(t, "removed", text(res))
 	assert.Equal(t, []upcall{{"rm", map[string]any{"path": "/srv/tmp", "recursive": false}}}, w.up.got())
 }
+
+// addWriter (re)defines tool w on u's server with annotations ann.
+func addWriter(u *upstream, ann *mcp.ToolAnnotations) {
+	u.srv.AddTool(&mcp.Tool{Name: "w", InputSchema: map[string]any{"type": "object"}, Annotations: ann},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			u.record("w", nil)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "wrote"}}}, nil
+		})
+}
+
+// cachedTool is the proxy's cached definition of name.
+func cachedTool(p *Proxy, name string) *mcp.Tool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.tools[name]
+}
+
+// TestProxyStaleToolListNotKept: a client's tools/list answered while w was
+// read-only reached the proxy after the upstream's list_changed (w
+// redefined, destructive) had emptied the cache, and put the read-only w
+// back: the next call of w went through ungated under
+// annotation:destructiveHint. A list asked for before a change is not kept.
+func TestProxyStaleToolListNotKept(t *testing.T) {
+	t.Parallel()
+	w := newProxyWorld(t, "annotation:destructiveHint", nil)
+	addWriter(w.up, &mcp.ToolAnnotations{ReadOnlyHint: true})
+	var holding atomic.Bool
+	listed, hold := make(chan struct{}, 1), make(chan struct{})
+	w.up.srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			if method == "tools/list" && holding.CompareAndSwap(true, false) {
+				listed <- struct{}{}
+				<-hold // the answer (w read-only) is in flight
+			}
+			return res, err
+		}
+	})
+	cs := w.client(nil)
+	holding.Store(true)
+	done := make(chan error, 1)
+	go func() { _, err := cs.ListTools(w.ctx, nil); done <- err }()
+	<-listed
+	before := w.proxy.generation()
+	addWriter(w.up, nil) // destructive by the specification's default; list_changed follows
+	require.Eventually(t, func() bool { return w.proxy.generation() > before }, waitLimit, 10*time.Millisecond)
+	close(hold)
+	require.NoError(t, <-done)
+	assert.Nil(t, cachedTool(w.proxy, "w"), "the list from before the change is not kept")
+
+	res := callAsync(w.ctx, cs, "w", map[string]any{})
+	p := w.pending()
+	assert.Equal(t, "mcp_proxy", p.Agent)
+	assert.Empty(t, w.up.got(), "w waits for a decision")
+	w.decide(p.RunID, p.Interrupt.ID, "ada", subjects.StatusCancelled, nil, "")
+	assert.True(t, (<-res).IsError)
+}
+
+// TestProxyUpstreamWithoutListChangedNotCached: an upstream that does not
+// announce changes to its tools redefined w, and the proxy judged calls by
+// the definition it had listed before. Its definitions are listed at each
+// call, never kept.
+func TestProxyUpstreamWithoutListChangedNotCached(t *testing.T) {
+	t.Parallel()
+	u := &upstream{}
+	u.srv = mcp.NewServer(&mcp.Implementation{Name: "files", Version: "1"},
+		&mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: false}}})
+	addWriter(u, &mcp.ToolAnnotations{ReadOnlyHint: true})
+	u.url = serveHTTP(t, u.srv, mcphttp.Config{})
+	w := &proxyWorld{world: newWorld(t), up: u}
+	g, err := mcpgate.Parse("annotation:destructiveHint")
+	require.NoError(t, err)
+	w.proxy = w.startProxy(g, nil)
+	cs := w.client(nil)
+	_, err = cs.ListTools(w.ctx, nil)
+	require.NoError(t, err)
+	assert.Nil(t, cachedTool(w.proxy, "w"), "nothing is kept")
+	res := call(t, w.ctx, cs, "w", map[string]any{}, nil)
+	assert.Equal(t, "wrote", text(res), "read-only: not gated")
+
+	addWriter(u, nil) // destructive now, and nobody is told
+	ch := callAsync(w.ctx, cs, "w", map[string]any{})
+	p := w.pending()
+	w.decide(p.RunID, p.Interrupt.ID, "ada", subjects.StatusCancelled, nil, "")
+	assert.True(t, (<-ch).IsError)
+	assert.Equal(t, []upcall{{"w", nil}}, w.up.got(), "only the call made while w was read-only")
+}
