@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -135,6 +136,22 @@ def test_wire_input_with_nan_is_malformed() -> None:
             decode_work(b'{"version":1,"runId":"r","agent":"a","input":' + bad + b"}")
 
 
+def _counted_step_then_ask(step: str, question: Callable[[Any], str], effects: list[int]) -> interlock.AgentFunc:
+    """A body that journals step (a side effect counted in effects), then
+    asks question(input)."""
+
+    async def body(inp: Any) -> Any:
+        async def effect() -> str:
+            effects.append(1)
+            return "done"
+
+        await interlock.step(step, effect)
+        interlock.interrupt(interlock.Request(message=question(inp)))
+        return "done"
+
+    return body
+
+
 async def test_input_with_a_lone_surrogate_runs_each_step_once(
     nc: NATS, client: interlock.Client, agent_name: str
 ) -> None:
@@ -143,16 +160,7 @@ async def test_input_with_a_lone_surrogate_runs_each_step_once(
     suspension: the pass ran again on every delivery (its step, a side
     effect, ten times) and was then dead-lettered."""
     effects: list[int] = []
-
-    async def body(inp: Any) -> Any:
-        async def charge() -> str:
-            effects.append(1)
-            return "charged"
-
-        await interlock.step("charge-card", charge)
-        interlock.interrupt(interlock.Request(message=f"ship {inp['note']}?"))
-        return "done"
-
+    body = _counted_step_then_ask("charge-card", lambda inp: f"ship {inp['note']}?", effects)
     run = "surr-" + uuid.uuid4().hex
     # json.dumps writes the lone surrogate as the escape "\\ud800".
     data = json.dumps(
@@ -227,16 +235,7 @@ async def test_step_named_with_a_lone_surrogate_runs_once(nc: NATS, client: inte
     (as Go decodes the escape) and looked up under the surrogate on the
     replay: the step, a side effect, ran again."""
     effects: list[int] = []
-
-    async def body(inp: Any) -> Any:
-        async def charge() -> str:
-            effects.append(1)
-            return "charged"
-
-        await interlock.step("charge-\ud800", charge)
-        interlock.interrupt(interlock.Request(message="ship it?"))
-        return "done"
-
+    body = _counted_step_then_ask("charge-\ud800", lambda _: "ship it?", effects)
     async with worker(nc, agent_name, body, backoff=(0.05,)):
         run = await client.start(agent_name, {})
         rec = await suspended_at(client, run)
