@@ -39,7 +39,24 @@ type compareConfig struct {
 	rounds, cycles, warmup, resumes, concurrency int
 	systems, cache                               string
 	json                                         bool
+	// fsyncs is where fsyncs are counted (fsyncsSeparate, fsyncsTimed,
+	// fsyncsOff).
+	fsyncs string
 }
+
+// Where the runner counts fsyncs. A tracer stops a process at every traced
+// call, so counting them in the timed pass slows each system by its own
+// count: a system that fsyncs 13 times a cycle pays more than one that
+// fsyncs twice (docs/benchmarks.md, "The tracer's cost").
+const (
+	// fsyncsSeparate times each system untraced, then runs it again under
+	// strace to count its fsyncs (the default).
+	fsyncsSeparate = "separate"
+	// fsyncsTimed counts them in the timed pass, as the runner did first.
+	fsyncsTimed = "timed"
+	// fsyncsOff does not count them.
+	fsyncsOff = "off"
+)
 
 // measurement is one system's figures in one round.
 type measurement struct {
@@ -52,6 +69,11 @@ type measurement struct {
 	FsyncsPerCycle float64 `json:"fsyncsPerCycle"`
 	ResumeP50ms    float64 `json:"resumeP50ms"`
 	ResumeP99ms    float64 `json:"resumeP99ms"`
+	// Traced is whether the timed pass ran under strace (--fsyncs timed).
+	Traced bool `json:"traced"`
+	// CyclesPerSecTraced is the rate of the counting pass, under strace
+	// (--fsyncs separate): what the tracer costs the system.
+	CyclesPerSecTraced float64 `json:"cyclesPerSecTraced,omitempty"`
 }
 
 // summary is one system's medians over the rounds, and the medians of its
@@ -95,13 +117,13 @@ func compare(c compareConfig) error {
 			syscall.Sync()
 			load := load1()
 			progress("round %d/%d: %s (load average %.2f)", round, c.rounds, s, load)
-			m, err := runSystem(c, s)
+			m, err := measure(c, s)
 			if err != nil {
 				return fmt.Errorf("round %d, %s: %w", round, s, err)
 			}
 			m.Round, m.Load1 = round, load
-			progress("round %d/%d: %s: %.0f cycles/s, %.2f ms CPU and %.2f fsyncs per cycle, resume p50 %.2f ms p99 %.2f ms",
-				round, c.rounds, s, m.CyclesPerSec, m.CPUMsPerCycle, m.FsyncsPerCycle, m.ResumeP50ms, m.ResumeP99ms)
+			progress("round %d/%d: %s: %.0f cycles/s, %.2f ms CPU and %.2f fsyncs per cycle, resume p50 %.2f ms p99 %.2f ms%s",
+				round, c.rounds, s, m.CyclesPerSec, m.CPUMsPerCycle, m.FsyncsPerCycle, m.ResumeP50ms, m.ResumeP99ms, tracedNote(m))
 			all = append(all, m)
 		}
 	}
@@ -115,6 +137,34 @@ func compare(c compareConfig) error {
 	}
 	printTable(os.Stdout, sums)
 	return nil
+}
+
+// measure runs system once timed and, with --fsyncs separate, once more
+// under strace to count its fsyncs (its cycles only, no resumes).
+func measure(c compareConfig, system string) (measurement, error) {
+	m, err := runSystem(c, system, c.fsyncs == fsyncsTimed)
+	if err != nil || c.fsyncs != fsyncsSeparate {
+		return m, err
+	}
+	counting := c
+	counting.resumes = 0
+	progress("  %s: again under strace, counting fsyncs", system)
+	traced, err := runSystem(counting, system, true)
+	if err != nil {
+		return m, fmt.Errorf("the counting pass: %w", err)
+	}
+	m.FsyncsPerCycle, m.CyclesPerSecTraced = traced.FsyncsPerCycle, traced.CyclesPerSec
+	return m, nil
+}
+
+func tracedNote(m measurement) string {
+	switch {
+	case m.Traced:
+		return " (timed under strace)"
+	case m.CyclesPerSecTraced > 0:
+		return fmt.Sprintf(" (under strace: %.0f cycles/s)", m.CyclesPerSecTraced)
+	}
+	return ""
 }
 
 func progress(format string, a ...any) {
@@ -208,32 +258,47 @@ func printTable(w io.Writer, sums []summary) {
 type proc struct {
 	name   string
 	cmd    *exec.Cmd
-	log    string // strace output
+	log    string // strace output; "" when not traced
 	stderr string
 }
 
 type runCtx struct {
-	c     compareConfig
-	dir   string
-	procs []*proc
-	env   []string
+	c      compareConfig
+	traced bool // processes start under strace
+	dir    string
+	procs  []*proc
+	env    []string
 }
 
 func (r *runCtx) start(name string, asUser string, extraEnv []string, args ...string) (*proc, error) {
 	return r.startWith(name, asUser, extraEnv, nil, args...)
 }
 
-// startWith starts args under strace; when prepare is set it is called on
-// the command before it starts (to take pipes), and stdout is left to it.
+// startWith starts args, under strace when the run is traced; when prepare
+// is set it is called on the command before it starts (to take pipes), and
+// stdout is left to it.
 func (r *runCtx) startWith(name string, asUser string, extraEnv []string, prepare func(*exec.Cmd), args ...string) (*proc, error) {
-	p := &proc{name: name, log: filepath.Join(r.dir, name+".strace"), stderr: filepath.Join(r.dir, name+".stderr")}
-	sargs := []string{"-f", "-qq", "--seccomp-bpf", "-e", "trace=fsync,fdatasync", "-o", p.log}
-	if asUser != "" {
-		sargs = append(sargs, "-u", asUser)
-	}
-	p.cmd = exec.Command("strace", append(sargs, args...)...)
-	p.cmd.Env = append(append(os.Environ(), r.env...), extraEnv...)
+	p := &proc{name: name, stderr: filepath.Join(r.dir, name+".stderr")}
+	p.cmd = exec.Command(args[0], args[1:]...)
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if r.traced {
+		p.log = filepath.Join(r.dir, name+".strace")
+		sargs := []string{"-f", "-qq", "--seccomp-bpf", "-e", "trace=fsync,fdatasync", "-o", p.log}
+		if asUser != "" {
+			sargs = append(sargs, "-u", asUser)
+		}
+		p.cmd = exec.Command("strace", append(sargs, args...)...)
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	} else if asUser != "" {
+		u, err := user.Lookup(asUser)
+		if err != nil {
+			return nil, fmt.Errorf("%s: user %s: %w", name, asUser, err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		p.cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	}
+	p.cmd.Env = append(append(os.Environ(), r.env...), extraEnv...)
 	f, err := os.Create(p.stderr)
 	if err != nil {
 		return nil, err
@@ -355,12 +420,12 @@ func (r *runCtx) postgres() (string, error) {
 	return fmt.Sprintf("postgresql://postgres@127.0.0.1:%d/postgres", port), nil
 }
 
-func runSystem(c compareConfig, system string) (m measurement, err error) {
+func runSystem(c compareConfig, system string, traced bool) (m measurement, err error) {
 	dir, err := os.MkdirTemp("", "interlock-peers-"+system+"-")
 	if err != nil {
 		return m, err
 	}
-	r := &runCtx{c: c, dir: dir, env: []string{
+	r := &runCtx{c: c, dir: dir, traced: traced, env: []string{
 		"PEERS_WARMUP=" + strconv.Itoa(c.warmup), "PEERS_CYCLES=" + strconv.Itoa(c.cycles),
 		"PEERS_RESUMES=" + strconv.Itoa(c.resumes), "PEERS_CONCURRENCY=" + strconv.Itoa(c.concurrency),
 		"PEERS_DIR=" + dir,
@@ -443,7 +508,7 @@ func runSystem(c compareConfig, system string) (m measurement, err error) {
 
 // drive runs the driver and takes the readings at its marks.
 func (r *runCtx) drive(system string, args []string) (measurement, error) {
-	m := measurement{System: system, Cycles: r.c.cycles}
+	m := measurement{System: system, Cycles: r.c.cycles, Traced: r.traced}
 	var stdin io.WriteCloser
 	var stdout io.Reader
 	p, err := r.startWith("driver", "", nil, func(cmd *exec.Cmd) {
@@ -462,7 +527,7 @@ func (r *runCtx) drive(system string, args []string) (measurement, error) {
 	read := func() reading {
 		rd := reading{at: time.Now()}
 		for _, q := range r.procs {
-			rd.cpu += treeCPU(q.cmd.Process.Pid)
+			rd.cpu += q.cpu()
 			rd.fsyncs += countFsyncs(q.log)
 		}
 		return rd
@@ -519,8 +584,18 @@ func (r *runCtx) drive(system string, args []string) (measurement, error) {
 	return m, nil
 }
 
-// treeCPU is the user and system time of every process below pid (strace),
-// all their threads, read from /proc; pid's own is left out.
+// cpu is the user and system time of the system's process and every
+// process below it, strace's own left out.
+func (p *proc) cpu() time.Duration {
+	pid := p.cmd.Process.Pid
+	if p.log != "" {
+		return treeCPU(pid) // pid is strace
+	}
+	return procCPU(pid) + treeCPU(pid)
+}
+
+// treeCPU is the user and system time of every process below pid, all
+// their threads, read from /proc; pid's own is left out.
 func treeCPU(pid int) time.Duration {
 	var total time.Duration
 	for _, child := range children(pid) {
@@ -569,6 +644,9 @@ func procCPU(pid int) time.Duration {
 // (a call another thread interrupted is logged as "<unfinished ...>" once
 // and "resumed" once: only the first names the call with its parenthesis).
 func countFsyncs(path string) int {
+	if path == "" {
+		return 0
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return 0

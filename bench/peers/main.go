@@ -41,9 +41,15 @@ func main() {
 		fs.IntVar(&c.concurrency, "concurrency", 32, "cycles in flight")
 		fs.StringVar(&c.systems, "systems", allSystems, "systems to run, comma-separated")
 		fs.BoolVar(&c.json, "json", false, "print every round and the medians as JSON")
+		fs.StringVar(&c.fsyncs, "fsyncs", fsyncsSeparate, "where fsyncs are counted: separate (each system timed untraced, then run again under strace to count them), timed (in the timed pass, under strace), off")
 		fs.StringVar(&c.cache, "cache", os.Getenv("PEERS_CACHE"), "where bench/peers/run installed the peers")
 		_ = fs.Parse(os.Args[2:])
-		err = compare(c)
+		switch c.fsyncs {
+		case fsyncsSeparate, fsyncsTimed, fsyncsOff:
+			err = compare(c)
+		default:
+			err = fmt.Errorf("--fsyncs %q: want separate, timed or off", c.fsyncs)
+		}
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
