@@ -168,6 +168,30 @@ func TestAttackAgentLoosensPolicy(t *testing.T) {
 	stillWaits(t, d, run)
 }
 
+// TestAttackAgentRaisesDenials: a require rule that names no denials
+// keeps the default, one denial refuses; an agent that asks for denials: 3
+// may not raise it. With the shipped permissions, bob's denial cancels the
+// payment before ada and carol approve it (before the fix it was only
+// recorded, and their approvals paid over it).
+func TestAttackAgentRaisesDenials(t *testing.T) {
+	t.Parallel()
+	d := newDeploymentWith(t, withRules(t, `
+  - name: payments-need-two
+    match: 'tool == "pay"'
+    action: require
+    approvals: 2`))
+	run, in := quorumRun(t, d, "", subjects.Policy{Denials: 3})
+	require.NotNil(t, in.Policy)
+	assert.Equal(t, 1, in.Policy.NeedDenials(), "a rule that names no denials keeps the default, 1")
+
+	v := vote(t, d, "bob", processor.DecisionRequest{RunID: run, InterruptID: in.ID, Status: subjects.StatusCancelled})
+	assert.Equal(t, subjects.OutcomeAccepted, v.Outcome, "one denial decides it: %s", v.Detail)
+	v = vote(t, d, "ada", processor.DecisionRequest{RunID: run, InterruptID: in.ID})
+	assert.Equal(t, subjects.CodeAlreadyDecided, v.Code, "an approval after the denial: %s", v.Detail)
+	rec := finished(t, d, run)
+	assert.NotEqual(t, subjects.RunCompleted, rec.Status, "the payment ran over bob's denial")
+}
+
 // TestRuleSettlesInOneRoundTrip: with the shipped permissions, a worker
 // asks before suspending (WorkerConfig.AskRules); the coordinator's rule
 // approves the small refund, audits it, and the pass goes on: the run

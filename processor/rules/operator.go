@@ -35,7 +35,8 @@ type Requirement struct {
 }
 
 // Stricter returns in with every requirement applied: the larger
-// approvals, the smaller denials (a refusal is the safe outcome), the
+// approvals, the smaller denials (a rule naming none asks the default, 1:
+// a refusal is the safe outcome), the
 // requester and vote changes allowed only if the agent and every rule
 // allow them, chat and link decisions off if any rule turns them off,
 // and approvers restricted to those both the agent and the rule name
@@ -54,9 +55,7 @@ func Stricter(in subjects.Interrupt, reqs []Requirement, members func(string) []
 	}
 	for i, r := range reqs {
 		pol.Approvals = max(pol.NeedApprovals(), r.Approvals, 1)
-		if r.Denials > 0 {
-			pol.Denials = min(pol.NeedDenials(), r.Denials)
-		}
+		pol.Denials = min(pol.NeedDenials(), max(r.Denials, 1)) // a rule's default is 1
 		if i == 0 && !agentPolicy {
 			pol.AllowRequester, pol.AllowChange = r.AllowRequester, r.AllowChange
 		} else {
@@ -79,6 +78,20 @@ func Stricter(in subjects.Interrupt, reqs []Requirement, members func(string) []
 		in.OnExpiry = &cancel
 	}
 	return in
+}
+
+// stricter is Stricter with this set's members, and its default expiry
+// written into in first when a rule applies and in has none of its own:
+// an escalation adds approvers at the deadline (ApplyTimer), and the
+// default's must not add one a rule excludes either.
+func (s *Set) stricter(in subjects.Interrupt, reqs []Requirement) subjects.Interrupt {
+	if len(reqs) > 0 && (in.OnExpiry == nil || in.OnExpiry.Action == "") {
+		if p := s.Expiry.Policy(in); p.Action == subjects.ExpiryEscalate && len(p.Approvers) > 0 {
+			p.Approvers = slices.Clone(p.Approvers)
+			in.OnExpiry = &p
+		}
+	}
+	return Stricter(in, reqs, s.Members)
 }
 
 // escalateWithin is p with only the escalation approvers r allows (when r
@@ -181,7 +194,7 @@ func (s *Set) Settles(rec *subjects.Run, in subjects.Interrupt) (*subjects.Decis
 		return nil, Ruling{}
 	}
 	r := s.Operator(rec, in)
-	st := subjects.InterruptState{Interrupt: Stricter(in, r.Require, s.Members)}
+	st := subjects.InterruptState{Interrupt: s.stricter(in, r.Require)}
 	d, ok := s.ruled(st, r)
 	if !ok {
 		return nil, r

@@ -99,7 +99,7 @@ func (s *Set) ApplyOutcome(rec *subjects.Run, o Outcome, a Arrival, now time.Tim
 		for _, in := range o.Suspension.Interrupts {
 			if s.Operator != nil {
 				r := s.Operator(rec, in)
-				in = Stricter(in, r.Require, s.Members)
+				in = s.stricter(in, r.Require)
 				for _, f := range r.Failed {
 					rec.RuleFailures = append(rec.RuleFailures, subjects.RuleFailure{InterruptID: in.ID, Pass: o.Pass, Detail: f})
 				}

@@ -191,6 +191,12 @@ func TestStricterNeverWeaker(t *testing.T) {
 	assert.Equal(t, 1, got.Policy.Denials)
 	assert.False(t, got.Policy.AllowRequester)
 
+	// A rule that names no denials has the default, one: an agent may not
+	// raise it (before, its denials: 3 was kept).
+	got = Stricter(subjects.Interrupt{ID: "q", Reason: "x", Policy: &subjects.Policy{Denials: 3}},
+		[]Requirement{{Rule: "two", Approvals: 2}}, members)
+	assert.Equal(t, 1, got.Policy.NeedDenials(), "a rule's default denials, 1")
+
 	// Approvers nobody is both: nobody may decide, and the policy is refused.
 	got = Stricter(subjects.Interrupt{ID: "q", Reason: "x", Approvers: []string{"ada"}},
 		[]Requirement{{Rule: "r", ApproverGroups: []string{"finance"}}}, members)
@@ -234,4 +240,35 @@ func TestOperatorSettles(t *testing.T) {
 	assert.Nil(t, rec.Interrupts[0].Decision, "an approve rule does not settle a quorum")
 	assert.Equal(t, 2, rec.Interrupts[0].Policy.Approvals)
 	assert.Equal(t, subjects.RunSuspended, rec.Status)
+}
+
+// TestDefaultEscalationWithinRule: a rule names who may decide (ada); the
+// coordinator's default expiry escalates to eve. An interrupt with no
+// onExpiry of its own, at its deadline, is extended but eve is not added:
+// she may not decide what the rule gives to ada alone (before, the
+// default escalation added her, and the agent chose when by its deadline).
+func TestDefaultEscalationWithinRule(t *testing.T) {
+	t.Parallel()
+	s := &Set{Expiry: ExpiryDefaults{Action: subjects.ExpiryEscalate, Extend: time.Hour, Approvers: []string{"eve", "ada"}},
+		Operator: func(*subjects.Run, subjects.Interrupt) Ruling {
+			return Ruling{Require: []Requirement{{Rule: "ada-only", Approvers: []string{"ada", "bob"}}}}
+		}}
+	deadline := t0.Add(time.Second)
+	in := ask("wire", "ada")
+	in.ExpiresAt = &deadline
+	rec := suspended(t, s, in)
+	require.Equal(t, []string{"ada"}, rec.Interrupts[0].Approvers)
+	next, action := s.ApplyTimer(rec, 0, s.Timers(rec, t0)[0], deadline)
+	require.Equal(t, TimerEscalated, action, "the default escalation still extends the deadline")
+	assert.Equal(t, []string{"ada"}, next.Interrupts[0].Approvers, "no approver the rule excludes")
+	assert.True(t, next.Interrupts[0].ExpiresAt.After(deadline))
+	_, rej := s.CheckDecision(next, decision("d1", "wire", subjects.StatusResolved, "eve"), s.Principal("eve"),
+		deadline.Add(time.Second))
+	require.NotNil(t, rej, "eve may not decide a wire the operator's rule gives to ada alone")
+
+	// With no rule, the default escalation adds eve as before.
+	s.Operator = nil
+	rec = suspended(t, s, in)
+	next, _ = s.ApplyTimer(rec, 0, s.Timers(rec, t0)[0], deadline)
+	assert.Equal(t, []string{"ada", "eve"}, next.Interrupts[0].Approvers)
 }
