@@ -430,6 +430,12 @@ func longer(a, b time.Duration) time.Duration {
 func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	msgTTL := cfg.Bucket == c.BucketName(PendingBucket)
 	records := cfg.Bucket == c.BucketName(RunsBucket)
+	// The keys bucket refuses a second write of a key: the server sends a
+	// JetStream API answer to whatever subject its request names, with its
+	// own rights, so a user allowed one read could otherwise replace the
+	// deployment's key with bytes of its choosing (docs/security.md,
+	// "Answers the server sends for you").
+	keys := cfg.Bucket == c.BucketName(KeysBucket)
 	if records && RecordsReplicasRefused(cfg.Storage == jetstream.MemoryStorage, cfg.Replicas) {
 		return nil, fmt.Errorf("%w: asked for %d replicas", ErrReplicatedMemoryRecords, cfg.Replicas)
 	}
@@ -443,6 +449,7 @@ func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConf
 		next.MaxAge = longer(have.MaxAge, cfg.TTL)
 		next.AllowMsgTTL = have.AllowMsgTTL || msgTTL
 		next.AllowRollup = false
+		next.DiscardNewPerSubject = have.DiscardNewPerSubject || keys
 		if msgTTL && !have.AllowMsgTTL {
 			// Its delete markers so far never expire: clearOldMarkers
 			// removes them.

@@ -2,6 +2,7 @@ package processor
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ func TestSuspensionFromAnotherLanguage(t *testing.T) {
 	_, err = h.admin.Publish(h.ctx(), subject, []byte(body), "later-id", nil)
 	require.NoError(t, err)
 	// A pass the run never scheduled: recorded as stale, changes nothing.
-	_, err = h.admin.Publish(h.ctx(), subject, []byte(strings.Replace(body, `"pass":0`, `"pass":3`, 1)), "", nil)
+	_, err = h.admin.Publish(h.ctx(), subject, []byte(strings.Replace(body, `"pass":0`, `"pass":3`, 1)), run+":3", nil)
 	require.NoError(t, err)
 	stale := h.waitEvents(run, subjects.EventInputRejected, 1)
 	assert.Equal(t, subjects.CodeStalePass, stale[0].Code)
@@ -85,7 +86,7 @@ func TestMalformedOutcomeIsDeadLettered(t *testing.T) {
 		`{"version":1,"runId":"other","agent":"agent","pass":0,"interrupts":[{"id":"i","reason":"r"}]}`,
 	}
 	for i, body := range cases {
-		_, err := h.admin.Publish(h.ctx(), subject, []byte(body), "", nil)
+		_, err := h.admin.Publish(h.ctx(), subject, []byte(body), "malformed-"+strconv.Itoa(i), nil)
 		require.NoError(t, err, "case %d", i)
 	}
 	evs := h.waitEvents("run-bad", subjects.EventInputRejected, len(cases))

@@ -310,7 +310,7 @@ func TestRecordTooLargeForItsCopy(t *testing.T) {
 	require.NoError(t, err)
 	subject, err := h.admin.Namespace().Completed("agent", run)
 	require.NoError(t, err)
-	_, err = h.admin.Publish(h.ctx(), subject, data, "", nil)
+	_, err = h.admin.Publish(h.ctx(), subject, data, "copy-test:0", nil)
 	require.NoError(t, err, "the completion fits the server (%d bytes)", len(data))
 	rec := h.waitFor(run, Finished)
 	assert.Equal(t, subjects.RunFailed, rec.Status)

@@ -59,7 +59,7 @@ func TestOversizedSuspensionRefusedByCoordinator(t *testing.T) {
 	h := newSizedHarness(t, nil, 256<<10)
 	h.startCoordinator(nil)
 	subject, _ := h.admin.Namespace().Suspended("agent", "run-big")
-	_, err := h.admin.Publish(h.ctx(), subject, suspensionOf(t, "run-big", 200<<10), "", nil)
+	_, err := h.admin.Publish(h.ctx(), subject, suspensionOf(t, "run-big", 200<<10), "run-big:0:test", nil)
 	require.NoError(t, err, "the suspension itself fits the server")
 	rec := h.waitFor("run-big", func(r *subjects.Run) bool { return r.Status != subjects.RunResuming })
 	require.Equal(t, subjects.RunFailed, rec.Status, "the run must fail, not wait on a question no answer can be recorded for")
@@ -101,7 +101,7 @@ func TestDecisionTooLargeForRecordGetsVerdict(t *testing.T) {
 	h := newHarnessOn(t, nil, cfg)
 	h.startCoordinator(nil)
 	subject, _ := h.admin.Namespace().Suspended("agent", "run-grow")
-	_, err := h.admin.Publish(h.ctx(), subject, suspensionOf(t, "run-grow", 300<<10), "", nil)
+	_, err := h.admin.Publish(h.ctx(), subject, suspensionOf(t, "run-grow", 300<<10), "run-grow:0:test", nil)
 	require.NoError(t, err)
 	h.waitFor("run-grow", func(r *subjects.Run) bool { return r.Status == subjects.RunSuspended })
 	h.srv = jstest.Restart(t, h.srv, sized(cfg, 340<<10))
@@ -137,7 +137,7 @@ func TestExpiryTooLargeForRecordIsAudited(t *testing.T) {
 			OnExpiry: &subjects.ExpiryPolicy{Action: subjects.ExpiryResolve, Payload: mustJSON(t, strings.Repeat("p", 300<<10))}}},
 		SuspendedAt: time.Now().UTC()}
 	subject, _ := h.admin.Namespace().Suspended("agent", "run-expiry")
-	_, err := h.admin.Publish(h.ctx(), subject, mustJSON(t, s), "", nil)
+	_, err := h.admin.Publish(h.ctx(), subject, mustJSON(t, s), s.RunID+":0:test", nil)
 	require.NoError(t, err)
 	h.waitFor("run-expiry", func(r *subjects.Run) bool { return r.Status == subjects.RunSuspended })
 	h.srv = jstest.Restart(t, h.srv, sized(cfg, 400<<10))

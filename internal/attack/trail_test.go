@@ -132,8 +132,11 @@ func TestAttackForgedEntryInTrail(t *testing.T) {
 			Outcome: subjects.OutcomeAccepted, InterruptID: "ask"}})
 	require.NoError(t, err)
 	notifier := d.attacker("notifier")
-	for _, subject := range observationSubjects("notifier", run) {
-		_ = notifier.nc.Publish(subject, forged)
+	for i, subject := range observationSubjects("notifier", run) {
+		m := nats.NewMsg(subject)
+		m.Data = forged
+		m.Header.Set(nats.MsgIdHdr, fmt.Sprintf("forged-observation-%d", i)) // as the notifier's own carry
+		_ = notifier.nc.PublishMsg(m)
 	}
 	require.NoError(t, notifier.nc.Flush())
 	// An entry of the old layout: a notification_failed written straight

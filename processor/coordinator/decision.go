@@ -54,6 +54,12 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Delivery
 		return co.verdict(ctx, o, subjects.Decision{}, run, rules.Reject(subjects.CodeInvalidSubject, "%v", err), false)
 	}
 	o.approver = addr.Approver
+	if err := jetstream.CheckPublished(m.Header); err != nil {
+		// An answer the server sent to this subject for another user:
+		// audited, and no verdict to a reply subject it names.
+		o.replyTo = ""
+		return co.refuseEarly(ctx, o, subjects.Decision{}, addr.Run, rules.Reject(subjects.CodeOf(err), "%v", err))
+	}
 	d, err := subjects.DecodeDecision(m.Data)
 	if err != nil {
 		return co.refuseEarly(ctx, o, d, addr.Run, rules.Reject(subjects.CodeOf(err), "%v", err))

@@ -42,10 +42,25 @@ func TestDecisionRejections(t *testing.T) {
 		// parsed: the body decoded, so the verdict names its decision and
 		// interrupt (d1, open) for the sender to match it to what it sent.
 		parsed bool
+		// notPublished: not a client's publish (an answer the server sent
+		// to the subject), so no verdict goes to its reply subject.
+		notPublished bool
 	}{
 		{name: "subject of another kind", code: subjects.CodeInvalidSubject, run: subjects.NoRun,
 			send: func(e *env) *jetstream.Delivery {
 				return e.msg(e.must(e.ns.Completed(agent, "r1")), resolve("d1", "open", ""), nil)
+			}},
+		{name: "the server's answer to a direct get, sent to the resume subject", code: subjects.CodeNotAllowed,
+			detail: "Nats-Stream", notPublished: true, send: func(e *env) *jetstream.Delivery {
+				m := e.decision("r1", "", resolve("d1", "open", ""), "")
+				m.Header["Nats-Stream"] = []string{"INTERLOCK_RUNS"}
+				return m
+			}},
+		{name: "no message id (a direct get's answer without headers)", code: subjects.CodeNotAllowed,
+			detail: "no Nats-Msg-Id", notPublished: true, send: func(e *env) *jetstream.Delivery {
+				m := e.decision("r1", "", resolve("d1", "open", ""), "")
+				delete(m.Header, jetstream.HeaderMsgID)
+				return m
 			}},
 		{name: "resume subject of a run with a record, too many tokens", code: subjects.CodeInvalidSubject,
 			send: func(e *env) *jetstream.Delivery {
@@ -180,7 +195,7 @@ func TestDecisionRejections(t *testing.T) {
 			}
 			before := e.state("r1")
 			m := tc.send(e)
-			m.Header = jetstream.Header{jetstream.HeaderReplyTo: {subjects.InboxPrefix(approverOf(e, m)) + ".reply"}}
+			m.Header[jetstream.HeaderReplyTo] = []string{subjects.InboxPrefix(approverOf(e, m)) + ".reply"}
 			require.NoError(t, e.co.handleDecision(ctx(t), m), "a rejection is answered, not retried")
 			run := tc.run
 			if run == "" {
@@ -195,7 +210,13 @@ func TestDecisionRejections(t *testing.T) {
 				assert.Equal(t, "d1", v.DecisionID, "the verdict names the decision sent")
 				assert.Equal(t, "open", v.InterruptID)
 			}
-			assert.Equal(t, []subjects.Verdict{*v}, e.nats.repliesTo(m.Header.Get(jetstream.HeaderReplyTo)), "the verdict is replied")
+			if tc.notPublished {
+				// Not a client's publish: audited, and nobody's inbox is
+				// sent a verdict about it.
+				assert.Empty(t, e.nats.repliesTo(m.Header.Get(jetstream.HeaderReplyTo)), "no verdict replied")
+			} else {
+				assert.Equal(t, []subjects.Verdict{*v}, e.nats.repliesTo(m.Header.Get(jetstream.HeaderReplyTo)), "the verdict is replied")
+			}
 			after := e.state("r1")
 			assert.Equal(t, before.Runs, after.Runs, "the record is unchanged")
 			assert.Equal(t, before.Pending, after.Pending, "the pending index is unchanged")

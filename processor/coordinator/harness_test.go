@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -120,6 +121,12 @@ func (e *env) msg(subject string, body any, h jetstream.Header) *jetstream.Deliv
 		require.NoError(e.t, err)
 	}
 	e.seq++
+	if h == nil {
+		h = jetstream.Header{}
+	}
+	if _, ok := h[jetstream.HeaderMsgID]; !ok {
+		h[jetstream.HeaderMsgID] = []string{fmt.Sprintf("test:%d", e.seq)} // a client's publish carries one
+	}
 	return &jetstream.Delivery{Subject: subject, Data: data, Header: h, Sequence: e.seq, Deliveries: 1, Time: e.now}
 }
 

@@ -23,11 +23,14 @@ func (co *Coordinator) handleObserved(ctx context.Context, m *jetstream.Delivery
 		err = fmt.Errorf("%w: %q is not an observation subject", subjects.ErrInvalidSubject, m.Subject)
 	}
 	if err != nil {
-		return co.rejectInput(ctx, m, subjects.NoRun, err)
+		return co.rejectObservation(ctx, m, subjects.NoRun, err)
+	}
+	if err := jetstream.CheckPublished(m.Header); err != nil {
+		return co.rejectObservation(ctx, m, subjects.NoRun, err)
 	}
 	ev, err := subjects.DecodeObservation(a.Event, m.Data)
 	if err != nil {
-		return co.rejectInput(ctx, m, a.Run, err)
+		return co.rejectObservation(ctx, m, a.Run, err)
 	}
 	ev.RunID, ev.At = a.Run, m.Time.UTC()
 	if a.Run != subjects.NoRun {

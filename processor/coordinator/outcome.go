@@ -26,6 +26,9 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Delivery)
 	if err != nil {
 		return co.rejectInput(ctx, m, subjects.NoRun, err)
 	}
+	if err := jetstream.CheckPublished(m.Header); err != nil {
+		return co.rejectInput(ctx, m, addr.Run, err)
+	}
 	o, err := rules.DecodeOutcome(addr.Kind, m.Data)
 	if err == nil && (o.RunID != addr.Run || o.Agent != addr.Agent) {
 		err = fmt.Errorf("%w: subject names agent %q run %q, body names agent %q run %q",

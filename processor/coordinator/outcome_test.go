@@ -129,6 +129,24 @@ func TestInputRejections(t *testing.T) {
 				m := e.msg(e.must(e.ns.Events("r1", subjects.EventNotificationFailed)), subjects.Event{Detail: "x"}, nil)
 				return m, e.co.handleObserved(ctx(e.t), m)
 			}},
+		{name: "completion the server sent for another user (a direct get's answer)", code: subjects.CodeNotAllowed,
+			send: func(e *env) (*jetstream.Delivery, error) {
+				m := e.completion("r1", 0)
+				m.Header["Nats-Stream"] = []string{"INTERLOCK_RUNS"}
+				return m, e.co.handleOutcome(ctx(e.t), m)
+			}},
+		{name: "suspension with no message id (a direct get's answer without headers)", code: subjects.CodeNotAllowed,
+			send: func(e *env) (*jetstream.Delivery, error) {
+				m := e.suspension("r1", 0, open)
+				m.Header = nil
+				return m, e.co.handleOutcome(ctx(e.t), m)
+			}},
+		{name: "observation with the server's headers", code: subjects.CodeNotAllowed, run: subjects.NoRun,
+			send: func(e *env) (*jetstream.Delivery, error) {
+				m := e.msg(e.must(e.ns.Observed("r1", subjects.EventNotificationFailed)), subjects.Event{Detail: "x"},
+					jetstream.Header{"Nats-Sequence": {"7"}})
+				return m, e.co.handleObserved(ctx(e.t), m)
+			}},
 		{name: "observation not JSON", code: subjects.CodeMalformed,
 			send: func(e *env) (*jetstream.Delivery, error) {
 				m := e.msg(e.must(e.ns.Observed("r1", subjects.EventNotificationFailed)), []byte(`[`), nil)
@@ -297,4 +315,21 @@ func expiryTimerName(t *testing.T, e *env) string {
 	}
 	t.Fatal("no expire timer")
 	return ""
+}
+
+// TestRefusedOutcomeAndObservationBothAudited: an outcome and an
+// observation of one run, each refused, at the same sequence of their own
+// streams. Both entries are kept: before, both were named seq<N>, and the
+// second was dropped as a duplicate (a notifier, which may publish
+// observations, could drop the audit of a refused outcome on purpose).
+func TestRefusedOutcomeAndObservationBothAudited(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	e.suspend("r1", 0, open)
+	obs := e.msg(e.must(e.ns.Observed("r1", subjects.EventNotificationFailed)), []byte(`[`), nil)
+	out := e.msg(e.must(e.ns.Suspended(agent, "r1")), []byte(`{`), nil)
+	obs.Sequence, out.Sequence = 40, 40
+	require.Error(t, e.co.handleObserved(ctx(t), obs))
+	require.Error(t, e.co.handleOutcome(ctx(t), out))
+	assert.Len(t, e.eventsOf("r1", subjects.EventInputRejected), 2, "each refused input has its entry")
 }

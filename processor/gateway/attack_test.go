@@ -597,7 +597,7 @@ func TestAttackReadAnotherApproversInterrupt(t *testing.T) {
 	data, _ := json.Marshal(susp)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	_, err = e.nc.Publish(ctx, subject, data, "", nil)
+	_, err = e.nc.Publish(ctx, subject, data, run+":0:test", nil)
 	require.NoError(t, err)
 	_, err = e.client.Wait(ctx, run, processor.Suspended)
 	require.NoError(t, err)

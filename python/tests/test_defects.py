@@ -196,7 +196,9 @@ async def test_answer_with_a_lone_surrogate_replays_once(nc: NATS, client: inter
         rec = await suspended_at(client, run)
         decision = {"version": 1, "decisionId": str(uuid.uuid4()), "interruptId": rec.interrupts[0]["id"]}
         data = json.dumps(decision | {"status": "resolved", "payload": "acct-\ud800"}).encode()
-        await nc.jetstream().publish(f"interlock.resume.{run}", data)
+        await nc.jetstream().publish(
+            f"interlock.resume.{run}", data, headers={"Nats-Msg-Id": str(decision["decisionId"])}
+        )
         rec = await suspended_at(client, run, 1)
     assert effects == [1]
     assert len(rec.interrupts) == 2

@@ -1,0 +1,124 @@
+package attack_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/mcpbridge"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// TestAttackRolesForgeDecisionThroughAPIReply: a role stores a body of
+// its choosing on a subject it may publish and direct-get (the agent: its own
+// outcome subject in INTERLOCK_RUNS; the notifier: its deliveries bucket;
+// the MCP proxy: its call records; the coordinator: the runs bucket), then
+// asks the JetStream API for it with a direct get whose NATS reply subject
+// is interlock.resume.run-1.ada. The server answers with its own rights: the
+// stored message lands on ada's resume subject, in INTERLOCK_DECISIONS, and
+// before the fix the coordinator applied it as ada's approval. Now it
+// refuses a decision that carries the server's headers, or no message id.
+func TestAttackRolesForgeDecisionThroughAPIReply(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ role, carrier, api string }{
+		{"agent", "interlock.completed.refunds.carrier", "$JS.API.DIRECT.GET.INTERLOCK_RUNS.interlock.completed.refunds.carrier"},
+		{"notifier", "$KV.interlock_deliveries.carrier", "$JS.API.DIRECT.GET.KV_interlock_deliveries.$KV.interlock_deliveries.carrier"},
+		{"mcp_proxy", "$KV.interlock_mcp_calls.carrier", "$JS.API.DIRECT.GET.KV_interlock_mcp_calls.$KV.interlock_mcp_calls.carrier"},
+		{"coordinator", "$KV.interlock_runs.carrier", "$JS.API.DIRECT.GET.KV_interlock_runs.$KV.interlock_runs.carrier"},
+	} {
+		t.Run(tc.role, func(t *testing.T) {
+			t.Parallel()
+			d := newDeployment(t)
+			switch tc.role {
+			case "notifier":
+				startNotifier(t, d) // provisions the deliveries bucket
+			case "mcp_proxy":
+				require.NoError(t, mcpbridge.Provision(d.ctx, d.provisioner()))
+			}
+			d.suspend(d.client("agent"), "run-1", "ada")
+
+			a := d.attacker(tc.role)
+			// The answer with the server's headers (Nats-Stream, ...), and
+			// with none ("no_hdr"): the body alone, as a client's might be.
+			for i, body := range []string{"", `{"no_hdr":true}`} {
+				carrier := fmt.Sprintf("%s%d", tc.carrier, i)
+				m := nats.NewMsg(carrier)
+				m.Header.Set(nats.MsgIdHdr, fmt.Sprintf("ada:forged-%d:carrier", i))
+				m.Data = fmt.Appendf(nil, `{"version":1,"decisionId":"forged-%d","interruptId":"ask","status":"resolved"}`, i)
+				_, err := a.js.PublishMsg(m)
+				require.NoError(t, err, "%s stores the carrier on a subject of its own", tc.role)
+				require.NoError(t, a.nc.PublishRequest(fmt.Sprintf("%s%d", tc.api, i), "interlock.resume.run-1.ada", []byte(body)))
+			}
+			require.NoError(t, a.nc.Flush())
+
+			// Both copies are stored on ada's subject, and refused.
+			refused := func() int {
+				n := 0
+				for _, ev := range d.events("run-1") {
+					if ev.Type == subjects.EventDecisionRejected && ev.Code == subjects.CodeNotAllowed &&
+						strings.Contains(ev.Detail, "not a client's publish") {
+						n++
+					}
+				}
+				return n
+			}
+			require.Eventually(t, func() bool { return refused() == 2 }, 20*time.Second, 20*time.Millisecond,
+				"the two copies the server sent to ada's subject are refused and audited")
+			rec, err := processor.NewClient(d.client("auditor")).Run(d.ctx, "run-1")
+			require.NoError(t, err)
+			if dec := rec.Interrupts[0].Decision; dec != nil {
+				t.Fatalf("%s decided run-1 as ada: status=%s decision approver=%q status=%q id=%q", tc.role, rec.Status,
+					dec.Approver, dec.Status, dec.DecisionID)
+			}
+		})
+	}
+}
+
+
+// TestAttackRoleReplacesMessageIDKey: the agent stores 64 hex digits of
+// its choosing on its own outcome subject and has the server send a direct
+// get's answer of it to $KV.interlock_keys.msgid. Before the fix the
+// bucket kept it as the deployment's key, and a restarted coordinator
+// signed its replay ids with a key the agent knows
+// (TestAttackAgentSquatsReplayID again). The keys bucket now refuses a
+// second write of a key.
+func TestAttackRoleReplacesMessageIDKey(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	before, err := d.client("coordinator").IDSigner(d.ctx)
+	require.NoError(t, err)
+
+	known := strings.Repeat("ab", 32)
+	a := d.attacker("agent")
+	for _, carrier := range []string{"keycarrier", "probecarrier"} {
+		_, err = a.js.Publish("interlock.completed.refunds."+carrier, []byte(known))
+		require.NoError(t, err)
+	}
+	// The answer over the key, then one on a key nobody wrote: the bucket
+	// stores the second once it has taken or refused the first.
+	for _, send := range [][2]string{{"keycarrier", "$KV.interlock_keys.msgid"}, {"probecarrier", "$KV.interlock_keys.probe"}} {
+		require.NoError(t, a.nc.PublishRequest("$JS.API.DIRECT.GET.INTERLOCK_RUNS.interlock.completed.refunds."+send[0], send[1], nil))
+	}
+	require.NoError(t, a.nc.Flush())
+	admin := d.provisioner()
+	require.Eventually(t, func() bool {
+		b, err := admin.OpenBucket(d.ctx, jetstream.KeysBucket)
+		if err != nil {
+			return false
+		}
+		_, _, err = b.Entry(d.ctx, "probe")
+		return err == nil
+	}, 20*time.Second, 20*time.Millisecond, "the probe's answer reaches the keys bucket")
+
+	after, err := d.client("coordinator").IDSigner(d.ctx)
+	require.NoError(t, err)
+	attackers := jetstream.NewIDSigner([]byte(strings.Repeat("\xab", 32)))
+	require.NotEqual(t, attackers.Sign("run-1:1:work"), after.Sign("run-1:1:work"), "a restarted coordinator signs with the agent's key")
+	require.Equal(t, before.Sign("run-1:1:work"), after.Sign("run-1:1:work"), "the deployment's key changed")
+}
