@@ -41,7 +41,7 @@ func schemaHarness(t *testing.T, budget time.Duration) (*harness, *syncbuf.Buffe
 
 // Attack (found 6): a suspension, published by hand, whose responseSchema
 // $refs a file on the coordinator's disk. It is refused (schema_unsafe)
-// before anything is read; no run waits on it.
+// before anything is read; the run fails with the reason.
 func TestAttackSchemaReadsCoordinatorDisk(t *testing.T) {
 	t.Parallel()
 	h, _ := schemaHarness(t, 0)
@@ -57,8 +57,14 @@ func TestAttackSchemaReadsCoordinatorDisk(t *testing.T) {
 	ev := h.waitEvents(run, subjects.EventInputRejected, 1)[0]
 	assert.Equal(t, subjects.CodeSchemaUnsafe, ev.Code, ev.Detail)
 	assert.NotContains(t, ev.Detail, "top-secret-content")
-	_, err = h.client.Run(h.ctx(), run)
-	assert.ErrorIs(t, err, ErrRunNotFound, "no run waits on a refused suspension")
+	// The run fails with the reason rather than wait on a question nobody
+	// may be asked (before, no record was written and a client waiting on
+	// the run waited for good).
+	rec, err := h.client.Wait(h.ctx(), run, Finished)
+	require.NoError(t, err)
+	assert.Equal(t, subjects.RunFailed, rec.Status)
+	assert.Contains(t, rec.Error, "schema")
+	assert.NotContains(t, rec.Error, "top-secret-content")
 }
 
 // Attack (found 8): a mistyped PIN is echoed in the rejection: the

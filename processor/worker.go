@@ -235,6 +235,12 @@ var errAbandoned = errors.New("abandoned by fault injection")
 func (w *Worker) crash(point string) bool { return w.fault.Crash(point, w.client.Close) }
 
 func (w *Worker) handle(ctx context.Context, agent string, a registered, m *jetstream.Delivery) error {
+	// A start or replay is a client's or the coordinator's publish, never
+	// a JetStream API answer another user had the server send to this
+	// subject (a start of this agent's, or a replay carrying decisions).
+	if err := jetstream.CheckPublished(m.Header); err != nil {
+		return jetstream.DeadLetter(fmt.Errorf("work item: %w", err))
+	}
 	work, err := subjects.DecodeWork(m.Data)
 	if err != nil {
 		return jetstream.DeadLetter(fmt.Errorf("work item: %w", err))

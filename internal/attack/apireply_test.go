@@ -1,8 +1,11 @@
 package attack_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -121,4 +124,46 @@ func TestAttackRoleReplacesMessageIDKey(t *testing.T) {
 	attackers := jetstream.NewIDSigner([]byte(strings.Repeat("\xab", 32)))
 	require.NotEqual(t, attackers.Sign("run-1:1:work"), after.Sign("run-1:1:work"), "a restarted coordinator signs with the agent's key")
 	require.Equal(t, before.Sign("run-1:1:work"), after.Sign("run-1:1:work"), "the deployment's key changed")
+}
+
+// TestAttackAgentStartsAnotherAgentsRunThroughAPIReply: the billing agent
+// stores a start of a refunds run on its own outcome subject and has the
+// server send a direct get's answer of it (with the server's headers, and
+// without: "no_hdr") to interlock.start.refunds. The work queue stores
+// both; the refunds worker dead-letters them and never runs its body
+// (before, it ran a refunds pass with billing's input).
+func TestAttackAgentStartsAnotherAgentsRunThroughAPIReply(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	provisioner := processor.NewWorker(d.provisioner(), processor.WorkerConfig{})
+	require.NoError(t, provisioner.Register("refunds", nil))
+	require.NoError(t, provisioner.Provision(d.ctx))
+	dlq, err := d.attacker("admin").nc.SubscribeSync("interlock.dlq.worker_refunds")
+	require.NoError(t, err)
+	var ran atomic.Int32
+	w := processor.NewWorker(d.client("agent"), processor.WorkerConfig{Logger: quiet})
+	require.NoError(t, w.Register("refunds", func(context.Context, json.RawMessage) (any, error) {
+		ran.Add(1)
+		return "refunded", nil
+	}))
+	require.NoError(t, w.Start(d.ctx))
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+
+	billing := d.attacker("agent_billing")
+	for i, body := range []string{"", `{"no_hdr":true}`} {
+		carrier := fmt.Sprintf("interlock.completed.billing.startcarrier%d", i)
+		m := nats.NewMsg(carrier)
+		m.Header.Set(nats.MsgIdHdr, fmt.Sprintf("run-b%d:0:start:carrier", i))
+		m.Data = fmt.Appendf(nil, `{"version":1,"runId":"run-b%d","agent":"refunds","pass":0,"input":{"to":"billing"}}`, i)
+		_, err := billing.js.PublishMsg(m)
+		require.NoError(t, err)
+		require.NoError(t, billing.nc.PublishRequest("$JS.API.DIRECT.GET.INTERLOCK_RUNS."+carrier, "interlock.start.refunds", []byte(body)))
+	}
+	require.NoError(t, billing.nc.Flush())
+	for range 2 {
+		dl, err := dlq.NextMsg(20 * time.Second)
+		require.NoError(t, err, "the refunds worker dead-letters the server's answer")
+		require.Contains(t, dl.Header.Get(jetstream.HeaderDLQReason), "not a client's publish")
+	}
+	require.Zero(t, ran.Load(), "a refunds pass ran with the billing agent's input")
 }

@@ -68,10 +68,14 @@ var ruleFails = []step{
 }
 
 // smallRefunds is an operator rule that approves refunds under 20, and
-// fails on a call whose arguments carry no amount (ruleFails').
+// fails on a call whose arguments carry no amount (ruleFails'). Its budget
+// is ample: the default 10ms is wall-clock time, which a busy machine
+// running the suite with -race can spend before the rule is scheduled, and
+// the failure then reads "over its budget" instead of the missing amount.
 func smallRefunds(t *testing.T) Config {
 	t.Helper()
 	set, err := policy.Parse("policies.yaml", []byte(`
+budget: 10s
 rules:
   - name: small-refunds
     match: 'tool == "issue_refund" && arguments.amount < 20'

@@ -41,23 +41,39 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Delivery)
 	// The rule's refusal is kept apart from the store's errors: only the
 	// first is the input's fault.
 	var current *subjects.Run
-	var refused, tooLarge error
+	// fails: a suspension refused while the pass can go no further (the
+	// worker acked its work item): the run fails with the reason instead.
+	var refused, fails error
 	next, err := co.update(ctx, o.RunID, func(rec *subjects.Run) (*subjects.Run, error) {
-		current, tooLarge = rec, nil
+		current, fails = rec, nil
 		next, err := co.rules.ApplyOutcome(rec, o, arrival, co.now())
 		refused = err
-		if err == nil && o.Kind == subjects.KindSuspended {
-			if tooLarge = co.checkBound(next); tooLarge != nil {
-				// Refused: the run fails rather than wait on questions
-				// whose answers could not be recorded.
-				failed, err := co.rules.ApplyOutcome(rec, failedFor(o, tooLarge), arrival, co.now())
-				if failed != nil {
-					failed.SuspensionSeq = arrival.Seq // handled: decisions wait for it no longer
-				}
-				return failed, err
-			}
+		if o.Kind != subjects.KindSuspended {
+			return next, nil
 		}
-		return next, nil
+		switch {
+		case err == nil:
+			// Questions whose answers could not be recorded.
+			fails = co.checkBound(next)
+		case failsRun(err):
+			// Questions nobody may answer (policy_unsatisfiable), an
+			// interrupt raised twice, an unsafe schema.
+			fails = err
+		}
+		if fails == nil {
+			return next, nil
+		}
+		failed, ferr := co.rules.ApplyOutcome(rec, failedFor(o, fails), arrival, co.now())
+		if ferr != nil {
+			if err != nil {
+				fails = nil // no run to fail (a later pass of a run with no record): refused as it is
+				return nil, nil
+			}
+			return nil, ferr
+		}
+		refused = nil
+		failed.SuspensionSeq = arrival.Seq // handled: decisions wait for it no longer
+		return failed, nil
 	})
 	if errors.Is(err, jetstream.ErrTooLarge) {
 		// The record cannot take this outcome (a large result or journal,
@@ -74,15 +90,15 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Delivery)
 		return co.staleOutcome(ctx, current, o, m, stale)
 	case refused != nil:
 		return co.rejectInput(ctx, m, o.RunID, refused)
-	case tooLarge != nil:
+	case fails != nil:
 		if co.crash("outcome-refused-after-record") {
 			return errAbandoned
 		}
-		if err := co.outcomeEffects(ctx, next, failedFor(o, tooLarge)); err != nil {
+		if err := co.outcomeEffects(ctx, next, failedFor(o, fails)); err != nil {
 			return err
 		}
 		co.metrics.runs.WithLabelValues(string(next.Status)).Inc()
-		return co.rejectInput(ctx, m, o.RunID, tooLarge)
+		return co.rejectInput(ctx, m, o.RunID, fails)
 	}
 	if co.crash("outcome-after-record") {
 		return errAbandoned
@@ -103,6 +119,14 @@ func (co *Coordinator) checkBound(rec *subjects.Run) error {
 			"ask with less (message, metadata, schema, journal) or fewer interrupts per pass", len(rec.Pending()), bound, limit)
 	}
 	return nil
+}
+
+// failsRun reports whether a suspension refused for err fails its run: any
+// refusal of the pass the record waits for, from the run's own agent (not
+// a stale or repeated outcome, not another agent's).
+func failsRun(err error) bool {
+	var stale *rules.StaleError
+	return !errors.As(err, &stale) && !errors.Is(err, subjects.ErrWrongAgent)
 }
 
 // failedFor is the failure outcome that replaces outcome o, refused for err.

@@ -67,7 +67,9 @@ func TestInputRejections(t *testing.T) {
 				m := e.completion("r1", 3)
 				return m, e.co.handleOutcome(ctx(e.t), m)
 			}},
-		{name: "interrupt raised twice", code: subjects.CodeMalformed, status: subjects.RunResuming,
+		// The pass can go no further (its worker acked the work item): the
+		// run fails with the reason, where before it stayed resuming.
+		{name: "interrupt raised twice", code: subjects.CodeMalformed, status: subjects.RunFailed, failure: "already raised",
 			setup: func(e *env) {
 				e.suspend("r1", 0, open)
 				e.decide("r1", "", resolve("d1", "open", ""))
@@ -146,6 +148,20 @@ func TestInputRejections(t *testing.T) {
 				m := e.msg(e.must(e.ns.Observed("r1", subjects.EventNotificationFailed)), subjects.Event{Detail: "x"},
 					jetstream.Header{"Nats-Sequence": {"7"}})
 				return m, e.co.handleObserved(ctx(e.t), m)
+			}},
+		{name: "a replay's question nobody may answer", code: subjects.CodePolicyUnsatisfiable, status: subjects.RunFailed,
+			failure: "at most 1",
+			setup: func(e *env) {
+				e.suspend("r1", 0, open)
+				e.decide("r1", "", resolve("d1", "open", ""))
+			},
+			send: func(e *env) (*jetstream.Delivery, error) {
+				quorum := subjects.Interrupt{ID: "q", Reason: subjects.ReasonConfirmation, Approvers: []string{"ada"},
+					Policy: &subjects.Policy{Approvals: 2}}
+				s := subjects.Suspension{PassRef: ref("r1", 1), Interrupts: []subjects.Interrupt{quorum}}
+				m := e.msg(e.must(e.ns.Suspended(agent, "r1")), subjects.Versioned(&s), nil)
+				e.st.Suspended("r1", m.Sequence)
+				return m, e.co.handleOutcome(ctx(e.t), m)
 			}},
 		{name: "observation not JSON", code: subjects.CodeMalformed,
 			send: func(e *env) (*jetstream.Delivery, error) {

@@ -616,3 +616,35 @@ async def test_a_late_notice_does_not_hide_a_reported_pass(nc: NATS, agent_name:
     await js.publish(f"interlock.expired.{agent_name}.{run}", json.dumps(notice).encode())
     assert await w._pass_done(work, key), "a late notice about the pass that waited hides nothing"
     assert not await w._pass_done({**work, "pass": 2}, key), "a later pass is not done behind it"
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [None, {"Nats-Msg-Id": "x", "Nats-Stream": "INTERLOCK_RUNS", "Nats-Sequence": "7"}],
+    ids=["no-message-id", "server-headers"],
+)
+async def test_an_api_answer_on_a_work_subject_is_dead_lettered_never_run(
+    nc: NATS, agent_name: str, headers: dict[str, str] | None
+) -> None:
+    """nats-server sends a JetStream API answer to whatever reply subject
+    the request names: another user could have a direct get's answer (a
+    start, or a replay carrying decisions) stored on this agent's subjects.
+    It carries the server's headers, or none: the worker dead-letters it
+    and its body never runs."""
+    calls = 0
+
+    async def body(inp: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return "ran"
+
+    run = "answered-" + agent_name
+    work = {"version": 1, "runId": run, "agent": agent_name, "pass": 0, "input": {}}
+    dlq = await nc.subscribe(f"interlock.dlq.worker_{agent_name}", max_msgs=1)
+    await subscribed(nc)
+    async with worker(nc, agent_name, body):
+        await nc.jetstream().publish(f"interlock.start.{agent_name}", json.dumps(work).encode(), headers=headers)
+        m = await dlq.next_msg(timeout=30)
+    assert m.headers is not None
+    assert "not a client's publish" in m.headers["Interlock-Dlq-Reason"]
+    assert calls == 0

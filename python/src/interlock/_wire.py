@@ -40,6 +40,35 @@ MAX_DECISION_DEPTH = 64
 coordinator carries it up to four levels deeper in a work item."""
 
 
+# The headers nats-server adds to a direct get's answer (a batch's too).
+_SERVER_HEADERS = (
+    "nats-stream",
+    "nats-subject",
+    "nats-sequence",
+    "nats-time-stamp",
+    "nats-num-pending",
+    "nats-last-sequence",
+)
+
+
+def not_published(headers: dict[str, str] | None) -> str | None:
+    """Why a stored message is not a client's publish, or ``None`` when it
+    is one. nats-server sends a JetStream API answer to whatever reply
+    subject the request names, with its own rights: a direct get's answer
+    carries the server's headers, or, asked for without them, none; a
+    client's publish of an Interlock input always carries its
+    ``Nats-Msg-Id`` (docs/protocol.md, "Headers and deduplication")."""
+    for k in headers or {}:
+        if k.lower() in _SERVER_HEADERS:
+            return (
+                f"not a client's publish: it carries {k}, which nats-server adds to a "
+                "JetStream API answer it sent to this subject"
+            )
+    if not (headers or {}).get("Nats-Msg-Id"):
+        return "not a client's publish: it carries no Nats-Msg-Id"
+    return None
+
+
 def _compact(v: Any) -> int:
     # A lone surrogate (from a "\ud800" escape) has no UTF-8; Go records it
     # as U+FFFD, 3 bytes, as surrogatepass counts it. Encoding it strictly

@@ -25,7 +25,16 @@ from ._pull import CONFIG_READ, Backoff, Puller
 from ._run import _current, _Pass, _tool_call
 from ._subjects import DEFAULT_PREFIX, Namespace, validate_token, worker_durable
 from ._types import RunInfo
-from ._wire import MAX_DEPTH, ask_message, decode_work, nested_deeper, suspension_bound, take_ask_reply, versioned
+from ._wire import (
+    MAX_DEPTH,
+    ask_message,
+    decode_work,
+    nested_deeper,
+    not_published,
+    suspension_bound,
+    take_ask_reply,
+    versioned,
+)
 
 AgentFunc = Callable[[Any], Awaitable[Any]]
 """An agent body: one pass of a run, given the run's input. It runs again
@@ -270,6 +279,12 @@ class Worker:
     async def _handle(self, agent: str, fn: AgentFunc, m: Msg, puller: Puller) -> None:
         deliveries = m.metadata.num_delivered
         try:
+            # A start or replay is a client's or the coordinator's publish,
+            # never an API answer another user had the server send here.
+            reason = not_published(m.headers)
+            if reason is not None:
+                await self._dead_letter(agent, m, f"work item: {reason}")
+                return
             try:
                 work = decode_work(m.data)
             except ProtocolError as e:

@@ -717,6 +717,26 @@ export function decodeFailure(data: Uint8Array): JsonObject {
 }
 
 /** Parse and validate a work item. */
+/** The headers nats-server adds to a direct get's answer (a batch's too). */
+const SERVER_HEADERS = ["nats-stream", "nats-subject", "nats-sequence", "nats-time-stamp", "nats-num-pending", "nats-last-sequence"];
+
+/**
+ * Why a stored message is not a client's publish, or undefined when it is
+ * one. nats-server sends a JetStream API answer to whatever reply subject
+ * the request names, with its own rights: a direct get's answer carries the
+ * server's headers, or, asked for without them, none; a client's publish of
+ * an Interlock input always carries its `Nats-Msg-Id`.
+ */
+export function notPublished(headers: { keys(): string[]; get(k: string): string } | undefined): string | undefined {
+  for (const k of headers?.keys() ?? []) {
+    if (SERVER_HEADERS.includes(k.toLowerCase())) {
+      return `not a client's publish: it carries ${k}, which nats-server adds to a JetStream API answer it sent to this subject`;
+    }
+  }
+  if (!headers?.get("Nats-Msg-Id")) return "not a client's publish: it carries no Nats-Msg-Id";
+  return undefined;
+}
+
 export function decodeWork(data: Uint8Array): JsonObject {
   return decoded(data, MAX_MESSAGE_SIZE, work);
 }

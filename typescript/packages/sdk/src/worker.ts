@@ -24,7 +24,7 @@ import { PassState, runInPass, type EmitFn } from "./run.js";
 import { DEFAULT_PREFIX, Namespace, validateToken, workerDurable } from "./subjects.js";
 import { childTraceparent } from "./trace.js";
 import type { RunInfo } from "./types.js";
-import { askMessage, decodeWork, MAX_DEPTH, takeAskReply, valueDeeper, versioned } from "./wire.js";
+import { askMessage, decodeWork, MAX_DEPTH, notPublished, takeAskReply, valueDeeper, versioned } from "./wire.js";
 
 /**
  * How long one pull request of a worker waits at the server for messages,
@@ -502,6 +502,10 @@ export class Worker {
 
   private async handle(agent: string, body: AgentBody, m: JsMsg, ac: AbortController): Promise<void> {
     const deliveries = m.info.deliveryCount;
+    // A start or replay is a client's or the coordinator's publish, never an
+    // API answer another user had the server send to this subject.
+    const reason = notPublished(m.headers);
+    if (reason !== undefined) return this.deadLetter(agent, m, `work item: ${reason}`);
     let work: Work;
     try {
       work = decodeWork(m.data) as Work;

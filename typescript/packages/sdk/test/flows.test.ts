@@ -408,6 +408,29 @@ describe("the worker", () => {
     assert.equal(ran, 0);
   });
 
+  test("a JetStream API answer stored on a start subject (the server's headers, or no message id) is dead-lettered, never run", async () => {
+    const agent = agentName();
+    let ran = 0;
+    await worker(agent, () => ++ran);
+    const jsm = await jetstreamManager(nc);
+    const consumer = `worker_${agent}`;
+    const cases: [string, (h: ReturnType<typeof headers>) => void][] = [
+      ["server", (h) => { h.set("Nats-Msg-Id", `srv-${agent}:0:start:${sdk.nonce()}`); h.set("Nats-Stream", "INTERLOCK_RUNS"); }],
+      ["none", () => {}],
+    ];
+    for (const [name, set] of cases) {
+      const run = `${name}-${agent}`;
+      const h = headers();
+      set(h);
+      nc.publish(`interlock.start.${agent}`, JSON.stringify({ version: 1, runId: run, agent, pass: 0, input: {} }), { headers: h });
+      await eventually(async () => {
+        const m = await jsm.streams.getMessage("INTERLOCK_DLQ", { last_by_subj: `interlock.dlq.${consumer}` }).catch(() => null);
+        return m !== null && m.string().includes(run) && /not a client's publish/.test(m.header.get("Interlock-Dlq-Reason"));
+      }, 15_000, `the ${name} case dead-lettered`);
+    }
+    assert.equal(ran, 0);
+  });
+
   test("a pass that keeps asking to be retried is dead-lettered on its last delivery", async () => {
     const agent = agentName();
     let attempts = 0;
