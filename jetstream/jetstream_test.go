@@ -500,6 +500,31 @@ func TestBatchIgnoresStoredStatusHeaders(t *testing.T) {
 	assert.Len(t, msgs, 3, "a read starting at a stored 404 is not empty")
 }
 
+// A publisher's own Nats-Subject, Nats-Sequence and Nats-Time-Stamp are
+// stored with its message and come first in a direct get's answer; a read
+// takes the server's (an agent could otherwise have its message read as
+// another run's, at a sequence of its choosing).
+func TestReadsIgnoreStoredServerHeaders(t *testing.T) {
+	t.Parallel()
+	c := jstest.Client(t, jstest.Server(t))
+	subject, err := c.Namespace().AGUI("refunds", "run-1")
+	require.NoError(t, err)
+	h := jetstream.Header{"Nats-Subject": {"interlock.agui.refunds.victim"}, "Nats-Sequence": {"424242"},
+		"Nats-Time-Stamp": {"2001-01-01T00:00:00Z"}}
+	ack, err := c.Publish(ctx(t), subject, []byte(`{"n":1}`), "", h)
+	require.NoError(t, err)
+	msgs, err := c.Messages(ctx(t), jetstream.StreamAGUI, subject, 0, 256)
+	require.NoError(t, err)
+	last, err := c.LastMsg(ctx(t), jetstream.StreamAGUI, subject)
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	for _, m := range []jetstream.StoredMsg{msgs[0], last} {
+		assert.Equal(t, subject, m.Subject)
+		assert.Equal(t, ack.Sequence, m.Sequence)
+		assert.Greater(t, m.Time.Year(), 2001)
+	}
+}
+
 // TestConsumerStopWaitsForTheWork: Stop takes no more messages and waits
 // for the handler under way while its context lasts, without cancelling
 // it, and Stopped is closed once Stop has returned.

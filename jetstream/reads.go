@@ -32,7 +32,26 @@ func (c *Client) LastMsg(ctx context.Context, s Stream, subject string) (StoredM
 	if err != nil {
 		return StoredMsg{}, translate(err)
 	}
-	return StoredMsg{Subject: m.Subject, Sequence: m.Sequence, Header: Header(m.Header), Data: m.Data, Time: m.Time}, nil
+	return storedOf(m), nil
+}
+
+// storedOf is the message a get of nats.go read. On a stream that allows
+// direct gets (all of Interlock's) it is a direct get's answer, whose
+// subject, sequence and time nats.go takes from the first of each header;
+// a publisher's own headers of those names come first, so the server's
+// (the last) are taken instead (serverHeader).
+func storedOf(m *jetstream.RawStreamMsg) StoredMsg {
+	out := StoredMsg{Subject: m.Subject, Sequence: m.Sequence, Header: Header(m.Header), Data: m.Data, Time: m.Time}
+	if len(m.Header.Values(jetstream.SubjectHeader)) > 1 {
+		out.Subject = serverHeader(m.Header, jetstream.SubjectHeader)
+	}
+	if len(m.Header.Values(jetstream.SequenceHeader)) > 1 {
+		out.Sequence, _ = strconv.ParseUint(serverHeader(m.Header, jetstream.SequenceHeader), 10, 64)
+	}
+	if len(m.Header.Values(jetstream.TimeStampHeaer)) > 1 {
+		out.Time, _ = time.Parse(time.RFC3339Nano, serverHeader(m.Header, jetstream.TimeStampHeaer))
+	}
+	return out
 }
 
 // LeaderLast reports whether stream s holds a message on subject, which
@@ -92,6 +111,19 @@ func (c *Client) DirectLast(ctx context.Context, s Stream, subject string) (Stor
 	return c.directLast(ctx, c.StreamName(s), subject)
 }
 
+// serverHeader is the value the server gave key in a direct get's answer:
+// its last. The server appends its headers (Nats-Subject, Nats-Sequence,
+// Nats-Time-Stamp) after the stored message's own, and a publisher may have
+// stored headers of those names to make a reader take its message for
+// another subject's, or another sequence.
+func serverHeader(h nats.Header, key string) string {
+	v := h.Values(key)
+	if len(v) == 0 {
+		return ""
+	}
+	return v[len(v)-1]
+}
+
 // directLast is DirectLast on the stream named name.
 func (c *Client) directLast(ctx context.Context, name, subject string) (StoredMsg, error) {
 	api := "$JS.API.DIRECT.GET." + name + "." + subject
@@ -111,7 +143,7 @@ func (c *Client) directLast(ctx context.Context, name, subject string) (StoredMs
 		return StoredMsg{}, fmt.Errorf("read %s on %s: %w", name, subject, c.refused(api, translate(err)))
 	}
 	// As in Batch: only a reply without a sequence is the server's status.
-	seqHeader := m.Header.Get(jetstream.SequenceHeader)
+	seqHeader := serverHeader(m.Header, jetstream.SequenceHeader)
 	if seqHeader == "" {
 		switch status := m.Header.Get("Status"); status {
 		case "404":
@@ -124,8 +156,8 @@ func (c *Client) directLast(ctx context.Context, name, subject string) (StoredMs
 	if err != nil {
 		return StoredMsg{}, fmt.Errorf("read %s: a reply with sequence %q: %w", name, seqHeader, err)
 	}
-	at, _ := time.Parse(time.RFC3339Nano, m.Header.Get(jetstream.TimeStampHeaer))
-	return StoredMsg{Subject: m.Header.Get(jetstream.SubjectHeader), Sequence: seq, Header: Header(m.Header),
+	at, _ := time.Parse(time.RFC3339Nano, serverHeader(m.Header, jetstream.TimeStampHeaer))
+	return StoredMsg{Subject: serverHeader(m.Header, jetstream.SubjectHeader), Sequence: seq, Header: Header(m.Header),
 		Data: m.Data, Time: at}, nil
 }
 
@@ -282,8 +314,9 @@ func (c *Client) Messages(ctx context.Context, s Stream, subject string, from ui
 			}
 			return out, err
 		}
-		out = append(out, StoredMsg{Subject: m.Subject, Sequence: m.Sequence, Header: Header(m.Header), Data: m.Data, Time: m.Time})
-		seq = m.Sequence + 1
+		sm := storedOf(m)
+		out = append(out, sm)
+		seq = sm.Sequence + 1
 	}
 	return out, nil
 }
@@ -343,7 +376,7 @@ func (c *Client) Batch(ctx context.Context, stream, filter string, from uint64, 
 		// A stored message carries its sequence; only a reply without one
 		// is the server's status. A publisher may have stored a Status
 		// header of its own, which must not end (or fail) the read.
-		seqHeader := m.Header.Get(jetstream.SequenceHeader)
+		seqHeader := serverHeader(m.Header, jetstream.SequenceHeader)
 		if seqHeader == "" {
 			switch status := m.Header.Get("Status"); status {
 			case "204": // end of batch
@@ -358,8 +391,8 @@ func (c *Client) Batch(ctx context.Context, stream, filter string, from uint64, 
 		if err != nil {
 			return nil, false, fmt.Errorf("read %s: a reply with sequence %q: %w", stream, seqHeader, err)
 		}
-		at, _ := time.Parse(time.RFC3339Nano, m.Header.Get(jetstream.TimeStampHeaer))
-		msgs = append(msgs, StoredMsg{Subject: m.Header.Get(jetstream.SubjectHeader), Sequence: seq,
+		at, _ := time.Parse(time.RFC3339Nano, serverHeader(m.Header, jetstream.TimeStampHeaer))
+		msgs = append(msgs, StoredMsg{Subject: serverHeader(m.Header, jetstream.SubjectHeader), Sequence: seq,
 			Header: Header(m.Header), Data: m.Data, Time: at})
 	}
 }
