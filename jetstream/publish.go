@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -108,7 +109,10 @@ func ScheduleMsg(subject, target string, at time.Time, data []byte, msgID string
 func (c *Client) PublishAll(ctx context.Context, msgs ...OutMsg) error {
 	if len(msgs) == 1 {
 		m := msgs[0]
-		_, err := c.Publish(ctx, m.Subject, m.Data, m.MsgID, m.Header)
+		ack, err := c.Publish(ctx, m.Subject, m.Data, m.MsgID, m.Header)
+		if err == nil && ack.Duplicate {
+			err = c.reclaim(ctx, m, ack.Stream, ack.Sequence)
+		}
 		return err
 	}
 	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
@@ -133,7 +137,12 @@ func (c *Client) PublishAll(ctx context.Context, msgs ...OutMsg) error {
 	}
 	for i, f := range futures {
 		select {
-		case <-f.Ok():
+		case ack := <-f.Ok():
+			if ack.Duplicate {
+				if err := c.reclaim(ctx, msgs[i], ack.Stream, ack.Sequence); err != nil {
+					return err
+				}
+			}
 		case err := <-f.Err():
 			return fmt.Errorf("publish %s: %w", msgs[i].Subject, c.written(msgs[i].Subject, err))
 		case <-ctx.Done():
@@ -167,4 +176,36 @@ func (c *Client) Request(ctx context.Context, subject string, data []byte) ([]by
 		return nil, translate(err)
 	}
 	return m.Data, nil
+}
+
+// reclaim checks, for a message of the audit trail that the stream took
+// for a duplicate, that what holds its id at seq is a publish of its
+// writer's, and stores m again under another id when it is not: the server
+// sends a JetStream API answer to whatever subject its request names, with
+// its own rights, so another user could have an answer stored there first
+// carrying the id m was to take, and the entry would be dropped
+// (docs/security.md, "Answers the server sends for you"). Readers skip
+// such answers (CheckPublished). Other streams' ids are keyed or random,
+// and not checked here.
+func (c *Client) reclaim(ctx context.Context, m OutMsg, stream string, seq uint64) error {
+	if stream != c.StreamName(StreamEvents) {
+		return nil
+	}
+	for try := 0; try < 3; try++ {
+		held, _, err := c.Batch(ctx, stream, ">", seq, 1)
+		if err != nil {
+			return fmt.Errorf("publish %s: check the message holding its id %s: %w", m.Subject, m.MsgID, err)
+		}
+		if len(held) == 1 && held[0].Sequence == seq && CheckPublished(held[0].Header) == nil {
+			return nil // our own, stored before (a retry)
+		}
+		m.MsgID += ":reclaimed@" + strconv.FormatUint(seq, 10)
+		ack, err := c.Publish(ctx, m.Subject, m.Data, m.MsgID, m.Header)
+		if err != nil || !ack.Duplicate {
+			return err
+		}
+		seq = ack.Sequence
+	}
+	return fmt.Errorf("publish %s: %w: its id %s is held by messages the server stored for another user", m.Subject,
+		ErrPermission, m.MsgID)
 }

@@ -16,9 +16,10 @@ import (
 type StoredMsg struct {
 	Subject  string
 	Sequence uint64
-	Header   Header
-	Data     []byte
-	Time     time.Time
+	// Header is what the publisher stored (a direct get's own removed).
+	Header Header
+	Data   []byte
+	Time   time.Time
 }
 
 // LastMsg returns the last message of stream s on subject, which may contain
@@ -41,7 +42,7 @@ func (c *Client) LastMsg(ctx context.Context, s Stream, subject string) (StoredM
 // a publisher's own headers of those names come first, so the server's
 // (the last) are taken instead (serverHeader).
 func storedOf(m *jetstream.RawStreamMsg) StoredMsg {
-	out := StoredMsg{Subject: m.Subject, Sequence: m.Sequence, Header: Header(m.Header), Data: m.Data, Time: m.Time}
+	out := StoredMsg{Subject: m.Subject, Sequence: m.Sequence, Header: storedHeader(m.Header), Data: m.Data, Time: m.Time}
 	if len(m.Header.Values(jetstream.SubjectHeader)) > 1 {
 		out.Subject = serverHeader(m.Header, jetstream.SubjectHeader)
 	}
@@ -111,6 +112,27 @@ func (c *Client) DirectLast(ctx context.Context, s Stream, subject string) (Stor
 	return c.directLast(ctx, c.StreamName(s), subject)
 }
 
+// storedHeader is a direct get's answer's headers as stored: without the
+// server's, which it appends to each answer (the last value of each of its
+// names). What remains is what the publisher stored, which CheckPublished
+// can then judge like a delivery's headers.
+func storedHeader(h nats.Header) Header {
+	out := make(Header, len(h))
+	for k, v := range h {
+		out[k] = v
+	}
+	for _, k := range serverHeaders {
+		if v := out[k]; len(v) > 0 {
+			if v = v[:len(v)-1]; len(v) == 0 {
+				delete(out, k)
+			} else {
+				out[k] = v
+			}
+		}
+	}
+	return out
+}
+
 // serverHeader is the value the server gave key in a direct get's answer:
 // its last. The server appends its headers (Nats-Subject, Nats-Sequence,
 // Nats-Time-Stamp) after the stored message's own, and a publisher may have
@@ -157,7 +179,7 @@ func (c *Client) directLast(ctx context.Context, name, subject string) (StoredMs
 		return StoredMsg{}, fmt.Errorf("read %s: a reply with sequence %q: %w", name, seqHeader, err)
 	}
 	at, _ := time.Parse(time.RFC3339Nano, serverHeader(m.Header, jetstream.TimeStampHeaer))
-	return StoredMsg{Subject: serverHeader(m.Header, jetstream.SubjectHeader), Sequence: seq, Header: Header(m.Header),
+	return StoredMsg{Subject: serverHeader(m.Header, jetstream.SubjectHeader), Sequence: seq, Header: storedHeader(m.Header),
 		Data: m.Data, Time: at}, nil
 }
 
@@ -393,6 +415,6 @@ func (c *Client) Batch(ctx context.Context, stream, filter string, from uint64, 
 		}
 		at, _ := time.Parse(time.RFC3339Nano, serverHeader(m.Header, jetstream.TimeStampHeaer))
 		msgs = append(msgs, StoredMsg{Subject: serverHeader(m.Header, jetstream.SubjectHeader), Sequence: seq,
-			Header: Header(m.Header), Data: m.Data, Time: at})
+			Header: storedHeader(m.Header), Data: m.Data, Time: at})
 	}
 }

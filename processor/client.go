@@ -461,6 +461,9 @@ func (cl *Client) earlierVerdict(ctx context.Context, run string, seq uint64) (s
 				}
 				for _, m := range msgs {
 					cursors[filter] = m.Sequence
+					if jetstream.CheckPublished(m.Header) != nil {
+						continue // an answer the server stored here for another user
+					}
 					// decision_<outcome>, or vote_recorded for a vote.
 					if id := m.Header.Get(jetstream.HeaderMsgID); !strings.Contains(id, seqMark+"decision_") &&
 						!strings.Contains(id, seqMark+string(subjects.EventVoteRecorded)) {

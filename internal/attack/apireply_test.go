@@ -167,3 +167,71 @@ func TestAttackAgentStartsAnotherAgentsRunThroughAPIReply(t *testing.T) {
 	}
 	require.Zero(t, ran.Load(), "a refunds pass ran with the billing agent's input")
 }
+
+// TestAttackTrailEntriesThroughAPIReply: the billing agent has the server
+// store direct gets' answers on a refunds run's events subjects: a
+// decision_accepted naming ada, a completed, and, first, messages carrying
+// the ids the coordinator's next entries will take
+// (<run>:seq<N>:decision_accepted, <run>:pass1:completed). The server
+// stores them (nothing stops its answers), but no reader lists them (they
+// carry the server's headers as stored: CheckPublished), and the
+// coordinator's own entries are kept: it finds its id held by such an
+// answer and stores the entry again under another. Before, readers took the
+// copies for the run's (or skipped them only by the accident of a copied
+// Nats-Subject header), and ada's decision and the completion were dropped
+// from the trail as duplicates.
+func TestAttackTrailEntriesThroughAPIReply(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	adaAgent(t, d)
+	run, err := processor.NewClient(d.client("agent")).Start(d.ctx, "refunds", nil)
+	require.NoError(t, err)
+	_, err = processor.NewClient(d.client("auditor")).Wait(d.ctx, run, processor.Suspended)
+	require.NoError(t, err)
+
+	a := d.attacker("agent_billing")
+	inject := func(i int, id, subject, body string) {
+		carrier := fmt.Sprintf("interlock.agui.billing.forge%d", i)
+		_, err := a.js.PublishMsg(&nats.Msg{Subject: carrier, Data: []byte(body), Header: nats.Header{nats.MsgIdHdr: {id}}})
+		require.NoError(t, err)
+		require.NoError(t, a.nc.PublishRequest("$JS.API.DIRECT.GET.INTERLOCK_AGUI."+carrier, subject, nil))
+	}
+	ids := []string{run + ":pass1:completed"}
+	for seq := 1; seq <= 40; seq++ {
+		ids = append(ids, fmt.Sprintf("%s:seq%d:decision_accepted", run, seq))
+	}
+	for i, id := range ids {
+		inject(i, id, "interlock.events."+run+".squatted", `{}`)
+	}
+	forged := `{"version":1,"type":"decision_accepted","runId":"` + run + `","agent":"refunds","pass":0,"at":"2026-12-03T17:00:00Z",` +
+		`"verdict":{"version":1,"decisionId":"forged","runId":"` + run + `","interruptId":"ask","outcome":"accepted","approver":"ada","at":"2026-12-03T17:00:00Z"}}`
+	inject(100, "forged-entry", "interlock.events."+run+".decision_accepted", forged)
+	require.NoError(t, a.nc.Flush())
+	// The answers are stored (the server's own rights), before ada decides.
+	admin := d.attacker("admin")
+	require.Eventually(t, func() bool {
+		st, err := admin.js.StreamInfo("INTERLOCK_EVENTS", &nats.StreamInfoRequest{SubjectsFilter: "interlock.events." + run + ".>"})
+		return err == nil && st.State.Subjects["interlock.events."+run+".squatted"] == uint64(len(ids)) &&
+			st.State.Subjects["interlock.events."+run+".decision_accepted"] == 1
+	}, 20*time.Second, 20*time.Millisecond, "the answers are stored")
+	for _, ev := range d.events(run) {
+		require.NotEqual(t, subjects.EventDecisionAccepted, ev.Type, "a reader lists the forged entry: %+v", ev.Verdict)
+	}
+
+	done, err := approveAsAda(t, d, run, 30*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, subjects.RunCompleted, done.Status)
+	seen := map[subjects.EventType]int{}
+	require.Eventually(t, func() bool {
+		clear(seen)
+		for _, ev := range d.events(run) {
+			seen[ev.Type]++
+		}
+		return seen[subjects.EventDecisionAccepted] == 1 && seen[subjects.EventCompleted] == 1
+	}, 20*time.Second, 20*time.Millisecond, "the trail holds ada's decision and the completion, once each: %v", seen)
+	for _, ev := range d.events(run) {
+		if ev.Type == subjects.EventDecisionAccepted {
+			require.NotEqual(t, "forged", ev.Verdict.DecisionID)
+		}
+	}
+}

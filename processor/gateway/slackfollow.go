@@ -92,6 +92,9 @@ type follower struct {
 // returns nil (ack) when they are updated or there are none.
 func (f *follower) handle(ctx context.Context, m *jetstream.Delivery) error {
 	g := f.g
+	if jetstream.CheckPublished(m.Header) != nil {
+		return nil // an answer the server stored here for another user, not the coordinator's entry
+	}
 	// Type and run from the subject the entry was stored under.
 	ev, err := subjects.StoredEvent(g.nc.Namespace(), m.Subject, m.Data)
 	if err != nil {

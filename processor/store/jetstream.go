@@ -459,11 +459,14 @@ func (s *JetStream) Events(ctx context.Context, run string, after uint64) ([]sub
 			return nil, start, err
 		}
 		for _, m := range msgs {
+			after = m.Sequence
+			if jetstream.CheckPublished(m.Header) != nil {
+				continue // an answer the server stored here for another user, not the coordinator's entry
+			}
 			// Type and run from where the entry was stored, not its body.
 			if ev, err := subjects.StoredEvent(s.c.Namespace(), m.Subject, m.Data); err == nil {
 				out = append(out, ev)
 			}
-			after = m.Sequence
 		}
 		if len(msgs) < eventsBatch {
 			return out, after, nil

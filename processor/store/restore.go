@@ -90,8 +90,9 @@ func (s *JetStream) latestCopy(ctx context.Context, run string) (*subjects.Run, 
 		}
 		for _, m := range msgs {
 			// Of copies with as many writes (two lineages, one of a write
-			// lost with the bucket), the later stored.
-			if r := s.copyIn(run, m.Data); r != nil && (best == nil || r.Writes >= best.Writes) {
+			// lost with the bucket), the later stored; never an answer the
+			// server stored here for another user (a copy it re-sent).
+			if r := s.copyIn(run, m.Data); r != nil && jetstream.CheckPublished(m.Header) == nil && (best == nil || r.Writes >= best.Writes) {
 				best = r
 			}
 			after = m.Sequence
@@ -271,7 +272,7 @@ func (s *JetStream) RestoreRecords(ctx context.Context, by string, now time.Time
 		for _, m := range msgs {
 			after = m.Sequence
 			a, err := s.c.Namespace().Parse(m.Subject)
-			if err != nil || a.Run == subjects.NoRun {
+			if err != nil || a.Run == subjects.NoRun || jetstream.CheckPublished(m.Header) != nil {
 				continue
 			}
 			r := s.copyIn(a.Run, m.Data)

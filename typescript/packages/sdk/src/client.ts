@@ -320,6 +320,7 @@ export class Client {
         );
         for (const m of msgs) {
           cursors[i] = m.seq;
+          if (!m.published) continue; // an answer the server stored here for another user
           const id = m.headers?.get("Nats-Msg-Id") ?? "";
           if (!marks.some((mark) => id.includes(mark))) continue;
           const raw = this.ns.storedEvent(m.subject, m.data)?.["verdict"];
@@ -476,9 +477,10 @@ export class Client {
     );
     const events: StoredEvent[] = [];
     for (const m of msgs) {
+      after = m.seq;
+      if (!m.published) continue; // an answer the server stored here for another user, not the coordinator's entry
       const ev = this.ns.storedEvent(m.subject, m.data);
       if (ev) events.push(ev);
-      after = m.seq;
     }
     return { events, last: after };
   }

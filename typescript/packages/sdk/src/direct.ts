@@ -17,6 +17,23 @@ export interface Stored {
   seq: number;
   headers: MsgHdrs | undefined;
   data: Uint8Array;
+  /**
+   * Whether it was a client's publish: it carries a `Nats-Msg-Id` and, as
+   * stored, none of the headers the server adds to a direct get's answer.
+   * False for an answer another user had the server store on this subject
+   * (readers of the audit trail skip those).
+   */
+  published: boolean;
+}
+
+/** The headers nats-server adds to every direct get's answer, after the stored message's own. */
+const SERVER_HEADERS = ["Nats-Stream", "Nats-Subject", "Nats-Sequence", "Nats-Time-Stamp"];
+
+function published(m: Msg): boolean {
+  const h = m.headers;
+  if (!h?.get("Nats-Msg-Id")) return false;
+  // The server appends its own: a stored one of the same name comes first.
+  return SERVER_HEADERS.every((k) => h.values(k).length <= 1);
 }
 
 /** A queue of messages on one subscription, read with deadlines. */
@@ -52,8 +69,10 @@ class Replies {
   }
 }
 
+/** The server's value of k in a direct get's answer: its last (a publisher's own header of that name comes first). */
 function header(m: Msg, k: string): string {
-  return m.headers?.get(k) ?? "";
+  const v = m.headers?.values(k) ?? [];
+  return v.length > 0 ? v[v.length - 1]! : "";
 }
 
 /**
@@ -97,7 +116,7 @@ export async function batch(
         if (code === 503) throw new InterlockError(`read ${stream}: no such stream, or it allows no direct gets (status 503)`);
         throw new InterlockError(`read ${stream}: status ${code} ${m.headers?.description ?? ""}`.trimEnd());
       }
-      out.push({ subject: header(m, "Nats-Subject"), seq: Number(seq), headers: m.headers, data: m.data });
+      out.push({ subject: header(m, "Nats-Subject"), seq: Number(seq), headers: m.headers, data: m.data, published: published(m) });
     }
   } finally {
     replies.sub.unsubscribe();
@@ -163,5 +182,5 @@ export async function last(
     }
     throw new InterlockError(`read ${stream} on ${subject}: status ${code} ${m.headers?.description ?? ""}`.trimEnd());
   }
-  return { subject: header(m, "Nats-Subject"), seq: Number(seq), headers: m.headers, data: m.data };
+  return { subject: header(m, "Nats-Subject"), seq: Number(seq), headers: m.headers, data: m.data, published: published(m) };
 }
