@@ -140,8 +140,9 @@ func TestAttackForgedEntryInTrail(t *testing.T) {
 	}
 	require.NoError(t, notifier.nc.Flush())
 	// An entry of the old layout: a notification_failed written straight
-	// onto the events stream.
-	_, err = d.attacker("admin").js.Publish("interlock.events."+run+".notification_failed", forged)
+	// onto the events stream, with the message id the notifier gave it.
+	_, err = d.attacker("admin").js.Publish("interlock.events."+run+".notification_failed", forged,
+		nats.MsgId(run+":notify-ops-7:notification_failed"))
 	require.NoError(t, err)
 
 	auditor := processor.NewClient(d.client("auditor"))
