@@ -36,4 +36,3 @@ func CheckPublished(h Header) error {
 	}
 	return nil
 }
-

@@ -83,7 +83,6 @@ func TestAttackRolesForgeDecisionThroughAPIReply(t *testing.T) {
 	}
 }
 
-
 // TestAttackRoleReplacesMessageIDKey: the agent stores 64 hex digits of
 // its choosing on its own outcome subject and has the server send a direct
 // get's answer of it to $KV.interlock_keys.msgid. Before the fix the
