@@ -183,10 +183,7 @@ func TestAttackTrailEntriesThroughAPIReply(t *testing.T) {
 	t.Parallel()
 	d := newDeployment(t)
 	adaAgent(t, d)
-	run, err := processor.NewClient(d.client("agent")).Start(d.ctx, "refunds", nil)
-	require.NoError(t, err)
-	_, err = processor.NewClient(d.client("auditor")).Wait(d.ctx, run, processor.Suspended)
-	require.NoError(t, err)
+	run := suspendedRefund(t, d)
 
 	a := d.attacker("agent_billing")
 	inject := func(i int, id, subject, body string) {

@@ -38,6 +38,17 @@ func adaAgent(t *testing.T, d *deployment) *atomic.Int32 {
 	return &answered
 }
 
+// suspendedRefund starts a refunds run (adaAgent's) and waits until it
+// is suspended on ada's question.
+func suspendedRefund(t *testing.T, d *deployment) string {
+	t.Helper()
+	run, err := processor.NewClient(d.client("agent")).Start(d.ctx, "refunds", nil)
+	require.NoError(t, err)
+	_, err = processor.NewClient(d.client("auditor")).Wait(d.ctx, run, processor.Suspended)
+	require.NoError(t, err)
+	return run
+}
+
 // approveAsAda decides run's pending interrupt as ada over NATS and waits,
 // at most within, for the run to finish.
 func approveAsAda(t *testing.T, d *deployment, run string, within time.Duration) (*subjects.Run, error) {
@@ -122,10 +133,7 @@ func TestAttackForgedEntryInTrail(t *testing.T) {
 	t.Parallel()
 	d := newDeployment(t)
 	adaAgent(t, d)
-	run, err := processor.NewClient(d.client("agent")).Start(d.ctx, "refunds", nil)
-	require.NoError(t, err)
-	_, err = processor.NewClient(d.client("auditor")).Wait(d.ctx, run, processor.Suspended)
-	require.NoError(t, err)
+	run := suspendedRefund(t, d)
 
 	forged, err := json.Marshal(subjects.Event{Version: 1, Type: subjects.EventDecisionAccepted, RunID: run, Pass: 0,
 		At: time.Now().UTC(), Verdict: &subjects.Verdict{DecisionID: "forged", Approver: "ada",
