@@ -108,11 +108,7 @@ func ScheduleMsg(subject, target string, at time.Time, data []byte, msgID string
 // them (or the first error).
 func (c *Client) PublishAll(ctx context.Context, msgs ...OutMsg) error {
 	if len(msgs) == 1 {
-		m := msgs[0]
-		ack, err := c.Publish(ctx, m.Subject, m.Data, m.MsgID, m.Header)
-		if err == nil && ack.Duplicate {
-			err = c.reclaim(ctx, m, ack.Stream, ack.Sequence)
-		}
+		_, err := c.PublishOnce(ctx, msgs[0])
 		return err
 	}
 	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
@@ -139,7 +135,7 @@ func (c *Client) PublishAll(ctx context.Context, msgs ...OutMsg) error {
 		select {
 		case ack := <-f.Ok():
 			if ack.Duplicate {
-				if err := c.reclaim(ctx, msgs[i], ack.Stream, ack.Sequence); err != nil {
+				if _, err := c.reclaim(ctx, msgs[i], ack.Stream, ack.Sequence); err != nil {
 					return err
 				}
 			}
@@ -178,6 +174,18 @@ func (c *Client) Request(ctx context.Context, subject string, data []byte) ([]by
 	return m.Data, nil
 }
 
+// PublishOnce publishes m and reports whether the stream held it before
+// (its id was taken by an earlier publish of the same write). An id on the
+// audit trail held by an answer the server stored for another user is
+// reclaimed as PublishAll does, and m is then stored, not a duplicate.
+func (c *Client) PublishOnce(ctx context.Context, m OutMsg) (duplicate bool, err error) {
+	ack, err := c.Publish(ctx, m.Subject, m.Data, m.MsgID, m.Header)
+	if err != nil || !ack.Duplicate {
+		return false, err
+	}
+	return c.reclaim(ctx, m, ack.Stream, ack.Sequence)
+}
+
 // reclaim checks, for a message of the audit trail that the stream took
 // for a duplicate, that what holds its id at seq is a publish of its
 // writer's, and stores m again under another id when it is not: the server
@@ -186,26 +194,27 @@ func (c *Client) Request(ctx context.Context, subject string, data []byte) ([]by
 // carrying the id m was to take, and the entry would be dropped
 // (docs/security.md, "Answers the server sends for you"). Readers skip
 // such answers (CheckPublished). Other streams' ids are keyed or random,
-// and not checked here.
-func (c *Client) reclaim(ctx context.Context, m OutMsg, stream string, seq uint64) error {
+// and not checked here. It reports whether m's id is held by its writer's
+// own publish (a duplicate).
+func (c *Client) reclaim(ctx context.Context, m OutMsg, stream string, seq uint64) (duplicate bool, err error) {
 	if stream != c.StreamName(StreamEvents) {
-		return nil
+		return true, nil
 	}
 	for try := 0; try < 3; try++ {
 		held, _, err := c.Batch(ctx, stream, ">", seq, 1)
 		if err != nil {
-			return fmt.Errorf("publish %s: check the message holding its id %s: %w", m.Subject, m.MsgID, err)
+			return false, fmt.Errorf("publish %s: check the message holding its id %s: %w", m.Subject, m.MsgID, err)
 		}
 		if len(held) == 1 && held[0].Sequence == seq && CheckPublished(held[0].Header) == nil {
-			return nil // our own, stored before (a retry)
+			return true, nil // our own, stored before (a retry)
 		}
 		m.MsgID += ":reclaimed@" + strconv.FormatUint(seq, 10)
 		ack, err := c.Publish(ctx, m.Subject, m.Data, m.MsgID, m.Header)
 		if err != nil || !ack.Duplicate {
-			return err
+			return false, err
 		}
 		seq = ack.Sequence
 	}
-	return fmt.Errorf("publish %s: %w: its id %s is held by messages the server stored for another user", m.Subject,
+	return false, fmt.Errorf("publish %s: %w: its id %s is held by messages the server stored for another user", m.Subject,
 		ErrPermission, m.MsgID)
 }

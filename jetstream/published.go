@@ -22,17 +22,48 @@ var serverHeaders = []string{"Nats-Stream", "Nats-Subject", "Nats-Sequence", "Na
 // header at all; a client's publish of an Interlock input always carries
 // its Nats-Msg-Id (docs/protocol.md, "Headers and deduplication").
 func CheckPublished(h Header) error {
-	for k := range h {
-		for _, s := range serverHeaders {
-			if strings.EqualFold(k, s) {
-				return subjects.Refusal(subjects.CodeNotAllowed,
-					"not a client's publish: it carries %s, which nats-server adds to a JetStream API answer it sent to this subject", s)
-			}
-		}
+	if err := checkNotAnswer(h, "a client's publish"); err != nil {
+		return err
 	}
 	if h.Get(HeaderMsgID) == "" {
 		return subjects.Refusal(subjects.CodeNotAllowed,
 			"not a client's publish: it carries no %s (every client's input does; an answer the server sent to this subject may not)", HeaderMsgID)
+	}
+	return nil
+}
+
+// HeaderScheduler names the schedule a message the server's scheduler
+// stored was fired from. A client may set it only beside a schedule's
+// purge, which no due timer is.
+const HeaderScheduler = "Nats-Scheduler"
+
+// CheckFired returns nil when h are the headers of a message the server's
+// scheduler fired (a due timer), and otherwise an error with code
+// not_allowed saying why. Fired messages carry no message id (the
+// scheduler strips it), so CheckPublished cannot tell them from a direct
+// get's answer sent to the timer's subject; the scheduler's own header
+// can, since an answer either carries the server's headers or none.
+func CheckFired(h Header) error {
+	if err := checkNotAnswer(h, "a timer the scheduler fired"); err != nil {
+		return err
+	}
+	if h.Get(HeaderScheduler) == "" {
+		return subjects.Refusal(subjects.CodeNotAllowed,
+			"not a timer the scheduler fired: it carries no %s (an answer the server sent to this subject may not)", HeaderScheduler)
+	}
+	return nil
+}
+
+// checkNotAnswer refuses headers carrying one the server adds to a direct
+// get's answer, saying the message is not what.
+func checkNotAnswer(h Header, what string) error {
+	for k := range h {
+		for _, s := range serverHeaders {
+			if strings.EqualFold(k, s) {
+				return subjects.Refusal(subjects.CodeNotAllowed,
+					"not %s: it carries %s, which nats-server adds to a JetStream API answer it sent to this subject", what, s)
+			}
+		}
 	}
 	return nil
 }

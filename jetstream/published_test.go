@@ -25,3 +25,19 @@ func TestCheckPublished(t *testing.T) {
 		assert.Contains(t, err.Error(), "not a client's publish", name)
 	}
 }
+
+func TestCheckFired(t *testing.T) {
+	t.Parallel()
+	assert.NoError(t, CheckFired(Header{HeaderScheduler: {"interlock.timers.at.run-1.t"}, "Nats-Schedule-Next": {"purge"}}))
+	for name, h := range map[string]Header{
+		"no headers (an answer asked for without them)": nil,
+		"a client's publish":                            {HeaderMsgID: {"run-1:t"}},
+		"a direct get's answer of a fired timer": {HeaderScheduler: {"interlock.timers.at.run-1.t"}, "Nats-Stream": {"S"},
+			"Nats-Subject": {"interlock.timers.due.run-1"}, "Nats-Sequence": {"1"}},
+	} {
+		err := CheckFired(h)
+		assert.Error(t, err, name)
+		assert.Equal(t, subjects.CodeNotAllowed, subjects.CodeOf(err), name)
+		assert.Contains(t, err.Error(), "not a timer the scheduler fired", name)
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/processor/mcpbridge"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -178,10 +179,21 @@ func TestAttackAgentStartsAnotherAgentsRunThroughAPIReply(t *testing.T) {
 // answer and stores the entry again under another. Before, readers took the
 // copies for the run's (or skipped them only by the accident of a copied
 // Nats-Subject header), and ada's decision and the completion were dropped
-// from the trail as duplicates.
+// from the trail as duplicates. With records in memory, the first entry of
+// a change carries the record's sealed copy, and is kept the same way.
 func TestAttackTrailEntriesThroughAPIReply(t *testing.T) {
 	t.Parallel()
-	d := newDeployment(t)
+	for name, storage := range map[string]jetstream.Storage{"records on disk": jetstream.FileStorage,
+		"records in memory": jetstream.MemoryStorage} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			trailEntriesThroughAPIReply(t, storage)
+		})
+	}
+}
+
+func trailEntriesThroughAPIReply(t *testing.T, storage jetstream.Storage) {
+	d := newDeploymentOf(t, coordinator.Config{}, jetstream.Config{RecordsStorage: storage})
 	adaAgent(t, d)
 	run := suspendedRefund(t, d)
 
@@ -228,6 +240,119 @@ func TestAttackTrailEntriesThroughAPIReply(t *testing.T) {
 	for _, ev := range d.events(run) {
 		if ev.Type == subjects.EventDecisionAccepted {
 			require.NotEqual(t, "forged", ev.Verdict.DecisionID)
+		}
+	}
+}
+
+// TestAttackAgentFiresAnotherRunsTimerThroughAPIReply: a refunds run waits
+// on ada with a deadline an hour away, after which the agent's default
+// answer applies (onExpiry resolve). The billing agent stores the expiry's
+// timer body on a subject of its own and has the server send direct gets'
+// answers of it (with the server's headers, and without: "no_hdr") to
+// interlock.timers.due.<run>, where the timers stream stores them. Before
+// the fix the coordinator applied the first: the interrupt expired an hour
+// early, resolved with the default, and ada never decided. A due timer must
+// now be one the server's scheduler fired (it carries Nats-Scheduler and no
+// header of an answer); the others are refused and audited.
+func TestAttackAgentFiresAnotherRunsTimerThroughAPIReply(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	deadline := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	s := subjects.Suspension{PassRef: subjects.PassRef{Version: 1, RunID: "run-1", Agent: "refunds"},
+		Interrupts: []subjects.Interrupt{{ID: "ask", Reason: "confirmation", Approvers: []string{"ada"}, ExpiresAt: &deadline,
+			OnExpiry: &subjects.ExpiryPolicy{Action: subjects.ExpiryResolve, Payload: json.RawMessage(`{"refund":"default"}`)}}}}
+	data, err := json.Marshal(s)
+	require.NoError(t, err)
+	agent := d.client("agent")
+	_, err = agent.Publish(d.ctx, "interlock.suspended.refunds.run-1", data, "run-1:0", nil)
+	require.NoError(t, err)
+	_, err = processor.NewClient(d.client("auditor")).Wait(d.ctx, "run-1", processor.Suspended)
+	require.NoError(t, err)
+
+	billing := d.attacker("agent_billing")
+	for i, body := range []string{"", `{"no_hdr":true}`} {
+		timer := subjects.Timer{Version: 1, Name: fmt.Sprintf("forged%d", i), RunID: "run-1", InterruptID: "ask",
+			Kind: subjects.TimerExpire, Deadline: deadline, At: time.Now().Add(-time.Second)}
+		data, err := json.Marshal(timer)
+		require.NoError(t, err)
+		carrier := fmt.Sprintf("interlock.completed.billing.timercarrier%d", i)
+		_, err = billing.js.PublishMsg(&nats.Msg{Subject: carrier, Data: data, Header: nats.Header{nats.MsgIdHdr: {carrier}}})
+		require.NoError(t, err)
+		require.NoError(t, billing.nc.PublishRequest("$JS.API.DIRECT.GET.INTERLOCK_RUNS."+carrier, "interlock.timers.due.run-1", []byte(body)))
+	}
+	require.NoError(t, billing.nc.Flush())
+
+	refused := func() int {
+		n := 0
+		for _, ev := range d.events("run-1") {
+			if ev.Type == subjects.EventInputRejected && ev.Code == subjects.CodeNotAllowed && strings.Contains(ev.Detail, "not a timer") {
+				n++
+			}
+		}
+		return n
+	}
+	require.Eventually(t, func() bool { return refused() == 2 }, 20*time.Second, 20*time.Millisecond,
+		"the two answers the server sent to the run's due timers are refused and audited")
+	rec, err := processor.NewClient(d.client("auditor")).Run(d.ctx, "run-1")
+	require.NoError(t, err)
+	require.Equal(t, subjects.RunSuspended, rec.Status, "the interrupt expired an hour early")
+	require.Nil(t, rec.Interrupts[0].Decision, "the billing agent's timer applied the refunds agent's default")
+}
+
+// TestAttackAgentForgesNotificationsThroughAPIReply: before a refunds run
+// suspends, the billing agent has the server store direct gets' answers on
+// the run's suspension subject (a question of its own wording, "call this
+// number") and on its reminder subject. Before the fix the notifier sent
+// both to every sink, in the run's name, and then dropped the refunds
+// agent's real suspension as a repeat of its delivery key (sink, run,
+// pass). It now notifies only what a client published.
+func TestAttackAgentForgesNotificationsThroughAPIReply(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	notes := startNotifier(t, d)
+
+	billing := d.attacker("agent_billing")
+	forge := func(i int, subject string, v any) {
+		data, err := json.Marshal(v)
+		require.NoError(t, err)
+		// Kept in another stream: the answer carries the carrier's message
+		// id, which its own stream would drop as a repeat.
+		carrier := fmt.Sprintf("interlock.agui.billing.notecarrier%d", i)
+		_, err = billing.js.PublishMsg(&nats.Msg{Subject: carrier, Data: data, Header: nats.Header{nats.MsgIdHdr: {carrier}}})
+		require.NoError(t, err)
+		require.NoError(t, billing.nc.PublishRequest("$JS.API.DIRECT.GET.INTERLOCK_AGUI."+carrier, subject, nil))
+	}
+	forgedAsk := []subjects.Interrupt{{ID: "ask", Reason: "forged: call +1 555 0100 to approve", Approvers: []string{"ada"}}}
+	forge(0, "interlock.suspended.refunds.run-1", subjects.Suspension{
+		PassRef: subjects.PassRef{Version: 1, RunID: "run-1", Agent: "refunds"}, Interrupts: forgedAsk})
+	forge(1, "interlock.reminder.refunds.run-1", subjects.Notice{
+		PassRef: subjects.PassRef{Version: 1, RunID: "run-1", Agent: "refunds"}, Kind: subjects.KindReminder, Timer: "forged",
+		Seq: 1, At: time.Now().UTC(), Interrupts: forgedAsk})
+	require.NoError(t, billing.nc.Flush())
+	// The coordinator refuses the forged suspension: it has read past it.
+	require.Eventually(t, func() bool {
+		for _, ev := range d.events("run-1") {
+			if ev.Type == subjects.EventInputRejected && strings.Contains(ev.Detail, "not a client's publish") {
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 20*time.Millisecond, "the coordinator refuses the forged suspension")
+
+	d.suspend(d.client("agent"), "run-1", "ada")
+	for {
+		m, err := notes.bus.NextMsg(20 * time.Second)
+		require.NoError(t, err, "the refunds agent's own suspension is notified")
+		var note struct {
+			Kind       string              `json:"kind"`
+			Suspension subjects.Suspension `json:"suspension"`
+		}
+		require.NoError(t, json.Unmarshal(m.Data, &note))
+		require.Len(t, note.Suspension.Interrupts, 1)
+		require.NotContains(t, note.Suspension.Interrupts[0].Reason, "forged",
+			"the notifier sent the billing agent's %s in run-1's name", note.Kind)
+		if note.Suspension.RunID == "run-1" && note.Kind == "new" {
+			break
 		}
 	}
 }

@@ -277,7 +277,9 @@ func (e *env) timer(run, interrupt string, kind subjects.TimerKind) *jetstream.D
 		var t subjects.Timer
 		require.NoError(e.t, json.Unmarshal(m.Data, &t))
 		if t.RunID == run && t.InterruptID == interrupt && t.Kind == kind {
-			return e.msg(m.Header["Nats-Schedule-Target"][0], m.Data, nil)
+			// As the server's scheduler fires it: onto its target, naming
+			// the schedule.
+			return e.msg(m.Header["Nats-Schedule-Target"][0], m.Data, jetstream.Header{jetstream.HeaderScheduler: {m.Subject}})
 		}
 	}
 	e.t.Fatalf("no %s timer scheduled for %s/%s", kind, run, interrupt)

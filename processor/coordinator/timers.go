@@ -39,6 +39,15 @@ func (co *Coordinator) timerMsgs(rec *subjects.Run) ([]jetstream.OutMsg, error) 
 
 func (co *Coordinator) handleTimer(ctx context.Context, m *jetstream.Delivery) error {
 	defer co.metrics.timed("timer", time.Now())
+	if err := jetstream.CheckFired(m.Header); err != nil {
+		// An answer the server sent to this subject: audited on the run
+		// its subject names.
+		run := subjects.NoRun
+		if a, perr := co.ns.Parse(m.Subject); perr == nil {
+			run = a.Run
+		}
+		return co.refuseInput(ctx, m, run, "timer", err)
+	}
 	t, err := subjects.DecodeTimer(m.Data)
 	if err != nil {
 		return jetstream.DeadLetter(fmt.Errorf("timer: %w", err))

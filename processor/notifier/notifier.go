@@ -60,6 +60,10 @@ const (
 	OutcomeDeadLettered = "dead_lettered"
 	OutcomeDuplicate    = "duplicate"
 	OutcomeUnmatched    = "unmatched"
+	// OutcomeRefused counts messages on the feed no client published: an
+	// answer the server sent to a suspension or notice subject for another
+	// user (docs/security.md, "Answers the server sends for you").
+	OutcomeRefused = "refused"
 )
 
 // New checks cfg and builds a notifier; Start runs it.
@@ -278,6 +282,14 @@ func (n *Notifier) feedItem(m *jetstream.Delivery) (subjects.Suspension, subject
 }
 
 func (n *Notifier) handle(ctx context.Context, sinkName string, sink Sink, m *jetstream.Delivery) error {
+	if err := jetstream.CheckPublished(m.Header); err != nil {
+		// Neither an agent's suspension nor the coordinator's notice: not
+		// notified, so it cannot take the delivery key of the real one.
+		// The coordinator audits a refused suspension.
+		n.counts.WithLabelValues(sinkName, OutcomeRefused).Inc()
+		n.log.Warn("not notified: refused", "sink", sinkName, "subject", m.Subject, "error", err)
+		return nil
+	}
 	s, notice, err := n.feedItem(m)
 	kind := kindOf(notice)
 	if err != nil {

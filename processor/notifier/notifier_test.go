@@ -703,7 +703,7 @@ func TestWebhookCarriesTraceContext(t *testing.T) {
 		Interrupts: []subjects.Interrupt{{ID: "i", Reason: "confirmation"}}}
 	data, _ := json.Marshal(s)
 	subject, _ := e.admin.Namespace().Suspended("a", "traced")
-	_, err := e.admin.Publish(ctx(t), subject, data, "", jetstream.Header{trace.Header: {tp}})
+	_, err := e.admin.Publish(ctx(t), subject, data, "traced:0", jetstream.Header{trace.Header: {tp}})
 	require.NoError(t, err)
 	got := hook.waitN(t, 1)[0].header.Get("traceparent")
 	assert.Equal(t, trace.TraceID(tp), trace.TraceID(got))

@@ -374,11 +374,9 @@ func (s *JetStream) storeCopy(ctx context.Context, rec *subjects.Run, first Even
 	stored := int64(len(m.Data)) <= s.c.MaxPayload()-copyHeaderRoom
 	duplicate := false
 	if stored {
-		ack, err := s.c.Publish(ctx, m.Subject, m.Data, m.MsgID, m.Header)
-		if err != nil {
+		if duplicate, err = s.c.PublishOnce(ctx, m); err != nil {
 			return false, err
 		}
-		duplicate = ack.Duplicate
 	}
 	if !stored || duplicate {
 		ev := Event{Event: subjects.Event{Version: subjects.Version, Type: subjects.EventRecorded, RunID: rec.RunID,
