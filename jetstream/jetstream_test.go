@@ -525,6 +525,40 @@ func TestReadsIgnoreStoredServerHeaders(t *testing.T) {
 	}
 }
 
+// TestReadsKeepStoredServerHeadersWithoutDirectGets: on a stream that
+// allows no direct gets (the decisions stream) nats.go reads with
+// $JS.API.STREAM.MSG.GET, whose answer holds the stored headers alone. A
+// message the server stored from an answer it sent there carries the
+// server's headers as stored, once each, and reads must keep them so
+// CheckPublished refuses it; before, the one value was taken for the
+// server's own and dropped, and the message passed for a client's.
+func TestReadsKeepStoredServerHeadersWithoutDirectGets(t *testing.T) {
+	t.Parallel()
+	c := jstest.Client(t, jstest.Server(t))
+	subject, err := c.Namespace().ResumeAs("run-1", "ada")
+	require.NoError(t, err)
+	h := jetstream.Header{"Nats-Stream": {"INTERLOCK_AGUI"}, "Nats-Subject": {"interlock.agui.billing.carrier"},
+		"Nats-Sequence": {"7"}, "Nats-Time-Stamp": {"2026-12-04T00:00:00Z"}}
+	ack, err := c.Publish(ctx(t), subject, []byte(`{}`), "ada:forged", h)
+	require.NoError(t, err)
+	for _, read := range []func() (jetstream.StoredMsg, error){
+		func() (jetstream.StoredMsg, error) { return c.LastMsg(ctx(t), jetstream.StreamDecisions, subject) },
+		func() (jetstream.StoredMsg, error) {
+			msgs, err := c.Messages(ctx(t), jetstream.StreamDecisions, subject, 0, 1)
+			if err != nil || len(msgs) != 1 {
+				return jetstream.StoredMsg{}, fmt.Errorf("read %d messages: %v", len(msgs), err)
+			}
+			return msgs[0], nil
+		},
+	} {
+		m, err := read()
+		require.NoError(t, err)
+		assert.Equal(t, subject, m.Subject)
+		assert.Equal(t, ack.Sequence, m.Sequence)
+		assert.Error(t, jetstream.CheckPublished(m.Header), "a stored answer passes for a client's publish: %v", m.Header)
+	}
+}
+
 // TestConsumerStopWaitsForTheWork: Stop takes no more messages and waits
 // for the handler under way while its context lasts, without cancelling
 // it, and Stopped is closed once Stop has returned.

@@ -33,15 +33,30 @@ func (c *Client) LastMsg(ctx context.Context, s Stream, subject string) (StoredM
 	if err != nil {
 		return StoredMsg{}, translate(err)
 	}
-	return storedOf(m), nil
+	return storedOf(m, directly(st)), nil
 }
 
-// storedOf is the message a get of nats.go read. On a stream that allows
-// direct gets (all of Interlock's) it is a direct get's answer, whose
-// subject, sequence and time nats.go takes from the first of each header;
-// a publisher's own headers of those names come first, so the server's
-// (the last) are taken instead (serverHeader).
-func storedOf(m *jetstream.RawStreamMsg) StoredMsg {
+// directly reports whether nats.go reads st with direct gets: it does when
+// the stream's config, as last fetched, allows them, and otherwise asks
+// $JS.API.STREAM.MSG.GET, whose answer holds the stored headers alone.
+func directly(st jetstream.Stream) bool {
+	info := st.CachedInfo()
+	return info != nil && info.Config.AllowDirect
+}
+
+// storedOf is the message a get of nats.go read, directly or not. A
+// direct get's answer (on every stream of Interlock's that allows them)
+// carries the server's headers after the stored ones, and nats.go takes
+// subject, sequence and time from the first of each; a publisher's own
+// headers of those names come first, so the server's (the last) are taken
+// instead (serverHeader), and left out of the headers as stored. The other
+// answer's headers are the stored ones, kept whole: a message the server
+// stored from an answer it sent carries the server's headers once each,
+// and CheckPublished must see them.
+func storedOf(m *jetstream.RawStreamMsg, direct bool) StoredMsg {
+	if !direct {
+		return StoredMsg{Subject: m.Subject, Sequence: m.Sequence, Header: Header(m.Header), Data: m.Data, Time: m.Time}
+	}
 	out := StoredMsg{Subject: m.Subject, Sequence: m.Sequence, Header: storedHeader(m.Header), Data: m.Data, Time: m.Time}
 	if len(m.Header.Values(jetstream.SubjectHeader)) > 1 {
 		out.Subject = serverHeader(m.Header, jetstream.SubjectHeader)
@@ -336,7 +351,7 @@ func (c *Client) Messages(ctx context.Context, s Stream, subject string, from ui
 			}
 			return out, err
 		}
-		sm := storedOf(m)
+		sm := storedOf(m, directly(st))
 		out = append(out, sm)
 		seq = sm.Sequence + 1
 	}
