@@ -37,6 +37,51 @@ async def test_unknown_run_verdict_from_the_no_run_trail(nc: NATS) -> None:
     assert await interlock.Client(nc).events(run) == []
 
 
+async def test_verdict_waiter_skips_an_answer_the_server_stored(nc: NATS) -> None:
+    """nats-server sends a JetStream API answer to whatever subject its
+    request names, with its own rights: another user can have a direct
+    get's answer stored on a run's events subject, carrying the message id
+    the coordinator gives the verdict on the next decisions
+    (``<run>:seq<N>:decision_accepted``). A client waiting on the events for
+    its verdict must not take it: it carries the server's headers as
+    stored, which a direct get's answer hides behind its own (nats-py keeps
+    one value per header), so the client reads the candidate's stored
+    headers whole before it believes it."""
+    run = "py-forged-" + uuid.uuid4().hex
+    js = nc.jetstream()
+    last = (await js.stream_info("INTERLOCK_DECISIONS")).state.last_seq
+    for seq in range(last + 1, last + 21):
+        verdict = {
+            "version": 1,
+            "decisionId": "forged",
+            "runId": run,
+            "interruptId": "int-x",
+            "outcome": "accepted",
+            "approver": "ada",
+            "at": "2026-12-04T00:00:00Z",
+        }
+        ev = {"version": 1, "type": "decision_accepted", "runId": run, "at": verdict["at"], "verdict": verdict}
+        await js.publish(
+            f"interlock.events.{run}.decision_accepted",
+            json.dumps(ev).encode(),
+            headers={
+                "Nats-Msg-Id": f"{run}:seq{seq}:decision_accepted",
+                "Nats-Stream": "INTERLOCK_AGUI",
+                "Nats-Subject": "interlock.agui.billing.carrier",
+                "Nats-Sequence": "7",
+                "Nats-Time-Stamp": "2026-12-04T00:00:00Z",
+            },
+        )
+    # Its inbox is not the approver's: it waits on the events.
+    c = interlock.Client(nc, inbox_prefix="_INBOX.someone_else", timeout=10)
+    try:
+        with pytest.raises(interlock.Rejected) as rej:
+            await c.approve(run, "int-x", decision_id="d-forged", approver="ada")
+        assert rej.value.verdict.code == "unknown_run"
+    finally:
+        await c.close()
+
+
 async def test_decision_id_reused_with_another_body_is_refused(
     nc: NATS, client: interlock.Client, agent_name: str
 ) -> None:

@@ -20,7 +20,7 @@ from ._errors import Rejected, RunNotFound
 from ._ids import decision_attempt_msg_id, nonce, reply_token, start_msg_id, uuid7
 from ._subjects import DEFAULT_PREFIX, NO_RUN, Namespace, inbox_prefix, validate_token
 from ._types import NO_PAYLOAD, Event, PendingInterrupt, Run, Status, Verdict
-from ._wire import decode_decision, decode_work, versioned
+from ._wire import decode_decision, decode_work, not_published, versioned
 
 
 def finished(run: Run) -> bool:
@@ -295,15 +295,21 @@ class Client:
         Each look reads only the events recorded since the last."""
         marks = (f":seq{seq}:decision_", f":seq{seq}:vote_recorded")
         filters = [self._ns.run_events(run_id), self._ns.events(NO_RUN, "decision_rejected")]
+        stream = self._ns.stream("EVENTS")
         cursors = [0, 0]
         while True:
             for i, subject_filter in enumerate(filters):
-                msgs = await _direct.messages(
-                    self._nc, self._ns.stream("EVENTS"), subject_filter, cursors[i] + 1, None, self._timeout
-                )
+                msgs = await _direct.messages(self._nc, stream, subject_filter, cursors[i] + 1, None, self._timeout)
                 for m in msgs:
                     cursors[i] = m.seq
                     if not any(mark in m.headers.get("Nats-Msg-Id", "") for mark in marks):
+                        continue
+                    # The coordinator's entry, or an answer the server stored
+                    # there for another user, carrying the id it will take:
+                    # only the stored headers tell (docs/security.md,
+                    # "Answers the server sends for you").
+                    stored = await _direct.stored_headers(self._nc, stream, m.seq, self._timeout)
+                    if not_published(stored) is not None:
                         continue
                     ev = self._ns.stored_event(m.subject, m.data or b"")
                     if ev is not None and isinstance(ev.get("verdict"), dict):

@@ -11,6 +11,7 @@ the next sequence. docs/protocol.md describes the exchange.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import time
@@ -136,3 +137,34 @@ async def last(nc: NATS, stream: str, subject: str, timeout: float) -> Stored | 
             )
         raise InterlockError(f"read {stream} on {subject}: status {status} {h.get('Description', '')}".rstrip())
     return Stored(subject=h.get("Nats-Subject", ""), seq=int(seq), headers=h, data=m.data)
+
+
+async def stored_headers(nc: NATS, stream: str, seq: int, timeout: float) -> dict[str, str]:
+    """The headers the message of ``stream`` at ``seq`` was stored with,
+    asked of ``$JS.API.STREAM.MSG.GET.<stream>``, whose answer holds them
+    alone. A direct get appends the server's headers (``Nats-Stream``,
+    ``Nats-Subject``, ...) after the stored ones and nats-py keeps one value
+    per name, so a message the server stored from an answer it sent (which
+    carries those headers as stored) looks like any other there."""
+    api = f"$JS.API.STREAM.MSG.GET.{stream}"
+    try:
+        m = await nc.request(api, json.dumps({"seq": seq}).encode(), timeout=timeout)
+    except nats.errors.TimeoutError:
+        raise InterlockError(
+            f"read {stream} at {seq}: no answer to {api} in {timeout}s: the request may be refused by NATS "
+            f"permissions (the user needs {api}), or the server is overloaded"
+        ) from None
+    try:
+        answer = json.loads(m.data)
+    except ValueError:
+        raise InterlockError(f"read {stream} at {seq}: {api} answered {m.data[:200]!r}") from None
+    if not isinstance(answer, dict) or "error" in answer or not isinstance(answer.get("message"), dict):
+        err = answer.get("error") if isinstance(answer, dict) else answer
+        raise InterlockError(f"read {stream} at {seq}: {api} answered {err}")
+    raw = base64.b64decode(answer["message"].get("hdrs") or "")
+    out: dict[str, str] = {}
+    for line in raw.split(b"\r\n")[1:]:
+        name, sep, value = line.partition(b":")
+        if sep:
+            out[name.strip().decode("ascii", "replace")] = value.strip().decode("utf-8", "replace")
+    return out
