@@ -270,6 +270,8 @@ type Entry struct {
 	Key      string
 	Value    []byte
 	Revision uint64
+	// Header is the entry's headers as stored, for CheckPublished.
+	Header Header
 }
 
 // Page returns up to limit keys with their values, in the order they were
@@ -293,7 +295,8 @@ func (m *Bucket) Page(ctx context.Context, after uint64, limit int) (entries []E
 			if op := msg.Header.Get(kvOperation); op == kvDelete || op == kvPurge {
 				continue
 			}
-			entries = append(entries, Entry{Key: strings.TrimPrefix(msg.Subject, prefix), Value: msg.Data, Revision: msg.Sequence})
+			entries = append(entries, Entry{Key: strings.TrimPrefix(msg.Subject, prefix), Value: msg.Data, Revision: msg.Sequence,
+				Header: msg.Header})
 		}
 		if !more {
 			return entries, 0, nil

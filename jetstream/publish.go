@@ -193,11 +193,12 @@ func (c *Client) PublishOnce(ctx context.Context, m OutMsg) (duplicate bool, err
 // its own rights, so another user could have an answer stored there first
 // carrying the id m was to take, and the entry would be dropped
 // (docs/security.md, "Answers the server sends for you"). Readers skip
-// such answers (CheckPublished). Other streams' ids are keyed or random,
-// and not checked here. It reports whether m's id is held by its writer's
+// such answers (CheckPublished). The pending index's puts are checked too:
+// their ids are computable from a run's and an interrupt's. Other streams'
+// ids are keyed or random, and not checked here. It reports whether m's id is held by its writer's
 // own publish (a duplicate).
 func (c *Client) reclaim(ctx context.Context, m OutMsg, stream string, seq uint64) (duplicate bool, err error) {
-	if stream != c.StreamName(StreamEvents) {
+	if stream != c.StreamName(StreamEvents) && stream != c.BucketStreamName(PendingBucket) {
 		return true, nil
 	}
 	for try := 0; try < 3; try++ {
@@ -205,8 +206,10 @@ func (c *Client) reclaim(ctx context.Context, m OutMsg, stream string, seq uint6
 		if err != nil {
 			return false, fmt.Errorf("publish %s: check the message holding its id %s: %w", m.Subject, m.MsgID, err)
 		}
-		if len(held) == 1 && held[0].Sequence == seq && CheckPublished(held[0].Header) == nil {
-			return true, nil // our own, stored before (a retry)
+		if len(held) == 0 || held[0].Sequence != seq || CheckPublished(held[0].Header) == nil {
+			// Our own, stored before (a retry), or no longer there to
+			// judge: written over since (a key's put and then its delete).
+			return true, nil
 		}
 		m.MsgID += ":reclaimed@" + strconv.FormatUint(seq, 10)
 		ack, err := c.Publish(ctx, m.Subject, m.Data, m.MsgID, m.Header)

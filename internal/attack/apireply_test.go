@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -354,5 +355,54 @@ func TestAttackAgentForgesNotificationsThroughAPIReply(t *testing.T) {
 		if note.Suspension.RunID == "run-1" && note.Kind == "new" {
 			break
 		}
+	}
+}
+
+// TestAttackPendingIndexThroughAPIReply: the billing agent has the server
+// store direct gets' answers in the pending index (the inbox's listing):
+// one carrying the message id of the coordinator's next put (an entry's
+// id, "pending:<key>:0", is computable from the run and interrupt ids),
+// stored before the run suspends; one of bytes that are no JSON; one
+// listing a question of its own wording. Before the fix the real entry was
+// dropped as a repeat, and the listing failed on the bytes for everyone
+// (the inbox, `interlock pending`). Now the coordinator reclaims its id,
+// and readers list only the coordinator's puts.
+func TestAttackPendingIndexThroughAPIReply(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	key := subjects.PendingKey("run-1", "ask")
+	billing := d.attacker("agent_billing")
+	forge := func(i int, id, subject, body string) {
+		carrier := fmt.Sprintf("interlock.agui.billing.indexcarrier%d", i)
+		_, err := billing.js.PublishMsg(&nats.Msg{Subject: carrier, Data: []byte(body), Header: nats.Header{nats.MsgIdHdr: {id}}})
+		require.NoError(t, err)
+		require.NoError(t, billing.nc.PublishRequest("$JS.API.DIRECT.GET.INTERLOCK_AGUI."+carrier, subject, nil))
+	}
+	forged := `{"runId":"run-9","agent":"refunds","interrupt":{"id":"ask","reason":"forged: call +1 555 0100"}}`
+	forge(0, "pending:"+key+":0", "$KV.interlock_pending."+subjects.PendingKey("run-0", "ask"), forged)
+	forge(1, "garbage", "$KV.interlock_pending.run-8.000000000000000000000000", "\x00 not json")
+	forge(2, "listed", "$KV.interlock_pending."+subjects.PendingKey("run-9", "ask"), forged)
+	require.NoError(t, billing.nc.Flush())
+	admin := d.attacker("admin")
+	require.Eventually(t, func() bool {
+		st, err := admin.js.StreamInfo("KV_interlock_pending")
+		return err == nil && st.State.Msgs >= 3
+	}, 20*time.Second, 20*time.Millisecond, "the answers are stored")
+
+	d.suspend(d.client("agent"), "run-1", "ada")
+	for _, who := range []string{"auditor", "coordinator"} {
+		var runs []string
+		var err error
+		require.Eventually(t, func() bool {
+			var page []subjects.PendingInterrupt
+			page, _, err = processor.NewClient(d.client(who)).PendingPage(d.ctx, 0, 100)
+			runs = runs[:0]
+			for _, p := range page {
+				runs = append(runs, p.RunID)
+			}
+			return err != nil || slices.Contains(runs, "run-1")
+		}, 20*time.Second, 20*time.Millisecond, "run-1's entry is listed")
+		require.NoError(t, err, "%s lists the pending index", who)
+		require.Equal(t, []string{"run-1"}, runs, "%s's listing", who)
 	}
 }

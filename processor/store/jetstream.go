@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/google/uuid"
+
 	"github.com/interlockhq/interlock/internal/trace"
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/subjects"
@@ -280,6 +282,9 @@ func (s *JetStream) PendingPage(ctx context.Context, after uint64, limit int) ([
 	}
 	out := make([]subjects.PendingInterrupt, 0, len(entries))
 	for _, e := range entries {
+		if jetstream.CheckPublished(e.Header) != nil {
+			continue // not the coordinator's put: an answer the server stored there (SweepIndex removes it)
+		}
 		var p subjects.PendingInterrupt
 		if err := json.Unmarshal(e.Value, &p); err != nil {
 			return nil, 0, fmt.Errorf("pending index entry %s: %w", e.Key, err)
@@ -382,13 +387,17 @@ func (s *JetStream) SweepIndex(ctx context.Context, before uint64, stale func(co
 			if e.Revision >= before {
 				return removed, nil
 			}
-			var p subjects.PendingInterrupt
-			if err := json.Unmarshal(e.Value, &p); err != nil {
-				return removed, fmt.Errorf("pending index entry %s: %w", e.Key, err)
-			}
-			gone, err := stale(ctx, p)
-			if err != nil {
-				return removed, fmt.Errorf("pending index entry %s: %w", e.Key, err)
+			// Not the coordinator's put (an answer the server stored there
+			// for another user) is stale whatever it says.
+			gone := jetstream.CheckPublished(e.Header) != nil
+			if !gone {
+				var p subjects.PendingInterrupt
+				if err := json.Unmarshal(e.Value, &p); err != nil {
+					return removed, fmt.Errorf("pending index entry %s: %w", e.Key, err)
+				}
+				if gone, err = stale(ctx, p); err != nil {
+					return removed, fmt.Errorf("pending index entry %s: %w", e.Key, err)
+				}
 			}
 			if !gone {
 				continue
@@ -543,7 +552,7 @@ func (s *JetStream) Commit(ctx context.Context, fx Effects) error {
 		}
 		id := IndexMsgID(p)
 		if fx.Rebuild {
-			id = ""
+			id += ":rebuilt:" + uuid.NewString()
 		}
 		msgs = append(msgs, s.c.KVPutMsg(jetstream.PendingBucket, subjects.PendingKey(p.RunID, p.ID), data, id))
 	}

@@ -122,9 +122,11 @@ type Effects struct {
 	// empty.
 	Record *subjects.Run
 	// Rebuild says Index is a build of a lost index from the records: its
-	// puts carry no message id, since the server may still remember the
-	// ids of the puts made before the loss (an index emptied, not
-	// recreated) and drop them as duplicates.
+	// puts carry message ids of their own, never an earlier put's, since
+	// the server may still remember the ids of the puts made before the
+	// loss (an index emptied, not recreated) and drop them as duplicates.
+	// Every put carries one: readers list only entries that do
+	// (jetstream.CheckPublished).
 	Rebuild bool
 }
 

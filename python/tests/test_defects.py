@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
+import nats.js.errors
 import pytest
 from nats.aio.client import Client as NATS
 from test_replay import suspended_at, worker
@@ -80,6 +82,31 @@ async def test_verdict_waiter_skips_an_answer_the_server_stored(nc: NATS) -> Non
         assert rej.value.verdict.code == "unknown_run"
     finally:
         await c.close()
+
+
+async def test_pending_listing_survives_answers_the_server_stored(nc: NATS) -> None:
+    """Another user can have direct gets' answers stored in the pending
+    index: bytes that are no JSON broke every client's listing, and an
+    answer asked for without headers (``no_hdr``) was listed as pending.
+    Neither is the coordinator's put: the listing skips both."""
+    tag = uuid.uuid4().hex[:12]
+    js = nc.jetstream()
+    forged = {"runId": "py-forged-" + tag, "agent": "a", "interrupt": {"id": "ask", "reason": "forged"}}
+    for i, (body, req) in enumerate([(b"\x00 not json", b""), (json.dumps(forged).encode(), b'{"no_hdr":true}')]):
+        carrier = f"interlock.agui.py{tag}.pending{i}"
+        await js.publish(carrier, body, headers={"Nats-Msg-Id": f"{carrier}:carrier"})
+        key = f"py-forged-{tag}.{i:024d}"
+        await nc.publish(f"$JS.API.DIRECT.GET.INTERLOCK_AGUI.{carrier}", req, reply=f"$KV.interlock_pending.{key}")
+        for _ in range(200):
+            try:
+                await js.get_last_msg("KV_interlock_pending", f"$KV.interlock_pending.{key}")
+                break
+            except nats.js.errors.NotFoundError:
+                await asyncio.sleep(0.02)
+        else:
+            raise AssertionError(f"the server did not store its answer under {key}")
+    listed = [p.run_id for p in await interlock.Client(nc).pending()]
+    assert "py-forged-" + tag not in listed
 
 
 async def test_decision_id_reused_with_another_body_is_refused(

@@ -400,7 +400,16 @@ class Client:
                 start = m.seq + 1
                 if m.headers.get("KV-Operation") in ("DEL", "PURGE") or not m.data:
                     continue
-                entries.append(PendingInterrupt.from_wire(json.loads(m.data)))
+                # Only the coordinator writes here, every put with its message
+                # id: what has none, or is no entry, is an answer the server
+                # stored for another user (docs/security.md, "Answers the
+                # server sends for you").
+                if not m.headers.get("Nats-Msg-Id"):
+                    continue
+                try:
+                    entries.append(PendingInterrupt.from_wire(json.loads(m.data)))
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    continue
             if not more:
                 return entries, 0
         return entries, start - 1

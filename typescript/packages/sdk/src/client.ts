@@ -452,6 +452,7 @@ export class Client {
         start = m.seq + 1;
         const op = m.headers?.get("KV-Operation") ?? "";
         if (op === "DEL" || op === "PURGE" || m.data.length === 0) continue;
+        if (!m.published) continue; // an answer the server stored here for another user, not the coordinator's put
         const v: unknown = JSON.parse(text(m.data));
         if (isObject(v)) entries.push(v as PendingInterrupt);
       }

@@ -455,6 +455,28 @@ describe("the worker", () => {
     assert.ok(!types.includes("decision_accepted"), `the answer is listed as an entry: ${types.join(", ")}`);
   });
 
+  test("answers the server stored in the pending index (a direct get's, another user's) are not listed, and do not break the listing", async () => {
+    const agent = agentName();
+    const js = (await jetstreamManager(nc)).jetstream();
+    const forged = { runId: `forged-${agent}`, agent, interrupt: { id: "ask", reason: "forged: call +1 555 0100" } };
+    const keys = [`forged-${agent}.000000000000000000000000`, `junk-${agent}.000000000000000000000000`];
+    for (const [i, body] of [JSON.stringify(forged), "\u0000 not json"].entries()) {
+      const carrier = `interlock.agui.${agent}.pending${i}`;
+      const h = headers();
+      h.set("Nats-Msg-Id", `pending:${keys[i]}:0`);
+      await js.publish(carrier, body, { headers: h });
+      nc.publish(`$JS.API.DIRECT.GET.INTERLOCK_AGUI.${carrier}`, "", { reply: `$KV.interlock_pending.${keys[i]}` });
+    }
+    const jsm = await jetstreamManager(nc);
+    await eventually(async () => {
+      const got = await Promise.all(keys.map((k) =>
+        jsm.streams.getMessage("KV_interlock_pending", { last_by_subj: `$KV.interlock_pending.${k}` }).catch(() => null)));
+      return got.every((m) => m !== null);
+    }, 15_000, "the server stored its answers in the pending index");
+    const runs = (await client.pending()).map((p) => p.runId);
+    assert.ok(!runs.includes(`forged-${agent}`), `the answer is listed as pending: ${runs.join(", ")}`);
+  });
+
   test("a pass that keeps asking to be retried is dead-lettered on its last delivery", async () => {
     const agent = agentName();
     let attempts = 0;
