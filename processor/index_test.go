@@ -248,7 +248,10 @@ func TestPendingIndexRebuiltAfterLeaderChange(t *testing.T) {
 
 	// What the replica left would hold: the decided interrupt's entry (its
 	// removal lost) and no entry for the first run (its put lost).
-	_, err = kv.Put(h.ctx(), subjects.PendingKey(decided, ids[decided]), old.Value())
+	// As the coordinator's puts, with a message id (the listing skips
+	// what has none: not the coordinator's).
+	_, err = js.PublishMsg(h.ctx(), &nats.Msg{Subject: "$KV." + h.admin.BucketName(jetstream.PendingBucket) + "." +
+		subjects.PendingKey(decided, ids[decided]), Data: old.Value(), Header: nats.Header{nats.MsgIdHdr: {"replica-left"}}})
 	require.NoError(t, err)
 	require.NoError(t, kv.Delete(h.ctx(), subjects.PendingKey(runs[0], ids[runs[0]])))
 	listed(decided, runs[2])

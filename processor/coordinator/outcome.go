@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -34,8 +35,17 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Delivery)
 		err = fmt.Errorf("%w: subject names agent %q run %q, body names agent %q run %q",
 			subjects.ErrMalformed, addr.Agent, addr.Run, o.Agent, o.RunID)
 	}
+	// undecoded: the body did not decode, but names the run and agent of
+	// its subject and a pass; if that is the pass the record waits for, the
+	// pass can go no further (its worker acked the work item) and the run
+	// fails with the reason, where it would stay resuming.
+	var undecoded error
 	if err != nil {
-		return co.rejectInput(ctx, m, addr.Run, err)
+		ref, ok := peekPass(addr, m.Data)
+		if !ok {
+			return co.rejectInput(ctx, m, addr.Run, err)
+		}
+		o, undecoded = rules.Outcome{PassRef: ref, Kind: addr.Kind}, err
 	}
 	arrival := rules.Arrival{Seq: m.Sequence, TraceParent: m.Header.Get(trace.Header)}
 	// The rule's refusal is kept apart from the store's errors: only the
@@ -45,28 +55,32 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Delivery)
 	// worker acked its work item): the run fails with the reason instead.
 	var refused, fails error
 	next, err := co.update(ctx, o.RunID, func(rec *subjects.Run) (*subjects.Run, error) {
-		current, fails = rec, nil
-		next, err := co.rules.ApplyOutcome(rec, o, arrival, co.now())
-		refused = err
-		if o.Kind != subjects.KindSuspended {
-			return next, nil
-		}
-		switch {
-		case err == nil:
-			// Questions whose answers could not be recorded.
-			fails = co.checkBound(next)
-		case failsRun(err):
-			// Questions nobody may answer (policy_unsatisfiable), an
-			// interrupt raised twice, an unsafe schema.
-			fails = err
-		}
-		if fails == nil {
-			return next, nil
+		current, fails, refused = rec, undecoded, undecoded
+		if undecoded == nil {
+			next, err := co.rules.ApplyOutcome(rec, o, arrival, co.now())
+			refused = err
+			if o.Kind != subjects.KindSuspended {
+				return next, nil
+			}
+			switch {
+			case err == nil:
+				// Questions whose answers could not be recorded.
+				fails = co.checkBound(next)
+			case failsRun(err):
+				// Questions nobody may answer (policy_unsatisfiable), an
+				// interrupt raised twice, an unsafe schema.
+				fails = err
+			}
+			if fails == nil {
+				return next, nil
+			}
 		}
 		failed, ferr := co.rules.ApplyOutcome(rec, failedFor(o, fails), arrival, co.now())
 		if ferr != nil {
-			if err != nil {
-				fails = nil // no run to fail (a later pass of a run with no record): refused as it is
+			if refused != nil {
+				// No run to fail (a later pass of a run with no record), or
+				// not the pass it waits for: refused as it is.
+				fails = nil
 				return nil, nil
 			}
 			return nil, ferr
@@ -127,6 +141,22 @@ func (co *Coordinator) checkBound(rec *subjects.Run) error {
 func failsRun(err error) bool {
 	var stale *rules.StaleError
 	return !errors.As(err, &stale) && !errors.Is(err, subjects.ErrWrongAgent)
+}
+
+// peekPass reads the run, agent and pass a body that did not decode as an
+// outcome names, if it is a JSON object naming the run and agent of its
+// subject addr and a pass.
+func peekPass(addr subjects.Address, data []byte) (subjects.PassRef, bool) {
+	var ref struct {
+		RunID string `json:"runId"`
+		Agent string `json:"agent"`
+		Pass  *int   `json:"pass"`
+	}
+	if json.Unmarshal(data, &ref) != nil || ref.Pass == nil || *ref.Pass < 0 ||
+		ref.RunID != addr.Run || ref.Agent != addr.Agent {
+		return subjects.PassRef{}, false
+	}
+	return subjects.PassRef{Version: subjects.Version, RunID: ref.RunID, Agent: ref.Agent, Pass: *ref.Pass}, true
 }
 
 // failedFor is the failure outcome that replaces outcome o, refused for err.

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -76,6 +77,40 @@ func TestInputRejections(t *testing.T) {
 			},
 			send: func(e *env) (*jetstream.Delivery, error) {
 				m := e.suspension("r1", 1, open)
+				return m, e.co.handleOutcome(ctx(e.t), m)
+			}},
+		// A body that does not decode, of the pass the record waits for,
+		// from the run's own agent: before, the run stayed resuming.
+		{name: "a replay's suspension that does not decode", code: subjects.CodeMalformed, status: subjects.RunFailed,
+			failure: "interrupt",
+			setup: func(e *env) {
+				e.suspend("r1", 0, open)
+				e.decide("r1", "", resolve("d1", "open", ""))
+			},
+			send: func(e *env) (*jetstream.Delivery, error) {
+				body := fmt.Sprintf(`{"version":1,"runId":"r1","agent":%q,"pass":1,"interrupts":[{"reason":"tool_call"}]}`, agent)
+				m := e.msg(e.must(e.ns.Suspended(agent, "r1")), []byte(body), nil)
+				return m, e.co.handleOutcome(ctx(e.t), m)
+			}},
+		{name: "a replay's completion that does not decode", code: subjects.CodeMalformed, status: subjects.RunFailed,
+			setup: func(e *env) {
+				e.suspend("r1", 0, open)
+				e.decide("r1", "", resolve("d1", "open", ""))
+			},
+			send: func(e *env) (*jetstream.Delivery, error) {
+				body := fmt.Sprintf(`{"version":1,"runId":"r1","agent":%q,"pass":1,"result":1,"result":2}`, agent)
+				m := e.msg(e.must(e.ns.Completed(agent, "r1")), []byte(body), nil)
+				return m, e.co.handleOutcome(ctx(e.t), m)
+			}},
+		// Not the pass it waits for: refused, the run as it was.
+		{name: "an earlier pass's suspension that does not decode", code: subjects.CodeMalformed, status: subjects.RunResuming,
+			setup: func(e *env) {
+				e.suspend("r1", 0, open)
+				e.decide("r1", "", resolve("d1", "open", ""))
+			},
+			send: func(e *env) (*jetstream.Delivery, error) {
+				body := fmt.Sprintf(`{"version":1,"runId":"r1","agent":%q,"pass":0,"interrupts":[{"reason":"tool_call"}]}`, agent)
+				m := e.msg(e.must(e.ns.Suspended(agent, "r1")), []byte(body), nil)
 				return m, e.co.handleOutcome(ctx(e.t), m)
 			}},
 		{name: "another agent's outcome", code: subjects.CodeWrongAgent, status: subjects.RunSuspended,
