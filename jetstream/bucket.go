@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -115,19 +116,45 @@ func (m *Bucket) Entry(ctx context.Context, key string) ([]byte, uint64, error) 
 }
 
 // Update stores value under key if the key is still at revision (0: if it
-// does not exist), and returns the new revision; otherwise ErrConflict.
+// does not exist, or its last entry is a delete marker, as a KV create
+// takes it), and returns the new revision; otherwise ErrConflict. The write
+// carries a message id of its own, so a reader can tell it from an answer
+// the server stored under key for another user (Last, CheckPublished).
 func (m *Bucket) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
-	var rev uint64
-	var err error
-	if revision == 0 {
-		rev, err = m.kv.Create(ctx, key, value)
-	} else {
-		rev, err = m.kv.Update(ctx, key, value, revision)
+	subject := "$KV." + m.name + "." + key
+	for attempt := 0; ; attempt++ {
+		ack, err := m.c.Publish(ctx, subject, value, uuid.NewString(),
+			Header{jetstream.ExpectedLastSubjSeqHeader: {strconv.FormatUint(revision, 10)}})
+		if err == nil {
+			return ack.Sequence, nil
+		}
+		if revision == 0 && attempt == 0 && errors.Is(err, ErrConflict) {
+			if last, lerr := m.c.directLast(ctx, "KV_"+m.name, subject); lerr == nil && deleted(last.Header) {
+				revision = last.Sequence
+				continue
+			}
+		}
+		return 0, fmt.Errorf("update %s at revision %d: %w", key, revision, err)
+	}
+}
+
+// Last returns the entry under key with its headers as stored, or
+// ErrNotFound (none, or a delete marker).
+func (m *Bucket) Last(ctx context.Context, key string) (Entry, error) {
+	msg, err := m.c.directLast(ctx, "KV_"+m.name, "$KV."+m.name+"."+key)
+	if err == nil && deleted(msg.Header) {
+		err = fmt.Errorf("get %s: %w: deleted", key, ErrNotFound)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("update %s at revision %d: %w", key, revision, m.written(key, err))
+		return Entry{}, err
 	}
-	return rev, nil
+	return Entry{Key: key, Value: msg.Data, Revision: msg.Sequence, Header: msg.Header}, nil
+}
+
+// deleted reports whether h are a KV delete or purge marker's.
+func deleted(h Header) bool {
+	op := h.Get(kvOperation)
+	return op == kvDelete || op == kvPurge
 }
 
 // create stores value under key only where key was never written, for
@@ -292,7 +319,7 @@ func (m *Bucket) Page(ctx context.Context, after uint64, limit int) (entries []E
 		}
 		for _, msg := range msgs {
 			from = msg.Sequence + 1
-			if op := msg.Header.Get(kvOperation); op == kvDelete || op == kvPurge {
+			if deleted(msg.Header) {
 				continue
 			}
 			entries = append(entries, Entry{Key: strings.TrimPrefix(msg.Subject, prefix), Value: msg.Data, Revision: msg.Sequence,

@@ -91,3 +91,32 @@ func TestConcurrentProvisionFreshCluster(t *testing.T) {
 		assert.Equal(t, 3, st.CachedInfo().Config.Replicas, name)
 	}
 }
+
+// TestFiredTimerOnClusterPassesCheckFired: on three nodes with the
+// timers stream at three replicas, a timer the server's scheduler fires is
+// stored with Nats-Scheduler and no header of an answer, read back through
+// both reads, so the coordinator's CheckFired takes it.
+func TestFiredTimerOnClusterPassesCheckFired(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	nodes := jstest.Cluster(t, 3)
+	c := jstest.ClientURL(t, jstest.URLs(nodes), jetstream.Config{Replicas: 3})
+	ns := c.Namespace()
+	at, err := ns.TimerSchedule("run-1", "e-1")
+	require.NoError(t, err)
+	due, err := ns.TimerDue("run-1")
+	require.NoError(t, err)
+	require.NoError(t, c.PublishAll(ctx(t), jetstream.ScheduleMsg(at, due, time.Now().Add(time.Second), []byte(`{"t":1}`), "run-1:e-1")))
+	var m jetstream.StoredMsg
+	require.Eventually(t, func() bool {
+		m, err = c.LastMsg(ctx(t), jetstream.StreamTimers, due)
+		return err == nil
+	}, 20*time.Second, 50*time.Millisecond)
+	require.NoError(t, jetstream.CheckFired(m.Header))
+	msgs, err := c.Messages(ctx(t), jetstream.StreamTimers, due, 0, 1)
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	require.NoError(t, jetstream.CheckFired(msgs[0].Header))
+}

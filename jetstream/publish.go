@@ -206,9 +206,12 @@ func (c *Client) reclaim(ctx context.Context, m OutMsg, stream string, seq uint6
 		if err != nil {
 			return false, fmt.Errorf("publish %s: check the message holding its id %s: %w", m.Subject, m.MsgID, err)
 		}
-		if len(held) == 0 || held[0].Sequence != seq || CheckPublished(held[0].Header) == nil {
+		if len(held) == 0 || held[0].Sequence != seq || held[0].Subject == m.Subject && CheckPublished(held[0].Header) == nil {
 			// Our own, stored before (a retry), or no longer there to
 			// judge: written over since (a key's put and then its delete).
+			// A writer whose ids another user can compute must tag them
+			// (IDSigner.Sign): a message of that user's can hold one and
+			// then be written over.
 			return true, nil
 		}
 		m.MsgID += ":reclaimed@" + strconv.FormatUint(seq, 10)

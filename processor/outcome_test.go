@@ -106,8 +106,13 @@ func TestMalformedOutcomeIsDeadLettered(t *testing.T) {
 		assert.Equal(t, subject, m.Header.Get(jetstream.HeaderDLQSubject))
 		assert.Contains(t, m.Header.Get(jetstream.HeaderDLQReason), "malformed")
 	}
-	_, err := h.client.Run(h.ctx(), "run-bad")
-	assert.ErrorIs(t, err, ErrRunNotFound)
+	// The second names the run, its agent and its first pass: that pass can
+	// go no further (its worker acked the work item), so the run fails with
+	// the reason rather than never getting a record.
+	rec, err := h.client.Run(h.ctx(), "run-bad")
+	require.NoError(t, err)
+	assert.Equal(t, subjects.RunFailed, rec.Status)
+	assert.Contains(t, rec.Error, "malformed")
 	var ev subjects.Event
 	require.NoError(t, json.Unmarshal(mustJSON(t, evs[0]), &ev))
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/processor/mcpbridge"
+	"github.com/interlockhq/interlock/processor/store"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -391,18 +391,56 @@ func TestAttackPendingIndexThroughAPIReply(t *testing.T) {
 
 	d.suspend(d.client("agent"), "run-1", "ada")
 	for _, who := range []string{"auditor", "coordinator"} {
-		var runs []string
-		var err error
-		require.Eventually(t, func() bool {
-			var page []subjects.PendingInterrupt
-			page, _, err = processor.NewClient(d.client(who)).PendingPage(d.ctx, 0, 100)
-			runs = runs[:0]
-			for _, p := range page {
-				runs = append(runs, p.RunID)
-			}
-			return err != nil || slices.Contains(runs, "run-1")
-		}, 20*time.Second, 20*time.Millisecond, "run-1's entry is listed")
-		require.NoError(t, err, "%s lists the pending index", who)
-		require.Equal(t, []string{"run-1"}, runs, "%s's listing", who)
+		require.Equal(t, []string{"run-1"}, listed(t, d, who, "run-1"), "%s's listing", who)
 	}
+}
+
+// TestAttackAgentForgesRunRecordThroughAPIReply: the billing agent reads
+// nothing of the refunds run, but writes a record of its own wording for
+// it: a copy of what a run record looks like, with bob, not ada, as the
+// one who may decide, stored on a subject of its own and sent by the server
+// as a direct get's answer to $KV.interlock_runs.run-1 (with the server's
+// headers, then without). Before the fix the coordinator read the last as
+// the run's record, and accepted bob's approval. Every write of a record
+// now carries a message id, and a reader refuses what is not a client's
+// publish (store.ErrForeignRecord); bob's decision is rejected, not_allowed.
+// The run stays blocked until its record is put back (open: a record in
+// memory is put back from its sealed copies; one on disk is not).
+func TestAttackAgentForgesRunRecordThroughAPIReply(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	d.suspend(d.client("agent"), "run-1", "ada")
+	rec, err := processor.NewClient(d.client("auditor")).Run(d.ctx, "run-1")
+	require.NoError(t, err)
+	rec.Interrupts[0].Approvers = []string{"bob"}
+	data, err := json.Marshal(rec)
+	require.NoError(t, err)
+
+	billing := d.attacker("agent_billing")
+	for i, body := range []string{"", `{"no_hdr":true}`} {
+		carrier := fmt.Sprintf("interlock.agui.billing.recordcarrier%d", i)
+		_, err = billing.js.PublishMsg(&nats.Msg{Subject: carrier, Data: data, Header: nats.Header{nats.MsgIdHdr: {carrier}}})
+		require.NoError(t, err)
+		require.NoError(t, billing.nc.PublishRequest("$JS.API.DIRECT.GET.INTERLOCK_AGUI."+carrier, "$KV.interlock_runs.run-1", []byte(body)))
+	}
+	require.NoError(t, billing.nc.Flush())
+	admin := d.attacker("admin")
+	require.Eventually(t, func() bool {
+		st, err := admin.js.StreamInfo("KV_interlock_runs")
+		return err == nil && st.State.LastSeq >= 3
+	}, 20*time.Second, 20*time.Millisecond, "the answers are stored")
+
+	v, err := processor.NewClient(d.client("bob")).Decide(d.ctx, processor.DecisionRequest{RunID: "run-1",
+		InterruptID: "ask", Status: subjects.StatusResolved, Approver: "bob", Via: "cli"})
+	if err == nil {
+		require.NotEqual(t, subjects.OutcomeAccepted, v.Outcome, "bob decided ada's interrupt through a record the billing agent wrote")
+	}
+	var rej *processor.RejectionError
+	require.ErrorAs(t, err, &rej)
+	require.Equal(t, subjects.CodeNotAllowed, rej.Verdict.Code, "%v", err)
+	require.Contains(t, rej.Verdict.Detail, "not a write of the coordinator's")
+	// Every reader refuses it as the run's record (the gateway's, the
+	// CLI's), rather than showing or authorizing on what billing wrote.
+	_, err = processor.NewClient(d.client("auditor")).Run(d.ctx, "run-1")
+	require.ErrorIs(t, err, store.ErrForeignRecord)
 }

@@ -250,6 +250,9 @@ func (co *Coordinator) Start(ctx context.Context) error {
 		return fmt.Errorf("coordinator: %w", err)
 	}
 	co.ids = ids
+	if s, ok := co.store.(interface{ SignIDs(*jetstream.IDSigner) }); ok {
+		s.SignIDs(ids)
+	}
 	if err := co.sealRecords(ctx); err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}

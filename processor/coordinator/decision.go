@@ -45,9 +45,9 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Delivery
 		// Audited under the run the subject names, when there is such a run.
 		run := subjects.NoRun
 		if r, ok := co.ns.ResumeRun(m.Subject); ok {
-			if rec, lerr := co.load(ctx, r); lerr != nil {
+			if rec, lerr := co.load(ctx, r); lerr != nil && !errors.Is(lerr, store.ErrForeignRecord) {
 				return lerr
-			} else if rec != nil {
+			} else if rec != nil || lerr != nil {
 				run = r
 			}
 		}
@@ -125,6 +125,11 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Delivery
 			"the run record with this decision would not fit the server's max payload of %d bytes; "+
 				"nothing was recorded: send a shorter decision (payload, comment, metadata) (%v)",
 			co.store.MaxRecord(), err), false)
+	case errors.Is(err, store.ErrForeignRecord):
+		// Not the run's record: nothing is decided on what another user
+		// had the server store under its key.
+		return co.verdict(ctx, o, d, addr.Run, rules.Reject(subjects.CodeNotAllowed,
+			"nothing was decided: %v", err), false)
 	case err != nil:
 		return err
 	case next != nil:
@@ -255,10 +260,10 @@ func (co *Coordinator) accepted(ctx context.Context, o origin, rec *subjects.Run
 // its events go under the run when it exists, under subjects.NoRun when not.
 func (co *Coordinator) refuseEarly(ctx context.Context, o origin, d subjects.Decision, run string, rej *rules.Rejection) error {
 	rec, err := co.load(ctx, run)
-	if err != nil {
+	if err != nil && !errors.Is(err, store.ErrForeignRecord) {
 		return err
 	}
-	o.noRun = rec == nil
+	o.noRun = rec == nil && err == nil
 	return co.verdict(ctx, o, d, run, rej, false)
 }
 

@@ -200,6 +200,9 @@ func (k *indexKeeper) build(ctx context.Context, seq uint64, records, why string
 // back yet.
 func (co *Coordinator) staleEntry(ctx context.Context, p subjects.PendingInterrupt) (bool, error) {
 	rec, err := co.load(ctx, p.RunID)
+	if errors.Is(err, store.ErrForeignRecord) {
+		return false, nil // kept, as for a record not put back yet
+	}
 	if err != nil || rec == nil {
 		return false, err
 	}

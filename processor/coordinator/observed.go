@@ -2,11 +2,13 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/processor/store"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -38,10 +40,11 @@ func (co *Coordinator) handleObserved(ctx context.Context, m *jetstream.Delivery
 		// id (a refused request naming a made-up run, whose id the sender
 		// chose) is filed under no run, naming the id it claimed.
 		rec, err := co.load(ctx, a.Run)
-		if err != nil {
-			return err
-		}
 		switch {
+		case errors.Is(err, store.ErrForeignRecord):
+			// The key holds something: filed under the run.
+		case err != nil:
+			return err
 		case rec == nil && m.Deliveries < observedRecordTries:
 			// The record may lag (a notifier reads a suspension from the
 			// stream the coordinator records it from, and may be first).

@@ -95,6 +95,9 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Delivery)
 		// the input is refused rather than retried forever.
 		return co.outcomeTooLarge(ctx, m, o, arrival, err)
 	}
+	if errors.Is(err, store.ErrForeignRecord) {
+		return co.rejectInput(ctx, m, o.RunID, err)
+	}
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 
 	"github.com/interlockhq/interlock/processor/rules"
 	"github.com/interlockhq/interlock/processor/store"
@@ -39,6 +40,9 @@ func pendingEntry(rec *subjects.Run, st subjects.InterruptState) subjects.Pendin
 // never drop one that still waits.
 func (co *Coordinator) unindexDecided(ctx context.Context, run string, ids []string) error {
 	rec, err := co.load(ctx, run)
+	if errors.Is(err, store.ErrForeignRecord) {
+		return nil // no record to say what was decided: the entries stay
+	}
 	if err != nil || rec == nil {
 		return err
 	}

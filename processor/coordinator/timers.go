@@ -88,6 +88,8 @@ func (co *Coordinator) handleTimer(ctx context.Context, m *jetstream.Delivery) e
 			Code: subjects.CodeRecordTooLarge, Subject: m.Subject, Detail: fmt.Sprintf("timer %s (%s) of interrupt %s not applied: "+
 				"the run record would not fit the server's max payload of %d bytes (%v)", t.Name, t.Kind, t.InterruptID,
 				co.store.MaxRecord(), err)}, "timer-"+t.Name+":too-large")
+	case errors.Is(err, store.ErrForeignRecord):
+		return co.refuseInput(ctx, m, t.RunID, "timer", err)
 	case err != nil:
 		return err
 	case next != nil:

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,6 +42,27 @@ type JetStream struct {
 	// record is sealed into the event its change writes (Commit), and a
 	// record missing when it is read is put back from its copies.
 	inMemory bool
+	// ids, when set (SignIDs), tags the message ids of the index's puts
+	// and the trail's entries.
+	ids *jetstream.IDSigner
+}
+
+// SignIDs has the message ids of this store's index puts and trail
+// entries carry a keyed tag (jetstream.IDSigner.Sign) after what names
+// them. Another user can then not compute them: otherwise one could have
+// a message holding the id of the coordinator's next write stored first
+// (an answer the server sends where its request says, a pull's answer
+// among them, which carries none of a direct get's headers), and the
+// write would be dropped as a repeat (docs/security.md, "Answers the
+// server sends for you").
+func (s *JetStream) SignIDs(ids *jetstream.IDSigner) { s.ids = ids }
+
+// msgID is id, tagged when this store signs its ids.
+func (s *JetStream) msgID(id string) string {
+	if s.ids == nil {
+		return id
+	}
+	return s.ids.Sign(id)
 }
 
 type remembered struct {
@@ -110,7 +132,7 @@ func (s *JetStream) Run(ctx context.Context, run string) (*subjects.Run, uint64,
 	if err != nil {
 		return nil, 0, err
 	}
-	data, rev, err := b.Entry(ctx, run)
+	data, rev, err := runEntry(ctx, b, run)
 	if errors.Is(err, ErrNotFound) && s.restoring() {
 		return s.restoreRun(ctx, run)
 	}
@@ -119,6 +141,30 @@ func (s *JetStream) Run(ctx context.Context, run string) (*subjects.Run, uint64,
 	}
 	s.remember(run, data, rev)
 	return decodeRun(run, data, rev)
+}
+
+// runEntry reads run's record from the runs bucket b, refusing a message
+// that is not a client's write (ErrForeignRecord): every write of a record
+// carries a message id (Bucket.Update), and an answer the server stored
+// under the key carries the server's headers, or none.
+func runEntry(ctx context.Context, b *jetstream.Bucket, run string) ([]byte, uint64, error) {
+	e, err := b.Last(ctx, run)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := foreign(e); err != nil {
+		return nil, e.Revision, err
+	}
+	return e.Value, e.Revision, nil
+}
+
+// foreign returns an error matching ErrForeignRecord when e is not a
+// client's write, and nil when it is.
+func foreign(e jetstream.Entry) error {
+	if err := jetstream.CheckPublished(e.Header); err != nil {
+		return fmt.Errorf("run %s: %w at revision %d: %w", e.Key, ErrForeignRecord, e.Revision, err)
+	}
+	return nil
 }
 
 func decodeRun(run string, data []byte, rev uint64) (*subjects.Run, uint64, error) {
@@ -221,22 +267,23 @@ func (s *JetStream) PutRun(ctx context.Context, r *subjects.Run, rev uint64) (ui
 // Runs implements Store. It reads the whole runs bucket: an operator's
 // tool, not a hot path.
 func (s *JetStream) Runs(ctx context.Context) ([]*subjects.Run, error) {
-	b, err := s.bucket(ctx, jetstream.RunsBucket)
-	if err != nil {
-		return nil, err
-	}
-	values, err := b.Values(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*subjects.Run, 0, len(values))
-	for _, v := range values {
-		var r subjects.Run
-		if err := json.Unmarshal(v, &r); err != nil {
-			return nil, fmt.Errorf("run record: %w", err)
+	// Page by page, as RunsPage reads (and skips what is not a record): a
+	// record written again meanwhile comes again, and its last read stands.
+	latest := map[string]*subjects.Run{}
+	for after := uint64(0); ; {
+		page, next, err := s.RunsPage(ctx, after, 256)
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, &r)
+		for _, r := range page {
+			latest[r.RunID] = r
+		}
+		if next == after {
+			break
+		}
+		after = next
 	}
+	out := slices.Collect(maps.Values(latest))
 	slices.SortFunc(out, func(a, b *subjects.Run) int {
 		if c := a.UpdatedAt.Compare(b.UpdatedAt); c != 0 {
 			return c
@@ -259,12 +306,15 @@ func (s *JetStream) RunsPage(ctx context.Context, after uint64, limit int) ([]*s
 	}
 	out := make([]*subjects.Run, 0, len(entries))
 	for _, e := range entries {
+		after = e.Revision
+		if foreign(e) != nil {
+			continue // not a record: an answer the server stored there
+		}
 		r, _, err := decodeRun(e.Key, e.Value, e.Revision)
 		if err != nil {
 			return nil, 0, err
 		}
 		out = append(out, r)
-		after = e.Revision
 	}
 	return out, after, nil
 }
@@ -550,7 +600,7 @@ func (s *JetStream) Commit(ctx context.Context, fx Effects) error {
 		if err != nil {
 			return err
 		}
-		id := IndexMsgID(p)
+		id := s.msgID(IndexMsgID(p))
 		if fx.Rebuild {
 			id += ":rebuilt:" + uuid.NewString()
 		}
@@ -565,6 +615,7 @@ func (s *JetStream) Commit(ctx context.Context, fx Effects) error {
 		if err != nil {
 			return err
 		}
+		m.MsgID = s.msgID(m.MsgID)
 		msgs = append(msgs, m)
 	}
 	msgs = append(msgs, fx.Messages...)

@@ -129,7 +129,7 @@ func (s *JetStream) restoreRun(ctx context.Context, run string) (*subjects.Run, 
 	if err != nil {
 		return nil, 0, err
 	}
-	data, rev, err := b.Entry(ctx, run)
+	data, rev, err := runEntry(ctx, b, run)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -151,9 +151,11 @@ func (s *JetStream) putBack(ctx context.Context, copy *subjects.Run, own uint64)
 	}
 	for range MaxAttempts {
 		var rev uint64
-		cur, at, err := b.Entry(ctx, copy.RunID)
+		cur, at, err := runEntry(ctx, b, copy.RunID)
 		switch {
 		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, ErrForeignRecord):
+			rev = at // not a record: the copy replaces it
 		case err != nil:
 			return 0, false, err
 		default:
@@ -371,6 +373,7 @@ func (s *JetStream) storeCopy(ctx context.Context, rec *subjects.Run, first Even
 	if err != nil {
 		return false, err
 	}
+	m.MsgID = s.msgID(m.MsgID)
 	stored := int64(len(m.Data)) <= s.c.MaxPayload()-copyHeaderRoom
 	duplicate := false
 	if stored {
@@ -405,9 +408,9 @@ func (s *JetStream) holds(ctx context.Context, rec *subjects.Run) error {
 	if err != nil {
 		return err
 	}
-	data, rev, err := b.Entry(ctx, rec.RunID)
-	if errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("run %s: %w: the bucket has no record", rec.RunID, errRecordMoved)
+	data, rev, err := runEntry(ctx, b, rec.RunID)
+	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrForeignRecord) {
+		return fmt.Errorf("run %s: %w: the bucket has no record (%v)", rec.RunID, errRecordMoved, err)
 	}
 	if err != nil {
 		return err

@@ -30,6 +30,13 @@ var (
 	ErrTooLarge = jetstream.ErrTooLarge
 )
 
+// ErrForeignRecord: the runs bucket holds, under a run's key, a message
+// that is not a write of the coordinator's: an answer nats-server stored
+// there for another user (docs/security.md, "Answers the server sends for
+// you"), with a body of that user's choosing. It is not read as the run's
+// record; the error also carries code not_allowed (subjects.CodeOf).
+var ErrForeignRecord = errors.New("the run record is not a write of the coordinator's")
+
 // Store is where run records, the pending index and events are kept.
 type Store interface {
 	// Run returns run's record and its revision, or an error matching

@@ -109,6 +109,33 @@ async def test_pending_listing_survives_answers_the_server_stored(nc: NATS) -> N
     assert "py-forged-" + tag not in listed
 
 
+async def test_run_record_the_server_stored_is_refused(nc: NATS) -> None:
+    """Another user can have a direct get's answer stored under a run's key
+    in the runs bucket. Asked for without headers (``no_hdr``) it carries
+    no message id, which every write of a record does: ``run()`` refuses
+    it (``not_allowed``) rather than return a record of that user's
+    wording."""
+    run = "py-forged-" + uuid.uuid4().hex[:12]
+    js = nc.jetstream()
+    carrier = f"interlock.agui.py{run[-12:]}.record"
+    body = {"runId": run, "agent": "a", "status": "completed", "pass": 0, "result": "forged"}
+    await js.publish(carrier, json.dumps(body).encode(), headers={"Nats-Msg-Id": carrier})
+    await nc.publish(
+        f"$JS.API.DIRECT.GET.INTERLOCK_AGUI.{carrier}", b'{"no_hdr":true}', reply=f"$KV.interlock_runs.{run}"
+    )
+    for _ in range(200):
+        try:
+            await js.get_last_msg("KV_interlock_runs", f"$KV.interlock_runs.{run}")
+            break
+        except nats.js.errors.NotFoundError:
+            await asyncio.sleep(0.02)
+    else:
+        raise AssertionError("the server did not store its answer under the run's key")
+    with pytest.raises(interlock.ProtocolError) as e:
+        await interlock.Client(nc).run(run)
+    assert e.value.code == "not_allowed"
+
+
 async def test_decision_id_reused_with_another_body_is_refused(
     nc: NATS, client: interlock.Client, agent_name: str
 ) -> None:

@@ -11,12 +11,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-import nats.js.errors
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from . import _direct, _trace
-from ._errors import Rejected, RunNotFound
+from ._errors import ProtocolError, Rejected, RunNotFound
 from ._ids import decision_attempt_msg_id, nonce, reply_token, start_msg_id, uuid7
 from ._subjects import DEFAULT_PREFIX, NO_RUN, Namespace, inbox_prefix, validate_token
 from ._types import NO_PAYLOAD, Event, PendingInterrupt, Run, Status, Verdict
@@ -319,14 +318,20 @@ class Client:
     async def run(self, run_id: str) -> Run:
         """The run's record; raises :class:`RunNotFound` before its first pass ends."""
         validate_token("run id", run_id)
-        kv = await self._js.key_value(self._ns.bucket("runs"))
-        try:
-            e = await kv.get(run_id)
-        except nats.js.errors.KeyNotFoundError:
-            raise RunNotFound(f"{run_id} (a run has a record once its first pass ends)") from None
-        if e.value is None:
-            raise RunNotFound(run_id)
-        return Run.from_bytes(e.value)
+        bucket = self._ns.bucket("runs")
+        m = await _direct.last(self._nc, f"KV_{bucket}", f"$KV.{bucket}.{run_id}", self._timeout)
+        if m is None or m.headers.get("KV-Operation") in ("DEL", "PURGE") or not m.data:
+            raise RunNotFound(f"{run_id} (a run has a record once its first pass ends)")
+        if not m.headers.get("Nats-Msg-Id"):
+            # Every write of a record carries a message id: this is an answer
+            # the server stored under the run's key for another user
+            # (docs/security.md, "Answers the server sends for you").
+            raise ProtocolError(
+                "not_allowed",
+                f"run {run_id}: the run record is not a write of the coordinator's "
+                "(an answer the server stored there for another user)",
+            )
+        return Run.from_bytes(m.data)
 
     async def wait(self, run_id: str, until: Callable[[Run], bool] = finished, *, timeout: float | None = None) -> Run:
         """Return the run's record once ``until`` is true for it, re-reading it

@@ -11,10 +11,9 @@ import {
   type Subscription,
 } from "@nats-io/nats-core";
 import { JetStreamApiError, jetstream, type JetStreamClient, type PubAck } from "@nats-io/jetstream";
-import { Kvm, type KV } from "@nats-io/kv";
 
 import * as direct from "./direct.js";
-import { Rejected, RunNotFound, Timeout } from "./errors.js";
+import { ProtocolError, Rejected, RunNotFound, Timeout } from "./errors.js";
 import { decisionAttemptMsgId, nonce, replyToken, startMsgId, uuid7 } from "./ids.js";
 import { encode, isObject, text, toJson, type JsonObject, type JsonValue } from "./json.js";
 import { DEFAULT_PREFIX, inboxPrefix, Namespace, NO_RUN, validateToken, type StoredEvent } from "./subjects.js";
@@ -113,7 +112,6 @@ export class Client {
   private readonly timeoutMs: number;
   private readonly replies = new Map<string, { base: string; sub: Subscription }>();
   private readonly waiting = new Map<string, Waiter>();
-  private kv: Promise<KV> | undefined;
 
   constructor(nc: NatsConnection, options: ClientOptions = {}) {
     this.nc = nc;
@@ -332,22 +330,21 @@ export class Client {
     throw new Timeout(`decision at sequence ${seq}: no verdict in the run's events in time`);
   }
 
-  private openKv(): Promise<KV> {
-    // Direct gets (the bucket allows them), as the shipped permissions grant
-    // readers: `$JS.API.DIRECT.GET.KV_interlock_runs.>`.
-    this.kv ??= new Kvm(this.js).open(this.ns.bucket("runs"), { allow_direct: true });
-    return this.kv;
-  }
-
   /** The run's record; throws {@link RunNotFound} before its first pass ends. */
   async run(runId: string): Promise<Run> {
     validateToken("run id", runId);
-    const kv = await this.openKv();
-    const e = await kv.get(runId);
-    if (!e || e.operation !== "PUT" || e.value.length === 0) {
+    const bucket = this.ns.bucket("runs");
+    const e = await direct.last(this.nc, this.inboxPrefix ?? "_INBOX", `KV_${bucket}`, `$KV.${bucket}.${runId}`, this.timeoutMs);
+    const op = e?.headers?.get("KV-Operation") ?? "";
+    if (!e || op === "DEL" || op === "PURGE" || e.data.length === 0) {
       throw new RunNotFound(`${runId} (a run has a record once its first pass ends)`);
     }
-    const raw: unknown = JSON.parse(text(e.value));
+    if (!e.published) {
+      // Every write of a record carries a message id; this is an answer the
+      // server stored under the run's key for another user (docs/security.md).
+      throw new ProtocolError("not_allowed", `run ${runId}: the run record is not a write of the coordinator's (an answer the server stored there for another user)`);
+    }
+    const raw: unknown = JSON.parse(text(e.data));
     if (!isObject(raw)) throw new RunNotFound(`${runId}: the record is not a JSON object`);
     return new Run(raw);
   }

@@ -477,6 +477,23 @@ describe("the worker", () => {
     assert.ok(!runs.includes(`forged-${agent}`), `the answer is listed as pending: ${runs.join(", ")}`);
   });
 
+  test("a run record the server stored for another user (a direct get's answer) is refused, not read as the run's", async () => {
+    const agent = agentName();
+    const run = `forged-${agent}`;
+    const js = (await jetstreamManager(nc)).jetstream();
+    const carrier = `interlock.agui.${agent}.record`;
+    const h = headers();
+    h.set("Nats-Msg-Id", `${carrier}:carrier`);
+    await js.publish(carrier, JSON.stringify({ runId: run, agent, status: "completed", pass: 0, result: "forged" }), { headers: h });
+    nc.publish(`$JS.API.DIRECT.GET.INTERLOCK_AGUI.${carrier}`, "", { reply: `$KV.interlock_runs.${run}` });
+    const jsm = await jetstreamManager(nc);
+    await eventually(async () => {
+      const m = await jsm.streams.getMessage("KV_interlock_runs", { last_by_subj: `$KV.interlock_runs.${run}` }).catch(() => null);
+      return m !== null;
+    }, 15_000, "the server stored its answer under the run's key");
+    await assert.rejects(client.run(run), (e: unknown) => e instanceof sdk.ProtocolError && e.code === "not_allowed");
+  });
+
   test("a pass that keeps asking to be retried is dead-lettered on its last delivery", async () => {
     const agent = agentName();
     let attempts = 0;
