@@ -8,6 +8,7 @@ import collections
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
@@ -104,12 +105,20 @@ async def counting(client: NATS, watcher: NATS) -> Requests:
     return r
 
 
+async def put_entry(nc: NATS, key: str, entry: dict[str, Any]) -> None:
+    """Puts entry under key in the pending index as the coordinator does:
+    with a message id (a listing skips what has none: an answer the server
+    stored there for another user)."""
+    await nc.jetstream().publish(
+        f"$KV.interlock_pending.{key}", json.dumps(entry).encode(), headers={"Nats-Msg-Id": f"pending:{key}:test"}
+    )
+
+
 async def put_pending(nc: NATS, n: int, start: int = 0) -> None:
-    kv = await nc.jetstream().key_value("interlock_pending")
     for i in range(start, start + n):
         run = f"r{i:06d}"
         entry = {"runId": run, "id": "i0", "agent": "a", "suspendedAt": f"2026-12-01T00:00:{i % 60:02d}.{i:06d}Z"}
-        await kv.put(f"{run}.{i:024x}", json.dumps(entry).encode())
+        await put_entry(nc, f"{run}.{i:024x}", entry)
 
 
 async def test_pending_pages_cost_what_they_return(own: tuple[NATS, NATS]) -> None:
@@ -174,12 +183,11 @@ async def test_events_in_one_batched_read(own: tuple[NATS, NATS]) -> None:
 async def test_pending_order_and_bad_pages(own: tuple[NATS, NATS]) -> None:
     nc, _ = own
     client = interlock.Client(nc, timeout=10)
-    kv = await nc.jetstream().key_value("interlock_pending")
     # Go trims a fraction's trailing zeros: 05.5Z is later than 05Z though
     # it sorts first as a string; an offset is the same instant in UTC.
     times = {"late": "2026-12-01T00:00:05.5Z", "early": "2026-12-01T00:00:05Z", "zone": "2026-12-01T01:00:04+01:00"}
     for run, at in times.items():
-        await kv.put(f"{run}.0", json.dumps({"runId": run, "id": "i", "suspendedAt": at}).encode())
+        await put_entry(nc, f"{run}.0", {"runId": run, "id": "i", "suspendedAt": at})
     assert [p.run_id for p in await client.pending()] == ["zone", "early", "late"]
     with pytest.raises(ValueError):
         await client.pending_page(0, 0)
