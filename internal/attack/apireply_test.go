@@ -200,10 +200,7 @@ func trailEntriesThroughAPIReply(t *testing.T, storage jetstream.Storage) {
 
 	a := d.attacker("agent_billing")
 	inject := func(i int, id, subject, body string) {
-		carrier := fmt.Sprintf("interlock.agui.billing.forge%d", i)
-		_, err := a.js.PublishMsg(&nats.Msg{Subject: carrier, Data: []byte(body), Header: nats.Header{nats.MsgIdHdr: {id}}})
-		require.NoError(t, err)
-		require.NoError(t, a.nc.PublishRequest("$JS.API.DIRECT.GET.INTERLOCK_AGUI."+carrier, subject, nil))
+		a.answer(t, fmt.Sprintf("interlock.agui.billing.forge%d", i), id, []byte(body), subject, false)
 	}
 	ids := []string{run + ":pass1:completed"}
 	for seq := 1; seq <= 40; seq++ {
@@ -230,14 +227,7 @@ func trailEntriesThroughAPIReply(t *testing.T, storage jetstream.Storage) {
 	done, err := approveAsAda(t, d, run, 30*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, subjects.RunCompleted, done.Status)
-	seen := map[subjects.EventType]int{}
-	require.Eventually(t, func() bool {
-		clear(seen)
-		for _, ev := range d.events(run) {
-			seen[ev.Type]++
-		}
-		return seen[subjects.EventDecisionAccepted] == 1 && seen[subjects.EventCompleted] == 1
-	}, 20*time.Second, 20*time.Millisecond, "the trail holds ada's decision and the completion, once each: %v", seen)
+	decidedAndCompleted(t, d, run)
 	for _, ev := range d.events(run) {
 		if ev.Type == subjects.EventDecisionAccepted {
 			require.NotEqual(t, "forged", ev.Verdict.DecisionID)
@@ -271,17 +261,14 @@ func TestAttackAgentFiresAnotherRunsTimerThroughAPIReply(t *testing.T) {
 	require.NoError(t, err)
 
 	billing := d.attacker("agent_billing")
-	for i, body := range []string{"", `{"no_hdr":true}`} {
+	for i, bare := range []bool{false, true} {
 		timer := subjects.Timer{Version: 1, Name: fmt.Sprintf("forged%d", i), RunID: "run-1", InterruptID: "ask",
 			Kind: subjects.TimerExpire, Deadline: deadline, At: time.Now().Add(-time.Second)}
 		data, err := json.Marshal(timer)
 		require.NoError(t, err)
 		carrier := fmt.Sprintf("interlock.completed.billing.timercarrier%d", i)
-		_, err = billing.js.PublishMsg(&nats.Msg{Subject: carrier, Data: data, Header: nats.Header{nats.MsgIdHdr: {carrier}}})
-		require.NoError(t, err)
-		require.NoError(t, billing.nc.PublishRequest("$JS.API.DIRECT.GET.INTERLOCK_RUNS."+carrier, "interlock.timers.due.run-1", []byte(body)))
+		billing.answer(t, carrier, carrier, data, "interlock.timers.due.run-1", bare)
 	}
-	require.NoError(t, billing.nc.Flush())
 
 	refused := func() int {
 		n := 0
@@ -316,12 +303,8 @@ func TestAttackAgentForgesNotificationsThroughAPIReply(t *testing.T) {
 	forge := func(i int, subject string, v any) {
 		data, err := json.Marshal(v)
 		require.NoError(t, err)
-		// Kept in another stream: the answer carries the carrier's message
-		// id, which its own stream would drop as a repeat.
 		carrier := fmt.Sprintf("interlock.agui.billing.notecarrier%d", i)
-		_, err = billing.js.PublishMsg(&nats.Msg{Subject: carrier, Data: data, Header: nats.Header{nats.MsgIdHdr: {carrier}}})
-		require.NoError(t, err)
-		require.NoError(t, billing.nc.PublishRequest("$JS.API.DIRECT.GET.INTERLOCK_AGUI."+carrier, subject, nil))
+		billing.answer(t, carrier, carrier, data, subject, false)
 	}
 	forgedAsk := []subjects.Interrupt{{ID: "ask", Reason: "forged: call +1 555 0100 to approve", Approvers: []string{"ada"}}}
 	forge(0, "interlock.suspended.refunds.run-1", subjects.Suspension{
@@ -373,10 +356,7 @@ func TestAttackPendingIndexThroughAPIReply(t *testing.T) {
 	key := subjects.PendingKey("run-1", "ask")
 	billing := d.attacker("agent_billing")
 	forge := func(i int, id, subject, body string) {
-		carrier := fmt.Sprintf("interlock.agui.billing.indexcarrier%d", i)
-		_, err := billing.js.PublishMsg(&nats.Msg{Subject: carrier, Data: []byte(body), Header: nats.Header{nats.MsgIdHdr: {id}}})
-		require.NoError(t, err)
-		require.NoError(t, billing.nc.PublishRequest("$JS.API.DIRECT.GET.INTERLOCK_AGUI."+carrier, subject, nil))
+		billing.answer(t, fmt.Sprintf("interlock.agui.billing.indexcarrier%d", i), id, []byte(body), subject, false)
 	}
 	forged := `{"runId":"run-9","agent":"refunds","interrupt":{"id":"ask","reason":"forged: call +1 555 0100"}}`
 	forge(0, "pending:"+key+":0", "$KV.interlock_pending."+subjects.PendingKey("run-0", "ask"), forged)
@@ -417,13 +397,10 @@ func TestAttackAgentForgesRunRecordThroughAPIReply(t *testing.T) {
 	require.NoError(t, err)
 
 	billing := d.attacker("agent_billing")
-	for i, body := range []string{"", `{"no_hdr":true}`} {
+	for i, bare := range []bool{false, true} {
 		carrier := fmt.Sprintf("interlock.agui.billing.recordcarrier%d", i)
-		_, err = billing.js.PublishMsg(&nats.Msg{Subject: carrier, Data: data, Header: nats.Header{nats.MsgIdHdr: {carrier}}})
-		require.NoError(t, err)
-		require.NoError(t, billing.nc.PublishRequest("$JS.API.DIRECT.GET.INTERLOCK_AGUI."+carrier, "$KV.interlock_runs.run-1", []byte(body)))
+		billing.answer(t, carrier, carrier, data, "$KV.interlock_runs.run-1", bare)
 	}
-	require.NoError(t, billing.nc.Flush())
 	admin := d.attacker("admin")
 	require.Eventually(t, func() bool {
 		st, err := admin.js.StreamInfo("KV_interlock_runs")

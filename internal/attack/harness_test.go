@@ -138,6 +138,28 @@ func (d *deployment) attacker(user string) *attacker {
 	return a
 }
 
+// answer stores body on carrier, a subject of a's own in a stream that
+// allows direct gets (INTERLOCK_AGUI for an AG-UI subject, INTERLOCK_RUNS
+// otherwise), with message id id, and has the server send a direct get's
+// answer of it to the subject to: with the server's headers, or with none
+// when bare (the request's "no_hdr"). The answer carries id, so a carrier
+// in the stream that captures to would be dropped as a repeat.
+func (a *attacker) answer(t *testing.T, carrier, id string, body []byte, to string, bare bool) {
+	t.Helper()
+	_, err := a.js.PublishMsg(&nats.Msg{Subject: carrier, Data: body, Header: nats.Header{nats.MsgIdHdr: {id}}})
+	require.NoError(t, err)
+	stream := "INTERLOCK_RUNS"
+	if strings.HasPrefix(carrier, "interlock.agui.") {
+		stream = "INTERLOCK_AGUI"
+	}
+	var req []byte
+	if bare {
+		req = []byte(`{"no_hdr":true}`)
+	}
+	require.NoError(t, a.nc.PublishRequest("$JS.API.DIRECT.GET."+stream+"."+carrier, to, req))
+	require.NoError(t, a.nc.Flush())
+}
+
 // refused waits until the server has reported a permission violation
 // naming what.
 func (a *attacker) refused(t *testing.T, what string) {

@@ -107,14 +107,7 @@ func TestAttackTrailIDsSquattedByPullAnswer(t *testing.T) {
 	done, err := processor.NewClient(d.client("auditor")).Wait(ctx, run, processor.Finished)
 	require.NoError(t, err)
 	require.Equal(t, subjects.RunCompleted, done.Status)
-	seen := map[subjects.EventType]int{}
-	require.Eventually(t, func() bool {
-		clear(seen)
-		for _, ev := range d.events(run) {
-			seen[ev.Type]++
-		}
-		return seen[subjects.EventDecisionAccepted] == 1 && seen[subjects.EventCompleted] == 1
-	}, 10*time.Second, 50*time.Millisecond, "the trail holds ada's decision and the completion: %v", seen)
+	decidedAndCompleted(t, d, run)
 }
 
 // TestAttackPendingIndexIDSquattedByOverwrittenAnswer: direct gets
@@ -133,11 +126,7 @@ func TestAttackPendingIndexIDSquattedByOverwrittenAnswer(t *testing.T) {
 	key := subjects.PendingKey("run-1", "ask")
 	billing := d.attacker("agent_billing")
 	forge := func(i int, id, subject, body string) {
-		carrier := fmt.Sprintf("interlock.agui.billing.indexcarrier%d", i)
-		_, err := billing.js.PublishMsg(&nats.Msg{Subject: carrier, Data: []byte(body), Header: nats.Header{nats.MsgIdHdr: {id}}})
-		require.NoError(t, err)
-		require.NoError(t, billing.nc.PublishRequest("$JS.API.DIRECT.GET.INTERLOCK_AGUI."+carrier, subject, nil))
-		require.NoError(t, billing.nc.Flush())
+		billing.answer(t, fmt.Sprintf("interlock.agui.billing.indexcarrier%d", i), id, []byte(body), subject, false)
 	}
 	junk := "$KV.interlock_pending." + subjects.PendingKey("run-0", "ask")
 	forge(0, "pending:"+key+":0", junk, `{}`)

@@ -49,6 +49,20 @@ func suspendedRefund(t *testing.T, d *deployment) string {
 	return run
 }
 
+// decidedAndCompleted waits until run's trail holds one decision_accepted
+// and one completed entry.
+func decidedAndCompleted(t *testing.T, d *deployment, run string) {
+	t.Helper()
+	seen := map[subjects.EventType]int{}
+	require.Eventually(t, func() bool {
+		clear(seen)
+		for _, ev := range d.events(run) {
+			seen[ev.Type]++
+		}
+		return seen[subjects.EventDecisionAccepted] == 1 && seen[subjects.EventCompleted] == 1
+	}, 20*time.Second, 20*time.Millisecond, "the trail holds ada's decision and the completion, once each: %v", seen)
+}
+
 // approveAsAda decides run's pending interrupt as ada over NATS and waits,
 // at most within, for the run to finish.
 func approveAsAda(t *testing.T, d *deployment, run string, within time.Duration) (*subjects.Run, error) {

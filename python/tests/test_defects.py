@@ -84,27 +84,33 @@ async def test_verdict_waiter_skips_an_answer_the_server_stored(nc: NATS) -> Non
         await c.close()
 
 
+async def answer(nc: NATS, carrier: str, body: bytes, bucket: str, key: str, *, bare: bool) -> None:
+    """Stores body on carrier (an AG-UI subject) and has the server send a
+    direct get's answer of it under key in bucket (without headers when
+    bare: ``no_hdr``); returns once the bucket holds it."""
+    js = nc.jetstream()
+    await js.publish(carrier, body, headers={"Nats-Msg-Id": f"{carrier}:carrier"})
+    req = b'{"no_hdr":true}' if bare else b""
+    await nc.publish(f"$JS.API.DIRECT.GET.INTERLOCK_AGUI.{carrier}", req, reply=f"$KV.{bucket}.{key}")
+    for _ in range(200):
+        try:
+            await js.get_last_msg(f"KV_{bucket}", f"$KV.{bucket}.{key}")
+            return
+        except nats.js.errors.NotFoundError:
+            await asyncio.sleep(0.02)
+    raise AssertionError(f"the server did not store its answer under {key}")
+
+
 async def test_pending_listing_survives_answers_the_server_stored(nc: NATS) -> None:
     """Another user can have direct gets' answers stored in the pending
     index: bytes that are no JSON broke every client's listing, and an
     answer asked for without headers (``no_hdr``) was listed as pending.
     Neither is the coordinator's put: the listing skips both."""
     tag = uuid.uuid4().hex[:12]
-    js = nc.jetstream()
     forged = {"runId": "py-forged-" + tag, "agent": "a", "interrupt": {"id": "ask", "reason": "forged"}}
-    for i, (body, req) in enumerate([(b"\x00 not json", b""), (json.dumps(forged).encode(), b'{"no_hdr":true}')]):
-        carrier = f"interlock.agui.py{tag}.pending{i}"
-        await js.publish(carrier, body, headers={"Nats-Msg-Id": f"{carrier}:carrier"})
+    for i, (body, bare) in enumerate([(b"\x00 not json", False), (json.dumps(forged).encode(), True)]):
         key = f"py-forged-{tag}.{i:024d}"
-        await nc.publish(f"$JS.API.DIRECT.GET.INTERLOCK_AGUI.{carrier}", req, reply=f"$KV.interlock_pending.{key}")
-        for _ in range(200):
-            try:
-                await js.get_last_msg("KV_interlock_pending", f"$KV.interlock_pending.{key}")
-                break
-            except nats.js.errors.NotFoundError:
-                await asyncio.sleep(0.02)
-        else:
-            raise AssertionError(f"the server did not store its answer under {key}")
+        await answer(nc, f"interlock.agui.py{tag}.pending{i}", body, "interlock_pending", key, bare=bare)
     listed = [p.run_id for p in await interlock.Client(nc).pending()]
     assert "py-forged-" + tag not in listed
 
@@ -116,21 +122,9 @@ async def test_run_record_the_server_stored_is_refused(nc: NATS) -> None:
     it (``not_allowed``) rather than return a record of that user's
     wording."""
     run = "py-forged-" + uuid.uuid4().hex[:12]
-    js = nc.jetstream()
-    carrier = f"interlock.agui.py{run[-12:]}.record"
     body = {"runId": run, "agent": "a", "status": "completed", "pass": 0, "result": "forged"}
-    await js.publish(carrier, json.dumps(body).encode(), headers={"Nats-Msg-Id": carrier})
-    await nc.publish(
-        f"$JS.API.DIRECT.GET.INTERLOCK_AGUI.{carrier}", b'{"no_hdr":true}', reply=f"$KV.interlock_runs.{run}"
-    )
-    for _ in range(200):
-        try:
-            await js.get_last_msg("KV_interlock_runs", f"$KV.interlock_runs.{run}")
-            break
-        except nats.js.errors.NotFoundError:
-            await asyncio.sleep(0.02)
-    else:
-        raise AssertionError("the server did not store its answer under the run's key")
+    carrier = f"interlock.agui.py{run[-12:]}.record"
+    await answer(nc, carrier, json.dumps(body).encode(), "interlock_runs", run, bare=True)
     with pytest.raises(interlock.ProtocolError) as e:
         await interlock.Client(nc).run(run)
     assert e.value.code == "not_allowed"
