@@ -3,6 +3,7 @@ package attack_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -383,12 +384,23 @@ func TestAttackPendingIndexThroughAPIReply(t *testing.T) {
 // headers, then without). Before the fix the coordinator read the last as
 // the run's record, and accepted bob's approval. Every write of a record
 // now carries a message id, and a reader refuses what is not a client's
-// publish (store.ErrForeignRecord); bob's decision is rejected, not_allowed.
-// The run stays blocked until its record is put back (open: a record in
-// memory is put back from its sealed copies; one on disk is not).
+// publish (store.ErrForeignRecord): on disk bob's decision is rejected,
+// not_allowed, and the run stays stopped (open); with records in memory
+// the coordinator puts the record's last sealed copy back over the answer,
+// bob is refused as not an approver, and ada decides.
 func TestAttackAgentForgesRunRecordThroughAPIReply(t *testing.T) {
 	t.Parallel()
-	d := newDeployment(t)
+	for name, storage := range map[string]jetstream.Storage{"records on disk": jetstream.FileStorage,
+		"records in memory": jetstream.MemoryStorage} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			forgedRunRecord(t, storage)
+		})
+	}
+}
+
+func forgedRunRecord(t *testing.T, storage jetstream.Storage) {
+	d := newDeploymentOf(t, coordinator.Config{}, jetstream.Config{RecordsStorage: storage})
 	d.suspend(d.client("agent"), "run-1", "ada")
 	rec, err := processor.NewClient(d.client("auditor")).Run(d.ctx, "run-1")
 	require.NoError(t, err)
@@ -401,11 +413,11 @@ func TestAttackAgentForgesRunRecordThroughAPIReply(t *testing.T) {
 		carrier := fmt.Sprintf("interlock.agui.billing.recordcarrier%d", i)
 		billing.answer(t, carrier, carrier, data, "$KV.interlock_runs.run-1", bare)
 	}
-	admin := d.attacker("admin")
+	auditor := processor.NewClient(d.client("auditor"))
 	require.Eventually(t, func() bool {
-		st, err := admin.js.StreamInfo("KV_interlock_runs")
-		return err == nil && st.State.LastSeq >= 3
-	}, 20*time.Second, 20*time.Millisecond, "the answers are stored")
+		_, err := auditor.Run(d.ctx, "run-1")
+		return errors.Is(err, store.ErrForeignRecord)
+	}, 20*time.Second, 20*time.Millisecond, "the answers are stored; readers refuse them as the run's record")
 
 	v, err := processor.NewClient(d.client("bob")).Decide(d.ctx, processor.DecisionRequest{RunID: "run-1",
 		InterruptID: "ask", Status: subjects.StatusResolved, Approver: "bob", Via: "cli"})
@@ -414,10 +426,19 @@ func TestAttackAgentForgesRunRecordThroughAPIReply(t *testing.T) {
 	}
 	var rej *processor.RejectionError
 	require.ErrorAs(t, err, &rej)
-	require.Equal(t, subjects.CodeNotAllowed, rej.Verdict.Code, "%v", err)
-	require.Contains(t, rej.Verdict.Detail, "not a write of the coordinator's")
-	// Every reader refuses it as the run's record (the gateway's, the
-	// CLI's), rather than showing or authorizing on what billing wrote.
-	_, err = processor.NewClient(d.client("auditor")).Run(d.ctx, "run-1")
-	require.ErrorIs(t, err, store.ErrForeignRecord)
+	if storage == jetstream.FileStorage {
+		require.Equal(t, subjects.CodeNotAllowed, rej.Verdict.Code, "%v", err)
+		require.Contains(t, rej.Verdict.Detail, "not a write of the coordinator's")
+		_, err = auditor.Run(d.ctx, "run-1")
+		require.ErrorIs(t, err, store.ErrForeignRecord, "the run stays stopped: nothing puts a record on disk back")
+		return
+	}
+	require.NotContains(t, rej.Verdict.Detail, "not a write of the coordinator's", "the record was not put back")
+	put, err := auditor.Run(d.ctx, "run-1")
+	require.NoError(t, err)
+	require.Equal(t, []string{"ada"}, put.Interrupts[0].Approvers, "the record put back is the run's own")
+	v, err = processor.NewClient(d.client("ada")).Decide(d.ctx, processor.DecisionRequest{RunID: "run-1",
+		InterruptID: "ask", Status: subjects.StatusResolved, Approver: "ada", Via: "cli"})
+	require.NoError(t, err)
+	require.Equal(t, subjects.OutcomeAccepted, v.Outcome)
 }

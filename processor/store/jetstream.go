@@ -133,8 +133,10 @@ func (s *JetStream) Run(ctx context.Context, run string) (*subjects.Run, uint64,
 		return nil, 0, err
 	}
 	data, rev, err := runEntry(ctx, b, run)
-	if errors.Is(err, ErrNotFound) && s.restoring() {
-		return s.restoreRun(ctx, run)
+	if (errors.Is(err, ErrNotFound) || errors.Is(err, ErrForeignRecord)) && s.restoring() {
+		// Lost with the bucket, or replaced by an answer the server stored
+		// there for another user: the latest copy the trail carries.
+		return s.restoreRun(ctx, run, err)
 	}
 	if err != nil {
 		return nil, 0, err

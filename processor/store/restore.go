@@ -111,16 +111,17 @@ func (s *JetStream) latestCopy(ctx context.Context, run string) (*subjects.Run, 
 // leader holds (a replica answered, behind): the caller tries again.
 var errLagging = errors.New("the trail's reader lags its leader")
 
-// restoreRun reads run's record after the bucket had none: the latest copy
-// in its events, put back, or an error matching ErrNotFound when its events
+// restoreRun reads run's record after the bucket had none, or held
+// something else (cause, matching ErrNotFound or ErrForeignRecord): the
+// latest copy in its events, put back over it, or cause when its events
 // carry none (a new run).
-func (s *JetStream) restoreRun(ctx context.Context, run string) (*subjects.Run, uint64, error) {
+func (s *JetStream) restoreRun(ctx context.Context, run string, cause error) (*subjects.Run, uint64, error) {
 	best, err := s.latestCopy(ctx, run)
 	if err != nil {
 		return nil, 0, err
 	}
 	if best == nil {
-		return nil, 0, fmt.Errorf("run %s: %w", run, ErrNotFound)
+		return nil, 0, cause
 	}
 	if _, _, err := s.putBack(ctx, best, 0); err != nil {
 		return nil, 0, err
