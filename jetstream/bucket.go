@@ -2,13 +2,14 @@ package jetstream
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -123,8 +124,13 @@ func (m *Bucket) Entry(ctx context.Context, key string) ([]byte, uint64, error) 
 func (m *Bucket) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
 	subject := "$KV." + m.name + "." + key
 	for attempt := 0; ; attempt++ {
-		ack, err := m.c.Publish(ctx, subject, value, uuid.NewString(),
+		ack, err := m.c.Publish(ctx, subject, value, writeID(),
 			Header{jetstream.ExpectedLastSubjSeqHeader: {strconv.FormatUint(revision, 10)}})
+		if err == nil && ack.Duplicate {
+			// Its random id met another's within the duplicate window: not
+			// stored, so not a revision; written again under a new one.
+			err = fmt.Errorf("%w: the id of the write was a repeat", ErrConflict)
+		}
 		if err == nil {
 			return ack.Sequence, nil
 		}
@@ -136,6 +142,14 @@ func (m *Bucket) Update(ctx context.Context, key string, value []byte, revision 
 		}
 		return 0, fmt.Errorf("update %s at revision %d: %w", key, revision, err)
 	}
+}
+
+// writeID is the message id of one write of Update: 96 random bits, in 16
+// characters (each costs a byte per write stored).
+func writeID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // Last returns the entry under key with its headers as stored, or
