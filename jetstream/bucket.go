@@ -280,10 +280,11 @@ func (m *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
 	return e.Value(), nil
 }
 
-// Values returns every value in the bucket. It lists the keys from the
-// bucket's stream state rather than with a consumer, so a user that may
-// only read (no right to create consumers) can call it.
-func (m *Bucket) Values(ctx context.Context) ([][]byte, error) {
+// Keys returns every key the bucket holds an entry or a delete marker
+// under. It lists them from the bucket's stream state rather than with a
+// consumer or a batched read, so a user that may only read keys one by one
+// (no right to create consumers) can call it.
+func (m *Bucket) Keys(ctx context.Context) ([]string, error) {
 	st, err := m.js.Stream(ctx, "KV_"+m.name)
 	if err != nil {
 		return nil, translate(err)
@@ -293,17 +294,11 @@ func (m *Bucket) Values(ctx context.Context) ([][]byte, error) {
 	if err != nil {
 		return nil, translate(err)
 	}
-	var out [][]byte
+	keys := make([]string, 0, len(info.State.Subjects))
 	for subject := range info.State.Subjects {
-		e, err := m.kv.Get(ctx, strings.TrimPrefix(subject, prefix))
-		if err = translate(err); isNotFound(err) {
-			continue // deleted
-		} else if err != nil {
-			return nil, err
-		}
-		out = append(out, e.Value())
+		keys = append(keys, strings.TrimPrefix(subject, prefix))
 	}
-	return out, nil
+	return keys, nil
 }
 
 // Entry is a key's value, with the sequence that wrote it.
@@ -333,7 +328,10 @@ func (m *Bucket) Page(ctx context.Context, after uint64, limit int) (entries []E
 		}
 		for _, msg := range msgs {
 			from = msg.Sequence + 1
-			if deleted(msg.Header) {
+			// The stream can hold messages on other subjects: a pull's
+			// answer sent to a key's subject is stored under its work
+			// item's (docs/security.md, "Answers the server sends for you").
+			if deleted(msg.Header) || !strings.HasPrefix(msg.Subject, prefix) {
 				continue
 			}
 			entries = append(entries, Entry{Key: strings.TrimPrefix(msg.Subject, prefix), Value: msg.Data, Revision: msg.Sequence,

@@ -107,9 +107,13 @@ func TestBucketCompareAndSet(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, rev2, got)
 	assert.JSONEq(t, `{"v":2}`, string(value))
-	values, err := b.Values(ctx(t))
+	keys, err := b.Keys(ctx(t))
 	require.NoError(t, err)
-	assert.Equal(t, [][]byte{[]byte(`{"v":2}`)}, values)
+	assert.Equal(t, []string{"r1"}, keys)
+	e, err := b.Last(ctx(t), "r1")
+	require.NoError(t, err)
+	assert.Equal(t, rev2, e.Revision)
+	assert.NoError(t, jetstream.CheckPublished(e.Header), "a write of Update is a client's publish")
 }
 
 func TestLastMsgWithWildcard(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -269,23 +268,29 @@ func (s *JetStream) PutRun(ctx context.Context, r *subjects.Run, rev uint64) (ui
 // Runs implements Store. It reads the whole runs bucket: an operator's
 // tool, not a hot path.
 func (s *JetStream) Runs(ctx context.Context) ([]*subjects.Run, error) {
-	// Page by page, as RunsPage reads (and skips what is not a record): a
-	// record written again meanwhile comes again, and its last read stands.
-	latest := map[string]*subjects.Run{}
-	for after := uint64(0); ; {
-		page, next, err := s.RunsPage(ctx, after, 256)
+	b, err := s.bucket(ctx, jetstream.RunsBucket)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := b.Keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*subjects.Run, 0, len(keys))
+	for _, key := range keys {
+		data, rev, err := runEntry(ctx, b, key)
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrForeignRecord) {
+			continue // deleted since listed, or not a record
+		}
 		if err != nil {
 			return nil, err
 		}
-		for _, r := range page {
-			latest[r.RunID] = r
+		r, _, err := decodeRun(key, data, rev)
+		if err != nil {
+			return nil, err
 		}
-		if next == after {
-			break
-		}
-		after = next
+		out = append(out, r)
 	}
-	out := slices.Collect(maps.Values(latest))
 	slices.SortFunc(out, func(a, b *subjects.Run) int {
 		if c := a.UpdatedAt.Compare(b.UpdatedAt); c != 0 {
 			return c

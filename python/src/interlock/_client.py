@@ -396,7 +396,8 @@ class Client:
         however many are pending."""
         if limit < 1 or after < 0:
             raise ValueError(f"pending_page: limit must be at least 1 and after at least 0 (got {limit}, {after})")
-        stream = "KV_" + self._ns.bucket("pending")
+        bucket = self._ns.bucket("pending")
+        stream = "KV_" + bucket
         entries: list[PendingInterrupt] = []
         start = after + 1
         while len(entries) < limit:
@@ -406,10 +407,11 @@ class Client:
                 if m.headers.get("KV-Operation") in ("DEL", "PURGE") or not m.data:
                     continue
                 # Only the coordinator writes here, every put with its message
-                # id: what has none, or is no entry, is an answer the server
-                # stored for another user (docs/security.md, "Answers the
-                # server sends for you").
-                if not m.headers.get("Nats-Msg-Id"):
+                # id on a key's subject: what has none, is on another subject
+                # (a pull's answer keeps its work item's), or is no entry, is
+                # an answer the server stored for another user
+                # (docs/security.md, "Answers the server sends for you").
+                if not m.headers.get("Nats-Msg-Id") or not m.subject.startswith(f"$KV.{bucket}."):
                     continue
                 try:
                     entries.append(PendingInterrupt.from_wire(json.loads(m.data)))

@@ -449,7 +449,10 @@ export class Client {
         start = m.seq + 1;
         const op = m.headers?.get("KV-Operation") ?? "";
         if (op === "DEL" || op === "PURGE" || m.data.length === 0) continue;
-        if (!m.published) continue; // an answer the server stored here for another user, not the coordinator's put
+        // An answer the server stored here for another user, not the
+        // coordinator's put: a direct get's (its headers), or a pull's
+        // (stored under its work item's subject, not a key's).
+        if (!m.published || !m.subject.startsWith(`$KV.${this.ns.bucket("pending")}.`)) continue;
         const v: unknown = JSON.parse(text(m.data));
         if (isObject(v)) entries.push(v as PendingInterrupt);
       }
