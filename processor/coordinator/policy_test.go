@@ -255,3 +255,26 @@ func TestRedeliveredVoteAfterCloseIsAVote(t *testing.T) {
 	assert.True(t, voted, "her vote is in the trail as a vote")
 	assert.Equal(t, subjects.ExpiryApprover, e.record("r1").Interrupts[0].Decision.Approver)
 }
+
+// TestWithdrawnOnlyVoteLeavesTheIndex: ada's vote, then her withdrawal,
+// within the duplicate window. With her vote withdrawn the entry has no
+// votes, as at its first put; before, its put took the first put's id and
+// was dropped as a repeat, and the index kept listing her withdrawn vote.
+func TestWithdrawnOnlyVoteLeavesTheIndex(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	in := subjects.Interrupt{ID: "q", Reason: subjects.ReasonConfirmation, Approvers: []string{"ada", "bob"},
+		Policy: &subjects.Policy{Approvals: 2, AllowChange: true}}
+	require.NoError(t, e.co.handleOutcome(ctx(t), e.suspensionBy("r1", "", in)))
+	d1 := resolve("d1", "q", "")
+	d1.Version = subjects.Version2
+	require.NoError(t, e.co.handleDecision(ctx(t), e.decision("r1", "ada", d1, "")))
+	d2 := subjects.Decision{Version: subjects.Version2, DecisionID: "d2", InterruptID: "q", Status: subjects.StatusWithdrawn}
+	e.now = e.now.Add(time.Second)
+	require.NoError(t, e.co.handleDecision(ctx(t), e.decision("r1", "ada", d2, "")))
+	require.Empty(t, e.record("r1").Interrupts[0].Votes, "the record holds no vote")
+	pending, err := store.AllPending(ctx(t), e.st)
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	assert.Empty(t, pending[0].Votes, "the index lists ada's withdrawn vote")
+}

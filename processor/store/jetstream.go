@@ -653,10 +653,14 @@ func (s *JetStream) indexMissing(ctx context.Context) bool {
 }
 
 // IndexMsgID is the message id of p's put into the pending index: one per
-// interrupt and escalation, so the put of a suspension or an escalation
-// repeated after a crash is stored once.
+// interrupt and record write (a suspension, an escalation, a vote, a
+// withdrawal), so the put of one repeated after a crash is stored once. The
+// store tags it (SignIDs).
 func IndexMsgID(p subjects.PendingInterrupt) string {
-	id := "pending:" + subjects.PendingKey(p.RunID, p.ID) + ":" + strconv.Itoa(p.Escalations)
+	// The record write that put it (its time): a withdrawal leaves an entry
+	// with no votes, as at its first put, and must not share that put's id.
+	id := "pending:" + subjects.PendingKey(p.RunID, p.ID) + ":" + strconv.Itoa(p.Escalations) + ":" +
+		strconv.FormatInt(p.SuspendedAt.UnixNano(), 36)
 	if len(p.Votes) > 0 {
 		// Put again with each vote (decision policies): the votes so far,
 		// by identity and stream sequence, tell the puts apart.
