@@ -382,25 +382,32 @@ func TestEmbeddedConfigErrors(t *testing.T) {
 // TestConsumeBoundedHoldsAndKeepsAlive: in bounded mode a consumer holds at
 // most Concurrency + Prefetch messages, and keeps every one it holds alive
 // from its arrival, so a message waiting behind a handler that runs longer
-// than AckWait is not redelivered to a second consumer.
+// than AckWait is not redelivered to a second consumer. AckWait is 2 s:
+// renewals every second leave a second for a renewal to be late (on a
+// machine running the whole suite under -race, half a second was not
+// always enough, and a redelivered message then blocked its handler's send
+// on first for good: the test hung until the package's deadline).
 func TestConsumeBoundedHoldsAndKeepsAlive(t *testing.T) {
 	t.Parallel()
 	c := jstest.Client(t, jstest.Server(t))
-	const n = 6
+	const n, ackWait = 4, 2 * time.Second
 	publishN(t, c, "r1", n)
 	var mu sync.Mutex
 	handled := map[string]int{}
-	first := make(chan struct{}, n)
+	first := make(chan struct{}, 1)
 	handler := func(_ context.Context, m *jetstream.Delivery) error {
 		mu.Lock()
 		handled[string(m.Data)]++
 		mu.Unlock()
 		assert.EqualValues(t, 1, m.Deliveries, "message %s", m.Data)
-		first <- struct{}{}
-		time.Sleep(1200 * time.Millisecond) // the work, longer than AckWait
+		select {
+		case first <- struct{}{}:
+		default: // only the first is waited for
+		}
+		time.Sleep(ackWait + ackWait/5) // the work, longer than AckWait
 		return nil
 	}
-	cc := jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "bounded", AckWait: time.Second,
+	cc := jetstream.ConsumeConfig{Stream: jetstream.StreamDecisions, Durable: "bounded", AckWait: ackWait,
 		Concurrency: 1, Prefetch: 1}
 	a, err := c.Consume(ctx(t), cc, handler)
 	require.NoError(t, err)
@@ -408,7 +415,7 @@ func TestConsumeBoundedHoldsAndKeepsAlive(t *testing.T) {
 	<-first
 	// While the first handler runs past AckWait, the consumer holds no more
 	// than one running and one waiting.
-	deadline := time.Now().Add(1100 * time.Millisecond)
+	deadline := time.Now().Add(ackWait + 100*time.Millisecond)
 	for time.Now().Before(deadline) {
 		st, err := c.ConsumerState(ctx(t), jetstream.StreamDecisions, "bounded")
 		require.NoError(t, err)
@@ -421,7 +428,7 @@ func TestConsumeBoundedHoldsAndKeepsAlive(t *testing.T) {
 	require.Eventually(t, func() bool {
 		st, err := c.ConsumerState(ctx(t), jetstream.StreamDecisions, "bounded")
 		return err == nil && st.Pending == 0 && st.AckPending == 0
-	}, 20*time.Second, 20*time.Millisecond)
+	}, 30*time.Second, 20*time.Millisecond)
 	mu.Lock()
 	defer mu.Unlock()
 	for i := range n {
