@@ -15,7 +15,6 @@ import (
 
 	"github.com/interlockhq/interlock/jetstream"
 	"github.com/interlockhq/interlock/processor"
-	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/processor/mcpbridge"
 	"github.com/interlockhq/interlock/processor/store"
 	"github.com/interlockhq/interlock/subjects"
@@ -185,17 +184,10 @@ func TestAttackAgentStartsAnotherAgentsRunThroughAPIReply(t *testing.T) {
 // a change carries the record's sealed copy, and is kept the same way.
 func TestAttackTrailEntriesThroughAPIReply(t *testing.T) {
 	t.Parallel()
-	for name, storage := range map[string]jetstream.Storage{"records on disk": jetstream.FileStorage,
-		"records in memory": jetstream.MemoryStorage} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			trailEntriesThroughAPIReply(t, storage)
-		})
-	}
+	eachRecordStorage(t, trailEntriesThroughAPIReply)
 }
 
-func trailEntriesThroughAPIReply(t *testing.T, storage jetstream.Storage) {
-	d := newDeploymentOf(t, coordinator.Config{}, jetstream.Config{RecordsStorage: storage})
+func trailEntriesThroughAPIReply(t *testing.T, d *deployment, _ jetstream.Storage) {
 	adaAgent(t, d)
 	run := suspendedRefund(t, d)
 
@@ -390,20 +382,12 @@ func TestAttackPendingIndexThroughAPIReply(t *testing.T) {
 // bob is refused as not an approver, and ada decides.
 func TestAttackAgentForgesRunRecordThroughAPIReply(t *testing.T) {
 	t.Parallel()
-	for name, storage := range map[string]jetstream.Storage{"records on disk": jetstream.FileStorage,
-		"records in memory": jetstream.MemoryStorage} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			forgedRunRecord(t, storage)
-		})
-	}
+	eachRecordStorage(t, forgedRunRecord)
 }
 
-func forgedRunRecord(t *testing.T, storage jetstream.Storage) {
-	d := newDeploymentOf(t, coordinator.Config{}, jetstream.Config{RecordsStorage: storage})
+func forgedRunRecord(t *testing.T, d *deployment, storage jetstream.Storage) {
 	d.suspend(d.client("agent"), "run-1", "ada")
-	rec, err := processor.NewClient(d.client("auditor")).Run(d.ctx, "run-1")
-	require.NoError(t, err)
+	rec := d.record("run-1")
 	rec.Interrupts[0].Approvers = []string{"bob"}
 	data, err := json.Marshal(rec)
 	require.NoError(t, err)

@@ -192,6 +192,27 @@ func (d *deployment) suspend(agent *jetstream.Client, run, approver string) {
 	require.NoError(d.t, err)
 }
 
+// record is run's record, read as the auditor.
+func (d *deployment) record(run string) *subjects.Run {
+	d.t.Helper()
+	rec, err := processor.NewClient(d.client("auditor")).Run(d.ctx, run)
+	require.NoError(d.t, err)
+	return rec
+}
+
+// eachRecordStorage runs attack, in parallel subtests, once with the runs
+// bucket on disk and once in memory (records sealed into the trail).
+func eachRecordStorage(t *testing.T, attack func(t *testing.T, d *deployment, storage jetstream.Storage)) {
+	t.Helper()
+	for name, storage := range map[string]jetstream.Storage{"records on disk": jetstream.FileStorage,
+		"records in memory": jetstream.MemoryStorage} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			attack(t, newDeploymentOf(t, coordinator.Config{}, jetstream.Config{RecordsStorage: storage}), storage)
+		})
+	}
+}
+
 // events are run's audit events, read as the auditor.
 func (d *deployment) events(run string) []subjects.Event {
 	d.t.Helper()

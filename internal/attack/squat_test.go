@@ -215,9 +215,7 @@ func TestAttackRunRecordForgedByPullAnswer(t *testing.T) {
 	d := newDeployment(t)
 	billingConsumer(t, d)
 	d.suspend(d.client("agent"), "run-1", "ada")
-	auditor := processor.NewClient(d.client("auditor"))
-	rec, err := auditor.Run(d.ctx, "run-1")
-	require.NoError(t, err)
+	rec := d.record("run-1")
 	rec.Interrupts[0].Approvers = []string{"bob"}
 	data, err := json.Marshal(rec)
 	require.NoError(t, err)
@@ -271,8 +269,7 @@ func TestAttackIndexBuildTakesForgedRecord(t *testing.T) {
 	d := newDeployment(t)
 	billingConsumer(t, d)
 	d.suspend(d.client("agent"), "run-1", "ada")
-	rec, err := processor.NewClient(d.client("auditor")).Run(d.ctx, "run-1")
-	require.NoError(t, err)
+	rec := d.record("run-1")
 	rec.RunID = "run-forged"
 	rec.Interrupts[0].Message = "Wire the refund to account 666?"
 	data, err := json.Marshal(rec)
