@@ -355,3 +355,15 @@ func (co *Coordinator) load(ctx context.Context, run string) (*subjects.Run, err
 	}
 	return rec, err
 }
+
+// exists reports whether run has a trail to file events under: it has a
+// record, or its key holds a message the coordinator did not write
+// (store.ErrForeignRecord), which is refused as its record but still
+// names an audited run.
+func (co *Coordinator) exists(ctx context.Context, run string) (bool, error) {
+	rec, err := co.load(ctx, run)
+	if errors.Is(err, store.ErrForeignRecord) {
+		return true, nil
+	}
+	return rec != nil, err
+}

@@ -45,9 +45,9 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Delivery
 		// Audited under the run the subject names, when there is such a run.
 		run := subjects.NoRun
 		if r, ok := co.ns.ResumeRun(m.Subject); ok {
-			if rec, lerr := co.load(ctx, r); lerr != nil && !errors.Is(lerr, store.ErrForeignRecord) {
+			if exists, lerr := co.exists(ctx, r); lerr != nil {
 				return lerr
-			} else if rec != nil || lerr != nil {
+			} else if exists {
 				run = r
 			}
 		}
@@ -259,11 +259,11 @@ func (co *Coordinator) accepted(ctx context.Context, o origin, rec *subjects.Run
 // refuseEarly rejects a decision refused before its run's record is read:
 // its events go under the run when it exists, under subjects.NoRun when not.
 func (co *Coordinator) refuseEarly(ctx context.Context, o origin, d subjects.Decision, run string, rej *rules.Rejection) error {
-	rec, err := co.load(ctx, run)
-	if err != nil && !errors.Is(err, store.ErrForeignRecord) {
+	exists, err := co.exists(ctx, run)
+	if err != nil {
 		return err
 	}
-	o.noRun = rec == nil && err == nil
+	o.noRun = !exists
 	return co.verdict(ctx, o, d, run, rej, false)
 }
 

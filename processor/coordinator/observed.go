@@ -2,13 +2,11 @@ package coordinator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/interlockhq/interlock/jetstream"
-	"github.com/interlockhq/interlock/processor/store"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -39,17 +37,15 @@ func (co *Coordinator) handleObserved(ctx context.Context, m *jetstream.Delivery
 		// Only a run that exists has a trail: an observation about another
 		// id (a refused request naming a made-up run, whose id the sender
 		// chose) is filed under no run, naming the id it claimed.
-		rec, err := co.load(ctx, a.Run)
+		exists, err := co.exists(ctx, a.Run)
 		switch {
-		case errors.Is(err, store.ErrForeignRecord):
-			// The key holds something: filed under the run.
 		case err != nil:
 			return err
-		case rec == nil && m.Deliveries < observedRecordTries:
+		case !exists && m.Deliveries < observedRecordTries:
 			// The record may lag (a notifier reads a suspension from the
 			// stream the coordinator records it from, and may be first).
 			return jetstream.RetryAfter(observedRecordWait, fmt.Errorf("run %s has no record yet", a.Run))
-		case rec == nil:
+		case !exists:
 			ev.RunID, ev.Detail = subjects.NoRun, fmt.Sprintf("about run %s, which has no record: %s", a.Run, ev.Detail)
 		}
 	}
