@@ -569,13 +569,18 @@ func (cl *Client) Wait(ctx context.Context, run string, done func(*subjects.Run)
 		if err == nil && done(r) {
 			return r, nil
 		}
-		if err != nil && !errors.Is(err, ErrRunNotFound) {
+		// A key holding what the coordinator did not write may be a run's
+		// before its first record, which replaces it: waited on as none.
+		if err != nil && !errors.Is(err, ErrRunNotFound) && !errors.Is(err, store.ErrForeignRecord) {
 			return nil, err
 		}
 		select {
 		case <-changed:
 		case <-tick.C:
 		case <-ctx.Done():
+			if err != nil {
+				return r, fmt.Errorf("run %s: waited long enough: %w (last read: %w)", run, ctx.Err(), err)
+			}
 			return r, fmt.Errorf("run %s: waited long enough: %w", run, ctx.Err())
 		}
 	}

@@ -426,3 +426,44 @@ func forgedRunRecord(t *testing.T, d *deployment, storage jetstream.Storage) {
 	require.NoError(t, err)
 	require.Equal(t, subjects.OutcomeAccepted, v.Outcome)
 }
+
+// An answer stored under the key of a run that has no record yet, planted
+// by someone who learned the run's id before it suspended, must not keep
+// the run from starting: it is no record, and the run has no trail.
+func TestAttackAgentPlantsRecordBeforeRunStarts(t *testing.T) {
+	t.Parallel()
+	eachRecordStorage(t, plantedBeforeStart)
+}
+
+func plantedBeforeStart(t *testing.T, d *deployment, _ jetstream.Storage) {
+	forged := subjects.Run{RunID: "run-2", Agent: "refunds", Status: subjects.RunCompleted}
+	data, err := json.Marshal(forged)
+	require.NoError(t, err)
+	billing := d.attacker("agent_billing")
+	billing.answer(t, "interlock.agui.billing.planted", "planted", data, "$KV.interlock_runs.run-2", false)
+	auditor := processor.NewClient(d.client("auditor"))
+	require.Eventually(t, func() bool {
+		_, err := auditor.Run(d.ctx, "run-2")
+		return errors.Is(err, store.ErrForeignRecord)
+	}, 20*time.Second, 20*time.Millisecond, "the answer is stored under the key of a run not recorded yet")
+
+	agent := d.client("agent")
+	s := subjects.Suspension{PassRef: subjects.PassRef{Version: 1, RunID: "run-2", Agent: "refunds"},
+		Interrupts: []subjects.Interrupt{{ID: "ask", Reason: "confirmation", Approvers: []string{"ada"}}}}
+	body, err := json.Marshal(s)
+	require.NoError(t, err)
+	subject, err := agent.Namespace().Suspended("refunds", "run-2")
+	require.NoError(t, err)
+	_, err = agent.Publish(d.ctx, subject, body, "run-2:0", nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(d.ctx, 20*time.Second)
+	defer cancel()
+	rec, err := auditor.Wait(ctx, "run-2", processor.Suspended)
+	require.NoError(t, err, "the planted answer kept the run from starting")
+	require.Equal(t, []string{"ada"}, rec.Interrupts[0].Approvers)
+
+	v, err := processor.NewClient(d.client("ada")).Decide(d.ctx, processor.DecisionRequest{RunID: "run-2",
+		InterruptID: "ask", Status: subjects.StatusResolved, Approver: "ada", Via: "cli"})
+	require.NoError(t, err)
+	require.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+}

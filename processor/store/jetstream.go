@@ -135,7 +135,10 @@ func (s *JetStream) Run(ctx context.Context, run string) (*subjects.Run, uint64,
 	if (errors.Is(err, ErrNotFound) || errors.Is(err, ErrForeignRecord)) && s.restoring() {
 		// Lost with the bucket, or replaced by an answer the server stored
 		// there for another user: the latest copy the trail carries.
-		return s.restoreRun(ctx, run, err)
+		return s.restoreRun(ctx, run, rev, err)
+	}
+	if errors.Is(err, ErrForeignRecord) && s.ids != nil {
+		return s.unrecorded(ctx, run, rev, err)
 	}
 	if err != nil {
 		return nil, 0, err
@@ -157,6 +160,55 @@ func runEntry(ctx context.Context, b *jetstream.Bucket, run string) ([]byte, uin
 		return nil, e.Revision, err
 	}
 	return e.Value, e.Revision, nil
+}
+
+// unrecorded answers a read of run's record, whose key holds at revision
+// rev a message that is not the coordinator's write (cause, matching
+// ErrForeignRecord): when the run has no trail it has never been recorded,
+// so it has no record, and the error matches ErrNotFound with rev, the
+// revision its first record is written over (an answer stored there by
+// someone who learned the run's id before it suspended would otherwise
+// keep it from ever starting). A run with a trail had a record that the
+// answer replaced: cause.
+func (s *JetStream) unrecorded(ctx context.Context, run string, rev uint64, cause error) (*subjects.Run, uint64, error) {
+	trail, err := s.hasTrail(ctx, run)
+	if err != nil {
+		return nil, 0, err
+	}
+	if trail {
+		return nil, 0, cause
+	}
+	return nil, rev, fmt.Errorf("run %s: %w: its key holds no record but an answer stored at revision %d, which its first record replaces",
+		run, ErrNotFound, rev)
+}
+
+// hasTrail reports whether the events stream holds an entry of the
+// coordinator's for run, reading up to the last its leader holds.
+func (s *JetStream) hasTrail(ctx context.Context, run string) (bool, error) {
+	filter, err := s.c.Namespace().RunEvents(run)
+	if err != nil {
+		return false, err
+	}
+	last, err := s.c.LeaderLast(ctx, jetstream.StreamEvents, filter)
+	if err != nil || last == 0 {
+		return false, err
+	}
+	for after := uint64(0); after < last; {
+		msgs, err := s.c.Messages(ctx, jetstream.StreamEvents, filter, after+1, eventsBatch)
+		if err != nil {
+			return false, fmt.Errorf("read run %s's trail: %w", run, err)
+		}
+		for _, m := range msgs {
+			if jetstream.CheckPublished(m.Header) == nil {
+				return true, nil
+			}
+			after = m.Sequence
+		}
+		if len(msgs) < eventsBatch && after < last {
+			return false, fmt.Errorf("read run %s's trail: %w: read up to %d of %d", run, errLagging, after, last)
+		}
+	}
+	return false, nil
 }
 
 // foreign returns an error matching ErrForeignRecord when e is not a

@@ -112,13 +112,17 @@ func (s *JetStream) latestCopy(ctx context.Context, run string) (*subjects.Run, 
 var errLagging = errors.New("the trail's reader lags its leader")
 
 // restoreRun reads run's record after the bucket had none, or held
-// something else (cause, matching ErrNotFound or ErrForeignRecord): the
-// latest copy in its events, put back over it, or cause when its events
-// carry none (a new run).
-func (s *JetStream) restoreRun(ctx context.Context, run string, cause error) (*subjects.Run, uint64, error) {
+// something else at revision rev (cause, matching ErrNotFound or
+// ErrForeignRecord): the latest copy in its events, put back over it, or
+// cause when its events carry none (a new run; see unrecorded for one
+// whose key holds something else).
+func (s *JetStream) restoreRun(ctx context.Context, run string, rev uint64, cause error) (*subjects.Run, uint64, error) {
 	best, err := s.latestCopy(ctx, run)
 	if err != nil {
 		return nil, 0, err
+	}
+	if best == nil && errors.Is(cause, ErrForeignRecord) {
+		return s.unrecorded(ctx, run, rev, cause)
 	}
 	if best == nil {
 		return nil, 0, cause

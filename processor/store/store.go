@@ -40,7 +40,8 @@ var ErrForeignRecord = errors.New("the run record is not a write of the coordina
 // Store is where run records, the pending index and events are kept.
 type Store interface {
 	// Run returns run's record and its revision, or an error matching
-	// ErrNotFound.
+	// ErrNotFound with the revision a first record is written at (zero
+	// when the key holds nothing).
 	Run(ctx context.Context, run string) (*subjects.Run, uint64, error)
 	// PutRun stores r if the stored revision of r.RunID is still rev (zero:
 	// there is no record yet) and returns the new revision; otherwise an
@@ -281,7 +282,9 @@ func Update(ctx context.Context, s Store, run string, change func(rec *subjects.
 			var err error
 			rec, rev, err = s.Run(ctx, run)
 			if errors.Is(err, ErrNotFound) {
-				rec, rev = nil, 0
+				// No record; rev is what the first one is written over
+				// (zero: nothing).
+				rec = nil
 			} else if err != nil {
 				return nil, err
 			}

@@ -130,6 +130,34 @@ async def test_run_record_the_server_stored_is_refused(nc: NATS) -> None:
     assert e.value.code == "not_allowed"
 
 
+async def test_answer_planted_before_a_run_starts_does_not_stop_it(
+    nc: NATS, client: interlock.Client, agent_name: str
+) -> None:
+    """Whoever learns a run's id before it suspends can have an answer
+    stored under its key. It is no record and the run has no trail: the
+    coordinator writes the first record over it, ``wait()`` waits through
+    it, and the approval replays."""
+    run = "py-planted-" + uuid.uuid4().hex[:12]
+    body = {"runId": run, "agent": agent_name, "status": "completed", "pass": 0, "result": "planted"}
+    carrier = f"interlock.agui.py{run[-12:]}.planted"
+    await answer(nc, carrier, json.dumps(body).encode(), "interlock_runs", run, bare=True)
+    with pytest.raises(interlock.ProtocolError):
+        await client.run(run)
+
+    async def agent(inp: Any) -> Any:
+        with interlock.tool_call("ask"):
+            return interlock.interrupt().payload
+
+    async with worker(nc, agent_name, agent):
+        assert await client.start(agent_name, run_id=run) == run
+        rec = await suspended_at(client, run)
+        v = await client.approve(run, rec.pending()[0]["id"], "yes")
+        assert v.outcome == "accepted"
+        done = await client.wait(run, timeout=30)
+        assert done.status == "completed"
+        assert done.result == "yes"
+
+
 async def test_decision_id_reused_with_another_body_is_refused(
     nc: NATS, client: interlock.Client, agent_name: str
 ) -> None:

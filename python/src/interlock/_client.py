@@ -356,6 +356,11 @@ class Client:
                         return last
                 except RunNotFound:
                     pass
+                except ProtocolError as e:
+                    # What the coordinator did not write: before a run's
+                    # first record, which replaces it, waited on as none.
+                    if e.code != "not_allowed":
+                        raise
                 left = deadline - time.monotonic()
                 if left <= 0:
                     state = last.status if last else "no record"

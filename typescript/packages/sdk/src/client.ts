@@ -375,7 +375,10 @@ export class Client {
           last = await this.run(runId);
           if (until(last)) return last;
         } catch (e) {
-          if (!(e instanceof RunNotFound)) throw e;
+          // What the coordinator did not write under the key: before a
+          // run's first record, which replaces it, waited on as none.
+          const foreign = e instanceof ProtocolError && e.code === "not_allowed";
+          if (!(e instanceof RunNotFound) && !foreign) throw e;
         }
         const left = deadline - Date.now();
         if (left <= 0) {

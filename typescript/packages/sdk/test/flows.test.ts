@@ -494,6 +494,31 @@ describe("the worker", () => {
     await assert.rejects(client.run(run), (e: unknown) => e instanceof sdk.ProtocolError && e.code === "not_allowed");
   });
 
+  test("an answer stored under a run's key before the run starts does not stop it", async () => {
+    const agent = agentName();
+    const run = `planted-${agent}`;
+    const js = (await jetstreamManager(nc)).jetstream();
+    const carrier = `interlock.agui.${agent}.planted`;
+    const h = headers();
+    h.set("Nats-Msg-Id", `${carrier}:carrier`);
+    await js.publish(carrier, JSON.stringify({ runId: run, agent, status: "completed", pass: 0, result: "planted" }), { headers: h });
+    nc.publish(`$JS.API.DIRECT.GET.INTERLOCK_AGUI.${carrier}`, "", { reply: `$KV.interlock_runs.${run}` });
+    await eventually(async () => {
+      try {
+        await client.run(run);
+        return false;
+      } catch (e) {
+        return e instanceof sdk.ProtocolError && e.code === "not_allowed";
+      }
+    }, 15_000, "the server stored its answer under the key of a run not started yet");
+    await worker(agent, () => ({ v: sdk.interrupt({ message: "ok?" }).payload ?? null }));
+    assert.equal(await client.start(agent, undefined, { runId: run }), run);
+    await suspendedRun(run);
+    const v = await client.approve(run, sdk.interruptId(run, "", 0), { payload: 1 });
+    assert.equal(v.outcome, "accepted");
+    assert.deepEqual((await client.wait(run, sdk.finished, { timeoutMs: 20_000 })).result, { v: 1 });
+  });
+
   test("a pass that keeps asking to be retried is dead-lettered on its last delivery", async () => {
     const agent = agentName();
     let attempts = 0;
