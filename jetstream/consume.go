@@ -885,12 +885,22 @@ func hold(raw jetstream.Msg, interval func() time.Duration, set *leaseSet) *leas
 	return l
 }
 
+// renew tells the server the message is still held, and sets the next
+// renewal. One that could not be sent (a connection reconnecting with a
+// full buffer) is tried again a quarter interval later, not given up: the
+// server waits an AckWait from the last renewal it got, so a lease given up
+// would hand the message to another process while its handler still runs.
 func (l *lease) renew() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.done && l.raw.InProgress() == nil {
-		l.t.Reset(l.interval())
+	if l.done {
+		return
 	}
+	next := l.interval()
+	if l.raw.InProgress() != nil {
+		next = max(next/4, time.Millisecond)
+	}
+	l.t.Reset(next)
 }
 
 // leaseSet is the leases held by one loop.
