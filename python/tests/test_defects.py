@@ -101,6 +101,31 @@ async def answer(nc: NATS, carrier: str, body: bytes, bucket: str, key: str, *, 
     raise AssertionError(f"the server did not store its answer under {key}")
 
 
+async def test_events_skip_answers_the_server_stored(nc: NATS) -> None:
+    """An answer the server stored on a run's events subject is no entry of
+    the trail: one carrying the server's headers as stored (which a direct
+    get's answer hides behind its own), and one asked for without headers
+    (no message id). ``events()`` lists neither."""
+    run = "py-trail-" + uuid.uuid4().hex[:12]
+    js = nc.jetstream()
+    subject = f"interlock.events.{run}.decision_accepted"
+    at = "2026-12-04T00:00:00Z"
+    forged = {"version": 1, "type": "decision_accepted", "runId": run, "at": at, "detail": "mallory"}
+    answered = {
+        "Nats-Msg-Id": f"{run}:seq1:decision_accepted",
+        "Nats-Stream": "INTERLOCK_AGUI",
+        "Nats-Subject": "interlock.agui.billing.carrier",
+        "Nats-Sequence": "7",
+        "Nats-Time-Stamp": at,
+    }
+    await js.publish(subject, json.dumps(forged).encode(), headers=answered)
+    await js.publish(subject, json.dumps(forged).encode())
+    entry = {"version": 1, "type": "decision_accepted", "runId": run, "at": at, "detail": "ada"}
+    await js.publish(subject, json.dumps(entry).encode(), headers={"Nats-Msg-Id": f"{run}:seq2:decision_accepted"})
+    listed = await interlock.Client(nc).events(run)
+    assert [e.detail for e in listed] == ["ada"]
+
+
 async def test_pending_listing_survives_answers_the_server_stored(nc: NATS) -> None:
     """Another user can have direct gets' answers stored in the pending
     index: bytes that are no JSON broke every client's listing, and an

@@ -101,6 +101,7 @@ async def counting(client: NATS, watcher: NATS) -> Requests:
     for stream in ("KV_interlock_pending", "INTERLOCK_EVENTS"):
         r.subs.append(await watcher.subscribe(f"$JS.API.*.*.{stream}", cb=r.on))
         r.subs.append(await watcher.subscribe(f"$JS.API.*.*.{stream}.>", cb=r.on))
+        r.subs.append(await watcher.subscribe(f"$JS.API.STREAM.MSG.GET.{stream}", cb=r.on))
     await subscribed(watcher)
     return r
 
@@ -160,23 +161,29 @@ async def test_pending_pages_cost_what_they_return(own: tuple[NATS, NATS]) -> No
         assert 1 <= seen.by_kind["DIRECT.GET"] <= 2, seen.by_kind
 
 
-async def test_events_in_one_batched_read(own: tuple[NATS, NATS]) -> None:
+async def test_events_in_batched_reads_each_entry_checked(own: tuple[NATS, NATS]) -> None:
     nc, watcher = own
     client = interlock.Client(nc, timeout=10)
     js = nc.jetstream()
     for i in range(1500):
         ev = {"v": 1, "type": "suspended", "runId": "many", "pass": i, "at": "2026-12-01T00:00:00Z"}
-        await js.publish("interlock.events.many.suspended", json.dumps(ev).encode())
+        await js.publish(
+            "interlock.events.many.suspended", json.dumps(ev).encode(), headers={"Nats-Msg-Id": f"many:{i}"}
+        )
         if i % 10 == 0:  # another run's events in between
-            await js.publish("interlock.events.other.suspended", b'{"v":1,"type":"suspended","runId":"other"}')
+            await js.publish(
+                "interlock.events.other.suspended",
+                b'{"v":1,"type":"suspended","runId":"other"}',
+                headers={"Nats-Msg-Id": f"other:{i}"},
+            )
     seen = await counting(nc, watcher)
     events = await client.events("many")
     await seen.settled()
     assert all(isinstance(e, interlock.Event) for e in events)
     assert [e.pass_ for e in events] == list(range(1500))
     assert {(e.type, e.run_id) for e in events} == {("suspended", "many")}
-    # 1,024 events a read.
-    assert seen.by_kind == {"DIRECT.GET": 2}, seen.by_kind
+    # 1,024 events a read, and each entry's stored headers checked.
+    assert seen.by_kind == {"DIRECT.GET": 2, "STREAM.MSG": 1500}, seen.by_kind
     assert await client.events("nobody") == []
 
 

@@ -51,6 +51,10 @@ def _instant(t: Any) -> tuple[datetime, int]:
     return whole, int((m.group(2) or "").ljust(9, "0"))
 
 
+# _CHECKS_IN_FLIGHT bounds the stored-header reads events() has in flight.
+_CHECKS_IN_FLIGHT = 64
+
+
 class Client:
     """Starts runs, decides interrupts and reads run records over NATS. It
     needs no coordinator or worker in the same process.
@@ -428,7 +432,12 @@ class Client:
 
     async def events(self, run_id: str) -> list[Event]:
         """The run's lifecycle and audit events, oldest first, read with
-        batched direct gets (one request per 1,024 events)."""
+        batched direct gets (one request per 1,024 events), each checked
+        against its stored headers (one ``$JS.API.STREAM.MSG.GET`` request
+        per event, which readers of the trail hold): an answer the server
+        stored on a run's events subject for another user is no entry of
+        the trail, and nats-py keeps one value per header, so a direct
+        get's answer alone cannot tell it from one."""
         events, _ = await self._events_after(run_id, 0)
         return [Event.from_wire(e) for e in events]
 
@@ -438,11 +447,18 @@ class Client:
         msgs = await _direct.messages(
             self._nc, self._ns.stream("EVENTS"), self._ns.run_events(run_id), after + 1, None, self._timeout
         )
-        out: list[dict[str, Any]] = []
-        for m in msgs:
+        stream = self._ns.stream("EVENTS")
+        room = asyncio.Semaphore(_CHECKS_IN_FLIGHT)
+
+        async def entry(m: _direct.Stored) -> dict[str, Any] | None:
+            async with room:
+                stored = await _direct.stored_headers(self._nc, stream, m.seq, self._timeout)
+            if not_published(stored) is not None:
+                return None  # an answer the server stored here for another user
             # Type and run from where the entry was stored, not its body.
-            ev = self._ns.stored_event(m.subject, m.data or b"")
-            if ev is not None:
-                out.append(ev)
-            after = m.seq
-        return out, after
+            return self._ns.stored_event(m.subject, m.data or b"")
+
+        checked = await asyncio.gather(*(entry(m) for m in msgs))
+        if msgs:
+            after = msgs[-1].seq
+        return [ev for ev in checked if ev is not None], after
