@@ -140,6 +140,39 @@ async def test_pending_listing_survives_answers_the_server_stored(nc: NATS) -> N
     assert "py-forged-" + tag not in listed
 
 
+async def test_pending_listing_skips_a_pull_answer(nc: NATS) -> None:
+    """A pull's answer sent to a key of the pending index is stored there
+    under its own message's subject, with that message's headers: a
+    message id of the sender's choosing and none of the server's. It is
+    not on the bucket's subjects, so it is no entry: the listing skips
+    it."""
+    tag = uuid.uuid4().hex[:12]
+    js = nc.jetstream()
+    source = f"PY_PULL_{tag}"
+    await js.add_stream(name=source, subjects=[f"pysrc.{tag}"])
+    try:
+        await js.add_consumer(source, durable_name="puller", ack_policy="explicit")
+        forged = {"runId": "py-pulled-" + tag, "id": "ask", "agent": "a", "suspendedAt": "2026-12-04T00:00:00Z"}
+        key = f"py-pulled-{tag}.{0:024d}"
+        await js.publish(f"pysrc.{tag}", json.dumps(forged).encode(), headers={"Nats-Msg-Id": f"pending:{key}:0"})
+        await nc.publish(
+            f"$JS.API.CONSUMER.MSG.NEXT.{source}.puller",
+            b'{"batch":1,"no_wait":true}',
+            reply=f"$KV.interlock_pending.{key}",
+        )
+        for _ in range(200):
+            info = await js.stream_info("KV_interlock_pending", subjects_filter=f"pysrc.{tag}")
+            if info.state.subjects and info.state.subjects.get(f"pysrc.{tag}"):
+                break
+            await asyncio.sleep(0.02)
+        else:
+            raise AssertionError("the pull's answer was not stored in the pending index")
+        listed = [p.run_id for p in await interlock.Client(nc).pending()]
+        assert "py-pulled-" + tag not in listed
+    finally:
+        await js.delete_stream(source)
+
+
 async def test_run_record_the_server_stored_is_refused(nc: NATS) -> None:
     """Another user can have a direct get's answer stored under a run's key
     in the runs bucket. Asked for without headers (``no_hdr``) it carries

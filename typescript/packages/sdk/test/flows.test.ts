@@ -9,7 +9,7 @@ import { createHash } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 
 import { connect } from "@nats-io/transport-node";
-import { jetstreamManager } from "@nats-io/jetstream";
+import { AckPolicy, jetstreamManager } from "@nats-io/jetstream";
 import { headers, type NatsConnection } from "@nats-io/nats-core";
 
 import * as sdk from "../src/index.js";
@@ -475,6 +475,32 @@ describe("the worker", () => {
     }, 15_000, "the server stored its answers in the pending index");
     const runs = (await client.pending()).map((p) => p.runId);
     assert.ok(!runs.includes(`forged-${agent}`), `the answer is listed as pending: ${runs.join(", ")}`);
+  });
+
+  test("a pull's answer stored in the pending index (on its own message's subject) is not listed", async () => {
+    const agent = agentName();
+    const jsm = await jetstreamManager(nc);
+    const js = jsm.jetstream();
+    const source = `TS_PULL_${agent}`;
+    await jsm.streams.add({ name: source, subjects: [`tssrc.${agent}`] });
+    try {
+      await jsm.consumers.add(source, { durable_name: "puller", ack_policy: AckPolicy.Explicit });
+      const key = `pulled-${agent}.000000000000000000000000`;
+      const forged = { runId: `pulled-${agent}`, id: "ask", agent, suspendedAt: "2026-12-04T00:00:00Z" };
+      const h = headers();
+      h.set("Nats-Msg-Id", `pending:${key}:0`);
+      await js.publish(`tssrc.${agent}`, JSON.stringify(forged), { headers: h });
+      nc.publish(`$JS.API.CONSUMER.MSG.NEXT.${source}.puller`, JSON.stringify({ batch: 1, no_wait: true }),
+        { reply: `$KV.interlock_pending.${key}` });
+      await eventually(async () => {
+        const m = await jsm.streams.getMessage("KV_interlock_pending", { last_by_subj: `tssrc.${agent}` }).catch(() => null);
+        return m !== null;
+      }, 15_000, "the server stored the pull's answer in the pending index");
+      const runs = (await client.pending()).map((p) => p.runId);
+      assert.ok(!runs.includes(`pulled-${agent}`), `the pull's answer is listed as pending: ${runs.join(", ")}`);
+    } finally {
+      await jsm.streams.delete(source);
+    }
   });
 
   test("a run record the server stored for another user (a direct get's answer) is refused, not read as the run's", async () => {
