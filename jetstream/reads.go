@@ -299,6 +299,21 @@ func (c *Client) MsgCount(ctx context.Context, s Stream) (uint64, error) {
 	return info.State.Msgs, nil
 }
 
+// KeepsAll reports whether stream s keeps every message until it is
+// deleted: no age, byte, message or per-subject limit makes it drop one.
+func (c *Client) KeepsAll(ctx context.Context, s Stream) (bool, error) {
+	st, err := c.js.Stream(ctx, c.StreamName(s))
+	if err != nil {
+		return false, translate(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return false, translate(err)
+	}
+	cfg := info.Config
+	return cfg.MaxAge == 0 && cfg.MaxBytes <= 0 && cfg.MaxMsgs <= 0 && cfg.MaxMsgsPerSubject <= 0, nil
+}
+
 // SubjectCount returns how many messages stream s holds on subject (no
 // wildcards).
 func (c *Client) SubjectCount(ctx context.Context, s Stream, subject string) (int, error) {

@@ -208,6 +208,20 @@ func (cl *Client) Start(ctx context.Context, agent string, input any, opts ...St
 		// first pass again with other input.
 		if _, err := cl.Run(ctx, w.RunID); err == nil {
 			return "", fmt.Errorf("run %s: %w", w.RunID, ErrRunExists)
+		} else if errors.Is(err, store.ErrForeignRecord) {
+			// Its key holds what the coordinator did not write: an answer
+			// stored there before the run's first record, which that record
+			// replaces, unless the run was recorded (and the answer
+			// replaced its record).
+			trail, ok := cl.store.(store.Trail)
+			if !ok {
+				return "", err
+			}
+			if recorded, rerr := trail.Recorded(ctx, w.RunID); rerr != nil {
+				return "", rerr
+			} else if recorded {
+				return "", err
+			}
 		} else if !errors.Is(err, ErrRunNotFound) {
 			return "", err
 		}

@@ -85,7 +85,10 @@ const (
 // NewJetStream returns the store kept through c.
 func NewJetStream(c *jetstream.Client) *JetStream { return &JetStream{c: c} }
 
-var _ Store = (*JetStream)(nil)
+var (
+	_ Store = (*JetStream)(nil)
+	_ Trail = (*JetStream)(nil)
+)
 
 // UseRecordKey gives the store the key record copies are sealed with
 // (jetstream.IDSigner.RecordKey), so that it puts back records a runs
@@ -164,27 +167,39 @@ func runEntry(ctx context.Context, b *jetstream.Bucket, run string) ([]byte, uin
 
 // unrecorded answers a read of run's record, whose key holds at revision
 // rev a message that is not the coordinator's write (cause, matching
-// ErrForeignRecord): when the run has no trail it has never been recorded,
-// so it has no record, and the error matches ErrNotFound with rev, the
-// revision its first record is written over (an answer stored there by
-// someone who learned the run's id before it suspended would otherwise
-// keep it from ever starting). A run with a trail had a record that the
-// answer replaced: cause.
+// ErrForeignRecord): when the run was never recorded (Recorded) it has no
+// record, and the error matches ErrNotFound with rev, the revision its
+// first record is written over (an answer stored there by someone who
+// learned the run's id before it suspended would otherwise keep it from
+// ever starting). A run that was recorded, or may have been, had a record
+// that the answer replaced: cause.
 func (s *JetStream) unrecorded(ctx context.Context, run string, rev uint64, cause error) (*subjects.Run, uint64, error) {
-	trail, err := s.hasTrail(ctx, run)
+	recorded, err := s.Recorded(ctx, run)
 	if err != nil {
 		return nil, 0, err
 	}
-	if trail {
+	if recorded {
 		return nil, 0, cause
 	}
 	return nil, rev, fmt.Errorf("run %s: %w: its key holds no record but an answer stored at revision %d, which its first record replaces",
 		run, ErrNotFound, rev)
 }
 
-// hasTrail reports whether the events stream holds an entry of the
-// coordinator's for run, reading up to the last its leader holds.
-func (s *JetStream) hasTrail(ctx context.Context, run string) (bool, error) {
+// recordedTypes are the events the coordinator writes only after a run's
+// record: an outcome's (the first record of every run is an outcome's),
+// and a record's sealed copy of its own. A refused input, a ruling on an
+// ask or an observation may be filed under a run that has no record.
+var recordedTypes = []subjects.EventType{subjects.EventSuspended, subjects.EventCompleted, subjects.EventFailed, subjects.EventRecorded}
+
+// Recorded reports whether run has had a record, as far as the audit
+// trail can tell: the events stream holds an entry of the coordinator's
+// that follows a record write (read up to the last its leader holds). It
+// answers true when the stream may have dropped entries (an age or size
+// limit), since a record outlives a trail that aged out.
+func (s *JetStream) Recorded(ctx context.Context, run string) (bool, error) {
+	if keeps, err := s.c.KeepsAll(ctx, jetstream.StreamEvents); err != nil || !keeps {
+		return true, err
+	}
 	filter, err := s.c.Namespace().RunEvents(run)
 	if err != nil {
 		return false, err
@@ -193,13 +208,21 @@ func (s *JetStream) hasTrail(ctx context.Context, run string) (bool, error) {
 	if err != nil || last == 0 {
 		return false, err
 	}
+	follows := map[string]bool{}
+	for _, t := range recordedTypes {
+		subject, err := s.c.Namespace().Events(run, t)
+		if err != nil {
+			return false, err
+		}
+		follows[subject] = true
+	}
 	for after := uint64(0); after < last; {
 		msgs, err := s.c.Messages(ctx, jetstream.StreamEvents, filter, after+1, eventsBatch)
 		if err != nil {
 			return false, fmt.Errorf("read run %s's trail: %w", run, err)
 		}
 		for _, m := range msgs {
-			if jetstream.CheckPublished(m.Header) == nil {
+			if follows[m.Subject] && jetstream.CheckPublished(m.Header) == nil {
 				return true, nil
 			}
 			after = m.Sequence

@@ -37,6 +37,12 @@ var (
 // record; the error also carries code not_allowed (subjects.CodeOf).
 var ErrForeignRecord = errors.New("the run record is not a write of the coordinator's")
 
+// Trail is a store that keeps an audit trail beside its records, and can
+// tell from it whether a run has had a record (JetStream.Recorded).
+type Trail interface {
+	Recorded(ctx context.Context, run string) (bool, error)
+}
+
 // Store is where run records, the pending index and events are kept.
 type Store interface {
 	// Run returns run's record and its revision, or an error matching

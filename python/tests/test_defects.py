@@ -126,6 +126,14 @@ async def test_events_skip_answers_the_server_stored(nc: NATS) -> None:
     assert [e.detail for e in listed] == ["ada"]
 
 
+async def test_stored_headers_of_a_message_gone_is_none(nc: NATS) -> None:
+    """An entry that ages out between the batched read and the read of its
+    stored headers is skipped, not a failure of the whole listing."""
+    from interlock import _direct
+
+    assert await _direct.stored_headers(nc, "INTERLOCK_EVENTS", 10**12, 5) is None
+
+
 async def test_pending_listing_survives_answers_the_server_stored(nc: NATS) -> None:
     """Another user can have direct gets' answers stored in the pending
     index: bytes that are no JSON broke every client's listing, and an

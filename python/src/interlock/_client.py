@@ -312,7 +312,7 @@ class Client:
                     # only the stored headers tell (docs/security.md,
                     # "Answers the server sends for you").
                     stored = await _direct.stored_headers(self._nc, stream, m.seq, self._timeout)
-                    if not_published(stored) is not None:
+                    if stored is None or not_published(stored) is not None:
                         continue
                     ev = self._ns.stored_event(m.subject, m.data or b"")
                     if ev is not None and isinstance(ev.get("verdict"), dict):
@@ -351,11 +351,12 @@ class Client:
         sub = await self._nc.subscribe(self._ns.run_events(run_id), cb=on_event)
         deadline = time.monotonic() + (timeout if timeout is not None else self._wait_timeout)
         last: Run | None = None
+        refused: ProtocolError | None = None
         try:
             while True:
                 changed.clear()
                 try:
-                    last = await self.run(run_id)
+                    last, refused = await self.run(run_id), None
                     if until(last):
                         return last
                 except RunNotFound:
@@ -365,10 +366,12 @@ class Client:
                     # first record, which replaces it, waited on as none.
                     if e.code != "not_allowed":
                         raise
+                    refused = e
                 left = deadline - time.monotonic()
                 if left <= 0:
                     state = last.status if last else "no record"
-                    raise TimeoutError(f"run {run_id}: condition not met in time (last seen: {state})")
+                    why = f"; last read refused: {refused}" if refused else ""
+                    raise TimeoutError(f"run {run_id}: condition not met in time (last seen: {state}{why})")
                 try:
                     await asyncio.wait_for(changed.wait(), min(1.0, left))
                 except TimeoutError:
@@ -453,12 +456,19 @@ class Client:
         async def entry(m: _direct.Stored) -> dict[str, Any] | None:
             async with room:
                 stored = await _direct.stored_headers(self._nc, stream, m.seq, self._timeout)
-            if not_published(stored) is not None:
-                return None  # an answer the server stored here for another user
+            # None: aged out since the batch read it.
+            if stored is None or not_published(stored) is not None:
+                return None  # or an answer the server stored here for another user
             # Type and run from where the entry was stored, not its body.
             return self._ns.stored_event(m.subject, m.data or b"")
 
-        checked = await asyncio.gather(*(entry(m) for m in msgs))
+        # A task group: the first failure (a refused request) cancels the
+        # rest, and is raised as it is.
+        try:
+            async with asyncio.TaskGroup() as tg:
+                tasks = [tg.create_task(entry(m)) for m in msgs]
+        except ExceptionGroup as failed:
+            raise failed.exceptions[0] from None
         if msgs:
             after = msgs[-1].seq
-        return [ev for ev in checked if ev is not None], after
+        return [ev for t in tasks if (ev := t.result()) is not None], after

@@ -139,13 +139,14 @@ async def last(nc: NATS, stream: str, subject: str, timeout: float) -> Stored | 
     return Stored(subject=h.get("Nats-Subject", ""), seq=int(seq), headers=h, data=m.data)
 
 
-async def stored_headers(nc: NATS, stream: str, seq: int, timeout: float) -> dict[str, str]:
+async def stored_headers(nc: NATS, stream: str, seq: int, timeout: float) -> dict[str, str] | None:
     """The headers the message of ``stream`` at ``seq`` was stored with,
     asked of ``$JS.API.STREAM.MSG.GET.<stream>``, whose answer holds them
-    alone. A direct get appends the server's headers (``Nats-Stream``,
-    ``Nats-Subject``, ...) after the stored ones and nats-py keeps one value
-    per name, so a message the server stored from an answer it sent (which
-    carries those headers as stored) looks like any other there."""
+    alone; None when the stream no longer holds it (aged out). A direct get
+    appends the server's headers (``Nats-Stream``, ``Nats-Subject``, ...)
+    after the stored ones and nats-py keeps one value per name, so a
+    message the server stored from an answer it sent (which carries those
+    headers as stored) looks like any other there."""
     api = f"$JS.API.STREAM.MSG.GET.{stream}"
     try:
         m = await nc.request(api, json.dumps({"seq": seq}).encode(), timeout=timeout)
@@ -158,6 +159,8 @@ async def stored_headers(nc: NATS, stream: str, seq: int, timeout: float) -> dic
         answer = json.loads(m.data)
     except ValueError:
         raise InterlockError(f"read {stream} at {seq}: {api} answered {m.data[:200]!r}") from None
+    if isinstance(answer, dict) and isinstance(answer.get("error"), dict) and answer["error"].get("code") == 404:
+        return None
     if not isinstance(answer, dict) or "error" in answer or not isinstance(answer.get("message"), dict):
         err = answer.get("error") if isinstance(answer, dict) else answer
         raise InterlockError(f"read {stream} at {seq}: {api} answered {err}")

@@ -367,22 +367,26 @@ export class Client {
     const timeoutMs = options.timeoutMs ?? this.timeoutMs;
     const deadline = Date.now() + timeoutMs;
     let last: Run | undefined;
+    let refused: ProtocolError | undefined;
     try {
       await this.nc.flush();
       for (;;) {
         state.changed = false;
         try {
           last = await this.run(runId);
+          refused = undefined;
           if (until(last)) return last;
         } catch (e) {
           // What the coordinator did not write under the key: before a
           // run's first record, which replaces it, waited on as none.
           const foreign = e instanceof ProtocolError && e.code === "not_allowed";
           if (!(e instanceof RunNotFound) && !foreign) throw e;
+          if (foreign) refused = e;
         }
         const left = deadline - Date.now();
         if (left <= 0) {
-          throw new Timeout(`run ${runId}: condition not met in ${timeoutMs} ms (last seen: ${last?.status ?? "no record"})`);
+          const why = refused ? `; last read refused: ${refused.message}` : "";
+          throw new Timeout(`run ${runId}: condition not met in ${timeoutMs} ms (last seen: ${last?.status ?? "no record"}${why})`);
         }
         if (!changedMeanwhile()) {
           await new Promise<void>((resolve) => {
