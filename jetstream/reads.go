@@ -299,9 +299,11 @@ func (c *Client) MsgCount(ctx context.Context, s Stream) (uint64, error) {
 	return info.State.Msgs, nil
 }
 
-// KeepsAll reports whether stream s keeps every message until it is
-// deleted: no age, byte, message or per-subject limit makes it drop one.
-func (c *Client) KeepsAll(ctx context.Context, s Stream) (bool, error) {
+// KeptAll reports whether stream s, one that denies deletes and purges
+// (the events stream), holds every message ever stored in it: no age,
+// byte, message or per-subject limit drops one now, and none dropped one
+// before (its first sequence is still the stream's first).
+func (c *Client) KeptAll(ctx context.Context, s Stream) (bool, error) {
 	st, err := c.js.Stream(ctx, c.StreamName(s))
 	if err != nil {
 		return false, translate(err)
@@ -311,7 +313,7 @@ func (c *Client) KeepsAll(ctx context.Context, s Stream) (bool, error) {
 		return false, translate(err)
 	}
 	cfg := info.Config
-	return cfg.MaxAge == 0 && cfg.MaxBytes <= 0 && cfg.MaxMsgs <= 0 && cfg.MaxMsgsPerSubject <= 0, nil
+	return cfg.MaxAge == 0 && cfg.MaxBytes <= 0 && cfg.MaxMsgs <= 0 && cfg.MaxMsgsPerSubject <= 0 && info.State.FirstSeq <= 1, nil
 }
 
 // SubjectCount returns how many messages stream s holds on subject (no

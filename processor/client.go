@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -206,23 +207,7 @@ func (cl *Client) Start(ctx context.Context, agent string, input any, opts ...St
 	if w.RunID != "" {
 		// A run is started once: a start for an existing run would run its
 		// first pass again with other input.
-		if _, err := cl.Run(ctx, w.RunID); err == nil {
-			return "", fmt.Errorf("run %s: %w", w.RunID, ErrRunExists)
-		} else if errors.Is(err, store.ErrForeignRecord) {
-			// Its key holds what the coordinator did not write: an answer
-			// stored there before the run's first record, which that record
-			// replaces, unless the run was recorded (and the answer
-			// replaced its record).
-			trail, ok := cl.store.(store.Trail)
-			if !ok {
-				return "", err
-			}
-			if recorded, rerr := trail.Recorded(ctx, w.RunID); rerr != nil {
-				return "", rerr
-			} else if recorded {
-				return "", err
-			}
-		} else if !errors.Is(err, ErrRunNotFound) {
+		if err := cl.startable(ctx, w.RunID); err != nil {
 			return "", err
 		}
 	}
@@ -549,6 +534,36 @@ func (cl *Client) Runs(ctx context.Context) ([]*subjects.Run, error) { return cl
 // WorkBacklog lists, by agent name, the agents with work waiting.
 func (cl *Client) WorkBacklog(ctx context.Context) ([]AgentWork, error) {
 	return store.WorkBacklog(ctx, cl.c)
+}
+
+// startable says whether a start may name run: it has no record and had
+// none, as far as its trail tells.
+func (cl *Client) startable(ctx context.Context, run string) error {
+	trail, _ := cl.store.(store.Trail)
+	_, err := cl.Run(ctx, run)
+	switch {
+	case err == nil:
+		return fmt.Errorf("run %s: %w", run, ErrRunExists)
+	case errors.Is(err, ErrRunNotFound) && trail != nil:
+		// Records kept in memory are missing from the bucket after a
+		// server restart until the coordinator puts them back.
+		if recorded, rerr := trail.Recorded(ctx, run); rerr != nil || recorded {
+			return cmp.Or(rerr, fmt.Errorf("run %s: %w (its record is being put back)", run, ErrRunExists))
+		}
+		return nil
+	case errors.Is(err, ErrRunNotFound):
+		return nil
+	case errors.Is(err, store.ErrForeignRecord) && trail != nil:
+		// Its key holds what the coordinator did not write: an answer
+		// stored there before the run's first record, which that record
+		// replaces, unless the run was recorded (and the answer replaced
+		// its record), or may have been.
+		if recorded, rerr := trail.MayHaveRecord(ctx, run); rerr != nil || recorded {
+			return cmp.Or(rerr, err)
+		}
+		return nil
+	}
+	return err
 }
 
 // Wait returns run's record once done reports true for it, re-reading the

@@ -167,14 +167,14 @@ func runEntry(ctx context.Context, b *jetstream.Bucket, run string) ([]byte, uin
 
 // unrecorded answers a read of run's record, whose key holds at revision
 // rev a message that is not the coordinator's write (cause, matching
-// ErrForeignRecord): when the run was never recorded (Recorded) it has no
-// record, and the error matches ErrNotFound with rev, the revision its
-// first record is written over (an answer stored there by someone who
+// ErrForeignRecord): when the run was never recorded (MayHaveRecord) it
+// has no record, and the error matches ErrNotFound with rev, the revision
+// its first record is written over (an answer stored there by someone who
 // learned the run's id before it suspended would otherwise keep it from
 // ever starting). A run that was recorded, or may have been, had a record
 // that the answer replaced: cause.
 func (s *JetStream) unrecorded(ctx context.Context, run string, rev uint64, cause error) (*subjects.Run, uint64, error) {
-	recorded, err := s.Recorded(ctx, run)
+	recorded, err := s.MayHaveRecord(ctx, run)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -185,22 +185,23 @@ func (s *JetStream) unrecorded(ctx context.Context, run string, rev uint64, caus
 		run, ErrNotFound, rev)
 }
 
-// recordedTypes are the events the coordinator writes only after a run's
-// record: an outcome's (the first record of every run is an outcome's),
-// and a record's sealed copy of its own. A refused input, a ruling on an
-// ask or an observation may be filed under a run that has no record.
-var recordedTypes = []subjects.EventType{subjects.EventSuspended, subjects.EventCompleted, subjects.EventFailed, subjects.EventRecorded}
-
-// Recorded reports whether run has had a record, as far as the audit
-// trail can tell: the events stream holds an entry of the coordinator's
-// that follows a record write (read up to the last its leader holds). It
-// answers true when the stream may have dropped entries (an age or size
-// limit), since a record outlives a trail that aged out.
-func (s *JetStream) Recorded(ctx context.Context, run string) (bool, error) {
-	if keeps, err := s.c.KeepsAll(ctx, jetstream.StreamEvents); err != nil || !keeps {
+// MayHaveRecord reports whether run may have had a record: its trail says
+// so (Recorded), or the events stream may have dropped entries (an age or
+// size limit, now or before), since a record outlives a trail that aged
+// out.
+func (s *JetStream) MayHaveRecord(ctx context.Context, run string) (bool, error) {
+	if kept, err := s.c.KeptAll(ctx, jetstream.StreamEvents); err != nil || !kept {
 		return true, err
 	}
-	filter, err := s.c.Namespace().RunEvents(run)
+	return s.Recorded(ctx, run)
+}
+
+// Recorded reports whether run's trail shows it had a record: an entry of
+// the coordinator's that it writes only once a run has one (followsRecord),
+// read up to the last the stream's leader holds.
+func (s *JetStream) Recorded(ctx context.Context, run string) (bool, error) {
+	ns := s.c.Namespace()
+	filter, err := ns.RunEvents(run)
 	if err != nil {
 		return false, err
 	}
@@ -208,30 +209,42 @@ func (s *JetStream) Recorded(ctx context.Context, run string) (bool, error) {
 	if err != nil || last == 0 {
 		return false, err
 	}
-	follows := map[string]bool{}
-	for _, t := range recordedTypes {
-		subject, err := s.c.Namespace().Events(run, t)
-		if err != nil {
-			return false, err
-		}
-		follows[subject] = true
-	}
 	for after := uint64(0); after < last; {
 		msgs, err := s.c.Messages(ctx, jetstream.StreamEvents, filter, after+1, eventsBatch)
 		if err != nil {
 			return false, fmt.Errorf("read run %s's trail: %w", run, err)
 		}
 		for _, m := range msgs {
-			if follows[m.Subject] && jetstream.CheckPublished(m.Header) == nil {
+			after = m.Sequence
+			if jetstream.CheckPublished(m.Header) != nil {
+				continue
+			}
+			if ev, err := subjects.StoredEvent(ns, m.Subject, m.Data); err == nil && followsRecord(ev) {
 				return true, nil
 			}
-			after = m.Sequence
 		}
 		if len(msgs) < eventsBatch && after < last {
 			return false, fmt.Errorf("read run %s's trail: %w: read up to %d of %d", run, errLagging, after, last)
 		}
 	}
 	return false, nil
+}
+
+// followsRecord reports whether the coordinator writes ev only for a run
+// that has a record: an outcome's (every run's first record is an
+// outcome's), a record's sealed copy, a timer's, or a person's decision or
+// vote. A refused input, a reply refused, and an operator rule's ruling on
+// an ask (decided by subjects.PolicyApprover) may be filed under a run
+// that has none.
+func followsRecord(ev subjects.Event) bool {
+	switch ev.Type {
+	case subjects.EventSuspended, subjects.EventCompleted, subjects.EventFailed, subjects.EventRecorded,
+		subjects.EventReminded, subjects.EventEscalated, subjects.EventExpired:
+		return true
+	case subjects.EventDecisionAccepted, subjects.EventVoteRecorded:
+		return ev.Verdict != nil && ev.Verdict.Approver != subjects.PolicyApprover
+	}
+	return false
 }
 
 // foreign returns an error matching ErrForeignRecord when e is not a

@@ -38,9 +38,11 @@ var (
 var ErrForeignRecord = errors.New("the run record is not a write of the coordinator's")
 
 // Trail is a store that keeps an audit trail beside its records, and can
-// tell from it whether a run has had a record (JetStream.Recorded).
+// tell from it whether a run has had a record (JetStream.Recorded), or may
+// have had one (JetStream.MayHaveRecord: the trail may have lost entries).
 type Trail interface {
 	Recorded(ctx context.Context, run string) (bool, error)
+	MayHaveRecord(ctx context.Context, run string) (bool, error)
 }
 
 // Store is where run records, the pending index and events are kept.
