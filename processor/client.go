@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -30,6 +31,9 @@ type Client struct {
 	// decideTimeout and waitTimeout bound Decide and Wait when their
 	// context has no deadline.
 	decideTimeout, waitTimeout time.Duration
+	// recordsOnDisk is set once the runs bucket was found on disk, where a
+	// record missing is one never written (startable).
+	recordsOnDisk atomic.Bool
 }
 
 // Default deadlines of the Client calls that wait, applied when the
@@ -544,7 +548,7 @@ func (cl *Client) startable(ctx context.Context, run string) error {
 	switch {
 	case err == nil:
 		return fmt.Errorf("run %s: %w", run, ErrRunExists)
-	case errors.Is(err, ErrRunNotFound) && trail != nil:
+	case errors.Is(err, ErrRunNotFound) && trail != nil && !cl.onDisk(ctx):
 		// Records kept in memory are missing from the bucket after a
 		// server restart until the coordinator puts them back.
 		if recorded, rerr := trail.Recorded(ctx, run); rerr != nil || recorded {
@@ -564,6 +568,20 @@ func (cl *Client) startable(ctx context.Context, run string) error {
 		return nil
 	}
 	return err
+}
+
+// onDisk reports whether the runs bucket keeps its records on disk, read
+// once: a bucket in memory, or one this client may not read the
+// configuration of, is not.
+func (cl *Client) onDisk(ctx context.Context) bool {
+	if cl.recordsOnDisk.Load() {
+		return true
+	}
+	mem, err := cl.c.BucketInMemory(ctx, jetstream.RunsBucket)
+	if err == nil && !mem {
+		cl.recordsOnDisk.Store(true)
+	}
+	return cl.recordsOnDisk.Load()
 }
 
 // Wait returns run's record once done reports true for it, re-reading the
