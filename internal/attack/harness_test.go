@@ -58,6 +58,19 @@ func newDeployment(t *testing.T) *deployment {
 	return newDeploymentWith(t, coordinator.Config{})
 }
 
+// bareDeployment is a server with deploy/nats/single.conf's users and
+// nothing provisioned, to be provisioned as natsCfg says.
+func bareDeployment(t *testing.T, natsCfg jetstream.Config) *deployment {
+	t.Helper()
+	srv, err := embedded.Start(embedded.Config{ConfigFile: "../../deploy/nats/single.conf", DataDir: t.TempDir(),
+		Port: -1, Sync: embedded.SyncInterval})
+	require.NoError(t, err)
+	t.Cleanup(srv.Shutdown)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return &deployment{t: t, ctx: ctx, srv: srv, nats: natsCfg}
+}
+
 // newDeploymentWith is newDeployment with a coordinator configured as
 // coCfg (its logger and ack wait set here).
 func newDeploymentWith(t *testing.T, coCfg coordinator.Config) *deployment {
@@ -69,13 +82,8 @@ func newDeploymentWith(t *testing.T, coCfg coordinator.Config) *deployment {
 // says (its runs bucket's storage, say).
 func newDeploymentOf(t *testing.T, coCfg coordinator.Config, natsCfg jetstream.Config) *deployment {
 	t.Helper()
-	srv, err := embedded.Start(embedded.Config{ConfigFile: "../../deploy/nats/single.conf", DataDir: t.TempDir(),
-		Port: -1, Sync: embedded.SyncInterval})
-	require.NoError(t, err)
-	t.Cleanup(srv.Shutdown)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	d := &deployment{t: t, ctx: ctx, srv: srv, nats: natsCfg}
+	d := bareDeployment(t, natsCfg)
+	ctx := d.ctx
 	// `interlock provision` as admin, the coordinator's consumers included.
 	admin := d.provisioner()
 	require.NoError(t, gateway.Provision(ctx, admin))
@@ -180,6 +188,16 @@ func (a *attacker) refused(t *testing.T, what string) {
 // interrupt only approver may decide, and waits until it is recorded.
 func (d *deployment) suspend(agent *jetstream.Client, run, approver string) {
 	d.t.Helper()
+	d.publishSuspension(agent, run, approver)
+	_, err := processor.NewClient(d.client("auditor")).Wait(d.ctx, run, processor.Suspended)
+	require.NoError(d.t, err)
+}
+
+// publishSuspension publishes, as agent, the refunds agent's first
+// suspension of run, one question for approver, without waiting for it to
+// be recorded.
+func (d *deployment) publishSuspension(agent *jetstream.Client, run, approver string) {
+	d.t.Helper()
 	s := subjects.Suspension{PassRef: subjects.PassRef{Version: 1, RunID: run, Agent: "refunds"},
 		Interrupts: []subjects.Interrupt{{ID: "ask", Reason: "confirmation", Approvers: []string{approver}}}}
 	data, err := json.Marshal(s)
@@ -187,8 +205,6 @@ func (d *deployment) suspend(agent *jetstream.Client, run, approver string) {
 	subject, err := agent.Namespace().Suspended("refunds", run)
 	require.NoError(d.t, err)
 	_, err = agent.Publish(d.ctx, subject, data, run+":0", nil)
-	require.NoError(d.t, err)
-	_, err = processor.NewClient(d.client("auditor")).Wait(d.ctx, run, processor.Suspended)
 	require.NoError(d.t, err)
 }
 

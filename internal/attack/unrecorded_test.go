@@ -13,12 +13,101 @@ import (
 
 	"github.com/interlockhq/interlock/internal/fault"
 	"github.com/interlockhq/interlock/jetstream"
-	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/coordinator"
 	"github.com/interlockhq/interlock/processor/store"
 	"github.com/interlockhq/interlock/subjects"
 )
+
+// Attacks on runs whose key in the runs bucket holds an answer the server
+// stored there (docs/security.md, "Answers the server sends for you"):
+// before the run's first record, and after it.
+
+// plantRecord has the billing agent's direct get answer of body stored
+// under run's key, and waits until readers refuse it as the run's record.
+func plantRecord(t *testing.T, d *deployment, run string, body []byte) {
+	t.Helper()
+	carrier := "interlock.agui.billing.planted-" + run
+	d.attacker("agent_billing").answer(t, carrier, carrier, body, "$KV.interlock_runs."+run, false)
+	foreignRecord(t, d, run)
+}
+
+// foreignRecord waits until run's key holds what readers refuse as its
+// record.
+func foreignRecord(t *testing.T, d *deployment, run string) {
+	t.Helper()
+	auditor := processor.NewClient(d.client("auditor"))
+	require.Eventually(t, func() bool {
+		_, err := auditor.Run(d.ctx, run)
+		return errors.Is(err, store.ErrForeignRecord)
+	}, 20*time.Second, 20*time.Millisecond, "run %s's key holds an answer", run)
+}
+
+// startsDespite publishes run's first suspension and waits until it is
+// recorded, naming why it might not be.
+func startsDespite(t *testing.T, d *deployment, run, why string) *subjects.Run {
+	t.Helper()
+	d.publishSuspension(d.client("agent"), run, "ada")
+	ctx, cancel := context.WithTimeout(d.ctx, 20*time.Second)
+	defer cancel()
+	rec, err := processor.NewClient(d.client("auditor")).Wait(ctx, run, processor.Suspended)
+	if err != nil {
+		for _, ev := range d.events(run) {
+			t.Logf("%s event: %s %s %s", run, ev.Type, ev.Code, ev.Detail)
+		}
+	}
+	require.NoError(t, err, why)
+	require.Equal(t, []string{"ada"}, rec.Interrupts[0].Approvers)
+	return rec
+}
+
+// refusedAsForeign waits until the coordinator has refused an input of run
+// because its key holds no record of the coordinator's.
+func refusedAsForeign(t *testing.T, d *deployment, run string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, ev := range d.events(run) {
+			if ev.Type == subjects.EventInputRejected && strings.Contains(ev.Detail, "not a write of the coordinator's") {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 20*time.Millisecond, "an input of %s refused: its key holds no record", run)
+}
+
+// billingClaims publishes the billing agent's first suspension of run, a
+// run id of refunds', and checks it is refused and nothing written over
+// the answer run's key holds.
+func billingClaims(t *testing.T, d *deployment, run string) {
+	t.Helper()
+	s := subjects.Suspension{PassRef: subjects.PassRef{Version: 1, RunID: run, Agent: "billing"},
+		Interrupts: []subjects.Interrupt{{ID: "ask", Reason: "confirmation", Approvers: []string{"ada"}}}}
+	body, err := json.Marshal(s)
+	require.NoError(t, err)
+	_, err = d.attacker("agent_billing").js.PublishMsg(&nats.Msg{Subject: "interlock.suspended.billing." + run, Data: body,
+		Header: nats.Header{nats.MsgIdHdr: {run + ":0:billing"}}})
+	require.NoError(t, err)
+	refusedAsForeign(t, d, run)
+	_, err = processor.NewClient(d.client("auditor")).Run(d.ctx, run)
+	require.ErrorIs(t, err, store.ErrForeignRecord, "refunds' recorded %s was replaced by a record of billing's", run)
+}
+
+// An answer stored under the key of a run that has no record yet, planted
+// by someone who learned the run's id before it suspended, must not keep
+// the run from starting: it is no record, and the run was never recorded.
+func TestAttackAgentPlantsRecordBeforeRunStarts(t *testing.T) {
+	t.Parallel()
+	eachRecordStorage(t, func(t *testing.T, d *deployment, _ jetstream.Storage) {
+		forged, err := json.Marshal(subjects.Run{RunID: "run-2", Agent: "refunds", Status: subjects.RunCompleted})
+		require.NoError(t, err)
+		plantRecord(t, d, "run-2", forged)
+		startsDespite(t, d, "run-2", "the planted answer kept the run from starting")
+		v, err := processor.NewClient(d.client("ada")).Decide(d.ctx, processor.DecisionRequest{RunID: "run-2",
+			InterruptID: "ask", Status: subjects.StatusResolved, Approver: "ada", Via: "cli"})
+		require.NoError(t, err)
+		require.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+	})
+}
 
 // The coordinator files some entries under a run's id before the run has
 // a record: an input it refused (here, an answer the server sent to the
@@ -26,187 +115,98 @@ import (
 // the run's key then blocked the run again when any coordinator entry
 // counted as the trail of a recorded run; only entries that follow a
 // record write count (store.JetStream.Recorded). Found by the review of
-// the eighth session's fix.
+// the eighth session's fix, with an agent's credentials and with the
+// auditor's alone.
 func TestAttackPlantAfterRefusedInputBlocksRun(t *testing.T) {
 	t.Parallel()
-	eachRecordStorage(t, plantAfterRefusedInput)
+	eachRecordStorage(t, func(t *testing.T, d *deployment, _ jetstream.Storage) {
+		d.attacker("agent_billing").answer(t, "interlock.agui.billing.junk", "junk", []byte(`{}`),
+			"interlock.suspended.refunds.run-2", false)
+		refusedInputAudited(t, d, "run-2")
+		plantRecord(t, d, "run-2", []byte(`{}`))
+		startsDespite(t, d, "run-2", "the planted answer kept the run from starting")
+	})
 }
 
-func plantAfterRefusedInput(t *testing.T, d *deployment, _ jetstream.Storage) {
-	billing := d.attacker("agent_billing")
-	// 1. A direct get's answer sent to refunds' suspension subject of run-2:
-	// refused (CheckPublished), and audited under run-2.
-	billing.answer(t, "interlock.agui.billing.junk", "junk", []byte(`{}`), "interlock.suspended.refunds.run-2", false)
-	auditor := processor.NewClient(d.client("auditor"))
-	require.Eventually(t, func() bool {
-		evs, err := auditor.Events(d.ctx, "run-2")
-		return err == nil && len(evs) > 0
-	}, 20*time.Second, 20*time.Millisecond, "the refused input is audited on run-2's trail")
-
-	// 2. The planted answer under run-2's key.
-	forged := subjects.Run{RunID: "run-2", Agent: "refunds", Status: subjects.RunCompleted}
-	data, err := json.Marshal(forged)
-	require.NoError(t, err)
-	billing.answer(t, "interlock.agui.billing.planted", "planted", data, "$KV.interlock_runs.run-2", false)
-	require.Eventually(t, func() bool {
-		_, err := auditor.Run(d.ctx, "run-2")
-		return errors.Is(err, store.ErrForeignRecord)
-	}, 20*time.Second, 20*time.Millisecond)
-
-	// 3. The real first suspension.
-	agent := d.client("agent")
-	s := subjects.Suspension{PassRef: subjects.PassRef{Version: 1, RunID: "run-2", Agent: "refunds"},
-		Interrupts: []subjects.Interrupt{{ID: "ask", Reason: "confirmation", Approvers: []string{"ada"}}}}
-	body, err := json.Marshal(s)
-	require.NoError(t, err)
-	subject, err := agent.Namespace().Suspended("refunds", "run-2")
-	require.NoError(t, err)
-	_, err = agent.Publish(d.ctx, subject, body, "run-2:0", nil)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
-	defer cancel()
-	_, err = auditor.Wait(ctx, "run-2", processor.Suspended)
-	if err != nil {
-		for _, ev := range d.events("run-2") {
-			t.Logf("run-2 event: %s %s %s", ev.Type, ev.Code, ev.Detail)
-		}
-	}
-	require.NoError(t, err, "the planted answer kept the run from starting")
-}
-
-// With an events retention a run's trail ages out while its record stays
-// (the runs bucket keeps records forever): the trail cannot then tell a
-// run never recorded from one whose record an answer replaced, and
-// another agent could claim the run id with a first suspension of its own
-// written over the key. With a retention on the events stream such a key
-// is refused as before (store.JetStream.Recorded answers true).
-func TestAttackRecordedRunWithAgedOutTrailKept(t *testing.T) {
-	t.Parallel()
-	d := newDeploymentOf(t, coordinator.Config{}, jetstream.Config{MaxAge: 2 * time.Second,
-		EventsMaxAge: 2 * time.Second, DuplicateWindow: time.Second})
-	d.suspend(d.client("agent"), "run-3", "ada")
-	require.Equal(t, "refunds", d.record("run-3").Agent)
-	auditor := processor.NewClient(d.client("auditor"))
-	require.Eventually(t, func() bool {
-		evs, err := auditor.Events(d.ctx, "run-3")
-		return err == nil && len(evs) == 0
-	}, 20*time.Second, 100*time.Millisecond, "run-3's trail ages out; its record stays")
-	require.Equal(t, "refunds", d.record("run-3").Agent, "the record outlives its trail")
-
-	billing := d.attacker("agent_billing")
-	billing.answer(t, "interlock.agui.billing.planted", "planted", []byte(`{}`), "$KV.interlock_runs.run-3", false)
-	require.Eventually(t, func() bool {
-		_, err := auditor.Run(d.ctx, "run-3")
-		return errors.Is(err, store.ErrForeignRecord)
-	}, 20*time.Second, 20*time.Millisecond)
-
-	s := subjects.Suspension{PassRef: subjects.PassRef{Version: 1, RunID: "run-3", Agent: "billing"},
-		Interrupts: []subjects.Interrupt{{ID: "ask", Reason: "confirmation", Approvers: []string{"ada"}}}}
-	body, err := json.Marshal(s)
-	require.NoError(t, err)
-	_, err = billing.js.PublishMsg(&nats.Msg{Subject: "interlock.suspended.billing.run-3", Data: body,
-		Header: nats.Header{nats.MsgIdHdr: {"run-3:0:billing"}}})
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		for _, ev := range d.events("run-3") {
-			if ev.Type == subjects.EventInputRejected && strings.Contains(ev.Detail, "not a write of the coordinator's") {
-				return true
-			}
-		}
-		return false
-	}, 20*time.Second, 20*time.Millisecond, "billing's suspension of run-3 is refused")
-	_, err = auditor.Run(d.ctx, "run-3")
-	require.ErrorIs(t, err, store.ErrForeignRecord, "refunds' recorded run-3 was replaced by a record of billing's")
-}
-
-// A run id chosen by its starter (WithRunID, `interlock start --run-id`)
-// is the one others learn before the run starts; Client.Start read the key
-// first and refused the planted answer, so the run still never started.
-func TestAttackPlantedKeyBeforeStartWithRunID(t *testing.T) {
-	t.Parallel()
-	d := newDeployment(t)
-	billing := d.attacker("agent_billing")
-	billing.answer(t, "interlock.agui.billing.planted", "planted", []byte(`{}`), "$KV.interlock_runs.order-42", false)
-	auditor := processor.NewClient(d.client("auditor"))
-	require.Eventually(t, func() bool {
-		_, err := auditor.Run(d.ctx, "order-42")
-		return errors.Is(err, store.ErrForeignRecord)
-	}, 20*time.Second, 20*time.Millisecond)
-	_, err := processor.NewClient(d.client("gateway")).Start(d.ctx, "refunds", nil, processor.WithRunID("order-42"))
-	require.NoError(t, err, "a run whose id was learned early does not start")
-	// A recorded run's key holding an answer is refused as before.
-	d.suspend(d.client("agent"), "run-1", "ada")
-	billing.answer(t, "interlock.agui.billing.planted1", "planted1", []byte(`{}`), "$KV.interlock_runs.run-1", false)
-	require.Eventually(t, func() bool {
-		_, err := auditor.Run(d.ctx, "run-1")
-		return errors.Is(err, store.ErrForeignRecord)
-	}, 20*time.Second, 20*time.Millisecond)
-	_, err = processor.NewClient(d.client("gateway")).Start(d.ctx, "refunds", nil, processor.WithRunID("run-1"))
-	require.ErrorIs(t, err, store.ErrForeignRecord, "a recorded run was started again")
-}
-
-// The same as plantAfterRefusedInput with the auditor's credentials only:
-// a direct get of an entry it may read, answered to run-2's suspension
-// subject, then one answered to run-2's key.
 func TestAttackAuditorBlocksRunBeforeItStarts(t *testing.T) {
 	t.Parallel()
 	d := newDeployment(t)
 	d.suspend(d.client("agent"), "run-1", "ada")
 	aud := d.attacker("auditor")
+	// A direct get of an entry the auditor may read, answered to run-2's
+	// suspension subject, then one answered to run-2's key.
 	require.NoError(t, aud.nc.PublishRequest("$JS.API.DIRECT.GET.INTERLOCK_EVENTS.interlock.events.run-1.>",
 		"interlock.suspended.refunds.run-2", nil))
-	auditor := processor.NewClient(d.client("auditor"))
-	require.Eventually(t, func() bool {
-		evs, err := auditor.Events(d.ctx, "run-2")
-		return err == nil && len(evs) > 0
-	}, 20*time.Second, 20*time.Millisecond, "the refused input is audited on run-2's trail")
+	refusedInputAudited(t, d, "run-2")
 	require.NoError(t, aud.nc.PublishRequest("$JS.API.DIRECT.GET.INTERLOCK_EVENTS.interlock.events.run-1.>",
 		"$KV.interlock_runs.run-2", nil))
+	foreignRecord(t, d, "run-2")
+	startsDespite(t, d, "run-2", "the auditor kept run-2 from starting")
+}
+
+// refusedInputAudited waits until run's trail holds an entry: the input
+// the coordinator refused.
+func refusedInputAudited(t *testing.T, d *deployment, run string) {
+	t.Helper()
 	require.Eventually(t, func() bool {
-		_, err := auditor.Run(d.ctx, "run-2")
-		return errors.Is(err, store.ErrForeignRecord)
-	}, 20*time.Second, 20*time.Millisecond)
-	agent := d.client("agent")
-	s := subjects.Suspension{PassRef: subjects.PassRef{Version: 1, RunID: "run-2", Agent: "refunds"},
-		Interrupts: []subjects.Interrupt{{ID: "ask", Reason: "confirmation", Approvers: []string{"ada"}}}}
-	body, err := json.Marshal(s)
-	require.NoError(t, err)
-	_, err = agent.Publish(d.ctx, "interlock.suspended.refunds.run-2", body, "run-2:0", nil)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
-	defer cancel()
-	_, err = auditor.Wait(ctx, "run-2", processor.Suspended)
-	if err != nil {
-		for _, ev := range d.events("run-2") {
-			t.Logf("run-2 event: %s %s %s", ev.Type, ev.Code, ev.Detail)
-		}
-	}
-	require.NoError(t, err, "the auditor kept run-2 from starting")
+		return len(d.events(run)) > 0
+	}, 20*time.Second, 20*time.Millisecond, "the refused input is audited on %s's trail", run)
+}
+
+// A run id chosen by its starter (WithRunID, `interlock start --run-id`)
+// is the one others learn before the run starts; Client.Start read the key
+// first and refused the planted answer, so the run still never started.
+// A recorded run's key holding an answer is refused as before.
+func TestAttackPlantedKeyBeforeStartWithRunID(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	plantRecord(t, d, "order-42", []byte(`{}`))
+	gateway := processor.NewClient(d.client("gateway"))
+	_, err := gateway.Start(d.ctx, "refunds", nil, processor.WithRunID("order-42"))
+	require.NoError(t, err, "a run whose id was learned early does not start")
+
+	d.suspend(d.client("agent"), "run-1", "ada")
+	plantRecord(t, d, "run-1", []byte(`{}`))
+	_, err = gateway.Start(d.ctx, "refunds", nil, processor.WithRunID("run-1"))
+	require.ErrorIs(t, err, store.ErrForeignRecord, "a recorded run was started again")
+}
+
+// agedOut runs refunds' run under a 2-second events retention until its
+// trail is gone; its record stays (the runs bucket keeps records forever).
+func agedOut(t *testing.T, run string) *deployment {
+	t.Helper()
+	d := newDeploymentOf(t, coordinator.Config{}, jetstream.Config{MaxAge: 2 * time.Second,
+		EventsMaxAge: 2 * time.Second, DuplicateWindow: time.Second})
+	d.suspend(d.client("agent"), run, "ada")
+	require.Eventually(t, func() bool {
+		return len(d.events(run)) == 0
+	}, 20*time.Second, 100*time.Millisecond, "%s's trail ages out", run)
+	require.Equal(t, "refunds", d.record(run).Agent, "the record outlives its trail")
+	return d
+}
+
+// With an events retention the trail cannot tell a run never recorded from
+// one whose record an answer replaced, and another agent could claim the
+// run id with a first suspension of its own written over the key: with a
+// retention on the events stream such a key is refused as before
+// (store.JetStream.MayHaveRecord). Found by the review of the fix.
+func TestAttackRecordedRunWithAgedOutTrailKept(t *testing.T) {
+	t.Parallel()
+	d := agedOut(t, "run-3")
+	plantRecord(t, d, "run-3", []byte(`{}`))
+	billingClaims(t, d, "run-3")
 }
 
 // The events stream's limits as they are now do not say whether it ever
-// dropped an entry (found by the second review of the eighth session's
-// fix; store.JetStream.MayHaveRecord now also asks whether the stream's
-// first sequence is still its first). A deployment that kept its
-// trail for a while and later keeps it forever (`interlock provision`
-// without --events-max-age raises MaxAge to forever: raiseStream/longer)
-// has recorded runs whose trail aged out: Recorded answers false for them,
-// so a planted answer over such a run's key reads as "no record" and
-// another agent claims the run id (or Client.Start starts it again).
+// dropped an entry: a deployment that kept its trail for a while and then
+// keeps it forever (`interlock provision` without --events-max-age raises
+// the age to forever) has recorded runs whose trail aged out. Such a key
+// is refused, and Client.Start does not start the run again:
+// MayHaveRecord also asks whether the stream's first sequence is still its
+// first. Found by the second review of the fix.
 func TestAttackLiftedEventsRetentionKeepsRunRefused(t *testing.T) {
 	t.Parallel()
-	d := newDeploymentOf(t, coordinator.Config{}, jetstream.Config{MaxAge: 2 * time.Second,
-		EventsMaxAge: 2 * time.Second, DuplicateWindow: time.Second})
-	d.suspend(d.client("agent"), "run-3", "ada")
-	auditor := processor.NewClient(d.client("auditor"))
-	require.Eventually(t, func() bool {
-		evs, err := auditor.Events(d.ctx, "run-3")
-		return err == nil && len(evs) == 0
-	}, 20*time.Second, 100*time.Millisecond, "run-3's trail ages out; its record stays")
-	require.Equal(t, "refunds", d.record("run-3").Agent)
-
-	// The operator now keeps the audit trail forever: provision again
-	// without an events retention (runs still kept 2s).
+	d := agedOut(t, "run-3")
 	admin, err := jetstream.Dial(d.ctx, jetstream.DialConfig{URL: d.url("admin"), Name: "admin",
 		InboxPrefix: subjects.InboxPrefix("admin")}, jetstream.Config{MaxAge: 2 * time.Second, DuplicateWindow: time.Second})
 	require.NoError(t, err)
@@ -215,77 +215,35 @@ func TestAttackLiftedEventsRetentionKeepsRunRefused(t *testing.T) {
 	ev, err := d.attacker("admin").js.StreamInfo("INTERLOCK_EVENTS")
 	require.NoError(t, err)
 	require.Zero(t, ev.Config.MaxAge, "the events stream now keeps its entries forever")
-	t.Logf("events stream first seq %d", ev.State.FirstSeq)
 
-	billing := d.attacker("agent_billing")
-	billing.answer(t, "interlock.agui.billing.planted", "planted", []byte(`{}`), "$KV.interlock_runs.run-3", false)
-	require.Eventually(t, func() bool {
-		_, err := auditor.Run(d.ctx, "run-3")
-		return errors.Is(err, store.ErrForeignRecord)
-	}, 20*time.Second, 20*time.Millisecond)
-
-	// The gateway may start the recorded run-3 again (its first pass runs
-	// again, with other input).
-	_, startErr := processor.NewClient(d.client("gateway")).Start(d.ctx, "refunds", nil, processor.WithRunID("run-3"))
-
-	s := subjects.Suspension{PassRef: subjects.PassRef{Version: 1, RunID: "run-3", Agent: "billing"},
-		Interrupts: []subjects.Interrupt{{ID: "ask", Reason: "confirmation", Approvers: []string{"ada"}}}}
-	body, err := json.Marshal(s)
-	require.NoError(t, err)
-	_, err = billing.js.PublishMsg(&nats.Msg{Subject: "interlock.suspended.billing.run-3", Data: body,
-		Header: nats.Header{nats.MsgIdHdr: {"run-3:0:billing"}}})
-	require.NoError(t, err)
-	var claimed *subjects.Run
-	require.Eventually(t, func() bool {
-		if rec, err := auditor.Run(d.ctx, "run-3"); err == nil {
-			claimed = rec
-			return true
-		}
-		for _, ev := range d.events("run-3") {
-			if ev.Type == subjects.EventInputRejected && strings.Contains(ev.Detail, "not a write of the coordinator's") {
-				return true
-			}
-		}
-		return false
-	}, 20*time.Second, 20*time.Millisecond)
-	if claimed != nil {
-		t.Errorf("refunds' recorded run-3 was replaced by a record of %s's (status %s)", claimed.Agent, claimed.Status)
-	}
-	require.ErrorIs(t, startErr, store.ErrForeignRecord, "Client.Start started the recorded run-3 again")
+	plantRecord(t, d, "run-3", []byte(`{}`))
+	_, err = processor.NewClient(d.client("gateway")).Start(d.ctx, "refunds", nil, processor.WithRunID("run-3"))
+	require.ErrorIs(t, err, store.ErrForeignRecord, "Client.Start started the recorded run-3 again")
+	billingClaims(t, d, "run-3")
 }
 
-// A coordinator that wrote a run's first record and died (or
-// whose event publish failed) before the outcome's event leaves a record
-// whose trail holds no "recorded" type until the suspension is delivered
-// again. A decision applied meanwhile writes decision_accepted and
-// resumed, neither of which Recorded counts; an answer then planted over
-// the key reads as "no record", and the redelivered first suspension
-// writes a new first record over the decided one. A person's decision now
-// counts as an entry that follows a record (found by the second review).
+// A coordinator that wrote a run's first record and died before the
+// outcome's events leaves a trail with no suspended entry until the
+// suspension is delivered again. A decision applied meanwhile was not
+// counted as following a record, so an answer then planted over the key
+// read as "no record", and the redelivered first suspension wrote a new
+// first record over the decided one. A person's decision now counts (found
+// by the second review of the fix): the run stays stopped, as any run
+// whose record an answer replaced (docs/security.md).
 func TestAttackCrashAfterFirstRecordThenPlantKeepsDecision(t *testing.T) {
 	t.Parallel()
-	srv, err := embedded.Start(embedded.Config{ConfigFile: "../../deploy/nats/single.conf", DataDir: t.TempDir(),
-		Port: -1, Sync: embedded.SyncInterval})
-	require.NoError(t, err)
-	t.Cleanup(srv.Shutdown)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	d := &deployment{t: t, ctx: ctx, srv: srv}
-	admin := d.provisioner()
-	coCfg := coordinator.Config{Logger: quiet, AckWait: 4 * time.Second}
-	require.NoError(t, coordinator.Provision(ctx, admin, coCfg))
+	d := bareDeployment(t, jetstream.Config{})
+	ctx := d.ctx
+	// The suspension is delivered again one ack wait after the crash: long
+	// enough for the decision and the plant to come first.
+	coCfg := coordinator.Config{Logger: quiet, AckWait: 10 * time.Second}
+	require.NoError(t, coordinator.Provision(ctx, d.provisioner(), coCfg))
 	hook, fired := fault.Once("outcome-after-record")
 	coA := coordinator.New(d.client("coordinator"), coCfg)
 	require.NoError(t, coA.Start(fault.With(ctx, hook)))
 	t.Cleanup(func() { _ = coA.Stop(context.Background()) })
 
-	agent := d.client("agent")
-	s := subjects.Suspension{PassRef: subjects.PassRef{Version: 1, RunID: "run-2", Agent: "refunds"},
-		Interrupts: []subjects.Interrupt{{ID: "ask", Reason: "confirmation", Approvers: []string{"ada"}}}}
-	body, err := json.Marshal(s)
-	require.NoError(t, err)
-	_, err = agent.Publish(ctx, "interlock.suspended.refunds.run-2", body, "run-2:0", nil)
-	require.NoError(t, err)
+	d.publishSuspension(d.client("agent"), "run-2", "ada")
 	<-fired // run-2's first record is written; its events are not
 	coB := coordinator.New(d.client("coordinator"), coCfg)
 	require.NoError(t, coB.Start(ctx))
@@ -297,40 +255,24 @@ func TestAttackCrashAfterFirstRecordThenPlantKeepsDecision(t *testing.T) {
 	require.Equal(t, subjects.OutcomeAccepted, v.Outcome)
 	require.Equal(t, subjects.RunResuming, d.record("run-2").Status)
 
-	billing := d.attacker("agent_billing")
-	billing.answer(t, "interlock.agui.billing.planted", "planted", []byte(`{}`), "$KV.interlock_runs.run-2", false)
-
-	auditor := processor.NewClient(d.client("auditor"))
-	// The suspension is delivered again (ack wait), to coordinator B.
-	require.Eventually(t, func() bool {
-		for _, ev := range d.events("run-2") {
-			if ev.Type == subjects.EventSuspended || ev.Type == subjects.EventInputRejected {
-				return true
-			}
-		}
-		return false
-	}, 30*time.Second, 50*time.Millisecond)
+	plantRecord(t, d, "run-2", []byte(`{}`))
+	refusedAsForeign(t, d, "run-2") // the suspension, delivered again to coordinator B
 	for _, ev := range d.events("run-2") {
-		t.Logf("run-2 event: %s %s %s", ev.Type, ev.Code, ev.Detail)
-	}
-	rec, err := auditor.Run(ctx, "run-2")
-	if err == nil {
-		t.Logf("run-2 record: status %s pass %d writes %d", rec.Status, rec.Pass, rec.Writes)
-		require.NotEqual(t, subjects.RunSuspended, rec.Status, "ada's decision was overwritten by a new first record")
+		require.NotEqual(t, subjects.EventSuspended, ev.Type, "a new first record was written over ada's decision")
 	}
 }
 
-// With records in memory a
-// server restart empties the runs bucket until a coordinator puts the
-// records back; Client.Start (which has no record key, so puts nothing
-// back) reads ErrRunNotFound and starts a recorded run's first pass again.
-// its trail says it was recorded (Recorded), which Start now asks.
+// With records in memory a server restart empties the runs bucket until a
+// coordinator puts the records back; Client.Start (which has no record
+// key, so puts nothing back) read ErrRunNotFound and started a recorded
+// run's first pass again. Its trail says it was recorded (Recorded), which
+// Start now asks when records live in memory.
 func TestAttackStartRestartsRecordLostFromMemory(t *testing.T) {
 	t.Parallel()
 	d := newDeploymentOf(t, coordinator.Config{}, jetstream.Config{RecordsStorage: jetstream.MemoryStorage})
 	d.suspend(d.client("agent"), "run-1", "ada")
-	admin := d.attacker("admin")
-	require.NoError(t, admin.js.PurgeStream("KV_interlock_runs", &nats.StreamPurgeRequest{Subject: "$KV.interlock_runs.run-1"}))
+	require.NoError(t, d.attacker("admin").js.PurgeStream("KV_interlock_runs",
+		&nats.StreamPurgeRequest{Subject: "$KV.interlock_runs.run-1"}))
 	recorded, err := store.NewJetStream(d.client("gateway")).Recorded(d.ctx, "run-1")
 	require.NoError(t, err)
 	require.True(t, recorded)
