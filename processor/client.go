@@ -611,24 +611,37 @@ func (cl *Client) Wait(ctx context.Context, run string, done func(*subjects.Run)
 	// is covered by the periodic re-read.
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	// last is the last record read; refused, why the last read found none.
+	var last *subjects.Run
+	var refused error
+	waited := func() error {
+		if refused != nil {
+			return fmt.Errorf("run %s: waited long enough: %w (last read: %w)", run, ctx.Err(), refused)
+		}
+		return fmt.Errorf("run %s: waited long enough: %w", run, ctx.Err())
+	}
 	for {
 		r, err := cl.Run(ctx, run)
-		if err == nil && done(r) {
-			return r, nil
-		}
-		// A key holding what the coordinator did not write may be a run's
-		// before its first record, which replaces it: waited on as none.
-		if err != nil && !errors.Is(err, ErrRunNotFound) && !errors.Is(err, store.ErrForeignRecord) {
+		switch {
+		case err == nil:
+			if last, refused = r, nil; done(r) {
+				return r, nil
+			}
+		case errors.Is(err, ErrRunNotFound), errors.Is(err, store.ErrForeignRecord):
+			// A key holding what the coordinator did not write may be a
+			// run's before its first record, which replaces it: waited on
+			// as none.
+			refused = err
+		case ctx.Err() != nil:
+			return last, waited() // the deadline ended the read
+		default:
 			return nil, err
 		}
 		select {
 		case <-changed:
 		case <-tick.C:
 		case <-ctx.Done():
-			if err != nil {
-				return r, fmt.Errorf("run %s: waited long enough: %w (last read: %w)", run, ctx.Err(), err)
-			}
-			return r, fmt.Errorf("run %s: waited long enough: %w", run, ctx.Err())
+			return last, waited()
 		}
 	}
 }

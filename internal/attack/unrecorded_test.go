@@ -161,8 +161,14 @@ func TestAttackPlantedKeyBeforeStartWithRunID(t *testing.T) {
 	t.Parallel()
 	d := newDeployment(t)
 	plantRecord(t, d, "order-42", []byte(`{}`))
+	// A wait through the planted key says why it found no record.
+	ctx, cancel := context.WithTimeout(d.ctx, 300*time.Millisecond)
+	defer cancel()
+	_, err := processor.NewClient(d.client("auditor")).Wait(ctx, "order-42", processor.Suspended)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, store.ErrForeignRecord)
 	gateway := processor.NewClient(d.client("gateway"))
-	_, err := gateway.Start(d.ctx, "refunds", nil, processor.WithRunID("order-42"))
+	_, err = gateway.Start(d.ctx, "refunds", nil, processor.WithRunID("order-42"))
 	require.NoError(t, err, "a run whose id was learned early does not start")
 
 	d.suspend(d.client("agent"), "run-1", "ada")
