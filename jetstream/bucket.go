@@ -229,9 +229,11 @@ func (m *Bucket) Epoch(ctx context.Context) (string, error) {
 }
 
 // Marker returns the body and sequence of the delete marker that is key's
-// last message (PutMarker's), or ErrNotFound when key has no message or
-// its last one is a value, or the bucket no longer exists (a bucket in
-// memory after a server restart). One direct get (the bucket's stream
+// last message (PutMarker's), or ErrNotFound when key has no message, its
+// last one is a value or not a client's publish (an answer the server
+// stored there, CheckPublished), with that message's sequence, which the
+// next marker is written over, or when the bucket no longer exists (a
+// bucket in memory after a server restart). One direct get (the bucket's stream
 // allows them), where it asked for the stream's info first, a round trip
 // more on every read; only when nobody answers the direct get does it ask
 // the stream, which tells a missing bucket from one without a leader yet.
@@ -252,7 +254,12 @@ func (m *Bucket) Marker(ctx context.Context, key string) ([]byte, uint64, error)
 		return nil, 0, fmt.Errorf("marker %s: %w", key, err)
 	}
 	if msg.Header.Get(kvOperation) != kvDelete {
-		return nil, 0, fmt.Errorf("marker %s: %w: the key holds a value", key, ErrNotFound)
+		return nil, msg.Sequence, fmt.Errorf("marker %s: %w: the key holds a value", key, ErrNotFound)
+	}
+	if err := CheckPublished(msg.Header); err != nil {
+		// An answer the server stored there for another user, headers of
+		// its choosing included: no marker, and the next is written over it.
+		return nil, msg.Sequence, fmt.Errorf("marker %s: %w: %w", key, ErrNotFound, err)
 	}
 	return msg.Data, msg.Sequence, nil
 }
@@ -263,7 +270,7 @@ func (m *Bucket) Marker(ctx context.Context, key string) ([]byte, uint64, error)
 // the bucket skip it as they skip every deleted key.
 func (m *Bucket) PutMarker(ctx context.Context, key string, body []byte, last uint64) (uint64, error) {
 	subject := "$KV." + m.name + "." + key
-	ack, err := m.c.Publish(ctx, subject, body, "", Header{kvOperation: {kvDelete},
+	ack, err := m.c.Publish(ctx, subject, body, writeID(), Header{kvOperation: {kvDelete},
 		jetstream.ExpectedLastSubjSeqHeader: {strconv.FormatUint(last, 10)}})
 	if err != nil {
 		return 0, fmt.Errorf("marker %s after %d: %w", key, last, err)

@@ -31,10 +31,14 @@ type Client struct {
 	// decideTimeout and waitTimeout bound Decide and Wait when their
 	// context has no deadline.
 	decideTimeout, waitTimeout time.Duration
-	// recordsOnDisk is set once the runs bucket was found on disk, where a
-	// record missing is one never written (startable).
-	recordsOnDisk atomic.Bool
+	// onDiskAt is when the runs bucket was last found on disk (unix ns),
+	// where a record missing is one never written (startable).
+	onDiskAt atomic.Int64
 }
+
+// onDiskFor is how long a Client takes the runs bucket for on disk once it
+// found it there: a deployment may move its records to memory.
+const onDiskFor = 10 * time.Second
 
 // Default deadlines of the Client calls that wait, applied when the
 // caller's context has none.
@@ -571,17 +575,18 @@ func (cl *Client) startable(ctx context.Context, run string) error {
 }
 
 // onDisk reports whether the runs bucket keeps its records on disk, read
-// once: a bucket in memory, or one this client may not read the
-// configuration of, is not.
+// at most every onDiskFor: a bucket in memory, or one this client may not
+// read the configuration of, is not.
 func (cl *Client) onDisk(ctx context.Context) bool {
-	if cl.recordsOnDisk.Load() {
+	if time.Since(time.Unix(0, cl.onDiskAt.Load())) < onDiskFor {
 		return true
 	}
 	mem, err := cl.c.BucketInMemory(ctx, jetstream.RunsBucket)
-	if err == nil && !mem {
-		cl.recordsOnDisk.Store(true)
+	if err != nil || mem {
+		return false
 	}
-	return cl.recordsOnDisk.Load()
+	cl.onDiskAt.Store(time.Now().UnixNano())
+	return true
 }
 
 // Wait returns run's record once done reports true for it, re-reading the

@@ -269,6 +269,7 @@ func TestIndexWaitsForAnotherRestore(t *testing.T) {
 	// Coordinator B claims the restore, and is slow.
 	m := nats.NewMsg("$KV." + h.admin.BucketName(jetstream.RunsBucket) + "._.records")
 	m.Header.Set("KV-Operation", "DEL")
+	m.Header.Set(nats.MsgIdHdr, "coordinator-B-claim") // a marker is a client's publish, with its id
 	m.Data = []byte(`{"state":"restoring","by":"coordinator-B","at":"` + time.Now().UTC().Format(time.RFC3339Nano) + `"}`)
 	_, err := js.PublishMsg(context.Background(), m)
 	require.NoError(t, err)

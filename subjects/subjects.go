@@ -339,6 +339,16 @@ func (n Namespace) RunOutcomes(agent, run string) (string, error) {
 	return n.join(anyKind, agent, run), nil
 }
 
+// AllRunOutcomes returns the wildcard matching run's pass outcomes of
+// every agent (and whatever else the runs stream holds on four tokens
+// ending in the run's id: parse what it matches).
+func (n Namespace) AllRunOutcomes(run string) (string, error) {
+	if err := ValidateToken("run id", run); err != nil {
+		return "", err
+	}
+	return n.join(anyKind, "*", run), nil
+}
+
 func (n Namespace) agentRun(kind Kind, agent, run string) (string, error) {
 	if err := ValidateToken("agent", agent); err != nil {
 		return "", err

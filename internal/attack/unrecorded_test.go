@@ -285,3 +285,168 @@ func TestAttackStartRestartsRecordLostFromMemory(t *testing.T) {
 	_, err = processor.NewClient(d.client("gateway")).Start(d.ctx, "refunds", nil, processor.WithRunID("run-1"))
 	require.ErrorIs(t, err, processor.ErrRunExists, "a recorded run whose record the bucket lost was started again")
 }
+
+// A deployment that kept records in memory and moved them to disk
+// (operators.md: delete KV_interlock_runs, provision again) still puts
+// records back from the trail (SealedBefore). An answer planted over the
+// key of a run that had a sealed copy in the memory era, and was decided
+// since (on disk, no copy), was replaced by that old copy: the decided
+// interrupt was open again and a second decision accepted. Copies are put
+// back over an answer only while every write carries one (records in
+// memory). Found by the third review of the eighth session's fix.
+func TestAttackMemoryToDiskPlantKeepsDecidedRun(t *testing.T) {
+	t.Parallel()
+	d := bareDeployment(t, jetstream.Config{RecordsStorage: jetstream.MemoryStorage})
+	ctx := d.ctx
+	coCfg := coordinator.Config{Logger: quiet, AckWait: 2 * time.Second}
+	require.NoError(t, coordinator.Provision(ctx, d.provisioner(), coCfg))
+	coA := coordinator.New(d.client("coordinator"), coCfg)
+	require.NoError(t, coA.Start(ctx))
+	d.suspend(d.client("agent"), "run-1", "ada")
+	require.NoError(t, coA.Stop(context.Background()))
+
+	// Records moved to disk, as operators.md says.
+	require.NoError(t, d.attacker("admin").js.DeleteStream("KV_interlock_runs"))
+	d.nats = jetstream.Config{}
+	require.NoError(t, coordinator.Provision(ctx, d.provisioner(), coCfg))
+	coB := coordinator.New(d.client("coordinator"), coCfg)
+	require.NoError(t, coB.Start(ctx))
+	t.Cleanup(func() { _ = coB.Stop(context.Background()) })
+	require.Equal(t, subjects.RunSuspended, d.record("run-1").Status, "put back on disk")
+
+	ada := processor.NewClient(d.client("ada"))
+	v, err := ada.Decide(ctx, processor.DecisionRequest{RunID: "run-1", InterruptID: "ask",
+		Status: subjects.StatusCancelled, Approver: "ada", Via: "cli"})
+	require.NoError(t, err)
+	require.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+	decided := d.record("run-1")
+	require.Equal(t, subjects.RunResuming, decided.Status)
+
+	plantRecord(t, d, "run-1", []byte(`{}`))
+	v, err = ada.Decide(ctx, processor.DecisionRequest{RunID: "run-1", InterruptID: "ask",
+		Status: subjects.StatusResolved, Approver: "ada", Via: "cli"})
+	if err == nil {
+		require.NotEqual(t, subjects.OutcomeAccepted, v.Outcome,
+			"the cancelled interrupt was decided again, resolved: the record was rolled back to its memory-era copy")
+	}
+	var rej *processor.RejectionError
+	require.ErrorAs(t, err, &rej)
+	require.Equal(t, subjects.CodeNotAllowed, rej.Verdict.Code, "the run stays stopped, as any run whose record an answer replaced")
+}
+
+// The pending index's marker was read as whatever delete marker its key
+// held last (Bucket.Marker checked KV-Operation: DEL only). A direct get's
+// answer keeps the carrier's own headers, so any role with one read could
+// have a "built" marker stored for a lost index: it was never built again
+// and what waits stayed unlisted. A marker must now be a client's publish
+// (each carries a message id), and the next is written over an answer.
+// Found by the third review of the eighth session's fix.
+func TestAttackForgedIndexMarkerThroughAPIReply(t *testing.T) {
+	t.Parallel()
+	d := bareDeployment(t, jetstream.Config{})
+	ctx := d.ctx
+	coCfg := coordinator.Config{Logger: quiet, AckWait: 2 * time.Second}
+	require.NoError(t, coordinator.Provision(ctx, d.provisioner(), coCfg))
+	coA := coordinator.New(d.client("coordinator"), coCfg)
+	require.NoError(t, coA.Start(ctx))
+	d.suspend(d.client("agent"), "run-1", "ada")
+	auditor := processor.NewClient(d.client("auditor"))
+	listed := func() bool {
+		p, err := auditor.Pending(ctx)
+		return err == nil && len(p) == 1 && p[0].RunID == "run-1"
+	}
+	require.Eventually(t, listed, 30*time.Second, 20*time.Millisecond)
+	require.NoError(t, coA.Stop(context.Background()))
+
+	// The index lost (a restart of a memory-backed index empties it).
+	require.NoError(t, d.attacker("admin").js.PurgeStream("KV_interlock_pending"))
+	require.False(t, listed())
+
+	{
+		billing := d.attacker("agent_billing")
+		carrier := "interlock.agui.billing.marker"
+		_, err := billing.js.PublishMsg(&nats.Msg{Subject: carrier,
+			Data:   []byte(`{"state":"built","by":"x","at":"2026-01-01T00:00:00Z"}`),
+			Header: nats.Header{nats.MsgIdHdr: {"m1"}, "KV-Operation": {"DEL"}}})
+		require.NoError(t, err)
+		require.NoError(t, billing.nc.PublishRequest("$JS.API.DIRECT.GET.INTERLOCK_AGUI."+carrier, "$KV.interlock_pending._.index", nil))
+		require.NoError(t, billing.nc.Flush())
+		require.Eventually(t, func() bool {
+			_, seq, err := store.NewJetStream(d.client("auditor")).IndexMarker(ctx)
+			return errors.Is(err, store.ErrNotFound) && seq > 0
+		}, 10*time.Second, 20*time.Millisecond, "the answer is stored as the marker, and not read as one")
+	}
+
+	coB := coordinator.New(d.client("coordinator"), coCfg)
+	require.NoError(t, coB.Start(ctx))
+	t.Cleanup(func() { _ = coB.Stop(context.Background()) })
+	require.Eventually(t, listed, 15*time.Second, 50*time.Millisecond,
+		"the lost index was never built again: billing's forged marker says it is built")
+}
+
+// A long-lived Client that once found the runs bucket on disk cached that
+// (Client.onDisk) for good. After the deployment moves its records to
+// memory (operators.md: delete the bucket, provision with
+// --records-storage memory), a record the memory bucket lost (a restart,
+// here a purge of its key as TestAttackStartRestartsRecordLostFromMemory
+// does) read as never written to that client, and Start ran a recorded
+// run's first pass again. The client now reads the bucket's storage again
+// after onDiskFor (10 s): within that, Go's check is what it was (Python's
+// and TypeScript's start() make none). Found by the third review.
+func TestAttackLongLivedClientStartsRunLostFromMemory(t *testing.T) {
+	t.Parallel()
+	d := bareDeployment(t, jetstream.Config{})
+	ctx := d.ctx
+	coCfg := coordinator.Config{Logger: quiet, AckWait: 2 * time.Second}
+	require.NoError(t, coordinator.Provision(ctx, d.provisioner(), coCfg))
+	coA := coordinator.New(d.client("coordinator"), coCfg)
+	require.NoError(t, coA.Start(ctx))
+	gateway := processor.NewClient(d.client("gateway"))
+	_, err := gateway.Start(ctx, "refunds", nil, processor.WithRunID("early-run"))
+	require.NoError(t, err) // the gateway's client has now seen the bucket on disk
+	require.NoError(t, coA.Stop(context.Background()))
+
+	require.NoError(t, d.attacker("admin").js.DeleteStream("KV_interlock_runs"))
+	d.nats = jetstream.Config{RecordsStorage: jetstream.MemoryStorage}
+	require.NoError(t, coordinator.Provision(ctx, d.provisioner(), coCfg))
+	coB := coordinator.New(d.client("coordinator"), coCfg)
+	require.NoError(t, coB.Start(ctx))
+	t.Cleanup(func() { _ = coB.Stop(context.Background()) })
+
+	d.suspend(d.client("agent"), "run-1", "ada")
+	refusedInputAudited(t, d, "run-1") // its suspended entry is stored
+	require.NoError(t, d.attacker("admin").js.PurgeStream("KV_interlock_runs",
+		&nats.StreamPurgeRequest{Subject: "$KV.interlock_runs.run-1"}))
+	_, err = processor.NewClient(d.client("gateway")).Start(ctx, "refunds", nil, processor.WithRunID("run-1"))
+	require.ErrorIs(t, err, processor.ErrRunExists, "a fresh client refuses")
+	require.Eventually(t, func() bool {
+		_, err := gateway.Start(ctx, "refunds", nil, processor.WithRunID("run-1"))
+		return errors.Is(err, processor.ErrRunExists)
+	}, 25*time.Second, 500*time.Millisecond, "the long-lived client kept starting the recorded run-1 again")
+}
+
+// The crash window of TestAttackCrashAfterFirstRecordThenPlantKeepsDecision
+// without the decision: refunds' run-2 has a record and no trail until its
+// suspension is delivered again; an answer planted then, and billing's own
+// first suspension of run-2, wrote billing's record over refunds'. The
+// runs stream holds both agents' outcomes of run-2: such a key is refused
+// (store.JetStream.claimed). Found by the third review of the fix.
+func TestAttackCrashAfterFirstRecordThenPlantKeepsAgent(t *testing.T) {
+	t.Parallel()
+	d := bareDeployment(t, jetstream.Config{})
+	coCfg := coordinator.Config{Logger: quiet, AckWait: 10 * time.Second}
+	require.NoError(t, coordinator.Provision(d.ctx, d.provisioner(), coCfg))
+	hook, fired := fault.Once("outcome-after-record")
+	coA := coordinator.New(d.client("coordinator"), coCfg)
+	require.NoError(t, coA.Start(fault.With(d.ctx, hook)))
+	t.Cleanup(func() { _ = coA.Stop(context.Background()) })
+	d.publishSuspension(d.client("agent"), "run-2", "ada")
+	<-fired // run-2's first record is written; its events are not
+	coB := coordinator.New(d.client("coordinator"), coCfg)
+	require.NoError(t, coB.Start(d.ctx))
+	t.Cleanup(func() { _ = coB.Stop(context.Background()) })
+	require.Equal(t, "refunds", d.record("run-2").Agent)
+
+	plantRecord(t, d, "run-2", []byte(`{}`))
+	billingClaims(t, d, "run-2")
+}

@@ -68,7 +68,7 @@ func (k *indexKeeper) check(ctx context.Context) (bool, error) {
 	why := "pending index has no marker (new, or lost with a server restart): building it from the run records"
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		seq = 0
+		// seq: what the key holds instead (0: nothing), written over.
 		if perr := k.co.provisionIndex(ctx); perr != nil {
 			return false, perr
 		}

@@ -135,9 +135,12 @@ func (s *JetStream) Run(ctx context.Context, run string) (*subjects.Run, uint64,
 		return nil, 0, err
 	}
 	data, rev, err := runEntry(ctx, b, run)
-	if (errors.Is(err, ErrNotFound) || errors.Is(err, ErrForeignRecord)) && s.restoring() {
-		// Lost with the bucket, or replaced by an answer the server stored
-		// there for another user: the latest copy the trail carries.
+	if errors.Is(err, ErrNotFound) && s.restoring() || errors.Is(err, ErrForeignRecord) && s.sealing() {
+		// Lost with the bucket, or, while every write's copy rides in the
+		// trail, replaced by an answer the server stored there for another
+		// user: the latest copy the trail carries. (A deployment that moved
+		// its records to disk writes no copies: its last copy may be older
+		// than the record the answer replaced.)
 		return s.restoreRun(ctx, run, rev, err)
 	}
 	if errors.Is(err, ErrForeignRecord) && s.ids != nil {
@@ -175,6 +178,9 @@ func runEntry(ctx context.Context, b *jetstream.Bucket, run string) ([]byte, uin
 // that the answer replaced: cause.
 func (s *JetStream) unrecorded(ctx context.Context, run string, rev uint64, cause error) (*subjects.Run, uint64, error) {
 	recorded, err := s.MayHaveRecord(ctx, run)
+	if err == nil && !recorded {
+		recorded, err = s.claimed(ctx, run)
+	}
 	if err != nil {
 		return nil, 0, err
 	}
@@ -183,6 +189,43 @@ func (s *JetStream) unrecorded(ctx context.Context, run string, rev uint64, caus
 	}
 	return nil, rev, fmt.Errorf("run %s: %w: its key holds no record but an answer stored at revision %d, which its first record replaces",
 		run, ErrNotFound, rev)
+}
+
+// claimed reports whether the runs stream holds outcomes of run from more
+// than one agent: then one of them may have had its first record written
+// before its events (a coordinator that died between the two), and
+// another's first record must not be written over the answer that replaced
+// it. A run's own outcomes all name its agent.
+func (s *JetStream) claimed(ctx context.Context, run string) (bool, error) {
+	ns := s.c.Namespace()
+	filter, err := ns.AllRunOutcomes(run)
+	if err != nil {
+		return false, err
+	}
+	agents := map[string]bool{}
+	for after := uint64(0); ; {
+		msgs, err := s.c.Messages(ctx, jetstream.StreamRuns, filter, after+1, eventsBatch)
+		if err != nil {
+			return false, fmt.Errorf("read run %s's outcomes: %w", run, err)
+		}
+		for _, m := range msgs {
+			after = m.Sequence
+			a, err := ns.Parse(m.Subject)
+			if err != nil || a.Run != run || jetstream.CheckPublished(m.Header) != nil {
+				continue
+			}
+			switch a.Kind {
+			case subjects.KindSuspended, subjects.KindCompleted, subjects.KindFailed:
+				agents[a.Agent] = true
+			}
+		}
+		if len(agents) > 1 {
+			return true, nil
+		}
+		if len(msgs) < eventsBatch {
+			return false, nil
+		}
+	}
 }
 
 // MayHaveRecord reports whether run may have had a record: its trail says
@@ -483,7 +526,7 @@ func (s *JetStream) IndexMarker(ctx context.Context) (IndexMarker, uint64, error
 	}
 	body, seq, err := b.Marker(ctx, indexMarkerKey)
 	if err != nil {
-		return IndexMarker{}, 0, err
+		return IndexMarker{}, seq, err
 	}
 	var m IndexMarker
 	if err := json.Unmarshal(body, &m); err != nil {

@@ -220,11 +220,13 @@ func (s *JetStream) RestoreRecords(ctx context.Context, by string, now time.Time
 	var last uint64
 	switch body, seq, err := b.Marker(ctx, recordsMarkerKey); {
 	case errors.Is(err, ErrNotFound):
-		// No marker, or no bucket: a missing bucket is the caller's to
-		// create (ErrNotProvisioned).
+		// No marker (seq: what the key holds instead, written over), or no
+		// bucket: a missing bucket is the caller's to create
+		// (ErrNotProvisioned).
 		if _, err := s.c.BucketInMemory(ctx, jetstream.RunsBucket); err != nil {
 			return Restored{}, err
 		}
+		last = seq
 	case err != nil:
 		return Restored{}, err
 	default:

@@ -82,7 +82,9 @@ type Store interface {
 	// IndexMarker returns the pending index's marker (PutIndexMarker's),
 	// with its sequence, or an error matching ErrNotFound when the index
 	// has none: it was never built, or it was lost (a memory-backed index
-	// after a server restart) and has to be built again from the records.
+	// after a server restart) and has to be built again from the records;
+	// the sequence is then that of what the marker's key holds instead (an
+	// answer the server stored there), 0 for nothing.
 	IndexMarker(ctx context.Context) (IndexMarker, uint64, error)
 	// PutIndexMarker writes m as the pending index's marker if the marker
 	// is still at sequence last (0: there is none), and returns its
