@@ -450,3 +450,54 @@ func TestAttackCrashAfterFirstRecordThenPlantKeepsAgent(t *testing.T) {
 	plantRecord(t, d, "run-2", []byte(`{}`))
 	billingClaims(t, d, "run-2")
 }
+
+// The route of TestAttackMemoryToDiskPlantKeepsDecidedRun through a whole
+// restore: an answer planted at the runs bucket's `_.records` marker as
+// well reads as no marker, so the next coordinator puts the records back
+// from the trail, and put the old copy over the answer at run-1's key
+// too. A restore now leaves an answer in place unless records live in
+// memory.
+func TestAttackMemoryToDiskPlantedMarkerKeepsDecidedRun(t *testing.T) {
+	t.Parallel()
+	d := bareDeployment(t, jetstream.Config{RecordsStorage: jetstream.MemoryStorage})
+	coCfg := coordinator.Config{Logger: quiet, AckWait: 2 * time.Second}
+	require.NoError(t, coordinator.Provision(d.ctx, d.provisioner(), coCfg))
+	coA := coordinator.New(d.client("coordinator"), coCfg)
+	require.NoError(t, coA.Start(d.ctx))
+	d.suspend(d.client("agent"), "run-1", "ada")
+	require.NoError(t, coA.Stop(context.Background()))
+
+	// Records moved to disk, as operators.md says.
+	require.NoError(t, d.attacker("admin").js.DeleteStream("KV_interlock_runs"))
+	d.nats = jetstream.Config{}
+	require.NoError(t, coordinator.Provision(d.ctx, d.provisioner(), coCfg))
+	coB := coordinator.New(d.client("coordinator"), coCfg)
+	require.NoError(t, coB.Start(d.ctx))
+	require.Equal(t, subjects.RunSuspended, d.record("run-1").Status, "put back on disk")
+	v, err := processor.NewClient(d.client("ada")).Decide(d.ctx, processor.DecisionRequest{RunID: "run-1", InterruptID: "ask",
+		Status: subjects.StatusCancelled, Approver: "ada", Via: "cli"})
+	require.NoError(t, err)
+	require.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+	require.NoError(t, coB.Stop(context.Background()))
+
+	plantRecord(t, d, "run-1", []byte(`{}`))
+	carrier := "interlock.agui.billing.records-marker"
+	d.attacker("agent_billing").answer(t, carrier, carrier, []byte(`{}`), "$KV.interlock_runs._.records", false)
+	restores := func() int {
+		n := 0
+		for _, ev := range d.events(subjects.NoRun) {
+			if ev.Type == subjects.EventRecordsRestored {
+				n++
+			}
+		}
+		return n
+	}
+	before := restores()
+	coC := coordinator.New(d.client("coordinator"), coCfg)
+	require.NoError(t, coC.Start(d.ctx))
+	t.Cleanup(func() { _ = coC.Stop(context.Background()) })
+	require.Eventually(t, func() bool { return restores() > before }, 20*time.Second, 20*time.Millisecond,
+		"the planted marker reads as none: the records are put back again")
+	_, err = processor.NewClient(d.client("auditor")).Run(d.ctx, "run-1")
+	require.ErrorIs(t, err, store.ErrForeignRecord, "the memory-era copy was put back over ada's decision")
+}

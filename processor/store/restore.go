@@ -159,6 +159,10 @@ func (s *JetStream) putBack(ctx context.Context, copy *subjects.Run, own uint64)
 		cur, at, err := runEntry(ctx, b, copy.RunID)
 		switch {
 		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, ErrForeignRecord) && !s.sealing():
+			// Records on disk write no copies: the last copy may be older
+			// than the record the answer replaced, so it stays refused.
+			return 0, false, nil
 		case errors.Is(err, ErrForeignRecord):
 			rev = at // not a record: the copy replaces it
 		case err != nil:
