@@ -135,7 +135,9 @@ func (m *Bucket) Update(ctx context.Context, key string, value []byte, revision 
 			return ack.Sequence, nil
 		}
 		if revision == 0 && attempt == 0 && errors.Is(err, ErrConflict) {
-			if last, lerr := m.c.directLast(ctx, "KV_"+m.name, subject); lerr == nil && deleted(last.Header) {
+			// A client's delete marker: an answer carrying the header is none.
+			if last, lerr := m.c.directLast(ctx, "KV_"+m.name, subject); lerr == nil && deleted(last.Header) &&
+				CheckPublished(last.Header) == nil {
 				revision = last.Sequence
 				continue
 			}
@@ -153,10 +155,13 @@ func writeID() string {
 }
 
 // Last returns the entry under key with its headers as stored, or
-// ErrNotFound (none, or a delete marker).
+// ErrNotFound (none, or a client's delete marker). A delete marker that is
+// not a client's publish (an answer the server stored there, whose
+// carrier's headers it keeps, KV-Operation among them) is returned as an
+// entry, for the caller's CheckPublished to refuse: it deletes nothing.
 func (m *Bucket) Last(ctx context.Context, key string) (Entry, error) {
 	msg, err := m.c.directLast(ctx, "KV_"+m.name, "$KV."+m.name+"."+key)
-	if err == nil && deleted(msg.Header) {
+	if err == nil && deleted(msg.Header) && CheckPublished(msg.Header) == nil {
 		err = fmt.Errorf("get %s: %w: deleted", key, ErrNotFound)
 	}
 	if err != nil {

@@ -296,6 +296,18 @@ func TestAttackStartRestartsRecordLostFromMemory(t *testing.T) {
 // memory). Found by the third review of the eighth session's fix.
 func TestAttackMemoryToDiskPlantKeepsDecidedRun(t *testing.T) {
 	t.Parallel()
+	for name, plant := range map[string]func(t *testing.T, d *deployment, run string){
+		"an answer":                     func(t *testing.T, d *deployment, run string) { plantRecord(t, d, run, []byte(`{}`)) },
+		"an answer saying KV-Operation": plantDeleted, // fourth review: Run took it for a record lost
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			memoryToDiskPlant(t, plant)
+		})
+	}
+}
+
+func memoryToDiskPlant(t *testing.T, plant func(t *testing.T, d *deployment, run string)) {
 	d := bareDeployment(t, jetstream.Config{RecordsStorage: jetstream.MemoryStorage})
 	ctx := d.ctx
 	coCfg := coordinator.Config{Logger: quiet, AckWait: 2 * time.Second}
@@ -322,7 +334,7 @@ func TestAttackMemoryToDiskPlantKeepsDecidedRun(t *testing.T) {
 	decided := d.record("run-1")
 	require.Equal(t, subjects.RunResuming, decided.Status)
 
-	plantRecord(t, d, "run-1", []byte(`{}`))
+	plant(t, d, "run-1")
 	v, err = ada.Decide(ctx, processor.DecisionRequest{RunID: "run-1", InterruptID: "ask",
 		Status: subjects.StatusResolved, Approver: "ada", Via: "cli"})
 	if err == nil {
@@ -500,4 +512,80 @@ func TestAttackMemoryToDiskPlantedMarkerKeepsDecidedRun(t *testing.T) {
 		"the planted marker reads as none: the records are put back again")
 	_, err = processor.NewClient(d.client("auditor")).Run(d.ctx, "run-1")
 	require.ErrorIs(t, err, store.ErrForeignRecord, "the memory-era copy was put back over ada's decision")
+}
+
+// plantDeleted has the billing agent's direct get answer stored under
+// run's key, its carrier stored with the header KV-Operation: DEL, which
+// the answer keeps: it was read as a deletion (Bucket.Last) before anything
+// asked whether it was a client's publish, so a recorded run read as never
+// recorded. It is refused as the run's record now.
+func plantDeleted(t *testing.T, d *deployment, run string) {
+	t.Helper()
+	billing := d.attacker("agent_billing")
+	carrier := "interlock.agui.billing.deleted-" + run
+	_, err := billing.js.PublishMsg(&nats.Msg{Subject: carrier, Data: []byte(`{}`),
+		Header: nats.Header{nats.MsgIdHdr: {carrier}, "KV-Operation": {"DEL"}}})
+	require.NoError(t, err)
+	require.NoError(t, billing.nc.PublishRequest("$JS.API.DIRECT.GET.INTERLOCK_AGUI."+carrier, "$KV.interlock_runs."+run, nil))
+	require.NoError(t, billing.nc.Flush())
+	foreignRecord(t, d, run)
+}
+
+// An answer carrying KV-Operation: DEL under a recorded run's key: another
+// agent's first suspension was written over it (the run taken over), and
+// Client.Start with the run's id started its first pass again. Found by
+// the fourth review of the eighth session's fix.
+func TestAttackDeleteMarkerAnswerKeepsRecordedRun(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	d.suspend(d.client("agent"), "run-1", "ada")
+	plantDeleted(t, d, "run-1")
+	_, err := processor.NewClient(d.client("gateway")).Start(d.ctx, "refunds", nil, processor.WithRunID("run-1"))
+	require.ErrorIs(t, err, store.ErrForeignRecord, "a recorded run was started again")
+	billingClaims(t, d, "run-1")
+}
+
+// The same with the auditor's credentials alone: the pending index's own
+// marker is a delete marker every reader of the index may direct-get.
+func TestAttackAuditorDeletesRecordedRunWithIndexMarker(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	d.suspend(d.client("agent"), "run-1", "ada")
+	st := store.NewJetStream(d.client("admin"))
+	require.Eventually(t, func() bool {
+		m, _, err := st.IndexMarker(d.ctx)
+		return err == nil && m.State == store.IndexBuilt
+	}, 30*time.Second, 20*time.Millisecond)
+	aud := d.attacker("auditor")
+	require.NoError(t, aud.nc.PublishRequest("$JS.API.DIRECT.GET.KV_interlock_pending.$KV.interlock_pending._.index",
+		"$KV.interlock_runs.run-1", nil))
+	require.NoError(t, aud.nc.Flush())
+	foreignRecord(t, d, "run-1")
+}
+
+// SealedBefore took any message on interlock.events._.records_restored
+// for the coordinator's own entry: an answer stored there made a
+// deployment that never kept records in memory put records back (and
+// remember none) from its next start on. Found by the fourth review.
+func TestAttackAnswerMakesDiskDeploymentRestore(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	d.suspend(d.client("agent"), "run-1", "ada")
+	st := store.NewJetStream(d.client("coordinator"))
+	before, err := st.SealedBefore(d.ctx)
+	require.NoError(t, err)
+	require.False(t, before)
+	aud := d.attacker("auditor")
+	// Without headers: with them, its message id would repeat the entry's.
+	require.NoError(t, aud.nc.PublishRequest("$JS.API.DIRECT.GET.INTERLOCK_EVENTS.interlock.events.run-1.>",
+		"interlock.events._.records_restored", []byte(`{"no_hdr":true}`)))
+	require.NoError(t, aud.nc.Flush())
+	admin := d.attacker("admin")
+	require.Eventually(t, func() bool {
+		info, err := admin.js.StreamInfo("INTERLOCK_EVENTS", &nats.StreamInfoRequest{SubjectsFilter: "interlock.events._.records_restored"})
+		return err == nil && info.State.Subjects["interlock.events._.records_restored"] == 1
+	}, 10*time.Second, 20*time.Millisecond, "the answer is stored")
+	after, err := st.SealedBefore(d.ctx)
+	require.NoError(t, err)
+	require.False(t, after, "an answer the auditor had stored reads as the coordinator's records_restored entry")
 }

@@ -353,11 +353,24 @@ func (s *JetStream) SealedBefore(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	msgs, err := s.c.Messages(ctx, jetstream.StreamEvents, subject, 1, 1)
-	if err != nil {
-		return false, err
+	// The coordinator's own entry: an answer the server stored there for
+	// another user says nothing (it would turn a deployment that never
+	// kept records in memory into one that puts records back).
+	for after := uint64(0); ; {
+		msgs, err := s.c.Messages(ctx, jetstream.StreamEvents, subject, after+1, eventsBatch)
+		if err != nil {
+			return false, err
+		}
+		for _, m := range msgs {
+			if jetstream.CheckPublished(m.Header) == nil {
+				return true, nil
+			}
+			after = m.Sequence
+		}
+		if len(msgs) < eventsBatch {
+			return false, nil
+		}
 	}
-	return len(msgs) > 0, nil
 }
 
 // errRecordMoved: the runs bucket no longer holds the record a commit
