@@ -89,8 +89,8 @@ func (m *Bucket) Has(ctx context.Context, key string) (bool, error) {
 // first mark stands, and first says whether this call made it. A key that
 // was marked and then deleted stays marked (see create).
 func (m *Bucket) Mark(ctx context.Context, key string, value []byte) (first bool, err error) {
-	_, err = m.create(ctx, key, value)
-	switch err = m.written(key, err); {
+	_, err = m.create(ctx, key, value) // its errors translated (Client.Publish)
+	switch {
 	case err == nil:
 		return true, nil
 	case errors.Is(err, ErrConflict):
@@ -183,7 +183,15 @@ func deleted(h Header) bool {
 // record, a used link) and have it made again. Only the key's expiry (the
 // bucket's max age) frees it.
 func (m *Bucket) create(ctx context.Context, key string, value []byte) (uint64, error) {
-	return m.kv.Update(ctx, key, value, 0)
+	// With a message id of its own, as every write of Update's: a reader
+	// that must can tell the mark from an answer the server stored under
+	// key (CheckPublished).
+	ack, err := m.c.Publish(ctx, "$KV."+m.name+"."+key, value, writeID(),
+		Header{jetstream.ExpectedLastSubjSeqHeader: {"0"}})
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
 }
 
 // written is the error of a write of key, translated (see Client.written).

@@ -64,7 +64,13 @@ func (g *Gateway) Authenticate(r *http.Request) (approvers.Identity, error) {
 		return approvers.Identity{}, fmt.Errorf("%w: a session request that changes state needs the %s header",
 			ErrUnauthenticated, requestHeader)
 	}
-	raw, err := g.sessions.Get(r.Context(), sessionKey(c.Value))
+	e, err := g.sessions.Last(r.Context(), sessionKey(c.Value))
+	if err == nil && jetstream.CheckPublished(e.Header) != nil {
+		// Not the session a gateway wrote (every one carries a message id)
+		// but an answer the server stored under its key for another user,
+		// with a body of that user's choosing.
+		err = fmt.Errorf("%w: %w", jetstream.ErrNotFound, jetstream.CheckPublished(e.Header))
+	}
 	if errors.Is(err, jetstream.ErrNotFound) {
 		return approvers.Identity{}, fmt.Errorf("%w: the session has ended; log in again", ErrUnauthenticated)
 	}
@@ -73,7 +79,7 @@ func (g *Gateway) Authenticate(r *http.Request) (approvers.Identity, error) {
 	}
 	var s session
 	var sum [32]byte
-	_ = json.Unmarshal(raw, &s)
+	_ = json.Unmarshal(e.Value, &s)
 	digest, _ := hex.DecodeString(s.Token)
 	copy(sum[:], digest)
 	id, ok := g.cfg.Directory.AuthenticateDigest(sum)
