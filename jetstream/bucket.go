@@ -85,6 +85,22 @@ func (m *Bucket) Has(ctx context.Context, key string) (bool, error) {
 	return err == nil, err
 }
 
+// Marked reports whether key holds a mark that is a client's publish
+// (Mark's, with its message id): an answer the server stored under key for
+// another user (CheckPublished) marks nothing. For marks whose loss costs
+// a repeat, not a second effect: marks written before they carried a
+// message id read as absent.
+func (m *Bucket) Marked(ctx context.Context, key string) (bool, error) {
+	e, err := m.Last(ctx, key)
+	if isNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return CheckPublished(e.Header) == nil, nil
+}
+
 // Mark records key with value. Marking a key twice is not an error: the
 // first mark stands, and first says whether this call made it. A key that
 // was marked and then deleted stays marked (see create).

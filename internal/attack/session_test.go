@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,4 +56,37 @@ func TestAttackPlantedInboxSession(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the billing agent's planted session authenticates as ada: %s", b)
+}
+
+// Answers stored under the notifier's delivery keys of a run's next
+// suspension (<sink>.<run>.<pass>, computable from the run's id) read as
+// deliveries made: the notifier counted the real suspension a duplicate
+// and told no sink. Bob, an approver, needs only his read of the trail.
+// Delivery marks are read only as a client's publish now. Found by the
+// fifth review of the eighth session.
+func TestAttackBobSuppressesNextPassNotification(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	rec := startNotifier(t, d) // provisions the deliveries bucket
+	d.suspend(d.client("agent"), "run-1", "ada")
+	bob := d.attacker("bob")
+	admin := d.attacker("admin")
+	for _, sink := range []string{"audit-log", "bus"} {
+		key := "$KV.interlock_deliveries." + sink + ".run-2.0"
+		require.NoError(t, bob.nc.PublishRequest("$JS.API.DIRECT.GET.INTERLOCK_EVENTS.interlock.events.run-1.>",
+			key, []byte(`{"no_hdr":true}`)))
+		require.NoError(t, bob.nc.Flush())
+		require.Eventually(t, func() bool {
+			_, err := admin.js.GetLastMsg("KV_interlock_deliveries", key)
+			return err == nil
+		}, 10*time.Second, 20*time.Millisecond, "the answer is stored under %s", key)
+	}
+	d.suspend(d.client("agent"), "run-2", "ada")
+	for {
+		m, err := rec.bus.NextMsg(10 * time.Second)
+		require.NoError(t, err, "run-2's suspension is notified on the bus sink")
+		if strings.Contains(string(m.Data), "run-2") {
+			return
+		}
+	}
 }

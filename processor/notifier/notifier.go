@@ -307,7 +307,10 @@ func (n *Notifier) handle(ctx context.Context, sinkName string, sink Sink, m *je
 		return nil
 	}
 	key := deliveryKey(sinkName, &s, kind, notice.Timer)
-	done, err := n.delivered.Has(ctx, key)
+	// Only the notifier's own mark: an answer the server stored under a
+	// delivery key (any role holding a read can have one stored) would
+	// otherwise tell no sink.
+	done, err := n.delivered.Marked(ctx, key)
 	if err != nil {
 		return err
 	}
