@@ -92,6 +92,58 @@ func billingClaims(t *testing.T, d *deployment, run string) {
 	require.ErrorIs(t, err, store.ErrForeignRecord, "refunds' recorded %s was replaced by a record of billing's", run)
 }
 
+// decidedOnDisk is a deployment that kept its records in memory and moved
+// them to disk (operators.md: delete KV_interlock_runs, provision again),
+// with refunds' run-1 suspended in the memory era (its copy in the trail)
+// and ada's cancel accepted on disk since (no copy): the coordinator that
+// decided it is returned, running.
+func decidedOnDisk(t *testing.T) (*deployment, *coordinator.Coordinator, coordinator.Config) {
+	t.Helper()
+	d := bareDeployment(t, jetstream.Config{RecordsStorage: jetstream.MemoryStorage})
+	coCfg := coordinator.Config{Logger: quiet, AckWait: 2 * time.Second}
+	require.NoError(t, coordinator.Provision(d.ctx, d.provisioner(), coCfg))
+	coA := coordinator.New(d.client("coordinator"), coCfg)
+	require.NoError(t, coA.Start(d.ctx))
+	d.suspend(d.client("agent"), "run-1", "ada")
+	require.NoError(t, coA.Stop(context.Background()))
+
+	require.NoError(t, d.attacker("admin").js.DeleteStream("KV_interlock_runs"))
+	d.nats = jetstream.Config{}
+	require.NoError(t, coordinator.Provision(d.ctx, d.provisioner(), coCfg))
+	coB := coordinator.New(d.client("coordinator"), coCfg)
+	require.NoError(t, coB.Start(d.ctx))
+	t.Cleanup(func() { _ = coB.Stop(context.Background()) })
+	require.Equal(t, subjects.RunSuspended, d.record("run-1").Status, "put back on disk")
+	v, err := processor.NewClient(d.client("ada")).Decide(d.ctx, processor.DecisionRequest{RunID: "run-1", InterruptID: "ask",
+		Status: subjects.StatusCancelled, Approver: "ada", Via: "cli"})
+	require.NoError(t, err)
+	require.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+	require.Equal(t, subjects.RunResuming, d.record("run-1").Status)
+	return d, coB, coCfg
+}
+
+// crashedAfterFirstRecord is a deployment whose coordinator wrote refunds'
+// first record of run and died before its events (fault point
+// outcome-after-record), and a second coordinator that runs on; the
+// suspension is delivered again one ack wait (10 s) after the crash.
+func crashedAfterFirstRecord(t *testing.T, run string) *deployment {
+	t.Helper()
+	d := bareDeployment(t, jetstream.Config{})
+	coCfg := coordinator.Config{Logger: quiet, AckWait: 10 * time.Second}
+	require.NoError(t, coordinator.Provision(d.ctx, d.provisioner(), coCfg))
+	hook, fired := fault.Once("outcome-after-record")
+	coA := coordinator.New(d.client("coordinator"), coCfg)
+	require.NoError(t, coA.Start(fault.With(d.ctx, hook)))
+	t.Cleanup(func() { _ = coA.Stop(context.Background()) })
+	d.publishSuspension(d.client("agent"), run, "ada")
+	<-fired
+	coB := coordinator.New(d.client("coordinator"), coCfg)
+	require.NoError(t, coB.Start(d.ctx))
+	t.Cleanup(func() { _ = coB.Stop(context.Background()) })
+	require.Equal(t, "refunds", d.record(run).Agent)
+	return d
+}
+
 // An answer stored under the key of a run that has no record yet, planted
 // by someone who learned the run's id before it suspended, must not keep
 // the run from starting: it is no record, and the run was never recorded.
@@ -238,23 +290,8 @@ func TestAttackLiftedEventsRetentionKeepsRunRefused(t *testing.T) {
 // whose record an answer replaced (docs/security.md).
 func TestAttackCrashAfterFirstRecordThenPlantKeepsDecision(t *testing.T) {
 	t.Parallel()
-	d := bareDeployment(t, jetstream.Config{})
+	d := crashedAfterFirstRecord(t, "run-2")
 	ctx := d.ctx
-	// The suspension is delivered again one ack wait after the crash: long
-	// enough for the decision and the plant to come first.
-	coCfg := coordinator.Config{Logger: quiet, AckWait: 10 * time.Second}
-	require.NoError(t, coordinator.Provision(ctx, d.provisioner(), coCfg))
-	hook, fired := fault.Once("outcome-after-record")
-	coA := coordinator.New(d.client("coordinator"), coCfg)
-	require.NoError(t, coA.Start(fault.With(ctx, hook)))
-	t.Cleanup(func() { _ = coA.Stop(context.Background()) })
-
-	d.publishSuspension(d.client("agent"), "run-2", "ada")
-	<-fired // run-2's first record is written; its events are not
-	coB := coordinator.New(d.client("coordinator"), coCfg)
-	require.NoError(t, coB.Start(ctx))
-	t.Cleanup(func() { _ = coB.Stop(context.Background()) })
-
 	v, err := processor.NewClient(d.client("ada")).Decide(ctx, processor.DecisionRequest{RunID: "run-2",
 		InterruptID: "ask", Status: subjects.StatusResolved, Approver: "ada", Via: "cli"})
 	require.NoError(t, err)
@@ -308,34 +345,9 @@ func TestAttackMemoryToDiskPlantKeepsDecidedRun(t *testing.T) {
 }
 
 func memoryToDiskPlant(t *testing.T, plant func(t *testing.T, d *deployment, run string)) {
-	d := bareDeployment(t, jetstream.Config{RecordsStorage: jetstream.MemoryStorage})
-	ctx := d.ctx
-	coCfg := coordinator.Config{Logger: quiet, AckWait: 2 * time.Second}
-	require.NoError(t, coordinator.Provision(ctx, d.provisioner(), coCfg))
-	coA := coordinator.New(d.client("coordinator"), coCfg)
-	require.NoError(t, coA.Start(ctx))
-	d.suspend(d.client("agent"), "run-1", "ada")
-	require.NoError(t, coA.Stop(context.Background()))
-
-	// Records moved to disk, as operators.md says.
-	require.NoError(t, d.attacker("admin").js.DeleteStream("KV_interlock_runs"))
-	d.nats = jetstream.Config{}
-	require.NoError(t, coordinator.Provision(ctx, d.provisioner(), coCfg))
-	coB := coordinator.New(d.client("coordinator"), coCfg)
-	require.NoError(t, coB.Start(ctx))
-	t.Cleanup(func() { _ = coB.Stop(context.Background()) })
-	require.Equal(t, subjects.RunSuspended, d.record("run-1").Status, "put back on disk")
-
-	ada := processor.NewClient(d.client("ada"))
-	v, err := ada.Decide(ctx, processor.DecisionRequest{RunID: "run-1", InterruptID: "ask",
-		Status: subjects.StatusCancelled, Approver: "ada", Via: "cli"})
-	require.NoError(t, err)
-	require.Equal(t, subjects.OutcomeAccepted, v.Outcome)
-	decided := d.record("run-1")
-	require.Equal(t, subjects.RunResuming, decided.Status)
-
+	d, _, _ := decidedOnDisk(t)
 	plant(t, d, "run-1")
-	v, err = ada.Decide(ctx, processor.DecisionRequest{RunID: "run-1", InterruptID: "ask",
+	v, err := processor.NewClient(d.client("ada")).Decide(d.ctx, processor.DecisionRequest{RunID: "run-1", InterruptID: "ask",
 		Status: subjects.StatusResolved, Approver: "ada", Via: "cli"})
 	if err == nil {
 		require.NotEqual(t, subjects.OutcomeAccepted, v.Outcome,
@@ -445,20 +457,7 @@ func TestAttackLongLivedClientStartsRunLostFromMemory(t *testing.T) {
 // (store.JetStream.claimed). Found by the third review of the fix.
 func TestAttackCrashAfterFirstRecordThenPlantKeepsAgent(t *testing.T) {
 	t.Parallel()
-	d := bareDeployment(t, jetstream.Config{})
-	coCfg := coordinator.Config{Logger: quiet, AckWait: 10 * time.Second}
-	require.NoError(t, coordinator.Provision(d.ctx, d.provisioner(), coCfg))
-	hook, fired := fault.Once("outcome-after-record")
-	coA := coordinator.New(d.client("coordinator"), coCfg)
-	require.NoError(t, coA.Start(fault.With(d.ctx, hook)))
-	t.Cleanup(func() { _ = coA.Stop(context.Background()) })
-	d.publishSuspension(d.client("agent"), "run-2", "ada")
-	<-fired // run-2's first record is written; its events are not
-	coB := coordinator.New(d.client("coordinator"), coCfg)
-	require.NoError(t, coB.Start(d.ctx))
-	t.Cleanup(func() { _ = coB.Stop(context.Background()) })
-	require.Equal(t, "refunds", d.record("run-2").Agent)
-
+	d := crashedAfterFirstRecord(t, "run-2")
 	plantRecord(t, d, "run-2", []byte(`{}`))
 	billingClaims(t, d, "run-2")
 }
@@ -471,25 +470,7 @@ func TestAttackCrashAfterFirstRecordThenPlantKeepsAgent(t *testing.T) {
 // memory.
 func TestAttackMemoryToDiskPlantedMarkerKeepsDecidedRun(t *testing.T) {
 	t.Parallel()
-	d := bareDeployment(t, jetstream.Config{RecordsStorage: jetstream.MemoryStorage})
-	coCfg := coordinator.Config{Logger: quiet, AckWait: 2 * time.Second}
-	require.NoError(t, coordinator.Provision(d.ctx, d.provisioner(), coCfg))
-	coA := coordinator.New(d.client("coordinator"), coCfg)
-	require.NoError(t, coA.Start(d.ctx))
-	d.suspend(d.client("agent"), "run-1", "ada")
-	require.NoError(t, coA.Stop(context.Background()))
-
-	// Records moved to disk, as operators.md says.
-	require.NoError(t, d.attacker("admin").js.DeleteStream("KV_interlock_runs"))
-	d.nats = jetstream.Config{}
-	require.NoError(t, coordinator.Provision(d.ctx, d.provisioner(), coCfg))
-	coB := coordinator.New(d.client("coordinator"), coCfg)
-	require.NoError(t, coB.Start(d.ctx))
-	require.Equal(t, subjects.RunSuspended, d.record("run-1").Status, "put back on disk")
-	v, err := processor.NewClient(d.client("ada")).Decide(d.ctx, processor.DecisionRequest{RunID: "run-1", InterruptID: "ask",
-		Status: subjects.StatusCancelled, Approver: "ada", Via: "cli"})
-	require.NoError(t, err)
-	require.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+	d, coB, coCfg := decidedOnDisk(t)
 	require.NoError(t, coB.Stop(context.Background()))
 
 	plantRecord(t, d, "run-1", []byte(`{}`))
@@ -510,7 +491,7 @@ func TestAttackMemoryToDiskPlantedMarkerKeepsDecidedRun(t *testing.T) {
 	t.Cleanup(func() { _ = coC.Stop(context.Background()) })
 	require.Eventually(t, func() bool { return restores() > before }, 20*time.Second, 20*time.Millisecond,
 		"the planted marker reads as none: the records are put back again")
-	_, err = processor.NewClient(d.client("auditor")).Run(d.ctx, "run-1")
+	_, err := processor.NewClient(d.client("auditor")).Run(d.ctx, "run-1")
 	require.ErrorIs(t, err, store.ErrForeignRecord, "the memory-era copy was put back over ada's decision")
 }
 
