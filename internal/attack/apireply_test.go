@@ -139,8 +139,12 @@ func TestAttackAgentStartsAnotherAgentsRunThroughAPIReply(t *testing.T) {
 	provisioner := processor.NewWorker(d.provisioner(), processor.WorkerConfig{})
 	require.NoError(t, provisioner.Register("refunds", nil))
 	require.NoError(t, provisioner.Provision(d.ctx))
-	dlq, err := d.attacker("admin").nc.SubscribeSync("interlock.dlq.worker_refunds")
+	admin := d.attacker("admin")
+	dlq, err := admin.nc.SubscribeSync("interlock.dlq.worker_refunds")
 	require.NoError(t, err)
+	// The server knows the subscription before anything is dead-lettered
+	// (CI once missed the first dead letter without this).
+	require.NoError(t, admin.nc.Flush())
 	var ran atomic.Int32
 	w := processor.NewWorker(d.client("agent"), processor.WorkerConfig{Logger: quiet})
 	require.NoError(t, w.Register("refunds", func(context.Context, json.RawMessage) (any, error) {

@@ -257,8 +257,10 @@ func startNotifier(t *testing.T, d *deployment) *notified {
 	require.NoError(t, p.Provision(d.ctx))
 
 	rec := &notified{bySink: map[string]int{}}
-	rec.bus, err = d.attacker("admin").nc.SubscribeSync("notifications.interlock")
+	admin := d.attacker("admin")
+	rec.bus, err = admin.nc.SubscribeSync("notifications.interlock")
 	require.NoError(t, err)
+	require.NoError(t, admin.nc.Flush()) // subscribed before anything is notified
 	sinks := map[string]notifier.Sink{}
 	for _, name := range []string{"ops-webhook", "finance-slack", "approvers-mail", "audit-log"} {
 		sinks[name] = notifier.SinkFunc(func(context.Context, *notifier.Notification) error {
