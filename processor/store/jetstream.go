@@ -203,27 +203,38 @@ func (s *JetStream) claimed(ctx context.Context, run string) (bool, error) {
 		return false, err
 	}
 	agents := map[string]bool{}
-	for after := uint64(0); ; {
-		msgs, err := s.c.Messages(ctx, jetstream.StreamRuns, filter, after+1, eventsBatch)
+	found, _, err := s.find(ctx, jetstream.StreamRuns, filter, func(m jetstream.StoredMsg) bool {
+		switch a, err := ns.Parse(m.Subject); {
+		case err != nil || a.Run != run:
+		case a.Kind == subjects.KindSuspended, a.Kind == subjects.KindCompleted, a.Kind == subjects.KindFailed:
+			agents[a.Agent] = true
+		}
+		return len(agents) > 1
+	})
+	if err != nil {
+		return false, fmt.Errorf("read run %s's outcomes: %w", run, err)
+	}
+	return found, nil
+}
+
+// find reads stream's messages on filter in batches, oldest first, until
+// match reports true for one of them (found), taking only clients'
+// publishes (CheckPublished); it returns the sequence of the last message
+// read.
+func (s *JetStream) find(ctx context.Context, stream jetstream.Stream, filter string, match func(jetstream.StoredMsg) bool) (found bool, last uint64, err error) {
+	for {
+		msgs, err := s.c.Messages(ctx, stream, filter, last+1, eventsBatch)
 		if err != nil {
-			return false, fmt.Errorf("read run %s's outcomes: %w", run, err)
+			return false, last, err
 		}
 		for _, m := range msgs {
-			after = m.Sequence
-			a, err := ns.Parse(m.Subject)
-			if err != nil || a.Run != run || jetstream.CheckPublished(m.Header) != nil {
-				continue
+			last = m.Sequence
+			if jetstream.CheckPublished(m.Header) == nil && match(m) {
+				return true, last, nil
 			}
-			switch a.Kind {
-			case subjects.KindSuspended, subjects.KindCompleted, subjects.KindFailed:
-				agents[a.Agent] = true
-			}
-		}
-		if len(agents) > 1 {
-			return true, nil
 		}
 		if len(msgs) < eventsBatch {
-			return false, nil
+			return false, last, nil
 		}
 	}
 }
@@ -252,25 +263,17 @@ func (s *JetStream) Recorded(ctx context.Context, run string) (bool, error) {
 	if err != nil || last == 0 {
 		return false, err
 	}
-	for after := uint64(0); after < last; {
-		msgs, err := s.c.Messages(ctx, jetstream.StreamEvents, filter, after+1, eventsBatch)
-		if err != nil {
-			return false, fmt.Errorf("read run %s's trail: %w", run, err)
-		}
-		for _, m := range msgs {
-			after = m.Sequence
-			if jetstream.CheckPublished(m.Header) != nil {
-				continue
-			}
-			if ev, err := subjects.StoredEvent(ns, m.Subject, m.Data); err == nil && followsRecord(ev) {
-				return true, nil
-			}
-		}
-		if len(msgs) < eventsBatch && after < last {
-			return false, fmt.Errorf("read run %s's trail: %w: read up to %d of %d", run, errLagging, after, last)
-		}
+	found, read, err := s.find(ctx, jetstream.StreamEvents, filter, func(m jetstream.StoredMsg) bool {
+		ev, err := subjects.StoredEvent(ns, m.Subject, m.Data)
+		return err == nil && followsRecord(ev)
+	})
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("read run %s's trail: %w", run, err)
+	case !found && read < last:
+		return false, fmt.Errorf("read run %s's trail: %w: read up to %d of %d", run, errLagging, read, last)
 	}
-	return false, nil
+	return found, nil
 }
 
 // followsRecord reports whether the coordinator writes ev only for a run

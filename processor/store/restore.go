@@ -356,21 +356,8 @@ func (s *JetStream) SealedBefore(ctx context.Context) (bool, error) {
 	// The coordinator's own entry: an answer the server stored there for
 	// another user says nothing (it would turn a deployment that never
 	// kept records in memory into one that puts records back).
-	for after := uint64(0); ; {
-		msgs, err := s.c.Messages(ctx, jetstream.StreamEvents, subject, after+1, eventsBatch)
-		if err != nil {
-			return false, err
-		}
-		for _, m := range msgs {
-			if jetstream.CheckPublished(m.Header) == nil {
-				return true, nil
-			}
-			after = m.Sequence
-		}
-		if len(msgs) < eventsBatch {
-			return false, nil
-		}
-	}
+	found, _, err := s.find(ctx, jetstream.StreamEvents, subject, func(jetstream.StoredMsg) bool { return true })
+	return found, err
 }
 
 // errRecordMoved: the runs bucket no longer holds the record a commit
