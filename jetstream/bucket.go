@@ -38,17 +38,32 @@ type Bucket struct {
 // cluster elects, is asked again (as a provisioning step is) until ctx
 // ends, 6 times Config.Timeout when ctx has no deadline.
 func (c *Client) Bucket(ctx context.Context, name, description string, ttl time.Duration) (*Bucket, error) {
+	return c.bucket(ctx, name, description, ttl, false)
+}
+
+// bucket is Bucket, and OnceBucket when once.
+func (c *Client) bucket(ctx context.Context, name, description string, ttl time.Duration, once bool) (*Bucket, error) {
 	if !c.Provisioner() {
 		return c.openSettled(ctx, name)
 	}
 	kv, err := c.provisionBucket(ctx, jetstream.KeyValueConfig{
 		Bucket: c.BucketName(name), Description: description,
 		History: 1, TTL: ttl, Storage: c.storage(), Replicas: c.provisionedReplicas(),
-	})
+	}, once)
 	if err != nil {
 		return nil, fmt.Errorf("provision bucket %s: %w", c.BucketName(name), translate(err))
 	}
 	return &Bucket{c: c, kv: kv, js: c.js, name: c.BucketName(name)}, nil
+}
+
+// OnceBucket is Bucket for a bucket whose keys are written once: the
+// server refuses another message on a key while it holds one, so no entry
+// is replaced or deleted, not by an answer the server stores under its key
+// for another user either, until the bucket's age drops it (or a message
+// TTL, which its entries may carry: Keep). Only a client that
+// provisions raises an existing bucket to it.
+func (c *Client) OnceBucket(ctx context.Context, name, description string, ttl time.Duration) (*Bucket, error) {
+	return c.bucket(ctx, name, description, ttl, true)
 }
 
 // openSettled is OpenBucket asked again like a provisioning step: for
@@ -76,60 +91,79 @@ func (c *Client) OpenBucket(ctx context.Context, name string) (*Bucket, error) {
 	return &Bucket{c: c, kv: kv, js: c.js, name: c.BucketName(name)}, nil
 }
 
-// Has reports whether key was marked.
+// Has reports whether key holds anything but a client's delete marker: a
+// mark, or what readers cannot take for no mark, an answer the server
+// stored under key (one saying KV-Operation: DEL too). For marks that
+// must fail closed (a link used once).
 func (m *Bucket) Has(ctx context.Context, key string) (bool, error) {
-	_, err := m.kv.Get(ctx, key)
-	if err = translate(err); isNotFound(err) {
+	_, err := m.Last(ctx, key)
+	if isNotFound(err) {
 		return false, nil
 	}
 	return err == nil, err
 }
 
-// Marked reports whether key holds a mark that is a client's publish
-// (Mark's, with its message id): an answer the server stored under key for
-// another user (CheckPublished) marks nothing. For marks whose loss costs
-// a repeat, not a second effect: marks written before they carried a
-// message id read as absent.
+// Marked reports whether key holds a mark that is a client's write
+// (CheckWritten): an answer the server stored under key for another user
+// marks nothing. For marks whose loss costs a repeat, not a second effect.
 func (m *Bucket) Marked(ctx context.Context, key string) (bool, error) {
-	e, err := m.Last(ctx, key)
+	_, _, err := m.Entry(ctx, key)
 	if isNotFound(err) {
 		return false, nil
 	}
-	if err != nil {
-		return false, err
-	}
-	return CheckPublished(e.Header) == nil, nil
+	return err == nil, err
 }
 
 // Mark records key with value. Marking a key twice is not an error: the
 // first mark stands, and first says whether this call made it. A key that
-// was marked and then deleted stays marked (see create).
+// was marked and then deleted stays marked (see create); an answer the
+// server stored under key for another user is no mark, and the mark is
+// written over it with compare-and-set.
 func (m *Bucket) Mark(ctx context.Context, key string, value []byte) (first bool, err error) {
 	_, err = m.create(ctx, key, value) // its errors translated (Client.Publish)
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, ErrConflict):
-		return false, nil
+	for range 8 {
+		if !errors.Is(err, ErrConflict) {
+			break
+		}
+		var rev uint64
+		if _, rev, err = m.Entry(ctx, key); !errors.Is(err, ErrForeign) {
+			// A client's mark, or its delete marker: marked.
+			return false, err
+		}
+		_, err = m.Update(ctx, key, value, rev)
 	}
-	return false, fmt.Errorf("mark %s: %w", key, err)
+	if err != nil {
+		return false, fmt.Errorf("mark %s: %w", key, err)
+	}
+	return true, nil
 }
 
-// Put stores value under key, replacing what was there.
+// Put stores value under key, replacing what was there, with a message id
+// of its own (a client's write, CheckWritten).
 func (m *Bucket) Put(ctx context.Context, key string, value []byte) error {
-	if _, err := m.kv.Put(ctx, key, value); err != nil {
-		return fmt.Errorf("put %s: %w", key, m.written(key, err))
+	if _, err := m.c.Publish(ctx, "$KV."+m.name+"."+key, value, writeID(), nil); err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
 	}
 	return nil
 }
 
-// Entry returns the value under key and its revision, or ErrNotFound.
+// Entry returns the value under key and its revision when it is a
+// client's write (CheckWritten). Otherwise ErrNotFound, with the revision
+// of the key's last message (0: none), which Update writes over: the key
+// holds nothing, a delete marker, or an answer the server stored there for
+// another user, whose error also matches ErrForeign.
 func (m *Bucket) Entry(ctx context.Context, key string) ([]byte, uint64, error) {
-	e, err := m.kv.Get(ctx, key)
+	msg, err := m.c.directLast(ctx, "KV_"+m.name, "$KV."+m.name+"."+key)
 	if err != nil {
-		return nil, 0, fmt.Errorf("get %s: %w", key, translate(err))
+		return nil, 0, fmt.Errorf("get %s: %w", key, err)
 	}
-	return e.Value(), e.Revision(), nil
+	if err := CheckWritten(msg.Header); err != nil {
+		return nil, msg.Sequence, fmt.Errorf("get %s: %w: %w: %w", key, ErrNotFound, ErrForeign, err)
+	}
+	if deleted(msg.Header) {
+		return nil, msg.Sequence, fmt.Errorf("get %s: %w: deleted", key, ErrNotFound)
+	}
+	return msg.Data, msg.Sequence, nil
 }
 
 // Update stores value under key if the key is still at revision (0: if it
@@ -153,7 +187,7 @@ func (m *Bucket) Update(ctx context.Context, key string, value []byte, revision 
 		if revision == 0 && attempt == 0 && errors.Is(err, ErrConflict) {
 			// A client's delete marker: an answer carrying the header is none.
 			if last, lerr := m.c.directLast(ctx, "KV_"+m.name, subject); lerr == nil && deleted(last.Header) &&
-				CheckPublished(last.Header) == nil {
+				CheckWritten(last.Header) == nil {
 				revision = last.Sequence
 				continue
 			}
@@ -171,13 +205,14 @@ func writeID() string {
 }
 
 // Last returns the entry under key with its headers as stored, or
-// ErrNotFound (none, or a client's delete marker). A delete marker that is
-// not a client's publish (an answer the server stored there, whose
-// carrier's headers it keeps, KV-Operation among them) is returned as an
-// entry, for the caller's CheckPublished to refuse: it deletes nothing.
+// ErrNotFound (none, or a client's delete marker, CheckWritten). A delete
+// marker that is not a client's write (an answer the server stored there,
+// whose carrier's headers it keeps, KV-Operation among them) is returned
+// as an entry, for the caller's CheckPublished to refuse: it deletes
+// nothing.
 func (m *Bucket) Last(ctx context.Context, key string) (Entry, error) {
 	msg, err := m.c.directLast(ctx, "KV_"+m.name, "$KV."+m.name+"."+key)
-	if err == nil && deleted(msg.Header) && CheckPublished(msg.Header) == nil {
+	if err == nil && deleted(msg.Header) && CheckWritten(msg.Header) == nil {
 		err = fmt.Errorf("get %s: %w: deleted", key, ErrNotFound)
 	}
 	if err != nil {
@@ -307,13 +342,54 @@ func (m *Bucket) PutMarker(ctx context.Context, key string, body []byte, last ui
 	return ack.Sequence, nil
 }
 
-// Get returns the value under key, or ErrNotFound.
-func (m *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
-	e, err := m.kv.Get(ctx, key)
-	if err != nil {
-		return nil, fmt.Errorf("get %s: %w", key, translate(err))
+// Keep returns the value kept for good under key in a OnceBucket (see
+// Kept), first writing value there when the key holds none. What the key
+// holds that is not kept for good (an answer the server stored there for
+// another user, an entry from before) is purged first, which needs the
+// right to purge the bucket's stream (admin's): a provisioning step.
+func (m *Bucket) Keep(ctx context.Context, key string, value []byte) ([]byte, error) {
+	subject := "$KV." + m.name + "." + key
+	for range 8 {
+		kept, err := m.Kept(ctx, key)
+		if !isNotFound(err) {
+			return kept, err
+		}
+		if _, rev, _ := m.Entry(ctx, key); rev > 0 {
+			st, serr := m.js.Stream(ctx, "KV_"+m.name)
+			if serr == nil {
+				serr = st.Purge(ctx, jetstream.WithPurgeSubject(subject))
+			}
+			if serr != nil && !isNotFound(translate(serr)) {
+				return nil, fmt.Errorf("keep %s: purge what it holds: %w", key, translate(serr))
+			}
+		}
+		_, err = m.c.Publish(ctx, subject, value, writeID(), Header{markerTTLHeader: {"never"},
+			jetstream.ExpectedLastSubjSeqHeader: {"0"}})
+		if err != nil && !errors.Is(err, ErrConflict) {
+			return nil, fmt.Errorf("keep %s: %w", key, err)
+		}
 	}
-	return e.Value(), nil
+	return nil, fmt.Errorf("keep %s: %w: another write kept taking its place", key, ErrConflict)
+}
+
+// Kept returns the value under key when it was kept for good (Keep's: a
+// client's publish, with a message id, that never expires), or
+// ErrNotFound.
+func (m *Bucket) Kept(ctx context.Context, key string) ([]byte, error) {
+	e, err := m.Last(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if CheckPublished(e.Header) != nil || e.Header.Get(markerTTLHeader) != "never" || deleted(e.Header) {
+		return nil, fmt.Errorf("get %s: %w: not kept for good", key, ErrNotFound)
+	}
+	return e.Value, nil
+}
+
+// Get returns the value under key, or ErrNotFound, as Entry does.
+func (m *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
+	v, _, err := m.Entry(ctx, key)
+	return v, err
 }
 
 // Keys returns every key the bucket holds an entry or a delete marker

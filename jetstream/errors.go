@@ -18,6 +18,10 @@ var (
 	// ErrConflict means a compare-and-set lost: the record changed since it
 	// was read, or a key to create already exists.
 	ErrConflict = errors.New("revision conflict")
+	// ErrForeign means a bucket entry is not a client's write but an answer
+	// the server stored under its key for another user (CheckWritten);
+	// reads that return it wrap ErrNotFound too: the key holds no entry.
+	ErrForeign = errors.New("an answer the server stored for another user, not a client's write")
 	// ErrTooLarge means the server refused a message over its size limit.
 	ErrTooLarge = errors.New("message too large for the server")
 	// ErrTimeout means the server did not answer in time.

@@ -33,7 +33,7 @@ func (c *Client) provisionKeys(ctx context.Context, replicas int) error {
 		History:     1,
 		Storage:     c.storage(),
 		Replicas:    replicas,
-	})
+	}, true)
 	if err != nil {
 		return fmt.Errorf("provision bucket %s: %w", c.BucketName(KeysBucket), translate(err))
 	}

@@ -3,6 +3,8 @@ package jetstream
 import (
 	"strings"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -28,6 +30,27 @@ func CheckPublished(h Header) error {
 	if h.Get(HeaderMsgID) == "" {
 		return subjects.Refusal(subjects.CodeNotAllowed,
 			"not a client's publish: it carries no %s (every client's input does; an answer the server sent to this subject may not)", HeaderMsgID)
+	}
+	return nil
+}
+
+// CheckWritten returns nil when h are the headers of a client's write of
+// a bucket entry, and otherwise an error with code not_allowed saying why:
+// CheckPublished's, or, for an entry written before writes carried a
+// message id, a KV create or update's compare-and-set header or a delete
+// marker's KV-Operation, which an answer the server stores under a key
+// never carries without the headers it adds (an answer asked for without
+// headers has none, a status answer only its status). A plain KV put
+// carries none of these, so one written before cannot be told from an
+// answer and is refused too.
+func CheckWritten(h Header) error {
+	if err := checkNotAnswer(h, "a client's write"); err != nil {
+		return err
+	}
+	if h.Get(HeaderMsgID) == "" && h.Get(jetstream.ExpectedLastSubjSeqHeader) == "" && h.Get(kvOperation) == "" {
+		return subjects.Refusal(subjects.CodeNotAllowed,
+			"not a client's write: it carries no %s, compare-and-set or KV operation header (an answer the server sent to this key may not)",
+			HeaderMsgID)
 	}
 	return nil
 }

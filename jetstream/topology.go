@@ -142,7 +142,7 @@ func (c *Client) Provision(ctx context.Context) error {
 		}
 	}
 	for _, b := range c.coreBuckets(replicas) {
-		if _, err := c.provisionBucket(ctx, b); err != nil {
+		if _, err := c.provisionBucket(ctx, b, false); err != nil {
 			return fmt.Errorf("provision bucket %s: %w", b.Bucket, translate(err))
 		}
 	}
@@ -238,7 +238,7 @@ func (c *Client) provisionMissing(ctx context.Context, name string, storage ...j
 		if len(storage) > 0 {
 			b.Storage = storage[0]
 		}
-		if _, err := c.provisionBucket(ctx, b); err != nil {
+		if _, err := c.provisionBucket(ctx, b, false); err != nil {
 			return fmt.Errorf("provision bucket %s: %w", b.Bucket, translate(err))
 		}
 	}
@@ -426,16 +426,17 @@ func longer(a, b time.Duration) time.Duration {
 // provisioners running at once never undo each other's. No bucket allows
 // rollups (nats.go creates buckets with them, for KeyValue.Purge, which
 // Interlock does not use): with them, whoever may put one key could erase
-// every key with a "Nats-Rollup: all" header.
-func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	msgTTL := cfg.Bucket == c.BucketName(PendingBucket)
+// every key with a "Nats-Rollup: all" header. A bucket made once (the
+// keys bucket, OnceBucket's) refuses a second write of a key
+// (discard_new_per_subject) and allows message TTLs: the server sends a
+// JetStream API answer to whatever subject its request names, with its own
+// rights, so a user allowed one read could otherwise replace a key with
+// bytes of its choosing (docs/security.md, "Answers the server sends for
+// you").
+func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConfig, once bool) (jetstream.KeyValue, error) {
+	pending := cfg.Bucket == c.BucketName(PendingBucket)
+	msgTTL := pending || once
 	records := cfg.Bucket == c.BucketName(RunsBucket)
-	// The keys bucket refuses a second write of a key: the server sends a
-	// JetStream API answer to whatever subject its request names, with its
-	// own rights, so a user allowed one read could otherwise replace the
-	// deployment's key with bytes of its choosing (docs/security.md,
-	// "Answers the server sends for you").
-	keys := cfg.Bucket == c.BucketName(KeysBucket)
 	if records && RecordsReplicasRefused(cfg.Storage == jetstream.MemoryStorage, cfg.Replicas) {
 		return nil, fmt.Errorf("%w: asked for %d replicas", ErrReplicatedMemoryRecords, cfg.Replicas)
 	}
@@ -449,8 +450,8 @@ func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConf
 		next.MaxAge = longer(have.MaxAge, cfg.TTL)
 		next.AllowMsgTTL = have.AllowMsgTTL || msgTTL
 		next.AllowRollup = false
-		next.DiscardNewPerSubject = have.DiscardNewPerSubject || keys
-		if msgTTL && !have.AllowMsgTTL {
+		next.DiscardNewPerSubject = have.DiscardNewPerSubject || once
+		if pending && !have.AllowMsgTTL {
 			// Its delete markers so far never expire: clearOldMarkers
 			// removes them.
 			next.Metadata = maps.Clone(have.Metadata)
@@ -487,7 +488,7 @@ func (c *Client) provisionBucket(ctx context.Context, cfg jetstream.KeyValueConf
 		}
 		return err
 	})
-	if err == nil && msgTTL {
+	if err == nil && pending {
 		c.clearOldMarkers(ctx, kv, "KV_"+cfg.Bucket)
 	}
 	return kv, err

@@ -116,8 +116,8 @@ func TestAttackRoleReplacesMessageIDKey(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		_, _, err = b.Entry(d.ctx, "probe")
-		return err == nil
+		stored, err := b.Has(d.ctx, "probe")
+		return err == nil && stored
 	}, 20*time.Second, 20*time.Millisecond, "the probe's answer reaches the keys bucket")
 
 	after, err := d.client("coordinator").IDSigner(d.ctx)

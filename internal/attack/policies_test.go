@@ -203,7 +203,10 @@ func TestRuleSettlesInOneRoundTrip(t *testing.T) {
 	provisioner := processor.NewWorker(d.provisioner(), processor.WorkerConfig{})
 	require.NoError(t, provisioner.Register("refunds", nil))
 	require.NoError(t, provisioner.Provision(d.ctx))
-	w := processor.NewWorker(d.client("agent"), processor.WorkerConfig{Logger: quiet, AskRules: true})
+	// An ask unanswered within AskTimeout suspends instead (the fallback,
+	// correct but not what this test is about): under the whole suite
+	// with -race on two cores the default 2s was once too short.
+	w := processor.NewWorker(d.client("agent"), processor.WorkerConfig{Logger: quiet, AskRules: true, AskTimeout: 30 * time.Second})
 	require.NoError(t, w.Register("refunds", func(ctx context.Context, _ json.RawMessage) (any, error) {
 		ctx = processor.WithToolCall(ctx, "call-refund")
 		dec, err := processor.Interrupt(ctx, processor.Request{Message: "Refund 5?",

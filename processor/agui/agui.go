@@ -392,11 +392,17 @@ func (b *Bridge) serve(ctx context.Context, s *session) {
 }
 
 // loadThread returns the thread's record and its revision (nil when the
-// thread is new).
+// thread is new, with the revision its first record is written over). An
+// answer the server stored under the thread's key for another user is no
+// record (jetstream.ErrForeign): the thread is new, and nobody follows a
+// run of another's through it.
 func (b *Bridge) loadThread(ctx context.Context, thread string) (*threadRecord, uint64, error) {
 	raw, rev, err := b.threads.Entry(ctx, threadKey(thread))
+	if errors.Is(err, jetstream.ErrForeign) {
+		b.cfg.Logger.Warn("AG-UI thread record refused: not the bridge's write", "thread", thread, "error", err)
+	}
 	if errors.Is(err, jetstream.ErrNotFound) {
-		return nil, 0, nil
+		return nil, rev, nil
 	}
 	if err != nil {
 		return nil, 0, err

@@ -267,7 +267,9 @@ var errPostBusy = errors.New("slack post under way")
 func (g *Gateway) postIntentOf(ctx context.Context, key string) (*postIntent, uint64, error) {
 	raw, rev, err := g.usedLinks.Entry(ctx, key)
 	if errors.Is(err, jetstream.ErrNotFound) {
-		return nil, 0, nil
+		// None, or an answer the server stored there for another user
+		// (jetstream.ErrForeign), which the first write replaces.
+		return nil, rev, nil
 	}
 	if err != nil {
 		return nil, 0, err
@@ -320,11 +322,14 @@ func (g *Gateway) findPost(ctx context.Context, key string, in *postIntent) (str
 }
 
 // slackCards are the cards the gateway posted for an interrupt, and the
-// revision of their list (0: none yet).
+// revision of their list (or of what its key holds when none is listed:
+// an answer the server stored there is no list).
 func (g *Gateway) slackCards(ctx context.Context, run, interrupt string) ([]postedCard, uint64, error) {
 	raw, rev, err := g.usedLinks.Entry(ctx, slackCardsKey(run, interrupt))
 	if errors.Is(err, jetstream.ErrNotFound) {
-		return nil, 0, nil
+		// None, or an answer the server stored there for another user
+		// (jetstream.ErrForeign), which the first write replaces.
+		return nil, rev, nil
 	}
 	if err != nil {
 		return nil, 0, err

@@ -16,13 +16,13 @@ const CallsBucket = "mcp_calls"
 const callsTTL = 30 * 24 * time.Hour
 
 // Provision creates what the MCP servers need beyond the core streams (the
-// proxy's calls bucket), through a client that provisions: `interlock
-// provision` calls it.
+// proxy's calls bucket, whose keys are written once, and its task key),
+// through a client that provisions (and may purge the bucket's stream):
+// `interlock provision` calls it.
 func Provision(ctx context.Context, c *jetstream.Client) error {
-	_, err := callsBucket(ctx, c)
-	return err
-}
-
-func callsBucket(ctx context.Context, c *jetstream.Client) (*jetstream.Bucket, error) {
-	return c.Bucket(ctx, CallsBucket, "Interlock MCP proxy: upstream calls being made after an approval", callsTTL)
+	calls, err := c.OnceBucket(ctx, CallsBucket, "Interlock MCP proxy: upstream calls being made after an approval", callsTTL)
+	if err != nil {
+		return err
+	}
+	return provisionTaskKey(ctx, calls)
 }

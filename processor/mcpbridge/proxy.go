@@ -550,8 +550,7 @@ func (p *Proxy) Agent() processor.AgentFunc {
 		ans := Answer{Tool: a.Tool, Approver: d.Approver, Comment: d.Comment, Arguments: args,
 			CallDigest: d.CallDigest}
 		info, _ := processor.RunOf(ctx)
-		key := info.RunID + "." + subjects.InterruptID(info.RunID, toolCallScope, 0)
-		first, err := p.calls.Mark(ctx, key, args)
+		first, err := p.record(ctx, info.RunID, subjects.InterruptID(info.RunID, toolCallScope, 0), args)
 		if err != nil {
 			// Not recorded, or not known to be: the pass runs again, and a
 			// record that did go through makes it StatusUnknown.
@@ -593,6 +592,19 @@ func (p *Proxy) Agent() processor.AgentFunc {
 		ans.Status, ans.Result = StatusApproved, raw
 		return ans, nil
 	})
+}
+
+// record records run's gated call (interrupt) as being made, and reports
+// whether this attempt recorded it: under callKey, which only holders of
+// the task key can compute, so that no answer the server stored there for
+// another user can make an approved call read as made. A record from
+// before (under the run and interrupt, kept for callsTTL) counts when it
+// is a client's write.
+func (p *Proxy) record(ctx context.Context, run, interrupt string, args []byte) (first bool, err error) {
+	if made, err := p.calls.Marked(ctx, run+"."+interrupt); err != nil || made {
+		return false, err
+	}
+	return p.calls.Mark(ctx, p.tasks.callKey(run, interrupt), args)
 }
 
 // refuse is the answer for an approved call the proxy will not make: the

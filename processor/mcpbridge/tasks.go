@@ -562,6 +562,15 @@ func (t *Tasks) mac(run string) []byte {
 	return m.Sum(nil)
 }
 
+// callKey is the key of the record of run's gated call (interrupt) in the
+// calls bucket: a MAC under the task key, so that nobody without the key
+// can have an answer stored there before the call is recorded.
+func (t *Tasks) callKey(run, interrupt string) string {
+	m := hmac.New(sha256.New, t.key)
+	m.Write([]byte("interlock-mcp-call\x00" + run + "\x00" + interrupt))
+	return "call." + hex.EncodeToString(m.Sum(nil)[:16])
+}
+
 // runOf returns the run task id names, if its MAC is right.
 func (t *Tasks) runOf(id string) (string, bool) {
 	if t.key == nil {
@@ -582,29 +591,42 @@ func (t *Tasks) runOf(id string) (string, bool) {
 // UUID) can be it.
 const taskKeyName = "task-key"
 
-// TaskKey returns the key the proxy MACs its task ids with, kept in the
-// calls bucket (which only the mcp_proxy user and admin read): made by the
-// first proxy (create-once), read by the others and by a restarted one,
-// and written again at each start so that the bucket's 30-day age does not
-// drop it while proxies run.
+// TaskKey returns the key the proxy MACs its task ids and names its call
+// records with, kept for good in the calls bucket (which only the mcp_proxy
+// user and admin read), where Provision made it: the bucket refuses a
+// second write of a key, so nothing replaces it, not an answer the server
+// stores under its key for another user either. A proxy started before
+// Provision ran (or with what is not Provision's key there) is told to run
+// it.
 func TaskKey(ctx context.Context, calls *jetstream.Bucket) ([]byte, error) {
+	v, err := calls.Kept(ctx, taskKeyName)
+	if err != nil {
+		return nil, fmt.Errorf("the MCP task key (run `interlock provision` with admin credentials): %w", err)
+	}
+	return decodeTaskKey(v)
+}
+
+// provisionTaskKey makes the task key, once: a key from before it was kept
+// for good (written again at each proxy's start, so it cannot be told from
+// an answer the server stored there) is replaced, and the task ids made
+// with it no longer resolve.
+func provisionTaskKey(ctx context.Context, calls *jetstream.Bucket) error {
 	fresh := make([]byte, 32)
 	if _, err := rand.Read(fresh); err != nil {
-		return nil, err
+		return err
 	}
-	if _, err := calls.Mark(ctx, taskKeyName, []byte(hex.EncodeToString(fresh))); err != nil {
-		return nil, fmt.Errorf("the MCP task key: %w", err)
-	}
-	v, _, err := calls.Entry(ctx, taskKeyName)
+	v, err := calls.Keep(ctx, taskKeyName, []byte(hex.EncodeToString(fresh)))
 	if err != nil {
-		return nil, fmt.Errorf("the MCP task key: %w", err)
+		return fmt.Errorf("the MCP task key: %w", err)
 	}
+	_, err = decodeTaskKey(v)
+	return err
+}
+
+func decodeTaskKey(v []byte) ([]byte, error) {
 	key, err := hex.DecodeString(string(v))
 	if err != nil || len(key) < 16 {
 		return nil, fmt.Errorf("the MCP task key in bucket %s is not 16 or more hex-encoded bytes", CallsBucket)
-	}
-	if err := calls.Put(ctx, taskKeyName, v); err != nil {
-		return nil, fmt.Errorf("the MCP task key: %w", err)
 	}
 	return key, nil
 }

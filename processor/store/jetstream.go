@@ -491,11 +491,9 @@ func (s *JetStream) Indexed(ctx context.Context, run, id string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	_, _, err = b.Entry(ctx, subjects.PendingKey(run, id))
-	if errors.Is(err, ErrNotFound) {
-		return false, nil
-	}
-	return err == nil, err
+	// Whatever the key holds but a delete: an answer the server stored
+	// there is removed with the entry it replaced.
+	return b.Has(ctx, subjects.PendingKey(run, id))
 }
 
 // PendingCount implements Store from the pending bucket's stream state:
