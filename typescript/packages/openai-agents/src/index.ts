@@ -11,23 +11,39 @@
  * each state is kept under `<agent>.<run>.<stop>`, keys the agent's own NATS
  * user alone may put and read (deploy/nats/auth.conf, `interlock auth`), and
  * deleted once the run's completion or failure is stored.
+ *
+ * Permissions do not keep another user's JetStream API answers out of
+ * those keys: nats-server sends an answer to whatever reply subject a
+ * request names, with its own rights, and a stream stores it there
+ * (docs/security.md). So every state is written with a message id, a read
+ * takes only a client's publish, and the SHA-256 digest of each stop's
+ * state is a step of the run's journal (`openai-agents:state:<stop>`),
+ * which the coordinator stores with the pass's outcome: a replay resumes
+ * only from the states its run stored, and fails when one was replaced.
  */
 
-import type { NatsConnection } from "@nats-io/nats-core";
-import { Kvm, type KV } from "@nats-io/kv";
+import { createHash, randomBytes } from "node:crypto";
+
+import { headers, type NatsConnection } from "@nats-io/nats-core";
+import { jetstream } from "@nats-io/jetstream";
 import { run, RunState, type AgentInputItem, type RunResult, type RunToolApprovalItem } from "@openai/agents-core";
 
 import {
   Cancelled,
   interrupt,
   isResuming,
+  lastStored,
   onRunFinished,
+  ProtocolError,
+  restartSteps,
+  step,
   Suspended,
   toolCall,
   type AgentBody,
   type Decision,
   type JsonValue,
   type Request,
+  type StoredMessage,
 } from "@interlock/sdk";
 
 /** An agent of any context and output type, as the SDK's own `run` takes. */
@@ -42,10 +58,13 @@ export interface OpenAIAgentsOptions<TAgent extends AnyAgent = AnyAgent> {
   /**
    * The KV bucket of run states (default `interlock_openai_agents`, which
    * `interlock provision` creates; under another prefix, `<prefix>_openai_agents`).
-   * The adapter never creates it: it binds without a stream-info call and
-   * reads with direct gets naming the key, the calls per-agent permissions allow.
+   * The adapter never creates it: it writes with JetStream publishes to a
+   * key's subject and reads with direct gets naming the key, the calls
+   * per-agent permissions allow.
    */
   bucket?: string;
+  /** The connection's inbox prefix, for direct-get replies (default `_INBOX`), as the Worker's. */
+  inboxPrefix?: string;
   /** The agent's input from the run's input (default: a string input as is, anything else as JSON text). */
   input?: (input: JsonValue | undefined) => string | AgentInputItem[];
   /** The Interlock request for one tool approval (default: {@link defaultRequest}). Called on the suspend pass only. */
@@ -93,11 +112,77 @@ export function defaultRequest(item: RunToolApprovalItem): Request {
   return req;
 }
 
+/** How long a read or write of a state waits for the server. */
+const TIMEOUT_MS = 5000;
+
+/** The journal step binding stop n's state: its SHA-256 digest. */
+const stateStep = (n: number): string => `openai-agents:state:${n}`;
+
+/** A state's SHA-256 digest, hex, of its bytes as stored. */
+const digestOf = (data: Uint8Array): string => createHash("sha256").update(data).digest("hex");
+
+/** Thrown by a stop's step for what holds no state of a client's publish: nothing is journaled. */
+class NotAState extends Error {}
+
+/** Whether a stored message is a state a client put: its publish, and no delete marker. */
+function isState(m: StoredMessage): boolean {
+  const op = m.headers?.get("KV-Operation") ?? "";
+  return m.published && op !== "DEL" && op !== "PURGE";
+}
+
+/** The error for a stop whose state is not the one its run stored: the pass fails, nothing is resumed. */
+function replaced(run: string, n: number, key: string): ProtocolError {
+  return new ProtocolError(
+    "not_allowed",
+    `openai-agents: the state kept for stop ${n} of run ${run} (key ${key}) was replaced: it is not the one this run ` +
+      `stored, whose digest its journal holds (an answer the server stored under the key for another user, or a deletion); ` +
+      `nothing is resumed from it`,
+  );
+}
+
+/**
+ * The run's last state, scanning its stops 0, 1, ... with one step per
+ * stop: a stop journaled by an earlier pass must hold the state with that
+ * digest (else it was replaced, and the pass fails); one not journaled is
+ * taken, and journaled now, when it is a client's publish (a pass retried
+ * after a crash stored it). The scan ends at an absent key, or at one
+ * holding anything else (an answer planted beyond the run's last stop).
+ */
+async function lastState(
+  read: (n: number) => Promise<StoredMessage | undefined>,
+  refuse: (n: number) => Error,
+): Promise<{ stop: number; state: string | undefined }> {
+  let state: string | undefined;
+  for (let n = 0; ; n++) {
+    const m = await read(n);
+    if (!m) return { stop: n - 1, state };
+    const digest = digestOf(m.data);
+    let journaled: string;
+    try {
+      journaled = await step(stateStep(n), () => {
+        if (!isState(m)) throw new NotAState();
+        return digest;
+      });
+    } catch (e) {
+      if (!(e instanceof NotAState)) throw e;
+      // The failed step counted as a call of its name. Steps count from 0
+      // again (this scan is the only user of steps so far in the pass), so
+      // a state this pass keeps at stop n is journaled under the key every
+      // later pass's scan reads.
+      restartSteps();
+      return { stop: n - 1, state };
+    }
+    if (journaled !== digest) throw refuse(n);
+    state = new TextDecoder().decode(m.data);
+  }
+}
+
 /**
  * An Interlock agent body running `agent` with the OpenAI Agents SDK.
  * Interrupt ids are `interruptId(run, callId, 0)`: the tool call's id is
  * the tool-call scope (call ids must be unique within a run, as the model's
- * are).
+ * are). Register it as the agent's body: its journal steps
+ * (`openai-agents:state:<stop>`) come first in each pass.
  */
 export function openAIAgentsBody<TAgent extends AnyAgent>(options: OpenAIAgentsOptions<TAgent>): AgentBody {
   const bucket = options.bucket ?? "interlock_openai_agents";
@@ -106,37 +191,52 @@ export function openAIAgentsBody<TAgent extends AnyAgent>(options: OpenAIAgentsO
   const toInput =
     options.input ??
     ((v: JsonValue | undefined): string => (typeof v === "string" ? v : JSON.stringify(v ?? null)));
-  let kv: Promise<KV> | undefined;
-  // Bound without a call (no stream info: per-agent permissions allow only
-  // the agent's own keys); reads are direct gets naming the key.
-  const store = (): Promise<KV> => (kv ??= new Kvm(options.nc).open(bucket, { allow_direct: true }));
+  const inbox = options.inboxPrefix ?? "_INBOX";
+  const js = jetstream(options.nc);
+  const subjectOf = (key: string): string => `$KV.${bucket}.${key}`;
   const missing = (e: unknown): Error =>
     new Error(
-      `openai-agents: the run states bucket ${bucket} cannot be read (created by \`interlock provision\`; ` +
+      `openai-agents: the run states bucket ${bucket} cannot be read or written (created by \`interlock provision\`; ` +
         `the agent's user needs $KV.${bucket}.<agent>.> and its direct gets): ${(e as Error).message}`,
       { cause: e },
     );
+  /** What the bucket holds under `key`, with its headers as stored. */
+  const read = (key: string): Promise<StoredMessage | undefined> =>
+    lastStored(options.nc, inbox, `KV_${bucket}`, subjectOf(key), TIMEOUT_MS).catch((e: unknown) => {
+      throw missing(e);
+    });
+  /**
+   * Puts `data` under `key` (a delete marker when `del`) with a fresh
+   * message id, so it reads as a client's publish, never as an answer.
+   */
+  const write = async (key: string, data: Uint8Array, del = false): Promise<void> => {
+    const h = headers();
+    if (del) h.set("KV-Operation", "DEL");
+    const msgID = randomBytes(12).toString("base64url");
+    await js.publish(subjectOf(key), data, { msgID, headers: h, timeout: TIMEOUT_MS }).catch((e: unknown) => {
+      throw missing(e);
+    });
+  };
 
   return async (input, { signal, run: info }) => {
-    const states = await store();
-    // The latest state stored for this run: stop n is kept under
-    // <agent>.<run>.<n>, under the agent's own key prefix.
+    // Stop n is kept under <agent>.<run>.<n>, under the agent's own key prefix.
     const keyOf = (n: number): string => `${info.agent}.${info.runId}.${n}`;
-    let stop = -1;
-    let stored: string | undefined;
-    for (;;) {
-      const e = await states.get(keyOf(stop + 1)).catch((err: unknown) => {
-        throw missing(err);
-      });
-      if (!e || e.operation !== "PUT") break;
-      stop++;
-      stored = e.string();
-    }
+    const refuse = (n: number): Error => replaced(info.runId, n, keyOf(n));
+    const last = await lastState((n) => read(keyOf(n)), refuse);
+    let stop = last.stop;
+    const stored = last.state;
     // Once the run's end is stored (not before: a retried pass would need
     // them), its states go.
     onRunFinished(async () => {
-      for (let n = 0; n <= stop; n++) await states.delete(keyOf(n));
+      for (let n = 0; n <= stop; n++) await write(keyOf(n), new Uint8Array(0), true);
     });
+    /** Keeps stop n's state: its digest journaled first (one journaled before must match), then the state. */
+    const keep = async (n: number, state: string): Promise<void> => {
+      const data = new TextEncoder().encode(state);
+      const digest = digestOf(data);
+      if ((await step(stateStep(n), () => digest)) !== digest) throw refuse(n);
+      await write(keyOf(n), data);
+    };
     let state: RunState<unknown, TAgent> | undefined =
       stored === undefined ? undefined : await RunState.fromString(options.agent, stored);
     let result: RunResult<unknown, TAgent> | undefined =
@@ -149,7 +249,7 @@ export function openAIAgentsBody<TAgent extends AnyAgent>(options: OpenAIAgentsO
         stop++;
         // Kept before the suspension is published: a pass retried after a
         // crash answers the same stop from the same state.
-        await states.put(keyOf(stop), result.state.toString());
+        await keep(stop, result.state.toString());
         state = result.state;
       }
       if (!state) throw new Error("no run state to resume");

@@ -62,7 +62,7 @@ test("the run state under auth.conf: the agent's own keys, out of another agent'
     createConsumers: false,
     logger: { warn: () => undefined, error: () => undefined },
   });
-  worker.register("refunds", openAIAgentsBody({ agent, nc: agentNc }));
+  worker.register("refunds", openAIAgentsBody({ agent, nc: agentNc, inboxPrefix: "_INBOX.agent" }));
   await worker.start();
   try {
     const starter = new sdk.Client(agentNc, { inboxPrefix: "_INBOX.agent" });

@@ -147,7 +147,9 @@ export async function messages(
 /**
  * The last message of `stream` on `subject` (wildcards allowed), or
  * undefined, with one direct get whose API subject names the subject, so
- * NATS permissions can confine a user's reads to subjects of its own.
+ * NATS permissions can confine a user's reads to subjects of its own. The
+ * reply comes to an inbox under `inboxPrefix` (the connection's); an
+ * InterlockError says why there is none. Exported as `lastStored`.
  */
 export async function last(
   nc: NatsConnection,

@@ -113,6 +113,12 @@ export {
   wireVersion,
   type MessageKind,
 } from "./wire.js";
+/**
+ * For adapters keeping state in a stream of their own: the last message on
+ * a subject, read with one direct get naming it, and whether it was a
+ * client's publish (not an answer the server stored there for another user).
+ */
+export { last as lastStored, type Stored as StoredMessage } from "./direct.js";
 export { approvedCallMatches, toolApprovalBody, type ApprovedCall, type ToolApproval } from "./approval.js";
 export { Worker, type AgentBody, type Logger, type PassContext, type WorkerOptions } from "./worker.js";
 export {
