@@ -84,12 +84,16 @@ async def test_verdict_waiter_skips_an_answer_the_server_stored(nc: NATS) -> Non
         await c.close()
 
 
-async def answer(nc: NATS, carrier: str, body: bytes, bucket: str, key: str, *, bare: bool) -> None:
-    """Stores body on carrier (an AG-UI subject) and has the server send a
-    direct get's answer of it under key in bucket (without headers when
-    bare: ``no_hdr``); returns once the bucket holds it."""
+async def answer(nc: NATS, carrier: str, body: bytes, bucket: str, key: str, *, bare: bool, op: str = "") -> None:
+    """Stores body on carrier (an AG-UI subject; with ``KV-Operation: op``
+    when op is set) and has the server send a direct get's answer of it
+    under key in bucket (without headers when bare: ``no_hdr``); returns
+    once the bucket holds it."""
     js = nc.jetstream()
-    await js.publish(carrier, body, headers={"Nats-Msg-Id": f"{carrier}:carrier"})
+    headers = {"Nats-Msg-Id": f"{carrier}:carrier"}
+    if op:
+        headers["KV-Operation"] = op
+    await js.publish(carrier, body, headers=headers)
     req = b'{"no_hdr":true}' if bare else b""
     await nc.publish(f"$JS.API.DIRECT.GET.INTERLOCK_AGUI.{carrier}", req, reply=f"$KV.{bucket}.{key}")
     for _ in range(200):
@@ -194,6 +198,24 @@ async def test_run_record_the_server_stored_is_refused(nc: NATS) -> None:
     with pytest.raises(interlock.ProtocolError) as e:
         await interlock.Client(nc).run(run)
     assert e.value.code == "not_allowed"
+
+
+async def test_run_record_answered_with_headers_is_refused(nc: NATS) -> None:
+    """An answer stored under a run's key with its headers carries the
+    carrier's message id, and the server's headers as stored, which a
+    direct get's answer hides behind its own (nats-py keeps one value per
+    header): ``run()`` returned the record of that user's wording. It reads
+    the headers as stored now, and refuses it (``not_allowed``); one whose
+    carrier said ``KV-Operation: DEL`` is no deletion either."""
+    client = interlock.Client(nc)
+    for op in ("", "DEL"):
+        run = "py-forged-hdr-" + uuid.uuid4().hex[:12]
+        body = {"runId": run, "agent": "a", "status": "completed", "pass": 0, "result": "forged"}
+        carrier = f"interlock.agui.py{run[-12:]}.record{op.lower()}"
+        await answer(nc, carrier, json.dumps(body).encode(), "interlock_runs", run, bare=False, op=op)
+        with pytest.raises(interlock.ProtocolError) as e:
+            await client.run(run)
+        assert e.value.code == "not_allowed", op
 
 
 async def test_answer_planted_before_a_run_starts_does_not_stop_it(

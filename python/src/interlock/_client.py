@@ -19,7 +19,7 @@ from ._errors import ProtocolError, Rejected, RunNotFound
 from ._ids import decision_attempt_msg_id, nonce, reply_token, start_msg_id, uuid7
 from ._subjects import DEFAULT_PREFIX, NO_RUN, Namespace, inbox_prefix, validate_token
 from ._types import NO_PAYLOAD, Event, PendingInterrupt, Run, Status, Verdict
-from ._wire import decode_decision, decode_work, not_published, versioned
+from ._wire import decode_decision, decode_work, not_published, server_header, versioned
 
 
 def finished(run: Run) -> bool:
@@ -320,21 +320,30 @@ class Client:
             await asyncio.sleep(0.1)
 
     async def run(self, run_id: str) -> Run:
-        """The run's record; raises :class:`RunNotFound` before its first pass ends."""
+        """The run's record; raises :class:`RunNotFound` before its first pass
+        ends. Read with ``$JS.API.STREAM.MSG.GET.KV_<runs bucket>``, whose
+        answer holds the record's headers as stored: a direct get's would
+        not let nats-py (one value per header) tell the coordinator's write
+        from an answer the server stored under the run's key."""
         validate_token("run id", run_id)
         bucket = self._ns.bucket("runs")
-        m = await _direct.last(self._nc, f"KV_{bucket}", f"$KV.{bucket}.{run_id}", self._timeout)
-        if m is None or m.headers.get("KV-Operation") in ("DEL", "PURGE") or not m.data:
-            raise RunNotFound(f"{run_id} (a run has a record once its first pass ends)")
-        if not m.headers.get("Nats-Msg-Id"):
-            # Every write of a record carries a message id: this is an answer
-            # the server stored under the run's key for another user
-            # (docs/security.md, "Answers the server sends for you").
+        m = await _direct.stored(self._nc, f"KV_{bucket}", {"last_by_subj": f"$KV.{bucket}.{run_id}"}, self._timeout)
+        missing = RunNotFound(f"{run_id} (a run has a record once its first pass ends)")
+        if m is None or (m.headers.get("KV-Operation") in ("DEL", "PURGE") and server_header(m.headers) is None):
+            raise missing  # none, or a client's delete marker
+        reason = not_published(m.headers)
+        if reason is not None:
+            # Every write of a record carries a message id and none of the
+            # server's headers: this is an answer the server stored under the
+            # run's key for another user (docs/security.md, "Answers the
+            # server sends for you").
             raise ProtocolError(
                 "not_allowed",
                 f"run {run_id}: the run record is not a write of the coordinator's "
                 "(an answer the server stored there for another user)",
             )
+        if not m.data:
+            raise missing
         return Run.from_bytes(m.data)
 
     async def wait(self, run_id: str, until: Callable[[Run], bool] = finished, *, timeout: float | None = None) -> Run:

@@ -16,6 +16,7 @@ import contextlib
 import json
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import nats.errors
 from nats.aio.client import Client as NATS
@@ -140,34 +141,50 @@ async def last(nc: NATS, stream: str, subject: str, timeout: float) -> Stored | 
 
 
 async def stored_headers(nc: NATS, stream: str, seq: int, timeout: float) -> dict[str, str] | None:
-    """The headers the message of ``stream`` at ``seq`` was stored with,
-    asked of ``$JS.API.STREAM.MSG.GET.<stream>``, whose answer holds them
-    alone; None when the stream no longer holds it (aged out). A direct get
-    appends the server's headers (``Nats-Stream``, ``Nats-Subject``, ...)
-    after the stored ones and nats-py keeps one value per name, so a
-    message the server stored from an answer it sent (which carries those
-    headers as stored) looks like any other there."""
+    """The headers the message of ``stream`` at ``seq`` was stored with, or
+    None when the stream no longer holds it (aged out); see
+    :func:`stored`."""
+    m = await stored(nc, stream, {"seq": seq}, timeout)
+    return None if m is None else m.headers
+
+
+async def stored(nc: NATS, stream: str, request: dict[str, Any], timeout: float) -> Stored | None:
+    """The message of ``stream`` that ``request`` names (``{"seq": n}``, or
+    ``{"last_by_subj": subject}``) with the headers it was stored with
+    alone, asked of ``$JS.API.STREAM.MSG.GET.<stream>``; None when the
+    stream holds none. A direct get appends the server's headers
+    (``Nats-Stream``, ``Nats-Subject``, ...) after the stored ones and
+    nats-py keeps one value per name, so a message the server stored from
+    an answer it sent (which carries those headers as stored) looks like
+    any other there."""
     api = f"$JS.API.STREAM.MSG.GET.{stream}"
+    what = " ".join(f"{k} {v}" for k, v in request.items())
     try:
-        m = await nc.request(api, json.dumps({"seq": seq}).encode(), timeout=timeout)
+        m = await nc.request(api, json.dumps(request).encode(), timeout=timeout)
     except nats.errors.TimeoutError:
         raise InterlockError(
-            f"read {stream} at {seq}: no answer to {api} in {timeout}s: the request may be refused by NATS "
+            f"read {stream} at {what}: no answer to {api} in {timeout}s: the request may be refused by NATS "
             f"permissions (the user needs {api}), or the server is overloaded"
         ) from None
     try:
         answer = json.loads(m.data)
     except ValueError:
-        raise InterlockError(f"read {stream} at {seq}: {api} answered {m.data[:200]!r}") from None
+        raise InterlockError(f"read {stream} at {what}: {api} answered {m.data[:200]!r}") from None
     if isinstance(answer, dict) and isinstance(answer.get("error"), dict) and answer["error"].get("code") == 404:
         return None
     if not isinstance(answer, dict) or "error" in answer or not isinstance(answer.get("message"), dict):
         err = answer.get("error") if isinstance(answer, dict) else answer
-        raise InterlockError(f"read {stream} at {seq}: {api} answered {err}")
-    raw = base64.b64decode(answer["message"].get("hdrs") or "")
-    out: dict[str, str] = {}
+        raise InterlockError(f"read {stream} at {what}: {api} answered {err}")
+    msg = answer["message"]
+    raw = base64.b64decode(msg.get("hdrs") or "")
+    headers: dict[str, str] = {}
     for line in raw.split(b"\r\n")[1:]:
         name, sep, value = line.partition(b":")
         if sep:
-            out[name.strip().decode("ascii", "replace")] = value.strip().decode("utf-8", "replace")
-    return out
+            headers[name.strip().decode("ascii", "replace")] = value.strip().decode("utf-8", "replace")
+    return Stored(
+        subject=str(msg.get("subject", "")),
+        seq=int(msg.get("seq", 0)),
+        headers=headers,
+        data=base64.b64decode(msg.get("data") or ""),
+    )

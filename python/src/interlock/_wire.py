@@ -51,6 +51,16 @@ _SERVER_HEADERS = (
 )
 
 
+def server_header(headers: dict[str, str] | None) -> str | None:
+    """The first header among ``headers`` (as stored) that nats-server adds
+    to a direct get's answer, or ``None``: a stored message carrying one is
+    an answer the server sent to its subject, not a client's publish."""
+    for k in headers or {}:
+        if k.lower() in _SERVER_HEADERS:
+            return k
+    return None
+
+
 def not_published(headers: dict[str, str] | None) -> str | None:
     """Why a stored message is not a client's publish, or ``None`` when it
     is one. nats-server sends a JetStream API answer to whatever reply
@@ -58,12 +68,12 @@ def not_published(headers: dict[str, str] | None) -> str | None:
     carries the server's headers, or, asked for without them, none; a
     client's publish of an Interlock input always carries its
     ``Nats-Msg-Id`` (docs/protocol.md, "Headers and deduplication")."""
-    for k in headers or {}:
-        if k.lower() in _SERVER_HEADERS:
-            return (
-                f"not a client's publish: it carries {k}, which nats-server adds to a "
-                "JetStream API answer it sent to this subject"
-            )
+    k = server_header(headers)
+    if k is not None:
+        return (
+            f"not a client's publish: it carries {k}, which nats-server adds to a "
+            "JetStream API answer it sent to this subject"
+        )
     if not (headers or {}).get("Nats-Msg-Id"):
         return "not a client's publish: it carries no Nats-Msg-Id"
     return None

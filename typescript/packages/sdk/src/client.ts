@@ -336,7 +336,9 @@ export class Client {
     const bucket = this.ns.bucket("runs");
     const e = await direct.last(this.nc, this.inboxPrefix ?? "_INBOX", `KV_${bucket}`, `$KV.${bucket}.${runId}`, this.timeoutMs);
     const op = e?.headers?.get("KV-Operation") ?? "";
-    if (!e || op === "DEL" || op === "PURGE" || e.data.length === 0) {
+    // A delete marker is no record unless it is an answer the server stored
+    // (one whose carrier said KV-Operation: DEL), refused below.
+    if (!e || ((op === "DEL" || op === "PURGE") && !e.answer) || (e.data.length === 0 && e.published)) {
       throw new RunNotFound(`${runId} (a run has a record once its first pass ends)`);
     }
     if (!e.published) {

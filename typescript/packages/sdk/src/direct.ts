@@ -24,16 +24,25 @@ export interface Stored {
    * (readers of the audit trail skip those).
    */
   published: boolean;
+  /**
+   * Whether it carries, as stored, a header the server adds to a direct
+   * get's answer: an answer another user had the server store on this
+   * subject (one asked for without headers carries none, and no
+   * `Nats-Msg-Id` either: `published` is false for both).
+   */
+  answer: boolean;
 }
 
 /** The headers nats-server adds to every direct get's answer, after the stored message's own. */
 const SERVER_HEADERS = ["Nats-Stream", "Nats-Subject", "Nats-Sequence", "Nats-Time-Stamp"];
 
 function published(m: Msg): boolean {
-  const h = m.headers;
-  if (!h?.get("Nats-Msg-Id")) return false;
+  return !!m.headers?.get("Nats-Msg-Id") && !answer(m);
+}
+
+function answer(m: Msg): boolean {
   // The server appends its own: a stored one of the same name comes first.
-  return SERVER_HEADERS.every((k) => h.values(k).length <= 1);
+  return SERVER_HEADERS.some((k) => (m.headers?.values(k).length ?? 0) > 1);
 }
 
 /** A queue of messages on one subscription, read with deadlines. */
@@ -116,7 +125,7 @@ export async function batch(
         if (code === 503) throw new InterlockError(`read ${stream}: no such stream, or it allows no direct gets (status 503)`);
         throw new InterlockError(`read ${stream}: status ${code} ${m.headers?.description ?? ""}`.trimEnd());
       }
-      out.push({ subject: header(m, "Nats-Subject"), seq: Number(seq), headers: m.headers, data: m.data, published: published(m) });
+      out.push({ subject: header(m, "Nats-Subject"), seq: Number(seq), headers: m.headers, data: m.data, published: published(m), answer: answer(m) });
     }
   } finally {
     replies.sub.unsubscribe();
@@ -184,5 +193,5 @@ export async function last(
     }
     throw new InterlockError(`read ${stream} on ${subject}: status ${code} ${m.headers?.description ?? ""}`.trimEnd());
   }
-  return { subject: header(m, "Nats-Subject"), seq: Number(seq), headers: m.headers, data: m.data, published: published(m) };
+  return { subject: header(m, "Nats-Subject"), seq: Number(seq), headers: m.headers, data: m.data, published: published(m), answer: answer(m) };
 }

@@ -504,20 +504,25 @@ describe("the worker", () => {
   });
 
   test("a run record the server stored for another user (a direct get's answer) is refused, not read as the run's", async () => {
-    const agent = agentName();
-    const run = `forged-${agent}`;
-    const js = (await jetstreamManager(nc)).jetstream();
-    const carrier = `interlock.agui.${agent}.record`;
-    const h = headers();
-    h.set("Nats-Msg-Id", `${carrier}:carrier`);
-    await js.publish(carrier, JSON.stringify({ runId: run, agent, status: "completed", pass: 0, result: "forged" }), { headers: h });
-    nc.publish(`$JS.API.DIRECT.GET.INTERLOCK_AGUI.${carrier}`, "", { reply: `$KV.interlock_runs.${run}` });
-    const jsm = await jetstreamManager(nc);
-    await eventually(async () => {
-      const m = await jsm.streams.getMessage("KV_interlock_runs", { last_by_subj: `$KV.interlock_runs.${run}` }).catch(() => null);
-      return m !== null;
-    }, 15_000, "the server stored its answer under the run's key");
-    await assert.rejects(client.run(run), (e: unknown) => e instanceof sdk.ProtocolError && e.code === "not_allowed");
+    // The second carrier says KV-Operation: DEL: its answer is no deletion
+    // either (it read as a run with no record before).
+    for (const op of ["", "DEL"]) {
+      const agent = agentName();
+      const run = `forged-${agent}`;
+      const js = (await jetstreamManager(nc)).jetstream();
+      const carrier = `interlock.agui.${agent}.record`;
+      const h = headers();
+      h.set("Nats-Msg-Id", `${carrier}:carrier`);
+      if (op) h.set("KV-Operation", op);
+      await js.publish(carrier, JSON.stringify({ runId: run, agent, status: "completed", pass: 0, result: "forged" }), { headers: h });
+      nc.publish(`$JS.API.DIRECT.GET.INTERLOCK_AGUI.${carrier}`, "", { reply: `$KV.interlock_runs.${run}` });
+      const jsm = await jetstreamManager(nc);
+      await eventually(async () => {
+        const m = await jsm.streams.getMessage("KV_interlock_runs", { last_by_subj: `$KV.interlock_runs.${run}` }).catch(() => null);
+        return m !== null;
+      }, 15_000, "the server stored its answer under the run's key");
+      await assert.rejects(client.run(run), (e: unknown) => e instanceof sdk.ProtocolError && e.code === "not_allowed", `carrier op ${op}`);
+    }
   });
 
   test("an answer stored under a run's key before the run starts does not stop it", async () => {
