@@ -14,6 +14,7 @@ from claude_agent_sdk import ClaudeAgentOptions, PermissionResultAllow, Permissi
 from conftest import Server
 from nats.aio.client import Client as NATS
 from test_replay import worker
+from test_worker import eventually
 
 import interlock
 from interlock import Client
@@ -37,8 +38,14 @@ async def test_allow_deny_and_edited_input(nc: NATS, server: Server, client: Cli
         runs = {t: permission_run_id(session, t) for t in ("toolu_1", "toolu_2", "toolu_3")}
         for run in runs.values():
             await client.wait(run, interlock.suspended)
+
+        # The index entry may trail the record by a moment (protocol.md):
+        # a run seen suspended is listed once its entry is put.
+        async def listed() -> bool:
+            return sorted(p.run_id for p in await perms.pending()) == sorted(runs.values())
+
+        await eventually(listed, "the three questions listed as pending")
         waiting = await perms.pending()
-        assert sorted(p.run_id for p in waiting) == sorted(runs.values())
         first = next(p for p in waiting if p.run_id == runs["toolu_1"])
         assert first.message == "Claude wants to run rm -rf build"
         assert (first.metadata or {})["arguments"] == {"command": "rm -rf build"}

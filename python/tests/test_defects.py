@@ -140,12 +140,15 @@ async def test_stored_headers_of_a_message_gone_is_none(nc: NATS) -> None:
 
 async def test_pending_listing_survives_answers_the_server_stored(nc: NATS) -> None:
     """Another user can have direct gets' answers stored in the pending
-    index: bytes that are no JSON broke every client's listing, and an
-    answer asked for without headers (``no_hdr``) was listed as pending.
-    Neither is the coordinator's put: the listing skips both."""
+    index: bytes that are no JSON broke every client's listing, an answer
+    asked for without headers (``no_hdr``) was listed as pending, and so
+    was one with its headers (its carrier's message id; nats-py keeps one
+    value per header, hiding the server's headers as stored). None is the
+    coordinator's put: the listing skips them."""
     tag = uuid.uuid4().hex[:12]
     forged = {"runId": "py-forged-" + tag, "agent": "a", "interrupt": {"id": "ask", "reason": "forged"}}
-    for i, (body, bare) in enumerate([(b"\x00 not json", False), (json.dumps(forged).encode(), True)]):
+    cases = [(b"\x00 not json", False), (json.dumps(forged).encode(), True), (json.dumps(forged).encode(), False)]
+    for i, (body, bare) in enumerate(cases):
         key = f"py-forged-{tag}.{i:024d}"
         await answer(nc, f"interlock.agui.py{tag}.pending{i}", body, "interlock_pending", key, bare=bare)
     listed = [p.run_id for p in await interlock.Client(nc).pending()]

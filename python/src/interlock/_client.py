@@ -414,7 +414,9 @@ class Client:
         added meanwhile come on later pages, removed ones are left out, none
         is skipped; an escalated entry moves to the end. One batched read per
         page (and one more for each run of removed entries it steps over),
-        however many are pending."""
+        however many are pending, and one ``$JS.API.STREAM.MSG.GET`` per
+        entry, 64 in flight, for its headers as stored (an answer the server
+        stored in the index for another user is no entry)."""
         if limit < 1 or after < 0:
             raise ValueError(f"pending_page: limit must be at least 1 and after at least 0 (got {limit}, {after})")
         bucket = self._ns.bucket("pending")
@@ -423,17 +425,23 @@ class Client:
         start = after + 1
         while len(entries) < limit:
             msgs, more = await _direct.batch(self._nc, stream, ">", start, limit - len(entries), self._timeout)
-            for m in msgs:
-                start = m.seq + 1
-                if m.headers.get("KV-Operation") in ("DEL", "PURGE") or not m.data:
-                    continue
-                # Only the coordinator writes here, every put with its message
-                # id on a key's subject: what has none, is on another subject
-                # (a pull's answer keeps its work item's), or is no entry, is
-                # an answer the server stored for another user
-                # (docs/security.md, "Answers the server sends for you").
-                if not m.headers.get("Nats-Msg-Id") or not m.subject.startswith(f"$KV.{bucket}."):
-                    continue
+            if msgs:
+                start = msgs[-1].seq + 1
+            # Only the coordinator writes here, every put with its message id
+            # on a key's subject: what has none, is on another subject (a
+            # pull's answer keeps its work item's), carries the server's
+            # headers as stored, or is no entry, is an answer the server
+            # stored for another user (docs/security.md, "Answers the server
+            # sends for you").
+            candidates = [
+                m
+                for m in msgs
+                if m.headers.get("KV-Operation") not in ("DEL", "PURGE")
+                and m.data
+                and m.headers.get("Nats-Msg-Id")
+                and m.subject.startswith(f"$KV.{bucket}.")
+            ]
+            for m in await self._published_only(stream, candidates):
                 try:
                     entries.append(PendingInterrupt.from_wire(json.loads(m.data)))
                 except (ValueError, KeyError, TypeError, AttributeError):
@@ -459,25 +467,32 @@ class Client:
         msgs = await _direct.messages(
             self._nc, self._ns.stream("EVENTS"), self._ns.run_events(run_id), after + 1, None, self._timeout
         )
-        stream = self._ns.stream("EVENTS")
+        kept = await self._published_only(self._ns.stream("EVENTS"), msgs)
+        if msgs:
+            after = msgs[-1].seq
+        # Type and run from where each entry was stored, not its body.
+        return [ev for m in kept if (ev := self._ns.stored_event(m.subject, m.data or b"")) is not None], after
+
+    async def _published_only(self, stream: str, msgs: list[_direct.Stored]) -> list[_direct.Stored]:
+        """The messages of ``msgs`` (read from ``stream``) that were stored
+        as a client's publish, in order, each checked against the headers
+        it was stored with (one ``$JS.API.STREAM.MSG.GET`` request each,
+        64 in flight): an answer the server stored for another user is
+        none, and nats-py keeps one value per header, so a direct get's
+        answer alone cannot tell it from one. One aged out since it was
+        read is left out too."""
         room = asyncio.Semaphore(_CHECKS_IN_FLIGHT)
 
-        async def entry(m: _direct.Stored) -> dict[str, Any] | None:
+        async def published(m: _direct.Stored) -> bool:
             async with room:
                 stored = await _direct.stored_headers(self._nc, stream, m.seq, self._timeout)
-            # None: aged out since the batch read it.
-            if stored is None or not_published(stored) is not None:
-                return None  # or an answer the server stored here for another user
-            # Type and run from where the entry was stored, not its body.
-            return self._ns.stored_event(m.subject, m.data or b"")
+            return stored is not None and not_published(stored) is None
 
         # A task group: the first failure (a refused request) cancels the
         # rest, and is raised as it is.
         try:
             async with asyncio.TaskGroup() as tg:
-                tasks = [tg.create_task(entry(m)) for m in msgs]
+                tasks = [tg.create_task(published(m)) for m in msgs]
         except ExceptionGroup as failed:
             raise failed.exceptions[0] from None
-        if msgs:
-            after = msgs[-1].seq
-        return [ev for t in tasks if (ev := t.result()) is not None], after
+        return [m for m, t in zip(msgs, tasks, strict=True) if t.result()]
