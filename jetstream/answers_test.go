@@ -99,3 +99,38 @@ func TestBucketAnswersAreNoEntries(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "new", string(v), "Put writes with a message id")
 }
+
+// A header block holding a blank line, or a bare LF, is read as nats-server
+// reads it (third_party/nats.go/INTERLOCK.md): headers after a blank line
+// are headers, and a bare LF ends no line. nats.go stopped at the blank
+// line, where the server appends its own headers to a direct get's
+// answer, so an answer stored under a key passed for a client's write.
+// Found by a review of the ninth session.
+func TestHeaderBlockReadAsTheServerReadsIt(t *testing.T) {
+	t.Parallel()
+	h, err := nats.DecodeHeadersMsg([]byte("NATS/1.0\r\nNats-Msg-Id: a\r\n\r\nNats-Stream: KV_x\r\n\r\n"))
+	require.NoError(t, err)
+	assert.Equal(t, "KV_x", h.Get("Nats-Stream"), "a header after a blank line")
+	h, err = nats.DecodeHeadersMsg([]byte("NATS/1.0\r\nNats-Msg-Id: a\nNats-TTL: never\r\n\r\n"))
+	require.NoError(t, err)
+	assert.Empty(t, h.Get("Nats-TTL"), "a bare LF ends no line: the server applies no such header")
+	assert.Equal(t, "a\nNats-TTL: never", h.Get("Nats-Msg-Id"))
+
+	srv := jstest.Server(t)
+	c := jstest.Client(t, srv)
+	nc, err := nats.Connect(srv.URL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	b, err := c.Bucket(ctx(t), "answers", "test", 0)
+	require.NoError(t, err)
+	// The carrier's visible headers: a message id, and one copy of each
+	// header a direct get's answer carries (a reader strips the server's
+	// last value of each); the server's own come after the blank line.
+	hdr := "NATS/1.0\r\nNats-Msg-Id: forged-1\r\nNats-Stream: X\r\nNats-Subject: $KV.x.victim\r\nNats-Sequence: 999\r\n" +
+		"Nats-Time-Stamp: 2026-01-01T00:00:00Z\r\n\r\n\r\n"
+	jstest.AnswerRaw(t, nc, srv.URL(), "INTERLOCK_RUNS", "interlock.completed.a.blank", hdr, []byte(`{"owner":"mallory"}`),
+		c.BucketStreamName("answers"), "$KV."+c.BucketName("answers")+".victim")
+	_, rev, err := b.Entry(ctx(t), "victim")
+	require.ErrorIs(t, err, jetstream.ErrForeign, "an answer with the server's headers hidden passes for a client's write")
+	assert.NotEqual(t, uint64(999), rev, "the revision is the server's, not the carrier's")
+}

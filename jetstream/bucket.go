@@ -346,30 +346,51 @@ func (m *Bucket) PutMarker(ctx context.Context, key string, body []byte, last ui
 // Kept), first writing value there when the key holds none. What the key
 // holds that is not kept for good (an answer the server stored there for
 // another user, an entry from before) is purged first, which needs the
-// right to purge the bucket's stream (admin's): a provisioning step.
+// right to purge the bucket's stream (admin's): a provisioning step. A
+// write that loses to another message on the key (answers sent there as
+// fast as they come) is tried again, with backoff, until ctx ends (6 times
+// Config.Timeout when it has no deadline).
 func (m *Bucket) Keep(ctx context.Context, key string, value []byte) ([]byte, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 6*m.c.cfg.Timeout)
+		defer cancel()
+	}
+	var kept []byte
+	err := retry(ctx, m.c.cfg.Timeout, func(err error) bool { return errors.Is(err, ErrConflict) },
+		func(ctx context.Context) (err error) {
+			kept, err = m.keep(ctx, key, value)
+			return err
+		})
+	if err != nil {
+		return nil, fmt.Errorf("keep %s: %w", key, err)
+	}
+	return kept, nil
+}
+
+// keep is one attempt of Keep: ErrConflict when another message took the
+// key between the purge and the write.
+func (m *Bucket) keep(ctx context.Context, key string, value []byte) ([]byte, error) {
+	kept, err := m.Kept(ctx, key)
+	if !isNotFound(err) {
+		return kept, err
+	}
 	subject := "$KV." + m.name + "." + key
-	for range 8 {
-		kept, err := m.Kept(ctx, key)
-		if !isNotFound(err) {
-			return kept, err
+	if _, rev, _ := m.Entry(ctx, key); rev > 0 {
+		st, err := m.js.Stream(ctx, "KV_"+m.name)
+		if err == nil {
+			err = st.Purge(ctx, jetstream.WithPurgeSubject(subject))
 		}
-		if _, rev, _ := m.Entry(ctx, key); rev > 0 {
-			st, serr := m.js.Stream(ctx, "KV_"+m.name)
-			if serr == nil {
-				serr = st.Purge(ctx, jetstream.WithPurgeSubject(subject))
-			}
-			if serr != nil && !isNotFound(translate(serr)) {
-				return nil, fmt.Errorf("keep %s: purge what it holds: %w", key, translate(serr))
-			}
-		}
-		_, err = m.c.Publish(ctx, subject, value, writeID(), Header{markerTTLHeader: {"never"},
-			jetstream.ExpectedLastSubjSeqHeader: {"0"}})
-		if err != nil && !errors.Is(err, ErrConflict) {
-			return nil, fmt.Errorf("keep %s: %w", key, err)
+		if err = translate(err); err != nil && !isNotFound(err) {
+			return nil, fmt.Errorf("purge what it holds: %w", err)
 		}
 	}
-	return nil, fmt.Errorf("keep %s: %w: another write kept taking its place", key, ErrConflict)
+	_, err = m.c.Publish(ctx, subject, value, writeID(), Header{markerTTLHeader: {"never"},
+		jetstream.ExpectedLastSubjSeqHeader: {"0"}})
+	if err != nil {
+		return nil, err
+	}
+	return value, nil
 }
 
 // Kept returns the value under key when it was kept for good (Keep's: a

@@ -537,11 +537,35 @@ func TestAttackAuditorDeletesRecordedRunWithIndexMarker(t *testing.T) {
 		m, _, err := st.IndexMarker(d.ctx)
 		return err == nil && m.State == store.IndexBuilt
 	}, 30*time.Second, 20*time.Millisecond)
-	aud := d.attacker("auditor")
-	require.NoError(t, aud.nc.PublishRequest("$JS.API.DIRECT.GET.KV_interlock_pending.$KV.interlock_pending._.index",
-		"$KV.interlock_runs.run-1", nil))
-	require.NoError(t, aud.nc.Flush())
+	d.storedAnswer(d.attacker("auditor"), "$JS.API.DIRECT.GET.KV_interlock_pending.$KV.interlock_pending._.index", nil,
+		"KV_interlock_runs", "$KV.interlock_runs.run-1")
 	foreignRecord(t, d, "run-1")
+}
+
+// storedAnswer has a send the request api with reply subject to, and waits
+// until stream holds a newer message on to, sending it again every two
+// seconds: a request the server never answered (once, under the whole
+// suite's load, the answer was never stored) is sent again rather than
+// waited for.
+func (d *deployment) storedAnswer(a *attacker, api string, req []byte, stream, to string) {
+	d.t.Helper()
+	admin := d.attacker("admin")
+	var before uint64
+	if m, err := admin.js.GetLastMsg(stream, to); err == nil {
+		before = m.Sequence
+	}
+	require.Eventually(d.t, func() bool {
+		require.NoError(d.t, a.nc.PublishRequest(api, to, req))
+		require.NoError(d.t, a.nc.Flush())
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) {
+			if m, err := admin.js.GetLastMsg(stream, to); err == nil && m.Sequence > before {
+				return true
+			}
+			time.Sleep(20 * time.Millisecond) // polls the condition with a deadline
+		}
+		return false
+	}, 20*time.Second, time.Millisecond, "the answer to %s is stored on %s", api, to)
 }
 
 // SealedBefore took any message on interlock.events._.records_restored

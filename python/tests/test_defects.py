@@ -483,3 +483,33 @@ async def test_too_deep_outcome_fails_the_run(nc: NATS, client: interlock.Client
         rec = await client.wait(run, lambda r: r.finished)
     assert rec.status == "failed", (rec.status, rec.error)
     assert "deeper than the protocol's 128 levels" in rec.error
+
+
+async def test_worker_refuses_a_header_reader_that_stops_at_a_blank_line(
+    nc: NATS, agent_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With fast_mail_parser installed nats-py reads headers as an e-mail's,
+    which end at the first blank line: the headers nats-server appends to an
+    answer it stored after one would go unread, and a work item of another
+    user's making would pass for a client's publish. The worker refuses to
+    start rather than take work so."""
+    import nats.aio.client as nats_client
+
+    monkeypatch.setattr(nats_client, "parse_email", lambda raw: None, raising=False)
+    w = interlock.Worker(nc)
+    w.register(agent_name, lambda inp: inp)
+    with pytest.raises(interlock.InterlockError, match="fast_mail_parser"):
+        await w.start()
+
+
+def test_nats_py_reads_headers_past_a_blank_line() -> None:
+    """What the worker's check of a work item relies on: nats-py's own line
+    reader (no fast_mail_parser) reads a header block to its end, as
+    nats-server does, so the headers the server appended to an answer
+    after a blank line its carrier held are seen."""
+    from nats.aio.client import Client
+
+    block = b"NATS/1.0\r\nNats-Msg-Id: forged\r\n\r\nNats-Stream: KV_x\r\n\r\n"
+    parsed = Client._parse_header_lines(block[len(b"NATS/1.0\r\n") :])
+    assert parsed.get("Nats-Stream") == "KV_x"
+    assert interlock._wire.not_published(parsed) is not None

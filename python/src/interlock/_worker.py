@@ -19,7 +19,7 @@ from nats.aio.msg import Msg
 from nats.js import api
 
 from . import _direct, _trace
-from ._errors import InvalidToken, ProtocolError, Retry, Suspended, SuspensionTooLarge
+from ._errors import InterlockError, InvalidToken, ProtocolError, Retry, Suspended, SuspensionTooLarge
 from ._ids import dead_letter_msg_id, outcome_msg_id, pass_key
 from ._pull import CONFIG_READ, Backoff, Puller
 from ._run import _current, _Pass, _tool_call
@@ -127,9 +127,12 @@ class Worker:
         return deco
 
     async def start(self) -> None:
-        """Bind a consumer per agent and start taking work."""
+        """Bind a consumer per agent and start taking work. Raises
+        :class:`InterlockError` when nats-py reads headers as an e-mail's
+        (see :func:`_check_header_reader`)."""
         if self._loops:
             raise RuntimeError("worker already started")
+        _check_header_reader()
         for name, fn in self._agents.items():
             sub = await self._bind(name)
             self._loops.append(asyncio.create_task(self._loop(name, fn, sub), name=f"interlock-worker-{name}"))
@@ -588,3 +591,20 @@ def _too_deep(what: str) -> str:
     # Refused here rather than by the coordinator, which refuses a message
     # nested deeper than every reader takes: the run fails with the reason.
     return f"the {what} nests objects and lists deeper than the protocol's {MAX_DEPTH} levels"
+
+
+def _check_header_reader() -> None:
+    """Refuse to take work when nats-py reads a message's headers with the
+    optional ``fast_mail_parser``: an e-mail's headers end at the first
+    blank line, and nats-server appends the headers that tell an answer it
+    stored from a client's publish after whatever was stored, a blank line
+    included. A work item of another user's making would pass for one
+    (docs/security.md, "Answers the server sends for you"); nats-py's own
+    line reader reads the whole block."""
+    import nats.aio.client as nats_client
+
+    if getattr(nats_client, "parse_email", None) is not None:
+        raise InterlockError(
+            "nats-py reads message headers with fast_mail_parser, which stops at a blank line and so cannot see "
+            "the headers nats-server adds to an answer it stored; uninstall fast-mail-parser to run an Interlock worker"
+        )

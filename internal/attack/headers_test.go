@@ -1,0 +1,111 @@
+package attack_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/interlockhq/interlock/jetstream/jstest"
+	"github.com/interlockhq/interlock/processor"
+	"github.com/interlockhq/interlock/processor/approvers"
+	"github.com/interlockhq/interlock/processor/gateway"
+)
+
+// hiddenHeaders is a carrier's header block whose part before a blank line
+// holds id as its message id and, when asRead, one copy of each header a
+// direct get's answer carries (a reader strips the server's last value of
+// each); the server appends its own to every answer of it after the blank
+// line, where nats.go's parser stopped reading.
+func hiddenHeaders(id string, asRead bool) string {
+	h := "NATS/1.0\r\nNats-Msg-Id: " + id + "\r\n"
+	if asRead {
+		h += "Nats-Stream: X\r\nNats-Subject: x\r\nNats-Sequence: 999\r\nNats-Time-Stamp: 2026-01-01T00:00:00Z\r\n"
+	}
+	return h + "\r\n\r\n"
+}
+
+// The agent stores on its own outcome subject a decision whose header
+// block holds a blank line after its message id, and has a direct get's
+// answer of it sent to ada's resume subject: nats.go stopped reading the
+// headers at the blank line, before those the server appended, so the
+// coordinator's consumer took the answer for ada's publish and applied
+// the decision as hers. Found by a review of the ninth session; nats.go
+// now reads a header block as nats-server does (third_party/nats.go).
+func TestAttackAgentDecidesAsAdaWithBlankLineInHeaders(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	d.suspend(d.client("agent"), "run-1", "ada")
+
+	a := d.attacker("agent")
+	carrier := "interlock.completed.refunds.blank"
+	jstest.RawPublish(t, d.url("agent"), carrier, hiddenHeaders("ada:forged:blank", false),
+		[]byte(`{"version":1,"decisionId":"forged-blank","interruptId":"ask","status":"resolved"}`))
+	require.NoError(t, a.nc.PublishRequest("$JS.API.DIRECT.GET.INTERLOCK_RUNS."+carrier, "interlock.resume.run-1.ada", nil))
+	require.NoError(t, a.nc.Flush())
+
+	auditor := processor.NewClient(d.client("auditor"))
+	require.Eventually(t, func() bool {
+		for _, ev := range d.events("run-1") {
+			if strings.Contains(ev.Detail, "not a client's publish") {
+				return true
+			}
+		}
+		rec, err := auditor.Run(d.ctx, "run-1")
+		require.NoError(t, err)
+		require.Nil(t, rec.Interrupts[0].Decision, "the agent decided run-1 as ada")
+		return false
+	}, 20*time.Second, 20*time.Millisecond, "the answer is refused and audited")
+	rec, err := auditor.Run(d.ctx, "run-1")
+	require.NoError(t, err)
+	require.Nil(t, rec.Interrupts[0].Decision)
+}
+
+// TestAttackPlantedInboxSession again, with the server's headers of the
+// answer hidden after a blank line in the carrier's header block: the
+// billing agent's session authenticated as ada.
+func TestAttackPlantedInboxSessionBlankLine(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	digest := approvers.Digest("ada-secret-token-never-shown")
+	dir, err := approvers.Parse("identities", []byte(fmt.Sprintf("identities:\n  ada: {groups: [finance], tokens: [%q]}\n", digest)))
+	require.NoError(t, err)
+	gw, err := gateway.New(d.ctx, d.client("gateway"), gateway.Config{Directory: dir, Logger: quiet})
+	require.NoError(t, err)
+	t.Cleanup(gw.Close)
+	srv := httptest.NewServer(gw)
+	t.Cleanup(srv.Close)
+
+	cookie := "attacker-chosen-session-id"
+	sum := sha256.Sum256([]byte(cookie))
+	body, err := json.Marshal(map[string]string{"identity": "ada", "token": digest[len("sha256:"):]})
+	require.NoError(t, err)
+	key := "$KV.interlock_sessions." + hex.EncodeToString(sum[:])
+	carrier := "interlock.agui.billing.session"
+	a := d.attacker("agent_billing")
+	jstest.RawPublish(t, d.url("agent_billing"), carrier, hiddenHeaders("sess-forged-1", true), body)
+	require.NoError(t, a.nc.PublishRequest("$JS.API.DIRECT.GET.INTERLOCK_AGUI."+carrier, key, nil))
+	require.NoError(t, a.nc.Flush())
+	admin := d.attacker("admin")
+	require.Eventually(t, func() bool {
+		m, err := admin.js.GetLastMsg("KV_interlock_sessions", key)
+		return err == nil && string(m.Data) == string(body)
+	}, 10*time.Second, 20*time.Millisecond, "the answer is stored under the session's key")
+
+	req, err := http.NewRequest(http.MethodGet, srv.URL+"/v1/me", nil)
+	require.NoError(t, err)
+	req.AddCookie(&http.Cookie{Name: "__Host-interlock_session", Value: cookie})
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the billing agent's planted session authenticates as ada: %s", b)
+}

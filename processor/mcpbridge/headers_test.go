@@ -1,0 +1,68 @@
+package mcpbridge
+
+import (
+	"encoding/hex"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/interlockhq/interlock/jetstream/jstest"
+	"github.com/interlockhq/interlock/subjects"
+)
+
+// TestPlantedCallRecordStopsNoCall again, the answer under the call's old
+// key (<run>.<interrupt>, which counts when it is a client's write)
+// carrying a message id and the server's headers hidden after a blank
+// line in its carrier's header block: nats.go stopped reading there, the
+// answer passed for a record from before, and the approved call was never
+// made. Found by a review of the ninth session (third_party/nats.go).
+func TestPlantedLegacyCallRecordWithHiddenHeaders(t *testing.T) {
+	t.Parallel()
+	w := newProxyWorld(t, "tool:pay", nil)
+	cs := w.client(nil)
+	done := callAsync(w.ctx, cs, "pay", map[string]any{"amount": 40, "to": "acme"})
+	p := w.pending()
+	hdr := "NATS/1.0\r\nNats-Msg-Id: planted-legacy\r\nNats-Stream: X\r\nNats-Subject: x\r\nNats-Sequence: 999\r\n" +
+		"Nats-Time-Stamp: 2026-01-01T00:00:00Z\r\n\r\n\r\n"
+	jstest.AnswerRaw(t, natsConn(t, w.world), w.srv.URL(), "INTERLOCK_AGUI", "interlock.agui.mcp.planted", hdr, []byte(`{}`),
+		"KV_interlock_mcp_calls", "$KV.interlock_mcp_calls."+p.RunID+"."+p.ID)
+
+	w.decide(p.RunID, p.ID, "ada", subjects.StatusResolved, map[string]any{}, "")
+	res := await(t, done, "the call's result")
+	require.False(t, res.IsError, "an answer under the call's old key stopped the approved call: %s", text(res))
+	assert.Equal(t, []upcall{{"pay", map[string]any{"amount": 40.0, "to": "acme"}}}, w.up.got())
+}
+
+// An upgrade: over the task key an older proxy wrote, an answer whose
+// visible headers were a message id and, after a bare LF (which nats.go
+// read as a line end and nats-server does not), "Nats-TTL: never", the
+// server's own hidden after a blank line: Provision took it for a key it
+// had kept for good, and every proxy then MACed task ids and named call
+// records with a key of the attacker's choosing.
+func TestTaskKeyWithHiddenHeadersReplaced(t *testing.T) {
+	t.Parallel()
+	srv := jstest.Server(t)
+	admin := jstest.Client(t, srv)
+	ctx := t.Context()
+	_, err := admin.Bucket(ctx, CallsBucket, "older", callsTTL)
+	require.NoError(t, err)
+	require.NoError(t, admin.Provision(ctx))
+	nc, err := nats.Connect(srv.URL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	known := strings.Repeat("0f", 32)
+	hdr := "NATS/1.0\r\nNats-Msg-Id: planted-key\nNats-TTL: never\r\nNats-Stream: X\r\nNats-Subject: x\r\nNats-Sequence: 999\r\n" +
+		"Nats-Time-Stamp: 2026-01-01T00:00:00Z\r\n\r\n\r\n"
+	jstest.AnswerRaw(t, nc, srv.URL(), "INTERLOCK_AGUI", "interlock.agui.mcp.key", hdr, []byte(known),
+		"KV_interlock_mcp_calls", "$KV.interlock_mcp_calls."+taskKeyName)
+
+	require.NoError(t, Provision(ctx, admin))
+	calls, err := jstest.Client(t, srv).OpenBucket(ctx, CallsBucket)
+	require.NoError(t, err)
+	key, err := TaskKey(ctx, calls)
+	require.NoError(t, err)
+	assert.NotEqual(t, known, hex.EncodeToString(key), "the proxy MACs task ids with a key of the attacker's choosing")
+}
