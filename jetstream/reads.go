@@ -29,11 +29,18 @@ func (c *Client) LastMsg(ctx context.Context, s Stream, subject string) (StoredM
 	if err != nil {
 		return StoredMsg{}, err
 	}
+	if directly(st) {
+		// nats.go reads a direct get's answer with an empty body as the
+		// server's status when it carries a Status header, a publisher's
+		// own one too; directLast reads the sequence the server appended
+		// first.
+		return c.directLast(ctx, c.StreamName(s), subject)
+	}
 	m, err := st.GetLastMsgForSubject(ctx, subject)
 	if err != nil {
 		return StoredMsg{}, translate(err)
 	}
-	return storedOf(m, directly(st)), nil
+	return storedOf(m, false), nil
 }
 
 // directly reports whether nats.go reads st with direct gets: it does when

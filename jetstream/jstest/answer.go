@@ -43,6 +43,10 @@ func Answer(t testing.TB, nc *nats.Conn, carrierStream, carrier string, h nats.H
 func AnswerRaw(t testing.TB, nc *nats.Conn, natsURL, carrierStream, carrier, hdr string, body []byte, stream, to string) {
 	t.Helper()
 	RawPublish(t, natsURL, carrier, hdr, body)
+	// The server has the publish once it answers the PING after it; the
+	// stream stores it a moment later, and a direct get before that is
+	// answered 404 (stored as such).
+	stored(t, nc, carrierStream, carrier, body)
 	answer(t, nc, carrierStream, carrier, body, stream, to, false)
 }
 
@@ -60,18 +64,24 @@ func answer(t testing.TB, nc *nats.Conn, carrierStream, carrier string, body []b
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	stored(t, nc, stream, to, body)
+}
+
+// stored waits until subject's last message in stream is body.
+func stored(t testing.TB, nc *nats.Conn, stream, subject string, body []byte) {
+	t.Helper()
 	js, err := nc.JetStream()
 	if err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		m, err := js.GetLastMsg(stream, to)
+		m, err := js.GetLastMsg(stream, subject)
 		if err == nil && string(m.Data) == string(body) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the answer is not stored under %s: %v", to, err)
+			t.Fatalf("%q is not stored on %s: %v", body, subject, err)
 		}
 		time.Sleep(10 * time.Millisecond) // polls the condition with a deadline
 	}

@@ -513,3 +513,34 @@ def test_nats_py_reads_headers_past_a_blank_line() -> None:
     parsed = Client._parse_header_lines(block[len(b"NATS/1.0\r\n") :])
     assert parsed.get("Nats-Stream") == "KV_x"
     assert interlock._wire.not_published(parsed) is not None
+
+
+@pytest.mark.parametrize("status", ["409", "100", "404"])
+async def test_pull_takes_a_stored_status_header_for_a_message(nc: NATS, status: str) -> None:
+    """A stored message whose publisher (or an answer's carrier, which anyone
+    allowed one direct get can have stored on a work subject) set a Status
+    header is a message, for the worker to refuse or dead-letter: the pull
+    took it for the server's status, and 409 ended the request while 100
+    dropped it unacked. Only what comes on the request's inbox is the
+    server's."""
+    from interlock._pull import Puller
+
+    tag = uuid.uuid4().hex[:12]
+    js = nc.jetstream()
+    stream = f"PY_STATUS_{tag}"
+    await js.add_stream(name=stream, subjects=[f"pystatus.{tag}"])
+    try:
+        await js.add_consumer(stream, durable_name="puller", ack_policy="explicit")
+        for i, (body, headers) in enumerate(
+            [(b"a", {}), (b"s", {"Status": status, "Description": "Consumer Deleted"}), (b"b", {})]
+        ):
+            await js.publish(f"pystatus.{tag}", body, headers={**headers, "Nats-Msg-Id": f"{tag}:{i}"})
+        got: list[bytes] = []
+        async with asyncio.timeout(20):
+            while len(got) < 3:
+                async for m in Puller(nc, stream, "puller").messages(3, asyncio.Event()):
+                    got.append(m.data)
+                    await m.ack()
+        assert got == [b"a", b"s", b"b"]
+    finally:
+        await js.delete_stream(stream)

@@ -165,14 +165,17 @@ class Puller:
                 if not nxt.done():
                     nxt.cancel()
                     await asyncio.gather(nxt, return_exceptions=True)
-                    async for m in _queued(sub):
+                    async for m in _queued(sub, inbox):
                         yield m
                     return
                 try:
                     m = nxt.result()
                 except nats.errors.TimeoutError:
                     return  # two heartbeats missed: the request is lost
-                status = (m.headers or {}).get("Status")
+                # Only a message on the inbox is the server's status: a
+                # stored one comes on its own subject, whatever headers its
+                # publisher (or an answer's carrier) stored.
+                status = (m.headers or {}).get("Status") if m.subject == inbox else None
                 if status == _STATUS_HEARTBEAT:
                     continue
                 if status == _STATUS_EXPIRED:
@@ -187,9 +190,9 @@ class Puller:
                 await sub.unsubscribe()
 
 
-async def _queued(sub: Subscription) -> AsyncGenerator[Msg, None]:
+async def _queued(sub: Subscription, inbox: str) -> AsyncGenerator[Msg, None]:
     """The data messages already delivered to ``sub``, without waiting."""
     while sub.pending_msgs > 0:
         m = await sub.next_msg(timeout=None)
-        if not (m.headers or {}).get("Status"):
+        if m.subject != inbox or not (m.headers or {}).get("Status"):
             yield m

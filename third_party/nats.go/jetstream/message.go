@@ -471,8 +471,11 @@ func (m *jetStreamMsg) checkReply() error {
 // If the status header is present, it returns an appropriate error based
 // on the status code (404, etc.)
 func checkMsg(msg *nats.Msg) (bool, error) {
-	// If payload or no header, consider this a user message
-	if len(msg.Data) > 0 || len(msg.Header) == 0 {
+	// If payload or no header, consider this a user message. Interlock: or
+	// a reply subject: a stored message is delivered with its ack subject,
+	// a status of the server's with none; a stored Status header is the
+	// publisher's (or an answer's carrier's), not the server's.
+	if len(msg.Data) > 0 || len(msg.Header) == 0 || msg.Reply != "" {
 		return true, nil
 	}
 	// Look for status header

@@ -36,13 +36,44 @@ export interface Stored {
 /** The headers nats-server adds to every direct get's answer, after the stored message's own. */
 const SERVER_HEADERS = ["Nats-Stream", "Nats-Subject", "Nats-Sequence", "Nats-Time-Stamp"];
 
-function published(m: Msg): boolean {
-  return !!m.headers?.get("Nats-Msg-Id") && !answer(m);
+function published(h: MsgHdrs | undefined): boolean {
+  return !!h?.get("Nats-Msg-Id") && !answer(h);
 }
 
-function answer(m: Msg): boolean {
+function answer(h: MsgHdrs | undefined): boolean {
   // The server appends its own: a stored one of the same name comes first.
-  return SERVER_HEADERS.some((k) => (m.headers?.values(k).length ?? 0) > 1);
+  return SERVER_HEADERS.some((k) => (h?.values(k).length ?? 0) > 1);
+}
+
+/**
+ * A message's headers (undefined: none), or null when nats.js will not
+ * read them: it throws on a name holding a space or a value holding a bare
+ * CR or LF, which nats-server stores as sent, so anyone allowed one direct
+ * get could have such an answer stored where a reader must step over it.
+ * No client's publish of Interlock's carries one.
+ */
+export function readHeaders(m: { readonly headers?: MsgHdrs | undefined }): MsgHdrs | undefined | null {
+  try {
+    return m.headers;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The last value of header k in m's raw header block, read line by line as
+ * nats-server reads it (for a block nats.js will not read: readHeaders), or
+ * "" when there is none or the block cannot be reached.
+ */
+function rawHeader(m: Msg, k: string): string {
+  const raw = m as unknown as { _rdata?: Uint8Array; _msg?: { hdr?: number } };
+  const n = raw._msg?.hdr ?? 0;
+  if (!raw._rdata || n <= 0) return "";
+  let v = "";
+  for (const line of new TextDecoder().decode(raw._rdata.subarray(0, n)).split("\r\n")) {
+    if (line.startsWith(k + ":")) v = line.slice(k.length + 1).trim();
+  }
+  return v;
 }
 
 /** A queue of messages on one subscription, read with deadlines. */
@@ -80,8 +111,20 @@ class Replies {
 
 /** The server's value of k in a direct get's answer: its last (a publisher's own header of that name comes first). */
 function header(m: Msg, k: string): string {
-  const v = m.headers?.values(k) ?? [];
+  const h = readHeaders(m);
+  if (h === null) return rawHeader(m, k);
+  const v = h?.values(k) ?? [];
   return v.length > 0 ? v[v.length - 1]! : "";
+}
+
+/** The stored message a direct get's answer m carries, at sequence seq. */
+function storedOf(m: Msg, seq: string): Stored {
+  const h = readHeaders(m);
+  if (h === null) {
+    // Not a client's publish: refused by every reader, stepped over by batches.
+    return { subject: header(m, "Nats-Subject"), seq: Number(seq), headers: undefined, data: m.data, published: false, answer: true };
+  }
+  return { subject: header(m, "Nats-Subject"), seq: Number(seq), headers: h, data: m.data, published: published(h), answer: answer(h) };
 }
 
 /**
@@ -119,13 +162,13 @@ export async function batch(
       // the server's status (a publisher may have stored a Status header).
       const seq = header(m, "Nats-Sequence");
       if (!seq) {
-        const code = m.headers?.code ?? 0;
+        const code = readHeaders(m)?.code ?? 0;
         if (code === 204) return { messages: out, more: header(m, "Nats-Num-Pending") !== "0" };
         if (code === 404) return { messages: [], more: false };
         if (code === 503) throw new InterlockError(`read ${stream}: no such stream, or it allows no direct gets (status 503)`);
-        throw new InterlockError(`read ${stream}: status ${code} ${m.headers?.description ?? ""}`.trimEnd());
+        throw new InterlockError(`read ${stream}: status ${code} ${readHeaders(m)?.description ?? ""}`.trimEnd());
       }
-      out.push({ subject: header(m, "Nats-Subject"), seq: Number(seq), headers: m.headers, data: m.data, published: published(m), answer: answer(m) });
+      out.push(storedOf(m, seq));
     }
   } finally {
     replies.sub.unsubscribe();
@@ -184,14 +227,14 @@ export async function last(
   }
   const seq = header(m, "Nats-Sequence");
   if (!seq) {
-    const code = m.headers?.code ?? 0;
+    const code = readHeaders(m)?.code ?? 0;
     if (code === 404) return undefined;
     if (code === 503) {
       throw new InterlockError(
         `read ${stream} on ${subject}: no such stream, or it allows no direct gets (run \`interlock provision\` with admin credentials)`,
       );
     }
-    throw new InterlockError(`read ${stream} on ${subject}: status ${code} ${m.headers?.description ?? ""}`.trimEnd());
+    throw new InterlockError(`read ${stream} on ${subject}: status ${code} ${readHeaders(m)?.description ?? ""}`.trimEnd());
   }
-  return { subject: header(m, "Nats-Subject"), seq: Number(seq), headers: m.headers, data: m.data, published: published(m), answer: answer(m) };
+  return storedOf(m, seq);
 }

@@ -504,7 +504,11 @@ export class Worker {
     const deliveries = m.info.deliveryCount;
     // A start or replay is a client's or the coordinator's publish, never an
     // API answer another user had the server send to this subject.
-    const reason = notPublished(m.headers);
+    const headers = direct.readHeaders(m);
+    const reason =
+      headers === null
+        ? "not a client's publish: its header block is one nats.js cannot read (nats-server stored it as sent)"
+        : notPublished(headers);
     if (reason !== undefined) return this.deadLetter(agent, m, `work item: ${reason}`);
     let work: Work;
     try {
@@ -871,8 +875,9 @@ export class Worker {
   private async deadLetter(agent: string, m: JsMsg, reason: string): Promise<void> {
     const consumer = workerDurable(agent);
     const h = natsHeaders();
-    if (m.headers) {
-      for (const [k, vs] of m.headers) {
+    const kept = direct.readHeaders(m); // null: none nats.js can read, none copied
+    if (kept) {
+      for (const [k, vs] of kept) {
         if (k.toLowerCase() === "nats-msg-id") continue;
         for (const v of vs) h.append(k, v);
       }

@@ -5,6 +5,7 @@
  */
 
 import { strict as assert } from "node:assert";
+import * as net from "node:net";
 import { createHash } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 
@@ -525,6 +526,35 @@ describe("the worker", () => {
     }
   });
 
+  test("an answer whose header block nats.js will not read is refused and stepped over, not thrown", async () => {
+    // nats.js throws on a header name holding a space; nats-server stores
+    // the block as sent. Planted under a run's key and on another run's
+    // events subject, it broke run() and events() for good (found by a
+    // review of the ninth session).
+    const agent = agentName();
+    const run = `unreadable-${agent}`;
+    await worker(agent, () => ({ v: sdk.interrupt({ message: "ok?" }).payload ?? null }));
+    const other = await client.start(agent, undefined);
+    await suspendedRun(other);
+    const carrier = `interlock.agui.${agent}.unreadable`;
+    await rawPublish(server.url, carrier, `NATS/1.0\r\nNats-Msg-Id: ${carrier}\r\nBad Name: x\r\n\r\n`, "{}");
+    const jsm = await jetstreamManager(nc);
+    await eventually(async () => (await jsm.streams.getMessage("INTERLOCK_AGUI", { last_by_subj: carrier }).catch(() => null)) !== null,
+      15_000, "the carrier is stored");
+    const before = (await client.events(other)).length;
+    for (const to of [`$KV.interlock_runs.${run}`, `interlock.events.${other}.decision_accepted`]) {
+      nc.publish(`$JS.API.DIRECT.GET.INTERLOCK_AGUI.${carrier}`, "", { reply: to });
+    }
+    await eventually(async () => {
+      const m = await jsm.streams.getMessage("INTERLOCK_EVENTS", { last_by_subj: `interlock.events.${other}.decision_accepted` }).catch(() => null);
+      return m !== null;
+    }, 15_000, "the server stored its answer on the run's events subject");
+    await eventually(async () => (await jsm.streams.getMessage("KV_interlock_runs", { last_by_subj: `$KV.interlock_runs.${run}` }).catch(() => null)) !== null,
+      15_000, "the server stored its answer under the run's key");
+    await assert.rejects(client.run(run), (e: unknown) => e instanceof sdk.ProtocolError && e.code === "not_allowed");
+    assert.equal((await client.events(other)).length, before, "the answer is no entry of the trail");
+  });
+
   test("an answer stored under a run's key before the run starts does not stop it", async () => {
     const agent = agentName();
     const run = `planted-${agent}`;
@@ -725,3 +755,25 @@ describe("the worker", () => {
     assert.equal(sdk.isResuming(), false);
   });
 });
+
+/** Publishes on subject a message whose header block is hdr byte for byte, over a plain protocol connection (what any user may send). */
+async function rawPublish(url: string, subject: string, hdr: string, body: string): Promise<void> {
+  const { hostname, port } = new URL(url.replace(/^nats:/, "http:"));
+  const sock = net.connect(Number(port), hostname);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      let seen = "";
+      sock.on("error", reject);
+      sock.on("data", (b: Buffer) => {
+        seen += b.toString();
+        if (seen.includes("-ERR")) reject(new Error(`the server refused the publish: ${seen}`));
+        else if (seen.includes("PONG")) resolve();
+      });
+      const n = Buffer.byteLength(hdr);
+      sock.write(`CONNECT {"verbose":false,"pedantic":false,"headers":true,"protocol":1}\r\n`);
+      sock.write(`HPUB ${subject} ${n} ${n + Buffer.byteLength(body)}\r\n${hdr}${body}\r\nPING\r\n`);
+    });
+  } finally {
+    sock.destroy();
+  }
+}
