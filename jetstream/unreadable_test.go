@@ -2,6 +2,7 @@ package jetstream_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
@@ -40,4 +41,30 @@ func TestAnswerWithUnreadableHeaderLine(t *testing.T) {
 	}
 	_, _, err = b.Page(ctx(t), 0, 100)
 	assert.NoError(t, err, "one answer breaks every listing of the bucket")
+}
+
+// A header block without its closing blank line is stored as sent and its
+// headers read by nats-server (it deduplicated a second copy by its
+// message id); nats.go failed the whole block, so every read of the stream
+// through STREAM.MSG.GET failed at that message, for good. Found by a
+// third review of the ninth session.
+func TestUnterminatedHeaderBlockRead(t *testing.T) {
+	t.Parallel()
+	srv := jstest.Server(t)
+	c := jstest.Client(t, srv)
+	subject, _ := c.Namespace().Resume("r1")
+	_, err := c.Publish(ctx(t), subject, []byte(`{"a":1}`), "a", nil)
+	require.NoError(t, err)
+	hdr := "NATS/1.0\r\nNats-Msg-Id: b\r\nX: y"
+	jstest.RawPublish(t, srv.URL(), subject, hdr, []byte(`{"b":2}`))
+	jstest.RawPublish(t, srv.URL(), subject, hdr, []byte(`{"b":2}`)) // a repeat the server drops by its id
+	require.Eventually(t, func() bool {
+		n, _ := c.SubjectCount(ctx(t), jetstream.StreamDecisions, subject)
+		return n == 2
+	}, 5*time.Second, 10*time.Millisecond)
+	msgs, err := c.Messages(ctx(t), jetstream.StreamDecisions, subject, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, msgs, 2)
+	assert.Equal(t, "b", msgs[1].Header.Get(jetstream.HeaderMsgID))
+	assert.Equal(t, "y", msgs[1].Header.Get("X"))
 }

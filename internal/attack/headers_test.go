@@ -1,6 +1,7 @@
 package attack_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -18,6 +19,7 @@ import (
 	"github.com/interlockhq/interlock/processor"
 	"github.com/interlockhq/interlock/processor/approvers"
 	"github.com/interlockhq/interlock/processor/gateway"
+	"github.com/interlockhq/interlock/subjects"
 )
 
 // hiddenHeaders is a carrier's header block whose part before a blank line
@@ -108,4 +110,27 @@ func TestAttackPlantedInboxSessionBlankLine(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the billing agent's planted session authenticates as ada: %s", b)
+}
+
+// An answer the agent had stored on its own suspension subject of a
+// suspended run (its outcome consumer refuses it) was the last
+// "suspension" the coordinator saw when a decision came: it took the
+// suspension for one not yet applied, and a decision naming no interrupt
+// of the run's waited for it, retried until its deliveries ran out,
+// instead of being rejected at once. Only a client's publish counts now.
+// Found by a third review of the ninth session.
+func TestAttackAnswerOnSuspensionSubjectDelaysNoDecision(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	d.suspend(d.client("agent"), "run-1", "ada")
+	carrier := "interlock.completed.refunds.suspcarrier"
+	d.storedAnswer(d.attacker("agent"), "$JS.API.DIRECT.GET.INTERLOCK_RUNS."+carrier, nil, "INTERLOCK_RUNS",
+		"interlock.suspended.refunds.run-1")
+
+	ctx, cancel := context.WithTimeout(d.ctx, 8*time.Second)
+	defer cancel()
+	_, err := processor.NewClient(d.client("ada")).Decide(ctx, processor.DecisionRequest{RunID: "run-1",
+		InterruptID: "no-such-interrupt", Status: subjects.StatusResolved, Approver: "ada", Via: "cli"})
+	var rej *processor.RejectionError
+	require.ErrorAs(t, err, &rej, "a decision naming no interrupt of the run is rejected at once")
 }

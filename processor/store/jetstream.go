@@ -618,10 +618,18 @@ func (s *JetStream) LastSuspension(ctx context.Context, run string) (uint64, err
 	if errors.Is(err, ErrNotFound) {
 		return 0, nil
 	}
-	if err != nil {
-		return 0, err
+	if err != nil || jetstream.CheckPublished(last.Header) == nil {
+		return last.Sequence, err
 	}
-	return last.Sequence, nil
+	// An answer the server stored on the run's suspension subject for
+	// another user (its outcome consumer refuses it) is no suspension: the
+	// last of the run's that an agent published.
+	var seq uint64
+	_, _, err = s.find(ctx, jetstream.StreamRuns, filter, func(m jetstream.StoredMsg) bool {
+		seq = m.Sequence
+		return false
+	})
+	return seq, err
 }
 
 // MaxRecord implements Store: the server's max payload; for a store that

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
@@ -109,7 +110,7 @@ func TestJetStreamSealing(t *testing.T) {
 		return storetest.Backend{Store: s, Suspend: func(t *testing.T, run string) uint64 {
 			subject, err := c.Namespace().Suspended("refunds", run)
 			require.NoError(t, err)
-			ack, err := c.Publish(context.Background(), subject, []byte(`{}`), "", nil)
+			ack, err := c.Publish(context.Background(), subject, []byte(`{}`), run+":"+uuid.NewString(), nil) // with an id, as a worker
 			require.NoError(t, err)
 			return ack.Sequence
 		}}

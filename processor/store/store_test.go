@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -30,7 +31,7 @@ func TestJetStream(t *testing.T) {
 		return storetest.Backend{Store: store.NewJetStream(c), Suspend: func(t *testing.T, run string) uint64 {
 			subject, err := c.Namespace().Suspended("refunds", run)
 			require.NoError(t, err)
-			ack, err := c.Publish(context.Background(), subject, []byte(`{}`), "", nil)
+			ack, err := c.Publish(context.Background(), subject, []byte(`{}`), run+":"+uuid.NewString(), nil) // with an id, as a worker
 			require.NoError(t, err)
 			return ack.Sequence
 		}}

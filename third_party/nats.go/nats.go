@@ -4630,7 +4630,12 @@ func readMIMEHeader(s string) (Header, error) {
 	for {
 		kv, rest, ok := nextHeaderLine(s)
 		if !ok {
-			return nil, ErrBadHeaderMsg
+			// A block without its closing blank line: nats-server reads
+			// the headers in it all the same (and stores it as sent).
+			if s == "" {
+				return m, nil
+			}
+			kv, rest = s, ""
 		}
 		s = rest
 		if len(kv) == 0 {

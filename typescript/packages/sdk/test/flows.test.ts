@@ -555,6 +555,31 @@ describe("the worker", () => {
     assert.equal((await client.events(other)).length, before, "the answer is no entry of the trail");
   });
 
+  test("a work item whose header block nats.js will not read is dead-lettered and terminated", async () => {
+    // nats.js throws reading it: the worker logged the throw and never
+    // acked the item, which came back after every ack wait (found by a
+    // review of the ninth session).
+    const agent = agentName();
+    let ran = 0;
+    await worker(agent, () => ++ran);
+    const jsm = await jetstreamManager(nc);
+    const consumer = `worker_${agent}`;
+    for (const subject of [`interlock.work.${agent}`, `interlock.start.${agent}`]) {
+      const run = `unreadable-${subject.split(".")[1]}-${agent}`;
+      const body = JSON.stringify({ version: 1, runId: run, agent, pass: 0, input: {} });
+      await rawPublish(server.url, subject, `NATS/1.0\r\nNats-Msg-Id: ${run}:0:start\r\nBad Name: x\r\n\r\n`, body);
+      await eventually(async () => {
+        const m = await jsm.streams.getMessage("INTERLOCK_DLQ", { last_by_subj: `interlock.dlq.${consumer}` }).catch(() => null);
+        return m !== null && m.string().includes(run) && /nats\.js cannot read/.test(m.header.get("Interlock-Dlq-Reason"));
+      }, 15_000, `the item on ${subject} dead-lettered`);
+    }
+    await eventually(async () => {
+      const info = await jsm.consumers.info("INTERLOCK_WORK", consumer);
+      return info.num_ack_pending === 0 && info.num_pending === 0 && info.num_redelivered === 0;
+    }, 15_000, "both items terminated, none left pending or redelivered");
+    assert.equal(ran, 0);
+  });
+
   test("an answer stored under a run's key before the run starts does not stop it", async () => {
     const agent = agentName();
     const run = `planted-${agent}`;
