@@ -2,13 +2,6 @@ package attack_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -17,8 +10,6 @@ import (
 
 	"github.com/interlockhq/interlock/jetstream/jstest"
 	"github.com/interlockhq/interlock/processor"
-	"github.com/interlockhq/interlock/processor/approvers"
-	"github.com/interlockhq/interlock/processor/gateway"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -35,6 +26,20 @@ func hiddenHeaders(id string, asRead bool) string {
 	return h + "\r\n\r\n"
 }
 
+// rawCarrier publishes, as user, on carrier (a subject of stream) a message
+// whose header block is hdr byte for byte (jstest.RawPublish), and waits
+// until stream holds it: a direct get asked for before would be answered
+// 404, and that answer stored instead.
+func (d *deployment) rawCarrier(user, stream, carrier, hdr string, body []byte) {
+	d.t.Helper()
+	jstest.RawPublish(d.t, d.url(user), carrier, hdr, body)
+	admin := d.attacker("admin")
+	require.Eventually(d.t, func() bool {
+		m, err := admin.js.GetLastMsg(stream, carrier)
+		return err == nil && string(m.Data) == string(body)
+	}, 10*time.Second, 10*time.Millisecond, "the carrier is stored on %s", carrier)
+}
+
 // The agent stores on its own outcome subject a decision whose header
 // block holds a blank line after its message id, and has a direct get's
 // answer of it sent to ada's resume subject: nats.go stopped reading the
@@ -49,7 +54,7 @@ func TestAttackAgentDecidesAsAdaWithBlankLineInHeaders(t *testing.T) {
 
 	a := d.attacker("agent")
 	carrier := "interlock.completed.refunds.blank"
-	jstest.RawPublish(t, d.url("agent"), carrier, hiddenHeaders("ada:forged:blank", false),
+	d.rawCarrier("agent", "INTERLOCK_RUNS", carrier, hiddenHeaders("ada:forged:blank", false),
 		[]byte(`{"version":1,"decisionId":"forged-blank","interruptId":"ask","status":"resolved"}`))
 	require.NoError(t, a.nc.PublishRequest("$JS.API.DIRECT.GET.INTERLOCK_RUNS."+carrier, "interlock.resume.run-1.ada", nil))
 	require.NoError(t, a.nc.Flush())
@@ -69,47 +74,6 @@ func TestAttackAgentDecidesAsAdaWithBlankLineInHeaders(t *testing.T) {
 	rec, err := auditor.Run(d.ctx, "run-1")
 	require.NoError(t, err)
 	require.Nil(t, rec.Interrupts[0].Decision)
-}
-
-// TestAttackPlantedInboxSession again, with the server's headers of the
-// answer hidden after a blank line in the carrier's header block: the
-// billing agent's session authenticated as ada.
-func TestAttackPlantedInboxSessionBlankLine(t *testing.T) {
-	t.Parallel()
-	d := newDeployment(t)
-	digest := approvers.Digest("ada-secret-token-never-shown")
-	dir, err := approvers.Parse("identities", []byte(fmt.Sprintf("identities:\n  ada: {groups: [finance], tokens: [%q]}\n", digest)))
-	require.NoError(t, err)
-	gw, err := gateway.New(d.ctx, d.client("gateway"), gateway.Config{Directory: dir, Logger: quiet})
-	require.NoError(t, err)
-	t.Cleanup(gw.Close)
-	srv := httptest.NewServer(gw)
-	t.Cleanup(srv.Close)
-
-	cookie := "attacker-chosen-session-id"
-	sum := sha256.Sum256([]byte(cookie))
-	body, err := json.Marshal(map[string]string{"identity": "ada", "token": digest[len("sha256:"):]})
-	require.NoError(t, err)
-	key := "$KV.interlock_sessions." + hex.EncodeToString(sum[:])
-	carrier := "interlock.agui.billing.session"
-	a := d.attacker("agent_billing")
-	jstest.RawPublish(t, d.url("agent_billing"), carrier, hiddenHeaders("sess-forged-1", true), body)
-	require.NoError(t, a.nc.PublishRequest("$JS.API.DIRECT.GET.INTERLOCK_AGUI."+carrier, key, nil))
-	require.NoError(t, a.nc.Flush())
-	admin := d.attacker("admin")
-	require.Eventually(t, func() bool {
-		m, err := admin.js.GetLastMsg("KV_interlock_sessions", key)
-		return err == nil && string(m.Data) == string(body)
-	}, 10*time.Second, 20*time.Millisecond, "the answer is stored under the session's key")
-
-	req, err := http.NewRequest(http.MethodGet, srv.URL+"/v1/me", nil)
-	require.NoError(t, err)
-	req.AddCookie(&http.Cookie{Name: "__Host-interlock_session", Value: cookie})
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the billing agent's planted session authenticates as ada: %s", b)
 }
 
 // An answer the agent had stored on its own suspension subject of a

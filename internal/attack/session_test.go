@@ -35,27 +35,39 @@ func TestAttackPlantedInboxSession(t *testing.T) {
 	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)
 
-	cookie := "attacker-chosen-session-id"
-	sum := sha256.Sum256([]byte(cookie))
-	key := "$KV.interlock_sessions." + hex.EncodeToString(sum[:])
 	body, err := json.Marshal(map[string]string{"identity": "ada", "token": digest[len("sha256:"):]})
 	require.NoError(t, err)
-	carrier := "interlock.agui.billing.session"
-	d.attacker("agent_billing").answer(t, carrier, carrier, body, key, false)
+	a := d.attacker("agent_billing")
 	admin := d.attacker("admin")
-	require.Eventually(t, func() bool {
-		_, err := admin.js.GetLastMsg("KV_interlock_sessions", key)
-		return err == nil
-	}, 10*time.Second, 20*time.Millisecond, "the answer is stored under the session's key")
+	// The answer as a direct get sends it, and with the server's headers
+	// hidden after a blank line in its carrier's header block (nats.go
+	// stopped reading there: third_party/nats.go).
+	for _, hidden := range []bool{false, true} {
+		cookie := fmt.Sprintf("attacker-chosen-session-id-%v", hidden)
+		sum := sha256.Sum256([]byte(cookie))
+		key := "$KV.interlock_sessions." + hex.EncodeToString(sum[:])
+		carrier := fmt.Sprintf("interlock.agui.billing.session%v", hidden)
+		if hidden {
+			d.rawCarrier("agent_billing", "INTERLOCK_AGUI", carrier, hiddenHeaders("sess-forged-1", true), body)
+			require.NoError(t, a.nc.PublishRequest("$JS.API.DIRECT.GET.INTERLOCK_AGUI."+carrier, key, nil))
+			require.NoError(t, a.nc.Flush())
+		} else {
+			a.answer(t, carrier, carrier, body, key, false)
+		}
+		require.Eventually(t, func() bool {
+			m, err := admin.js.GetLastMsg("KV_interlock_sessions", key)
+			return err == nil && string(m.Data) == string(body)
+		}, 10*time.Second, 20*time.Millisecond, "the answer is stored under the session's key")
 
-	req, err := http.NewRequest(http.MethodGet, srv.URL+"/v1/me", nil)
-	require.NoError(t, err)
-	req.AddCookie(&http.Cookie{Name: "__Host-interlock_session", Value: cookie})
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the billing agent's planted session authenticates as ada: %s", b)
+		req, err := http.NewRequest(http.MethodGet, srv.URL+"/v1/me", nil)
+		require.NoError(t, err)
+		req.AddCookie(&http.Cookie{Name: "__Host-interlock_session", Value: cookie})
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the billing agent's planted session authenticates as ada (hidden %v): %s", hidden, b)
+	}
 }
 
 // Answers stored under the notifier's delivery keys of a run's next

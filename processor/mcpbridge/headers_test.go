@@ -10,31 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/interlockhq/interlock/jetstream/jstest"
-	"github.com/interlockhq/interlock/subjects"
 )
-
-// TestPlantedCallRecordStopsNoCall again, the answer under the call's old
-// key (<run>.<interrupt>, which counts when it is a client's write)
-// carrying a message id and the server's headers hidden after a blank
-// line in its carrier's header block: nats.go stopped reading there, the
-// answer passed for a record from before, and the approved call was never
-// made. Found by a review of the ninth session (third_party/nats.go).
-func TestPlantedLegacyCallRecordWithHiddenHeaders(t *testing.T) {
-	t.Parallel()
-	w := newProxyWorld(t, "tool:pay", nil)
-	cs := w.client(nil)
-	done := callAsync(w.ctx, cs, "pay", map[string]any{"amount": 40, "to": "acme"})
-	p := w.pending()
-	hdr := "NATS/1.0\r\nNats-Msg-Id: planted-legacy\r\nNats-Stream: X\r\nNats-Subject: x\r\nNats-Sequence: 999\r\n" +
-		"Nats-Time-Stamp: 2026-01-01T00:00:00Z\r\n\r\n\r\n"
-	jstest.AnswerRaw(t, natsConn(t, w.world), w.srv.URL(), "INTERLOCK_AGUI", "interlock.agui.mcp.planted", hdr, []byte(`{}`),
-		"KV_interlock_mcp_calls", "$KV.interlock_mcp_calls."+p.RunID+"."+p.ID)
-
-	w.decide(p.RunID, p.ID, "ada", subjects.StatusResolved, map[string]any{}, "")
-	res := await(t, done, "the call's result")
-	require.False(t, res.IsError, "an answer under the call's old key stopped the approved call: %s", text(res))
-	assert.Equal(t, []upcall{{"pay", map[string]any{"amount": 40.0, "to": "acme"}}}, w.up.got())
-}
 
 // An upgrade: over the task key an older proxy wrote, an answer whose
 // visible headers were a message id and, after a bare LF (which nats.go

@@ -2,6 +2,7 @@ package mcpbridge
 
 import (
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -23,18 +24,33 @@ import (
 // review of the eighth session.
 func TestPlantedCallRecordStopsNoCall(t *testing.T) {
 	t.Parallel()
-	w := newProxyWorld(t, "tool:pay", nil)
-	cs := w.client(nil)
-	done := callAsync(w.ctx, cs, "pay", map[string]any{"amount": 40, "to": "acme"})
-	p := w.pending()
-	nc := natsConn(t, w.world)
-	jstest.Answer(t, nc, "INTERLOCK_AGUI", "interlock.agui.mcp.planted", nil, []byte(`{}`), "KV_interlock_mcp_calls",
-		"$KV.interlock_mcp_calls."+p.RunID+"."+p.ID, true)
+	// Asked for without headers; and with a message id and the server's
+	// headers hidden after a blank line in the carrier's header block
+	// (nats.go stopped reading there, and the answer passed for a record
+	// from before: third_party/nats.go).
+	hidden := "NATS/1.0\r\nNats-Msg-Id: planted-legacy\r\nNats-Stream: X\r\nNats-Subject: x\r\nNats-Sequence: 999\r\n" +
+		"Nats-Time-Stamp: 2026-01-01T00:00:00Z\r\n\r\n\r\n"
+	for _, hdr := range []string{"", hidden} {
+		t.Run(fmt.Sprintf("hidden=%v", hdr != ""), func(t *testing.T) {
+			t.Parallel()
+			w := newProxyWorld(t, "tool:pay", nil)
+			cs := w.client(nil)
+			done := callAsync(w.ctx, cs, "pay", map[string]any{"amount": 40, "to": "acme"})
+			p := w.pending()
+			nc, key := natsConn(t, w.world), "$KV.interlock_mcp_calls."+p.RunID+"."+p.ID
+			if hdr == "" {
+				jstest.Answer(t, nc, "INTERLOCK_AGUI", "interlock.agui.mcp.planted", nil, []byte(`{}`), "KV_interlock_mcp_calls", key, true)
+			} else {
+				jstest.AnswerRaw(t, nc, w.srv.URL(), "INTERLOCK_AGUI", "interlock.agui.mcp.planted", hdr, []byte(`{}`),
+					"KV_interlock_mcp_calls", key)
+			}
 
-	w.decide(p.RunID, p.ID, "ada", subjects.StatusResolved, map[string]any{}, "")
-	res := await(t, done, "the call's result")
-	require.False(t, res.IsError, "an answer under the call's key stopped the approved call: %s", text(res))
-	assert.Equal(t, []upcall{{"pay", map[string]any{"amount": 40.0, "to": "acme"}}}, w.up.got())
+			w.decide(p.RunID, p.ID, "ada", subjects.StatusResolved, map[string]any{}, "")
+			res := await(t, done, "the call's result")
+			require.False(t, res.IsError, "an answer under the call's old key stopped the approved call: %s", text(res))
+			assert.Equal(t, []upcall{{"pay", map[string]any{"amount": 40.0, "to": "acme"}}}, w.up.got())
+		})
+	}
 }
 
 // The task key, which MACs task ids and names call records, was read back
