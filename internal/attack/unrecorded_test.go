@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -527,7 +529,11 @@ func TestAttackDeleteMarkerAnswerKeepsRecordedRun(t *testing.T) {
 }
 
 // The same with the auditor's credentials alone: the pending index's own
-// marker is a delete marker every reader of the index may direct-get.
+// marker is a delete marker every reader of the index may direct-get. Its
+// answer carries the marker's compare-and-set header too, so the server
+// stores it only under a key whose last revision is the one that header
+// names: the auditor picks such a run (every record's revision is in its
+// reads), and so does this test.
 func TestAttackAuditorDeletesRecordedRunWithIndexMarker(t *testing.T) {
 	t.Parallel()
 	d := newDeployment(t)
@@ -537,9 +543,27 @@ func TestAttackAuditorDeletesRecordedRunWithIndexMarker(t *testing.T) {
 		m, _, err := st.IndexMarker(d.ctx)
 		return err == nil && m.State == store.IndexBuilt
 	}, 30*time.Second, 20*time.Millisecond)
+	admin := d.attacker("admin")
+	marker, err := admin.js.GetLastMsg("KV_interlock_pending", "$KV.interlock_pending._.index")
+	require.NoError(t, err)
+	want, err := strconv.ParseUint(marker.Header.Get(nats.ExpectedLastSubjSeqHdr), 10, 64)
+	require.NoError(t, err)
+	run := ""
+	for i := 1; run == ""; i++ {
+		candidate := fmt.Sprintf("run-%d", i)
+		if i > 1 {
+			d.suspend(d.client("agent"), candidate, "ada")
+		}
+		m, err := admin.js.GetLastMsg("KV_interlock_runs", "$KV.interlock_runs."+candidate)
+		require.NoError(t, err)
+		require.LessOrEqual(t, m.Sequence, want, "no run's record is at revision %d, which the marker's answer expects", want)
+		if m.Sequence == want {
+			run = candidate
+		}
+	}
 	d.storedAnswer(d.attacker("auditor"), "$JS.API.DIRECT.GET.KV_interlock_pending.$KV.interlock_pending._.index", nil,
-		"KV_interlock_runs", "$KV.interlock_runs.run-1")
-	foreignRecord(t, d, "run-1")
+		"KV_interlock_runs", "$KV.interlock_runs."+run)
+	foreignRecord(t, d, run)
 }
 
 // storedAnswer has a send the request api with reply subject to, and waits
