@@ -134,3 +134,20 @@ func TestHeaderBlockReadAsTheServerReadsIt(t *testing.T) {
 	require.ErrorIs(t, err, jetstream.ErrForeign, "an answer with the server's headers hidden passes for a client's write")
 	assert.NotEqual(t, uint64(999), rev, "the revision is the server's, not the carrier's")
 }
+
+// A key marked and then deleted stays marked: Mark said so before this
+// session's change and returned the delete marker's not-found after it.
+// Found by a review of the ninth session.
+func TestMarkAfterDeleteStaysMarked(t *testing.T) {
+	t.Parallel()
+	c := jstest.Client(t, jstest.Server(t))
+	b, err := c.Bucket(ctx(t), "marks", "test", 0)
+	require.NoError(t, err)
+	first, err := b.Mark(ctx(t), "k", []byte(`1`))
+	require.NoError(t, err)
+	require.True(t, first)
+	require.NoError(t, b.Delete(ctx(t), "k"))
+	first, err = b.Mark(ctx(t), "k", []byte(`2`))
+	require.NoError(t, err)
+	assert.False(t, first, "a key marked then deleted stays marked")
+}

@@ -127,8 +127,10 @@ func (m *Bucket) Mark(ctx context.Context, key string, value []byte) (first bool
 		}
 		var rev uint64
 		if _, rev, err = m.Entry(ctx, key); !errors.Is(err, ErrForeign) {
-			// A client's mark, or its delete marker: marked.
-			return false, err
+			if isNotFound(err) {
+				return false, nil // a client's delete marker: marked
+			}
+			return false, err // a client's mark (nil), or a failed read
 		}
 		_, err = m.Update(ctx, key, value, rev)
 	}

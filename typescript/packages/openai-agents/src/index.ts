@@ -63,7 +63,7 @@ export interface OpenAIAgentsOptions<TAgent extends AnyAgent = AnyAgent> {
    * per-agent permissions allow.
    */
   bucket?: string;
-  /** The connection's inbox prefix, for direct-get replies (default `_INBOX`), as the Worker's. */
+  /** The inbox prefix of direct-get replies (default: the connection's own, else `_INBOX`). */
   inboxPrefix?: string;
   /** The agent's input from the run's input (default: a string input as is, anything else as JSON text). */
   input?: (input: JsonValue | undefined) => string | AgentInputItem[];
@@ -191,7 +191,9 @@ export function openAIAgentsBody<TAgent extends AnyAgent>(options: OpenAIAgentsO
   const toInput =
     options.input ??
     ((v: JsonValue | undefined): string => (typeof v === "string" ? v : JSON.stringify(v ?? null)));
-  const inbox = options.inboxPrefix ?? "_INBOX";
+  // The connection's own prefix unless told otherwise: a user made by
+  // `interlock auth` may subscribe under its own prefix alone.
+  const inbox = options.inboxPrefix ?? (options.nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix ?? "_INBOX";
   const js = jetstream(options.nc);
   const subjectOf = (key: string): string => `$KV.${bucket}.${key}`;
   const missing = (e: unknown): Error =>

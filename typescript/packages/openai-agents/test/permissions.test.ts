@@ -62,7 +62,8 @@ test("the run state under auth.conf: the agent's own keys, out of another agent'
     createConsumers: false,
     logger: { warn: () => undefined, error: () => undefined },
   });
-  worker.register("refunds", openAIAgentsBody({ agent, nc: agentNc, inboxPrefix: "_INBOX.agent" }));
+  // No inboxPrefix: the adapter takes the connection's own (_INBOX.agent).
+  worker.register("refunds", openAIAgentsBody({ agent, nc: agentNc }));
   await worker.start();
   try {
     const starter = new sdk.Client(agentNc, { inboxPrefix: "_INBOX.agent" });
