@@ -42,6 +42,12 @@ const (
 	// has placed yet: those emitted after an undecided interrupt, which a
 	// replay may emit again elsewhere (after acting on that interrupt).
 	HeaderEmitTentative = "Interlock-Emit-Tentative"
+	// HeaderRecordWrites, on an audit entry of a change to a run's record,
+	// is the record's writes after that change (subjects.Run.Writes): of a
+	// run whose record an answer replaced, the coordinator puts back the
+	// latest copy the trail carries only when no entry after it names a
+	// later write, or was written by a coordinator that wrote no copies.
+	HeaderRecordWrites = "Interlock-Record-Writes"
 	// Dead-letter headers: why the message failed and where it came from.
 	HeaderDLQReason     = "Interlock-Dlq-Reason"
 	HeaderDLQSubject    = "Interlock-Dlq-Subject"

@@ -279,7 +279,7 @@ func TestIndexWaitsForAnotherRestore(t *testing.T) {
 	signer, err := h.admin.IDSigner(h.ctx())
 	require.NoError(t, err)
 	b := store.NewJetStream(h.conn())
-	b.UseRecordKey(signer.RecordKey(), true)
+	b.UseRecordKey(signer.RecordKey(), true, true)
 	r, err := b.RestoreRecords(h.ctx(), "coordinator-B", time.Now(), nil)
 	require.NoError(t, err)
 	require.True(t, r.Ran && r.Whole)

@@ -372,6 +372,40 @@ func TestAttackPendingIndexThroughAPIReply(t *testing.T) {
 	}
 }
 
+// TestAttackRecordReplacedByAPIAnswerStillReplays: any role's user may ask
+// the JetStream API for something it may read (the billing agent, its own
+// consumer's info) and name a run's record key as the reply subject: the
+// server stores its JSON answer there, over the record, and every reader
+// refuses it. Before the tenth session a run whose records were on disk
+// then stopped for good: ada's approval was rejected ("not a write of the
+// coordinator's") and nothing replayed. The coordinator now puts the
+// record's latest sealed copy, which every write carries in the trail,
+// back over the answer: ada's approval is applied and the replay queued.
+func TestAttackRecordReplacedByAPIAnswerStillReplays(t *testing.T) {
+	t.Parallel()
+	eachRecordStorage(t, func(t *testing.T, d *deployment, _ jetstream.Storage) {
+		d.suspend(d.client("agent"), "run-1", "ada")
+		billing := d.attacker("agent_billing")
+		require.NoError(t, billing.nc.PublishRequest("$JS.API.CONSUMER.INFO.INTERLOCK_WORK.worker_billing",
+			"$KV.interlock_runs.run-1", nil))
+		require.NoError(t, billing.nc.Flush())
+		auditor := processor.NewClient(d.client("auditor"))
+		require.Eventually(t, func() bool {
+			_, err := auditor.Run(d.ctx, "run-1")
+			return errors.Is(err, store.ErrForeignRecord)
+		}, 20*time.Second, 20*time.Millisecond, "the answer is stored over the record, and refused")
+
+		v, err := processor.NewClient(d.client("ada")).Decide(d.ctx, processor.DecisionRequest{RunID: "run-1",
+			InterruptID: "ask", Status: subjects.StatusResolved, Approver: "ada", Via: "cli"})
+		require.NoError(t, err, "ada's approval of a run whose record an answer replaced")
+		require.Equal(t, subjects.OutcomeAccepted, v.Outcome)
+		require.True(t, v.Replay, "the replay is queued")
+		rec := d.record("run-1")
+		require.Equal(t, subjects.RunResuming, rec.Status)
+		require.Equal(t, []string{"ada"}, rec.Interrupts[0].Approvers, "the record put back is the run's own")
+	})
+}
+
 // TestAttackAgentForgesRunRecordThroughAPIReply: the billing agent reads
 // nothing of the refunds run, but writes a record of its own wording for
 // it: a copy of what a run record looks like, with bob, not ada, as the
@@ -380,16 +414,16 @@ func TestAttackPendingIndexThroughAPIReply(t *testing.T) {
 // headers, then without). Before the fix the coordinator read the last as
 // the run's record, and accepted bob's approval. Every write of a record
 // now carries a message id, and a reader refuses what is not a client's
-// publish (store.ErrForeignRecord): on disk bob's decision is rejected,
-// not_allowed, and the run stays stopped (open); with records in memory
-// the coordinator puts the record's last sealed copy back over the answer,
-// bob is refused as not an approver, and ada decides.
+// publish (store.ErrForeignRecord); the coordinator puts the record's last
+// sealed copy back over the answer, bob is refused as not an approver, and
+// ada decides. (With records on disk the run stayed stopped until the
+// tenth session: records on disk wrote no copies.)
 func TestAttackAgentForgesRunRecordThroughAPIReply(t *testing.T) {
 	t.Parallel()
 	eachRecordStorage(t, forgedRunRecord)
 }
 
-func forgedRunRecord(t *testing.T, d *deployment, storage jetstream.Storage) {
+func forgedRunRecord(t *testing.T, d *deployment, _ jetstream.Storage) {
 	d.suspend(d.client("agent"), "run-1", "ada")
 	rec := d.record("run-1")
 	rec.Interrupts[0].Approvers = []string{"bob"}
@@ -414,13 +448,6 @@ func forgedRunRecord(t *testing.T, d *deployment, storage jetstream.Storage) {
 	}
 	var rej *processor.RejectionError
 	require.ErrorAs(t, err, &rej)
-	if storage == jetstream.FileStorage {
-		require.Equal(t, subjects.CodeNotAllowed, rej.Verdict.Code, "%v", err)
-		require.Contains(t, rej.Verdict.Detail, "not a write of the coordinator's")
-		_, err = auditor.Run(d.ctx, "run-1")
-		require.ErrorIs(t, err, store.ErrForeignRecord, "the run stays stopped: nothing puts a record on disk back")
-		return
-	}
 	require.NotContains(t, rej.Verdict.Detail, "not a write of the coordinator's", "the record was not put back")
 	put, err := auditor.Run(d.ctx, "run-1")
 	require.NoError(t, err)

@@ -63,23 +63,11 @@ func startsDespite(t *testing.T, d *deployment, run, why string) *subjects.Run {
 	return rec
 }
 
-// refusedAsForeign waits until the coordinator has refused an input of run
-// because its key holds no record of the coordinator's.
-func refusedAsForeign(t *testing.T, d *deployment, run string) {
-	t.Helper()
-	require.Eventually(t, func() bool {
-		for _, ev := range d.events(run) {
-			if ev.Type == subjects.EventInputRejected && strings.Contains(ev.Detail, "not a write of the coordinator's") {
-				return true
-			}
-		}
-		return false
-	}, 30*time.Second, 20*time.Millisecond, "an input of %s refused: its key holds no record", run)
-}
-
 // billingClaims publishes the billing agent's first suspension of run, a
 // run id of refunds', and checks it is refused and nothing written over
-// the answer run's key holds.
+// the answer run's key holds: the key keeps the answer (no copy of the
+// record in the trail to put back) or refunds' record, put back from its
+// copy, and billing's suspension is refused as another agent's.
 func billingClaims(t *testing.T, d *deployment, run string) {
 	t.Helper()
 	s := subjects.Suspension{PassRef: subjects.PassRef{Version: 1, RunID: run, Agent: "billing"},
@@ -89,15 +77,28 @@ func billingClaims(t *testing.T, d *deployment, run string) {
 	_, err = d.attacker("agent_billing").js.PublishMsg(&nats.Msg{Subject: "interlock.suspended.billing." + run, Data: body,
 		Header: nats.Header{nats.MsgIdHdr: {run + ":0:billing"}}})
 	require.NoError(t, err)
-	refusedAsForeign(t, d, run)
-	_, err = processor.NewClient(d.client("auditor")).Run(d.ctx, run)
-	require.ErrorIs(t, err, store.ErrForeignRecord, "refunds' recorded %s was replaced by a record of billing's", run)
+	require.Eventually(t, func() bool {
+		for _, ev := range d.events(run) {
+			if ev.Type == subjects.EventInputRejected && (ev.Code == subjects.CodeWrongAgent ||
+				strings.Contains(ev.Detail, "not a write of the coordinator's")) {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 20*time.Millisecond, "billing's suspension of %s refused", run)
+	rec, err := processor.NewClient(d.client("auditor")).Run(d.ctx, run)
+	if err != nil {
+		require.ErrorIs(t, err, store.ErrForeignRecord)
+		return
+	}
+	require.Equal(t, "refunds", rec.Agent, "refunds' recorded %s was replaced by a record of billing's", run)
 }
 
 // decidedOnDisk is a deployment that kept its records in memory and moved
 // them to disk (operators.md: delete KV_interlock_runs, provision again),
 // with refunds' run-1 suspended in the memory era (its copy in the trail)
-// and ada's cancel accepted on disk since (no copy): the coordinator that
+// and ada's cancel accepted on disk since (its copy on disk, since the tenth
+// session; none before): the coordinator that
 // decided it is returned, running.
 func decidedOnDisk(t *testing.T) (*deployment, *coordinator.Coordinator, coordinator.Config) {
 	t.Helper()
@@ -288,8 +289,8 @@ func TestAttackLiftedEventsRetentionKeepsRunRefused(t *testing.T) {
 // counted as following a record, so an answer then planted over the key
 // read as "no record", and the redelivered first suspension wrote a new
 // first record over the decided one. A person's decision now counts (found
-// by the second review of the fix): the run stays stopped, as any run
-// whose record an answer replaced (docs/security.md).
+// by the second review of the fix), and since the tenth session the record
+// is put back from the copy the decision's entry carries.
 func TestAttackCrashAfterFirstRecordThenPlantKeepsDecision(t *testing.T) {
 	t.Parallel()
 	d := crashedAfterFirstRecord(t, "run-2")
@@ -301,10 +302,21 @@ func TestAttackCrashAfterFirstRecordThenPlantKeepsDecision(t *testing.T) {
 	require.Equal(t, subjects.RunResuming, d.record("run-2").Status)
 
 	plantRecord(t, d, "run-2", []byte(`{}`))
-	refusedAsForeign(t, d, "run-2") // the suspension, delivered again to coordinator B
-	for _, ev := range d.events("run-2") {
-		require.NotEqual(t, subjects.EventSuspended, ev.Type, "a new first record was written over ada's decision")
-	}
+	// The suspension, delivered again to coordinator B, meets the answer:
+	// the record is put back from the decision's copy, and the suspension
+	// is applied to it as the repeat it is (its entry, which coordinator A
+	// never wrote, is audited now).
+	require.Eventually(t, func() bool {
+		for _, ev := range d.events("run-2") {
+			if ev.Type == subjects.EventSuspended {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 20*time.Millisecond, "the suspension delivered again")
+	rec := d.record("run-2")
+	require.Equal(t, subjects.RunResuming, rec.Status, "a new first record was written over ada's decision")
+	require.NotNil(t, rec.Interrupts[0].Decision, "ada's decision is kept")
 }
 
 // With records in memory a server restart empties the runs bucket until a
@@ -330,9 +342,11 @@ func TestAttackStartRestartsRecordLostFromMemory(t *testing.T) {
 // records back from the trail (SealedBefore). An answer planted over the
 // key of a run that had a sealed copy in the memory era, and was decided
 // since (on disk, no copy), was replaced by that old copy: the decided
-// interrupt was open again and a second decision accepted. Copies are put
-// back over an answer only while every write carries one (records in
-// memory). Found by the third review of the eighth session's fix.
+// interrupt was open again and a second decision accepted (found by the
+// third review of the eighth session's fix). Every write carries a copy
+// now, on disk too, and a copy is put back over an answer only when no
+// later write is in the trail (store TestDiskCopyPutBackOnlyWhenLatest):
+// the record put back is the one after the cancel.
 func TestAttackMemoryToDiskPlantKeepsDecidedRun(t *testing.T) {
 	t.Parallel()
 	for name, plant := range map[string]func(t *testing.T, d *deployment, run string){
@@ -357,7 +371,9 @@ func memoryToDiskPlant(t *testing.T, plant func(t *testing.T, d *deployment, run
 	}
 	var rej *processor.RejectionError
 	require.ErrorAs(t, err, &rej)
-	require.Equal(t, subjects.CodeNotAllowed, rej.Verdict.Code, "the run stays stopped, as any run whose record an answer replaced")
+	require.Equal(t, subjects.CodeAlreadyDecided, rej.Verdict.Code,
+		"the record put back is the one after ada's cancel: its copy rides the cancel's entry on disk too")
+	require.Equal(t, subjects.RunResuming, d.record("run-1").Status)
 }
 
 // The pending index's marker was read as whatever delete marker its key

@@ -11,22 +11,25 @@ import (
 	"github.com/interlockhq/interlock/subjects"
 )
 
-// A runs bucket kept in memory (jetstream.Config.RecordsStorage) costs no
-// fsync per record write: the coordinator's store carries each record,
-// sealed, in the first event its change writes, and puts records back from
-// those copies when the bucket loses them (store.JetStream.UseRecordKey).
+// The coordinator's store carries each record it writes, sealed, in the
+// first event its change writes (store.JetStream.UseRecordKey), and puts a
+// record back from those copies when an answer the server stored for
+// another user replaced it. A runs bucket kept in memory
+// (jetstream.Config.RecordsStorage) costs no fsync per record write: there
+// the copies are also what records the bucket loses are put back from.
 
 // recordSealer is a store that can keep the records' copies in the trail.
 type recordSealer interface {
-	UseRecordKey(key []byte, inMemory bool)
+	UseRecordKey(key []byte, inMemory, putBack bool)
 	SealedBefore(ctx context.Context) (bool, error)
 	RestoreRecords(ctx context.Context, by string, now time.Time, announce func(store.Restored) error) (store.Restored, error)
 }
 
 // sealRecords decides whether this coordinator puts back records the runs
-// bucket lost (co.restores) and seals records into the trail (co.sealed),
-// and gives the store the record key when it does either. It seals when
-// the bucket keeps its records in memory; it puts them back then, and when
+// bucket lost (co.restores) and keeps its records' copies with the rules
+// of a bucket in memory (co.sealed), and gives the store the record key:
+// every coordinator seals copies. It keeps the memory rules when the bucket
+// keeps its records in memory; it puts lost records back then, and when
 // the bucket is on disk in a deployment that kept records in memory before
 // (lost with a restart, the bucket created again on disk by `interlock
 // provision`). A deployment that never did reads one event at start and
@@ -46,9 +49,7 @@ func (co *Coordinator) sealRecords(ctx context.Context) error {
 			return err
 		}
 	}
-	if co.restores {
-		s.UseRecordKey(co.ids.RecordKey(), mem)
-	}
+	s.UseRecordKey(co.ids.RecordKey(), mem, co.restores)
 	return nil
 }
 

@@ -31,9 +31,12 @@ type JetStream struct {
 	// with their revisions (see Recent); recentSize is their bytes.
 	recent     map[string]remembered
 	recentSize int
-	// sealKey, when set (UseRecordKey), opens the record copies the
-	// trail carries, to put records back (RestoreRecords).
+	// sealKey, when set (UseRecordKey), seals a copy of each record
+	// written into the trail and opens them, to put records back.
 	sealKey []byte
+	// putsBackMissing: a record missing from the bucket is put back from
+	// its copies too (RestoreRecords), not only one an answer replaced.
+	putsBackMissing bool
 	// written holds the revision this store wrote each record at, by run
 	// and writes (writtenKey), for holds; bounded by recentRecords.
 	written map[string]uint64
@@ -91,23 +94,31 @@ var (
 )
 
 // UseRecordKey gives the store the key record copies are sealed with
-// (jetstream.IDSigner.RecordKey), so that it puts back records a runs
-// bucket lost from the copies the audit trail carries: all of them
-// (RestoreRecords), and one missing when it is read, from its run's latest
-// copy (so a store with the key never guesses a record new, nor starts
-// from a record it remembers). With inMemory (the runs bucket keeps its
+// (jetstream.IDSigner.RecordKey): it seals a copy of each record it
+// commits effects for (Effects.Record) into the trail, and puts a record
+// back from its run's latest copy when the bucket holds, instead, an
+// answer the server stored there for another user (docs/security.md,
+// "Answers the server sends for you"). inMemory: the runs bucket keeps its
 // records in memory, where its writes cost no fsync and a server restart
-// empties it) it also seals a copy of each record it commits effects for
-// (Effects.Record) into the trail. Only the coordinator, which reads the
-// key, calls it, and only in a deployment that keeps, or kept, records in
-// memory; call it before the store is used.
-func (s *JetStream) UseRecordKey(key []byte, inMemory bool) { s.sealKey, s.inMemory = key, inMemory }
+// empties it, so each copy is stored first and the bucket checked after
+// (Commit). putBack: records missing from the bucket are put back too,
+// all of them (RestoreRecords) and one when it is read (so the store
+// never guesses a record new, nor starts from a record it remembers): a
+// deployment that keeps, or kept, records in memory. Only the coordinator,
+// which reads the key, calls it; call it before the store is used.
+func (s *JetStream) UseRecordKey(key []byte, inMemory, putBack bool) {
+	s.sealKey, s.inMemory, s.putsBackMissing = key, inMemory, putBack
+}
 
-// sealing reports whether the store seals records into the trail.
+// copies reports whether the store seals records into the trail.
+func (s *JetStream) copies() bool { return s.sealKey != nil }
+
+// sealing reports whether the store seals records into the trail with the
+// rules of a bucket in memory (each copy stored first, then checked).
 func (s *JetStream) sealing() bool { return s.sealKey != nil && s.inMemory }
 
 // restoring reports whether the store puts back records the bucket lost.
-func (s *JetStream) restoring() bool { return s.sealKey != nil }
+func (s *JetStream) restoring() bool { return s.sealKey != nil && s.putsBackMissing }
 
 // bucket opens the named bucket once.
 func (s *JetStream) bucket(ctx context.Context, name string) (*jetstream.Bucket, error) {
@@ -135,12 +146,10 @@ func (s *JetStream) Run(ctx context.Context, run string) (*subjects.Run, uint64,
 		return nil, 0, err
 	}
 	data, rev, err := runEntry(ctx, b, run)
-	if errors.Is(err, ErrNotFound) && s.restoring() || errors.Is(err, ErrForeignRecord) && s.sealing() {
-		// Lost with the bucket, or, while every write's copy rides in the
-		// trail, replaced by an answer the server stored there for another
-		// user: the latest copy the trail carries. (A deployment that moved
-		// its records to disk writes no copies: its last copy may be older
-		// than the record the answer replaced.)
+	if errors.Is(err, ErrNotFound) && s.restoring() || errors.Is(err, ErrForeignRecord) && s.copies() {
+		// Lost with the bucket, or replaced by an answer the server stored
+		// there for another user: the latest copy the trail carries, when
+		// no write came after it (latestCopy).
 		return s.restoreRun(ctx, run, rev, err)
 	}
 	if errors.Is(err, ErrForeignRecord) && s.ids != nil {
@@ -728,6 +737,22 @@ func WorkBacklog(ctx context.Context, c *jetstream.Client) ([]AgentWork, error) 
 // together; each carries a message id (index puts and events) or is
 // idempotent (index deletes).
 func (s *JetStream) Commit(ctx context.Context, fx Effects) error {
+	if s.copies() && fx.Record != nil {
+		fx.Events = slices.Clone(fx.Events)
+		for i := range fx.Events {
+			fx.Events[i].Writes = fx.Record.Writes
+		}
+	}
+	if s.copies() && !s.sealing() && fx.Record != nil && len(fx.Events) > 0 {
+		// Records on disk: the copy rides the first event, stored with
+		// the rest. A record the bucket holds durably needs no copy before
+		// its effects; the copy is for an answer stored over it later.
+		events, err := s.withCopy(fx.Record, fx.Events)
+		if err != nil {
+			return err
+		}
+		fx.Events = events
+	}
 	if s.sealing() && fx.Record != nil {
 		if len(fx.Events) == 0 {
 			return fmt.Errorf("run %s: a record change committed without an event to carry its copy", fx.Record.RunID)
@@ -829,6 +854,12 @@ func EventMsg(ns subjects.Namespace, ev Event) (jetstream.OutMsg, error) {
 	m := jetstream.OutMsg{Subject: subject, Data: data, MsgID: ev.MsgID()}
 	if trace.Valid(ev.TraceParent) {
 		m.Header = jetstream.Header{trace.Header: {trace.Child(ev.TraceParent)}}
+	}
+	if ev.Writes > 0 {
+		if m.Header == nil {
+			m.Header = jetstream.Header{}
+		}
+		m.Header[jetstream.HeaderRecordWrites] = []string{strconv.FormatUint(ev.Writes, 10)}
 	}
 	return m, nil
 }

@@ -67,8 +67,12 @@ func (s *JetStream) copyIn(run string, data []byte) *subjects.Run {
 }
 
 // latestCopy is the copy of run's record with the most writes its events
-// carry, nil when they carry none.
-func (s *JetStream) latestCopy(ctx context.Context, run string) (*subjects.Run, error) {
+// carry, nil when they carry none. With laterWrites, also nil when an
+// entry after that copy tells of a record write the copy does not hold:
+// it names more writes (jetstream.HeaderRecordWrites: its change's copy
+// was not stored), or it follows a record write (followsRecord) and names
+// none (a coordinator that wrote no copies wrote it).
+func (s *JetStream) latestCopy(ctx context.Context, run string, laterWrites bool) (*subjects.Run, error) {
 	filter, err := s.c.Namespace().RunEvents(run)
 	if err != nil {
 		return nil, err
@@ -83,28 +87,49 @@ func (s *JetStream) latestCopy(ctx context.Context, run string) (*subjects.Run, 
 		return nil, nil
 	}
 	var best *subjects.Run
+	stale := false
 	for after := uint64(0); ; {
 		msgs, err := s.c.Messages(ctx, jetstream.StreamEvents, filter, after+1, eventsBatch)
 		if err != nil {
 			return nil, fmt.Errorf("read run %s's record copies: %w", run, err)
 		}
 		for _, m := range msgs {
-			// Of copies with as many writes (two lineages, one of a write
-			// lost with the bucket), the later stored; never an answer the
-			// server stored here for another user (a copy it re-sent).
-			if r := s.copyIn(run, m.Data); r != nil && jetstream.CheckPublished(m.Header) == nil && (best == nil || r.Writes >= best.Writes) {
-				best = r
-			}
 			after = m.Sequence
+			if jetstream.CheckPublished(m.Header) != nil {
+				continue // an answer the server stored here for another user (a copy it re-sent)
+			}
+			// Of copies with as many writes (two lineages, one of a write
+			// lost with the bucket), the later stored.
+			if r := s.copyIn(run, m.Data); r != nil && (best == nil || r.Writes >= best.Writes) {
+				best, stale = r, false
+				continue
+			}
+			if laterWrites && best != nil && s.laterWrite(m, best.Writes) {
+				stale = true
+			}
 		}
 		if len(msgs) < eventsBatch {
 			if after < last {
 				// Direct gets may be answered by a replica that lags.
 				return nil, fmt.Errorf("read run %s's record copies: %w: read up to %d of %d", run, errLagging, after, last)
 			}
+			if stale {
+				return nil, nil
+			}
 			return best, nil
 		}
 	}
+}
+
+// laterWrite reports whether m, an entry of the coordinator's, tells of a
+// record write after the one with writes (latestCopy).
+func (s *JetStream) laterWrite(m jetstream.StoredMsg, writes uint64) bool {
+	if v := m.Header.Get(jetstream.HeaderRecordWrites); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		return err != nil || n > writes
+	}
+	ev, err := subjects.StoredEvent(s.c.Namespace(), m.Subject, m.Data)
+	return err == nil && followsRecord(ev)
 }
 
 // errLagging: a read of the trail ended before the last event the stream's
@@ -117,7 +142,9 @@ var errLagging = errors.New("the trail's reader lags its leader")
 // cause when its events carry none (a new run; see unrecorded for one
 // whose key holds something else).
 func (s *JetStream) restoreRun(ctx context.Context, run string, rev uint64, cause error) (*subjects.Run, uint64, error) {
-	best, err := s.latestCopy(ctx, run)
+	// An answer replaced a record on disk: the bucket lost no write, so
+	// the copy must be of the last one.
+	best, err := s.latestCopy(ctx, run, errors.Is(cause, ErrForeignRecord) && !s.inMemory)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -127,7 +154,7 @@ func (s *JetStream) restoreRun(ctx context.Context, run string, rev uint64, caus
 	if best == nil {
 		return nil, 0, cause
 	}
-	if _, _, err := s.putBack(ctx, best, 0); err != nil {
+	if _, _, err := s.putBack(ctx, best, 0, true); err != nil {
 		return nil, 0, err
 	}
 	b, err := s.bucket(ctx, jetstream.RunsBucket)
@@ -143,9 +170,10 @@ func (s *JetStream) restoreRun(ctx context.Context, run string, rev uint64, caus
 
 // putBack stores copy unless the bucket holds the record with more writes,
 // or as many and not at revision own (what this caller put back before:
-// a later copy with as many writes replaces it); it returns the revision it
-// stored at, and whether it stored.
-func (s *JetStream) putBack(ctx context.Context, copy *subjects.Run, own uint64) (uint64, bool, error) {
+// a later copy with as many writes replaces it), or, unless overForeign,
+// an answer the server stored there; it returns the revision it stored at,
+// and whether it stored.
+func (s *JetStream) putBack(ctx context.Context, copy *subjects.Run, own uint64, overForeign bool) (uint64, bool, error) {
 	b, err := s.bucket(ctx, jetstream.RunsBucket)
 	if err != nil {
 		return 0, false, err
@@ -159,9 +187,10 @@ func (s *JetStream) putBack(ctx context.Context, copy *subjects.Run, own uint64)
 		cur, at, err := runEntry(ctx, b, copy.RunID)
 		switch {
 		case errors.Is(err, ErrNotFound):
-		case errors.Is(err, ErrForeignRecord) && !s.sealing():
-			// Records on disk write no copies: the last copy may be older
-			// than the record the answer replaced, so it stays refused.
+		case errors.Is(err, ErrForeignRecord) && (!s.copies() || !overForeign):
+			// The last copy may be older than the record the answer
+			// replaced (a store that writes no copies, or a restore that
+			// did not check: latestCopy), so it stays refused.
 			return 0, false, nil
 		case errors.Is(err, ErrForeignRecord):
 			rev = at // not a record: the copy replaces it
@@ -301,7 +330,10 @@ func (s *JetStream) RestoreRecords(ctx context.Context, by string, now time.Time
 		}
 		for _, run := range order {
 			r := latest[run]
-			rev, stored, err := s.putBack(ctx, r, put[run].rev)
+			// Over an answer only in memory, where every write's copy is
+			// stored before its effects; on disk, an input that meets it
+			// puts back a copy no later write outdates (Run).
+			rev, stored, err := s.putBack(ctx, r, put[run].rev, s.inMemory)
 			if err != nil {
 				return Restored{Runs: len(put)}, err
 			}
@@ -403,6 +435,30 @@ func (s *JetStream) storeCopy(ctx context.Context, rec *subjects.Run, first Even
 		}
 	}
 	return stored, s.holds(ctx, rec)
+}
+
+// withCopy is events with rec sealed into the first, or, when the first
+// with the copy would be over the max payload (a failure's long detail),
+// with the copy in a recorded event of its own before them. A record whose
+// copy fits no event goes without one: an answer stored over it later is
+// refused, and the run stays stopped, as before records carried copies.
+func (s *JetStream) withCopy(rec *subjects.Run, events []Event) ([]Event, error) {
+	sealed, err := SealRecord(s.sealKey, rec)
+	if err != nil {
+		return nil, fmt.Errorf("seal run record %s: %w", rec.RunID, err)
+	}
+	room := s.c.MaxPayload() - copyEventRoom
+	switch {
+	case int64(len(sealed)) > room:
+		return events, nil
+	case int64(len(sealed)+len(events[0].Detail)) > room:
+		ev := Event{Event: subjects.Event{Version: subjects.Version, Type: subjects.EventRecorded, RunID: rec.RunID,
+			Agent: rec.Agent, Pass: rec.Pass, At: rec.UpdatedAt, Record: sealed}, Dedup: "rec" + recordTag(s.sealKey, rec),
+			Writes: rec.Writes}
+		return append([]Event{ev}, events...), nil
+	}
+	events[0].Record = sealed
+	return events, nil
 }
 
 // copyHeaderRoom is what a message's headers (its id, trace context) may

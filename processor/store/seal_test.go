@@ -92,7 +92,7 @@ func sealingStore(t *testing.T) (*store.JetStream, *jetstream.Client, natsjs.Jet
 	srv := jstest.Server(t)
 	c := jstest.Client(t, srv, jetstream.Config{RecordsStorage: jetstream.MemoryStorage})
 	s := store.NewJetStream(c)
-	s.UseRecordKey(sealKey, true)
+	s.UseRecordKey(sealKey, true, true)
 	nc, err := nats.Connect(srv.URL())
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)

@@ -21,7 +21,7 @@ func TestWrittenHoldsOnlyUncheckedWrites(t *testing.T) {
 	srv := jstest.Server(t)
 	c := jstest.Client(t, srv, jetstream.Config{RecordsStorage: jetstream.MemoryStorage})
 	s := NewJetStream(c)
-	s.UseRecordKey(bytes.Repeat([]byte{7}, 32), true)
+	s.UseRecordKey(bytes.Repeat([]byte{7}, 32), true, true)
 	ctx := context.Background()
 	for i := range 5 {
 		run := fmt.Sprintf("r%d", i)

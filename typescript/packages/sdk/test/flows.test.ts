@@ -491,7 +491,11 @@ describe("the worker", () => {
       const h = headers();
       h.set("Nats-Msg-Id", `pending:${key}:0`);
       await js.publish(`tssrc.${agent}`, JSON.stringify(forged), { headers: h });
-      nc.publish(`$JS.API.CONSUMER.MSG.NEXT.${source}.puller`, JSON.stringify({ batch: 1, no_wait: true }),
+      // The pull waits for the message (expires, not no_wait): a pull that
+      // found the consumer before it saw the message was answered 404, a
+      // status stored under the key, and the message never came (flaky
+      // under the whole suite's load).
+      nc.publish(`$JS.API.CONSUMER.MSG.NEXT.${source}.puller`, JSON.stringify({ batch: 1, expires: 10_000_000_000 }),
         { reply: `$KV.interlock_pending.${key}` });
       await eventually(async () => {
         const m = await jsm.streams.getMessage("KV_interlock_pending", { last_by_subj: `tssrc.${agent}` }).catch(() => null);
