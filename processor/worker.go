@@ -682,13 +682,14 @@ func (w *Worker) outcome(work subjects.Work, p *pass, result any, bodyErr error)
 			susp.Requester = p.requester
 		}
 		subjects.Versioned(&susp)
-		if bound, limit := subjects.SuspensionBound(work, susp), w.client.MaxPayload(); int64(bound) > limit {
+		if bound, limit := subjects.SuspensionBound(work, susp), subjects.RecordLimit(w.client.MaxPayload()); int64(bound) > limit {
 			// Refused here rather than by the coordinator: the run fails
 			// with the reason, instead of waiting on questions whose
 			// answers its record could not take.
 			bodyErr = fmt.Errorf("%w: with the largest decision allowed for each of its %d interrupts the run record "+
-				"could reach %d bytes, over the server's max payload of %d bytes; ask with less (message, metadata, "+
-				"schema, journal) or fewer interrupts per pass", ErrSuspensionTooLarge, len(susp.Interrupts), bound, limit)
+				"could reach %d bytes, over the %d a run record may have on a server whose max payload is %d bytes; "+
+				"ask with less (message, metadata, schema, journal) or fewer interrupts per pass",
+				ErrSuspensionTooLarge, len(susp.Interrupts), bound, limit, w.client.MaxPayload())
 			w.cfg.Logger.Warn("suspension refused", "run", work.RunID, "pass", work.Pass, "error", bodyErr)
 			break
 		}

@@ -82,6 +82,22 @@ func RecordBound(rec *Run, allowance func(in Interrupt) int) int {
 	return n
 }
 
+// RecordCopyRoom is what the event carrying a run record's sealed copy
+// keeps for its own fields (a verdict, a detail, its headers), and
+// SealOverhead what sealing adds to the record's JSON before base64 (a
+// version byte, a 12-byte nonce and a 16-byte tag).
+const (
+	RecordCopyRoom = 16 << 10
+	SealOverhead   = 1 + 12 + 16
+)
+
+// RecordLimit is the largest run record a coordinator writes on a server
+// whose max payload is maxPayload: one whose sealed copy (a third larger,
+// as base64) fits, with RecordCopyRoom, the event that carries it.
+func RecordLimit(maxPayload int64) int64 {
+	return max(0, (maxPayload-RecordCopyRoom)*3/4-SealOverhead)
+}
+
 // SuspensionBound is what an agent can tell of the record its suspension s
 // of work item w makes, before publishing it: the work item (input,
 // journal and the decisions of earlier passes), the suspension and, for

@@ -35,3 +35,29 @@ func TestRecordBound(t *testing.T) {
 	one := func(subjects.Interrupt) int { return 1000 }
 	assert.Equal(t, len(data)+subjects.RecordMargin+1000, subjects.RecordBound(rec, one), "only open interrupts get an allowance")
 }
+
+// TestRecordLimit: a record at the limit has a sealed copy (base64 of the
+// JSON and the seal's overhead) that fits, with the room an event keeps
+// for its own fields, a message of the server's max payload; four bytes more
+// does not (base64 counts in threes). The Python SDK computes the same
+// (record_limit).
+func TestRecordLimit(t *testing.T) {
+	t.Parallel()
+	copyOf := func(record int64) int64 { return (record + subjects.SealOverhead + 2) / 3 * 4 }
+	for _, mp := range []int64{1 << 20, 8 << 20, 64 << 10} {
+		limit := subjects.RecordLimit(mp)
+		if copyOf(limit)+subjects.RecordCopyRoom > mp {
+			t.Errorf("max payload %d: a record of %d bytes has a copy of %d, over it with %d bytes of room", mp, limit,
+				copyOf(limit), subjects.RecordCopyRoom)
+		}
+		if copyOf(limit+4)+subjects.RecordCopyRoom <= mp {
+			t.Errorf("max payload %d: the limit %d leaves room for larger records", mp, limit)
+		}
+	}
+	if got := subjects.RecordLimit(1 << 20); got != 774_115 {
+		t.Errorf("subjects.RecordLimit(1 MiB) = %d, the Python SDK's record_limit says 774115", got)
+	}
+	if got := subjects.RecordLimit(subjects.RecordCopyRoom); got != 0 {
+		t.Errorf("subjects.RecordLimit(%d) = %d, want 0", subjects.RecordCopyRoom, got)
+	}
+}

@@ -342,6 +342,12 @@ func (co *Coordinator) crash(point string) bool { return co.fault.Crash(point, c
 
 func (co *Coordinator) now() time.Time { return co.cfg.Now().UTC() }
 
+// recordLimit says, for a refusal, what a run record may have.
+func (co *Coordinator) recordLimit() string {
+	return fmt.Sprintf("the %d bytes a run record may have (the server's max payload, less room for the record's "+
+		"sealed copy in the audit trail)", co.store.MaxRecord())
+}
+
 // update changes run's record through the one compare-and-set loop.
 func (co *Coordinator) update(ctx context.Context, run string, change func(rec *subjects.Run) (*subjects.Run, error)) (*subjects.Run, error) {
 	return store.Update(ctx, co.store, run, change)

@@ -122,9 +122,9 @@ func (co *Coordinator) handleDecision(ctx context.Context, m *jetstream.Delivery
 		// is below what the suspension was admitted with): a verdict and
 		// an event, not a retry that can never succeed.
 		return co.verdict(ctx, o, d, addr.Run, rules.Reject(subjects.CodeRecordTooLarge,
-			"the run record with this decision would not fit the server's max payload of %d bytes; "+
+			"the run record with this decision would be over %s; "+
 				"nothing was recorded: send a shorter decision (payload, comment, metadata) (%v)",
-			co.store.MaxRecord(), err), false)
+			co.recordLimit(), err), false)
 	case errors.Is(err, store.ErrForeignRecord):
 		// Not the run's record: nothing is decided on what another user
 		// had the server store under its key.

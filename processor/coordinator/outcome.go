@@ -127,13 +127,14 @@ func (co *Coordinator) handleOutcome(ctx context.Context, m *jetstream.Delivery)
 
 // checkBound refuses a record whose bound (rules.Set.RecordBound: its
 // size with the largest decision allowed for each interrupt still open) is
-// over the server's max payload.
+// over what a run record may have (store.Store.MaxRecord).
 func (co *Coordinator) checkBound(rec *subjects.Run) error {
 	limit := co.store.MaxRecord()
 	if bound := co.rules.RecordBound(rec); int64(bound) > limit {
 		return subjects.RecordTooLarge("suspension refused: with the largest decision allowed for each of its %d open "+
-			"interrupts the run record could reach %d bytes, over the server's max payload of %d bytes; "+
-			"ask with less (message, metadata, schema, journal) or fewer interrupts per pass", len(rec.Pending()), bound, limit)
+			"interrupts the run record could reach %d bytes, over %s; "+
+			"ask with less (message, metadata, schema, journal) or fewer interrupts per pass", len(rec.Pending()), bound,
+			co.recordLimit())
 	}
 	return nil
 }
@@ -171,8 +172,8 @@ func failedFor(o rules.Outcome, err error) rules.Outcome {
 // the run fails with a short reason if the record still takes that, and
 // the outcome is refused (audited, dead-lettered) either way.
 func (co *Coordinator) outcomeTooLarge(ctx context.Context, m *jetstream.Delivery, o rules.Outcome, a rules.Arrival, cause error) error {
-	refusal := subjects.RecordTooLarge("%s outcome of pass %d refused: the run record would not fit the server's max "+
-		"payload of %d bytes (%v)", o.Kind, o.Pass, co.store.MaxRecord(), cause)
+	refusal := subjects.RecordTooLarge("%s outcome of pass %d refused: the run record would be over "+
+		"%s (%v)", o.Kind, o.Pass, co.recordLimit(), cause)
 	failed := failedFor(o, subjects.RecordTooLarge("%s outcome of pass %d too large to record", o.Kind, o.Pass))
 	var refused error
 	next, err := co.update(ctx, o.RunID, func(rec *subjects.Run) (*subjects.Run, error) {

@@ -86,8 +86,8 @@ func (co *Coordinator) handleTimer(ctx context.Context, m *jetstream.Delivery) e
 		co.cfg.Logger.Warn("timer refused: the run record would be too large", "run", t.RunID, "timer", t.Name, "error", err)
 		return co.event(ctx, subjects.Event{Type: subjects.EventInputRejected, RunID: t.RunID, InterruptIDs: []string{t.InterruptID},
 			Code: subjects.CodeRecordTooLarge, Subject: m.Subject, Detail: fmt.Sprintf("timer %s (%s) of interrupt %s not applied: "+
-				"the run record would not fit the server's max payload of %d bytes (%v)", t.Name, t.Kind, t.InterruptID,
-				co.store.MaxRecord(), err)}, "timer-"+t.Name+":too-large")
+				"the run record would be over %s (%v)", t.Name, t.Kind, t.InterruptID,
+				co.recordLimit(), err)}, "timer-"+t.Name+":too-large")
 	case errors.Is(err, store.ErrForeignRecord):
 		return co.refuseInput(ctx, m, t.RunID, "timer", err)
 	case err != nil:

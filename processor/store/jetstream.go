@@ -113,10 +113,6 @@ func (s *JetStream) UseRecordKey(key []byte, inMemory, putBack bool) {
 // copies reports whether the store seals records into the trail.
 func (s *JetStream) copies() bool { return s.sealKey != nil }
 
-// sealing reports whether the store seals records into the trail with the
-// rules of a bucket in memory (each copy stored first, then checked).
-func (s *JetStream) sealing() bool { return s.sealKey != nil && s.inMemory }
-
 // restoring reports whether the store puts back records the bucket lost.
 func (s *JetStream) restoring() bool { return s.sealKey != nil && s.putsBackMissing }
 
@@ -386,7 +382,7 @@ func (s *JetStream) PutRun(ctx context.Context, r *subjects.Run, rev uint64) (ui
 	if err != nil {
 		return 0, err
 	}
-	if s.sealing() && int64(len(data)) > s.MaxRecord() {
+	if s.copies() && int64(len(data)) > s.MaxRecord() {
 		// Its sealed copy would not fit the event that must carry it.
 		return 0, fmt.Errorf("run record %s: %w: %d bytes, over the %d a record whose copy rides in an event may have",
 			r.RunID, ErrTooLarge, len(data), s.MaxRecord())
@@ -397,7 +393,7 @@ func (s *JetStream) PutRun(ctx context.Context, r *subjects.Run, rev uint64) (ui
 		return 0, err
 	}
 	s.remember(r.RunID, data, next)
-	if s.sealing() {
+	if s.copies() {
 		s.mu.Lock()
 		if s.written == nil || len(s.written) >= recentRecords {
 			s.written = make(map[string]uint64)
@@ -642,19 +638,14 @@ func (s *JetStream) LastSuspension(ctx context.Context, run string) (uint64, err
 }
 
 // MaxRecord implements Store: the server's max payload; for a store that
-// seals records, what leaves room in one event for the record's sealed
-// copy (a third larger, as base64) and the event's own fields
-// (copyEventRoom).
+// seals records into the trail, subjects.RecordLimit of it, so that a
+// record's copy fits the event that carries it.
 func (s *JetStream) MaxRecord() int64 {
-	if !s.sealing() {
+	if !s.copies() {
 		return s.c.MaxPayload()
 	}
-	return max(0, (s.c.MaxPayload()-copyEventRoom)*3/4-sealOverhead)
+	return subjects.RecordLimit(s.c.MaxPayload())
 }
-
-// copyEventRoom is what an event carrying a record's copy keeps for its
-// own fields (a verdict, a detail, the message's headers).
-const copyEventRoom = 16 << 10
 
 // eventsBatch is how many events one request reads.
 const eventsBatch = 1024
@@ -737,23 +728,11 @@ func WorkBacklog(ctx context.Context, c *jetstream.Client) ([]AgentWork, error) 
 // together; each carries a message id (index puts and events) or is
 // idempotent (index deletes).
 func (s *JetStream) Commit(ctx context.Context, fx Effects) error {
+	var writes uint64 // of the record the effects follow; 0: none
+	if fx.Record != nil {
+		writes = fx.Record.Writes
+	}
 	if s.copies() && fx.Record != nil {
-		fx.Events = slices.Clone(fx.Events)
-		for i := range fx.Events {
-			fx.Events[i].Writes = fx.Record.Writes
-		}
-	}
-	if s.copies() && !s.sealing() && fx.Record != nil && len(fx.Events) > 0 {
-		// Records on disk: the copy rides the first event, stored with
-		// the rest. A record the bucket holds durably needs no copy before
-		// its effects; the copy is for an answer stored over it later.
-		events, err := s.withCopy(fx.Record, fx.Events)
-		if err != nil {
-			return err
-		}
-		fx.Events = events
-	}
-	if s.sealing() && fx.Record != nil {
 		if len(fx.Events) == 0 {
 			return fmt.Errorf("run %s: a record change committed without an event to carry its copy", fx.Record.RunID)
 		}
@@ -783,11 +762,10 @@ func (s *JetStream) Commit(ctx context.Context, fx Effects) error {
 	}
 	indexed := len(msgs)
 	for _, ev := range fx.Events {
-		m, err := EventMsg(s.c.Namespace(), ev)
+		m, err := s.eventMsg(ev, writes)
 		if err != nil {
 			return err
 		}
-		m.MsgID = s.msgID(m.MsgID)
 		msgs = append(msgs, m)
 	}
 	msgs = append(msgs, fx.Messages...)
@@ -855,11 +833,24 @@ func EventMsg(ns subjects.Namespace, ev Event) (jetstream.OutMsg, error) {
 	if trace.Valid(ev.TraceParent) {
 		m.Header = jetstream.Header{trace.Header: {trace.Child(ev.TraceParent)}}
 	}
-	if ev.Writes > 0 {
+	return m, nil
+}
+
+// eventMsg is ev's message as this store publishes it: its id tagged
+// (SignIDs), and, when it seals copies, with the writes of the record it
+// follows (jetstream.HeaderRecordWrites; 0 for none), which latestCopy
+// reads.
+func (s *JetStream) eventMsg(ev Event, writes uint64) (jetstream.OutMsg, error) {
+	m, err := EventMsg(s.c.Namespace(), ev)
+	if err != nil {
+		return m, err
+	}
+	m.MsgID = s.msgID(m.MsgID)
+	if s.copies() {
 		if m.Header == nil {
 			m.Header = jetstream.Header{}
 		}
-		m.Header[jetstream.HeaderRecordWrites] = []string{strconv.FormatUint(ev.Writes, 10)}
+		m.Header[jetstream.HeaderRecordWrites] = []string{strconv.FormatUint(writes, 10)}
 	}
 	return m, nil
 }

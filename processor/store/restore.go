@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -67,11 +68,15 @@ func (s *JetStream) copyIn(run string, data []byte) *subjects.Run {
 }
 
 // latestCopy is the copy of run's record with the most writes its events
-// carry, nil when they carry none. With laterWrites, also nil when an
-// entry after that copy tells of a record write the copy does not hold:
-// it names more writes (jetstream.HeaderRecordWrites: its change's copy
-// was not stored), or it follows a record write (followsRecord) and names
-// none (a coordinator that wrote no copies wrote it).
+// carry, nil when they carry none. With laterWrites, also nil when the
+// trail tells of a record write that copy does not hold, wherever the
+// entry that tells it sits (a pull's answer can store a genuine entry
+// again, later in the trail, headers and copy included): an entry naming
+// more writes (jetstream.HeaderRecordWrites: a write by a coordinator that
+// did not get its copy stored), or an entry that follows a record write
+// (followsRecord) and names none, stored after the first copy with those
+// writes (written by a coordinator of an earlier version, which wrote no
+// copies).
 func (s *JetStream) latestCopy(ctx context.Context, run string, laterWrites bool) (*subjects.Run, error) {
 	filter, err := s.c.Namespace().RunEvents(run)
 	if err != nil {
@@ -87,7 +92,11 @@ func (s *JetStream) latestCopy(ctx context.Context, run string, laterWrites bool
 		return nil, nil
 	}
 	var best *subjects.Run
-	stale := false
+	// first is where the first copy with so many writes was stored; most,
+	// the most writes an entry names; unnamed, the last entry after a
+	// record write that names none.
+	first := map[uint64]uint64{}
+	var most, unnamed uint64
 	for after := uint64(0); ; {
 		msgs, err := s.c.Messages(ctx, jetstream.StreamEvents, filter, after+1, eventsBatch)
 		if err != nil {
@@ -100,12 +109,19 @@ func (s *JetStream) latestCopy(ctx context.Context, run string, laterWrites bool
 			}
 			// Of copies with as many writes (two lineages, one of a write
 			// lost with the bucket), the later stored.
-			if r := s.copyIn(run, m.Data); r != nil && (best == nil || r.Writes >= best.Writes) {
-				best, stale = r, false
-				continue
+			if r := s.copyIn(run, m.Data); r != nil {
+				if _, ok := first[r.Writes]; !ok {
+					first[r.Writes] = m.Sequence
+				}
+				if best == nil || r.Writes >= best.Writes {
+					best = r
+				}
 			}
-			if laterWrites && best != nil && s.laterWrite(m, best.Writes) {
-				stale = true
+			switch n, named := s.namedWrites(m); {
+			case named:
+				most = max(most, n)
+			case n > 0:
+				unnamed = m.Sequence
 			}
 		}
 		if len(msgs) < eventsBatch {
@@ -113,7 +129,7 @@ func (s *JetStream) latestCopy(ctx context.Context, run string, laterWrites bool
 				// Direct gets may be answered by a replica that lags.
 				return nil, fmt.Errorf("read run %s's record copies: %w: read up to %d of %d", run, errLagging, after, last)
 			}
-			if stale {
+			if laterWrites && best != nil && (most > best.Writes || unnamed > first[best.Writes]) {
 				return nil, nil
 			}
 			return best, nil
@@ -121,15 +137,22 @@ func (s *JetStream) latestCopy(ctx context.Context, run string, laterWrites bool
 	}
 }
 
-// laterWrite reports whether m, an entry of the coordinator's, tells of a
-// record write after the one with writes (latestCopy).
-func (s *JetStream) laterWrite(m jetstream.StoredMsg, writes uint64) bool {
+// namedWrites is the record writes m, an entry of the coordinator's, names
+// (jetstream.HeaderRecordWrites; one that does not parse names more than
+// any), and whether it names any; an entry that names none returns 1 when
+// it follows a record write (followsRecord), else 0.
+func (s *JetStream) namedWrites(m jetstream.StoredMsg) (uint64, bool) {
 	if v := m.Header.Get(jetstream.HeaderRecordWrites); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
-		return err != nil || n > writes
+		if err != nil {
+			return math.MaxUint64, true
+		}
+		return n, true
 	}
-	ev, err := subjects.StoredEvent(s.c.Namespace(), m.Subject, m.Data)
-	return err == nil && followsRecord(ev)
+	if ev, err := subjects.StoredEvent(s.c.Namespace(), m.Subject, m.Data); err == nil && followsRecord(ev) {
+		return 1, false
+	}
+	return 0, false
 }
 
 // errLagging: a read of the trail ended before the last event the stream's
@@ -412,11 +435,10 @@ func (s *JetStream) storeCopy(ctx context.Context, rec *subjects.Run, first Even
 	}
 	carrier := first
 	carrier.Record = sealed
-	m, err := EventMsg(s.c.Namespace(), carrier)
+	m, err := s.eventMsg(carrier, rec.Writes)
 	if err != nil {
 		return false, err
 	}
-	m.MsgID = s.msgID(m.MsgID)
 	stored := int64(len(m.Data)) <= s.c.MaxPayload()-copyHeaderRoom
 	duplicate := false
 	if stored {
@@ -430,35 +452,12 @@ func (s *JetStream) storeCopy(ctx context.Context, rec *subjects.Run, first Even
 		if m, err = EventMsg(s.c.Namespace(), ev); err != nil {
 			return false, err
 		}
+		m.Header = jetstream.Header{jetstream.HeaderRecordWrites: {strconv.FormatUint(rec.Writes, 10)}}
 		if _, err := s.c.Publish(ctx, m.Subject, m.Data, m.MsgID, m.Header); err != nil {
 			return false, err
 		}
 	}
 	return stored, s.holds(ctx, rec)
-}
-
-// withCopy is events with rec sealed into the first, or, when the first
-// with the copy would be over the max payload (a failure's long detail),
-// with the copy in a recorded event of its own before them. A record whose
-// copy fits no event goes without one: an answer stored over it later is
-// refused, and the run stays stopped, as before records carried copies.
-func (s *JetStream) withCopy(rec *subjects.Run, events []Event) ([]Event, error) {
-	sealed, err := SealRecord(s.sealKey, rec)
-	if err != nil {
-		return nil, fmt.Errorf("seal run record %s: %w", rec.RunID, err)
-	}
-	room := s.c.MaxPayload() - copyEventRoom
-	switch {
-	case int64(len(sealed)) > room:
-		return events, nil
-	case int64(len(sealed)+len(events[0].Detail)) > room:
-		ev := Event{Event: subjects.Event{Version: subjects.Version, Type: subjects.EventRecorded, RunID: rec.RunID,
-			Agent: rec.Agent, Pass: rec.Pass, At: rec.UpdatedAt, Record: sealed}, Dedup: "rec" + recordTag(s.sealKey, rec),
-			Writes: rec.Writes}
-		return append([]Event{ev}, events...), nil
-	}
-	events[0].Record = sealed
-	return events, nil
 }
 
 // copyHeaderRoom is what a message's headers (its id, trace context) may

@@ -19,10 +19,6 @@ var ErrSeal = errors.New("sealed record does not open")
 // sealVersion is the first byte of a sealed copy.
 const sealVersion = 1
 
-// sealOverhead is what sealing adds to a record's JSON before base64: the
-// version byte, the nonce and the tag.
-const sealOverhead = 1 + 12 + 16
-
 // SealRecord is r sealed for the audit trail (Event.Record): r as JSON,
 // not compressed (a compressed copy's length would tell a reader of the
 // trail, who may put text of its own into the record, about the rest),

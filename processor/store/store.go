@@ -134,10 +134,10 @@ type Effects struct {
 	// Record, when set, is the run record these effects follow from (as
 	// written, or as read when an input is delivered again). A store that
 	// seals records into the trail (JetStream with the record key) carries
-	// it sealed in the first event. One that keeps records where they can
-	// be lost (the runs bucket in memory) stores that event before
-	// anything else, so that nothing the record caused is stored while the
-	// trail has no copy of it; Events must then not be empty.
+	// it sealed in the first event and stores that event before anything
+	// else, so that nothing the record caused is stored while the trail
+	// has no copy of it, and checks the bucket still holds it; Events must
+	// then not be empty.
 	Record *subjects.Run
 	// Rebuild says Index is a build of a lost index from the records: its
 	// puts carry message ids of their own, never an earlier put's, since
@@ -227,9 +227,6 @@ type Event struct {
 	Dedup string
 	// TraceParent, when valid, is continued on the event.
 	TraceParent string
-	// Writes, when not zero, is the run record's writes after the change
-	// the event is about (jetstream.HeaderRecordWrites).
-	Writes uint64
 }
 
 // Run is the run whose events ev is filed under: its run id, or

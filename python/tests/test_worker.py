@@ -648,3 +648,13 @@ async def test_an_api_answer_on_a_work_subject_is_dead_lettered_never_run(
     assert m.headers is not None
     assert "not a client's publish" in m.headers["Interlock-Dlq-Reason"]
     assert calls == 0
+
+
+def test_record_limit_is_the_coordinators() -> None:
+    """The worker refuses a suspension at the limit the coordinator applies
+    (Go: subjects.RecordLimit, TestRecordLimit): a record's sealed copy
+    rides an event of the audit trail."""
+    from interlock._wire import record_limit
+
+    assert record_limit(1 << 20) == 774_115
+    assert record_limit(16 << 10) == 0

@@ -74,8 +74,9 @@ class CallMismatch(InterlockError):
 
 class SuspensionTooLarge(InterlockError):
     """The worker refused to publish a pass's suspension: its run record,
-    with the largest decision allowed for each interrupt, would not fit the
-    NATS server's max payload. The run fails with this reason instead of
+    with the largest decision allowed for each interrupt, would be over what
+    a run record may have (about three quarters of the NATS server's max
+    payload: its sealed copy rides an event of the trail). The run fails with this reason instead of
     suspending (the Go SDK's ErrSuspensionTooLarge)."""
 
 

@@ -111,6 +111,18 @@ def decision_allowance(interrupt: dict[str, Any]) -> int:
     return n + deadlines * (reminders + 1) * TIMER_OVERHEAD
 
 
+RECORD_COPY_ROOM = 16 << 10
+SEAL_OVERHEAD = 1 + 12 + 16
+
+
+def record_limit(max_payload: int) -> int:
+    """The largest run record a coordinator writes on a server whose max
+    payload is ``max_payload``: one whose sealed copy (a third larger, as
+    base64) fits, with room for the event's own fields, the event that
+    carries it in the audit trail (Go: subjects.RecordLimit)."""
+    return max(0, (max_payload - RECORD_COPY_ROOM) * 3 // 4 - SEAL_OVERHEAD)
+
+
 def suspension_bound(work: dict[str, Any], suspension: dict[str, Any]) -> int:
     """What an agent can tell of the record its suspension makes: the work
     item, the suspension, each interrupt's allowance and the margin (Go:

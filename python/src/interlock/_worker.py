@@ -31,6 +31,7 @@ from ._wire import (
     decode_work,
     nested_deeper,
     not_published,
+    record_limit,
     suspension_bound,
     take_ask_reply,
     versioned,
@@ -503,7 +504,7 @@ class Worker:
                 if nested_deeper(msg):
                     err = ValueError(_too_deep("suspension (its journal)"))
                 else:
-                    bound, limit = suspension_bound(work, msg), self._nc.max_payload
+                    bound, limit = suspension_bound(work, msg), record_limit(self._nc.max_payload)
                     if bound <= limit:
                         return self._ns.suspended(work["agent"], work["runId"]), msg
                     # Refused here: the run fails with the reason instead of
@@ -511,7 +512,8 @@ class Worker:
                     err = SuspensionTooLarge(
                         f"suspension too large: with the largest decision allowed for each of its "
                         f"{len(p.pending)} interrupts the run record could reach {bound} bytes, over the "
-                        f"server's max payload of {limit} bytes; ask with less (message, metadata, schema, "
+                        f"{limit} a run record may have on a server whose max payload is "
+                        f"{self._nc.max_payload} bytes; ask with less (message, metadata, schema, "
                         f"journal) or fewer interrupts per pass"
                     )
                 self._log.warning("suspension refused: %s", err)
