@@ -67,10 +67,7 @@ func TestDiskCopyPutBackOnlyWhenLatest(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			srv := jstest.Server(t)
-			c := jstest.Client(t, srv)
-			s := store.NewJetStream(c)
-			s.UseRecordKey(sealKey, false, false)
+			s, c, nc := diskStore(t, jetstream.Config{})
 			ctx := context.Background()
 			rec, err := store.Update(ctx, s, "r1", func(*subjects.Run) (*subjects.Run, error) {
 				return &subjects.Run{Version: subjects.Version, RunID: "r1", Agent: "refunds", Status: subjects.RunSuspended}, nil
@@ -80,16 +77,7 @@ func TestDiskCopyPutBackOnlyWhenLatest(t *testing.T) {
 			if later != nil {
 				later(t, s, c, "r1")
 			}
-			// An answer the server stored over the record: no message id.
-			nc, err := nats.Connect(srv.URL())
-			require.NoError(t, err)
-			defer nc.Close()
-			require.NoError(t, nc.Publish("$KV."+c.BucketName(jetstream.RunsBucket)+".r1", []byte(`{"type":"io.nats.jetstream.api.v1.consumer_info_response"}`)))
-			require.NoError(t, nc.Flush())
-			require.Eventually(t, func() bool {
-				_, _, err := store.NewJetStream(c).Run(ctx, "r1")
-				return err != nil
-			}, 10*time.Second, 10*time.Millisecond, "the answer is stored over the record")
+			replaceRecord(t, c, nc, "r1")
 
 			got, _, err := s.Run(ctx, "r1")
 			if putBack[name] {
