@@ -184,6 +184,22 @@ func TestNotifierLinksWorkAsShipped(t *testing.T) {
 	t.Parallel()
 	d := newDeployment(t)
 	srv := startLinkGateway(t, d)
+	approve := notifiedLink(t, d, srv)
+	resp, err := http.PostForm(approve, nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	rec, err := processor.NewClient(d.client("auditor")).Run(d.ctx, "run-1")
+	require.NoError(t, err)
+	require.NotNil(t, rec.Interrupts[0].Decision)
+	assert.Equal(t, "ada", rec.Interrupts[0].Decision.Approver)
+}
+
+// notifiedLink runs the shipped notifier (as the notifier user, its
+// e-mail sink caught), suspends run-1 with a refund's tool call for ada,
+// and returns the approve link the notifier mailed her, pointed at srv.
+func notifiedLink(t *testing.T, d *deployment, srv *httptest.Server) string {
+	t.Helper()
 	cfg, err := notifier.ParseConfig("notifier.yaml", []byte(linkNotifierConfig(t)))
 	require.NoError(t, err)
 	p, err := notifier.New(d.provisioner(), cfg, notifier.Options{Logger: quiet})
@@ -223,12 +239,46 @@ func TestNotifierLinksWorkAsShipped(t *testing.T) {
 	require.Len(t, note.Decide[0].Links, 1, "ada's links")
 	pair := note.Decide[0].Links[0]
 	assert.Equal(t, "ada", pair.Approver)
-	approve := strings.Replace(pair.ApproveURL, "https://interlock.example.com", srv.URL, 1)
-	resp, err := http.PostForm(approve, nil)
+	return strings.Replace(pair.ApproveURL, "https://interlock.example.com", srv.URL, 1)
+}
+
+// TestAttackReplacedRecordPutBackWhenALinkIsOpened: an answer the server
+// stored over run-1's record made ada's one-click link answer "run not
+// found" until some input of the run reached the coordinator; nothing
+// but her click would, and it could not. The gateway now audits a read
+// that meets such an answer, and the coordinator, filing that, puts the
+// record's latest copy back: the page shown again decides.
+func TestAttackReplacedRecordPutBackWhenALinkIsOpened(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	srv := startLinkGateway(t, d)
+	approve := notifiedLink(t, d, srv)
+	billing := d.attacker("agent_billing")
+	require.NoError(t, billing.nc.PublishRequest("$JS.API.CONSUMER.INFO.INTERLOCK_WORK.worker_billing",
+		"$KV.interlock_runs.run-1", nil))
+	require.NoError(t, billing.nc.Flush())
+	foreignRecord(t, d, "run-1")
+
+	resp, err := http.Get(approve)
 	require.NoError(t, err)
 	resp.Body.Close()
-	assert.Equal(t, http.StatusOK, resp.StatusCode)
-	rec, err := processor.NewClient(d.client("auditor")).Run(d.ctx, "run-1")
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "the page of a record the gateway cannot read")
+	auditor := processor.NewClient(d.client("auditor"))
+	require.Eventually(t, func() bool {
+		_, err := auditor.Run(d.ctx, "run-1")
+		return err == nil
+	}, 20*time.Second, 20*time.Millisecond, "the record put back once the gateway audited the read")
+	refused := false
+	for _, ev := range d.events("run-1") {
+		refused = refused || ev.Type == subjects.EventAccessRefused && strings.Contains(ev.Detail, "not a write of the coordinator's")
+	}
+	assert.True(t, refused, "the read is audited on the run")
+
+	resp, err = http.PostForm(approve, nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	rec, err := auditor.Run(d.ctx, "run-1")
 	require.NoError(t, err)
 	require.NotNil(t, rec.Interrupts[0].Decision)
 	assert.Equal(t, "ada", rec.Interrupts[0].Decision.Approver)

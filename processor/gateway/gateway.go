@@ -33,6 +33,7 @@ import (
 	"github.com/interlockhq/interlock/processor/chat/slack"
 	"github.com/interlockhq/interlock/processor/links"
 	"github.com/interlockhq/interlock/processor/schema"
+	"github.com/interlockhq/interlock/processor/store"
 	"github.com/interlockhq/interlock/subjects"
 )
 
@@ -456,7 +457,7 @@ func (g *Gateway) readableRun(w http.ResponseWriter, r *http.Request) (*subjects
 	if g.limited(w, r, g.refusals, me.Name, addr) {
 		return nil, false
 	}
-	rec, err := g.client.Run(r.Context(), r.PathValue("run"))
+	rec, err := g.readRun(r.Context(), r.PathValue("run"), me.Name, addr, requestOf(r))
 	if g.lookupFailed(w, err) {
 		return nil, false
 	}
@@ -468,6 +469,21 @@ func (g *Gateway) readableRun(w http.ResponseWriter, r *http.Request) (*subjects
 		return nil, false
 	}
 	return rec, true
+}
+
+// readRun reads run's record for identity. When the run's key holds an
+// answer the server stored there for another user (store.ErrForeignRecord)
+// the read is audited on the run: filing that observation has the
+// coordinator read the record, which puts back its latest sealed copy
+// (docs/protocol.md, "Record copies on disk"), so the page asked for again
+// finds the run.
+func (g *Gateway) readRun(ctx context.Context, run, identity, address, request string) (*subjects.Run, error) {
+	rec, err := g.client.Run(ctx, run)
+	if errors.Is(err, store.ErrForeignRecord) {
+		g.audit(ctx, run, subjects.CodeNotAllowed, identity,
+			"the run's record is not a write of the coordinator's (an answer the server stored over it): read refused", address, request)
+	}
+	return rec, err
 }
 
 // history returns the run's audit trail: every transition and every

@@ -274,9 +274,13 @@ func (g *Gateway) confirmLink(w http.ResponseWriter, r *http.Request) {
 // showLink renders the page of link l, with what p adds (a refusal and
 // what was sent), or a page in words when the interrupt no longer waits.
 func (g *Gateway) showLink(w http.ResponseWriter, r *http.Request, l links.Link, token string, status int, p page) {
-	rec, err := g.client.Run(r.Context(), l.Run)
-	if err != nil {
+	rec, err := g.readRun(r.Context(), l.Run, l.Approver, addressOf(r), requestOf(r))
+	switch {
+	case errors.Is(err, processor.ErrRunNotFound):
 		refuse(w, http.StatusNotFound, "Run not found", "There is no such run (any more). The inbox lists what waits for you.")
+		return
+	case err != nil:
+		refuse(w, http.StatusServiceUnavailable, "Try again", "The request could not be read ("+err.Error()+"). Reload the page.")
 		return
 	}
 	i := slices.IndexFunc(rec.Interrupts, func(in subjects.InterruptState) bool { return in.ID == l.Interrupt })
@@ -367,7 +371,7 @@ func (g *Gateway) useLink(w http.ResponseWriter, r *http.Request) {
 	// no link decides it, even one minted before or signed elsewhere. A
 	// record that cannot be read decides nothing (it did, unchecked); one
 	// that is not there is the coordinator's to refuse (unknown_run).
-	rec, err := g.client.Run(r.Context(), l.Run)
+	rec, err := g.readRun(r.Context(), l.Run, l.Approver, addressOf(r), requestOf(r))
 	switch {
 	case errors.Is(err, processor.ErrRunNotFound):
 	case err != nil:

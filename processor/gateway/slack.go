@@ -298,7 +298,7 @@ func (g *Gateway) slackTarget(ctx context.Context, in *slack.Interaction, ref sl
 			"decide here. Nothing was decided. An operator links you in the identities file (slack: {team: " +
 			in.UserTeam() + ", user: " + in.User.ID + "})."
 	}
-	rec, err := g.client.Run(ctx, ref.Run)
+	rec, err := g.readRun(ctx, ref.Run, id.Name, addr, request)
 	switch {
 	case errors.Is(err, processor.ErrRunNotFound):
 		g.audit(ctx, ref.Run, subjects.CodeUnknownRun, id.Name, "no such run", addr, request)
