@@ -191,6 +191,20 @@ func (d *deployment) suspend(agent *jetstream.Client, run, approver string) {
 	d.publishSuspension(agent, run, approver)
 	_, err := processor.NewClient(d.client("auditor")).Wait(d.ctx, run, processor.Suspended)
 	require.NoError(d.t, err)
+	d.handled()
+}
+
+// handled waits until the coordinator has acknowledged every outcome
+// stored: it handles one after its record is written (the pending index,
+// the events, a read of the record), and a test that changes the record
+// under it races that read.
+func (d *deployment) handled() {
+	d.t.Helper()
+	admin := d.attacker("admin")
+	require.Eventually(d.t, func() bool {
+		info, err := admin.js.ConsumerInfo("INTERLOCK_RUNS", "coordinator_runs")
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	}, 20*time.Second, 10*time.Millisecond, "the coordinator handled the outcomes")
 }
 
 // publishSuspension publishes, as agent, the refunds agent's first

@@ -253,6 +253,7 @@ func TestAttackReplacedRecordPutBackWhenALinkIsOpened(t *testing.T) {
 	d := newDeployment(t)
 	srv := startLinkGateway(t, d)
 	approve := notifiedLink(t, d, srv)
+	d.handled()
 	billing := d.attacker("agent_billing")
 	require.NoError(t, billing.nc.PublishRequest("$JS.API.CONSUMER.INFO.INTERLOCK_WORK.worker_billing",
 		"$KV.interlock_runs.run-1", nil))

@@ -232,3 +232,119 @@ func TestDiskCopyStoredAgainDoesNotHideALaterWrite(t *testing.T) {
 	}
 	require.ErrorIs(t, err, store.ErrForeignRecord, "an older copy than the last write must not be put back")
 }
+
+// TestDiskOrphanCopyNotPutBack: ada's approval wrote record 2 when an
+// answer replaced it and another input put copy 1 back; bob's cancel was
+// applied to that (record 2', its copy stored, its replay queued); ada's
+// commit then stored its copy 2 and its check failed (she is told
+// "already decided" when it comes again). Two different copies with
+// writes 2 are in the trail, the orphan stored last. When another answer
+// replaces record 2', the later stored of the two was put back: ada's
+// approval, which nobody was told was accepted, over bob's applied
+// cancel. Now two different copies of the last write put nothing back
+// (the run stays stopped). Found by the second review of record copies on
+// disk.
+func TestDiskOrphanCopyNotPutBack(t *testing.T) {
+	t.Parallel()
+	s, c, nc := diskStore(t, jetstream.Config{})
+	other := store.NewJetStream(c)
+	other.UseRecordKey(sealKey, false, false)
+	ctx := context.Background()
+	rec1, err := store.Update(ctx, s, "r1", func(*subjects.Run) (*subjects.Run, error) {
+		return &subjects.Run{Version: subjects.Version, RunID: "r1", Agent: "refunds", Status: subjects.RunSuspended}, nil
+	})
+	require.NoError(t, err)
+	require.NoError(t, s.Commit(ctx, transition("r1", rec1.Writes, "suspended")))
+	decide := func(s *store.JetStream, by string) *subjects.Run {
+		rec, err := store.Update(ctx, s, "r1", func(r *subjects.Run) (*subjects.Run, error) {
+			if r == nil {
+				return nil, nil // a guess: read, and asked again
+			}
+			next := *r
+			next.Status, next.Error, next.UpdatedAt = subjects.RunResuming, "decided by "+by, time.Now()
+			return &next, nil
+		})
+		require.NoError(t, err)
+		return rec
+	}
+	accepted := func(rec *subjects.Run, by string) store.Effects {
+		return store.Effects{Record: rec, Events: []store.Event{{Event: subjects.Event{Version: subjects.Version,
+			Type: subjects.EventDecisionAccepted, RunID: "r1", Agent: "refunds", At: time.Now(),
+			Verdict: &subjects.Verdict{Approver: by, Outcome: subjects.OutcomeAccepted}}, Dedup: "by-" + by}}}
+	}
+	ada := decide(s, "ada")
+	replaceRecord(t, c, nc, "r1")
+	bob := decide(other, "bob")
+	require.Equal(t, uint64(2), bob.Writes, "bob's cancel applied to copy 1, put back")
+	require.NoError(t, other.Commit(ctx, accepted(bob, "bob")))
+	require.Error(t, s.Commit(ctx, accepted(ada, "ada")), "ada's check fails: her copy is an orphan")
+
+	replaceRecord(t, c, nc, "r1")
+	got, _, err := other.Run(ctx, "r1")
+	if err == nil {
+		t.Logf("put back: %s (writes %d)", got.Error, got.Writes)
+	}
+	require.ErrorIs(t, err, store.ErrForeignRecord, "one of two different copies of the last write was put back")
+}
+
+// TestFloodOfAnswersMakesInputsWait: while answers keep landing on a
+// record's key, an input that meets one puts the copy back and may find
+// another answer there straight after: it waits and comes again
+// (ErrContended), where it was refused for good (ErrForeignRecord: a
+// decision rejected, an outcome or a timer dead-lettered). Once the flood
+// stops, inputs apply. Found by the second review of record copies on
+// disk.
+func TestFloodOfAnswersMakesInputsWait(t *testing.T) {
+	t.Parallel()
+	s, c, nc := diskStore(t, jetstream.Config{})
+	ctx := context.Background()
+	rec, err := store.Update(ctx, s, "r1", func(*subjects.Run) (*subjects.Run, error) {
+		return &subjects.Run{Version: subjects.Version, RunID: "r1", Agent: "refunds", Status: subjects.RunSuspended}, nil
+	})
+	require.NoError(t, err)
+	require.NoError(t, s.Commit(ctx, transition("r1", rec.Writes, "suspended")))
+	input := func() error {
+		next, err := store.Update(ctx, s, "r1", func(r *subjects.Run) (*subjects.Run, error) {
+			if r == nil {
+				return nil, nil
+			}
+			next := *r
+			return &next, nil
+		})
+		if err != nil {
+			return err
+		}
+		return s.Commit(ctx, store.Effects{Record: next, Events: []store.Event{{Event: subjects.Event{
+			Version: subjects.Version, Type: subjects.EventReminded, RunID: "r1", Agent: "refunds", At: time.Now()},
+			Dedup: fmt.Sprintf("w%d", next.Writes)}}})
+	}
+
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() { // the attacker: answers back to back, each flushed
+		defer close(done)
+		subject := "$KV." + c.BucketName(jetstream.RunsBucket) + ".r1"
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = nc.Publish(subject, []byte(`{"type":"io.nats.jetstream.api.v1.consumer_info_response"}`))
+			_ = nc.Flush()
+		}
+	}()
+	waited := 0
+	for range 300 {
+		err := input()
+		require.NotErrorIs(t, err, store.ErrForeignRecord, "an input refused for good during a flood")
+		if err != nil {
+			waited++
+		}
+	}
+	close(stop)
+	<-done
+	t.Logf("%d of 300 inputs waited for the flood", waited)
+	require.Positive(t, waited, "the flood met no input")
+	require.Eventually(t, func() bool { return input() == nil }, 10*time.Second, 10*time.Millisecond,
+		"an input applies once the flood stops")
+}

@@ -76,8 +76,11 @@ func (s *JetStream) copyIn(run string, data []byte) *subjects.Run {
 // did not get its copy stored), or an entry that follows a record write
 // (followsRecord) and names none, stored after the first copy with those
 // writes (written by a coordinator of an earlier version, which wrote no
-// copies).
-func (s *JetStream) latestCopy(ctx context.Context, run string, laterWrites bool) (*subjects.Run, error) {
+// copies). With ties, also nil when two different copies have the most
+// writes: a change whose check failed (storeCopy, holds) leaves its copy
+// beside the one of the change that won, and the trail does not tell
+// which the bucket held.
+func (s *JetStream) latestCopy(ctx context.Context, run string, laterWrites, ties bool) (*subjects.Run, error) {
 	filter, err := s.c.Namespace().RunEvents(run)
 	if err != nil {
 		return nil, err
@@ -94,9 +97,11 @@ func (s *JetStream) latestCopy(ctx context.Context, run string, laterWrites bool
 	var best *subjects.Run
 	// first is where the first copy with so many writes was stored; most,
 	// the most writes an entry names; unnamed, the last entry after a
-	// record write that names none.
+	// record write that names none; tied, whether another copy than best
+	// has as many writes.
 	first := map[uint64]uint64{}
 	var most, unnamed uint64
+	tied := false
 	for after := uint64(0); ; {
 		msgs, err := s.c.Messages(ctx, jetstream.StreamEvents, filter, after+1, eventsBatch)
 		if err != nil {
@@ -113,7 +118,11 @@ func (s *JetStream) latestCopy(ctx context.Context, run string, laterWrites bool
 				if _, ok := first[r.Writes]; !ok {
 					first[r.Writes] = m.Sequence
 				}
-				if best == nil || r.Writes >= best.Writes {
+				switch {
+				case best == nil || r.Writes > best.Writes:
+					best, tied = r, false
+				case r.Writes == best.Writes:
+					tied = tied || !sameRecord(r, best)
 					best = r
 				}
 			}
@@ -129,12 +138,19 @@ func (s *JetStream) latestCopy(ctx context.Context, run string, laterWrites bool
 				// Direct gets may be answered by a replica that lags.
 				return nil, fmt.Errorf("read run %s's record copies: %w: read up to %d of %d", run, errLagging, after, last)
 			}
-			if laterWrites && best != nil && (most > best.Writes || unnamed > first[best.Writes]) {
+			if laterWrites && best != nil && (most > best.Writes || unnamed > first[best.Writes]) || ties && tied {
 				return nil, nil
 			}
 			return best, nil
 		}
 	}
+}
+
+// sameRecord reports whether a and b are the same record.
+func sameRecord(a, b *subjects.Run) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
 }
 
 // namedWrites is the record writes m, an entry of the coordinator's, names
@@ -165,9 +181,11 @@ var errLagging = errors.New("the trail's reader lags its leader")
 // cause when its events carry none (a new run; see unrecorded for one
 // whose key holds something else).
 func (s *JetStream) restoreRun(ctx context.Context, run string, rev uint64, cause error) (*subjects.Run, uint64, error) {
-	// An answer replaced a record on disk: the bucket lost no write, so
-	// the copy must be of the last one.
-	best, err := s.latestCopy(ctx, run, errors.Is(cause, ErrForeignRecord) && !s.inMemory)
+	// Over an answer, the copy must be the record the answer replaced: of
+	// the last write (on disk the bucket lost none), and not one of two
+	// different copies of it (a change whose check failed leaves its copy).
+	foreign := errors.Is(cause, ErrForeignRecord)
+	best, err := s.latestCopy(ctx, run, foreign && !s.inMemory, foreign)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -185,6 +203,12 @@ func (s *JetStream) restoreRun(ctx context.Context, run string, rev uint64, caus
 		return nil, 0, err
 	}
 	data, rev, err := runEntry(ctx, b, run)
+	if errors.Is(err, ErrForeignRecord) {
+		// Another answer landed as the copy was put back (a flood of
+		// them): the input waits and comes again, it is not refused.
+		return nil, 0, fmt.Errorf("run %s: %w: an answer replaced the record again as it was put back (%v)", run,
+			ErrContended, err)
+	}
 	if err != nil {
 		return nil, 0, err
 	}
