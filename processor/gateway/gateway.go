@@ -85,7 +85,10 @@ type Gateway struct {
 	sessions  *jetstream.Bucket
 	logins    *limiter
 	refusals  *limiter
-	stopMint  func()
+	// foreignReads bounds the audits of reads that meet an answer stored
+	// over a run's record: one per run every foreignReadEvery (readRun).
+	foreignReads *limiter
+	stopMint     func()
 	// stopChat stops the chat card service (nil without Slack cards).
 	stopChat func()
 	// seal signs the buttons of the Slack cards the gateway draws.
@@ -185,7 +188,7 @@ func New(ctx context.Context, c *jetstream.Client, cfg Config) (*Gateway, error)
 	}
 	g := &Gateway{cfg: cfg, nc: c, client: processor.NewClient(c), mux: http.NewServeMux(), usedLinks: used,
 		sessions: sessions, logins: newLimiter(cfg.LoginFailures), refusals: newLimiter(cfg.DecisionRefusals),
-		stopped: make(chan struct{})}
+		foreignReads: newLimiter(Limit{Burst: 1, Every: foreignReadEvery}), stopped: make(chan struct{})}
 	g.lease.Store(int64(postLease))
 	g.base, g.stop = context.WithCancel(context.Background())
 	if cfg.Slack != nil {
@@ -480,11 +483,21 @@ func (g *Gateway) readableRun(w http.ResponseWriter, r *http.Request) (*subjects
 func (g *Gateway) readRun(ctx context.Context, run, identity, address, request string) (*subjects.Run, error) {
 	rec, err := g.client.Run(ctx, run)
 	if errors.Is(err, store.ErrForeignRecord) {
-		g.audit(ctx, run, subjects.CodeNotAllowed, identity,
-			"the run's record is not a write of the coordinator's (an answer the server stored over it): read refused", address, request)
+		// Once per run every foreignReadEvery: each observation has the
+		// coordinator read the run's whole trail, and adds to it.
+		if blocked, _ := g.foreignReads.blocked(run); !blocked {
+			g.foreignReads.fail(run)
+			g.audit(ctx, run, subjects.CodeNotAllowed, identity,
+				"the run's record is not a write of the coordinator's (an answer the server stored over it): read refused",
+				address, request)
+		}
 	}
 	return rec, err
 }
+
+// foreignReadEvery is how often readRun audits reads of one run that meet
+// an answer.
+const foreignReadEvery = 5 * time.Second
 
 // history returns the run's audit trail: every transition and every
 // decision attempt, accepted or rejected, with who, when, what and why.

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -541,4 +542,39 @@ func TestRetryAfterRefusal(t *testing.T) {
 	rec, err := e.client.Wait(ctx, run, processor.Finished)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"payload":{"amount":4},"by":"ada"}`, string(rec.Result))
+}
+
+// TestForeignRecordReadAuditedOncePerRun: a read that meets an answer the
+// server stored over a run's record is audited on the run (which has the
+// coordinator put the record back from its copy), but once per run every
+// foreignReadEvery: each such observation has the coordinator read the
+// run's whole trail and adds an entry to it, so reloading a page of a run
+// that stays stopped cost work that grew with every reload. Found by the
+// third review of record copies on disk.
+func TestForeignRecordReadAuditedOncePerRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// A key holding an answer and no record ever: nothing to put back.
+	ctx := context.Background()
+	_, err := e.nc.Publish(ctx, "$KV."+e.nc.BucketName(jetstream.RunsBucket)+".ghost", []byte(`{}`), "", nil)
+	require.NoError(t, err)
+	// The gateway's observations, as they are published.
+	nc, err := nats.Connect(e.natsURL)
+	require.NoError(t, err)
+	defer nc.Close()
+	observed, err := e.nc.Namespace().Observed("ghost", subjects.EventAccessRefused)
+	require.NoError(t, err)
+	sub, err := nc.SubscribeSync(observed)
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+	for range 5 {
+		status, out := e.call("GET", "/v1/runs/ghost", "erin-token", nil)
+		require.Equal(t, http.StatusServiceUnavailable, status, out)
+	}
+	// Each audit is stored before its GET answers, so it reached this
+	// connection before the answer to its flush.
+	require.NoError(t, nc.Flush())
+	n, _, err := sub.Pending()
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "reads of the run audited")
 }

@@ -68,7 +68,8 @@ func (s *JetStream) copyIn(run string, data []byte) *subjects.Run {
 }
 
 // latestCopy is the copy of run's record with the most writes its events
-// carry, nil when they carry none. With laterWrites, also nil when the
+// carry, nil when they carry none, and the sequence of the last event it
+// read. With laterWrites, also nil when the
 // trail tells of a record write that copy does not hold, wherever the
 // entry that tells it sits (a pull's answer can store a genuine entry
 // again, later in the trail, headers and copy included): an entry naming
@@ -80,19 +81,19 @@ func (s *JetStream) copyIn(run string, data []byte) *subjects.Run {
 // writes: a change whose check failed (storeCopy, holds) leaves its copy
 // beside the one of the change that won, and the trail does not tell
 // which the bucket held.
-func (s *JetStream) latestCopy(ctx context.Context, run string, laterWrites, ties bool) (*subjects.Run, error) {
+func (s *JetStream) latestCopy(ctx context.Context, run string, laterWrites, ties bool) (*subjects.Run, uint64, error) {
 	filter, err := s.c.Namespace().RunEvents(run)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	// A new run has no events: one read of the last (from the stream's
 	// leader) says so without reading the trail.
 	last, err := s.c.LeaderLast(ctx, jetstream.StreamEvents, filter)
 	if err != nil {
-		return nil, fmt.Errorf("read run %s's last event: %w", run, err)
+		return nil, 0, fmt.Errorf("read run %s's last event: %w", run, err)
 	}
 	if last == 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	var best *subjects.Run
 	// first is where the first copy with so many writes was stored; most,
@@ -105,7 +106,7 @@ func (s *JetStream) latestCopy(ctx context.Context, run string, laterWrites, tie
 	for after := uint64(0); ; {
 		msgs, err := s.c.Messages(ctx, jetstream.StreamEvents, filter, after+1, eventsBatch)
 		if err != nil {
-			return nil, fmt.Errorf("read run %s's record copies: %w", run, err)
+			return nil, 0, fmt.Errorf("read run %s's record copies: %w", run, err)
 		}
 		for _, m := range msgs {
 			after = m.Sequence
@@ -136,12 +137,12 @@ func (s *JetStream) latestCopy(ctx context.Context, run string, laterWrites, tie
 		if len(msgs) < eventsBatch {
 			if after < last {
 				// Direct gets may be answered by a replica that lags.
-				return nil, fmt.Errorf("read run %s's record copies: %w: read up to %d of %d", run, errLagging, after, last)
+				return nil, 0, fmt.Errorf("read run %s's record copies: %w: read up to %d of %d", run, errLagging, after, last)
 			}
 			if laterWrites && best != nil && (most > best.Writes || unnamed > first[best.Writes]) || ties && tied {
-				return nil, nil
+				return nil, after, nil
 			}
-			return best, nil
+			return best, after, nil
 		}
 	}
 }
@@ -185,7 +186,7 @@ func (s *JetStream) restoreRun(ctx context.Context, run string, rev uint64, caus
 	// the last write (on disk the bucket lost none), and not one of two
 	// different copies of it (a change whose check failed leaves its copy).
 	foreign := errors.Is(cause, ErrForeignRecord)
-	best, err := s.latestCopy(ctx, run, foreign && !s.inMemory, foreign)
+	best, read, err := s.latestCopy(ctx, run, foreign && !s.inMemory, foreign)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -195,7 +196,7 @@ func (s *JetStream) restoreRun(ctx context.Context, run string, rev uint64, caus
 	if best == nil {
 		return nil, 0, cause
 	}
-	if _, _, err := s.putBack(ctx, best, 0, true); err != nil {
+	if _, _, err := s.putBack(ctx, best, putBackAt{overForeign: true, trail: read}); err != nil {
 		return nil, 0, err
 	}
 	b, err := s.bucket(ctx, jetstream.RunsBucket)
@@ -215,12 +216,28 @@ func (s *JetStream) restoreRun(ctx context.Context, run string, rev uint64, caus
 	return decodeRun(run, data, rev)
 }
 
+// putBackAt says where putBack may store a copy.
+type putBackAt struct {
+	// own is the revision this caller put a copy back at before: a later
+	// copy with as many writes replaces it.
+	own uint64
+	// overForeign: the copy may replace an answer the server stored there.
+	overForeign bool
+	// trail, when not 0, is the last event of the run the copy was chosen
+	// from: one attempt, and an answer is replaced only while the run's
+	// trail still ends there. A copy chosen before a change stored its own
+	// copy, and stored after that change's check passed (under a flood of
+	// answers, whose compare-and-set kept failing), would roll the run
+	// back under the change's effects; the caller's input comes again.
+	trail uint64
+}
+
 // putBack stores copy unless the bucket holds the record with more writes,
-// or as many and not at revision own (what this caller put back before:
-// a later copy with as many writes replaces it), or, unless overForeign,
-// an answer the server stored there; it returns the revision it stored at,
-// and whether it stored.
-func (s *JetStream) putBack(ctx context.Context, copy *subjects.Run, own uint64, overForeign bool) (uint64, bool, error) {
+// or as many and not at revision at.own, or an answer the server stored
+// there (unless at.overForeign); it returns the revision it stored at, and
+// whether it stored. With at.trail, ErrContended when the run's trail moved
+// or the write lost a compare-and-set.
+func (s *JetStream) putBack(ctx context.Context, copy *subjects.Run, at putBackAt) (uint64, bool, error) {
 	b, err := s.bucket(ctx, jetstream.RunsBucket)
 	if err != nil {
 		return 0, false, err
@@ -231,30 +248,37 @@ func (s *JetStream) putBack(ctx context.Context, copy *subjects.Run, own uint64,
 	}
 	for range MaxAttempts {
 		var rev uint64
-		cur, at, err := runEntry(ctx, b, copy.RunID)
+		cur, rv, err := runEntry(ctx, b, copy.RunID)
 		switch {
 		case errors.Is(err, ErrNotFound):
-		case errors.Is(err, ErrForeignRecord) && (!s.copies() || !overForeign):
+		case errors.Is(err, ErrForeignRecord) && (!s.copies() || !at.overForeign):
 			// The last copy may be older than the record the answer
 			// replaced (a store that writes no copies, or a restore that
 			// did not check: latestCopy), so it stays refused.
 			return 0, false, nil
 		case errors.Is(err, ErrForeignRecord):
-			rev = at // not a record: the copy replaces it
+			if at.trail != 0 {
+				if err := s.trailStill(ctx, copy.RunID, at.trail); err != nil {
+					return 0, false, err
+				}
+			}
+			rev = rv // not a record: the copy replaces it
 		case err != nil:
 			return 0, false, err
 		default:
-			have, _, err := decodeRun(copy.RunID, cur, at)
+			have, _, err := decodeRun(copy.RunID, cur, rv)
 			if err != nil {
 				return 0, false, err
 			}
-			if have.Writes > copy.Writes || have.Writes == copy.Writes && at != own {
+			if have.Writes > copy.Writes || have.Writes == copy.Writes && rv != at.own {
 				return 0, false, nil
 			}
-			rev = at
+			rev = rv
 		}
 		next, err := b.Update(ctx, copy.RunID, data, rev)
-		if errors.Is(err, ErrConflict) {
+		if errors.Is(err, ErrConflict) && at.trail != 0 {
+			return 0, false, fmt.Errorf("put back run %s: %w: the key changed under the write", copy.RunID, ErrContended)
+		} else if errors.Is(err, ErrConflict) {
 			continue
 		} else if err != nil {
 			return 0, false, err
@@ -262,6 +286,24 @@ func (s *JetStream) putBack(ctx context.Context, copy *subjects.Run, own uint64,
 		return next, true, nil
 	}
 	return 0, false, fmt.Errorf("put back run %s: %w after %d attempts", copy.RunID, ErrContended, MaxAttempts)
+}
+
+// trailStill returns ErrContended unless run's trail still ends at the
+// event last, as the stream's leader says.
+func (s *JetStream) trailStill(ctx context.Context, run string, last uint64) error {
+	filter, err := s.c.Namespace().RunEvents(run)
+	if err != nil {
+		return err
+	}
+	now, err := s.c.LeaderLast(ctx, jetstream.StreamEvents, filter)
+	if err != nil {
+		return fmt.Errorf("read run %s's last event: %w", run, err)
+	}
+	if now != last {
+		return fmt.Errorf("put back run %s: %w: its trail moved from event %d to %d since its copy was chosen", run,
+			ErrContended, last, now)
+	}
+	return nil
 }
 
 // Restored is what RestoreRecords did.
@@ -380,7 +422,7 @@ func (s *JetStream) RestoreRecords(ctx context.Context, by string, now time.Time
 			// Over an answer only in memory, where every write's copy is
 			// stored before its effects; on disk, an input that meets it
 			// puts back a copy no later write outdates (Run).
-			rev, stored, err := s.putBack(ctx, r, put[run].rev, s.inMemory)
+			rev, stored, err := s.putBack(ctx, r, putBackAt{own: put[run].rev, overForeign: s.inMemory})
 			if err != nil {
 				return Restored{Runs: len(put)}, err
 			}
