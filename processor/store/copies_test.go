@@ -69,11 +69,7 @@ func TestDiskCopyPutBackOnlyWhenLatest(t *testing.T) {
 			t.Parallel()
 			s, c, nc := diskStore(t, jetstream.Config{})
 			ctx := context.Background()
-			rec, err := store.Update(ctx, s, "r1", func(*subjects.Run) (*subjects.Run, error) {
-				return &subjects.Run{Version: subjects.Version, RunID: "r1", Agent: "refunds", Status: subjects.RunSuspended}, nil
-			})
-			require.NoError(t, err)
-			require.NoError(t, s.Commit(ctx, transition("r1", rec.Writes, "suspended")))
+			suspendedRun(t, s)
 			if later != nil {
 				later(t, s, c, "r1")
 			}
@@ -134,11 +130,7 @@ func TestDiskPutBackRacingACommitStopsIt(t *testing.T) {
 	other := store.NewJetStream(c)
 	other.UseRecordKey(sealKey, false, false)
 	ctx := context.Background()
-	rec1, err := store.Update(ctx, s, "r1", func(*subjects.Run) (*subjects.Run, error) {
-		return &subjects.Run{Version: subjects.Version, RunID: "r1", Agent: "refunds", Status: subjects.RunSuspended}, nil
-	})
-	require.NoError(t, err)
-	require.NoError(t, s.Commit(ctx, transition("r1", rec1.Writes, "suspended")))
+	rec1 := suspendedRun(t, s)
 	rec2, err := store.Update(ctx, s, "r1", func(r *subjects.Run) (*subjects.Run, error) {
 		next := *rec1
 		next.Status = subjects.RunResuming
@@ -250,11 +242,7 @@ func TestDiskOrphanCopyNotPutBack(t *testing.T) {
 	other := store.NewJetStream(c)
 	other.UseRecordKey(sealKey, false, false)
 	ctx := context.Background()
-	rec1, err := store.Update(ctx, s, "r1", func(*subjects.Run) (*subjects.Run, error) {
-		return &subjects.Run{Version: subjects.Version, RunID: "r1", Agent: "refunds", Status: subjects.RunSuspended}, nil
-	})
-	require.NoError(t, err)
-	require.NoError(t, s.Commit(ctx, transition("r1", rec1.Writes, "suspended")))
+	suspendedRun(t, s)
 	decide := func(s *store.JetStream, by string) *subjects.Run {
 		rec, err := store.Update(ctx, s, "r1", func(r *subjects.Run) (*subjects.Run, error) {
 			if r == nil {
@@ -298,11 +286,7 @@ func TestFloodOfAnswersMakesInputsWait(t *testing.T) {
 	t.Parallel()
 	s, c, nc := diskStore(t, jetstream.Config{})
 	ctx := context.Background()
-	rec, err := store.Update(ctx, s, "r1", func(*subjects.Run) (*subjects.Run, error) {
-		return &subjects.Run{Version: subjects.Version, RunID: "r1", Agent: "refunds", Status: subjects.RunSuspended}, nil
-	})
-	require.NoError(t, err)
-	require.NoError(t, s.Commit(ctx, transition("r1", rec.Writes, "suspended")))
+	suspendedRun(t, s)
 	input := func() error {
 		next, err := store.Update(ctx, s, "r1", func(r *subjects.Run) (*subjects.Run, error) {
 			if r == nil {
@@ -347,4 +331,17 @@ func TestFloodOfAnswersMakesInputsWait(t *testing.T) {
 	require.Positive(t, waited, "the flood met no input")
 	require.Eventually(t, func() bool { return input() == nil }, 10*time.Second, 10*time.Millisecond,
 		"an input applies once the flood stops")
+}
+
+// suspendedRun writes run r1's first record, suspended, through s, and
+// commits the suspension with the record's copy.
+func suspendedRun(t *testing.T, s *store.JetStream) *subjects.Run {
+	t.Helper()
+	ctx := context.Background()
+	rec, err := store.Update(ctx, s, "r1", func(*subjects.Run) (*subjects.Run, error) {
+		return &subjects.Run{Version: subjects.Version, RunID: "r1", Agent: "refunds", Status: subjects.RunSuspended}, nil
+	})
+	require.NoError(t, err)
+	require.NoError(t, s.Commit(ctx, transition("r1", rec.Writes, "suspended")))
+	return rec
 }
