@@ -124,9 +124,10 @@ type Coordinator struct {
 	// ids signs the message ids of what the coordinator publishes into
 	// streams other roles write too (work items, notices).
 	ids *jetstream.IDSigner
-	// sealed says the store carries the records' copies in the audit
-	// trail (a runs bucket in memory), restores that it puts back records
-	// the bucket lost (records.go).
+	// sealed says the runs bucket keeps its records in memory, so the
+	// store keeps their copies with the rules of that layout (every store
+	// carries them in the trail); restores, that it puts back records the
+	// bucket lost (records.go).
 	sealed, restores bool
 	// fault, in tests, abandons a message at a named point.
 	fault fault.Hook

@@ -466,7 +466,7 @@ func markerName(seq uint64, body []byte) string {
 
 // SealedBefore reports whether the deployment ever kept its records in
 // memory: its trail holds a records_restored event, which a coordinator
-// sealing records writes when it first starts. A runs bucket on disk of
+// keeping records in memory writes when it first starts. A runs bucket on disk of
 // such a deployment may have lost records kept in memory before (and
 // been created again on disk), so they are put back from the trail too.
 func (s *JetStream) SealedBefore(ctx context.Context) (bool, error) {
