@@ -69,10 +69,10 @@ func (s *JetStream) copyIn(run string, data []byte) *subjects.Run {
 
 // latestCopy is the copy of run's record with the most writes its events
 // carry, nil when they carry none, and the sequence of the last event it
-// read. With laterWrites, also nil when the
-// trail tells of a record write that copy does not hold, wherever the
-// entry that tells it sits (a pull's answer can store a genuine entry
-// again, later in the trail, headers and copy included): an entry naming
+// read. With laterWrites, also nil when the trail tells of a record write
+// that copy does not hold, wherever the entry that tells it sits (a pull's
+// answer can store a genuine entry again, later in the trail, headers and
+// copy included): an entry naming
 // more writes (jetstream.HeaderRecordWrites: a write by a coordinator that
 // did not get its copy stored), or an entry that follows a record write
 // (followsRecord) and names none, stored after the first copy with those
