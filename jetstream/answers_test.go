@@ -35,14 +35,22 @@ func plant(t *testing.T, c *jetstream.Client, nc *nats.Conn, bucket, key, carrie
 // user's) and the bucket "answers", for planting answers in.
 func answersBucket(t *testing.T) (*embedded.Server, *jetstream.Client, *nats.Conn, *jetstream.Bucket) {
 	t.Helper()
+	srv, c, nc := serverAndConn(t)
+	b, err := c.Bucket(ctx(t), "answers", "test", 0)
+	require.NoError(t, err)
+	return srv, c, nc, b
+}
+
+// serverAndConn is a server, a client of it and a plain connection (any
+// user's).
+func serverAndConn(t *testing.T) (*embedded.Server, *jetstream.Client, *nats.Conn) {
+	t.Helper()
 	srv := jstest.Server(t)
 	c := jstest.Client(t, srv)
 	nc, err := nats.Connect(srv.URL())
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
-	b, err := c.Bucket(ctx(t), "answers", "test", 0)
-	require.NoError(t, err)
-	return srv, c, nc, b
+	return srv, c, nc
 }
 
 // Readers of a bucket take an answer the server stored under a key for
@@ -216,11 +224,7 @@ func TestUnterminatedHeaderBlockRead(t *testing.T) {
 // the publisher's Status before the sequence the server appended.
 func TestLastMsgStoredStatusHeader(t *testing.T) {
 	t.Parallel()
-	srv := jstest.Server(t)
-	c := jstest.Client(t, srv)
-	nc, err := nats.Connect(srv.URL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
+	_, c, nc := serverAndConn(t)
 	js, err := nc.JetStream()
 	require.NoError(t, err)
 	filter, err := c.Namespace().RunSuspensions("r1")

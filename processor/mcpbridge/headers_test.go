@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -20,25 +19,14 @@ import (
 // records with a key of the attacker's choosing.
 func TestTaskKeyWithHiddenHeadersReplaced(t *testing.T) {
 	t.Parallel()
-	srv := jstest.Server(t)
-	admin := jstest.Client(t, srv)
-	ctx := t.Context()
-	_, err := admin.Bucket(ctx, CallsBucket, "older", callsTTL)
-	require.NoError(t, err)
-	require.NoError(t, admin.Provision(ctx))
-	nc, err := nats.Connect(srv.URL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
+	srv, admin, nc := olderCallsBucket(t)
+	require.NoError(t, admin.Provision(t.Context()))
 	known := strings.Repeat("0f", 32)
 	hdr := "NATS/1.0\r\nNats-Msg-Id: planted-key\nNats-TTL: never\r\nNats-Stream: X\r\nNats-Subject: x\r\nNats-Sequence: 999\r\n" +
 		"Nats-Time-Stamp: 2026-01-01T00:00:00Z\r\n\r\n\r\n"
 	jstest.AnswerRaw(t, nc, srv.URL(), "INTERLOCK_AGUI", "interlock.agui.mcp.key", hdr, []byte(known),
 		"KV_interlock_mcp_calls", "$KV.interlock_mcp_calls."+taskKeyName)
 
-	require.NoError(t, Provision(ctx, admin))
-	calls, err := jstest.Client(t, srv).OpenBucket(ctx, CallsBucket)
-	require.NoError(t, err)
-	key, err := TaskKey(ctx, calls)
-	require.NoError(t, err)
+	key := provisionedTaskKey(t, srv, admin)
 	assert.NotEqual(t, known, hex.EncodeToString(key), "the proxy MACs task ids with a key of the attacker's choosing")
 }

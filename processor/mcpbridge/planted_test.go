@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/interlockhq/interlock/jetstream"
+	"github.com/interlockhq/interlock/jetstream/embedded"
 	"github.com/interlockhq/interlock/jetstream/jstest"
 	"github.com/interlockhq/interlock/subjects"
 )
@@ -62,16 +63,8 @@ func TestPlantedCallRecordStopsNoCall(t *testing.T) {
 // and replaces what it finds there that it did not keep.
 func TestTaskKeyKeptForGood(t *testing.T) {
 	t.Parallel()
-	srv := jstest.Server(t)
-	admin := jstest.Client(t, srv)
+	srv, admin, nc := olderCallsBucket(t)
 	ctx := t.Context()
-	// The bucket as an older Interlock left it: written any number of
-	// times, the key stored with a plain put.
-	_, err := admin.Bucket(ctx, CallsBucket, "older", callsTTL)
-	require.NoError(t, err)
-	nc, err := nats.Connect(srv.URL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
 	js, err := njs.New(nc)
 	require.NoError(t, err)
 	kv, err := js.KeyValue(ctx, admin.BucketName(CallsBucket))
@@ -83,11 +76,7 @@ func TestTaskKeyKeptForGood(t *testing.T) {
 	jstest.Answer(t, nc, "INTERLOCK_AGUI", "interlock.agui.mcp.key", nil, []byte(known), "KV_interlock_mcp_calls",
 		"$KV.interlock_mcp_calls."+taskKeyName, true)
 
-	require.NoError(t, Provision(ctx, admin))
-	calls, err := jstest.Client(t, srv).OpenBucket(ctx, CallsBucket)
-	require.NoError(t, err)
-	key, err := TaskKey(ctx, calls)
-	require.NoError(t, err)
+	key := provisionedTaskKey(t, srv, admin)
 	assert.NotEqual(t, known, hex.EncodeToString(key), "the proxy MACs task ids with a key of the attacker's choosing")
 	assert.NotEqual(t, strings.Repeat("ab", 32), hex.EncodeToString(key), "a key from before is replaced")
 	assert.Len(t, key, 32)
@@ -101,10 +90,7 @@ func TestTaskKeyKeptForGood(t *testing.T) {
 	// An answer stored after the one above tells that one was handled.
 	jstest.Answer(t, nc, "INTERLOCK_AGUI", "interlock.agui.mcp.after", nil, []byte(`{}`), "KV_interlock_mcp_calls",
 		"$KV.interlock_mcp_calls.after", true)
-	require.NoError(t, Provision(ctx, admin))
-	again, err := TaskKey(ctx, calls)
-	require.NoError(t, err)
-	assert.Equal(t, key, again)
+	assert.Equal(t, key, provisionedTaskKey(t, srv, admin))
 
 	// A proxy started before Provision kept a key is told to run it.
 	fresh := jstest.Client(t, jstest.Server(t))
@@ -122,4 +108,31 @@ func natsConn(t *testing.T, w *world) *nats.Conn {
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// olderCallsBucket is a server with the calls bucket as an older Interlock
+// left it (written any number of times, the key stored with a plain put),
+// admin's client, and a plain connection to the server.
+func olderCallsBucket(t *testing.T) (*embedded.Server, *jetstream.Client, *nats.Conn) {
+	t.Helper()
+	srv := jstest.Server(t)
+	admin := jstest.Client(t, srv)
+	_, err := admin.Bucket(t.Context(), CallsBucket, "older", callsTTL)
+	require.NoError(t, err)
+	nc, err := nats.Connect(srv.URL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	return srv, admin, nc
+}
+
+// provisionedTaskKey provisions the calls bucket as admin and returns the
+// task key a proxy then reads.
+func provisionedTaskKey(t *testing.T, srv *embedded.Server, admin *jetstream.Client) []byte {
+	t.Helper()
+	require.NoError(t, Provision(t.Context(), admin))
+	calls, err := jstest.Client(t, srv).OpenBucket(t.Context(), CallsBucket)
+	require.NoError(t, err)
+	key, err := TaskKey(t.Context(), calls)
+	require.NoError(t, err)
+	return key
 }
